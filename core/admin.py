@@ -1,0 +1,21 @@
+from django.contrib import admin
+
+from core.models import AuditEvent
+
+
+@admin.register(AuditEvent)
+class AuditEventAdmin(admin.ModelAdmin):
+    list_display = ("at", "actor", "verb", "object_type", "object_repr")
+    list_filter = ("verb", "object_type")
+    search_fields = ("object_repr", "verb", "actor__username")
+    date_hierarchy = "at"
+
+    # The audit log is append-only: nobody edits or deletes history through the admin.
+    def has_add_permission(self, request):
+        return False
+
+    def has_change_permission(self, request, obj=None):
+        return False
+
+    def has_delete_permission(self, request, obj=None):
+        return False

@@ -1,0 +1,17 @@
+from django.apps import AppConfig
+from django.db.models.signals import post_migrate
+
+
+def _sync_roles(sender, **kwargs) -> None:
+    from core.services import roles_sync
+
+    roles_sync()
+
+
+class CoreConfig(AppConfig):
+    default_auto_field = "django.db.models.BigAutoField"
+    name = "core"
+
+    def ready(self) -> None:
+        # Groups and permissions exist after every migrate, like Django's own permissions.
+        post_migrate.connect(_sync_roles, sender=self, dispatch_uid="core.roles_sync")

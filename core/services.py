@@ -1,0 +1,49 @@
+from __future__ import annotations
+
+from typing import Any
+
+from django.contrib.auth.models import AbstractBaseUser
+from django.db import models
+
+from core.models import AuditEvent
+
+
+def audit_record(
+    *,
+    actor: AbstractBaseUser | None,
+    verb: str,
+    obj: models.Model | None = None,
+    payload: dict[str, Any] | None = None,
+) -> AuditEvent:
+    """Append one event to the audit log. Call it inside the transaction of the action it records."""
+    return AuditEvent.objects.create(
+        actor=actor if actor is not None and actor.is_authenticated else None,
+        verb=verb,
+        object_type=obj._meta.label_lower if obj is not None else "",
+        object_id=str(obj.pk) if obj is not None else "",
+        object_repr=str(obj)[:255] if obj is not None else "",
+        payload=payload or {},
+    )
+
+
+RESEARCHER_APPS = ("datasets", "transforms", "annotation", "evaluation")
+
+
+def roles_sync() -> None:
+    """Create the role groups and give them their permissions; safe to run any number of times.
+
+    Researchers get every permission of the science apps and may read the audit log; admins get
+    every permission. Annotators get none here: they work in Argilla.
+    """
+    from django.contrib.auth.models import Group, Permission
+
+    from core.roles import Role
+
+    Group.objects.get_or_create(name=Role.ANNOTATOR)
+    researcher, _ = Group.objects.get_or_create(name=Role.RESEARCHER)
+    admin, _ = Group.objects.get_or_create(name=Role.ADMIN)
+    researcher_perms = Permission.objects.filter(content_type__app_label__in=RESEARCHER_APPS) | Permission.objects.filter(
+        content_type__app_label="core", codename="view_auditevent"
+    )
+    researcher.permissions.set(researcher_perms)
+    admin.permissions.set(Permission.objects.all())

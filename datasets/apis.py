@@ -1,0 +1,66 @@
+from drf_spectacular.utils import extend_schema
+from rest_framework import mixins, status, viewsets
+from rest_framework.decorators import action
+from rest_framework.parsers import FormParser, MultiPartParser
+from rest_framework.response import Response
+
+from core.errors import ShiftlabError
+from core.permissions import IsResearcher
+from datasets.models import Dataset, DatasetImport
+from datasets.selectors import dataset_item_list, dataset_list
+from datasets.serializers import (
+    DatasetImportCreateSerializer,
+    DatasetImportSerializer,
+    DatasetItemSerializer,
+    DatasetSerializer,
+)
+from datasets.services import ImportOptions, dataset_delete, dataset_import_job_create
+
+
+class DatasetViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, mixins.DestroyModelMixin,
+                     viewsets.GenericViewSet):
+    """Imported datasets, by name. Create them with POST /api/dataset-imports/."""
+
+    permission_classes = [IsResearcher]
+    serializer_class = DatasetSerializer
+    lookup_field = "name"
+    lookup_value_regex = r"[A-Za-z0-9][A-Za-z0-9._-]*"
+
+    def get_queryset(self):
+        return dataset_list(task_type=self.request.query_params.get("task_type"))
+
+    def perform_destroy(self, instance: Dataset) -> None:
+        dataset_delete(dataset=instance, actor=self.request.user)
+
+    @extend_schema(responses=DatasetItemSerializer(many=True))
+    @action(detail=True, methods=["get"])
+    def items(self, request, name=None):
+        items = dataset_item_list(
+            dataset=self.get_object(), split=request.query_params.get("split"), kind=request.query_params.get("kind")
+        )
+        page = self.paginate_queryset(items)
+        return self.get_paginated_response(DatasetItemSerializer(page, many=True).data)
+
+
+class DatasetImportViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, viewsets.GenericViewSet):
+    """Upload files to import; the import runs as a Celery task. Poll the job for its status."""
+
+    permission_classes = [IsResearcher]
+    serializer_class = DatasetImportSerializer
+    queryset = DatasetImport.objects.select_related("dataset")
+    parser_classes = [MultiPartParser, FormParser]
+
+    @extend_schema(request=DatasetImportCreateSerializer, responses={202: DatasetImportSerializer})
+    def create(self, request):
+        data_in = DatasetImportCreateSerializer(data=request.data)
+        data_in.is_valid(raise_exception=True)
+        data = data_in.validated_data
+        options = ImportOptions(language=data["language"], fmt=data.get("format"), columns=data.get("columns"),
+                                split=data.get("split"), field_map=data.get("field_map"))
+        try:
+            job = dataset_import_job_create(files=data["files"], task=data["task"], name=data["name"],
+                                            options=options, created_by=request.user)
+        except ShiftlabError as exc:
+            return Response({"detail": str(exc)}, status=status.HTTP_400_BAD_REQUEST)
+        job.refresh_from_db()
+        return Response(DatasetImportSerializer(job).data, status=status.HTTP_202_ACCEPTED)

@@ -1,0 +1,55 @@
+from django import forms
+
+from datasets.models import dataset_name_validator
+from datasets.readers import FORMATS
+from datasets.task_types import TASK_SPECS
+
+
+class MultipleFileInput(forms.ClearableFileInput):
+    allow_multiple_selected = True
+
+
+class MultipleFileField(forms.FileField):
+    def __init__(self, *args, **kwargs):
+        kwargs.setdefault("widget", MultipleFileInput())
+        super().__init__(*args, **kwargs)
+
+    def clean(self, data, initial=None):
+        single = super().clean
+        if isinstance(data, list | tuple):
+            return [single(d, initial) for d in data]
+        return [single(data, initial)]
+
+
+class DatasetUploadForm(forms.Form):
+    files = MultipleFileField(
+        help_text="One CSV/TSV/JSONL/Parquet file, or several: train + test files for classification, "
+        "corpus.jsonl + queries.jsonl + test.tsv (qrels) for retrieval."
+    )
+    name = forms.CharField(max_length=100, validators=[dataset_name_validator], help_text="Unique, e.g. stsb-en-test.")
+    task = forms.ChoiceField(choices=[(t.value, f"{s.label} ({t.value})") for t, s in TASK_SPECS.items()])
+    language = forms.CharField(max_length=16, initial="en")
+    fmt = forms.ChoiceField(
+        label="Format", required=False, choices=[("", "detect from file name")] + [(f, f) for f in FORMATS if f != "hf"]
+    )
+    columns = forms.CharField(
+        required=False, help_text="Only for files without a header line, e.g. sentence1,sentence2,score."
+    )
+    split = forms.CharField(required=False, max_length=32, help_text="Split of a single file (default: test).")
+    field_map = forms.CharField(
+        label="Column mapping", required=False, help_text="FIELD=COLUMN pairs separated by commas, e.g. label=category."
+    )
+    description = forms.CharField(required=False, widget=forms.Textarea(attrs={"rows": 2}))
+
+    def clean_columns(self) -> list[str] | None:
+        raw = self.cleaned_data["columns"].strip()
+        return [c.strip() for c in raw.split(",") if c.strip()] or None
+
+    def clean_field_map(self) -> dict[str, str] | None:
+        mapping = {}
+        for pair in filter(None, (p.strip() for p in self.cleaned_data["field_map"].split(","))):
+            field, sep, column = pair.partition("=")
+            if not sep or not field.strip() or not column.strip():
+                raise forms.ValidationError(f"{pair!r} is not FIELD=COLUMN (e.g. label=category).")
+            mapping[field.strip()] = column.strip()
+        return mapping or None

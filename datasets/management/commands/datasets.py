@@ -1,0 +1,120 @@
+import json
+
+from django.core.management.base import BaseCommand, CommandError, CommandParser
+
+from core.errors import ShiftlabError
+from datasets.models import Dataset
+from datasets.readers import FORMATS
+from datasets.selectors import dataset_get, dataset_item_list, dataset_list
+from datasets.services import ImportOptions, dataset_delete, dataset_import
+from datasets.task_types import TaskType
+
+
+def _field_map(values: list[str]) -> dict[str, str]:
+    mapping = {}
+    for value in values:
+        field, sep, column = value.partition("=")
+        if not sep or not field or not column:
+            raise CommandError(f"--map expects FIELD=COLUMN (e.g. label=category), got {value!r}")
+        mapping[field.strip()] = column.strip()
+    return mapping
+
+
+class Command(BaseCommand):
+    help = "Import, list, show and delete benchmark datasets."
+
+    def add_arguments(self, parser: CommandParser) -> None:
+        sub = parser.add_subparsers(dest="action", required=True)
+
+        imp = sub.add_parser("import", help="Import a file, folder or Hugging Face dataset.")
+        imp.add_argument("path", help="File, folder (train/test files or BEIR layout), or hub id with --format hf.")
+        imp.add_argument("--task", required=True, choices=[t.value for t in TaskType])
+        imp.add_argument("--name", required=True, help="Unique dataset name, e.g. stsb-en-test.")
+        imp.add_argument("--language", default="en", help="Language code of the texts (default: en).")
+        imp.add_argument("--format", dest="fmt", choices=FORMATS, help="Override format detection.")
+        imp.add_argument("--columns", help="Comma-separated column names of a headerless file.")
+        imp.add_argument("--split", help="Split name for a single file (default: test) or hub split.")
+        imp.add_argument("--map", action="append", default=[], metavar="FIELD=COLUMN",
+                         help="Read FIELD from COLUMN, e.g. --map label=category (repeatable).")
+        imp.add_argument("--description", default="")
+        imp.add_argument("--hf-config", help="Hugging Face dataset configuration name.")
+        imp.add_argument("--hf-revision", help="Hugging Face dataset revision (commit or tag).")
+
+        sub.add_parser("list", help="List datasets.").add_argument("--json", action="store_true")
+
+        show = sub.add_parser("show", help="Show one dataset and a few items.")
+        show.add_argument("name")
+        show.add_argument("--items", type=int, default=3, help="How many items to print (default 3).")
+        show.add_argument("--json", action="store_true")
+
+        delete = sub.add_parser("delete", help="Delete a dataset and its items.")
+        delete.add_argument("name")
+
+    def handle(self, *args, **options):
+        return getattr(self, f"_{options['action']}")(options)
+
+    def _import(self, o) -> None:
+        import_options = ImportOptions(
+            language=o["language"],
+            fmt=o["fmt"],
+            columns=[c.strip() for c in o["columns"].split(",")] if o["columns"] else None,
+            split=o["split"],
+            field_map=_field_map(o["map"]) or None,
+            hf_config=o["hf_config"],
+            hf_revision=o["hf_revision"],
+        )
+        try:
+            dataset = dataset_import(
+                source=o["path"], task=o["task"], name=o["name"], options=import_options, description=o["description"]
+            )
+        except ShiftlabError as exc:
+            raise CommandError(f"Nothing was imported.\n{exc}") from None
+        splits = ", ".join(f"{k}: {v}" for k, v in dataset.splits.items())
+        self.stdout.write(self.style.SUCCESS(
+            f"Imported {dataset.n_items} items into {dataset.name} ({dataset.task_type}; {splits}; "
+            f"languages {', '.join(dataset.languages)}; content hash {dataset.content_hash[:12]})"
+        ))
+
+    def _list(self, o) -> None:
+        datasets = list(dataset_list())
+        if o["json"]:
+            self.stdout.write(json.dumps([_summary(d) for d in datasets], indent=2))
+            return
+        if not datasets:
+            self.stdout.write("No datasets yet. Import one with: python manage.py datasets import PATH --task sts --name NAME")
+            return
+        self.stdout.write(f"{'name':<32} {'task':<20} {'items':>8}  languages  hash")
+        for d in datasets:
+            self.stdout.write(f"{d.name:<32} {d.task_type:<20} {d.n_items:>8}  {','.join(d.languages):<9}  {d.content_hash[:12]}")
+
+    def _show(self, o) -> None:
+        dataset = self._get(o["name"])
+        items = list(dataset_item_list(dataset=dataset)[: max(o["items"], 0)])
+        if o["json"]:
+            summary = _summary(dataset) | {"items": [{"split": i.split, "kind": i.kind, "id": i.item_id,
+                                                      "payload": i.payload, "gold": i.gold} for i in items]}
+            self.stdout.write(json.dumps(summary, indent=2, ensure_ascii=False))
+            return
+        for key, value in _summary(dataset).items():
+            self.stdout.write(f"{key:>14}: {value}")
+        for item in items:
+            self.stdout.write(f"  [{item.split}/{item.item_id}] {json.dumps(item.payload, ensure_ascii=False)[:160]}  gold={item.gold}")
+
+    def _delete(self, o) -> None:
+        dataset = self._get(o["name"])
+        dataset_delete(dataset=dataset, actor=None)
+        self.stdout.write(self.style.SUCCESS(f"Deleted {o['name']}."))
+
+    def _get(self, name: str) -> Dataset:
+        try:
+            return dataset_get(name=name)
+        except Dataset.DoesNotExist:
+            raise CommandError(f"No dataset named {name!r}. See: python manage.py datasets list") from None
+
+
+def _summary(d: Dataset) -> dict:
+    return {
+        "name": d.name, "task_type": d.task_type, "n_items": d.n_items, "splits": d.splits,
+        "languages": d.languages, "source": d.source, "format": d.source_format,
+        "content_hash": d.content_hash, "metadata": d.metadata, "created_at": d.created_at.isoformat(),
+    }

@@ -1,0 +1,89 @@
+from django.conf import settings
+from django.core.validators import RegexValidator
+from django.db import models
+
+from datasets.task_types import TaskType
+
+dataset_name_validator = RegexValidator(
+    r"^[A-Za-z0-9][A-Za-z0-9._-]*$",
+    "Use letters, digits, '.', '_' and '-' only, starting with a letter or digit.",
+)
+
+
+class Dataset(models.Model):
+    """An imported benchmark dataset of one task type. Immutable once imported: a changed file
+    is a new dataset (its content hash differs), so results always point at exact data."""
+
+    name = models.CharField(max_length=100, unique=True, validators=[dataset_name_validator])
+    task_type = models.CharField(max_length=32, choices=[(t.value, t.value) for t in TaskType])
+    description = models.TextField(blank=True)
+    languages = models.JSONField(default=list, help_text="Language codes present in the items.")
+    splits = models.JSONField(default=dict, help_text="Items per split, e.g. {'test': 1379}.")
+    source = models.CharField(max_length=500, help_text="File, folder or hub id it was imported from.")
+    source_format = models.CharField(max_length=16)
+    content_hash = models.CharField(max_length=64, db_index=True)
+    n_items = models.PositiveIntegerField(default=0)
+    metadata = models.JSONField(default=dict, blank=True)
+    created_by = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL)
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["name"]
+
+    def __str__(self) -> str:
+        return self.name
+
+
+class DatasetItem(models.Model):
+    """One example (a pair, a text, a query with candidates...) or one retrieval document."""
+
+    KIND_CHOICES = [("example", "example"), ("document", "document")]
+
+    dataset = models.ForeignKey(Dataset, on_delete=models.CASCADE, related_name="items")
+    split = models.CharField(max_length=32)
+    kind = models.CharField(max_length=16, choices=KIND_CHOICES, default="example")
+    item_id = models.CharField(max_length=200)
+    position = models.PositiveIntegerField(help_text="Order in the source, for reproducible iteration.")
+    payload = models.JSONField()
+    gold = models.JSONField(null=True, blank=True)
+    language = models.CharField(max_length=16)
+    text_hashes = models.JSONField(default=dict, help_text="sha256 of each transformable text field.")
+    content_hash = models.CharField(max_length=64)
+
+    class Meta:
+        ordering = ["dataset", "position"]
+        constraints = [
+            models.UniqueConstraint(fields=["dataset", "split", "kind", "item_id"], name="unique_item_per_split"),
+        ]
+        indexes = [models.Index(fields=["dataset", "split", "kind", "position"])]
+
+    def __str__(self) -> str:
+        return f"{self.dataset.name}/{self.split}/{self.item_id}"
+
+
+class DatasetImport(models.Model):
+    """An import job started from the upload page or the API; runs as a Celery task."""
+
+    class Status(models.TextChoices):
+        PENDING = "pending"
+        RUNNING = "running"
+        SUCCEEDED = "succeeded"
+        FAILED = "failed"
+
+    name = models.CharField(max_length=100, validators=[dataset_name_validator])
+    task_type = models.CharField(max_length=32, choices=[(t.value, t.value) for t in TaskType])
+    upload_dir = models.CharField(max_length=500, help_text="Where the uploaded files were stored.")
+    options = models.JSONField(default=dict, help_text="language, format, columns, split, field map.")
+    status = models.CharField(max_length=16, choices=Status.choices, default=Status.PENDING, db_index=True)
+    error = models.TextField(blank=True)
+    dataset = models.ForeignKey(Dataset, null=True, blank=True, on_delete=models.SET_NULL, related_name="imports")
+    created_by = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL)
+    created_at = models.DateTimeField(auto_now_add=True)
+    started_at = models.DateTimeField(null=True, blank=True)
+    finished_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["-created_at"]
+
+    def __str__(self) -> str:
+        return f"import {self.name} ({self.status})"

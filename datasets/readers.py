@@ -1,0 +1,174 @@
+"""Read dataset files from disk into raw tables (I/O; validation happens in ``parsing``).
+
+Supported: CSV, TSV, JSONL and Parquet files; a folder of ``<split>.<ext>`` files (e.g.
+train.csv + test.csv); a BEIR retrieval folder (corpus.jsonl, queries.jsonl, qrels/<split>.tsv).
+Text must be UTF-8 (a BOM is accepted).
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+
+from datasets.parsing import DatasetFormatError, Problem, RawRow, RawTable
+
+FORMATS = ("csv", "tsv", "jsonl", "parquet", "beir", "hf")
+KNOWN_SPLITS = ("train", "dev", "validation", "test")
+_EXTENSIONS = {
+    ".csv": "csv",
+    ".tsv": "tsv",
+    ".txt": "tsv",
+    ".jsonl": "jsonl",
+    ".ndjson": "jsonl",
+    ".parquet": "parquet",
+}
+
+csv.field_size_limit(sys.maxsize)
+
+
+def read_source(
+    path: Path | str,
+    *,
+    fmt: str | None = None,
+    columns: Sequence[str] | None = None,
+    split: str | None = None,
+) -> list[RawTable]:
+    """Read a file or folder into raw tables. ``columns`` names the columns of headerless files."""
+    path = Path(path)
+    if fmt is not None and fmt not in FORMATS:
+        raise DatasetFormatError([Problem(str(path), None, f"unknown format {fmt!r}: use one of {', '.join(FORMATS)}")])
+    if not path.exists():
+        raise DatasetFormatError([Problem(str(path), None, "no such file or folder")])
+    if path.is_dir():
+        if fmt == "beir" or (path / "corpus.jsonl").exists():
+            return read_beir(path)
+        return _read_split_folder(path, fmt=fmt, columns=columns)
+    return [read_table(path, fmt=fmt or detect_format(path), columns=columns, split=split)]
+
+
+def detect_format(path: Path) -> str:
+    fmt = _EXTENSIONS.get(path.suffix.lower())
+    if fmt is None:
+        raise DatasetFormatError(
+            [Problem(str(path), None, f"cannot tell the format from {path.suffix or 'no extension'!r}: pass --format csv, tsv, jsonl or parquet")]
+        )
+    return fmt
+
+
+def read_table(
+    path: Path, *, fmt: str, columns: Sequence[str] | None = None, split: str | None = None, role: str = "rows"
+) -> RawTable:
+    source = str(path)
+    if fmt == "parquet":
+        rows = _read_parquet(path)
+    else:
+        text = decode_utf8(path.read_bytes(), source)
+        if fmt == "jsonl":
+            rows = _read_jsonl(text, source)
+        elif fmt in ("csv", "tsv"):
+            rows = _read_delimited(text, source, delimiter="," if fmt == "csv" else "\t", columns=columns)
+        else:
+            raise DatasetFormatError([Problem(source, None, f"format {fmt!r} is not a single-file format")])
+    return RawTable(source, role, split, rows)
+
+
+def read_beir(path: Path) -> list[RawTable]:
+    tables = []
+    for name, role in (("corpus.jsonl", "corpus"), ("queries.jsonl", "queries")):
+        if (path / name).exists():
+            tables.append(read_table(path / name, fmt="jsonl", role=role))
+    qrels_dir = path / "qrels"
+    qrels_files = sorted(qrels_dir.glob("*.tsv")) if qrels_dir.is_dir() else sorted(path.glob("*.tsv"))
+    for qrels in qrels_files:
+        tables.append(read_table(qrels, fmt="tsv", split=qrels.stem, role="qrels"))
+    return tables
+
+
+def decode_utf8(data: bytes, source: str) -> str:
+    try:
+        return data.decode("utf-8-sig")
+    except UnicodeDecodeError as exc:
+        line = data[: exc.start].count(b"\n") + 1
+        raise DatasetFormatError(
+            [Problem(source, line, f"not valid UTF-8 (byte 0x{data[exc.start]:02x}): re-save the file as UTF-8")]
+        ) from None
+
+
+def _read_split_folder(path: Path, *, fmt: str | None, columns: Sequence[str] | None) -> list[RawTable]:
+    tables = []
+    for child in sorted(path.iterdir()):
+        if child.is_file() and child.stem in KNOWN_SPLITS and child.suffix.lower() in _EXTENSIONS:
+            tables.append(read_table(child, fmt=fmt or detect_format(child), columns=columns, split=child.stem))
+    if not tables:
+        raise DatasetFormatError(
+            [Problem(str(path), None, f"folder holds no split files: expected files named {', '.join(KNOWN_SPLITS)} with a .csv/.tsv/.jsonl/.parquet extension, or a BEIR layout")]
+        )
+    return tables
+
+
+def _read_delimited(text: str, source: str, *, delimiter: str, columns: Sequence[str] | None) -> list[RawRow]:
+    # TSV benchmark files carry bare quote characters inside sentences: never treat them as quoting.
+    quoting = csv.QUOTE_MINIMAL if delimiter == "," else csv.QUOTE_NONE
+    reader = csv.reader(io.StringIO(text, newline=""), delimiter=delimiter, quoting=quoting)
+    rows: list[RawRow] = []
+    header: list[str] | None = list(columns) if columns else None
+    problems: list[Problem] = []
+    previous_end = 0
+    try:
+        for values in reader:
+            line = previous_end + 1
+            previous_end = reader.line_num
+            if not values or all(not v.strip() for v in values):
+                continue
+            if header is None:
+                header = [v.strip() for v in values]
+                duplicates = sorted({h for h in header if header.count(h) > 1})
+                if duplicates:
+                    problems.append(Problem(source, line, f"header repeats column(s) {', '.join(duplicates)}"))
+                continue
+            if len(values) != len(header):
+                problems.append(
+                    Problem(source, line, f"expected {len(header)} fields ({', '.join(header)}), found {len(values)}")
+                )
+                continue
+            rows.append(RawRow(source, line, dict(zip(header, values, strict=True))))
+    except csv.Error as exc:
+        problems.append(Problem(source, reader.line_num, f"malformed {'CSV' if delimiter == ',' else 'TSV'}: {exc}"))
+    if problems:
+        raise DatasetFormatError(problems)
+    return rows
+
+
+def _read_jsonl(text: str, source: str) -> list[RawRow]:
+    rows: list[RawRow] = []
+    problems: list[Problem] = []
+    for number, line in enumerate(text.splitlines(), start=1):
+        if not line.strip():
+            continue
+        try:
+            value = json.loads(line)
+        except json.JSONDecodeError as exc:
+            problems.append(Problem(source, number, f"invalid JSON: {exc.msg} (column {exc.colno})"))
+            continue
+        if not isinstance(value, dict):
+            problems.append(Problem(source, number, f"each line must be a JSON object, found {type(value).__name__}"))
+            continue
+        rows.append(RawRow(source, number, value))
+    if problems:
+        raise DatasetFormatError(problems)
+    return rows
+
+
+def _read_parquet(path: Path) -> list[RawRow]:
+    import pyarrow.parquet as pq
+
+    try:
+        table = pq.read_table(path)
+    except Exception as exc:  # pyarrow raises several unrelated types for unreadable files
+        raise DatasetFormatError([Problem(str(path), None, f"not a readable Parquet file: {exc}")]) from None
+    # Parquet has no lines: a row's number (1-based) stands in for it in messages.
+    return [RawRow(str(path), number, row) for number, row in enumerate(table.to_pylist(), start=1)]

@@ -1,0 +1,229 @@
+from __future__ import annotations
+
+import shutil
+import uuid
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+from django.conf import settings
+from django.contrib.auth.models import AbstractBaseUser
+from django.core.exceptions import ValidationError
+from django.core.files.uploadedfile import UploadedFile
+from django.db import transaction
+from django.utils import timezone
+
+from core.errors import ShiftlabError
+from core.services import audit_record
+from datasets.hub import read_hub
+from datasets.models import Dataset, DatasetImport, DatasetItem, dataset_name_validator
+from datasets.parsing import ParsedDataset, RawTable, parse_tables
+from datasets.readers import read_source
+from datasets.task_types import TaskType, task_spec
+
+BULK_BATCH_SIZE = 2000
+
+
+@dataclass(frozen=True)
+class ImportOptions:
+    """How to read a source. ``fmt`` "hf" reads ``source`` with ``datasets.load_dataset``."""
+
+    language: str = "en"
+    fmt: str | None = None
+    columns: Sequence[str] | None = None
+    split: str | None = None
+    field_map: Mapping[str, str] | None = None
+    hf_config: str | None = None
+    hf_revision: str | None = None
+
+    def as_dict(self) -> dict:
+        return {
+            "language": self.language,
+            "fmt": self.fmt,
+            "columns": list(self.columns) if self.columns else None,
+            "split": self.split,
+            "field_map": dict(self.field_map) if self.field_map else None,
+            "hf_config": self.hf_config,
+            "hf_revision": self.hf_revision,
+        }
+
+
+def dataset_import(
+    *,
+    source: str | Path,
+    task: str | TaskType,
+    name: str,
+    options: ImportOptions | None = None,
+    description: str = "",
+    created_by: AbstractBaseUser | None = None,
+) -> Dataset:
+    """Read, validate and store a dataset in one transaction: on any problem nothing is written.
+
+    Raises ``ShiftlabError`` (``DatasetFormatError`` for bad files) with a message naming the
+    file, the line and the problem.
+    """
+    options = options or ImportOptions()
+    task = TaskType(task_spec(task).task)
+    _check_new_name(name)
+    tables = _read(source, options)
+    parsed = parse_tables(
+        tables, task=task, language=options.language, split=options.split, field_map=options.field_map
+    )
+    return _store(parsed, name=name, source=str(source), options=options, description=description, created_by=created_by)
+
+
+def dataset_delete(*, dataset: Dataset, actor: AbstractBaseUser | None) -> None:
+    with transaction.atomic():
+        audit_record(actor=actor, verb="dataset.delete", obj=dataset, payload={"content_hash": dataset.content_hash})
+        dataset.delete()
+
+
+def dataset_import_job_create(
+    *,
+    files: Iterable[UploadedFile],
+    task: str,
+    name: str,
+    options: ImportOptions,
+    created_by: AbstractBaseUser | None,
+) -> DatasetImport:
+    """Store uploaded files and queue their import. Several files form a folder: train/test files
+    for classification, or corpus.jsonl + queries.jsonl + <split>.tsv for retrieval."""
+    _check_new_name(name)
+    task_spec(task)
+    files = list(files)
+    if not files:
+        raise ShiftlabError("Choose at least one file to upload.")
+    upload_dir = Path(settings.MEDIA_ROOT) / "imports" / uuid.uuid4().hex
+    upload_dir.mkdir(parents=True)
+    try:
+        for upload in files:
+            target = upload_dir / Path(upload.name).name
+            with target.open("wb") as handle:
+                for chunk in upload.chunks():
+                    handle.write(chunk)
+        with transaction.atomic():
+            job = DatasetImport.objects.create(
+                name=name, task_type=task, upload_dir=str(upload_dir), options=options.as_dict(), created_by=created_by
+            )
+            from datasets.tasks import run_dataset_import
+
+            transaction.on_commit(lambda: run_dataset_import.delay(job.pk))
+    except BaseException:
+        shutil.rmtree(upload_dir, ignore_errors=True)
+        raise
+    return job
+
+
+def dataset_import_job_run(*, job_id: int) -> DatasetImport:
+    """Run a queued import once. A job that another worker already claimed or finished is left
+    alone, so a redelivered task does nothing twice."""
+    claimed = DatasetImport.objects.filter(pk=job_id, status=DatasetImport.Status.PENDING).update(
+        status=DatasetImport.Status.RUNNING, started_at=timezone.now()
+    )
+    job = DatasetImport.objects.get(pk=job_id)
+    if not claimed:
+        return job
+    upload_dir = Path(job.upload_dir)
+    entries = sorted(upload_dir.iterdir()) if upload_dir.is_dir() else []
+    source: Path = entries[0] if len(entries) == 1 else upload_dir
+    options = ImportOptions(**{k: v for k, v in job.options.items() if v is not None})
+    try:
+        dataset = dataset_import(
+            source=source, task=job.task_type, name=job.name, options=options, created_by=job.created_by
+        )
+    except ShiftlabError as exc:
+        job.status, job.error = DatasetImport.Status.FAILED, _relative_message(str(exc), upload_dir)
+    else:
+        job.status, job.dataset, job.error = DatasetImport.Status.SUCCEEDED, dataset, ""
+        shutil.rmtree(upload_dir, ignore_errors=True)
+    job.finished_at = timezone.now()
+    job.save(update_fields=["status", "error", "dataset", "finished_at"])
+    return job
+
+
+def _relative_message(message: str, upload_dir: Path) -> str:
+    # Show "stsb.csv, line 3" rather than the server's storage path.
+    return message.replace(f"{upload_dir}/", "").replace(str(upload_dir), "upload")
+
+
+def _check_new_name(name: str) -> None:
+    try:
+        dataset_name_validator(name)
+    except ValidationError:
+        raise ShiftlabError(
+            f"Dataset name {name!r} is not allowed: use letters, digits, '.', '_' and '-', starting with a letter or digit."
+        ) from None
+    if Dataset.objects.filter(name=name).exists():
+        raise ShiftlabError(
+            f"A dataset named {name!r} already exists: choose another name, or delete it first "
+            f"(python manage.py datasets delete {name})."
+        )
+
+
+def _read(source: str | Path, options: ImportOptions) -> list[RawTable]:
+    if options.fmt == "hf":
+        return read_hub(str(source), config=options.hf_config, split=options.split, revision=options.hf_revision)
+    return read_source(source, fmt=options.fmt, columns=options.columns, split=options.split)
+
+
+@transaction.atomic
+def _store(
+    parsed: ParsedDataset,
+    *,
+    name: str,
+    source: str,
+    options: ImportOptions,
+    description: str,
+    created_by: AbstractBaseUser | None,
+) -> Dataset:
+    dataset = Dataset.objects.create(
+        name=name,
+        task_type=parsed.task.value,
+        description=description,
+        languages=parsed.languages,
+        splits=parsed.splits,
+        source=_display_source(source)[:500],
+        source_format=options.fmt or _format_of(source),
+        content_hash=parsed.content_hash,
+        n_items=len(parsed.items),
+        metadata=parsed.metadata,
+        created_by=created_by,
+    )
+    DatasetItem.objects.bulk_create(
+        (
+            DatasetItem(
+                dataset=dataset,
+                split=item.split,
+                kind=item.kind,
+                item_id=item.item_id,
+                position=position,
+                payload=item.payload,
+                gold=item.gold,
+                language=item.language,
+                text_hashes=item.text_hashes,
+                content_hash=item.content_hash,
+            )
+            for position, item in enumerate(parsed.items)
+        ),
+        batch_size=BULK_BATCH_SIZE,
+    )
+    audit_record(
+        actor=created_by,
+        verb="dataset.import",
+        obj=dataset,
+        payload={"source": dataset.source, "content_hash": dataset.content_hash, "n_items": dataset.n_items,
+                 "options": options.as_dict()},
+    )
+    return dataset
+
+
+def _format_of(source: str) -> str:
+    path = Path(source)
+    if path.is_dir():
+        return "beir" if (path / "corpus.jsonl").exists() else "folder"
+    return path.suffix.lstrip(".").lower() or "unknown"
+
+
+def _display_source(source: str) -> str:
+    path = Path(source)
+    return str(path.resolve()) if path.exists() else source

@@ -1,0 +1,54 @@
+from django.contrib import messages
+from django.core.paginator import Paginator
+from django.shortcuts import get_object_or_404, redirect, render
+from django.views.decorators.http import require_http_methods
+
+from core.errors import ShiftlabError
+from core.views import researcher_required
+from datasets.forms import DatasetUploadForm
+from datasets.models import Dataset, DatasetImport
+from datasets.selectors import dataset_import_list, dataset_item_list, dataset_list
+from datasets.services import ImportOptions, dataset_import_job_create
+
+
+@researcher_required
+@require_http_methods(["GET", "POST"])
+def dataset_list_view(request):
+    form = DatasetUploadForm(request.POST or None, request.FILES or None)
+    if request.method == "POST" and form.is_valid():
+        data = form.cleaned_data
+        options = ImportOptions(
+            language=data["language"], fmt=data["fmt"] or None, columns=data["columns"],
+            split=data["split"] or None, field_map=data["field_map"],
+        )
+        try:
+            job = dataset_import_job_create(
+                files=data["files"], task=data["task"], name=data["name"], options=options, created_by=request.user
+            )
+        except ShiftlabError as exc:
+            form.add_error(None, str(exc))
+        else:
+            job.refresh_from_db()
+            if job.status == DatasetImport.Status.SUCCEEDED:
+                messages.success(request, f"Imported {job.dataset.n_items} items into {job.name}.")
+                return redirect("datasets:list")
+            return redirect("datasets:import", pk=job.pk)
+    return render(request, "datasets/list.html", {
+        "datasets": dataset_list(),
+        "imports": dataset_import_list(limit=10),
+        "form": form,
+    })
+
+
+@researcher_required
+def dataset_import_view(request, pk: int):
+    job = get_object_or_404(DatasetImport, pk=pk)
+    return render(request, "datasets/import.html", {"job": job})
+
+
+@researcher_required
+def dataset_detail_view(request, name: str):
+    dataset = get_object_or_404(Dataset, name=name)
+    split = request.GET.get("split") or None
+    page = Paginator(dataset_item_list(dataset=dataset, split=split), 25).get_page(request.GET.get("page"))
+    return render(request, "datasets/detail.html", {"dataset": dataset, "page": page, "split": split})

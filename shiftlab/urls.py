@@ -1,0 +1,26 @@
+from django.contrib import admin
+from django.urls import include, path
+from drf_spectacular.views import SpectacularAPIView, SpectacularRedocView, SpectacularSwaggerView
+from rest_framework.authtoken.views import obtain_auth_token
+from rest_framework.routers import DefaultRouter
+
+from core import views as core_views
+from datasets.apis import DatasetImportViewSet, DatasetViewSet
+
+router = DefaultRouter()
+router.register("datasets", DatasetViewSet, basename="dataset")
+router.register("dataset-imports", DatasetImportViewSet, basename="dataset-import")
+
+urlpatterns = [
+    path("", core_views.home_view, name="home"),
+    path("health/", core_views.health_view, name="health"),
+    path("audit/", core_views.audit_log_view, name="audit-log"),
+    path("accounts/", include("django.contrib.auth.urls")),
+    path("datasets/", include("datasets.urls")),
+    path("admin/", admin.site.urls),
+    path("api/", include(router.urls)),
+    path("api/auth/token/", obtain_auth_token, name="api-token"),
+    path("api/schema/", SpectacularAPIView.as_view(), name="schema"),
+    path("api/docs/", SpectacularSwaggerView.as_view(url_name="schema"), name="api-docs"),
+    path("api/redoc/", SpectacularRedocView.as_view(url_name="schema"), name="api-redoc"),
+]
