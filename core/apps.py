@@ -13,5 +13,6 @@ class CoreConfig(AppConfig):
     name = "core"
 
     def ready(self) -> None:
-        # Groups and permissions exist after every migrate, like Django's own permissions.
-        post_migrate.connect(_sync_roles, sender=self, dispatch_uid="core.roles_sync")
+        # Groups and permissions exist after every migrate, like Django's own permissions. No
+        # sender filter: permissions of apps migrated after core must be picked up too.
+        post_migrate.connect(_sync_roles, dispatch_uid="core.roles_sync")

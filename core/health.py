@@ -53,7 +53,7 @@ def probe_llm() -> Probe:
 def probe_argilla() -> Probe:
     if not settings.ARGILLA_API_URL:
         return Probe("not_configured", "ARGILLA_API_URL is empty", critical=False)
-    return _http_probe(f"{settings.ARGILLA_API_URL.rstrip('/')}/api/_status", settings.ARGILLA_API_URL)
+    return _http_probe(f"{settings.ARGILLA_API_URL.rstrip('/')}/api/v1/status", settings.ARGILLA_API_URL)
 
 
 def health_report() -> dict[str, object]:
@@ -77,7 +77,7 @@ def _http_probe(url: str, shown: str) -> Probe:
         response = requests.get(url, timeout=settings.HEALTH_CHECK_TIMEOUT)
     except requests.RequestException as exc:
         return Probe("error", f"{shown} unreachable: {exc.__class__.__name__}", critical=False)
-    if response.status_code >= 500:
+    if response.status_code >= 400:
         return Probe("error", f"{shown} answered HTTP {response.status_code}", critical=False)
     return Probe("ok", f"{shown} (HTTP {response.status_code})", critical=False)
 

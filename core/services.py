@@ -42,8 +42,8 @@ def roles_sync() -> None:
     Group.objects.get_or_create(name=Role.ANNOTATOR)
     researcher, _ = Group.objects.get_or_create(name=Role.RESEARCHER)
     admin, _ = Group.objects.get_or_create(name=Role.ADMIN)
-    researcher_perms = Permission.objects.filter(content_type__app_label__in=RESEARCHER_APPS) | Permission.objects.filter(
-        content_type__app_label="core", codename="view_auditevent"
-    )
+    researcher_perms = Permission.objects.filter(
+        content_type__app_label__in=RESEARCHER_APPS
+    ) | Permission.objects.filter(content_type__app_label="core", codename="view_auditevent")
     researcher.permissions.set(researcher_perms)
     admin.permissions.set(Permission.objects.all())

@@ -28,8 +28,10 @@ def researcher_required(view):
 def home_view(request):
     from datasets.selectors import dataset_list
 
-    context = {"datasets": dataset_list()[:10] if is_researcher(request.user) else [],
-               "events": audit_event_list()[:10] if is_researcher(request.user) else []}
+    context = {
+        "datasets": dataset_list()[:10] if is_researcher(request.user) else [],
+        "events": audit_event_list()[:10] if is_researcher(request.user) else [],
+    }
     return render(request, "core/home.html", context)
 
 

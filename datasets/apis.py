@@ -17,8 +17,9 @@ from datasets.serializers import (
 from datasets.services import ImportOptions, dataset_delete, dataset_import_job_create
 
 
-class DatasetViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, mixins.DestroyModelMixin,
-                     viewsets.GenericViewSet):
+class DatasetViewSet(
+    mixins.ListModelMixin, mixins.RetrieveModelMixin, mixins.DestroyModelMixin, viewsets.GenericViewSet
+):
     """Imported datasets, by name. Create them with POST /api/dataset-imports/."""
 
     permission_classes = [IsResearcher]
@@ -55,11 +56,17 @@ class DatasetImportViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, vie
         data_in = DatasetImportCreateSerializer(data=request.data)
         data_in.is_valid(raise_exception=True)
         data = data_in.validated_data
-        options = ImportOptions(language=data["language"], fmt=data.get("format"), columns=data.get("columns"),
-                                split=data.get("split"), field_map=data.get("field_map"))
+        options = ImportOptions(
+            language=data["language"],
+            fmt=data.get("format"),
+            columns=data.get("columns"),
+            split=data.get("split"),
+            field_map=data.get("field_map"),
+        )
         try:
-            job = dataset_import_job_create(files=data["files"], task=data["task"], name=data["name"],
-                                            options=options, created_by=request.user)
+            job = dataset_import_job_create(
+                files=data["files"], task=data["task_type"], name=data["name"], options=options, created_by=request.user
+            )
         except ShiftlabError as exc:
             return Response({"detail": str(exc)}, status=status.HTTP_400_BAD_REQUEST)
         job.refresh_from_db()

@@ -22,6 +22,10 @@ class MultipleFileField(forms.FileField):
 
 
 class DatasetUploadForm(forms.Form):
+    def __init__(self, *args, **kwargs):
+        kwargs.setdefault("label_suffix", "")
+        super().__init__(*args, **kwargs)
+
     files = MultipleFileField(
         help_text="One CSV/TSV/JSONL/Parquet file, or several: train + test files for classification, "
         "corpus.jsonl + queries.jsonl + test.tsv (qrels) for retrieval."

@@ -44,17 +44,31 @@ def read_hub(
                 command, cwd=out_dir, capture_output=True, text=True, timeout=HUB_TIMEOUT_SECONDS, check=False
             )
         except subprocess.TimeoutExpired:
-            raise DatasetFormatError([Problem(name, None, f"loading from the hub took over {HUB_TIMEOUT_SECONDS} s")]) from None
+            raise DatasetFormatError(
+                [Problem(name, None, f"loading from the hub took over {HUB_TIMEOUT_SECONDS} s")]
+            ) from None
         if done.returncode != 0:
             last = (done.stderr.strip().splitlines() or ["no error output"])[-1]
             raise DatasetFormatError(
-                [Problem(name, None, f"could not load it with datasets.load_dataset: {last}. Offline? "
-                         "Download the files and import them from disk.")]
+                [
+                    Problem(
+                        name,
+                        None,
+                        f"could not load it with datasets.load_dataset: {last}. Offline? "
+                        "Download the files and import them from disk.",
+                    )
+                ]
             )
         tables = []
         for path in sorted(Path(out_dir).glob("*.jsonl")):
             table = read_table(path, fmt="jsonl", split=path.stem)
             # Report the hub name, not the temporary file, in messages.
-            tables.append(RawTable(f"{name} [{path.stem}]", table.role, table.split,
-                                   [r.__class__(f"{name} [{path.stem}]", r.line, r.fields) for r in table.rows]))
+            tables.append(
+                RawTable(
+                    f"{name} [{path.stem}]",
+                    table.role,
+                    table.split,
+                    [r.__class__(f"{name} [{path.stem}]", r.line, r.fields) for r in table.rows],
+                )
+            )
         return tables

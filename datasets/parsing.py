@@ -218,8 +218,10 @@ def _parse_row(task: TaskType, row: RawRow, problems: _Collector) -> tuple[dict[
     if task in (TaskType.STS, TaskType.STR, TaskType.PAIR_CLASSIFICATION):
         s1 = _required_text(row, "sentence1", problems)
         s2 = _required_text(row, "sentence2", problems)
-        raw_gold = f.get("score", f.get("label")) if task is not TaskType.PAIR_CLASSIFICATION else f.get(
-            "label", f.get("score")
+        raw_gold = (
+            f.get("score", f.get("label"))
+            if task is not TaskType.PAIR_CLASSIFICATION
+            else f.get("label", f.get("score"))
         )
         if task is TaskType.PAIR_CLASSIFICATION:
             gold = _binary_label(row, raw_gold, problems)
@@ -245,9 +247,7 @@ def _parse_row(task: TaskType, row: RawRow, problems: _Collector) -> tuple[dict[
         }
         gold = _number_list(row, "relevance", problems)
         if machine and gold is not None and len(gold) != len(machine):
-            problems.add(
-                row, f"'relevance' has {len(gold)} scores but there are {len(machine)} machine summaries"
-            )
+            problems.add(row, f"'relevance' has {len(gold)} scores but there are {len(machine)} machine summaries")
     else:  # pragma: no cover - retrieval is parsed separately
         raise AssertionError(task)
     if problems.total > errors_before:

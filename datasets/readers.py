@@ -54,7 +54,14 @@ def detect_format(path: Path) -> str:
     fmt = _EXTENSIONS.get(path.suffix.lower())
     if fmt is None:
         raise DatasetFormatError(
-            [Problem(str(path), None, f"cannot tell the format from {path.suffix or 'no extension'!r}: pass --format csv, tsv, jsonl or parquet")]
+            [
+                Problem(
+                    str(path),
+                    None,
+                    f"cannot tell the format from {path.suffix or 'no extension'!r}: "
+                    "pass --format csv, tsv, jsonl or parquet",
+                )
+            ]
         )
     return fmt
 
@@ -105,7 +112,14 @@ def _read_split_folder(path: Path, *, fmt: str | None, columns: Sequence[str] | 
             tables.append(read_table(child, fmt=fmt or detect_format(child), columns=columns, split=child.stem))
     if not tables:
         raise DatasetFormatError(
-            [Problem(str(path), None, f"folder holds no split files: expected files named {', '.join(KNOWN_SPLITS)} with a .csv/.tsv/.jsonl/.parquet extension, or a BEIR layout")]
+            [
+                Problem(
+                    str(path),
+                    None,
+                    f"folder holds no split files: expected files named {', '.join(KNOWN_SPLITS)} "
+                    "with a .csv/.tsv/.jsonl/.parquet extension, or a BEIR layout",
+                )
+            ]
         )
     return tables
 

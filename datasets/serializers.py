@@ -10,8 +10,21 @@ class DatasetSerializer(serializers.ModelSerializer):
 
     class Meta:
         model = Dataset
-        fields = ["id", "name", "task_type", "description", "languages", "splits", "source", "source_format",
-                  "content_hash", "n_items", "metadata", "created_by", "created_at"]
+        fields = [
+            "id",
+            "name",
+            "task_type",
+            "description",
+            "languages",
+            "splits",
+            "source",
+            "source_format",
+            "content_hash",
+            "n_items",
+            "metadata",
+            "created_by",
+            "created_at",
+        ]
         read_only_fields = fields
 
 
@@ -27,15 +40,25 @@ class DatasetImportSerializer(serializers.ModelSerializer):
 
     class Meta:
         model = DatasetImport
-        fields = ["id", "name", "task_type", "options", "status", "error", "dataset", "created_at", "started_at",
-                  "finished_at"]
+        fields = [
+            "id",
+            "name",
+            "task_type",
+            "options",
+            "status",
+            "error",
+            "dataset",
+            "created_at",
+            "started_at",
+            "finished_at",
+        ]
         read_only_fields = fields
 
 
 class DatasetImportCreateSerializer(serializers.Serializer):
     files = serializers.ListField(child=serializers.FileField(), allow_empty=False)
     name = serializers.RegexField(r"^[A-Za-z0-9][A-Za-z0-9._-]*$", max_length=100)
-    task = serializers.ChoiceField(choices=[t.value for t in TaskType])
+    task_type = serializers.ChoiceField(choices=[t.value for t in TaskType])
     language = serializers.CharField(max_length=16, default="en")
     format = serializers.ChoiceField(choices=[f for f in FORMATS if f != "hf"], required=False)
     columns = serializers.ListField(child=serializers.CharField(), required=False)

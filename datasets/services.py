@@ -1,5 +1,6 @@
 from __future__ import annotations
 
+import logging
 import shutil
 import uuid
 from collections.abc import Iterable, Mapping, Sequence
@@ -22,6 +23,7 @@ from datasets.readers import read_source
 from datasets.task_types import TaskType, task_spec
 
 BULK_BATCH_SIZE = 2000
+logger = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True)
@@ -69,7 +71,9 @@ def dataset_import(
     parsed = parse_tables(
         tables, task=task, language=options.language, split=options.split, field_map=options.field_map
     )
-    return _store(parsed, name=name, source=str(source), options=options, description=description, created_by=created_by)
+    return _store(
+        parsed, name=name, source=str(source), options=options, description=description, created_by=created_by
+    )
 
 
 def dataset_delete(*, dataset: Dataset, actor: AbstractBaseUser | None) -> None:
@@ -93,6 +97,11 @@ def dataset_import_job_create(
     files = list(files)
     if not files:
         raise ShiftlabError("Choose at least one file to upload.")
+    names = [Path(f.name).name for f in files]
+    if len(set(names)) != len(names):
+        raise ShiftlabError(
+            f"Two uploaded files share a name ({', '.join(sorted(names))}): each file needs its own name."
+        )
     upload_dir = Path(settings.MEDIA_ROOT) / "imports" / uuid.uuid4().hex
     upload_dir.mkdir(parents=True)
     try:
@@ -114,10 +123,15 @@ def dataset_import_job_create(
     return job
 
 
-def dataset_import_job_run(*, job_id: int) -> DatasetImport:
-    """Run a queued import once. A job that another worker already claimed or finished is left
-    alone, so a redelivered task does nothing twice."""
-    claimed = DatasetImport.objects.filter(pk=job_id, status=DatasetImport.Status.PENDING).update(
+def dataset_import_job_run(*, job_id: int, redelivered: bool = False) -> DatasetImport:
+    """Run a queued import once. A finished job, or one another worker is running, is left alone.
+
+    ``redelivered`` (the broker handed the task out again because its worker died) lets a job
+    stuck in "running" be claimed again: the import is one transaction, so the dead worker
+    wrote nothing.
+    """
+    claimable = [DatasetImport.Status.PENDING] + ([DatasetImport.Status.RUNNING] if redelivered else [])
+    claimed = DatasetImport.objects.filter(pk=job_id, status__in=claimable).update(
         status=DatasetImport.Status.RUNNING, started_at=timezone.now()
     )
     job = DatasetImport.objects.get(pk=job_id)
@@ -133,12 +147,24 @@ def dataset_import_job_run(*, job_id: int) -> DatasetImport:
         )
     except ShiftlabError as exc:
         job.status, job.error = DatasetImport.Status.FAILED, _relative_message(str(exc), upload_dir)
+    except Exception:
+        # Never leave a job "running" forever: record the failure, then let the error surface.
+        logger.exception("dataset import job %s crashed", job_id)
+        _finish(job, DatasetImport.Status.FAILED, "Internal error while importing: see the server log.", upload_dir)
+        raise
     else:
         job.status, job.dataset, job.error = DatasetImport.Status.SUCCEEDED, dataset, ""
-        shutil.rmtree(upload_dir, ignore_errors=True)
+    _finish(job, job.status, job.error, upload_dir)
+    return job
+
+
+def _finish(job: DatasetImport, status: str, error: str, upload_dir: Path) -> None:
+    # The uploaded copy is not needed once the outcome is known: the dataset holds the data,
+    # and a failed job keeps its error message.
+    shutil.rmtree(upload_dir, ignore_errors=True)
+    job.status, job.error = status, error
     job.finished_at = timezone.now()
     job.save(update_fields=["status", "error", "dataset", "finished_at"])
-    return job
 
 
 def _relative_message(message: str, upload_dir: Path) -> str:
@@ -151,7 +177,8 @@ def _check_new_name(name: str) -> None:
         dataset_name_validator(name)
     except ValidationError:
         raise ShiftlabError(
-            f"Dataset name {name!r} is not allowed: use letters, digits, '.', '_' and '-', starting with a letter or digit."
+            f"Dataset name {name!r} is not allowed: use letters, digits, '.', '_' and '-', "
+            "starting with a letter or digit."
         ) from None
     if Dataset.objects.filter(name=name).exists():
         raise ShiftlabError(
@@ -211,8 +238,12 @@ def _store(
         actor=created_by,
         verb="dataset.import",
         obj=dataset,
-        payload={"source": dataset.source, "content_hash": dataset.content_hash, "n_items": dataset.n_items,
-                 "options": options.as_dict()},
+        payload={
+            "source": dataset.source,
+            "content_hash": dataset.content_hash,
+            "n_items": dataset.n_items,
+            "options": options.as_dict(),
+        },
     )
     return dataset
 

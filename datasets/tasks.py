@@ -3,6 +3,7 @@ from celery import shared_task
 from datasets.services import dataset_import_job_run
 
 
-@shared_task(name="datasets.run_dataset_import", acks_late=True, reject_on_worker_lost=True)
-def run_dataset_import(job_id: int) -> None:
-    dataset_import_job_run(job_id=job_id)
+@shared_task(name="datasets.run_dataset_import", bind=True, acks_late=True, reject_on_worker_lost=True)
+def run_dataset_import(self, job_id: int) -> None:
+    redelivered = bool((self.request.delivery_info or {}).get("redelivered"))
+    dataset_import_job_run(job_id=job_id, redelivered=redelivered)

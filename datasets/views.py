@@ -18,8 +18,11 @@ def dataset_list_view(request):
     if request.method == "POST" and form.is_valid():
         data = form.cleaned_data
         options = ImportOptions(
-            language=data["language"], fmt=data["fmt"] or None, columns=data["columns"],
-            split=data["split"] or None, field_map=data["field_map"],
+            language=data["language"],
+            fmt=data["fmt"] or None,
+            columns=data["columns"],
+            split=data["split"] or None,
+            field_map=data["field_map"],
         )
         try:
             job = dataset_import_job_create(
@@ -33,11 +36,15 @@ def dataset_list_view(request):
                 messages.success(request, f"Imported {job.dataset.n_items} items into {job.name}.")
                 return redirect("datasets:list")
             return redirect("datasets:import", pk=job.pk)
-    return render(request, "datasets/list.html", {
-        "datasets": dataset_list(),
-        "imports": dataset_import_list(limit=10),
-        "form": form,
-    })
+    return render(
+        request,
+        "datasets/list.html",
+        {
+            "datasets": dataset_list(),
+            "imports": dataset_import_list(limit=10),
+            "form": form,
+        },
+    )
 
 
 @researcher_required

@@ -1,3 +1,1 @@
-from django.db import models
-
-# Create your models here.
+"""Models of this app arrive with the issues that build it (see README, "Roadmap")."""

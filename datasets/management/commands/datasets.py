@@ -34,8 +34,13 @@ class Command(BaseCommand):
         imp.add_argument("--format", dest="fmt", choices=FORMATS, help="Override format detection.")
         imp.add_argument("--columns", help="Comma-separated column names of a headerless file.")
         imp.add_argument("--split", help="Split name for a single file (default: test) or hub split.")
-        imp.add_argument("--map", action="append", default=[], metavar="FIELD=COLUMN",
-                         help="Read FIELD from COLUMN, e.g. --map label=category (repeatable).")
+        imp.add_argument(
+            "--map",
+            action="append",
+            default=[],
+            metavar="FIELD=COLUMN",
+            help="Read FIELD from COLUMN, e.g. --map label=category (repeatable).",
+        )
         imp.add_argument("--description", default="")
         imp.add_argument("--hf-config", help="Hugging Face dataset configuration name.")
         imp.add_argument("--hf-revision", help="Hugging Face dataset revision (commit or tag).")
@@ -70,10 +75,12 @@ class Command(BaseCommand):
         except ShiftlabError as exc:
             raise CommandError(f"Nothing was imported.\n{exc}") from None
         splits = ", ".join(f"{k}: {v}" for k, v in dataset.splits.items())
-        self.stdout.write(self.style.SUCCESS(
-            f"Imported {dataset.n_items} items into {dataset.name} ({dataset.task_type}; {splits}; "
-            f"languages {', '.join(dataset.languages)}; content hash {dataset.content_hash[:12]})"
-        ))
+        self.stdout.write(
+            self.style.SUCCESS(
+                f"Imported {dataset.n_items} items into {dataset.name} ({dataset.task_type}; {splits}; "
+                f"languages {', '.join(dataset.languages)}; content hash {dataset.content_hash[:12]})"
+            )
+        )
 
     def _list(self, o) -> None:
         datasets = list(dataset_list())
@@ -81,24 +88,35 @@ class Command(BaseCommand):
             self.stdout.write(json.dumps([_summary(d) for d in datasets], indent=2))
             return
         if not datasets:
-            self.stdout.write("No datasets yet. Import one with: python manage.py datasets import PATH --task sts --name NAME")
+            self.stdout.write(
+                "No datasets yet. Import one with: python manage.py datasets import PATH --task sts --name NAME"
+            )
             return
         self.stdout.write(f"{'name':<32} {'task':<20} {'items':>8}  languages  hash")
         for d in datasets:
-            self.stdout.write(f"{d.name:<32} {d.task_type:<20} {d.n_items:>8}  {','.join(d.languages):<9}  {d.content_hash[:12]}")
+            self.stdout.write(
+                f"{d.name:<32} {d.task_type:<20} {d.n_items:>8}  {','.join(d.languages):<9}  {d.content_hash[:12]}"
+            )
 
     def _show(self, o) -> None:
         dataset = self._get(o["name"])
         items = list(dataset_item_list(dataset=dataset)[: max(o["items"], 0)])
         if o["json"]:
-            summary = _summary(dataset) | {"items": [{"split": i.split, "kind": i.kind, "id": i.item_id,
-                                                      "payload": i.payload, "gold": i.gold} for i in items]}
+            summary = _summary(dataset) | {
+                "items": [
+                    {"split": i.split, "kind": i.kind, "id": i.item_id, "payload": i.payload, "gold": i.gold}
+                    for i in items
+                ]
+            }
             self.stdout.write(json.dumps(summary, indent=2, ensure_ascii=False))
             return
         for key, value in _summary(dataset).items():
             self.stdout.write(f"{key:>14}: {value}")
         for item in items:
-            self.stdout.write(f"  [{item.split}/{item.item_id}] {json.dumps(item.payload, ensure_ascii=False)[:160]}  gold={item.gold}")
+            self.stdout.write(
+                f"  [{item.split}/{item.item_id}] {json.dumps(item.payload, ensure_ascii=False)[:160]}"
+                f"  gold={item.gold}"
+            )
 
     def _delete(self, o) -> None:
         dataset = self._get(o["name"])
@@ -114,7 +132,14 @@ class Command(BaseCommand):
 
 def _summary(d: Dataset) -> dict:
     return {
-        "name": d.name, "task_type": d.task_type, "n_items": d.n_items, "splits": d.splits,
-        "languages": d.languages, "source": d.source, "format": d.source_format,
-        "content_hash": d.content_hash, "metadata": d.metadata, "created_at": d.created_at.isoformat(),
+        "name": d.name,
+        "task_type": d.task_type,
+        "n_items": d.n_items,
+        "splits": d.splits,
+        "languages": d.languages,
+        "source": d.source,
+        "format": d.source_format,
+        "content_hash": d.content_hash,
+        "metadata": d.metadata,
+        "created_at": d.created_at.isoformat(),
     }

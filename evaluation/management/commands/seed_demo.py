@@ -35,14 +35,19 @@ class Command(BaseCommand):
     help = "Create demo users (researcher, annotator, admin) and import the demo fixture datasets."
 
     def add_arguments(self, parser):
-        parser.add_argument("--password", default=os.environ.get("SHIFTLAB_DEMO_PASSWORD", "shiftlab-demo"),
-                            help="Password for new demo users (default: $SHIFTLAB_DEMO_PASSWORD or shiftlab-demo).")
+        parser.add_argument(
+            "--password",
+            default=os.environ.get("SHIFTLAB_DEMO_PASSWORD", "shiftlab-demo"),
+            help="Password for new demo users (default: $SHIFTLAB_DEMO_PASSWORD or shiftlab-demo).",
+        )
 
     def handle(self, *args, **options):
         roles_sync()
         users = get_user_model()
         for username, role in DEMO_USERS:
-            user, created = users.objects.get_or_create(username=username, defaults={"email": f"{username}@example.org"})
+            user, created = users.objects.get_or_create(
+                username=username, defaults={"email": f"{username}@example.org"}
+            )
             if created:
                 user.set_password(options["password"])
                 user.is_staff = user.is_superuser = role is Role.ADMIN
@@ -53,6 +58,12 @@ class Command(BaseCommand):
         for name, task, relative in DEMO_DATASETS:
             if Dataset.objects.filter(name=name).exists():
                 continue
-            dataset = dataset_import(source=Path(FIXTURES / relative), task=task, name=name, options=ImportOptions(),
-                                     description="Demo data written for Shiftlab.", created_by=researcher)
+            dataset = dataset_import(
+                source=Path(FIXTURES / relative),
+                task=task,
+                name=name,
+                options=ImportOptions(),
+                description="Demo data written for Shiftlab.",
+                created_by=researcher,
+            )
             self.stdout.write(f"dataset {dataset.name:<22} {dataset.task_type:<20} {dataset.n_items} items")

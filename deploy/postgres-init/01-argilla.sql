@@ -1,0 +1,11 @@
+-- SPDX-License-Identifier: GPL-3.0-or-later
+--
+-- Creates Argilla's own database next to Shiftlab's on the shared `postgres`
+-- service. The postgres image runs files in /docker-entrypoint-initdb.d only
+-- when it initialises an EMPTY data directory (first start of the
+-- `postgres-data` volume). For an existing volume, create it by hand:
+--   docker compose exec postgres createdb -U "$POSTGRES_USER" argilla
+--
+-- The name `argilla` is fixed: it must match ARGILLA_DATABASE_URL in
+-- docker-compose.yml. It is owned by POSTGRES_USER, which Argilla connects as.
+CREATE DATABASE argilla;

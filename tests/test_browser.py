@@ -1,0 +1,213 @@
+"""End-to-end tests of the dataset upload page in a real browser (Debian's Chromium via Playwright).
+
+Skipped when /usr/bin/chromium (or the playwright package) is missing, unless
+SHIFTLAB_REQUIRE_SERVICES=1, which turns the skip into a failure. Never run ``playwright install``:
+the tests drive the system Chromium.
+
+Full-page screenshots go to ``var/screenshots/``; with SHIFTLAB_UPDATE_SCREENSHOTS=1 the dataset
+list screenshot is also copied to ``docs/screenshots/``.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+from pathlib import Path
+
+import pytest
+from django.conf import settings
+from django.contrib.auth.models import Group
+
+from core.roles import Role
+from datasets.models import Dataset, DatasetImport
+
+try:
+    from playwright.sync_api import expect, sync_playwright
+except ImportError:  # pragma: no cover - the skip below reports it
+    expect = sync_playwright = None
+
+CHROMIUM = Path("/usr/bin/chromium")
+CHROMIUM_ARGS = [
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+    "--no-first-run",
+    "--disable-quic",
+]
+PASSWORD = "browser-e2e-passphrase-4821"
+BASE_DIR = Path(settings.BASE_DIR)
+STSB_EN_TEST = BASE_DIR.parent / "shared" / "data" / "stsb-multi-mt" / "stsb-en-test.csv"
+DEMO_STS = BASE_DIR / "fixtures" / "sts" / "demo-sts.csv"
+SCREENSHOTS = BASE_DIR / "var" / "screenshots"
+DOC_SCREENSHOTS = BASE_DIR / "docs" / "screenshots"
+TIMEOUT_MS = 60_000
+
+pytestmark = [pytest.mark.services, pytest.mark.django_db(transaction=True)]
+
+
+def _require_or_skip(reason: str) -> None:
+    if os.environ.get("SHIFTLAB_REQUIRE_SERVICES") == "1":
+        pytest.fail(f"{reason} (SHIFTLAB_REQUIRE_SERVICES=1)")
+    pytest.skip(reason)
+
+
+@pytest.fixture(scope="module")
+def browser():
+    """One headless Chromium for the module. Playwright's sync API keeps an asyncio loop running in
+    the main thread, so Django's ORM there (fixtures, assertions, the transactional flush) would raise
+    SynchronousOnlyOperation: allow it while the browser lives, and restore the variable after."""
+    if not (CHROMIUM.is_file() and os.access(CHROMIUM, os.X_OK)):
+        _require_or_skip(f"browser tests need Chromium at {CHROMIUM} (apt-get install chromium)")
+    if sync_playwright is None:
+        _require_or_skip("browser tests need the playwright package (pip install -r requirements-dev.txt)")
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setenv("DJANGO_ALLOW_ASYNC_UNSAFE", "true")
+        playwright = sync_playwright().start()
+        try:
+            chromium = playwright.chromium.launch(executable_path=str(CHROMIUM), headless=True, args=CHROMIUM_ARGS)
+            try:
+                yield chromium
+            finally:
+                chromium.close()
+        finally:
+            playwright.stop()
+
+
+@pytest.fixture(autouse=True)
+def _media_root(settings, tmp_path):
+    """Uploads (failed imports keep theirs) land in the test's own folder, not SHIFTLAB_DATA_DIR."""
+    settings.MEDIA_ROOT = tmp_path / "media"
+
+
+@pytest.fixture
+def page(browser):
+    """A fresh browser context (no cookies) per test."""
+    context = browser.new_context(viewport={"width": 1280, "height": 900}, locale="en-US")
+    context.set_default_timeout(TIMEOUT_MS)
+    context.set_default_navigation_timeout(TIMEOUT_MS)
+    try:
+        yield context.new_page()
+    finally:
+        context.close()
+
+
+def _make_user(django_user_model, username: str, role: Role):
+    user = django_user_model.objects.create_user(username=username, password=PASSWORD)
+    user.groups.add(Group.objects.get(name=role))
+    return user
+
+
+@pytest.fixture
+def e2e_researcher(browser, django_user_model):
+    return _make_user(django_user_model, "rosalind", Role.RESEARCHER)
+
+
+@pytest.fixture
+def e2e_annotator(browser, django_user_model):
+    return _make_user(django_user_model, "ada", Role.ANNOTATOR)
+
+
+@pytest.fixture
+def screenshots() -> Path:
+    SCREENSHOTS.mkdir(parents=True, exist_ok=True)
+    return SCREENSHOTS
+
+
+def _log_in(page, base_url: str, username: str) -> None:
+    page.goto(f"{base_url}/accounts/login/")
+    page.locator("#id_username").fill(username)
+    page.locator("#id_password").fill(PASSWORD)
+    with page.expect_navigation():
+        page.get_by_role("button", name="Log in", exact=True).click()
+    assert "/accounts/login/" not in page.url, f"login as {username} failed: still on {page.url}"
+    expect(page.locator("header .user")).to_contain_text(username)
+
+
+def _upload(page, base_url: str, *, source: Path, name: str, task: str = "sts", columns: str = ""):
+    """Fill and submit the upload form; return the response of the page it lands on."""
+    response = page.goto(f"{base_url}/datasets/")
+    assert response is not None and response.status == 200
+    form = page.locator("#upload-form")
+    form.locator("input[name=files]").set_input_files(str(source))
+    form.locator("input[name=name]").fill(name)
+    form.locator("select[name=task]").select_option(task)
+    form.locator("input[name=columns]").fill(columns)
+    with page.expect_navigation() as navigation:
+        form.get_by_role("button", name="Import").click()
+    return navigation.value
+
+
+@pytest.fixture
+def upload_case() -> tuple[Path, str, str, int]:
+    """(file, dataset name, columns, expected items): the real STS-B English test split when the
+    shared benchmark data is present, else the project's own 40-pair demo file."""
+    if STSB_EN_TEST.is_file():
+        return STSB_EN_TEST, "stsb-en-test", "sentence1,sentence2,score", 1379
+    return DEMO_STS, "demo-sts", "", 40
+
+
+def test_researcher_uploads_sts_csv(live_server, page, e2e_researcher, upload_case, screenshots):
+    source, name, columns, n_items = upload_case
+    _log_in(page, live_server.url, e2e_researcher.username)
+
+    response = _upload(page, live_server.url, source=source, name=name, columns=columns)
+
+    assert response is not None and response.status == 200
+    assert page.url.rstrip("/").endswith("/datasets"), f"expected the dataset list, got {page.url}"
+    expect(page.locator("ul.messages li.success")).to_have_text(f"Imported {n_items} items into {name}.")
+    row = page.locator("#dataset-table tr").filter(has=page.get_by_role("link", name=name, exact=True))
+    expect(row).to_have_count(1)
+    expect(row.locator("td").nth(1)).to_have_text("sts")
+    expect(row.locator("td.num")).to_have_text(str(n_items))
+    expect(row.locator("td").nth(3)).to_have_text(f"test\u00a0{n_items}")
+
+    dataset = Dataset.objects.get(name=name)
+    assert dataset.n_items == n_items
+    assert dataset.items.count() == n_items
+    assert dataset.created_by == e2e_researcher
+
+    shot = screenshots / "datasets-list.png"
+    page.screenshot(path=str(shot), full_page=True)
+    if os.environ.get("SHIFTLAB_UPDATE_SCREENSHOTS") == "1":
+        DOC_SCREENSHOTS.mkdir(parents=True, exist_ok=True)
+        shutil.copyfile(shot, DOC_SCREENSHOTS / "datasets-list.png")
+
+
+def test_malformed_csv_shows_file_and_line(live_server, page, e2e_researcher, tmp_path, screenshots):
+    bad = tmp_path / "upload" / "bad-scores.csv"
+    bad.parent.mkdir()
+    bad.write_text(
+        "sentence1,sentence2,score\n"
+        "A man is playing a guitar.,A man plays the guitar.,4.8\n"
+        "A dog runs in the park.,A cat sleeps on the sofa.,high\n",
+        encoding="utf-8",
+    )
+    _log_in(page, live_server.url, e2e_researcher.username)
+
+    response = _upload(page, live_server.url, source=bad, name="bad-scores")
+
+    assert response is not None and response.status == 200
+    error = page.locator("pre.error")
+    expect(error).to_be_visible()
+    expect(error).to_contain_text("bad-scores.csv, line 3")
+    expect(error).to_contain_text("'score' must be a number, found 'high'")
+    # The message names the uploaded file, never the server's storage path.
+    assert str(settings.MEDIA_ROOT) not in error.inner_text()
+    page.screenshot(path=str(screenshots / "datasets-import-error.png"), full_page=True)
+
+    assert not Dataset.objects.exists()
+    job = DatasetImport.objects.get(name="bad-scores")
+    assert job.status == DatasetImport.Status.FAILED
+    assert job.dataset is None
+
+
+def test_annotator_gets_403_on_datasets(live_server, page, e2e_annotator):
+    _log_in(page, live_server.url, e2e_annotator.username)
+
+    response = page.goto(f"{live_server.url}/datasets/")
+
+    assert response is not None
+    assert response.status == 403
+    expect(page.locator("#upload-form")).to_have_count(0)
