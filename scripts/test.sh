@@ -14,6 +14,9 @@ unset CELERY_BROKER_URL DATABASE_URL
 scripts/services.sh start >/dev/null 2>&1 || true
 rm -rf "$SHIFTLAB_DATA_DIR"; mkdir -p "$SHIFTLAB_DATA_DIR"
 
+echo "== Lint (ruff) =="
+.venv/bin/ruff check .
+
 echo "== Test suite on SQLite =="
 $PY -m pytest "$@"
 

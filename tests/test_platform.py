@@ -85,12 +85,13 @@ def test_health_is_down_when_the_broker_is_unreachable(client, settings):
     settings.CELERY_BROKER_URL = "redis://:secret@127.0.0.1:9/0"
     from shiftlab.celery import app
 
+    previous = app.conf.broker_url
     app.conf.broker_url = settings.CELERY_BROKER_URL
     try:
         settings.HEALTH_CHECK_TIMEOUT = 0.5
         response = client.get("/health/")
     finally:
-        app.conf.broker_url = None
+        app.conf.broker_url = previous
     assert response.status_code == 503
     assert response.json()["checks"]["broker"]["status"] == "error"
     assert b"secret" not in response.content
