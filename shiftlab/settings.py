@@ -186,10 +186,14 @@ CELERY_RESULT_EXTENDED = True
 CELERY_TASK_ACKS_LATE = True
 CELERY_TASK_REJECT_ON_WORKER_LOST = True
 CELERY_WORKER_PREFETCH_MULTIPLIER = 1
+CELERY_TASK_DEFAULT_QUEUE = env_str("SHIFTLAB_CELERY_QUEUE", "celery")
 CELERY_TASK_TIME_LIMIT = int(env_str("SHIFTLAB_TASK_TIME_LIMIT", str(6 * 3600)))
 CELERY_TASK_SOFT_TIME_LIMIT = CELERY_TASK_TIME_LIMIT - 60
 CELERY_BROKER_CONNECTION_RETRY_ON_STARTUP = True
-CELERY_BROKER_TRANSPORT_OPTIONS = {"visibility_timeout": CELERY_TASK_TIME_LIMIT + 600}
+# A task whose worker died unacknowledged is handed out again after this many seconds.
+CELERY_BROKER_TRANSPORT_OPTIONS = {
+    "visibility_timeout": int(env_str("SHIFTLAB_BROKER_VISIBILITY_TIMEOUT", str(CELERY_TASK_TIME_LIMIT + 600)))
+}
 
 # LLM backends, chosen Django-backend style (dotted path + options). The default alias is the
 # embedded llama.cpp OpenAI-compatible server, or a vLLM server in production.
@@ -203,6 +207,9 @@ TRANSFORM_BACKENDS = {
         },
     }
 }
+
+# Items per Celery chunk task of a transformation run (each item has one or two texts).
+TRANSFORM_CHUNK_SIZE = int(env_str("SHIFTLAB_TRANSFORM_CHUNK_SIZE", "16"))
 
 ARGILLA_API_URL = env_str("ARGILLA_API_URL", "http://127.0.0.1:6900")
 ARGILLA_API_KEY = env_str("ARGILLA_API_KEY")

@@ -6,10 +6,13 @@ from rest_framework.routers import DefaultRouter
 
 from core import views as core_views
 from datasets.apis import DatasetImportViewSet, DatasetViewSet
+from transforms.apis import PromptTemplateViewSet, TransformRunViewSet
 
 router = DefaultRouter()
 router.register("datasets", DatasetViewSet, basename="dataset")
 router.register("dataset-imports", DatasetImportViewSet, basename="dataset-import")
+router.register("prompt-templates", PromptTemplateViewSet, basename="prompt-template")
+router.register("transform-runs", TransformRunViewSet, basename="transform-run")
 
 urlpatterns = [
     path("", core_views.home_view, name="home"),
@@ -17,6 +20,7 @@ urlpatterns = [
     path("audit/", core_views.audit_log_view, name="audit-log"),
     path("accounts/", include("django.contrib.auth.urls")),
     path("datasets/", include("datasets.urls")),
+    path("transforms/", include("transforms.urls")),
     path("admin/", admin.site.urls),
     path("api/", include(router.urls)),
     path("api/auth/token/", obtain_auth_token, name="api-token"),

@@ -3,84 +3,26 @@ is executed by the worker and its result is visible in the database."""
 
 from __future__ import annotations
 
-import os
 import shutil
-import subprocess
-import sys
 import time
 import uuid
 from pathlib import Path
 
 import pytest
 from django.conf import settings
-from django.db import connection
 
 from datasets.models import Dataset, DatasetImport
 from shiftlab.celery import app
-from tests.conftest import require_or_skip
+from tests.conftest import celery_worker
 
 pytestmark = [pytest.mark.services, pytest.mark.django_db(transaction=True)]
 
 
 @pytest.fixture
-def redis_url() -> str:
-    import redis
-
-    url = os.environ.get("SHIFTLAB_TEST_REDIS_URL", "redis://127.0.0.1:6379/15")
-    try:
-        redis.Redis.from_url(url, socket_connect_timeout=2).ping()
-    except redis.RedisError as exc:
-        require_or_skip(f"Redis not reachable at {url} ({exc}); run scripts/services.sh or set SHIFTLAB_TEST_REDIS_URL")
-    return url
-
-
-def _database_url_for_worker() -> str:
-    db = connection.settings_dict
-    if connection.vendor == "sqlite":
-        return f"sqlite:///{db['NAME']}"
-    return f"postgres://{db['USER']}:{db['PASSWORD']}@{db['HOST'] or '127.0.0.1'}:{db['PORT'] or 5432}/{db['NAME']}"
-
-
-@pytest.fixture
 def worker(redis_url, tmp_path):
     queue = f"shiftlab-test-{uuid.uuid4().hex[:8]}"
-    env = {
-        **os.environ,
-        "CELERY_BROKER_URL": redis_url,
-        "DATABASE_URL": _database_url_for_worker(),
-        "SHIFTLAB_DATA_DIR": str(settings.DATA_DIR),
-    }
-    log = (tmp_path / "worker.log").open("w")
-    process = subprocess.Popen(
-        [
-            sys.executable,
-            "-m",
-            "celery",
-            "-A",
-            "shiftlab",
-            "worker",
-            "--pool=solo",
-            "--queues",
-            queue,
-            "--without-gossip",
-            "--without-mingle",
-            "--without-heartbeat",
-            "--loglevel=INFO",
-        ],
-        cwd=settings.BASE_DIR,
-        env=env,
-        stdout=log,
-        stderr=subprocess.STDOUT,
-    )
-    try:
+    with celery_worker(redis_url=redis_url, queue=queue, log_path=tmp_path / "worker.log"):
         yield queue, redis_url, tmp_path / "worker.log"
-    finally:
-        process.terminate()
-        try:
-            process.wait(timeout=20)
-        except subprocess.TimeoutExpired:
-            process.kill()
-        log.close()
 
 
 def test_import_task_runs_on_a_real_worker_over_redis(worker, researcher):

@@ -1,1 +1,140 @@
-"""Models of this app arrive with the issues that build it (see README, "Roadmap")."""
+from django.conf import settings
+from django.db import models
+from django.db.models import Q
+
+from datasets.models import Dataset, DatasetItem
+from transforms.registry import TRANSFORMATIONS
+
+TRANSFORMATION_CHOICES = [(name, t.label) for name, t in TRANSFORMATIONS.items()]
+
+
+class PromptTemplate(models.Model):
+    """A version of the prompt for one step kind ("paraphrase", "translate", ...). Rows are never
+    edited: a change is a new version with a new content hash, and one version per key is active."""
+
+    key = models.CharField(max_length=32)
+    version = models.PositiveIntegerField()
+    system = models.TextField()
+    user = models.TextField()
+    content_hash = models.CharField(max_length=64)
+    is_active = models.BooleanField(default=False)
+    note = models.CharField(max_length=255, blank=True)
+    created_by = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL)
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["key", "-version"]
+        constraints = [
+            models.UniqueConstraint(fields=["key", "version"], name="unique_prompt_version"),
+            models.UniqueConstraint(fields=["key", "content_hash"], name="unique_prompt_content"),
+            models.UniqueConstraint(fields=["key"], condition=Q(is_active=True), name="one_active_prompt_per_key"),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.key} v{self.version} ({self.content_hash[:8]})"
+
+
+class GeneratorConfig(models.Model):
+    """Backend alias, model and generation parameters; identified by their hash."""
+
+    backend_alias = models.CharField(max_length=64)
+    model = models.CharField(max_length=200)
+    params = models.JSONField(help_text="temperature, top_p, max_tokens, max_attempts")
+    content_hash = models.CharField(max_length=64, unique=True)
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    def __str__(self) -> str:
+        return f"{self.model} via {self.backend_alias} {self.params}"
+
+
+class TransformRun(models.Model):
+    class Status(models.TextChoices):
+        PENDING = "pending"
+        RUNNING = "running"
+        SUCCEEDED = "succeeded"
+        FAILED = "failed"
+
+    dataset = models.ForeignKey(Dataset, on_delete=models.PROTECT, related_name="transform_runs")
+    transformation = models.CharField(max_length=32, choices=TRANSFORMATION_CHOICES)
+    generator = models.ForeignKey(GeneratorConfig, on_delete=models.PROTECT, related_name="runs")
+    prompts = models.ManyToManyField(PromptTemplate, blank=True, related_name="runs")
+    prompt_hashes = models.JSONField(default=dict, help_text="Prompt key -> content hash used by this run.")
+    seed = models.BigIntegerField()
+    languages = models.JSONField(default=list, help_text="Candidate target/pivot languages.")
+    run_language = models.CharField(max_length=16, blank=True, help_text="Target of a translation run.")
+    item_limit = models.PositiveIntegerField(null=True, blank=True, help_text="Only the first N examples.")
+    run_hash = models.CharField(max_length=64, db_index=True, help_text="Hash of everything that defines outputs.")
+    status = models.CharField(max_length=16, choices=Status.choices, default=Status.PENDING, db_index=True)
+    total = models.PositiveIntegerField(default=0, help_text="Texts to transform (items x transformed fields).")
+    done = models.PositiveIntegerField(default=0)
+    n_failed = models.PositiveIntegerField(default=0)
+    llm_calls = models.PositiveIntegerField(default=0, help_text="LLM calls made (cache hits excluded).")
+    cache_hits = models.PositiveIntegerField(default=0)
+    error = models.TextField(blank=True)
+    created_by = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL)
+    created_at = models.DateTimeField(auto_now_add=True)
+    started_at = models.DateTimeField(null=True, blank=True)
+    finished_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["-created_at", "-id"]
+
+    def __str__(self) -> str:
+        return f"run {self.pk}: {self.transformation} on {self.dataset.name} (seed {self.seed})"
+
+    @property
+    def progress(self) -> float:
+        return self.done / self.total if self.total else 0.0
+
+
+class Generation(models.Model):
+    """The cache: one LLM output, addressed by everything that determines it."""
+
+    key = models.CharField(max_length=64, unique=True)
+    input_hash = models.CharField(max_length=64, db_index=True)
+    transformation = models.CharField(max_length=32)
+    step = models.PositiveSmallIntegerField()
+    prompt_hash = models.CharField(max_length=64)
+    model = models.CharField(max_length=200)
+    params_hash = models.CharField(max_length=64)
+    seed = models.BigIntegerField(help_text="Run seed.")
+    sampling_seed = models.BigIntegerField(help_text="Seed sent to the LLM (new for each retry).")
+    attempt = models.PositiveSmallIntegerField()
+    language = models.CharField(max_length=16, help_text="Language the step writes in.")
+    output = models.TextField(blank=True)
+    failure = models.TextField(blank=True, help_text="Backend failure message when no output came back.")
+    prompt_tokens = models.PositiveIntegerField(default=0)
+    completion_tokens = models.PositiveIntegerField(default=0)
+    latency_s = models.FloatField(default=0.0)
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    def __str__(self) -> str:
+        return f"{self.transformation} step {self.step} attempt {self.attempt} ({self.key[:10]})"
+
+
+class TransformedItem(models.Model):
+    """The outcome for one text of one item in a run: an output, or a failure with its error type."""
+
+    run = models.ForeignKey(TransformRun, on_delete=models.CASCADE, related_name="outputs")
+    item = models.ForeignKey(DatasetItem, on_delete=models.CASCADE, related_name="transformations")
+    side = models.CharField(max_length=32, help_text="The transformed field, e.g. sentence1.")
+    source_text = models.TextField()
+    output_text = models.TextField(blank=True)
+    ok = models.BooleanField()
+    error_type = models.CharField(max_length=32, blank=True, help_text="Error of the last attempt when failed.")
+    attempt_errors = models.JSONField(default=list, help_text="Error of every attempt, in order.")
+    attempts = models.PositiveSmallIntegerField()
+    target_language = models.CharField(max_length=16)
+    pivot_language = models.CharField(max_length=16, blank=True)
+    detected_language = models.CharField(max_length=16, blank=True)
+    edit_distance = models.FloatField(null=True)
+    length_ratio = models.FloatField(null=True)
+    generation_keys = models.JSONField(default=list, help_text="Cache keys of the steps of the kept attempt.")
+    llm_calls = models.PositiveSmallIntegerField(default=0)
+
+    class Meta:
+        ordering = ["run", "item__position", "side"]
+        constraints = [models.UniqueConstraint(fields=["run", "item", "side"], name="one_output_per_item_side")]
+
+    def __str__(self) -> str:
+        return f"{self.run_id}/{self.item_id}/{self.side}"

@@ -1,0 +1,89 @@
+from dataclasses import asdict
+
+from django.core.exceptions import ImproperlyConfigured
+from django.shortcuts import get_object_or_404
+from drf_spectacular.utils import extend_schema
+from rest_framework import mixins, status, viewsets
+from rest_framework.decorators import action
+from rest_framework.response import Response
+
+from core.errors import ShiftlabError
+from core.permissions import IsResearcher
+from datasets.models import Dataset
+from transforms.models import PromptTemplate
+from transforms.selectors import transform_run_list, transform_run_summary, transformed_item_list
+from transforms.serializers import (
+    PromptTemplateSerializer,
+    TransformedItemSerializer,
+    TransformRunCreateSerializer,
+    TransformRunSerializer,
+)
+from transforms.services import (
+    GenerationParams,
+    prompt_template_create_version,
+    prompt_templates_ensure_defaults,
+    transform_run_create,
+)
+
+
+class PromptTemplateViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, mixins.CreateModelMixin,
+                            viewsets.GenericViewSet):  # fmt: skip
+    """Prompt versions. POST creates (and activates) a new version of a key; versions never change."""
+
+    permission_classes = [IsResearcher]
+    serializer_class = PromptTemplateSerializer
+
+    def get_queryset(self):
+        prompt_templates_ensure_defaults()
+        templates = PromptTemplate.objects.all()
+        if self.request.query_params.get("active"):
+            templates = templates.filter(is_active=True)
+        return templates
+
+    def create(self, request):
+        data_in = PromptTemplateSerializer(data=request.data)
+        data_in.is_valid(raise_exception=True)
+        try:
+            template = prompt_template_create_version(created_by=request.user, **data_in.validated_data)
+        except ShiftlabError as exc:
+            return Response({"detail": str(exc)}, status=status.HTTP_400_BAD_REQUEST)
+        return Response(PromptTemplateSerializer(template).data, status=status.HTTP_201_CREATED)
+
+
+class TransformRunViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, viewsets.GenericViewSet):
+    """Transformation runs: POST starts one (202); poll it for progress; read outputs and summary."""
+
+    permission_classes = [IsResearcher]
+    serializer_class = TransformRunSerializer
+
+    def get_queryset(self):
+        return transform_run_list()
+
+    @extend_schema(request=TransformRunCreateSerializer, responses={202: TransformRunSerializer})
+    def create(self, request):
+        data_in = TransformRunCreateSerializer(data=request.data)
+        data_in.is_valid(raise_exception=True)
+        data = data_in.validated_data
+        dataset = get_object_or_404(Dataset, name=data["dataset"])
+        try:
+            params = GenerationParams(temperature=data["temperature"], top_p=data["top_p"],
+                                      max_tokens=data["max_tokens"], max_attempts=data["max_attempts"])  # fmt: skip
+            run = transform_run_create(dataset=dataset, transformation=data["transformation"], seed=data["seed"],
+                                       backend_alias=data["backend"], params=params, languages=data.get("languages"),
+                                       limit=data.get("limit"), created_by=request.user)  # fmt: skip
+        except (ShiftlabError, ImproperlyConfigured) as exc:
+            return Response({"detail": str(exc)}, status=status.HTTP_400_BAD_REQUEST)
+        run.refresh_from_db()
+        return Response(TransformRunSerializer(run).data, status=status.HTTP_202_ACCEPTED)
+
+    @extend_schema(responses=TransformedItemSerializer(many=True))
+    @action(detail=True, methods=["get"])
+    def outputs(self, request, pk=None):
+        failed = request.query_params.get("failed")
+        outputs = transformed_item_list(run=self.get_object(), failed=None if failed is None else failed == "1")
+        page = self.paginate_queryset(outputs)
+        return self.get_paginated_response(TransformedItemSerializer(page, many=True).data)
+
+    @action(detail=True, methods=["get"])
+    def summary(self, request, pk=None):
+        return Response(asdict(transform_run_summary(run=self.get_object())))

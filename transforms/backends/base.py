@@ -1,0 +1,67 @@
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+
+
+@dataclass(frozen=True)
+class ChatRequest:
+    messages: list[dict[str, str]]
+    seed: int
+    temperature: float
+    top_p: float
+    max_tokens: int
+
+
+@dataclass(frozen=True)
+class ChatResult:
+    text: str
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+    latency_s: float = 0.0
+    finish_reason: str = ""
+
+
+@dataclass(frozen=True)
+class ChatFailure:
+    """A request that failed after the backend's own retries; ``transient`` says whether trying
+    again later may help (timeouts, overload) or not (bad request, unknown model)."""
+
+    message: str
+    transient: bool = False
+    extra: dict = field(default_factory=dict)
+
+
+class BackendError(Exception):
+    """The backend cannot serve at all (unreachable, misconfigured)."""
+
+
+class LLMBackend:
+    """One interface for every LLM backend.
+
+    ``generate`` sends many chat requests and returns one result per request, in order; it keeps
+    the backend busy (bounded concurrency) and calls ``on_result(index, result)`` as results
+    arrive, so callers can show progress and save work early.
+    """
+
+    def __init__(self, *, alias: str, model: str, **options):
+        self.alias = alias
+        self.model = model
+        self.options = options
+
+    @property
+    def model_id(self) -> str:
+        """What identifies the model in cache keys."""
+        return self.model
+
+    def generate(
+        self,
+        requests: Sequence[ChatRequest],
+        *,
+        on_result: Callable[[int, ChatResult | ChatFailure], None] | None = None,
+    ) -> list[ChatResult | ChatFailure]:
+        raise NotImplementedError
+
+    def ping(self) -> str:
+        """Return a short description of the backend, or raise BackendError."""
+        raise NotImplementedError

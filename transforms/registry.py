@@ -1,0 +1,135 @@
+"""The transformations of SPEC §2: axis, LLM steps, language behaviour, length rules (pure module)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from enum import StrEnum
+
+
+class Axis(StrEnum):
+    LEXICAL = "lexical"
+    LENGTH = "length"
+    LANGUAGE = "language"
+    EXTRA = "extra"
+
+
+class LanguagePlan(StrEnum):
+    SAME = "same"  # output stays in the source language
+    PER_RUN = "per_run"  # one target language for the whole run (seeded draw)
+    PER_TEXT = "per_text"  # a target language drawn for each text (seeded)
+    PIVOT_PER_TEXT = "pivot_per_text"  # a pivot language drawn per text; the output returns to the source
+
+
+class StepLanguage(StrEnum):
+    SOURCE = "source"
+    TARGET = "target"
+    PIVOT = "pivot"
+
+
+@dataclass(frozen=True)
+class Step:
+    """One LLM call. ``prompt`` names the template; ``language`` is the language it writes in."""
+
+    prompt: str
+    language: StepLanguage
+
+
+@dataclass(frozen=True)
+class Transformation:
+    name: str
+    label: str
+    axis: Axis
+    steps: tuple[Step, ...]
+    language_plan: LanguagePlan
+    description: str
+    may_grow: bool = False
+    may_shrink: bool = False
+    must_shrink: bool = False
+
+    @property
+    def uses_llm(self) -> bool:
+        return bool(self.steps)
+
+    @property
+    def n_llm_steps(self) -> int:
+        return len(self.steps)
+
+    @property
+    def prompt_keys(self) -> tuple[str, ...]:
+        return tuple(dict.fromkeys(step.prompt for step in self.steps))
+
+
+_SRC, _TGT, _PIV = StepLanguage.SOURCE, StepLanguage.TARGET, StepLanguage.PIVOT
+
+TRANSFORMATIONS: dict[str, Transformation] = {
+    t.name: t
+    for t in (
+        Transformation(
+            "paraphrase", "Paraphrase", Axis.LEXICAL, (Step("paraphrase", _SRC),), LanguagePlan.SAME,
+            "Same meaning and language, different wording.",
+        ),
+        Transformation(
+            "backtranslation", "Backtranslation", Axis.LEXICAL,
+            (Step("translate", _PIV), Step("translate", _SRC)), LanguagePlan.PIVOT_PER_TEXT,
+            "Translated to a pivot language drawn per text (never the source) and back: two LLM calls.",
+        ),
+        Transformation(
+            "style_change", "Style change", Axis.LEXICAL, (Step("style_change", _SRC),), LanguagePlan.SAME,
+            "Formal text becomes informal and informal text formal; the meaning is kept.",
+        ),
+        Transformation(
+            "expansion", "Expansion", Axis.LENGTH, (Step("expansion", _SRC),), LanguagePlan.SAME,
+            "Longer text with the core meaning kept; a question stays a question.", may_grow=True,
+        ),
+        Transformation(
+            "summarization", "Summarisation", Axis.LENGTH, (Step("summarization", _SRC),), LanguagePlan.SAME,
+            "Shorter text; a question stays a question and is never answered.",
+            may_shrink=True, must_shrink=True,
+        ),
+        Transformation(
+            "summarized_expansion", "Summarised expansion", Axis.LENGTH,
+            (Step("expansion", _SRC), Step("summarization", _SRC)), LanguagePlan.SAME,
+            "Expansion followed by summarisation of the expanded text: two LLM calls.",
+        ),
+        Transformation(
+            "translation", "Translation", Axis.LANGUAGE, (Step("translate", _TGT),), LanguagePlan.PER_RUN,
+            "Every text translated into one target language drawn for the run (never the source).",
+        ),
+        Transformation(
+            "cross_translation", "Cross-translation", Axis.LANGUAGE, (Step("translate", _TGT),),
+            LanguagePlan.PER_TEXT, "Each text translated into a target language drawn for that text.",
+        ),
+        Transformation(
+            "keywords", "Keyword extraction", Axis.EXTRA, (Step("keywords", _SRC),), LanguagePlan.SAME,
+            "Only the key words of the text (used for augmented encoding).", may_shrink=True,
+        ),
+        Transformation(
+            "random_keywords", "Random keywords", Axis.EXTRA, (), LanguagePlan.SAME,
+            "Baseline without an LLM: at least three words drawn at random from the text.", may_shrink=True,
+        ),
+    )
+}  # fmt: skip
+
+DEFAULT_LANGUAGES: tuple[str, ...] = ("es", "fr", "de", "tr", "ar")
+
+LANGUAGE_NAMES: dict[str, str] = {
+    "ar": "Arabic", "de": "German", "en": "English", "es": "Spanish", "fr": "French", "it": "Italian",
+    "ja": "Japanese", "nl": "Dutch", "pl": "Polish", "pt": "Portuguese", "ru": "Russian", "tr": "Turkish",
+    "zh": "Chinese", "hi": "Hindi", "ko": "Korean", "sv": "Swedish", "fi": "Finnish", "cs": "Czech",
+}  # fmt: skip
+
+
+def transformation_get(name: str) -> Transformation:
+    try:
+        return TRANSFORMATIONS[name]
+    except KeyError:
+        raise ValueError(f"unknown transformation {name!r}: choose one of {', '.join(TRANSFORMATIONS)}") from None
+
+
+def language_name(code: str) -> str:
+    try:
+        return LANGUAGE_NAMES[code]
+    except KeyError:
+        raise ValueError(
+            f"no language name known for {code!r}: use one of {', '.join(sorted(LANGUAGE_NAMES))}"
+        ) from None

@@ -1,0 +1,49 @@
+from rest_framework import serializers
+
+from transforms.models import PromptTemplate, TransformedItem, TransformRun
+from transforms.registry import TRANSFORMATIONS
+
+
+class PromptTemplateSerializer(serializers.ModelSerializer):
+    class Meta:
+        model = PromptTemplate
+        fields = ["id", "key", "version", "system", "user", "content_hash", "is_active", "note", "created_at"]
+        read_only_fields = ["id", "version", "content_hash", "is_active", "created_at"]
+
+
+class TransformRunSerializer(serializers.ModelSerializer):
+    dataset = serializers.SlugRelatedField(slug_field="name", read_only=True)
+    model = serializers.CharField(source="generator.model", read_only=True)
+    params = serializers.JSONField(source="generator.params", read_only=True)
+    backend = serializers.CharField(source="generator.backend_alias", read_only=True)
+
+    class Meta:
+        model = TransformRun
+        fields = ["id", "dataset", "transformation", "seed", "backend", "model", "params", "prompt_hashes",
+                  "languages", "run_language", "item_limit", "run_hash", "status", "total", "done", "n_failed",
+                  "llm_calls", "cache_hits", "error", "created_at", "started_at", "finished_at"]  # fmt: skip
+        read_only_fields = fields
+
+
+class TransformRunCreateSerializer(serializers.Serializer):
+    dataset = serializers.CharField()
+    transformation = serializers.ChoiceField(choices=list(TRANSFORMATIONS))
+    seed = serializers.IntegerField(default=1337)
+    backend = serializers.CharField(default="default")
+    limit = serializers.IntegerField(required=False, min_value=1)
+    languages = serializers.ListField(child=serializers.CharField(max_length=8), required=False)
+    temperature = serializers.FloatField(default=0.7)
+    top_p = serializers.FloatField(default=0.95)
+    max_tokens = serializers.IntegerField(default=512)
+    max_attempts = serializers.IntegerField(default=3)
+
+
+class TransformedItemSerializer(serializers.ModelSerializer):
+    item_id = serializers.CharField(source="item.item_id", read_only=True)
+
+    class Meta:
+        model = TransformedItem
+        fields = ["item_id", "side", "source_text", "output_text", "ok", "error_type", "attempt_errors", "attempts",
+                  "target_language", "pivot_language", "detected_language", "edit_distance", "length_ratio",
+                  "llm_calls"]  # fmt: skip
+        read_only_fields = fields

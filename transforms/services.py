@@ -1,0 +1,545 @@
+"""Transformation runs: creation, chunk execution with the generation cache, finalisation, export."""
+
+from __future__ import annotations
+
+import csv
+import json
+import logging
+from collections.abc import Iterable, Sequence
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+from django.conf import settings
+from django.contrib.auth.models import AbstractBaseUser
+from django.db import IntegrityError, transaction
+from django.db.models import Count, F, Max, Q
+from django.utils import timezone
+
+from core.errors import ShiftlabError
+from core.hashing import sha256_json, sha256_text
+from core.services import audit_record
+from datasets.models import Dataset, DatasetItem
+from datasets.task_types import PAIR_TASKS, TaskType, task_spec
+from transforms import planning
+from transforms.backends import get_backend
+from transforms.backends.base import ChatFailure, ChatRequest, ChatResult
+from transforms.errors import analyse_output, clean_output
+from transforms.models import Generation, GeneratorConfig, PromptTemplate, TransformedItem, TransformRun
+from transforms.prompts import DEFAULT_PROMPTS, PromptText, default_prompt, prompt_hash, validate_template
+from transforms.registry import (
+    DEFAULT_LANGUAGES,
+    LanguagePlan,
+    StepLanguage,
+    Transformation,
+    language_name,
+    transformation_get,
+)
+
+logger = logging.getLogger(__name__)
+
+BACKEND_FAILURE = "backend_failure"
+
+
+class TransientBackendError(ShiftlabError):
+    """The LLM backend could not answer for now (after its own retries); the chunk is retried."""
+
+
+@dataclass(frozen=True)
+class GenerationParams:
+    temperature: float = 0.7
+    top_p: float = 0.95
+    max_tokens: int = 512
+    max_attempts: int = 3
+
+    def __post_init__(self):
+        if not 0 <= self.temperature <= 2:
+            raise ShiftlabError(f"temperature must be between 0 and 2, got {self.temperature}")
+        if not 0 < self.top_p <= 1:
+            raise ShiftlabError(f"top_p must be in (0, 1], got {self.top_p}")
+        if self.max_tokens < 1 or self.max_attempts < 1:
+            raise ShiftlabError("max_tokens and max_attempts must be at least 1")
+
+    @property
+    def sampling_hash(self) -> str:
+        """What changes an LLM output; max_attempts only decides how often we try."""
+        return sha256_json({"temperature": self.temperature, "top_p": self.top_p, "max_tokens": self.max_tokens})
+
+
+# --- prompt templates -------------------------------------------------------------------------
+
+
+def prompt_templates_ensure_defaults() -> None:
+    """Create version 1 of every default prompt whose key has no version yet (idempotent)."""
+    for key in DEFAULT_PROMPTS:
+        if PromptTemplate.objects.filter(key=key).exists():
+            continue
+        prompt = default_prompt(key)
+        try:
+            with transaction.atomic():
+                PromptTemplate.objects.create(
+                    key=key, version=1, system=prompt.system, user=prompt.user,
+                    content_hash=prompt.content_hash, is_active=True, note="Shiftlab default",
+                )  # fmt: skip
+        except IntegrityError:  # created concurrently by another process
+            pass
+
+
+def prompt_template_create_version(
+    *, key: str, system: str, user: str, note: str = "", created_by: AbstractBaseUser | None = None
+) -> PromptTemplate:
+    """Make (system, user) the active prompt for ``key``: a new version, or the existing version
+    with the same content. Runs created later use it; earlier runs keep theirs."""
+    if key not in DEFAULT_PROMPTS:
+        raise ShiftlabError(f"unknown prompt key {key!r}: choose one of {', '.join(DEFAULT_PROMPTS)}")
+    try:
+        validate_template(system, user)
+    except ValueError as exc:
+        raise ShiftlabError(f"Prompt {key!r} rejected: {exc}") from None
+    prompt_templates_ensure_defaults()
+    content_hash = prompt_hash(system, user)
+    with transaction.atomic():
+        PromptTemplate.objects.select_for_update().filter(key=key).update(is_active=False)
+        template = PromptTemplate.objects.filter(key=key, content_hash=content_hash).first()
+        if template is None:
+            version = (PromptTemplate.objects.filter(key=key).aggregate(v=Max("version"))["v"] or 0) + 1
+            template = PromptTemplate.objects.create(
+                key=key, version=version, system=system, user=user, content_hash=content_hash,
+                note=note, created_by=created_by,
+            )  # fmt: skip
+        template.is_active = True
+        template.save(update_fields=["is_active"])
+        audit_record(actor=created_by, verb="prompt.activate", obj=template, payload={"content_hash": content_hash})
+    return template
+
+
+def prompt_template_active(key: str) -> PromptTemplate:
+    prompt_templates_ensure_defaults()
+    return PromptTemplate.objects.get(key=key, is_active=True)
+
+
+# --- runs -------------------------------------------------------------------------------------
+
+
+def transform_run_create(
+    *,
+    dataset: Dataset,
+    transformation: str,
+    seed: int,
+    backend_alias: str = "default",
+    params: GenerationParams | None = None,
+    languages: Sequence[str] | None = None,
+    limit: int | None = None,
+    created_by: AbstractBaseUser | None = None,
+    dispatch: bool = True,
+) -> TransformRun:
+    """Declare a run and (by default) queue it. Outputs already in the cache are reused."""
+    try:
+        spec = transformation_get(transformation)
+    except ValueError as exc:
+        raise ShiftlabError(str(exc)) from None
+    params = params or GenerationParams()
+    languages = list(languages or DEFAULT_LANGUAGES)
+    for code in languages:
+        try:
+            language_name(code)
+        except ValueError as exc:
+            raise ShiftlabError(str(exc)) from None
+    if limit is not None and limit < 1:
+        raise ShiftlabError("--limit must be at least 1")
+    fields = task_spec(dataset.task_type).transformable_fields
+    n_items = dataset.items.filter(kind="example").count()
+    n_items = min(n_items, limit) if limit else n_items
+    if n_items == 0:
+        raise ShiftlabError(f"dataset {dataset.name} has no items to transform")
+    run_language = ""
+    if spec.language_plan is LanguagePlan.PER_RUN:
+        # Exclude every language of the dataset so no text is "translated" into its own language.
+        remaining = [code for code in languages if code not in {lang.split("-")[0] for lang in dataset.languages}]
+        if not remaining:
+            raise ShiftlabError(f"no target language left after removing the dataset's {dataset.languages}")
+        run_language = planning.draw_run_language(seed=seed, languages=remaining, source_language="")
+    model_id = get_backend(backend_alias).model_id if spec.uses_llm else "none"
+    generator = _generator_config(backend_alias, model_id, params)
+    prompts = [prompt_template_active(key) for key in spec.prompt_keys]
+    prompt_hashes = {p.key: p.content_hash for p in prompts}
+    run_hash = sha256_json({
+        "dataset": dataset.content_hash, "transformation": spec.name, "generator": generator.content_hash,
+        "prompts": prompt_hashes, "seed": seed, "languages": languages, "limit": limit,
+    })  # fmt: skip
+    with transaction.atomic():
+        run = TransformRun.objects.create(
+            dataset=dataset, transformation=spec.name, generator=generator, prompt_hashes=prompt_hashes,
+            seed=seed, languages=languages, run_language=run_language, item_limit=limit, run_hash=run_hash,
+            total=n_items * len(fields), created_by=created_by,
+        )  # fmt: skip
+        run.prompts.set(prompts)
+        audit_record(actor=created_by, verb="transform.run.create", obj=run, payload={"run_hash": run_hash})
+        if dispatch:
+            from transforms.tasks import start_run
+
+            transaction.on_commit(lambda: start_run.delay(run.pk))
+    return run
+
+
+def _generator_config(alias: str, model: str, params: GenerationParams) -> GeneratorConfig:
+    content_hash = sha256_json({"backend": alias, "model": model, "params": asdict(params)})
+    generator, _ = GeneratorConfig.objects.get_or_create(
+        content_hash=content_hash, defaults={"backend_alias": alias, "model": model, "params": asdict(params)}
+    )
+    return generator
+
+
+def transform_run_pending_chunks(*, run_id: int, chunk_size: int | None = None) -> list[list[int]]:
+    """Item ids still lacking an output for some field, in chunks. Used to start and to resume."""
+    chunk_size = chunk_size or settings.TRANSFORM_CHUNK_SIZE
+    run = TransformRun.objects.select_related("dataset").get(pk=run_id)
+    n_fields = len(task_spec(run.dataset.task_type).transformable_fields)
+    items = (
+        _run_items(run)
+        .annotate(n_out=Count("transformations", filter=Q(transformations__run=run)))
+        .filter(n_out__lt=n_fields)
+    )
+    ids = list(items.values_list("pk", flat=True))
+    return [ids[i : i + chunk_size] for i in range(0, len(ids), chunk_size)]
+
+
+def transform_run_mark_started(*, run_id: int) -> None:
+    TransformRun.objects.filter(pk=run_id).exclude(status=TransformRun.Status.SUCCEEDED).update(
+        status=TransformRun.Status.RUNNING, started_at=timezone.now()
+    )
+
+
+def transform_run_finalize(*, run_id: int) -> TransformRun:
+    _refresh_counts(run_id)
+    run = TransformRun.objects.get(pk=run_id)
+    run.status = TransformRun.Status.SUCCEEDED if run.done >= run.total else TransformRun.Status.FAILED
+    if run.status == TransformRun.Status.FAILED and not run.error:
+        run.error = f"{run.total - run.done} texts have no outcome: resume the run"
+    run.finished_at = timezone.now()
+    run.save(update_fields=["status", "error", "finished_at"])
+    return run
+
+
+def _run_items(run: TransformRun):
+    items = DatasetItem.objects.filter(dataset=run.dataset, kind="example").order_by("position")
+    if run.item_limit:
+        limit_ids = list(items.values_list("pk", flat=True)[: run.item_limit])
+        items = items.filter(pk__in=limit_ids)
+    return items
+
+
+def _refresh_counts(run_id: int) -> None:
+    counts = TransformedItem.objects.filter(run_id=run_id).aggregate(
+        done=Count("id"), failed=Count("id", filter=Q(ok=False))
+    )
+    TransformRun.objects.filter(pk=run_id).update(done=counts["done"], n_failed=counts["failed"])
+
+
+# --- chunk execution --------------------------------------------------------------------------
+
+
+@dataclass
+class _Text:
+    """One unique input text of a chunk and its progress through steps and attempts."""
+
+    text: str
+    text_hash: str
+    source_language: str
+    target_language: str
+    pivot_language: str
+    attempt: int = 0
+    errors: list[str] = field(default_factory=list)
+    keys: list[str] = field(default_factory=list)
+    current: str = ""
+    failed_step: bool = False
+    outcome: dict | None = None
+    calls: int = 0
+    hits: int = 0
+
+
+def transform_run_execute_chunk(*, run_id: int, item_ids: Sequence[int]) -> int:
+    """Transform the fields of ``item_ids`` that have no outcome yet; return how many were added.
+
+    Idempotent: outcomes are unique per (run, item, field) and generations per cache key, so a
+    chunk delivered twice (e.g. after its worker was killed) adds nothing twice. LLM outputs are
+    saved as soon as they arrive, so work done before a crash is not lost.
+    """
+    run = TransformRun.objects.select_related("dataset", "generator").get(pk=run_id)
+    spec = transformation_get(run.transformation)
+    params = GenerationParams(**run.generator.params)
+    fields = task_spec(run.dataset.task_type).transformable_fields
+    done = set(TransformedItem.objects.filter(run=run, item_id__in=item_ids).values_list("item_id", "side"))
+    units: list[tuple[DatasetItem, str, str]] = []
+    for item in DatasetItem.objects.filter(pk__in=item_ids).order_by("position"):
+        for side in fields:
+            if (item.pk, side) not in done:
+                units.append((item, side, item.payload[side]))
+    if not units:
+        return 0
+    texts: dict[tuple[str, str], _Text] = {}
+    for item, side, text in units:
+        source_language = _side_language(item.language, side, run.dataset.task_type)
+        key = (sha256_text(text), source_language)
+        if key not in texts:
+            texts[key] = _plan_text(run, spec, text, key[0], source_language)
+    prompts = {p.key: PromptText(p.key, p.system, p.user) for p in run.prompts.all()}
+    candidates = sorted(set(run.languages) | {t.source_language for t in texts.values()})
+    if spec.uses_llm:
+        _run_llm_steps(run, spec, params, prompts, list(texts.values()), candidates)
+    else:
+        for t in texts.values():
+            output = planning.random_keywords(t.text, seed=run.seed, text_hash=t.text_hash)
+            _judge(t, spec, output, candidates, max_attempts=1)
+    outcomes = [
+        TransformedItem(run=run, item=item, side=side, source_text=text, **texts[(sha256_text(text), lang)].outcome)
+        for item, side, text in units
+        for lang in [_side_language(item.language, side, run.dataset.task_type)]
+    ]
+    with transaction.atomic():
+        before = TransformedItem.objects.filter(run=run).count()
+        TransformedItem.objects.bulk_create(outcomes, ignore_conflicts=True)
+        added = TransformedItem.objects.filter(run=run).count() - before
+        TransformRun.objects.filter(pk=run.pk).update(
+            llm_calls=F("llm_calls") + sum(t.calls for t in texts.values()),
+            cache_hits=F("cache_hits") + sum(t.hits for t in texts.values()),
+        )
+    _refresh_counts(run.pk)
+    return added
+
+
+def _side_language(language: str, side: str, task_type: str) -> str:
+    """Cross-lingual pair datasets carry "en-de": the first code is sentence1's, the last sentence2's."""
+    parts = language.split("-")
+    if TaskType(task_type) in PAIR_TASKS and side == "sentence2":
+        return parts[-1]
+    return parts[0]
+
+
+def _plan_text(run: TransformRun, spec: Transformation, text: str, text_hash: str, source_language: str) -> _Text:
+    target, pivot = source_language, ""
+    if spec.language_plan is LanguagePlan.PER_RUN:
+        target = run.run_language
+    elif spec.language_plan is LanguagePlan.PER_TEXT:
+        target = planning.draw_text_language(
+            seed=run.seed, text_hash=text_hash, languages=run.languages, source_language=source_language
+        )
+    elif spec.language_plan is LanguagePlan.PIVOT_PER_TEXT:
+        pivot = planning.draw_text_language(
+            seed=run.seed, text_hash=text_hash, languages=run.languages, source_language=source_language
+        )
+    return _Text(text, text_hash, source_language, target, pivot)
+
+
+def _step_language(t: _Text, language: StepLanguage) -> str:
+    return {StepLanguage.SOURCE: t.source_language, StepLanguage.TARGET: t.target_language,
+            StepLanguage.PIVOT: t.pivot_language}[language]  # fmt: skip
+
+
+def _run_llm_steps(run, spec, params, prompts, texts: list[_Text], candidates: list[str]) -> None:
+    backend = get_backend(run.generator.backend_alias)
+    pending = texts
+    while pending:
+        for t in pending:
+            t.current, t.keys, t.failed_step = t.text, [], False
+        for step_index, step in enumerate(spec.steps):
+            active = [t for t in pending if not t.failed_step]
+            keys, requests = [], []
+            for t in active:
+                language = _step_language(t, step.language)
+                # The language the current input is written in: the pivot after the first backtranslation step.
+                input_language = t.pivot_language if step_index and t.pivot_language else t.source_language
+                prompt = prompts[step.prompt]
+                sampling_seed = planning.sampling_seed(
+                    seed=run.seed, text_hash=t.text_hash, step=step_index, attempt=t.attempt
+                )
+                keys.append(sha256_json({
+                    "input": sha256_text(t.current), "transformation": spec.name, "step": step_index,
+                    "prompt": prompt.content_hash, "model": run.generator.model, "params": params.sampling_hash,
+                    "seed": run.seed, "attempt": t.attempt, "language": language, "from": input_language,
+                }))  # fmt: skip
+                requests.append((t, language, input_language, prompt, sampling_seed))
+            cached = {g.key: g for g in Generation.objects.filter(key__in=keys)}
+            misses = [i for i, key in enumerate(keys) if key not in cached]
+            for i, key in enumerate(keys):
+                if key in cached:
+                    requests[i][0].hits += 1
+            if misses:
+                chat_requests = [
+                    ChatRequest(
+                        messages=requests[i][3].messages(
+                            text=requests[i][0].current,
+                            language=language_name(requests[i][1]),
+                            source_language=language_name(requests[i][2]),
+                        ),
+                        seed=requests[i][4],
+                        temperature=params.temperature,
+                        top_p=params.top_p,
+                        max_tokens=params.max_tokens,
+                    )  # fmt: skip
+                    for i in misses
+                ]
+                results = backend.generate(chat_requests)
+                transient = [r for r in results if isinstance(r, ChatFailure) and r.transient]
+                new_rows = []
+                for i, result in zip(misses, results, strict=True):
+                    if isinstance(result, ChatFailure) and result.transient:
+                        continue
+                    t, language, _, prompt, sampling_seed = requests[i]
+                    t.calls += 1
+                    new_rows.append(_generation_row(keys[i], t, spec, step_index, prompt, run, params, sampling_seed,
+                                                    language, result))  # fmt: skip
+                Generation.objects.bulk_create(new_rows, ignore_conflicts=True)
+                if transient:
+                    raise TransientBackendError(f"{len(transient)} LLM requests failed: {transient[0].message}")
+                cached = {g.key: g for g in Generation.objects.filter(key__in=keys)}
+            for (t, *_), key in zip(requests, keys, strict=True):
+                generation = cached[key]
+                t.keys.append(key)
+                if generation.failure:
+                    t.failed_step = True
+                    t.current = ""
+                else:
+                    t.current = clean_output(generation.output)
+        still = []
+        for t in pending:
+            if t.failed_step:
+                t.errors.append(BACKEND_FAILURE)
+                if t.attempt + 1 < params.max_attempts:
+                    t.attempt += 1
+                    still.append(t)
+                else:
+                    t.outcome = _failed_outcome(t, BACKEND_FAILURE)
+                continue
+            if not _judge(t, spec, t.current, candidates, max_attempts=params.max_attempts):
+                t.attempt += 1
+                still.append(t)
+        pending = still
+
+
+def _generation_row(key, t, spec, step_index, prompt, run, params, sampling_seed, language, result):
+    common = dict(
+        key=key, input_hash=sha256_text(t.current), transformation=spec.name, step=step_index,
+        prompt_hash=prompt.content_hash, model=run.generator.model, params_hash=params.sampling_hash,
+        seed=run.seed, sampling_seed=sampling_seed, attempt=t.attempt, language=language,
+    )  # fmt: skip
+    if isinstance(result, ChatResult):
+        return Generation(**common, output=result.text, prompt_tokens=result.prompt_tokens,
+                          completion_tokens=result.completion_tokens, latency_s=result.latency_s)  # fmt: skip
+    return Generation(**common, failure=result.message[:2000])
+
+
+def _judge(t: _Text, spec: Transformation, output: str, candidates: list[str], *, max_attempts: int) -> bool:
+    """Analyse the final output; record the outcome when it is good or attempts are used up.
+    Return True when the text needs no further attempt."""
+    expected = t.target_language or t.source_language
+    analysis = analyse_output(
+        t.text, output, expected_language=expected, may_grow=spec.may_grow, may_shrink=spec.may_shrink,
+        must_shrink=spec.must_shrink, language_candidates=candidates,
+    )  # fmt: skip
+    if analysis.error is None:
+        t.errors.append("")
+        t.outcome = _outcome(t, analysis, ok=True)
+        return True
+    t.errors.append(analysis.error.value)
+    if t.attempt + 1 >= max_attempts:
+        t.outcome = _outcome(t, analysis, ok=False)
+        return True
+    return False
+
+
+def _outcome(t: _Text, analysis, *, ok: bool) -> dict:
+    return {
+        "output_text": analysis.text,
+        "ok": ok,
+        "error_type": "" if ok else (analysis.error.value if analysis.error else ""),
+        "attempt_errors": list(t.errors),
+        "attempts": t.attempt + 1,
+        "target_language": t.target_language,
+        "pivot_language": t.pivot_language,
+        "detected_language": analysis.detected_language or "",
+        "edit_distance": analysis.edit_distance,
+        "length_ratio": analysis.length_ratio,
+        "generation_keys": list(t.keys),
+        "llm_calls": t.calls,
+    }
+
+
+def _failed_outcome(t: _Text, error: str) -> dict:
+    return {
+        "output_text": "", "ok": False, "error_type": error, "attempt_errors": list(t.errors),
+        "attempts": t.attempt + 1, "target_language": t.target_language, "pivot_language": t.pivot_language,
+        "detected_language": "", "edit_distance": None, "length_ratio": None, "generation_keys": list(t.keys),
+        "llm_calls": t.calls,
+    }  # fmt: skip
+
+
+# --- export -----------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class ExportResult:
+    path: Path
+    n_items: int
+    n_skipped: int
+
+
+def transform_run_export(*, run: TransformRun, path: Path | str) -> ExportResult:
+    """Write the transformed dataset in a format the importer reads. Items with a failed field are
+    left out (a failed text is never replaced by its original); the count is returned."""
+    path = Path(path)
+    task = TaskType(run.dataset.task_type)
+    fields = task_spec(task).transformable_fields
+    outputs: dict[int, dict[str, TransformedItem]] = {}
+    for out in TransformedItem.objects.filter(run=run).select_related("item"):
+        outputs.setdefault(out.item_id, {})[out.side] = out
+    rows, skipped = [], 0
+    for item in _run_items(run):
+        sides = outputs.get(item.pk, {})
+        if len(sides) < len(fields) or not all(o.ok for o in sides.values()):
+            skipped += 1
+            continue
+        payload = dict(item.payload) | {side: o.output_text for side, o in sides.items()}
+        language = next(iter(sides.values())).target_language or item.language
+        rows.append((item, payload, language))
+    if task is TaskType.RETRIEVAL:
+        _export_beir(run, rows, path)
+    elif task in PAIR_TASKS:
+        gold_name = "label" if task is TaskType.PAIR_CLASSIFICATION else "score"
+        path.parent.mkdir(parents=True, exist_ok=True)
+        with path.open("w", newline="", encoding="utf-8") as handle:
+            writer = csv.writer(handle)
+            writer.writerow(["id", "split", "language", "sentence1", "sentence2", gold_name])
+            for item, payload, language in rows:
+                writer.writerow([item.item_id, item.split, language, payload["sentence1"], payload["sentence2"],
+                                 item.gold])  # fmt: skip
+    else:
+        gold_name = {TaskType.SUMMARIZATION: "relevance", TaskType.RERANKING: None}.get(task, "label")
+        _write_jsonl(path, (
+            {"id": item.item_id, "split": item.split, "language": language, **payload}
+            | ({gold_name: item.gold} if gold_name else {})
+            for item, payload, language in rows
+        ))  # fmt: skip
+    return ExportResult(path, len(rows), skipped)
+
+
+def _export_beir(run: TransformRun, rows, folder: Path) -> None:
+    (folder / "qrels").mkdir(parents=True, exist_ok=True)
+    documents = DatasetItem.objects.filter(dataset=run.dataset, kind="document").order_by("position")
+    _write_jsonl(folder / "corpus.jsonl", ({"_id": d.item_id, **d.payload} for d in documents))
+    _write_jsonl(folder / "queries.jsonl", ({"_id": item.item_id, "text": p["text"]} for item, p, _ in rows))
+    by_split: dict[str, list] = {}
+    for item, _, _ in rows:
+        by_split.setdefault(item.split, []).append(item)
+    for split, items in by_split.items():
+        with (folder / "qrels" / f"{split}.tsv").open("w", encoding="utf-8") as handle:
+            handle.write("query-id\tcorpus-id\tscore\n")
+            for item in items:
+                for doc_id, score in item.gold.items():
+                    handle.write(f"{item.item_id}\t{doc_id}\t{int(score) if float(score).is_integer() else score}\n")
+
+
+def _write_jsonl(path: Path, rows: Iterable[dict]) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with path.open("w", encoding="utf-8") as handle:
+        for row in rows:
+            handle.write(json.dumps(row, ensure_ascii=False) + "\n")
