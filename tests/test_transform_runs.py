@@ -126,8 +126,10 @@ def test_translation_uses_one_language_for_the_run(llm_backend, sts):
 
 
 def test_random_keywords_need_no_llm(db, sts, settings):
-    settings.TRANSFORM_BACKENDS = {"default": {"BACKEND": "transforms.backends.openai_compat.OpenAICompatBackend",
-                                               "OPTIONS": {"base_url": "http://127.0.0.1:9/v1", "model": "none"}}}  # fmt: skip
+    unreachable = {"base_url": "http://127.0.0.1:9/v1", "model": "none"}
+    settings.TRANSFORM_BACKENDS = {
+        "default": {"BACKEND": "transforms.backends.openai_compat.OpenAICompatBackend", "OPTIONS": unreachable}
+    }
     reset_backends()
     run = run_now(sts, "random_keywords", limit=5)
     assert run.status == "succeeded" and run.llm_calls == 0
