@@ -5,16 +5,23 @@ PY := $(VENV)/bin/python
 HOST ?= 127.0.0.1
 PORT ?= 8000
 
-.PHONY: install demo test test-sqlite test-postgres lint services clean
+.PHONY: install models demo test test-sqlite test-postgres lint services clean
 
-$(VENV)/.installed: requirements.txt requirements-dev.txt
+$(VENV)/.installed: requirements.txt requirements-dev.txt requirements-embedded.txt
 	@$(PYTHON) -c 'import sys; assert sys.version_info[:2] >= (3, 11), "Shiftlab needs Python 3.11+ (found %s)" % sys.version.split()[0]'
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet --upgrade pip
 	$(PY) -m pip install --quiet -r requirements-dev.txt
+	@echo "Installing llama-cpp-python (compiles llama.cpp: about 10 minutes the first time, cached afterwards) ..."
+	$(PY) -m pip install --quiet -r requirements-embedded.txt || \
+	  echo "WARNING: llama-cpp-python did not install (needs a C++ compiler and CMake); the demo runs without the embedded LLM and its tests skip."
 	touch $@
 
 install: $(VENV)/.installed
+
+## Download and verify the demo LLM (Qwen2.5-Coder-1.5B-Instruct, 1.1 GB) into var/models.
+models: install
+	$(PY) manage.py llm_server --download-only --model qwen2.5-coder-1.5b-instruct
 
 ## Start the platform with demo data on http://$(HOST):$(PORT)/ (Ctrl-C stops it).
 demo: install

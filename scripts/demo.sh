@@ -1,15 +1,47 @@
 #!/usr/bin/env bash
 # Start the single-machine demo: SQLite, Celery in-process (or Redis if CELERY_BROKER_URL is set),
-# demo users and datasets. Later features add the LLM server, local Argilla and a worker here.
+# demo users and datasets, and the embedded LLM server (llama.cpp) in the background.
+# Later features add local Argilla and a worker here.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 PY=.venv/bin/python
 HOST="${HOST:-127.0.0.1}"
 PORT="${PORT:-8000}"
+LLM_PORT="${LLM_PORT:-8081}"
 export HF_HUB_OFFLINE=1 HF_DATASETS_OFFLINE=1 HF_HUB_DISABLE_TELEMETRY=1
 
 $PY manage.py migrate --noinput -v 0
 $PY manage.py seed_demo
+
+# Background processes, stopped when the demo exits (Ctrl-C, SIGTERM or the web server ending).
+LLM_PID=""
+WEB_PID=""
+stop_children() {
+  for pid in $WEB_PID $LLM_PID; do
+    kill -TERM "$pid" 2>/dev/null || true
+  done
+  for pid in $WEB_PID $LLM_PID; do
+    wait "$pid" 2>/dev/null || true
+  done
+}
+trap stop_children EXIT
+trap 'exit 130' INT
+trap 'exit 143' TERM
+
+# The embedded LLM: downloads its model on first use (1.1 GB, see `make models`), then serves it.
+if $PY -c 'import llama_cpp.server' 2>/dev/null; then
+  mkdir -p var/log
+  $PY manage.py llm_server --port "$LLM_PORT" >var/log/llm_server.log 2>&1 &
+  LLM_PID=$!
+  LLM_URL="http://127.0.0.1:${LLM_PORT}/v1"
+  export SHIFTLAB_LLM_BASE_URL="${SHIFTLAB_LLM_BASE_URL:-$LLM_URL}"
+  LLM_LINE="LLM server: ${LLM_URL}   (ready once the model is loaded; log: var/log/llm_server.log)"
+else
+  LLM_LINE="LLM server: not running. Install it with: $PY -m pip install -r requirements-embedded.txt"
+  echo "llama-cpp-python is not installed, so the demo starts without the embedded LLM."
+  echo "To add it: $PY -m pip install -r requirements-embedded.txt   (compiles llama.cpp, about 10 minutes)"
+fi
+
 cat <<MSG
 
   Shiftlab is starting at  http://${HOST}:${PORT}/
@@ -17,7 +49,11 @@ cat <<MSG
               annotator  / ${SHIFTLAB_DEMO_PASSWORD:-shiftlab-demo}   (rates in Argilla)
               admin      / ${SHIFTLAB_DEMO_PASSWORD:-shiftlab-demo}   (Django admin at /admin/)
   API docs:   http://${HOST}:${PORT}/api/docs/    Health: http://${HOST}:${PORT}/health/
+  ${LLM_LINE}
   Press Ctrl-C to stop.
 
 MSG
-exec $PY manage.py runserver "${HOST}:${PORT}" --noreload
+# In the background so that the shell can react to signals at once and stop everything.
+$PY manage.py runserver "${HOST}:${PORT}" --noreload &
+WEB_PID=$!
+wait "$WEB_PID"

