@@ -16,11 +16,12 @@ $PY manage.py seed_demo
 # Background processes, stopped when the demo exits (Ctrl-C, SIGTERM or the web server ending).
 LLM_PID=""
 WEB_PID=""
+WORKER_PID=""
 stop_children() {
-  for pid in $WEB_PID $LLM_PID; do
+  for pid in $WEB_PID $WORKER_PID $LLM_PID; do
     kill -TERM "$pid" 2>/dev/null || true
   done
-  for pid in $WEB_PID $LLM_PID; do
+  for pid in $WEB_PID $WORKER_PID $LLM_PID; do
     wait "$pid" 2>/dev/null || true
   done
 }
@@ -42,6 +43,20 @@ else
   echo "To add it: $PY -m pip install -r requirements-embedded.txt   (compiles llama.cpp, about 10 minutes)"
 fi
 
+# A Celery worker on a local Redis when one can be had, so long runs leave the web server free;
+# otherwise tasks run in-process (eager), which is fine for small demo datasets.
+if [ -z "${CELERY_BROKER_URL:-}" ] && scripts/services.sh redis >/dev/null 2>&1; then
+  export CELERY_BROKER_URL="redis://127.0.0.1:${SHIFTLAB_REDIS_PORT:-6379}/0"
+fi
+if [ -n "${CELERY_BROKER_URL:-}" ]; then
+  mkdir -p var/log
+  .venv/bin/celery -A shiftlab worker --concurrency 2 --loglevel=INFO >var/log/celery_worker.log 2>&1 &
+  WORKER_PID=$!
+  WORKER_LINE="Celery:     worker on ${CELERY_BROKER_URL} (log: var/log/celery_worker.log)"
+else
+  WORKER_LINE="Celery:     no Redis found: tasks run inside the web process"
+fi
+
 cat <<MSG
 
   Shiftlab is starting at  http://${HOST}:${PORT}/
@@ -50,6 +65,7 @@ cat <<MSG
               admin      / ${SHIFTLAB_DEMO_PASSWORD:-shiftlab-demo}   (Django admin at /admin/)
   API docs:   http://${HOST}:${PORT}/api/docs/    Health: http://${HOST}:${PORT}/health/
   ${LLM_LINE}
+  ${WORKER_LINE}
   Press Ctrl-C to stop.
 
 MSG

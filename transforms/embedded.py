@@ -311,6 +311,18 @@ def port_in_use(port: int, host: str = "127.0.0.1") -> bool:
         return sock.connect_ex((host, port)) == 0
 
 
+def available_cpus() -> int:
+    """CPUs this process may use (respects affinity masks, unlike ``os.cpu_count``)."""
+    try:
+        return len(os.sched_getaffinity(0)) or 1
+    except AttributeError:  # not Linux
+        return os.cpu_count() or 1
+
+
+# Requests to our own server never go through an HTTP proxy from the environment.
+_LOCAL = urllib.request.build_opener(urllib.request.ProxyHandler({}))
+
+
 def llama_cpp_available(python: str | None = None) -> bool:
     """Whether ``python`` (default: this interpreter) can import llama-cpp-python's server."""
     if python is None or Path(python) == Path(sys.executable):
@@ -368,7 +380,10 @@ class LlamaServer:
     """``python -m llama_cpp.server`` for one GGUF file, bound to ``host:port``.
 
     Use as a context manager (start, wait until ready, stop), or call ``start``, ``wait_ready`` and
-    ``stop`` yourself. ``port=None`` picks a free port at start.
+    ``stop`` yourself. ``port=None`` picks a free port at start; ``n_threads=None`` uses every CPU
+    this process may run on. The server answers one request at a time. With ``die_with_parent``
+    (Linux) the kernel stops the server when the thread that started it exits, so that a killed
+    test run or supervisor leaves no server behind.
     """
 
     model_path: Path
@@ -392,7 +407,7 @@ class LlamaServer:
         return f"http://{self.host}:{self.port}/v1"
 
     def command(self) -> list[str]:
-        threads = self.n_threads or os.cpu_count() or 1
+        threads = self.n_threads or available_cpus()
         cmd = [self.python, "-m", "llama_cpp.server", "--model", str(self.model_path)]
         cmd += ["--model_alias", self.model_alias, "--host", self.host, "--port", str(self.port)]
         cmd += ["--n_ctx", str(self.n_ctx), "--n_threads", str(threads), "--n_threads_batch", str(threads)]
@@ -407,6 +422,8 @@ class LlamaServer:
             raise LlamaServerError(f"the server is already running (pid {self.process.pid})")
         if not Path(self.model_path).is_file():
             raise LlamaServerError(f"model file not found: {self.model_path}")
+        if self.port is not None and port_in_use(self.port, self.host):
+            raise LlamaServerError(f"port {self.port} on {self.host} is already in use")
         if not llama_cpp_available(self.python):
             raise LlamaServerError(f"llama-cpp-python is not installed for {self.python}; {INSTALL_HINT}")
         if self.port is None:
@@ -438,14 +455,14 @@ class LlamaServer:
     def ping(self, timeout: float = 2.0) -> bool:
         """Whether ``GET /v1/models`` answers 200 right now."""
         try:
-            with urllib.request.urlopen(f"{self.base_url}/models", timeout=timeout) as resp:
+            with _LOCAL.open(f"{self.base_url}/models", timeout=timeout) as resp:
                 return resp.status == 200
         except (OSError, urllib.error.URLError):
             return False
 
     def models(self) -> dict:
         """The server's ``/v1/models`` answer."""
-        with urllib.request.urlopen(f"{self.base_url}/models", timeout=10) as resp:
+        with _LOCAL.open(f"{self.base_url}/models", timeout=10) as resp:
             return json.load(resp)
 
     def wait_ready(self, timeout: float = 120.0, *, cancelled: Callable[[], bool] | None = None) -> float:

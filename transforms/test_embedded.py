@@ -6,6 +6,7 @@ import hashlib
 import io
 import json
 import shutil
+import socket
 import threading
 import time
 import zipfile
@@ -244,6 +245,17 @@ def test_free_port_is_bindable():
 def test_server_needs_a_model_file(tmp_path):
     with pytest.raises(LlamaServerError, match="model file not found"):
         LlamaServer(tmp_path / "missing.gguf", model_alias="x").start()
+
+
+def test_server_refuses_a_busy_port(tmp_path):
+    (tmp_path / "m.gguf").write_bytes(b"GGUF")
+    with socket.socket() as busy:
+        busy.bind(("127.0.0.1", 0))
+        busy.listen()
+        server = LlamaServer(tmp_path / "m.gguf", model_alias="x", port=busy.getsockname()[1])
+        with pytest.raises(LlamaServerError, match="already in use"):
+            server.start()
+    assert server.process is None
 
 
 def test_server_environment_drops_what_would_reconfigure_llama_cpp():
