@@ -28,6 +28,7 @@ def main() -> None:
     parser.add_argument("--pairs", type=int, default=50)
     parser.add_argument("--seed", type=int, default=1337)
     parser.add_argument("--dataset", default="stsb-en-test")
+    parser.add_argument("--max-tokens", type=int, default=512, help="Generation limit per call (default 512).")
     args = parser.parse_args()
     os.environ.setdefault("DJANGO_SETTINGS_MODULE", "shiftlab.settings")
     sys.path.insert(0, str(ROOT))
@@ -41,7 +42,12 @@ def main() -> None:
     from transforms.models import TransformRun
     from transforms.registry import TRANSFORMATIONS
     from transforms.selectors import transform_run_summary
-    from transforms.services import prompt_template_active, prompt_template_create_version, transform_run_create
+    from transforms.services import (
+        GenerationParams,
+        prompt_template_active,
+        prompt_template_create_version,
+        transform_run_create,
+    )
 
     if settings.CELERY_TASK_ALWAYS_EAGER:
         sys.exit("Set CELERY_BROKER_URL and start a worker: this script measures runs executed by Celery workers.")
@@ -51,7 +57,14 @@ def main() -> None:
 
     def launch(names):
         runs = {
-            n: transform_run_create(dataset=dataset, transformation=n, seed=args.seed, limit=args.pairs) for n in names
+            n: transform_run_create(
+                dataset=dataset,
+                transformation=n,
+                seed=args.seed,
+                limit=args.pairs,
+                params=GenerationParams(max_tokens=args.max_tokens),
+            )
+            for n in names
         }
         started = time.perf_counter()
         pending = set(runs)

@@ -17,8 +17,6 @@ from rest_framework.test import APIClient
 
 from core.roles import Role
 
-pytest_plugins = ["tests.llm_fixtures"]
-
 SHARED_DATA = Path(settings.BASE_DIR).parent / "shared" / "data"
 PASSWORD = "correct-horse-battery-staple"
 

@@ -33,8 +33,6 @@ from transforms.embedded import (
 )
 from transforms.management.commands.llm_server import Command as LlmServerCommand
 
-pytest_plugins = ["tests.llm_fixtures"]  # also works when this file is run on its own
-
 PARTS = [b"first slice|" * 1000, b"second slice|" * 700, b"third|" * 5]
 
 

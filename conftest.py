@@ -1,0 +1,3 @@
+"""Root pytest configuration: plugins shared by the tests of every app."""
+
+pytest_plugins = ["tests.llm_fixtures"]
