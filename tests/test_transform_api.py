@@ -76,3 +76,22 @@ def test_bad_run_requests_are_explained(researcher, sts):
                                             "languages": ["en"]}, format="json")  # fmt: skip
     assert bad.status_code == 400 and "no target language left" in bad.json()["detail"]
     assert not TransformRun.objects.exists()
+
+
+@pytest.mark.django_db(transaction=True)
+def test_transform_command_runs_waits_and_exports(sts, tmp_path):
+    import io
+
+    from django.core.management import CommandError, call_command
+
+    out = io.StringIO()
+    call_command("transform", "--dataset", "demo-sts", "--transformation", "random_keywords", "--limit", "4",
+                 "--wait", stdout=out)  # fmt: skip
+    text = out.getvalue()
+    assert "8 texts" in text and "succeeded: 8/8 texts" in text and "LLM calls 0" in text
+    run = TransformRun.objects.get()
+    exported = io.StringIO()
+    call_command("transform", "--run", str(run.pk), "--export", str(tmp_path / "kw.csv"), stdout=exported)
+    assert "Exported" in exported.getvalue() and (tmp_path / "kw.csv").exists()
+    with pytest.raises(CommandError, match="No dataset named 'missing'"):
+        call_command("transform", "--dataset", "missing", "--transformation", "paraphrase")
