@@ -212,6 +212,8 @@ def transform_run_mark_started(*, run_id: int) -> None:
 def transform_run_finalize(*, run_id: int) -> TransformRun:
     _refresh_counts(run_id)
     run = TransformRun.objects.get(pk=run_id)
+    if run.status == TransformRun.Status.SUCCEEDED and run.done >= run.total:
+        return run
     run.status = TransformRun.Status.SUCCEEDED if run.done >= run.total else TransformRun.Status.FAILED
     if run.status == TransformRun.Status.FAILED and not run.error:
         run.error = f"{run.total - run.done} texts have no outcome: resume the run"
@@ -304,6 +306,10 @@ def transform_run_execute_chunk(*, run_id: int, item_ids: Sequence[int]) -> int:
             cache_hits=F("cache_hits") + sum(t.hits for t in texts.values()),
         )
     _refresh_counts(run.pk)
+    # The chord's final task may wait behind other runs' chunks in the queue: finish the run as
+    # soon as its last text has an outcome (finalising twice is harmless).
+    if TransformRun.objects.filter(pk=run.pk, done__gte=F("total")).exists():
+        transform_run_finalize(run_id=run.pk)
     return added
 
 
