@@ -380,7 +380,7 @@ class LlamaServer:
     """``python -m llama_cpp.server`` for one GGUF file, bound to ``host:port``.
 
     Use as a context manager (start, wait until ready, stop), or call ``start``, ``wait_ready`` and
-    ``stop`` yourself. ``port=None`` picks a free port at start; ``n_threads=None`` uses every CPU
+    ``stop`` yourself. ``port=None`` picks a free port at start; ``n_threads=None`` uses all CPUs but one
     this process may run on. The server answers one request at a time. With ``die_with_parent``
     (Linux) the kernel stops the server when the thread that started it exits, so that a killed
     test run or supervisor leaves no server behind.
@@ -407,7 +407,9 @@ class LlamaServer:
         return f"http://{self.host}:{self.port}/v1"
 
     def command(self) -> list[str]:
-        threads = self.n_threads or available_cpus()
+        # Leave one CPU to the web server and Celery worker that share the machine in the embedded
+        # setup: with every CPU taken, llama.cpp's decode collapsed under contention here.
+        threads = self.n_threads or max(1, available_cpus() - 1)
         cmd = [self.python, "-m", "llama_cpp.server", "--model", str(self.model_path)]
         cmd += ["--model_alias", self.model_alias, "--host", self.host, "--port", str(self.port)]
         cmd += ["--n_ctx", str(self.n_ctx), "--n_threads", str(threads), "--n_threads_batch", str(threads)]

@@ -50,7 +50,7 @@ class Command(BaseCommand):
         parser.add_argument("--models-dir", type=Path, default=None, help="model cache (default DATA_DIR/models)")
         parser.add_argument("--download-only", action="store_true", help="fetch and verify the model, then exit")
         parser.add_argument("--n-ctx", type=int, default=4096, help="context window in tokens (default 4096)")
-        parser.add_argument("--n-threads", type=int, default=None, help="CPU threads (default: all cores)")
+        parser.add_argument("--n-threads", type=int, default=None, help="CPU threads (default: all cores but one)")
         parser.add_argument("--log-file", type=Path, default=None, help="server log (default DATA_DIR/log/...)")
         parser.add_argument("--ready-timeout", type=float, default=300.0, help="seconds to wait for start-up")
 
