@@ -40,18 +40,32 @@ def main() -> None:
 
     call_command("migrate", verbosity=0)
     cases = [
-        ("STS-B en test", SHARED / "stsb-multi-mt/stsb-en-test.csv", "sts",
-         ImportOptions(columns=["sentence1", "sentence2", "score"]),
-         lambda p: pd.read_csv(p, header=None)),
-        ("Banking77 train+test", SHARED / "banking77", "classification",
-         ImportOptions(field_map={"label": "category"}),
-         lambda p: pd.concat([pd.read_csv(p / "train.csv"), pd.read_csv(p / "test.csv")])),
-        ("TwitterURLCorpus", SHARED / "twitterurlcorpus/test.jsonl", "pair_classification", ImportOptions(),
-         lambda p: pd.read_json(p, lines=True)),
+        (
+            "STS-B en test",
+            SHARED / "stsb-multi-mt/stsb-en-test.csv",
+            "sts",
+            ImportOptions(columns=["sentence1", "sentence2", "score"]),
+            lambda p: pd.read_csv(p, header=None),
+        ),
+        (
+            "Banking77 train+test",
+            SHARED / "banking77",
+            "classification",
+            ImportOptions(field_map={"label": "category"}),
+            lambda p: pd.concat([pd.read_csv(p / "train.csv"), pd.read_csv(p / "test.csv")]),
+        ),
+        (
+            "TwitterURLCorpus",
+            SHARED / "twitterurlcorpus/test.jsonl",
+            "pair_classification",
+            ImportOptions(),
+            lambda p: pd.read_json(p, lines=True),
+        ),
     ]
     if not SHARED.is_dir():
-        cases = [("demo STS fixture", ROOT / "fixtures/sts/demo-sts.csv", "sts", ImportOptions(),
-                  lambda p: pd.read_csv(p))]
+        cases = [
+            ("demo STS fixture", ROOT / "fixtures/sts/demo-sts.csv", "sts", ImportOptions(), lambda p: pd.read_csv(p))
+        ]
     print(f"database: {connection.vendor}")
     print(f"{'file':<24} {'items':>8} {'parse s':>9} {'import s':>9} {'items/s':>10} {'ratio':>7}")
     for index, (label, path, task, options, parse) in enumerate(cases):
@@ -61,8 +75,10 @@ def main() -> None:
         start = time.perf_counter()
         dataset = dataset_import(source=path, task=task, name=f"bench-{index}", options=options)
         import_seconds = time.perf_counter() - start
-        print(f"{label:<24} {dataset.n_items:>8} {parse_seconds:>9.3f} {import_seconds:>9.3f} "
-              f"{dataset.n_items / import_seconds:>10.0f} {import_seconds / parse_seconds:>6.1f}x")
+        print(
+            f"{label:<24} {dataset.n_items:>8} {parse_seconds:>9.3f} {import_seconds:>9.3f} "
+            f"{dataset.n_items / import_seconds:>10.0f} {import_seconds / parse_seconds:>6.1f}x"
+        )
     Dataset.objects.all().delete()
 
 
