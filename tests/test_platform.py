@@ -134,12 +134,14 @@ def _manage(*args, **env):
     )
 
 
-def test_production_settings_pass_check_deploy():
+def test_production_settings_pass_check_deploy(tmp_path):
+    # A fresh data directory: the check must not need database tables (schema generation runs).
     done = _manage(
         "check",
         "--deploy",
         "--fail-level",
         "WARNING",
+        SHIFTLAB_DATA_DIR=str(tmp_path),
         DJANGO_SETTINGS_MODULE="shiftlab.settings_production",
         SHIFTLAB_SECRET_KEY="x" * 64 + "-a-long-random-production-secret-key",
         SHIFTLAB_ALLOWED_HOSTS="shiftlab.example.org",

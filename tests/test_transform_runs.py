@@ -46,11 +46,11 @@ def sts(db) -> Dataset:
     return dataset_import(source=settings.BASE_DIR / "fixtures/sts/demo-sts.csv", task="sts", name="demo-sts")
 
 
-def run_now(dataset, transformation, *, seed=1337, limit=3, **kwargs) -> TransformRun:
+def run_now(dataset, transformation, *, seed=1337, limit=3, params=FAST, **kwargs) -> TransformRun:
     """Create a run and execute it in-process (eager Celery, as in the single-machine default)."""
     from transforms.tasks import start_run
 
-    run = transform_run_create(dataset=dataset, transformation=transformation, seed=seed, limit=limit, params=FAST,
+    run = transform_run_create(dataset=dataset, transformation=transformation, seed=seed, limit=limit, params=params,
                                dispatch=False, **kwargs)  # fmt: skip
     start_run.delay(run.pk)
     run.refresh_from_db()
@@ -154,3 +154,21 @@ def test_export_writes_a_file_the_importer_reads(llm_backend, sts, tmp_path):
     if n_ok_items:
         exported = dataset_import(source=result.path, task="sts", name="exported")
         assert exported.n_items == n_ok_items
+
+
+def test_identical_texts_are_generated_once_per_run(llm_backend, tmp_path):
+    path = tmp_path / "dupes.csv"
+    path.write_text(
+        "sentence1,sentence2,score\n"
+        "A man is playing a guitar.,A man is playing a guitar.,5\n"
+        "A man is playing a guitar.,A woman is slicing onions.,0\n"
+        "A woman is slicing onions.,A man is playing a guitar.,0\n",
+        encoding="utf-8",
+    )
+    dataset = dataset_import(source=path, task="sts", name="dupes")
+    run = run_now(dataset, "paraphrase", limit=3, params=GenerationParams(max_tokens=48, max_attempts=1))
+    assert run.done == 6 and run.llm_calls == 2
+    outputs = {}
+    for out in TransformedItem.objects.filter(run=run):
+        outputs.setdefault(out.source_text, set()).add(out.output_text)
+    assert all(len(texts) == 1 for texts in outputs.values())

@@ -33,12 +33,17 @@ class PromptTemplateViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, mi
     permission_classes = [IsResearcher]
     serializer_class = PromptTemplateSerializer
 
+    queryset = PromptTemplate.objects.all()
+
     def get_queryset(self):
-        prompt_templates_ensure_defaults()
-        templates = PromptTemplate.objects.all()
+        templates = super().get_queryset()
         if self.request.query_params.get("active"):
             templates = templates.filter(is_active=True)
         return templates
+
+    def list(self, request, *args, **kwargs):
+        prompt_templates_ensure_defaults()
+        return super().list(request, *args, **kwargs)
 
     def create(self, request):
         data_in = PromptTemplateSerializer(data=request.data)
