@@ -35,7 +35,8 @@ def shared_data() -> Path:
     return SHARED_DATA
 
 
-def _user(django_user_model, username: str, role: Role | None):
+def make_user(django_user_model, username: str, role: Role | None):
+    """A user with the shared test password, in the group of ``role``."""
     user = django_user_model.objects.create_user(username=username, password=PASSWORD)
     if role is not None:
         user.groups.add(Group.objects.get(name=role))
@@ -44,17 +45,17 @@ def _user(django_user_model, username: str, role: Role | None):
 
 @pytest.fixture
 def researcher(db, django_user_model):
-    return _user(django_user_model, "rita", Role.RESEARCHER)
+    return make_user(django_user_model, "rita", Role.RESEARCHER)
 
 
 @pytest.fixture
 def annotator(db, django_user_model):
-    return _user(django_user_model, "anna", Role.ANNOTATOR)
+    return make_user(django_user_model, "anna", Role.ANNOTATOR)
 
 
 @pytest.fixture
 def admin_user_role(db, django_user_model):
-    return _user(django_user_model, "adam", Role.ADMIN)
+    return make_user(django_user_model, "adam", Role.ADMIN)
 
 
 @pytest.fixture

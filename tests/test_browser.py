@@ -16,10 +16,10 @@ from pathlib import Path
 
 import pytest
 from django.conf import settings
-from django.contrib.auth.models import Group
 
 from core.roles import Role
 from datasets.models import Dataset, DatasetImport
+from tests.conftest import PASSWORD, make_user
 
 try:
     from playwright.sync_api import expect, sync_playwright
@@ -36,7 +36,6 @@ CHROMIUM_ARGS = [
     "--no-first-run",
     "--disable-quic",
 ]
-PASSWORD = "browser-e2e-passphrase-4821"
 BASE_DIR = Path(settings.BASE_DIR)
 STSB_EN_TEST = BASE_DIR.parent / "shared" / "data" / "stsb-multi-mt" / "stsb-en-test.csv"
 DEMO_STS = BASE_DIR / "fixtures" / "sts" / "demo-sts.csv"
@@ -93,20 +92,14 @@ def page(browser):
         context.close()
 
 
-def _make_user(django_user_model, username: str, role: Role):
-    user = django_user_model.objects.create_user(username=username, password=PASSWORD)
-    user.groups.add(Group.objects.get(name=role))
-    return user
-
-
 @pytest.fixture
 def e2e_researcher(browser, django_user_model):
-    return _make_user(django_user_model, "rosalind", Role.RESEARCHER)
+    return make_user(django_user_model, "rosalind", Role.RESEARCHER)
 
 
 @pytest.fixture
 def e2e_annotator(browser, django_user_model):
-    return _make_user(django_user_model, "ada", Role.ANNOTATOR)
+    return make_user(django_user_model, "ada", Role.ANNOTATOR)
 
 
 @pytest.fixture
