@@ -95,3 +95,19 @@ def test_transform_command_runs_waits_and_exports(sts, tmp_path):
     assert "Exported" in exported.getvalue() and (tmp_path / "kw.csv").exists()
     with pytest.raises(CommandError, match="No dataset named 'missing'"):
         call_command("transform", "--dataset", "missing", "--transformation", "paraphrase")
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_run_with_missing_outcomes_can_be_resumed(researcher, sts):
+    from transforms.models import TransformedItem
+    from transforms.services import transform_run_create
+
+    api = client_for(researcher)
+    run = transform_run_create(dataset=sts, transformation="random_keywords", seed=9, limit=6, dispatch=False)
+    assert run.status == "pending" and run.done == 0  # as if its worker and its final task were lost
+    body = api.post(f"/api/transform-runs/{run.pk}/resume/").json()
+    assert body["status"] == "succeeded" and body["done"] == 12
+    TransformedItem.objects.filter(run=run, item__item_id="sts-002").delete()
+    again = api.post(f"/api/transform-runs/{run.pk}/resume/").json()
+    assert again["status"] == "succeeded" and again["done"] == 12
+    assert TransformedItem.objects.filter(run=run).count() == 12

@@ -23,6 +23,7 @@ from transforms.services import (
     prompt_template_create_version,
     prompt_templates_ensure_defaults,
     transform_run_create,
+    transform_run_resume,
 )
 
 
@@ -88,6 +89,14 @@ class TransformRunViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, view
         outputs = transformed_item_list(run=self.get_object(), failed=None if failed is None else failed == "1")
         page = self.paginate_queryset(outputs)
         return self.get_paginated_response(TransformedItemSerializer(page, many=True).data)
+
+    @extend_schema(request=None, responses={202: TransformRunSerializer})
+    @action(detail=True, methods=["post"])
+    def resume(self, request, pk=None):
+        """Queue the texts that have no outcome yet; finished ones and cached generations are reused."""
+        run = transform_run_resume(run_id=self.get_object().pk, actor=request.user)
+        run.refresh_from_db()
+        return Response(TransformRunSerializer(run).data, status=status.HTTP_202_ACCEPTED)
 
     @action(detail=True, methods=["get"])
     def summary(self, request, pk=None):

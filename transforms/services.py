@@ -189,6 +189,20 @@ def _generator_config(alias: str, model: str, params: GenerationParams) -> Gener
     return generator
 
 
+def transform_run_resume(*, run_id: int, actor: AbstractBaseUser | None = None) -> TransformRun:
+    """Queue the texts of a run that have no outcome yet (after a crash, a lost final task or a
+    permanent chunk failure). Finished texts and cached generations are reused."""
+    run = TransformRun.objects.get(pk=run_id)
+    with transaction.atomic():
+        TransformRun.objects.filter(pk=run_id).update(status=TransformRun.Status.PENDING, error="", finished_at=None)
+        audit_record(actor=actor, verb="transform.run.resume", obj=run, payload={"done": run.done, "total": run.total})
+        from transforms.tasks import start_run
+
+        transaction.on_commit(lambda: start_run.delay(run_id))
+    run.refresh_from_db()
+    return run
+
+
 def transform_run_pending_chunks(*, run_id: int, chunk_size: int | None = None) -> list[list[int]]:
     """Item ids still lacking an output for some field, in chunks. Used to start and to resume."""
     chunk_size = chunk_size or settings.TRANSFORM_CHUNK_SIZE

@@ -9,7 +9,7 @@ from datasets.models import Dataset
 from transforms.models import TransformRun
 from transforms.registry import TRANSFORMATIONS
 from transforms.selectors import transform_run_summary
-from transforms.services import GenerationParams, transform_run_create, transform_run_export
+from transforms.services import GenerationParams, transform_run_create, transform_run_export, transform_run_resume
 
 
 class Command(BaseCommand):
@@ -31,11 +31,17 @@ class Command(BaseCommand):
         parser.add_argument("--max-attempts", type=int, default=GenerationParams.max_attempts)
         parser.add_argument("--wait", action="store_true", help="Show progress until the run ends.")
         parser.add_argument("--export", metavar="PATH", help="Export a run's transformed dataset (with --run).")
-        parser.add_argument("--run", type=int, help="An existing run (for --export or --wait).")
+        parser.add_argument("--run", type=int, help="An existing run (for --export, --wait or --resume).")
+        parser.add_argument("--resume", action="store_true", help="Queue the texts of --run that have no outcome.")
 
     def handle(self, *args, **o):
+        if o["resume"] and not o["run"]:
+            raise CommandError("--resume needs --run RUN_ID")
         if o["run"]:
             run = self._get_run(o["run"])
+            if o["resume"]:
+                run = transform_run_resume(run_id=run.pk)
+                self.stdout.write(f"Run {run.pk} resumed: {run.total - run.done} texts to go")
         else:
             run = self._create(o)
         if o["wait"] or o["export"]:
