@@ -1,0 +1,167 @@
+"""The LLM judge's prompts, score parsing and evaluation against gold ratings (pure module).
+
+Three judgements (SPEC §3): semantic similarity of a sentence pair on 0–5 with one decimal, and
+the quality (1–5) and fluency (1–5) of a transformed text next to its original.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass
+from enum import StrEnum
+
+import numpy as np
+from scipy import stats
+
+
+class JudgeKind(StrEnum):
+    SIMILARITY = "similarity"
+    QUALITY = "quality"
+    FLUENCY = "fluency"
+
+
+SCALES: dict[JudgeKind, tuple[float, float]] = {
+    JudgeKind.SIMILARITY: (0.0, 5.0),
+    JudgeKind.QUALITY: (1.0, 5.0),
+    JudgeKind.FLUENCY: (1.0, 5.0),
+}
+
+_JUDGE_SYSTEM = (
+    "You are a meticulous annotator for a language research study. Answer with a single number and nothing else."
+)
+
+JUDGE_PROMPTS: dict[JudgeKind, tuple[str, str]] = {
+    JudgeKind.SIMILARITY: (
+        _JUDGE_SYSTEM,
+        "How close in meaning are the two sentences below? Use this scale: 0 = unrelated topics; "
+        "1 = different meaning, same topic; 2 = different meaning but some details shared; "
+        "3 = roughly the same meaning with important details differing or missing; "
+        "4 = mostly the same meaning, minor details differ; 5 = exactly the same meaning. "
+        "Reply with one number between 0 and 5 with one decimal, e.g. 3.4.\n\n"
+        "Sentence A: {text_a}\nSentence B: {text_b}",
+    ),
+    JudgeKind.QUALITY: (
+        _JUDGE_SYSTEM,
+        "An original text was rewritten by a system. Rate how well the rewrite keeps the meaning of "
+        "the original (ignoring differences of language, length or style that the rewrite was asked "
+        "to make): 1 = meaning lost or contradicted; 2 = mostly lost; 3 = partly kept; 4 = mostly "
+        "kept; 5 = fully kept. Reply with one whole number from 1 to 5.\n\n"
+        "Original: {text_a}\nRewrite: {text_b}",
+    ),
+    JudgeKind.FLUENCY: (
+        _JUDGE_SYSTEM,
+        "Rate how fluent and natural the rewritten text reads in its own language, regardless of "
+        "the original: 1 = incomprehensible; 2 = many errors; 3 = understandable but awkward; "
+        "4 = good with small slips; 5 = flawless and natural. Reply with one whole number from 1 to 5."
+        "\n\nOriginal: {text_a}\nRewrite: {text_b}",
+    ),
+}
+
+# Mentions of the scale itself ("0-5", "0 to 5", "out of 5", "/5") are not the answer.
+_SCALE_MENTIONS = re.compile(
+    r"(?:scale\s+(?:of|from)\s+)?\b\d+(?:\.\d+)?\s*(?:-|–|to)\s*\d+(?:\.\d+)?\b(?!\s*\.\d)"
+    r"|(?:out\s+of|/)\s*\d+(?:\.\d+)?",
+    re.IGNORECASE,
+)
+_NUMBER = re.compile(r"(?<![\w.])[-+]?\d+(?:[.,]\d+)?")
+
+WORD_BINS: tuple[tuple[str, int, float], ...] = (
+    ("[0,5)", 0, 5),
+    ("[5,10)", 5, 10),
+    ("[10,15)", 10, 15),
+    ("[15,20)", 15, 20),
+    ("20+", 20, math.inf),
+)
+GOLD_BUCKETS: tuple[tuple[str, float, float], ...] = (
+    ("[0,1)", 0.0, 1.0),
+    ("[1,2)", 1.0, 2.0),
+    ("[2,3)", 2.0, 3.0),
+    ("[3,4)", 3.0, 4.0),
+    ("[4,5]", 4.0, math.inf),
+)
+
+
+def parse_score(text: str, *, low: float, high: float) -> float | None:
+    """The first number in ``text`` within [low, high], ignoring mentions of the scale; None when
+    there is none (a parse failure, never a silent default)."""
+    cleaned = _SCALE_MENTIONS.sub(" ", text or "")
+    for match in _NUMBER.finditer(cleaned):
+        value = float(match.group().replace(",", "."))
+        if low <= value <= high:
+            return value
+    return None
+
+
+def word_bin(n_words: int) -> str:
+    """The word-count bin of a pair, by the word count of its longer sentence."""
+    for label, start, stop in WORD_BINS:
+        if start <= n_words < stop:
+            return label
+    raise ValueError(f"negative word count {n_words}")
+
+
+def gold_bucket(score: float) -> str:
+    for label, start, stop in GOLD_BUCKETS:
+        if start <= score < stop:
+            return label
+    raise ValueError(f"gold score {score} is below 0")
+
+
+@dataclass(frozen=True)
+class BinResult:
+    n: int
+    spearman: float | None
+
+
+@dataclass(frozen=True)
+class JudgeEvaluation:
+    """Agreement of judge scores with gold scores. Parse failures are left out of the
+    correlations and the errors, and counted in ``parse_failure_rate``."""
+
+    n: int
+    n_parsed: int
+    parse_failure_rate: float
+    spearman: float | None
+    by_length: dict[str, BinResult]
+    mae_by_gold: dict[str, BinResult]
+    """Mean absolute error per gold bucket (``spearman`` holds the MAE here; ``n`` the count)."""
+    mae: float | None
+
+
+def evaluate_judge(
+    gold: Sequence[float], predicted: Sequence[float | None], longer_word_counts: Sequence[int]
+) -> JudgeEvaluation:
+    """Spearman overall and per word-count bin (longer sentence), MAE per gold bucket."""
+    if not len(gold) == len(predicted) == len(longer_word_counts):
+        raise ValueError("gold, predicted and word counts must have the same length")
+    rows = [(g, p, w) for g, p, w in zip(gold, predicted, longer_word_counts, strict=True) if p is not None]
+    n = len(gold)
+    by_length = {}
+    for label, _, _ in WORD_BINS:
+        subset = [(g, p) for g, p, w in rows if word_bin(w) == label]
+        by_length[label] = BinResult(len(subset), _spearman(subset))
+    mae_by_gold = {}
+    for label, _, _ in GOLD_BUCKETS:
+        errors = [abs(g - p) for g, p, _ in rows if gold_bucket(g) == label]
+        mae_by_gold[label] = BinResult(len(errors), float(np.mean(errors)) if errors else None)
+    return JudgeEvaluation(
+        n=n,
+        n_parsed=len(rows),
+        parse_failure_rate=(n - len(rows)) / n if n else 0.0,
+        spearman=_spearman([(g, p) for g, p, _ in rows]),
+        by_length=by_length,
+        mae_by_gold=mae_by_gold,
+        mae=float(np.mean([abs(g - p) for g, p, _ in rows])) if rows else None,
+    )
+
+
+def _spearman(pairs: Sequence[tuple[float, float]]) -> float | None:
+    """Spearman's rho, or None when undefined (fewer than 3 pairs, or a constant side)."""
+    if len(pairs) < 3:
+        return None
+    a, b = zip(*pairs, strict=True)
+    if len(set(a)) < 2 or len(set(b)) < 2:
+        return None
+    return float(stats.spearmanr(a, b).statistic)
