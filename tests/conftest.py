@@ -117,3 +117,21 @@ def celery_worker(
                     process.wait(timeout=20)
                 except subprocess.TimeoutExpired:
                     process.kill()
+
+
+@pytest.fixture
+def llm_backend(llm_server, settings):
+    """The default LLM backend pointed at the session's embedded llama.cpp server (SmolLM2)."""
+    from transforms.backends import reset_backends
+
+    settings.TRANSFORM_BACKENDS = {
+        "default": {
+            "BACKEND": "transforms.backends.openai_compat.OpenAICompatBackend",
+            "OPTIONS": {"base_url": llm_server.base_url, "model": llm_server.model, "max_concurrency": 4},
+        }
+    }
+    reset_backends()
+    yield llm_server
+    reset_backends()
+
+

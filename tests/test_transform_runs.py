@@ -29,19 +29,6 @@ FAST = GenerationParams(temperature=0.7, max_tokens=48, max_attempts=2)
 
 
 @pytest.fixture
-def llm_backend(llm_server, settings):
-    settings.TRANSFORM_BACKENDS = {
-        "default": {
-            "BACKEND": "transforms.backends.openai_compat.OpenAICompatBackend",
-            "OPTIONS": {"base_url": llm_server.base_url, "model": llm_server.model, "max_concurrency": 4},
-        }
-    }
-    reset_backends()
-    yield llm_server
-    reset_backends()
-
-
-@pytest.fixture
 def sts(db) -> Dataset:
     return dataset_import(source=settings.BASE_DIR / "fixtures/sts/demo-sts.csv", task="sts", name="demo-sts")
 

@@ -1,7 +1,7 @@
 from django.contrib import admin, messages
 
 from core.errors import ShiftlabError
-from transforms.models import Generation, GeneratorConfig, PromptTemplate, TransformedItem, TransformRun
+from transforms.models import Generation, GeneratorConfig, Judgement, PromptTemplate, TransformedItem, TransformRun
 from transforms.services import prompt_template_create_version
 
 
@@ -60,3 +60,10 @@ class GenerationAdmin(admin.ModelAdmin):
     list_display = ("key", "transformation", "step", "attempt", "model", "language", "latency_s")
     list_filter = ("transformation", "model")
     search_fields = ("key", "input_hash")
+
+
+@admin.register(Judgement)
+class JudgementAdmin(admin.ModelAdmin):
+    list_display = ("kind", "model", "score", "attempt", "created_at")
+    list_filter = ("kind", "model")
+    search_fields = ("key", "text_a_hash")

@@ -111,8 +111,10 @@ def gold_bucket(score: float) -> str:
 
 @dataclass(frozen=True)
 class BinResult:
+    """A statistic over one bin: Spearman's rho for length bins, the MAE for gold buckets."""
+
     n: int
-    spearman: float | None
+    value: float | None
 
 
 @dataclass(frozen=True)
@@ -126,7 +128,6 @@ class JudgeEvaluation:
     spearman: float | None
     by_length: dict[str, BinResult]
     mae_by_gold: dict[str, BinResult]
-    """Mean absolute error per gold bucket (``spearman`` holds the MAE here; ``n`` the count)."""
     mae: float | None
 
 

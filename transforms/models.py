@@ -138,3 +138,26 @@ class TransformedItem(models.Model):
 
     def __str__(self) -> str:
         return f"{self.run_id}/{self.item_id}/{self.side}"
+
+
+class Judgement(models.Model):
+    """The judge's cache: one LLM judgement of a text pair, addressed by everything that
+    determines it. ``score`` is None when the answer held no number on the scale."""
+
+    key = models.CharField(max_length=64, unique=True)
+    kind = models.CharField(max_length=16, help_text="similarity, quality or fluency")
+    model = models.CharField(max_length=200)
+    prompt_hash = models.CharField(max_length=64)
+    params_hash = models.CharField(max_length=64)
+    text_a_hash = models.CharField(max_length=64, db_index=True)
+    text_b_hash = models.CharField(max_length=64)
+    seed = models.BigIntegerField()
+    attempt = models.PositiveSmallIntegerField()
+    output = models.TextField(blank=True)
+    failure = models.TextField(blank=True, help_text="Backend failure message when no answer came back.")
+    score = models.FloatField(null=True)
+    latency_s = models.FloatField(default=0.0)
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    def __str__(self) -> str:
+        return f"{self.kind} by {self.model}: {self.score}"

@@ -63,12 +63,12 @@ def test_evaluation_matches_scipy_and_hand_computed_mae():
     assert result.spearman == pytest.approx(stats.spearmanr(gold[kept], predicted[kept]).statistic)
     short = [i for i in kept if lengths[i] < 5]
     if len(short) >= 3:
-        assert result.by_length["[0,5)"].spearman == pytest.approx(
+        assert result.by_length["[0,5)"].value == pytest.approx(
             stats.spearmanr(gold[short], predicted[short]).statistic
         )
     top = [i for i in kept if gold[i] >= 4]
     assert result.mae_by_gold["[4,5]"].n == len(top)
-    assert result.mae_by_gold["[4,5]"].spearman == pytest.approx(np.mean(np.abs(gold[top] - predicted[top])))
+    assert result.mae_by_gold["[4,5]"].value == pytest.approx(np.mean(np.abs(gold[top] - predicted[top])))
     assert sum(b.n for b in result.by_length.values()) == 54
 
 
@@ -77,4 +77,4 @@ def test_undefined_correlations_are_none_not_nan():
     assert result.spearman is None and result.by_length["[0,5)"] == type(result.by_length["[0,5)"])(2, None)
     constant = evaluate_judge([1.0, 2.0, 3.0], [2.0, 2.0, 2.0], [3, 3, 3])
     assert constant.spearman is None
-    assert not any(isinstance(b.spearman, float) and math.isnan(b.spearman) for b in constant.by_length.values())
+    assert not any(isinstance(b.value, float) and math.isnan(b.value) for b in constant.by_length.values())
