@@ -16,19 +16,16 @@ from transforms.errors import word_count
 from transforms.judging import JUDGE_PROMPTS, SCALES, JudgeEvaluation, JudgeKind, evaluate_judge, parse_score
 from transforms.models import Judgement
 from transforms.prompts import prompt_hash
-from transforms.services import TransientBackendError
+from transforms.services import GenerationParams, TransientBackendError
 
 
 @dataclass(frozen=True)
-class JudgeParams:
+class JudgeParams(GenerationParams):
+    """Generation parameters with the judge's defaults: greedy decoding and a short answer."""
+
     temperature: float = 0.0
     top_p: float = 1.0
     max_tokens: int = 16
-    max_attempts: int = 3
-
-    @property
-    def sampling_hash(self) -> str:
-        return sha256_json({"temperature": self.temperature, "top_p": self.top_p, "max_tokens": self.max_tokens})
 
 
 def judge_pairs(
