@@ -5,7 +5,7 @@ PY := $(VENV)/bin/python
 HOST ?= 127.0.0.1
 PORT ?= 8000
 
-.PHONY: install models demo test test-sqlite test-postgres lint services clean
+.PHONY: install models demo test lint services clean
 
 $(VENV)/.installed: requirements.txt requirements-dev.txt requirements-embedded.txt
 	@$(PYTHON) -c 'import sys; assert sys.version_info[:2] >= (3, 11), "Shiftlab needs Python 3.11+ (found %s)" % sys.version.split()[0]'

@@ -11,6 +11,7 @@ from __future__ import annotations
 import subprocess
 import sys
 import tempfile
+from dataclasses import replace
 from pathlib import Path
 
 from datasets.parsing import DatasetFormatError, Problem, RawTable
@@ -63,12 +64,6 @@ def read_hub(
         for path in sorted(Path(out_dir).glob("*.jsonl")):
             table = read_table(path, fmt="jsonl", split=path.stem)
             # Report the hub name, not the temporary file, in messages.
-            tables.append(
-                RawTable(
-                    f"{name} [{path.stem}]",
-                    table.role,
-                    table.split,
-                    [r.__class__(f"{name} [{path.stem}]", r.line, r.fields) for r in table.rows],
-                )
-            )
+            label = f"{name} [{path.stem}]"
+            tables.append(replace(table, source=label, rows=[replace(r, source=label) for r in table.rows]))
         return tables

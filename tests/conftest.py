@@ -133,5 +133,3 @@ def llm_backend(llm_server, settings):
     reset_backends()
     yield llm_server
     reset_backends()
-
-

@@ -111,3 +111,28 @@ def test_a_run_with_missing_outcomes_can_be_resumed(researcher, sts):
     again = api.post(f"/api/transform-runs/{run.pk}/resume/").json()
     assert again["status"] == "succeeded" and again["done"] == 12
     assert TransformedItem.objects.filter(run=run).count() == 12
+
+
+@pytest.mark.django_db(transaction=True)
+def test_runs_page_queries_do_not_grow_with_the_number_of_runs(researcher, sts, client):
+    from django.db import connection
+    from django.test.utils import CaptureQueriesContext
+
+    from transforms.selectors import transform_run_summaries, transform_run_summary
+    from transforms.services import transform_run_create
+
+    client.force_login(researcher)
+
+    def page_queries() -> int:
+        with CaptureQueriesContext(connection) as captured:
+            assert client.get(reverse("transforms:runs")).status_code == 200
+        return len(captured)
+
+    transform_run_create(dataset=sts, transformation="random_keywords", seed=1, limit=3)
+    one = page_queries()
+    for seed in (2, 3, 4):
+        transform_run_create(dataset=sts, transformation="random_keywords", seed=seed, limit=3)
+    assert page_queries() == one
+    runs = list(TransformRun.objects.all())
+    batch = transform_run_summaries(runs=runs)
+    assert all(batch[run.pk] == transform_run_summary(run=run) for run in runs)

@@ -14,6 +14,7 @@ from django.db.models import Count
 from datasets.models import Dataset
 from datasets.services import dataset_import
 from transforms.backends import reset_backends
+from transforms.errors import ErrorType, clean_output
 from transforms.models import Generation, TransformedItem, TransformRun
 from transforms.services import (
     GenerationParams,
@@ -57,6 +58,10 @@ def test_paraphrase_run_completes_and_rerun_hits_the_cache(llm_backend, sts):
         else:
             # A failure is recorded with its type and never replaced by the original text.
             assert out.error_type and out.output_text != out.source_text or out.error_type == "identical"
+            # The stored text is the model's own (cleaned) last output, not a copy of the source.
+            last = Generation.objects.get(key=out.generation_keys[-1])
+            assert out.output_text == clean_output(last.output)
+            assert out.error_type in {e.value for e in ErrorType}
     rerun = run_now(sts, "paraphrase")
     assert rerun.status == "succeeded" and rerun.llm_calls == 0 and rerun.cache_hits >= 6
     again = {(o.item_id, o.side): (o.output_text, o.ok) for o in TransformedItem.objects.filter(run=rerun)}

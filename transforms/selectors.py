@@ -1,6 +1,7 @@
 from __future__ import annotations
 
-from collections import Counter
+from collections import Counter, defaultdict
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 from django.db.models import Avg, QuerySet
@@ -26,23 +27,40 @@ class RunSummary:
 
 def transform_run_summary(*, run: TransformRun) -> RunSummary:
     """Error rates per type (each text counts at most once: its final error) and per attempt."""
-    outputs = TransformedItem.objects.filter(run=run)
-    n = outputs.count()
-    final = Counter(outputs.exclude(ok=True).values_list("error_type", flat=True))
-    attempts = Counter(e for errors in outputs.values_list("attempt_errors", flat=True) for e in errors if e)
-    n_attempts = sum(len(errors) for errors in outputs.values_list("attempt_errors", flat=True))
-    means = outputs.filter(ok=True).aggregate(edit=Avg("edit_distance"), ratio=Avg("length_ratio"))
-    languages = Counter(outputs.values_list("target_language", flat=True))
+    return transform_run_summaries(runs=[run])[run.pk]
+
+
+def transform_run_summaries(*, runs: Sequence[TransformRun]) -> dict[int, RunSummary]:
+    """Summaries of several runs in two queries, whatever their number (for the runs page)."""
+    ids = [run.pk for run in runs]
+    rows: dict[int, list] = defaultdict(list)
+    fields = ("run_id", "ok", "error_type", "attempt_errors", "target_language")
+    for row in TransformedItem.objects.filter(run_id__in=ids).values_list(*fields):
+        rows[row[0]].append(row[1:])
+    means = {
+        m["run_id"]: m
+        for m in TransformedItem.objects.filter(run_id__in=ids, ok=True)
+        .values("run_id")
+        .annotate(edit=Avg("edit_distance"), ratio=Avg("length_ratio"))
+    }
+    return {run_id: _summary(rows[run_id], means.get(run_id, {})) for run_id in ids}
+
+
+def _summary(rows: list, means: dict) -> RunSummary:
+    n = len(rows)
+    final = Counter(error for ok, error, _, _ in rows if not ok)
+    attempts = Counter(e for _, _, errors, _ in rows for e in errors if e)
+    n_attempts = sum(len(errors) for _, _, errors, _ in rows)
     n_failed = sum(final.values())
     return RunSummary(
         n=n,
         n_failed=n_failed,
         error_rate=n_failed / n if n else 0.0,
         error_rates={k: v / n for k, v in sorted(final.items())} if n else {},
-        mean_edit_distance=means["edit"],
-        mean_length_ratio=means["ratio"],
+        mean_edit_distance=means.get("edit"),
+        mean_length_ratio=means.get("ratio"),
         attempt_error_rates={k: v / n_attempts for k, v in sorted(attempts.items())} if n_attempts else {},
-        languages=dict(sorted(languages.items())),
+        languages=dict(sorted(Counter(language for *_, language in rows).items())),
     )
 
 

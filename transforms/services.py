@@ -285,19 +285,22 @@ def transform_run_execute_chunk(*, run_id: int, item_ids: Sequence[int]) -> int:
     params = GenerationParams(**run.generator.params)
     fields = task_spec(run.dataset.task_type).transformable_fields
     done = set(TransformedItem.objects.filter(run=run, item_id__in=item_ids).values_list("item_id", "side"))
-    units: list[tuple[DatasetItem, str, str]] = []
+    # One unit per missing (item, field); units with the same text and language share one _Text,
+    # so identical texts are generated once.
+    units: list[tuple[DatasetItem, str, str, tuple[str, str]]] = []
+    texts: dict[tuple[str, str], _Text] = {}
     for item in DatasetItem.objects.filter(pk__in=item_ids).order_by("position"):
         for side in fields:
-            if (item.pk, side) not in done:
-                units.append((item, side, item.payload[side]))
+            if (item.pk, side) in done:
+                continue
+            text = item.payload[side]
+            source_language = _side_language(item.language, side, run.dataset.task_type)
+            key = (sha256_text(text), source_language)
+            if key not in texts:
+                texts[key] = _plan_text(run, spec, text, key[0], source_language)
+            units.append((item, side, text, key))
     if not units:
         return 0
-    texts: dict[tuple[str, str], _Text] = {}
-    for item, side, text in units:
-        source_language = _side_language(item.language, side, run.dataset.task_type)
-        key = (sha256_text(text), source_language)
-        if key not in texts:
-            texts[key] = _plan_text(run, spec, text, key[0], source_language)
     prompts = {p.key: PromptText(p.key, p.system, p.user) for p in run.prompts.all()}
     candidates = sorted(set(run.languages) | {t.source_language for t in texts.values()})
     if spec.uses_llm:
@@ -307,9 +310,8 @@ def transform_run_execute_chunk(*, run_id: int, item_ids: Sequence[int]) -> int:
             output = planning.random_keywords(t.text, seed=run.seed, text_hash=t.text_hash)
             _judge(t, spec, output, candidates, max_attempts=1)
     outcomes = [
-        TransformedItem(run=run, item=item, side=side, source_text=text, **texts[(sha256_text(text), lang)].outcome)
-        for item, side, text in units
-        for lang in [_side_language(item.language, side, run.dataset.task_type)]
+        TransformedItem(run=run, item=item, side=side, source_text=text, **texts[key].outcome)
+        for item, side, text, key in units
     ]
     with transaction.atomic():
         before = TransformedItem.objects.filter(run=run).count()

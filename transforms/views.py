@@ -4,13 +4,19 @@ from django.shortcuts import get_object_or_404, render
 from core.views import researcher_required
 from transforms.models import TransformRun
 from transforms.registry import TRANSFORMATIONS
-from transforms.selectors import transform_run_list, transform_run_summary, transformed_item_list
+from transforms.selectors import (
+    transform_run_list,
+    transform_run_summaries,
+    transform_run_summary,
+    transformed_item_list,
+)
 
 
 @researcher_required
 def run_list_view(request):
     runs = list(transform_run_list()[:100])
-    rows = [(run, transform_run_summary(run=run)) for run in runs]
+    summaries = transform_run_summaries(runs=runs)
+    rows = [(run, summaries[run.pk]) for run in runs]
     return render(request, "transforms/run_list.html", {"rows": rows, "transformations": TRANSFORMATIONS.values()})
 
 
