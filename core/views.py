@@ -24,17 +24,6 @@ def researcher_required(view):
     return wrapped
 
 
-@login_required
-def home_view(request):
-    from datasets.selectors import dataset_list
-
-    context = {
-        "datasets": dataset_list()[:10] if is_researcher(request.user) else [],
-        "events": audit_event_list()[:10] if is_researcher(request.user) else [],
-    }
-    return render(request, "core/home.html", context)
-
-
 @never_cache
 def health_view(request):
     report = health_report()

@@ -6,6 +6,7 @@ from rest_framework.routers import DefaultRouter
 
 from core import views as core_views
 from datasets.apis import DatasetImportViewSet, DatasetViewSet
+from shiftlab.views import home_view
 from transforms.apis import PromptTemplateViewSet, TransformRunViewSet
 
 router = DefaultRouter()
@@ -15,7 +16,7 @@ router.register("prompt-templates", PromptTemplateViewSet, basename="prompt-temp
 router.register("transform-runs", TransformRunViewSet, basename="transform-run")
 
 urlpatterns = [
-    path("", core_views.home_view, name="home"),
+    path("", home_view, name="home"),
     path("health/", core_views.health_view, name="health"),
     path("audit/", core_views.audit_log_view, name="audit-log"),
     path("accounts/", include("django.contrib.auth.urls")),

@@ -1,0 +1,18 @@
+"""Project-level pages that show data of several apps (core must not import the apps above it)."""
+
+from django.contrib.auth.decorators import login_required
+from django.shortcuts import render
+
+from core.roles import is_researcher
+from core.selectors import audit_event_list
+from datasets.selectors import dataset_list
+
+
+@login_required
+def home_view(request):
+    researcher = is_researcher(request.user)
+    context = {
+        "datasets": dataset_list()[:10] if researcher else [],
+        "events": audit_event_list()[:10] if researcher else [],
+    }
+    return render(request, "core/home.html", context)
