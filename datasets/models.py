@@ -34,14 +34,16 @@ class Dataset(models.Model):
         return self.name
 
 
+ITEM_KIND_CHOICES = [("example", "example"), ("document", "document")]
+
+
 class DatasetItem(models.Model):
     """One example (a pair, a text, a query with candidates...) or one retrieval document."""
 
-    KIND_CHOICES = [("example", "example"), ("document", "document")]
 
     dataset = models.ForeignKey(Dataset, on_delete=models.CASCADE, related_name="items")
     split = models.CharField(max_length=32)
-    kind = models.CharField(max_length=16, choices=KIND_CHOICES, default="example")
+    kind = models.CharField(max_length=16, choices=ITEM_KIND_CHOICES, default="example")
     item_id = models.CharField(max_length=200)
     position = models.PositiveIntegerField(help_text="Order in the source, for reproducible iteration.")
     payload = models.JSONField()

@@ -8,6 +8,7 @@ Production overrides live in ``shiftlab.settings_production``. Every variable is
 
 from __future__ import annotations
 
+import json
 import os
 from pathlib import Path
 
@@ -173,7 +174,12 @@ SPECTACULAR_SETTINGS = {
     "SWAGGER_UI_DIST": "SIDECAR",
     "SWAGGER_UI_FAVICON_HREF": "SIDECAR",
     "REDOC_DIST": "SIDECAR",
-    "ENUM_NAME_OVERRIDES": {"TaskTypeEnum": "datasets.task_types.TaskType"},
+    "ENUM_NAME_OVERRIDES": {
+        "TaskTypeEnum": "datasets.task_types.TaskType",
+        "DatasetItemKindEnum": "datasets.models.ITEM_KIND_CHOICES",
+        "JudgeReportKindEnum": "transforms.models.JudgeReportKind",
+        "TransformationEnum": "transforms.models.TRANSFORMATION_CHOICES",
+    },
 }
 
 # Celery: eager (in-process) when no broker is configured, Redis otherwise. Task results and
@@ -208,11 +214,53 @@ TRANSFORM_BACKENDS = {
     }
 }
 
+
+def _extra_llm_backends(raw: str) -> dict:
+    """More backend aliases (e.g. candidate generators and judges), as JSON:
+    ``{"alias": {"base_url": ..., "model": ...}}`` for OpenAI-compatible servers, or
+    ``{"alias": {"BACKEND": "dotted.path", "OPTIONS": {...}}}`` for any backend class."""
+    try:
+        extra = json.loads(raw) if raw.strip() else {}
+    except json.JSONDecodeError as exc:
+        raise ImproperlyConfigured(f"SHIFTLAB_LLM_BACKENDS is not valid JSON: {exc}") from None
+    if not isinstance(extra, dict) or not all(isinstance(v, dict) for v in extra.values()):
+        raise ImproperlyConfigured('SHIFTLAB_LLM_BACKENDS must map aliases to objects, e.g. {"small": {"base_url": '
+                                   '"http://127.0.0.1:8082/v1", "model": "smollm2-135m-instruct"}}')  # fmt: skip
+    return {
+        alias: config if "BACKEND" in config
+        else {"BACKEND": "transforms.backends.openai_compat.OpenAICompatBackend",
+              "OPTIONS": {"api_key": "not-needed", **config}}
+        for alias, config in extra.items()
+    }  # fmt: skip
+
+
+TRANSFORM_BACKENDS.update(_extra_llm_backends(env_str("SHIFTLAB_LLM_BACKENDS")))
+
 # Items per Celery chunk task of a transformation run (each item has one or two texts).
 TRANSFORM_CHUNK_SIZE = int(env_str("SHIFTLAB_TRANSFORM_CHUNK_SIZE", "16"))
 
+# --- Evaluation: embedding encoders (evaluation/encoders.py) ---------------------------------
+# Chosen Django-backend style like TRANSFORM_BACKENDS. `manage.py evaluate --model X` takes an alias
+# below, or a model name/path encoded with the "default" alias's backend and options. An empty
+# device means "cuda when available, else cpu". Embeddings are cached under DATA_DIR/embeddings.
+EVALUATION_ENCODERS = {
+    "default": {
+        "BACKEND": "evaluation.encoders.SentenceTransformerEncoder",
+        "OPTIONS": {
+            "model": env_str("SHIFTLAB_ENCODER_MODEL", "all-MiniLM-L6-v2"),
+            "device": env_str("SHIFTLAB_ENCODER_DEVICE"),
+            "dtype": env_str("SHIFTLAB_ENCODER_DTYPE", "float32"),
+            "batch_size": int(env_str("SHIFTLAB_ENCODER_BATCH_SIZE", "32")),
+        },
+    }
+}
+# --- end evaluation -------------------------------------------------------------------------
+
 ARGILLA_API_URL = env_str("ARGILLA_API_URL", "http://127.0.0.1:6900")
 ARGILLA_API_KEY = env_str("ARGILLA_API_KEY")
+if not ARGILLA_API_KEY and DEBUG:
+    # Development only: the owner key `manage.py argilla_server` gives the local server it starts.
+    ARGILLA_API_KEY = "shiftlab-local-argilla-owner-key"
 
 # Seconds a health probe waits for each external service.
 HEALTH_CHECK_TIMEOUT = float(env_str("SHIFTLAB_HEALTH_TIMEOUT", "2"))

@@ -7,13 +7,14 @@ from rest_framework.routers import DefaultRouter
 from core import views as core_views
 from datasets.apis import DatasetImportViewSet, DatasetViewSet
 from shiftlab.views import home_view
-from transforms.apis import PromptTemplateViewSet, TransformRunViewSet
+from transforms.apis import JudgeReportViewSet, PromptTemplateViewSet, TransformRunViewSet
 
 router = DefaultRouter()
 router.register("datasets", DatasetViewSet, basename="dataset")
 router.register("dataset-imports", DatasetImportViewSet, basename="dataset-import")
 router.register("prompt-templates", PromptTemplateViewSet, basename="prompt-template")
 router.register("transform-runs", TransformRunViewSet, basename="transform-run")
+router.register("judge-reports", JudgeReportViewSet, basename="judge-report")
 
 urlpatterns = [
     path("", home_view, name="home"),

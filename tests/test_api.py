@@ -31,6 +31,9 @@ ENDPOINTS = [
     ("get", "/api/datasets/demo-sts/"),
     ("get", "/api/datasets/demo-sts/items/"),
     ("get", "/api/dataset-imports/"),
+    ("get", "/api/prompt-templates/"),
+    ("get", "/api/transform-runs/"),
+    ("get", "/api/judge-reports/"),
 ]
 
 

@@ -1,7 +1,15 @@
 from django.contrib import admin, messages
 
 from core.errors import ShiftlabError
-from transforms.models import Generation, GeneratorConfig, Judgement, PromptTemplate, TransformedItem, TransformRun
+from transforms.models import (
+    Generation,
+    GeneratorConfig,
+    Judgement,
+    JudgeReport,
+    PromptTemplate,
+    TransformedItem,
+    TransformRun,
+)
 from transforms.services import prompt_template_create_version
 
 
@@ -67,3 +75,12 @@ class JudgementAdmin(admin.ModelAdmin):
     list_display = ("kind", "model", "score", "attempt", "created_at")
     list_filter = ("kind", "model")
     search_fields = ("key", "text_a_hash")
+
+
+@admin.register(JudgeReport)
+class JudgeReportAdmin(admin.ModelAdmin):
+    list_display = ("id", "kind", "dataset", "status", "done", "total", "created_by", "created_at")
+    list_filter = ("kind", "status")
+    raw_id_fields = ("dataset", "created_by")
+    filter_horizontal = ("runs",)
+    readonly_fields = ("result", "done", "total", "started_at", "finished_at")

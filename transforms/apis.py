@@ -1,6 +1,7 @@
 from dataclasses import asdict
 
 from django.core.exceptions import ImproperlyConfigured
+from django.http import HttpResponse
 from django.shortcuts import get_object_or_404
 from drf_spectacular.utils import extend_schema
 from rest_framework import mixins, status, viewsets
@@ -10,9 +11,13 @@ from rest_framework.response import Response
 from core.errors import ShiftlabError
 from core.permissions import IsResearcher
 from datasets.models import Dataset
+from transforms.judge_services import judge_report_create, judge_report_resume
+from transforms.judge_tables import report_tables, tables_csv
 from transforms.models import PromptTemplate
-from transforms.selectors import transform_run_list, transform_run_summary, transformed_item_list
+from transforms.selectors import judge_report_list, transform_run_list, transform_run_summary, transformed_item_list
 from transforms.serializers import (
+    JudgeReportCreateSerializer,
+    JudgeReportSerializer,
     PromptTemplateSerializer,
     TransformedItemSerializer,
     TransformRunCreateSerializer,
@@ -101,3 +106,44 @@ class TransformRunViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, view
     @action(detail=True, methods=["get"])
     def summary(self, request, pk=None):
         return Response(asdict(transform_run_summary(run=self.get_object())))
+
+
+class JudgeReportViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, viewsets.GenericViewSet):
+    """LLM judge reports: POST queues one (202); poll it for progress; export its tables."""
+
+    permission_classes = [IsResearcher]
+    serializer_class = JudgeReportSerializer
+
+    def get_queryset(self):
+        return judge_report_list()
+
+    @extend_schema(request=JudgeReportCreateSerializer, responses={202: JudgeReportSerializer})
+    def create(self, request):
+        data_in = JudgeReportCreateSerializer(data=request.data)
+        data_in.is_valid(raise_exception=True)
+        data = data_in.validated_data
+        try:
+            report = judge_report_create(created_by=request.user, **data)
+        except (ShiftlabError, ImproperlyConfigured) as exc:
+            return Response({"detail": str(exc)}, status=status.HTTP_400_BAD_REQUEST)
+        report.refresh_from_db()
+        return Response(JudgeReportSerializer(report).data, status=status.HTTP_202_ACCEPTED)
+
+    @extend_schema(request=None, responses={202: JudgeReportSerializer})
+    @action(detail=True, methods=["post"])
+    def resume(self, request, pk=None):
+        """Queue the report again; judgements already made come from the cache."""
+        report = judge_report_resume(report_id=self.get_object().pk, actor=request.user)
+        return Response(JudgeReportSerializer(report).data, status=status.HTTP_202_ACCEPTED)
+
+    @extend_schema(responses={(200, "text/csv"): str})
+    @action(detail=True, methods=["get"], url_path="csv")
+    def export_csv(self, request, pk=None):
+        """The report's tables in long form (table, row, column, value)."""
+        report = self.get_object()
+        if report.result is None:
+            return Response({"detail": f"report {report.pk} is {report.status}: no result yet"},
+                            status=status.HTTP_409_CONFLICT)  # fmt: skip
+        response = HttpResponse(tables_csv(report_tables(report.kind, report.result)), content_type="text/csv")
+        response["Content-Disposition"] = f'attachment; filename="judge-report-{report.pk}.csv"'
+        return response

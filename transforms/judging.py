@@ -15,6 +15,8 @@ from enum import StrEnum
 import numpy as np
 from scipy import stats
 
+from core.stats import bootstrap_ci, hodges_lehmann
+
 
 class JudgeKind(StrEnum):
     SIMILARITY = "similarity"
@@ -166,3 +168,77 @@ def _spearman(pairs: Sequence[tuple[float, float]]) -> float | None:
     if len(set(a)) < 2 or len(set(b)) < 2:
         return None
     return float(stats.spearmanr(a, b).statistic)
+
+
+# --- judged transformation runs ---------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class ScoreSummary:
+    """Judge scores of one group of texts: mean ± SD and the Hodges–Lehmann estimate with its
+    percentile-bootstrap interval. Parse failures are counted, never scored."""
+
+    n: int
+    n_parsed: int
+    parse_failure_rate: float
+    mean: float | None
+    sd: float | None
+    hodges_lehmann: float | None
+    ci_low: float | None
+    ci_high: float | None
+
+
+def summarize_scores(
+    scores: Sequence[float | None], *, seed: int, n_resamples: int = 1000, confidence: float = 0.95
+) -> ScoreSummary:
+    """Summarise judge scores; the bootstrap uses a generator seeded with ``seed`` alone, so the
+    interval of a group does not depend on which other groups were summarised before it."""
+    parsed = np.array([s for s in scores if s is not None], dtype=float)
+    n = len(scores)
+    if parsed.size == 0:
+        return ScoreSummary(n, 0, 1.0 if n else 0.0, None, None, None, None, None)
+    ci = bootstrap_ci(parsed, hodges_lehmann, rng=np.random.default_rng(seed), n_resamples=n_resamples,
+                      confidence=confidence)  # fmt: skip
+    return ScoreSummary(
+        n=n,
+        n_parsed=int(parsed.size),
+        parse_failure_rate=(n - parsed.size) / n,
+        mean=float(parsed.mean()),
+        sd=float(parsed.std(ddof=1)) if parsed.size > 1 else None,
+        hodges_lehmann=ci.estimate,
+        ci_low=ci.low,
+        ci_high=ci.high,
+    )
+
+
+@dataclass(frozen=True)
+class RunJudgeSummary:
+    """Quality and fluency of a transformation run's successful texts, overall and per language of
+    the transformed text (the run's target language, or the source language when it is kept)."""
+
+    judge: str
+    by_kind: dict[str, ScoreSummary]
+    by_language: dict[str, dict[str, ScoreSummary]]
+
+
+def summarize_run(
+    *,
+    judge: str,
+    scores: dict[str, Sequence[float | None]],
+    languages: Sequence[str],
+    seed: int,
+    n_resamples: int = 1000,
+) -> RunJudgeSummary:
+    """``scores`` maps each judge kind to one score (or None) per text, aligned with ``languages``."""
+    for kind, values in scores.items():
+        if len(values) != len(languages):
+            raise ValueError(f"{kind}: {len(values)} scores for {len(languages)} texts")
+    by_kind = {kind: summarize_scores(values, seed=seed, n_resamples=n_resamples) for kind, values in scores.items()}
+    by_language = {}
+    for language in sorted(set(languages)):
+        rows = [i for i, code in enumerate(languages) if code == language]
+        by_language[language] = {
+            kind: summarize_scores([values[i] for i in rows], seed=seed, n_resamples=n_resamples)
+            for kind, values in scores.items()
+        }
+    return RunJudgeSummary(judge=judge, by_kind=by_kind, by_language=by_language)

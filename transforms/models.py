@@ -161,3 +161,49 @@ class Judgement(models.Model):
 
     def __str__(self) -> str:
         return f"{self.kind} by {self.model}: {self.score}"
+
+
+class JudgeReportKind(models.TextChoices):
+    EVALUATION = "evaluation", "judge evaluation against gold STS scores"
+    RUN = "run", "judged transformation run"
+    SELECTION = "selection", "generator selection"
+
+
+class JudgeReport(models.Model):
+    """One use of the LLM judge and its stored result, so the page, the API, the export and the
+    command all show the same numbers. Judgements themselves live in the Judgement cache: running
+    a report again (or resuming it) only asks the judge what it has not answered yet."""
+
+    Kind = JudgeReportKind
+
+    class Status(models.TextChoices):
+        PENDING = "pending"
+        RUNNING = "running"
+        SUCCEEDED = "succeeded"
+        FAILED = "failed"
+
+    kind = models.CharField(max_length=16, choices=Kind.choices)
+    status = models.CharField(max_length=16, choices=Status.choices, default=Status.PENDING, db_index=True)
+    dataset = models.ForeignKey(Dataset, null=True, blank=True, on_delete=models.PROTECT, related_name="judge_reports")
+    runs = models.ManyToManyField(TransformRun, blank=True, related_name="judge_reports",
+                                  help_text="The judged run, or the candidates' runs of a selection.")  # fmt: skip
+    judges = models.JSONField(default=list, help_text="Backend aliases of the judges.")
+    options = models.JSONField(default=dict, help_text="Seed, limits, judge parameters, bootstrap settings.")
+    total = models.PositiveIntegerField(default=0, help_text="Steps: texts to transform plus judge calls planned.")
+    done = models.PositiveIntegerField(default=0)
+    result = models.JSONField(null=True, blank=True)
+    error = models.TextField(blank=True)
+    created_by = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL)
+    created_at = models.DateTimeField(auto_now_add=True)
+    started_at = models.DateTimeField(null=True, blank=True)
+    finished_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["-created_at", "-id"]
+
+    def __str__(self) -> str:
+        return f"judge report {self.pk} ({self.kind}, {self.status})"
+
+    @property
+    def progress(self) -> float:
+        return min(1.0, self.done / self.total) if self.total else 0.0

@@ -6,7 +6,7 @@ from dataclasses import dataclass
 
 from django.db.models import Avg, QuerySet
 
-from transforms.models import TransformedItem, TransformRun
+from transforms.models import JudgeReport, TransformedItem, TransformRun
 
 
 def transform_run_list() -> QuerySet[TransformRun]:
@@ -69,3 +69,7 @@ def transformed_item_list(*, run: TransformRun, failed: bool | None = None) -> Q
     if failed is not None:
         outputs = outputs.filter(ok=not failed)
     return outputs
+
+
+def judge_report_list() -> QuerySet[JudgeReport]:
+    return JudgeReport.objects.select_related("dataset").prefetch_related("runs")

@@ -1,7 +1,6 @@
 from rest_framework import serializers
 
-from transforms.models import PromptTemplate, TransformedItem, TransformRun
-from transforms.registry import TRANSFORMATIONS
+from transforms.models import TRANSFORMATION_CHOICES, JudgeReport, PromptTemplate, TransformedItem, TransformRun
 
 
 class PromptTemplateSerializer(serializers.ModelSerializer):
@@ -27,7 +26,7 @@ class TransformRunSerializer(serializers.ModelSerializer):
 
 class TransformRunCreateSerializer(serializers.Serializer):
     dataset = serializers.CharField()
-    transformation = serializers.ChoiceField(choices=list(TRANSFORMATIONS))
+    transformation = serializers.ChoiceField(choices=TRANSFORMATION_CHOICES)
     seed = serializers.IntegerField(default=1337)
     backend = serializers.CharField(default="default")
     limit = serializers.IntegerField(required=False, min_value=1)
@@ -47,3 +46,43 @@ class TransformedItemSerializer(serializers.ModelSerializer):
                   "target_language", "pivot_language", "detected_language", "edit_distance", "length_ratio",
                   "llm_calls"]  # fmt: skip
         read_only_fields = fields
+
+
+class JudgeReportSerializer(serializers.ModelSerializer):
+    dataset = serializers.SlugRelatedField(slug_field="name", read_only=True)
+    runs = serializers.PrimaryKeyRelatedField(many=True, read_only=True)
+
+    class Meta:
+        model = JudgeReport
+        fields = ["id", "kind", "status", "dataset", "runs", "judges", "options", "total", "done", "result", "error",
+                  "created_at", "started_at", "finished_at"]  # fmt: skip
+        read_only_fields = fields
+
+
+class JudgeReportCreateSerializer(serializers.Serializer):
+    """One body for the three kinds; each kind reads the fields it needs."""
+
+    kind = serializers.ChoiceField(choices=JudgeReport.Kind.choices)
+    dataset = serializers.CharField(required=False, help_text="evaluation: an sts/str dataset; selection: to transform")
+    run = serializers.IntegerField(required=False, help_text="run: the transformation run to judge")
+    runs = serializers.ListField(child=serializers.IntegerField(), required=False, default=list,
+                                 help_text="selection: existing runs as candidates")  # fmt: skip
+    candidates = serializers.ListField(child=serializers.CharField(), required=False, default=list,
+                                       help_text="selection: generator backend aliases")  # fmt: skip
+    judges = serializers.ListField(child=serializers.CharField(), required=False,
+                                   help_text="judge backend aliases (selection default: the candidates)")  # fmt: skip
+    transformation = serializers.ChoiceField(choices=TRANSFORMATION_CHOICES, default="paraphrase")
+    limit = serializers.IntegerField(required=False, min_value=1)
+    split = serializers.CharField(required=False)
+    seed = serializers.IntegerField(default=0)
+    temperature = serializers.FloatField(default=0.0)
+    max_attempts = serializers.IntegerField(default=3, min_value=1)
+    resamples = serializers.IntegerField(default=1000, min_value=100, max_value=100_000)
+    alpha = serializers.FloatField(default=0.05)
+
+    def validate(self, data):
+        needed = {"evaluation": ["dataset"], "run": ["run"], "selection": []}[data["kind"]]
+        missing = [name for name in needed if data.get(name) is None]
+        if missing:
+            raise serializers.ValidationError({name: f"required for a {data['kind']} report" for name in missing})
+        return data

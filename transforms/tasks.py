@@ -1,7 +1,9 @@
-"""Thin Celery tasks for transformation runs: start (fan out over chunks), chunk, finalise."""
+"""Thin Celery tasks: transformation runs (start = fan out over chunks, chunk, finalise) and judge
+reports."""
 
 from celery import chord, group, shared_task
 
+from transforms.judge_services import judge_report_execute
 from transforms.services import (
     TransientBackendError,
     transform_run_execute_chunk,
@@ -38,3 +40,16 @@ def execute_chunk(run_id: int, item_ids: list[int]) -> int:
 @shared_task(name="transforms.finalize_run", acks_late=True)
 def finalize_run(run_id: int) -> None:
     transform_run_finalize(run_id=run_id)
+
+
+@shared_task(
+    name="transforms.execute_judge_report",
+    acks_late=True,
+    reject_on_worker_lost=True,
+    autoretry_for=(TransientBackendError,),
+    retry_backoff=5,
+    retry_backoff_max=300,
+    max_retries=8,
+)
+def execute_judge_report(report_id: int) -> None:
+    judge_report_execute(report_id=report_id)

@@ -6,4 +6,6 @@ app_name = "transforms"
 urlpatterns = [
     path("", views.run_list_view, name="runs"),
     path("runs/<int:pk>/", views.run_detail_view, name="run"),
+    path("judge/", views.judge_report_list_view, name="judge-reports"),
+    path("judge/<int:pk>/", views.judge_report_detail_view, name="judge-report"),
 ]

@@ -1,15 +1,25 @@
+from django.contrib import messages
+from django.core.exceptions import ImproperlyConfigured
 from django.core.paginator import Paginator
-from django.shortcuts import get_object_or_404, render
+from django.shortcuts import get_object_or_404, redirect, render
 
+from core.errors import ShiftlabError
 from core.views import researcher_required
+from datasets.models import Dataset
+from datasets.task_types import TaskType
+from transforms.backends import backend_aliases
+from transforms.judge_services import judge_report_create
+from transforms.judge_tables import format_value, report_tables
 from transforms.models import TransformRun
 from transforms.registry import TRANSFORMATIONS
 from transforms.selectors import (
+    judge_report_list,
     transform_run_list,
     transform_run_summaries,
     transform_run_summary,
     transformed_item_list,
 )
+from transforms.serializers import JudgeReportCreateSerializer
 
 
 @researcher_required
@@ -30,3 +40,36 @@ def run_detail_view(request, pk: int):
         "run": run, "summary": transform_run_summary(run=run), "page": page, "failed": failed,
         "spec": TRANSFORMATIONS[run.transformation],
     })  # fmt: skip
+
+
+@researcher_required
+def judge_report_list_view(request):
+    """Judge reports, and forms that queue a new one of each kind."""
+    if request.method == "POST":
+        data_in = JudgeReportCreateSerializer(data=request.POST)
+        if data_in.is_valid():
+            try:
+                report = judge_report_create(created_by=request.user, **data_in.validated_data)
+            except (ShiftlabError, ImproperlyConfigured) as exc:
+                messages.error(request, str(exc))
+            else:
+                return redirect("transforms:judge-report", pk=report.pk)
+        else:
+            messages.error(request, "; ".join(f"{field}: {' '.join(map(str, errors))}"
+                                              for field, errors in data_in.errors.items()))  # fmt: skip
+    return render(request, "transforms/judge_list.html", {
+        "reports": judge_report_list()[:100],
+        "sts_datasets": Dataset.objects.filter(task_type__in=[TaskType.STS, TaskType.STR]).order_by("name"),
+        "datasets": Dataset.objects.order_by("name"),
+        "runs": transform_run_list().filter(status=TransformRun.Status.SUCCEEDED).order_by("-pk")[:200],
+        "backends": backend_aliases(),
+        "transformations": [t for t in TRANSFORMATIONS.values() if t.uses_llm],
+    })  # fmt: skip
+
+
+@researcher_required
+def judge_report_detail_view(request, pk: int):
+    report = get_object_or_404(judge_report_list(), pk=pk)
+    tables = report_tables(report.kind, report.result) if report.result is not None else []
+    formatted = [(table, [[format_value(v) for v in row] for row in table.rows]) for table in tables]
+    return render(request, "transforms/judge_detail.html", {"report": report, "tables": formatted})

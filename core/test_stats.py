@@ -1,0 +1,132 @@
+"""core.stats against hand-computed values and reference libraries (scipy, statsmodels)."""
+
+from itertools import combinations
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from scipy import stats as scipy_stats
+from statsmodels.stats.multitest import multipletests
+
+from core.stats import bootstrap_ci, compact_letters, hodges_lehmann, holm, paired_bootstrap_test
+
+
+@pytest.mark.parametrize(
+    "data, expected",
+    [
+        ([1, 2, 3], 2.0),  # Walsh averages 1, 1.5, 2, 2, 2.5, 3
+        ([1, 5], 3.0),  # 1, 3, 5
+        ([0, 0, 10], 2.5),  # 0, 0, 0, 5, 5, 10
+        ([4.0], 4.0),
+        ([-2, 1, 1, 7], 1.0),  # -2, -0.5, -0.5, 2.5, 1, 1, 4, 1, 4, 7 -> median of 1, 1
+    ],
+)
+def test_hodges_lehmann_hand_cases(data, expected):
+    assert hodges_lehmann(data) == pytest.approx(expected)
+
+
+@given(st.lists(st.floats(-100, 100), min_size=1, max_size=40), st.floats(-50, 50))
+def test_hodges_lehmann_is_shift_equivariant(data, shift):
+    assert hodges_lehmann(np.add(data, shift)) == pytest.approx(hodges_lehmann(data) + shift, abs=1e-9)
+
+
+def test_hodges_lehmann_rejects_empty_and_nan():
+    with pytest.raises(ValueError, match="at least 1"):
+        hodges_lehmann([])
+    with pytest.raises(ValueError, match="NaN"):
+        hodges_lehmann([1.0, float("nan")])
+
+
+@pytest.mark.parametrize("statistic", [np.mean, np.median])
+def test_bootstrap_ci_equals_scipy_percentile_bootstrap(statistic):
+    data = np.random.default_rng(3).normal(3.2, 0.9, size=57)
+    ours = bootstrap_ci(data, statistic, rng=np.random.default_rng(42), n_resamples=999)
+    reference = scipy_stats.bootstrap(
+        (data,), lambda x, axis: statistic(x, axis=axis), n_resamples=999, method="percentile",
+        rng=np.random.default_rng(42), vectorized=True,
+    )  # fmt: skip
+    assert ours.low == pytest.approx(reference.confidence_interval.low, abs=1e-12)
+    assert ours.high == pytest.approx(reference.confidence_interval.high, abs=1e-12)
+    assert ours.estimate == pytest.approx(statistic(data))
+
+
+def test_bootstrap_ci_is_reproducible_from_the_seed():
+    data = np.random.default_rng(5).normal(size=30)
+    first = bootstrap_ci(data, hodges_lehmann, rng=np.random.default_rng(7))
+    again = bootstrap_ci(data, hodges_lehmann, rng=np.random.default_rng(7))
+    other = bootstrap_ci(data, hodges_lehmann, rng=np.random.default_rng(8))
+    assert first == again
+    assert (first.low, first.high) != (other.low, other.high)
+    assert first.low <= first.estimate <= first.high
+
+
+def test_bootstrap_ci_of_a_constant_sample_is_a_point():
+    ci = bootstrap_ci([2.0] * 10, rng=np.random.default_rng(0))
+    assert (ci.estimate, ci.low, ci.high) == (2.0, 2.0, 2.0)
+
+
+def test_paired_bootstrap_constant_difference_is_maximally_significant():
+    result = paired_bootstrap_test([3, 4, 5, 6], [2, 3, 4, 5], rng=np.random.default_rng(0), n_resamples=999)
+    assert result.mean_difference == 1.0
+    assert result.p_value == pytest.approx(1 / 1000)
+    assert (result.low, result.high) == (1.0, 1.0)
+
+
+def test_paired_bootstrap_identical_samples_are_not_significant():
+    result = paired_bootstrap_test([1, 2, 3], [1, 2, 3], rng=np.random.default_rng(0))
+    assert result.mean_difference == 0.0
+    assert result.p_value == 1.0
+
+
+def test_paired_bootstrap_agrees_with_the_paired_t_test_on_a_large_sample():
+    rng = np.random.default_rng(11)
+    a = rng.normal(3.0, 1.0, 400)
+    b = a - 0.1 + rng.normal(0, 1.0, 400)
+    ours = paired_bootstrap_test(a, b, rng=np.random.default_rng(1), n_resamples=4000)
+    reference = scipy_stats.ttest_rel(a, b).pvalue
+    assert ours.p_value == pytest.approx(reference, abs=0.03)
+
+
+def test_paired_bootstrap_needs_equal_lengths():
+    with pytest.raises(ValueError, match="same length"):
+        paired_bootstrap_test([1, 2], [1], rng=np.random.default_rng(0))
+
+
+@given(st.lists(st.floats(0, 1), min_size=1, max_size=30))
+@settings(max_examples=200)
+def test_holm_equals_statsmodels(p_values):
+    expected = multipletests(p_values, method="holm")[1]
+    np.testing.assert_allclose(holm(p_values), expected, atol=1e-12)
+
+
+def test_holm_hand_case():
+    # Sorted 0.01, 0.02, 0.04 times 3, 2, 1 -> 0.03, 0.04, 0.04 (monotone), back in input order.
+    np.testing.assert_allclose(holm([0.04, 0.01, 0.02]), [0.04, 0.03, 0.04])
+
+
+def test_compact_letters_hand_cases():
+    # Nothing significant: one letter for all.
+    assert compact_letters(["A", "B", "C"], set()) == {"A": "a", "B": "a", "C": "a"}
+    # Everything significant: a letter each.
+    everything = {frozenset(p) for p in combinations("ABC", 2)}
+    assert compact_letters(["A", "B", "C"], everything) == {"A": "a", "B": "b", "C": "c"}
+    # Only the extremes differ: the middle one shares with both.
+    assert compact_letters(["A", "B", "C"], {frozenset("AC")}) == {"A": "a", "B": "ab", "C": "b"}
+    # A mapping of every pair works too.
+    assert compact_letters(["A", "B"], {frozenset("AB"): False}) == {"A": "a", "B": "a"}
+
+
+@given(st.integers(1, 7).flatmap(lambda n: st.tuples(st.just(n), st.lists(st.booleans(), min_size=n * (n - 1) // 2,
+                                                                           max_size=n * (n - 1) // 2))))  # fmt: skip
+@settings(max_examples=300)
+def test_compact_letters_share_a_letter_exactly_when_not_significant(case):
+    n, flags = case
+    groups = [f"m{i}" for i in range(n)]
+    pairs = list(combinations(groups, 2))
+    significant = {frozenset(p) for p, flag in zip(pairs, flags, strict=True) if flag}
+    letters = compact_letters(groups, significant)
+    assert all(letters[g] for g in groups)
+    for first, second in pairs:
+        share = bool(set(letters[first]) & set(letters[second]))
+        assert share == (frozenset((first, second)) not in significant)

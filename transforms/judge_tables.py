@@ -1,0 +1,141 @@
+"""Tables of a stored judge report, shared by the page, the command and the CSV export so all
+three show the same numbers (pure module: takes the report's stored JSON result)."""
+
+from __future__ import annotations
+
+import csv
+import io
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class Table:
+    key: str
+    title: str
+    note: str  # unit of observation and aggregation
+    columns: list[str]
+    rows: list[list]
+
+
+def format_value(value) -> str:
+    if value is None:
+        return "–"
+    if isinstance(value, bool):
+        return "yes" if value else "no"
+    if isinstance(value, float):
+        return f"{value:.4f}" if abs(value) < 1 and value != 0 else f"{value:.3f}"
+    return str(value)
+
+
+def _interval(cell: dict) -> str:
+    if cell["mean"] is None:
+        return f"– (n={cell['n']})"
+    return f"{cell['mean']:.2f} [{cell['ci_low']:.2f}, {cell['ci_high']:.2f}] (n={cell['n']})"
+
+
+def report_tables(kind: str, result: dict) -> list[Table]:
+    """The tables of a report of ``kind`` (evaluation, run or selection)."""
+    return {"evaluation": _evaluation_tables, "run": _run_tables, "selection": _selection_tables}[kind](result)
+
+
+def _evaluation_tables(r: dict) -> list[Table]:
+    return [
+        Table("overview", "Judge vs gold similarity",
+              "One row per judge; unit: sentence pair. Parse failures are left out of Spearman and MAE.",
+              ["judge", "model", "dataset", "pairs", "parsed", "parse failure rate", "Spearman", "MAE"],
+              [[r["judge"], r["model"], r["dataset"], r["n"], r["n_parsed"], r["parse_failure_rate"], r["spearman"],
+                r["mae"]]]),
+        Table("spearman_by_length", "Spearman by length",
+              "Pairs binned by the word count of their longer sentence.",
+              ["words", "n", "Spearman"], [[k, b["n"], b["value"]] for k, b in r["by_length"].items()]),
+        Table("mae_by_gold", "Mean absolute error by gold score", "Pairs binned by their gold score (0–5).",
+              ["gold score", "n", "MAE"], [[k, b["n"], b["value"]] for k, b in r["mae_by_gold"].items()]),
+    ]  # fmt: skip
+
+
+_SCORE_COLUMNS = ["n", "parsed", "parse failure rate", "mean", "SD", "HL", "HL 95% CI low", "HL 95% CI high"]
+
+
+def _score_row(s: dict) -> list:
+    return [s["n"], s["n_parsed"], s["parse_failure_rate"], s["mean"], s["sd"], s["hodges_lehmann"], s["ci_low"],
+            s["ci_high"]]  # fmt: skip
+
+
+def _run_tables(r: dict) -> list[Table]:
+    overall = [[j["judge"], j["model"], kind] + _score_row(s) for j in r["judges"] for kind, s in j["by_kind"].items()]
+    by_language = [
+        [j["judge"], language, kind] + _score_row(s)
+        for j in r["judges"]
+        for language, kinds in j["by_language"].items()
+        for kind, s in kinds.items()
+    ]
+    return [
+        Table("run_scores", f"Run {r['run']}: {r['transformation']} of {r['dataset']}",
+              f"Unit: transformed text ({r['n_ok']} successful of {r['n_texts']}); HL = Hodges–Lehmann estimate "
+              "with a 95% percentile-bootstrap interval.", ["judge", "model", "question"] + _SCORE_COLUMNS, overall),
+        Table("run_by_language", "By language of the transformed text",
+              "Unit: transformed text, grouped by its target language.", ["judge", "language", "question"]
+              + _SCORE_COLUMNS, by_language),
+    ]  # fmt: skip
+
+
+def _selection_tables(r: dict) -> list[Table]:
+    candidates = r["candidates"]
+    error_types = sorted({e for c in candidates for e in c["error_rates"]})
+    tables = [
+        Table("candidates", f"Candidates: {r['transformation']} of {r['dataset']}",
+              "Unit: text to transform. Error rates count each text once (its final error); seconds per text are "
+              "the LLM latency of the kept attempt.",
+              ["candidate", "model", "run", "texts", "error rate"] + [f"error: {e}" for e in error_types]
+              + ["mean edit distance", "seconds per text"],
+              [[c["name"], c["model"], c["run_id"], c["n_texts"], c["error_rate"]]
+               + [c["error_rates"].get(e, 0.0) for e in error_types] + [c["mean_edit_distance"], c["seconds_per_text"]]
+               for c in candidates]),
+    ]  # fmt: skip
+    for kind, k in r["kinds"].items():
+        names = [c["name"] for c in candidates]
+        tables += [
+            Table(f"crossover_{kind}", f"{kind.capitalize()}: crossover matrix (rows judge, columns candidate)",
+                  "Cell: mean judge score of the candidate's successful texts [95% percentile-bootstrap CI] (n).",
+                  ["judge"] + names, [[judge] + [_interval(k["crossover"][judge][c]) for c in names]
+                                      for judge in r["judges"]]),
+            Table(f"overall_{kind}", f"{kind.capitalize()}: candidates ranked",
+                  "Unit: text; its score is the mean over the judges that scored it. Candidates sharing a letter "
+                  f"are not significantly different (Holm-corrected paired bootstrap, alpha {r['alpha']}).",
+                  ["rank", "candidate", "group", "n", "mean", "95% CI low", "95% CI high"],
+                  [[i + 1, c, k["letters"][c], k["overall"][c]["n"], k["overall"][c]["mean"],
+                    k["overall"][c]["ci_low"], k["overall"][c]["ci_high"]] for i, c in enumerate(k["ranking"])]),
+            Table(f"pairwise_{kind}", f"{kind.capitalize()}: pairwise paired bootstrap tests",
+                  f"Unit: text both candidates transformed successfully; {r['n_resamples']} resamples, seed "
+                  f"{r['seed']}; p-values Holm-corrected over all pairs.",
+                  ["first", "second", "n", "mean difference", "95% CI low", "95% CI high", "p", "p (Holm)",
+                   "significant"],
+                  [[p["first"], p["second"], p["n"], p["mean_difference"], p["ci_low"], p["ci_high"], p["p_value"],
+                    p["p_holm"], p["significant"]] for p in k["pairwise"]]),
+        ]  # fmt: skip
+    return tables
+
+
+def tables_csv(tables: Sequence[Table]) -> str:
+    """All tables in long form (table, row, column, value): one file, easy to pivot."""
+    out = io.StringIO()
+    writer = csv.writer(out, lineterminator="\n")
+    writer.writerow(["table", "row", "column", "value"])
+    for table in tables:
+        for index, row in enumerate(table.rows):
+            for column, value in zip(table.columns, row, strict=True):
+                writer.writerow([table.key, index, column, "" if value is None else value])
+    return out.getvalue()
+
+
+def tables_text(tables: Sequence[Table]) -> str:
+    """Fixed-width text for the terminal."""
+    blocks = []
+    for table in tables:
+        cells = [table.columns] + [[format_value(v) for v in row] for row in table.rows]
+        widths = [max(len(row[i]) for row in cells) for i in range(len(table.columns))]
+        lines = [table.title, f"  ({table.note})"]
+        lines += ["  " + "  ".join(v.ljust(w) for v, w in zip(row, widths, strict=True)).rstrip() for row in cells]
+        blocks.append("\n".join(lines))
+    return "\n\n".join(blocks) + "\n"
