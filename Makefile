@@ -17,7 +17,15 @@ $(VENV)/.installed: requirements.txt requirements-dev.txt requirements-embedded.
 	  echo "WARNING: llama-cpp-python did not install (needs a C++ compiler and CMake); the demo runs without the embedded LLM and its tests skip."
 	touch $@
 
-install: $(VENV)/.installed
+# argilla-server (the local annotation UI) pins libraries that clash with ours: its own virtualenv.
+ARGILLA_VENV := .venv-argilla
+$(ARGILLA_VENV)/.installed: requirements-argilla-server.txt
+	test -x $(ARGILLA_VENV)/bin/python || $(PYTHON) -m venv $(ARGILLA_VENV)
+	$(ARGILLA_VENV)/bin/python -m pip install --quiet --upgrade pip
+	$(ARGILLA_VENV)/bin/python -m pip install --quiet -r requirements-argilla-server.txt
+	touch $@
+
+install: $(VENV)/.installed $(ARGILLA_VENV)/.installed
 
 ## Download and verify the demo LLM (Qwen2.5-Coder-1.5B-Instruct, 1.1 GB) into var/models.
 models: install

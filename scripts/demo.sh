@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Start the single-machine demo: SQLite, Celery in-process (or Redis if CELERY_BROKER_URL is set),
-# demo users and datasets, and the embedded LLM server (llama.cpp) in the background.
-# Later features add local Argilla and a worker here.
+# demo users and datasets, the embedded LLM server (llama.cpp) in the background, and the local
+# Argilla server (annotation UI) when Redis and .venv-argilla are there.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 PY=.venv/bin/python
@@ -17,11 +17,12 @@ $PY manage.py seed_demo
 LLM_PID=""
 WEB_PID=""
 WORKER_PID=""
+ARGILLA_PID=""
 stop_children() {
-  for pid in $WEB_PID $WORKER_PID $LLM_PID; do
+  for pid in $WEB_PID $WORKER_PID $LLM_PID $ARGILLA_PID; do
     kill -TERM "$pid" 2>/dev/null || true
   done
-  for pid in $WEB_PID $WORKER_PID $LLM_PID; do
+  for pid in $WEB_PID $WORKER_PID $LLM_PID $ARGILLA_PID; do
     wait "$pid" 2>/dev/null || true
   done
 }
@@ -57,6 +58,19 @@ else
   WORKER_LINE="Celery:     no Redis found: tasks run inside the web process"
 fi
 
+# The local Argilla server, where annotators rate. Both it and the web server take the owner's API
+# key from ARGILLA_API_KEY (in development, its default in shiftlab/settings.py).
+ARGILLA_PORT="${ARGILLA_PORT:-6900}"
+if [ -x .venv-argilla/bin/python ] && scripts/services.sh redis >/dev/null 2>&1; then
+  mkdir -p var/log
+  $PY manage.py argilla_server --port "$ARGILLA_PORT" >var/log/argilla.log 2>&1 &
+  ARGILLA_PID=$!
+  export ARGILLA_API_URL="http://127.0.0.1:${ARGILLA_PORT}"
+  ARGILLA_LINE="Argilla:    ${ARGILLA_API_URL}/   annotators sign in and rate there (log: var/log/argilla.log)"
+else
+  ARGILLA_LINE="Argilla:    not running (needs Redis and .venv-argilla: run make install and scripts/services.sh redis)"
+fi
+
 cat <<MSG
 
   Shiftlab is starting at  http://${HOST}:${PORT}/
@@ -66,6 +80,7 @@ cat <<MSG
   API docs:   http://${HOST}:${PORT}/api/docs/    Health: http://${HOST}:${PORT}/health/
   ${LLM_LINE}
   ${WORKER_LINE}
+  ${ARGILLA_LINE}
   Press Ctrl-C to stop.
 
 MSG

@@ -1,0 +1,11 @@
+"""Adapter to Argilla, the annotation tool where annotators rate study items.
+
+``client`` is the only module that imports the ``argilla`` SDK; ``local_server`` runs the local
+server (``annotation/argilla_local``) as a child process. Both raise ``ArgillaError``.
+"""
+
+from core.errors import ShiftlabError
+
+
+class ArgillaError(ShiftlabError):
+    """Argilla could not be reached or refused a request; the message names the server and what to do."""

@@ -1,0 +1,299 @@
+"""Calls to an Argilla 2.8 server's REST API (``/api/v1``): the only module that talks to Argilla.
+
+Why not the ``argilla`` SDK: it imports Hugging Face's ``datasets`` package when it is imported,
+and inside the Django process that name is Shiftlab's own ``datasets`` app, so the SDK cannot be
+imported here. The few endpoints a study needs are called with httpx instead.
+
+Studies keep Argilla ids (dataset, users) in Django and pass them back here. Every function takes
+the connection from ``client_get`` as ``client=`` (close it when done, e.g. with
+``contextlib.closing``) and raises ``ArgillaError``, whose message names the server and what to do.
+
+Deactivating an annotator removes them from the workspace rather than deleting the user: Argilla
+2.8 has no "inactive" flag, and deleting a user deletes their responses (cascade), which the
+study's audit trail needs. Without the workspace the user can no longer open its datasets.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Iterator, Mapping, Sequence
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any, Literal
+from uuid import UUID
+
+import httpx
+from django.conf import settings
+
+from annotation.argilla import ArgillaError
+
+Role = Literal["annotator", "admin", "owner"]
+MetadataKind = Literal["terms", "integer", "float"]
+
+API_KEY_HEADER = "X-Argilla-Api-Key"
+TIMEOUT_SECONDS = 60.0
+# Server limits: records per bulk upsert, records per page of a listing.
+_RECORDS_BULK = 500
+_RECORDS_PAGE = 1000
+
+
+@dataclass(frozen=True)
+class TextField:
+    """A text shown to annotators (e.g. the original and the transformed sentence)."""
+
+    name: str
+    title: str
+
+
+@dataclass(frozen=True)
+class RatingQuestion:
+    """A required rating on a fixed scale, e.g. quality 1-5."""
+
+    name: str
+    title: str
+    values: tuple[int, ...]
+    description: str = ""
+
+
+@dataclass(frozen=True)
+class MetadataProperty:
+    """Metadata kept on each record for Shiftlab (item kind, control status ...).
+
+    Always hidden from annotators: gold/control status must never influence a rating.
+    """
+
+    name: str
+    kind: MetadataKind = "terms"
+    title: str = ""
+
+
+@dataclass(frozen=True)
+class RecordIn:
+    """One item to rate: ``external_id`` is Shiftlab's id, it comes back with each response."""
+
+    external_id: str
+    fields: Mapping[str, str]
+    metadata: Mapping[str, Any] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class ResponseRow:
+    """One answer of one user to one question of one record.
+
+    A response without values (typically a discarded one) yields a single row with ``question``
+    and ``value`` set to ``None``, so that every response is reported with its status.
+    """
+
+    record_external_id: str
+    user_id: UUID
+    question: str | None
+    value: Any
+    status: str
+    updated_at: datetime
+
+
+def _call(client: httpx.Client, method: str, path: str, action: str, *, accept: Sequence[int] = (), **kwargs) -> Any:
+    """One request; the decoded JSON answer, or None for a status listed in ``accept`` or no body.
+
+    Transport failures and error statuses become an ``ArgillaError`` saying what failed and what to do.
+    """
+    url = str(client.base_url).rstrip("/")
+    try:
+        response = client.request(method, path, **kwargs)
+    except httpx.TransportError as exc:
+        raise ArgillaError(
+            f"Argilla is not reachable at {url} ({exc.__class__.__name__}: {exc}) while trying to {action}. "
+            "Start the local server with `python manage.py argilla_server`, or set ARGILLA_API_URL."
+        ) from exc
+    if response.status_code in accept:
+        return None
+    if response.status_code in (401, 403):
+        raise ArgillaError(
+            f"Argilla at {url} refused to {action} (HTTP {response.status_code}): "
+            "check ARGILLA_API_KEY (the API key of an Argilla owner)."
+        )
+    if response.is_error:
+        try:
+            detail = response.json().get("detail", response.text)
+        except ValueError:
+            detail = response.text[:500]
+        raise ArgillaError(f"Argilla at {url} could not {action} (HTTP {response.status_code}): {detail}")
+    return response.json() if response.content else None
+
+
+def client_get(*, api_url: str | None = None, api_key: str | None = None) -> httpx.Client:
+    """A connection to ``ARGILLA_API_URL`` as the owner whose key is ``ARGILLA_API_KEY``, unless given.
+
+    Checks the key at once: studies create workspaces, users and datasets, which needs an owner.
+    """
+    url = api_url or settings.ARGILLA_API_URL
+    key = api_key or settings.ARGILLA_API_KEY
+    if not url or not key:
+        raise ArgillaError("Set ARGILLA_API_URL and ARGILLA_API_KEY (the API key of an Argilla owner).")
+    # trust_env=False: requests to Argilla never go through a proxy configured for the internet.
+    client = httpx.Client(base_url=url, headers={API_KEY_HEADER: key}, timeout=TIMEOUT_SECONDS, trust_env=False)
+    try:
+        me = _call(client, "GET", "/api/v1/me", "authenticate")
+    except ArgillaError:
+        client.close()
+        raise
+    if me["role"] != "owner":
+        client.close()
+        raise ArgillaError(
+            f"ARGILLA_API_KEY belongs to {me['username']!r}, whose role at {url} is {me['role']!r}: "
+            "Shiftlab needs the API key of an owner."
+        )
+    return client
+
+
+def _workspace_id(client: httpx.Client, name: str) -> UUID | None:
+    listing = _call(client, "GET", "/api/v1/me/workspaces", "list workspaces")  # an owner sees them all
+    return next((UUID(w["id"]) for w in listing["items"] if w["name"] == name), None)
+
+
+def _user_id(client: httpx.Client, username: str) -> UUID | None:
+    listing = _call(client, "GET", "/api/v1/users", "list users")
+    return next((UUID(u["id"]) for u in listing["items"] if u["username"] == username), None)
+
+
+def workspace_ensure(name: str, *, client: httpx.Client) -> UUID:
+    """The id of workspace ``name``, created if missing."""
+    existing = _workspace_id(client, name)
+    if existing is not None:
+        return existing
+    created = _call(client, "POST", "/api/v1/workspaces", f"create workspace {name!r}", json={"name": name})
+    return UUID(created["id"])
+
+
+def user_ensure(username: str, password: str, role: Role, workspace: str, *, client: httpx.Client) -> UUID:
+    """The Argilla id of ``username``, created with ``password`` and ``role`` if missing, and a
+    member of ``workspace``. An existing user keeps their password and role."""
+    workspace_id = _workspace_id(client, workspace)
+    if workspace_id is None:
+        raise ArgillaError(f"Argilla at {client.base_url} has no workspace {workspace!r}: ensure it first.")
+    user_id = _user_id(client, username)
+    if user_id is None:
+        body = {"username": username, "first_name": username, "role": role, "password": password}
+        user_id = UUID(_call(client, "POST", "/api/v1/users", f"create user {username!r}", json=body)["id"])
+    membership = {"user_id": str(user_id)}
+    action = f"add user {username!r} to workspace {workspace!r}"
+    # 409: already a member.
+    _call(client, "POST", f"/api/v1/workspaces/{workspace_id}/users", action, accept=(409,), json=membership)
+    return user_id
+
+
+def user_deactivate(username: str, workspace: str, *, client: httpx.Client) -> bool:
+    """Remove ``username`` from ``workspace`` (see the module docstring); False if they were not in it."""
+    workspace_id, user_id = _workspace_id(client, workspace), _user_id(client, username)
+    if workspace_id is None or user_id is None:
+        return False
+    action = f"remove user {username!r} from workspace {workspace!r}"
+    removed = _call(client, "DELETE", f"/api/v1/workspaces/{workspace_id}/users/{user_id}", action, accept=(404,))
+    return removed is not None
+
+
+def dataset_create(
+    *,
+    client: httpx.Client,
+    workspace: str,
+    name: str,
+    fields: Sequence[TextField],
+    rating_questions: Sequence[RatingQuestion],
+    comment_question: str | None,
+    guidelines: str,
+    min_submitted: int,
+    metadata: Sequence[MetadataProperty] = (),
+) -> UUID:
+    """Create and publish a dataset; return its id.
+
+    ``min_submitted`` is the task distribution: a record leaves the annotators' queue once that
+    many of them have submitted it. ``comment_question``, when given, is the title of an optional
+    free-text question named ``comment``. Records may carry only the declared metadata.
+    """
+    workspace_id = _workspace_id(client, workspace)
+    if workspace_id is None:
+        raise ArgillaError(f"Argilla at {client.base_url} has no workspace {workspace!r}: ensure it first.")
+    action = f"create dataset {name!r} in workspace {workspace!r}"
+    body = {
+        "name": name,
+        "workspace_id": str(workspace_id),
+        "guidelines": guidelines,
+        "allow_extra_metadata": False,
+        "distribution": {"strategy": "overlap", "min_submitted": min_submitted},
+    }
+    dataset_id = UUID(_call(client, "POST", "/api/v1/datasets", action, json=body)["id"])
+    base = f"/api/v1/datasets/{dataset_id}"
+    for text in fields:
+        body = {"name": text.name, "title": text.title, "required": True, "settings": {"type": "text"}}
+        _call(client, "POST", f"{base}/fields", action, json=body)
+    for question in rating_questions:
+        body = {
+            "name": question.name,
+            "title": question.title,
+            "description": question.description or None,
+            "required": True,
+            "settings": {"type": "rating", "options": [{"value": value} for value in question.values]},
+        }
+        _call(client, "POST", f"{base}/questions", action, json=body)
+    if comment_question:
+        body = {"name": "comment", "title": comment_question, "required": False, "settings": {"type": "text"}}
+        _call(client, "POST", f"{base}/questions", action, json=body)
+    for prop in metadata:
+        body = {
+            "name": prop.name,
+            "title": prop.title or prop.name,
+            "settings": {"type": prop.kind},
+            "visible_for_annotators": False,
+        }
+        _call(client, "POST", f"{base}/metadata-properties", action, json=body)
+    _call(client, "PUT", f"{base}/publish", action)
+    return dataset_id
+
+
+def records_log(dataset_id: UUID, records: Iterable[RecordIn], *, client: httpx.Client) -> int:
+    """Add records, or update those whose ``external_id`` exists already; return how many were sent."""
+    items = [{"external_id": r.external_id, "fields": dict(r.fields), "metadata": dict(r.metadata)} for r in records]
+    for start in range(0, len(items), _RECORDS_BULK):
+        batch = items[start : start + _RECORDS_BULK]
+        action = f"log records {start + 1}-{start + len(batch)} of {len(items)} to dataset {dataset_id}"
+        _call(client, "PUT", f"/api/v1/datasets/{dataset_id}/records/bulk", action, json={"items": batch})
+    return len(items)
+
+
+def responses_fetch(dataset_id: UUID, *, client: httpx.Client) -> Iterator[ResponseRow]:
+    """Every response of every user in the dataset, drafts and discarded ones included.
+
+    Raises ``ArgillaError`` if the dataset changed while it was read (read it again then).
+    """
+    action = f"read the responses of dataset {dataset_id}"
+    seen: set[str] = set()
+    offset, total = 0, None
+    while total is None or offset < total:
+        params = {"include": "responses", "offset": offset, "limit": _RECORDS_PAGE}
+        page = _call(client, "GET", f"/api/v1/datasets/{dataset_id}/records", action, params=params)
+        total = page["total"]
+        if not page["items"]:
+            break
+        for record in page["items"]:
+            seen.add(record["id"])
+            yield from _response_rows(record)
+        offset += len(page["items"])
+    if len(seen) != total:
+        raise ArgillaError(
+            f"Argilla at {client.base_url}: dataset {dataset_id} changed while its responses were read "
+            f"({len(seen)} of {total} records seen); read them again."
+        )
+
+
+def _response_rows(record: Mapping[str, Any]) -> Iterator[ResponseRow]:
+    for answer in record.get("responses") or []:
+        common = {
+            "record_external_id": record["external_id"],
+            "user_id": UUID(answer["user_id"]),
+            "status": answer["status"],
+            "updated_at": datetime.fromisoformat(answer["updated_at"]),
+        }
+        values = answer.get("values") or {}
+        if not values:
+            yield ResponseRow(question=None, value=None, **common)
+        for question, value in values.items():
+            yield ResponseRow(question=question, value=value.get("value"), **common)
