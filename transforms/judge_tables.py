@@ -24,14 +24,15 @@ def format_value(value) -> str:
     if isinstance(value, bool):
         return "yes" if value else "no"
     if isinstance(value, float):
-        return f"{value:.4f}" if abs(value) < 1 and value != 0 else f"{value:.3f}"
+        return f"{value:.1e}" if 0 < abs(value) < 0.001 else f"{value:.3f}"
     return str(value)
 
 
 def _interval(cell: dict) -> str:
+    counts = f"n={cell['n']}" + (f", {cell['n_unparsed']} unparsed" if cell.get("n_unparsed") else "")
     if cell["mean"] is None:
-        return f"– (n={cell['n']})"
-    return f"{cell['mean']:.2f} [{cell['ci_low']:.2f}, {cell['ci_high']:.2f}] (n={cell['n']})"
+        return f"– ({counts})"
+    return f"{cell['mean']:.2f} [{cell['ci_low']:.2f}, {cell['ci_high']:.2f}] ({counts})"
 
 
 def report_tables(kind: str, result: dict) -> list[Table]:
@@ -97,7 +98,8 @@ def _selection_tables(r: dict) -> list[Table]:
         names = [c["name"] for c in candidates]
         tables += [
             Table(f"crossover_{kind}", f"{kind.capitalize()}: crossover matrix (rows judge, columns candidate)",
-                  "Cell: mean judge score of the candidate's successful texts [95% percentile-bootstrap CI] (n).",
+                  "Cell: mean judge score of the candidate's successful texts [95% percentile-bootstrap CI] (n scored; "
+                  "answers without a score on the scale are counted as unparsed).",
                   ["judge"] + names, [[judge] + [_interval(k["crossover"][judge][c]) for c in names]
                                       for judge in r["judges"]]),
             Table(f"overall_{kind}", f"{kind.capitalize()}: candidates ranked",

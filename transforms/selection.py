@@ -43,6 +43,7 @@ class Cell:
     mean: float | None
     ci_low: float | None
     ci_high: float | None
+    n_unparsed: int = 0  # texts the judge was asked about but gave no score on the scale
 
 
 @dataclass(frozen=True)
@@ -80,11 +81,12 @@ class SelectionReport:
     seed: int
 
 
-def _cell(values: Sequence[float], *, seed: int, n_resamples: int) -> Cell:
-    if not values:
-        return Cell(0, None, None, None)
-    ci = bootstrap_ci(values, np.mean, rng=np.random.default_rng(seed), n_resamples=n_resamples)
-    return Cell(len(values), ci.estimate, ci.low, ci.high)
+def _cell(values: Sequence[float | None], *, seed: int, n_resamples: int) -> Cell:
+    parsed = [v for v in values if v is not None]
+    if not parsed:
+        return Cell(0, None, None, None, len(values))
+    ci = bootstrap_ci(parsed, np.mean, rng=np.random.default_rng(seed), n_resamples=n_resamples)
+    return Cell(len(parsed), ci.estimate, ci.low, ci.high, len(values) - len(parsed))
 
 
 def compare_kind(
@@ -105,11 +107,7 @@ def compare_kind(
     """
     crossover = {
         judge: {
-            candidate: _cell(
-                [s for s in scores.get((judge, candidate), {}).values() if s is not None],
-                seed=seed,
-                n_resamples=n_resamples,
-            )  # fmt: skip
+            candidate: _cell(list(scores.get((judge, candidate), {}).values()), seed=seed, n_resamples=n_resamples)
             for candidate in candidates
         }
         for judge in judges

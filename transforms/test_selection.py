@@ -47,7 +47,8 @@ def test_crossover_overall_and_ranking():
     result = compare_kind(kind="quality", candidates=["small", "big"], judges=["big", "small"], scores=scores,
                           seed=0, n_resamples=500)  # fmt: skip
     assert result.crossover["big"]["big"].mean == pytest.approx(14 / 3)
-    assert result.crossover["small"]["big"].n == 2  # the parse failure is not scored
+    assert result.crossover["small"]["big"].n == 2  # the parse failure is not scored, but counted
+    assert result.crossover["small"]["big"].n_unparsed == 1
     # Per text means over judges: big {0: 4.5, 1: 5, 2: 4}; small {0: 2.5, 1: 3, 2: 2, 3: 1.5}
     assert result.overall["big"].mean == pytest.approx(13.5 / 3)
     assert result.overall["small"].mean == pytest.approx(9 / 4)

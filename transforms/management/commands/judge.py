@@ -75,6 +75,7 @@ class Command(BaseCommand):
         except (ShiftlabError, ImproperlyConfigured) as exc:
             raise CommandError(str(exc)) from None
         self.stdout.write(f"Judge report {report.pk} ({report.get_kind_display()})")
+        self._last_tenth = None  # progress lines written to a log: one per tenth
         try:
             report = judge_report_execute(report_id=report.pk, on_progress=self._progress)
         except ShiftlabError as exc:
@@ -120,8 +121,9 @@ class Command(BaseCommand):
         line = f"[{'#' * filled}{'.' * (width - filled)}] {done}/{total}"
         if sys.stdout.isatty():
             self.stdout.write("\r" + line, ending="")
-        elif done == total or done * 10 // max(total, 1) != (done - 1) * 10 // max(total, 1):
-            self.stdout.write(line)  # about every 10% in logs
+        elif done * 10 // max(total, 1) != self._last_tenth:
+            self._last_tenth = done * 10 // max(total, 1)
+            self.stdout.write(line)  # every 10% in logs
 
     def _show(self, o) -> None:
         try:
