@@ -114,6 +114,12 @@ def test_run_report_judges_every_successful_text(llm_backend, sts):
         if summary["n_parsed"]:
             assert 1 <= summary["ci_low"] <= summary["hodges_lehmann"] <= summary["ci_high"] <= 5
     assert set(judged["by_language"]) <= {run.run_language}
+    # The command makes the same report from the judgement cache.
+    out = io.StringIO()
+    n_judgements = Judgement.objects.count()
+    call_command("judge", "run", "--run", str(run.pk), "--max-attempts", "1", "--resamples", "200", stdout=out)
+    assert f"Run {run.pk}: translation of demo-sts" in out.getvalue() and Judgement.objects.count() == n_judgements
+    assert JudgeReport.objects.latest("pk").result == report.result
     with pytest.raises(ShiftlabError, match="once it has succeeded"):
         run.status = "running"
         judge_report_create_run(run=run, dispatch=False)
