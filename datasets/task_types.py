@@ -56,7 +56,7 @@ TASK_SPECS: dict[TaskType, TaskSpec] = {
     TaskType.PAIR_CLASSIFICATION: TaskSpec(
         TaskType.PAIR_CLASSIFICATION,
         "Pair classification",
-        "Average precision (cosine)",
+        "Average precision (best of cosine, dot, Euclidean, Manhattan; MTEB max_ap)",
         ("sentence1", "sentence2", "label"),
         "label",
         ("sentence1", "sentence2"),
@@ -80,7 +80,7 @@ TASK_SPECS: dict[TaskType, TaskSpec] = {
     TaskType.RERANKING: TaskSpec(
         TaskType.RERANKING,
         "Reranking",
-        "MAP",
+        "MAP@1000 (MTEB v2)",
         ("query", "positive", "negative"),
         None,
         ("query",),

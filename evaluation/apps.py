@@ -1,6 +1,20 @@
 from django.apps import AppConfig
+from django.core import checks
 
 
 class EvaluationConfig(AppConfig):
     default_auto_field = "django.db.models.BigAutoField"
     name = "evaluation"
+
+    def ready(self) -> None:
+        checks.register(check_encoders, checks.Tags.compatibility)
+
+
+def check_encoders(app_configs, **kwargs) -> list[checks.CheckMessage]:
+    """EVALUATION_ENCODERS must name loadable backends with valid options (no model is loaded)."""
+    from evaluation.encoders import check_encoder_settings
+
+    return [
+        checks.Error(problem, hint="Fix EVALUATION_ENCODERS in settings.", id="evaluation.E001")
+        for problem in check_encoder_settings()
+    ]

@@ -179,6 +179,12 @@ SPECTACULAR_SETTINGS = {
         "DatasetItemKindEnum": "datasets.models.ITEM_KIND_CHOICES",
         "JudgeReportKindEnum": "transforms.models.JudgeReportKind",
         "TransformationEnum": "transforms.models.TRANSFORMATION_CHOICES",
+        "JobStatusEnum": "transforms.models.TransformRun.Status",
+        "StudyStatusEnum": "annotation.models.Study.Status",
+        "StudyAnnotatorStatusEnum": "annotation.models.Annotator.Status",
+        "StudyFlagStatusEnum": "annotation.models.Flag.Status",
+        "FlagReviewDecisionEnum": "annotation.serializers.FLAG_REVIEW_CHOICES",
+        "ApprovalDecisionEnum": "annotation.models.Approval.Decision",
     },
 }
 
@@ -242,7 +248,7 @@ TRANSFORM_CHUNK_SIZE = int(env_str("SHIFTLAB_TRANSFORM_CHUNK_SIZE", "16"))
 # --- Evaluation: embedding encoders (evaluation/encoders.py) ---------------------------------
 # Chosen Django-backend style like TRANSFORM_BACKENDS. `manage.py evaluate --model X` takes an alias
 # below, or a model name/path encoded with the "default" alias's backend and options. An empty
-# device means "cuda when available, else cpu". Embeddings are cached under DATA_DIR/embeddings.
+# device means "cuda when available, else cpu".
 EVALUATION_ENCODERS = {
     "default": {
         "BACKEND": "evaluation.encoders.SentenceTransformerEncoder",
@@ -254,6 +260,8 @@ EVALUATION_ENCODERS = {
         },
     }
 }
+# Embeddings cached per (model + revision, text hash), as numpy shards (evaluation/embedding_cache.py).
+EMBEDDING_CACHE_DIR = Path(env_str("SHIFTLAB_EMBEDDING_CACHE_DIR", str(DATA_DIR / "embeddings"))).resolve()
 # --- end evaluation -------------------------------------------------------------------------
 
 ARGILLA_API_URL = env_str("ARGILLA_API_URL", "http://127.0.0.1:6900")

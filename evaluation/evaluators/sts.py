@@ -1,0 +1,97 @@
+"""Semantic textual similarity (and relatedness): correlation of embedding similarity with gold.
+
+Protocol of MTEB's ``AbsTaskSTS`` / ``AnySTSEvaluator``: encode both sides, score each pair with
+cosine similarity and negative Manhattan/Euclidean distance, and report Pearson and Spearman
+correlations with the gold scores; the main score is the cosine Spearman correlation. MTEB first
+rescales gold scores to [0, 1] with the task's min/max score: an increasing affine map, which
+leaves both correlations unchanged, so gold scores are used as they are.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import asdict, dataclass
+from typing import ClassVar
+
+import numpy as np
+from scipy.stats import pearsonr, spearmanr
+
+from evaluation.evaluators.base import Encode, as_matrix, split_rows
+from evaluation.evaluators.similarity import SIMILARITY_FUNCTIONS, paired_scores
+
+
+@dataclass(frozen=True)
+class STSResult:
+    cosine_spearman: float
+    cosine_pearson: float
+    manhattan_spearman: float
+    manhattan_pearson: float
+    euclidean_spearman: float
+    euclidean_pearson: float
+    spearman: float
+    """With the model's own similarity function (MTEB's ``spearman``; cosine for most models)."""
+    pearson: float
+    n_pairs: int
+
+    main_metric: ClassVar[str] = "cosine_spearman"
+
+    @property
+    def main_score(self) -> float:
+        return self.cosine_spearman
+
+    def metrics(self) -> dict[str, float | None]:
+        return asdict(self)
+
+
+@dataclass(frozen=True)
+class STSEvaluator:
+    similarity_fn_name: str = "cosine"
+    """The model's own similarity function, for ``spearman``/``pearson``."""
+
+    def __post_init__(self) -> None:
+        if self.similarity_fn_name not in SIMILARITY_FUNCTIONS:
+            raise ValueError(
+                f"similarity_fn_name must be one of {SIMILARITY_FUNCTIONS}, got {self.similarity_fn_name!r}"
+            )
+
+    def evaluate(
+        self, sentences1: Sequence[str], sentences2: Sequence[str], gold: Sequence[float], *, encode: Encode
+    ) -> STSResult:
+        if len(sentences1) != len(sentences2):
+            raise ValueError(f"{len(sentences1)} first sentences but {len(sentences2)} second sentences")
+        embeddings1, embeddings2 = split_rows(encode([*sentences1, *sentences2]), [len(sentences1), len(sentences2)])
+        return self.score(embeddings1, embeddings2, gold)
+
+    def score(self, embeddings1: np.ndarray, embeddings2: np.ndarray, gold: Sequence[float]) -> STSResult:
+        embeddings1, embeddings2 = as_matrix(embeddings1, "embeddings1"), as_matrix(embeddings2, "embeddings2")
+        gold = np.asarray(gold, dtype=np.float64)
+        if not embeddings1.shape == embeddings2.shape or len(gold) != len(embeddings1):
+            raise ValueError(
+                f"shapes differ: embeddings1 {embeddings1.shape}, embeddings2 {embeddings2.shape}, gold {gold.shape}"
+            )
+        if len(gold) < 2:
+            raise ValueError("need at least two pairs to correlate")
+        scores = paired_scores(embeddings1, embeddings2)
+        # Distances fall as similarity rises: negate them, as MTEB does, so correlations are positive.
+        similarity = {"cosine": scores["cosine"], "dot": scores["dot"],
+                      "manhattan": -scores["manhattan"], "euclidean": -scores["euclidean"]}  # fmt: skip
+        own = similarity[self.similarity_fn_name]
+        return STSResult(
+            cosine_spearman=_spearman(gold, similarity["cosine"]),
+            cosine_pearson=_pearson(gold, similarity["cosine"]),
+            manhattan_spearman=_spearman(gold, similarity["manhattan"]),
+            manhattan_pearson=_pearson(gold, similarity["manhattan"]),
+            euclidean_spearman=_spearman(gold, similarity["euclidean"]),
+            euclidean_pearson=_pearson(gold, similarity["euclidean"]),
+            spearman=_spearman(gold, own),
+            pearson=_pearson(gold, own),
+            n_pairs=len(gold),
+        )
+
+
+def _spearman(x: np.ndarray, y: np.ndarray) -> float:
+    return float(spearmanr(x, y).statistic)
+
+
+def _pearson(x: np.ndarray, y: np.ndarray) -> float:
+    return float(pearsonr(x, y).statistic)

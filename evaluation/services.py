@@ -1,0 +1,111 @@
+"""Evaluate an encoder on an imported dataset: read items, encode through the cache, score."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import numpy as np
+
+from core.errors import ShiftlabError
+from datasets.models import Dataset
+from datasets.selectors import dataset_item_list
+from datasets.task_types import TaskType
+from evaluation.embedding_cache import encode_cached
+from evaluation.encoders import Encoder, get_encoder, prompt_name_for
+from evaluation.evaluators import (
+    ClassificationEvaluator,
+    ClusteringEvaluator,
+    Encode,
+    EvaluationResult,
+    PairClassificationEvaluator,
+    RerankingEvaluator,
+    RetrievalEvaluator,
+    STSEvaluator,
+    SummarizationEvaluator,
+)
+
+DEFAULT_SEED = 42  # MTEB's default task seed
+TRAIN_SPLIT = "train"
+
+
+def dataset_evaluate(
+    *,
+    dataset: Dataset,
+    encoder_alias_or_model: str = "default",
+    split: str = "test",
+    seed: int = DEFAULT_SEED,
+    batch_size: int | None = None,
+) -> EvaluationResult:
+    """Score one encoder on one split of ``dataset`` with the MTEB protocol of its task type.
+
+    ``seed`` drives the seeded protocols (classification draws, clustering); the others are
+    deterministic. Raises ``ShiftlabError`` for a missing split or an unusable model.
+    """
+    task = TaskType(dataset.task_type)
+    if split not in dataset.splits:
+        raise ShiftlabError(
+            f"Dataset {dataset.name} has no split {split!r}; its splits are: {', '.join(dataset.splits) or 'none'}."
+        )
+    encoder = get_encoder(encoder_alias_or_model)
+    encode = _cached_encode(encoder, task=task, batch_size=batch_size)
+    examples = list(dataset_item_list(dataset=dataset, split=split, kind="example").values_list("payload", "gold"))
+    similarity = encoder.similarity_fn_name
+    if task in (TaskType.STS, TaskType.STR):
+        s1, s2, gold = _columns(examples, "sentence1", "sentence2")
+        return STSEvaluator(similarity_fn_name=similarity).evaluate(s1, s2, gold, encode=encode)
+    if task is TaskType.PAIR_CLASSIFICATION:
+        s1, s2, labels = _columns(examples, "sentence1", "sentence2")
+        return PairClassificationEvaluator().evaluate(s1, s2, [int(label) for label in labels], encode=encode)
+    if task is TaskType.CLASSIFICATION:
+        if split == TRAIN_SPLIT or TRAIN_SPLIT not in dataset.splits:
+            raise ShiftlabError(
+                f"Classification trains on the {TRAIN_SPLIT!r} split and is evaluated on another one: "
+                f"{dataset.name} has {', '.join(dataset.splits)}; pass --split with an evaluation split."
+            )
+        train = list(
+            dataset_item_list(dataset=dataset, split=TRAIN_SPLIT, kind="example").values_list("payload", "gold")
+        )
+        train_texts, train_labels = _columns(train, "text")
+        test_texts, test_labels = _columns(examples, "text")
+        return ClassificationEvaluator(seed=seed).evaluate(
+            train_texts, train_labels, test_texts, test_labels, encode=encode
+        )
+    if task is TaskType.CLUSTERING:
+        texts, labels = _columns(examples, "text")
+        return ClusteringEvaluator(seed=seed).evaluate(texts, labels, encode=encode)
+    if task is TaskType.RERANKING:
+        queries, positives, negatives, _ = _columns(examples, "query", "positive", "negative")
+        return RerankingEvaluator(similarity_fn_name=similarity).evaluate(queries, positives, negatives, encode=encode)
+    if task is TaskType.RETRIEVAL:
+        documents = dataset_item_list(dataset=dataset, kind="document").values_list("item_id", "payload")
+        corpus = {doc_id: _document_text(payload) for doc_id, payload in documents}
+        queries = dict(
+            dataset_item_list(dataset=dataset, split=split, kind="example").values_list("item_id", "payload")
+        )
+        qrels = dict(dataset_item_list(dataset=dataset, split=split, kind="example").values_list("item_id", "gold"))
+        return RetrievalEvaluator(similarity_fn_name=similarity).evaluate(
+            corpus, {q: payload["text"] for q, payload in queries.items()}, qrels, encode=encode
+        )
+    if task is TaskType.SUMMARIZATION:
+        human, machine, ratings = _columns(examples, "human_summaries", "machine_summaries")
+        return SummarizationEvaluator().evaluate(human, machine, ratings, encode=encode)
+    raise AssertionError(f"no evaluator for task type {task}")  # pragma: no cover - TaskType is closed
+
+
+def _cached_encode(encoder: Encoder, *, task: TaskType, batch_size: int | None) -> Encode:
+    def encode(texts: Sequence[str], /, *, prompt_type: str | None = None) -> np.ndarray:
+        prompt_name = prompt_name_for(encoder.prompts, task_type=task.value, prompt_type=prompt_type)
+        return encode_cached(encoder, texts, prompt_name=prompt_name, batch_size=batch_size)
+
+    return encode
+
+
+def _columns(examples: list[tuple[dict, object]], *fields: str) -> tuple[list, ...]:
+    """Payload fields of every example as columns, then the gold column."""
+    return (*([payload[name] for payload, _ in examples] for name in fields), [gold for _, gold in examples])
+
+
+def _document_text(payload: dict) -> str:
+    # MTEB's corpus text: "title text" when there is a title, else the text, stripped.
+    title, text = payload.get("title") or "", payload.get("text") or ""
+    return f"{title} {text}".strip() if title else text.strip()

@@ -1,0 +1,191 @@
+"""Robustness statistics of benchmark results (pure module: numpy and scipy, no Django, no I/O).
+
+The building blocks (Hodges–Lehmann, percentile bootstrap, Holm) live in ``core.stats``; this
+module applies them to the questions of SPEC §5: how far do scores move under a transformation,
+is the move significant, do model rankings survive it, are per-axis profiles reliable, and does
+embedding drift follow human quality judgements.
+
+Units of observation are explicit in every function: callers pass paired arrays whose rows are
+the unit (a dataset × run pair for *pooled* analyses, a dataset for *run-aggregated* ones, an
+item for drift).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+
+import numpy as np
+from scipy import stats
+
+from core.stats import bootstrap_ci, hodges_lehmann, holm
+
+
+@dataclass(frozen=True)
+class ShiftResult:
+    """Paired change from ``before`` to ``after`` (after − before)."""
+
+    label: str
+    n: int
+    hodges_lehmann: float
+    ci_low: float
+    ci_high: float
+    median_absolute_difference: float
+    wilcoxon_statistic: float | None
+    p_value: float | None
+    p_holm: float | None = None
+
+
+def wilcoxon_p_value(differences: Sequence[float] | np.ndarray) -> tuple[float | None, float | None]:
+    """Two-sided Wilcoxon signed-rank test of the differences (scipy's defaults: zero differences
+    dropped, exact distribution for small samples). Returns (None, None) when it is undefined:
+    fewer than one non-zero difference; (0, 1.0) style answers are never invented."""
+    d = np.asarray(differences, dtype=float)
+    if np.count_nonzero(d) == 0:
+        return None, None
+    result = stats.wilcoxon(d)
+    return float(result.statistic), float(result.pvalue)
+
+
+def paired_shift(
+    before: Sequence[float] | np.ndarray,
+    after: Sequence[float] | np.ndarray,
+    *,
+    label: str = "",
+    rng: np.random.Generator,
+    n_resamples: int = 1000,
+) -> ShiftResult:
+    """Hodges–Lehmann shift of the paired differences (after − before) with a 95%
+    percentile-bootstrap interval, the median absolute difference and the Wilcoxon p-value."""
+    x = np.asarray(before, dtype=float)
+    y = np.asarray(after, dtype=float)
+    if x.shape != y.shape or x.ndim != 1:
+        raise ValueError(f"before and after must be paired 1-D arrays, got {x.shape} and {y.shape}")
+    d = y - x
+    ci = bootstrap_ci(d, hodges_lehmann, rng=rng, n_resamples=n_resamples)
+    statistic, p = wilcoxon_p_value(d)
+    return ShiftResult(label, int(d.size), ci.estimate, ci.low, ci.high, float(np.median(np.abs(d))), statistic, p)
+
+
+def paired_shifts(
+    pairs: Mapping[str, tuple[Sequence[float], Sequence[float]]], *, seed: int, n_resamples: int = 1000
+) -> list[ShiftResult]:
+    """``paired_shift`` for each label (e.g. each transformation), with Holm-corrected p-values
+    over the labels that have one. Each label's bootstrap uses a generator seeded with ``seed``,
+    so a result does not depend on the other labels."""
+    results = [
+        paired_shift(before, after, label=label, rng=np.random.default_rng(seed), n_resamples=n_resamples)
+        for label, (before, after) in pairs.items()
+    ]
+    tested = [i for i, r in enumerate(results) if r.p_value is not None]
+    adjusted = holm([results[i].p_value for i in tested]) if tested else []
+    by_index = dict(zip(tested, adjusted, strict=True))
+    return [
+        ShiftResult(**{**r.__dict__, "p_holm": float(by_index[i]) if i in by_index else None})
+        for i, r in enumerate(results)
+    ]
+
+
+def aggregate_runs(values: Mapping[tuple[str, int], float]) -> dict[str, float]:
+    """Run-aggregated unit: the mean over runs (seeds) of each dataset's score.
+    ``values`` maps (dataset, seed) to a score."""
+    grouped: dict[str, list[float]] = {}
+    for (dataset, _seed), value in values.items():
+        grouped.setdefault(dataset, []).append(value)
+    return {dataset: float(np.mean(v)) for dataset, v in sorted(grouped.items())}
+
+
+def kendall_tau(a: Sequence[float], b: Sequence[float]) -> float | None:
+    """Kendall's tau-b between two score lists over the same models (None when undefined)."""
+    if len(a) != len(b):
+        raise ValueError("both rankings must score the same models")
+    if len(a) < 2 or len(set(a)) < 2 or len(set(b)) < 2:
+        return None
+    return float(stats.kendalltau(a, b).statistic)
+
+
+@dataclass(frozen=True)
+class SplitHalfResult:
+    n_splits: int
+    median: float | None
+    spearmans: tuple[float, ...]
+
+
+def split_half_reliability(
+    scores: np.ndarray, strata: Sequence[str], *, n_splits: int = 100, rng: np.random.Generator
+) -> SplitHalfResult:
+    """Reliability of a per-axis model profile: split the datasets at random into two halves
+    within each stratum (task type), average each model's score over each half, and correlate the
+    two halves' model scores (Spearman). The median over ``n_splits`` splits is reported.
+
+    ``scores`` has one row per dataset and one column per model (e.g. the score change under one
+    axis); ``strata`` gives each dataset's task type. An odd dataset out in a stratum goes to a
+    random half.
+    """
+    values = np.asarray(scores, dtype=float)
+    if values.ndim != 2 or values.shape[0] != len(strata):
+        raise ValueError(f"scores must be datasets x models with {len(strata)} rows, got {values.shape}")
+    if values.shape[0] < 2 or values.shape[1] < 3:
+        raise ValueError("split-half reliability needs at least 2 datasets and 3 models")
+    groups: dict[str, list[int]] = {}
+    for index, stratum in enumerate(strata):
+        groups.setdefault(stratum, []).append(index)
+    spearmans = []
+    for _ in range(n_splits):
+        first, second = [], []
+        for members in groups.values():
+            order = rng.permutation(members)
+            half = len(order) // 2
+            if len(order) % 2 and rng.random() < 0.5:
+                half += 1
+            first += list(order[:half])
+            second += list(order[half:])
+        if not first or not second:
+            continue
+        a, b = values[first].mean(axis=0), values[second].mean(axis=0)
+        if np.ptp(a) == 0 or np.ptp(b) == 0:
+            continue
+        spearmans.append(float(stats.spearmanr(a, b).statistic))
+    return SplitHalfResult(n_splits, float(np.median(spearmans)) if spearmans else None, tuple(spearmans))
+
+
+def embedding_drift(original: np.ndarray, transformed: np.ndarray) -> np.ndarray:
+    """Per-item drift 1 − cos(original, transformed) of paired embedding rows."""
+    a = np.asarray(original, dtype=float)
+    b = np.asarray(transformed, dtype=float)
+    if a.shape != b.shape or a.ndim != 2:
+        raise ValueError(f"paired embedding matrices must have the same 2-D shape, got {a.shape} and {b.shape}")
+    norms = np.linalg.norm(a, axis=1) * np.linalg.norm(b, axis=1)
+    if np.any(norms == 0):
+        raise ValueError("an embedding is all zeros: cosine undefined")
+    return 1.0 - np.einsum("ij,ij->i", a, b) / norms
+
+
+@dataclass(frozen=True)
+class CorrelationResult:
+    n: int
+    spearman: float | None
+    ci_low: float | None
+    ci_high: float | None
+
+
+def spearman_with_ci(
+    x: Sequence[float], y: Sequence[float], *, rng: np.random.Generator, n_resamples: int = 1000
+) -> CorrelationResult:
+    """Spearman's rho with a 95% percentile-bootstrap interval over resampled pairs (resamples
+    where a side is constant are skipped: rho is undefined there)."""
+    a = np.asarray(x, dtype=float)
+    b = np.asarray(y, dtype=float)
+    if a.shape != b.shape or a.ndim != 1:
+        raise ValueError("x and y must be paired 1-D arrays")
+    if a.size < 3 or np.ptp(a) == 0 or np.ptp(b) == 0:
+        return CorrelationResult(int(a.size), None, None, None)
+    rho = float(stats.spearmanr(a, b).statistic)
+    replicates = []
+    for rows in rng.integers(0, a.size, (n_resamples, a.size)):
+        if np.ptp(a[rows]) > 0 and np.ptp(b[rows]) > 0:
+            replicates.append(stats.spearmanr(a[rows], b[rows]).statistic)
+    if not replicates:
+        return CorrelationResult(int(a.size), rho, None, None)
+    low, high = np.percentile(replicates, [2.5, 97.5])
+    return CorrelationResult(int(a.size), rho, float(low), float(high))

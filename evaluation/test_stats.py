@@ -1,0 +1,101 @@
+"""Robustness statistics against scipy/statsmodels and hand-computed values."""
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from scipy import stats as scipy_stats
+from statsmodels.stats.multitest import multipletests
+
+from evaluation.stats import (
+    aggregate_runs,
+    embedding_drift,
+    kendall_tau,
+    paired_shift,
+    paired_shifts,
+    spearman_with_ci,
+    split_half_reliability,
+    wilcoxon_p_value,
+)
+
+
+def test_paired_shift_hand_case_and_scipy_wilcoxon():
+    before = [0.80, 0.70, 0.60, 0.90, 0.75]
+    after = [0.78, 0.66, 0.61, 0.84, 0.70]
+    result = paired_shift(before, after, label="paraphrase", rng=np.random.default_rng(0), n_resamples=500)
+    d = np.subtract(after, before)  # -0.02, -0.04, 0.01, -0.06, -0.05
+    walsh = [(d[i] + d[j]) / 2 for i in range(5) for j in range(i, 5)]
+    assert result.hodges_lehmann == pytest.approx(np.median(walsh))
+    assert result.median_absolute_difference == pytest.approx(0.04)
+    reference = scipy_stats.wilcoxon(d)
+    assert result.p_value == pytest.approx(reference.pvalue) and result.wilcoxon_statistic == reference.statistic
+    assert result.ci_low <= result.hodges_lehmann <= result.ci_high
+
+
+def test_wilcoxon_is_undefined_without_nonzero_differences():
+    assert wilcoxon_p_value([0.0, 0.0, 0.0]) == (None, None)
+
+
+def test_paired_shifts_apply_holm_like_statsmodels():
+    rng = np.random.default_rng(4)
+    pairs = {}
+    for label, shift in [("a", -0.05), ("b", 0.0), ("c", -0.01), ("d", 0.02)]:
+        base = rng.uniform(0.5, 0.9, 20)
+        pairs[label] = (base, base + shift + rng.normal(0, 0.02, 20))
+    results = paired_shifts(pairs, seed=1, n_resamples=200)
+    raw = [r.p_value for r in results]
+    np.testing.assert_allclose([r.p_holm for r in results], multipletests(raw, method="holm")[1])
+    again = paired_shifts({"c": pairs["c"]}, seed=1, n_resamples=200)[0]
+    assert (again.ci_low, again.ci_high) == (results[2].ci_low, results[2].ci_high)  # independent of other labels
+
+
+def test_aggregate_runs_averages_seeds_per_dataset():
+    values = {("sts", 1): 0.8, ("sts", 2): 0.6, ("sick", 1): 0.5}
+    assert aggregate_runs(values) == {"sick": 0.5, "sts": pytest.approx(0.7)}
+
+
+@given(st.lists(st.tuples(st.floats(0, 1), st.floats(0, 1)), min_size=2, max_size=15))
+@settings(max_examples=100)
+def test_kendall_tau_equals_scipy(pairs):
+    a, b = zip(*pairs, strict=True)
+    ours = kendall_tau(a, b)
+    if ours is None:
+        assert len(set(a)) < 2 or len(set(b)) < 2
+    else:
+        assert ours == pytest.approx(scipy_stats.kendalltau(a, b).statistic)
+
+
+def test_split_half_reliability_of_a_consistent_profile_is_one():
+    # Every dataset ranks the four models the same way: every split correlates perfectly.
+    scores = np.array([[0.1, 0.2, 0.3, 0.4]] * 6) + np.arange(6)[:, None] * 0.01
+    result = split_half_reliability(scores, ["sts"] * 3 + ["clf"] * 3, n_splits=20, rng=np.random.default_rng(0))
+    assert result.median == pytest.approx(1.0) and len(result.spearmans) == 20
+
+
+def test_split_half_keeps_strata_apart_and_is_seeded():
+    rng = np.random.default_rng(9)
+    scores = rng.normal(size=(8, 5))
+    strata = ["a", "a", "b", "b", "b", "c", "c", "c"]
+    first = split_half_reliability(scores, strata, n_splits=30, rng=np.random.default_rng(3))
+    again = split_half_reliability(scores, strata, n_splits=30, rng=np.random.default_rng(3))
+    assert first == again and -1 <= first.median <= 1
+    with pytest.raises(ValueError, match="3 models"):
+        split_half_reliability(scores[:, :2], strata, rng=np.random.default_rng(0))
+
+
+def test_embedding_drift_is_one_minus_cosine():
+    a = np.array([[1.0, 0.0], [1.0, 1.0], [0.0, 2.0]])
+    b = np.array([[1.0, 0.0], [-1.0, -1.0], [3.0, 0.0]])
+    np.testing.assert_allclose(embedding_drift(a, b), [0.0, 2.0, 1.0])
+    with pytest.raises(ValueError, match="all zeros"):
+        embedding_drift(np.zeros((1, 2)), np.ones((1, 2)))
+
+
+def test_spearman_with_ci_matches_scipy_and_brackets_it():
+    rng = np.random.default_rng(2)
+    x = rng.normal(size=60)
+    y = -0.5 * x + rng.normal(size=60)
+    result = spearman_with_ci(x, y, rng=np.random.default_rng(0), n_resamples=400)
+    assert result.spearman == pytest.approx(scipy_stats.spearmanr(x, y).statistic)
+    assert result.ci_low < result.spearman < result.ci_high < 0
+    assert spearman_with_ci([1, 1, 1], [1, 2, 3], rng=np.random.default_rng(0)).spearman is None

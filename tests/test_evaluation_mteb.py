@@ -1,0 +1,155 @@
+"""Evaluation end to end: all-MiniLM-L6-v2 must reproduce its published MTEB scores on the public
+data (../shared/data), and every task type must run through the service and the CLI.
+
+The model runs for real (packaged offline copy). One encoder serves the whole session and the
+embedding cache under DATA_DIR/embeddings is shared, so repeated texts are encoded once.
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+from django.conf import settings
+from django.core.management import CommandError, call_command
+
+from datasets.services import ImportOptions, dataset_import
+from evaluation.encoders import get_encoder
+from evaluation.management.commands.seed_demo import DEMO_DATASETS
+from evaluation.services import dataset_evaluate
+
+MODEL = "all-MiniLM-L6-v2"
+FIXTURES = settings.BASE_DIR / "fixtures"
+pytestmark = pytest.mark.django_db
+
+
+@pytest.fixture(scope="session")
+def minilm():
+    return get_encoder(MODEL)
+
+
+def line_aligned_jsonl(target: Path, pairs: list[tuple[Path, Path]]) -> Path:
+    """SemEval STS layout (``STS.input.*`` sentence pairs + ``STS.gs.*`` gold, line by line) as one
+    JSONL file the importer reads. Blank gold lines are unscored pairs: MTEB leaves them out."""
+    with target.open("w", encoding="utf-8") as out:
+        for input_path, gold_path in pairs:
+            inputs = input_path.read_text(encoding="utf-8").splitlines()
+            golds = gold_path.read_text(encoding="utf-8").splitlines()
+            assert len(inputs) == len(golds), f"{input_path} and {gold_path} are not line-aligned"
+            for line, gold in zip(inputs, golds, strict=True):
+                if gold.strip():
+                    sentence1, sentence2 = line.split("\t")[:2]  # STS16 adds two source columns
+                    out.write(json.dumps({"sentence1": sentence1, "sentence2": sentence2, "score": float(gold)}) + "\n")
+    return target
+
+
+def semeval_year(data: Path, year: int, subsets: list[str]) -> list[tuple[Path, Path]]:
+    folder = data / "sts12-16" / f"STS{year % 100}"
+    prefix = "STS2016" if year == 2016 else "STS"
+    return [(folder / f"{prefix}.input.{s}.txt", folder / f"{prefix}.gs.{s}.txt") for s in subsets]
+
+
+def sick_jsonl(data: Path, target: Path) -> Path:
+    """SICK-R as MTEB evaluates it: train, trial and test files together."""
+    with target.open("w", encoding="utf-8") as out:
+        for name in ("SICK_train.txt", "SICK_trial.txt", "SICK_test_annotated.txt"):
+            with (data / "sick" / name).open(encoding="utf-8", newline="") as handle:
+                for row in csv.DictReader(handle, delimiter="\t", quoting=csv.QUOTE_NONE):
+                    record = {"id": row["pair_ID"], "sentence1": row["sentence_A"], "sentence2": row["sentence_B"],
+                              "score": float(row["relatedness_score"])}  # fmt: skip
+                    out.write(json.dumps(record) + "\n")
+    return target
+
+
+def sts17(data: Path, target: Path, track: str) -> Path:
+    pair = (data / f"sts17/STS2017.eval.v1.1/STS.input.{track}.txt", data / f"sts17/STS2017.gs/STS.gs.{track}.txt")
+    return line_aligned_jsonl(target, [pair])
+
+
+# name -> (task, language, builder(data, tmp_path) -> (source, options), published main score, tolerance)
+Case = tuple[str, str, Callable[[Path, Path], tuple[Path, ImportOptions | None]], float, float]
+STS_SUBSETS = {
+    2012: ["MSRpar", "MSRvid", "SMTeuroparl", "surprise.OnWN", "surprise.SMTnews"],
+    2013: ["FNWN", "OnWN", "headlines"],  # MTEB's STS13 has no SMT subset (licence)
+    2014: ["OnWN", "deft-forum", "deft-news", "headlines", "images", "tweet-news"],
+    2015: ["answers-forums", "answers-students", "belief", "headlines", "images"],
+    2016: ["answer-answer", "headlines", "plagiarism", "postediting", "question-question"],
+}
+REFERENCE_CASES: dict[str, Case] = {
+    "STSBenchmark": (
+        "sts", "en",
+        lambda d, t: (d / "stsb-multi-mt/stsb-en-test.csv", ImportOptions(columns=["sentence1", "sentence2", "score"])),
+        0.8203, 0.002,
+    ),
+    **{
+        f"STS{year % 100}": (
+            "sts", "en",
+            lambda d, t, year=year: (line_aligned_jsonl(t / "sts.jsonl", semeval_year(d, year, STS_SUBSETS[year])),
+                                     None),
+            score, 0.002,
+        )
+        for year, score in ((2012, 0.7237), (2013, 0.8060), (2014, 0.7559), (2015, 0.8539), (2016, 0.7899))
+    },
+    "SICK-R": ("sts", "en", lambda d, t: (sick_jsonl(d, t / "sick.jsonl"), None), 0.7758, 0.002),
+    "STS17-en-en": ("sts", "en", lambda d, t: (sts17(d, t / "en.jsonl", "track5.en-en"), None), 0.8759, 0.002),
+    "STS17-es-es": ("sts", "es", lambda d, t: (sts17(d, t / "es.jsonl", "track3.es-es"), None), 0.7612, 0.002),
+    "STS17-ar-ar": ("sts", "ar", lambda d, t: (sts17(d, t / "ar.jsonl", "track1.ar-ar"), None), 0.5089, 0.002),
+    "Banking77": (
+        "classification", "en",
+        lambda d, t: (d / "banking77", ImportOptions(field_map={"label": "category"})),
+        0.8004, 0.01,
+    ),
+}  # fmt: skip
+
+
+@pytest.mark.parametrize("name", list(REFERENCE_CASES))
+def test_minilm_reproduces_published_mteb_score(name, shared_data, tmp_path, minilm):
+    task, language, build, published, tolerance = REFERENCE_CASES[name]
+    source, options = build(shared_data, tmp_path)
+    options = options or ImportOptions()
+    options = ImportOptions(**{**options.as_dict(), "language": language})
+    dataset = dataset_import(source=source, task=task, name=name, options=options)
+    result = dataset_evaluate(dataset=dataset, encoder_alias_or_model=MODEL, split="test")
+    assert result.main_score == pytest.approx(published, abs=tolerance), f"{name}: {result.main_score:.4f}"
+
+
+def test_line_aligned_loader_skips_unscored_pairs(shared_data, tmp_path):
+    path = line_aligned_jsonl(tmp_path / "sts16.jsonl", semeval_year(shared_data, 2016, STS_SUBSETS[2016]))
+    assert sum(1 for _ in path.open()) == 1186  # MTEB's STS16 test size
+
+
+@pytest.mark.parametrize("name,task,relative", DEMO_DATASETS)
+def test_every_task_type_evaluates_on_its_demo_fixture(name, task, relative, minilm):
+    dataset = dataset_import(source=FIXTURES / relative, task=task, name=name)
+    result = dataset_evaluate(dataset=dataset, encoder_alias_or_model=MODEL)
+    assert 0.0 <= result.main_score <= 1.0
+    assert result.metrics()[result.main_metric] == result.main_score
+
+
+def test_evaluate_command_prints_the_main_score_and_json(minilm):
+    dataset_import(source=FIXTURES / "sts/demo-sts.csv", task="sts", name="demo-sts")
+    out, err = io.StringIO(), io.StringIO()
+    call_command("evaluate", "--dataset", "demo-sts", "--model", MODEL, stdout=out, stderr=err)
+    score = float(out.getvalue())
+    assert len(out.getvalue().strip().split(".")[1]) == 4
+    assert "cosine_spearman" in err.getvalue()
+    out = io.StringIO()
+    call_command("evaluate", "--dataset", "demo-sts", "--model", MODEL, "--json", stdout=out)
+    document = json.loads(out.getvalue())
+    assert document["main_metric"] == "cosine_spearman" and round(document["main_score"], 4) == score
+    assert document["model_id"] == "sentence-transformers/all-MiniLM-L6-v2" and len(document["revision"]) == 64
+    assert {"cosine_pearson", "manhattan_spearman", "euclidean_spearman"} <= set(document["metrics"])
+
+
+def test_evaluate_command_names_unknown_dataset_model_and_split():
+    dataset_import(source=FIXTURES / "sts/demo-sts.csv", task="sts", name="demo-sts")
+    with pytest.raises(CommandError, match="No dataset named 'nope'"):
+        call_command("evaluate", "--dataset", "nope", "--model", MODEL)
+    with pytest.raises(CommandError, match="Unknown model 'no-such/model'"):
+        call_command("evaluate", "--dataset", "demo-sts", "--model", "no-such/model")
+    with pytest.raises(CommandError, match="has no split 'dev'"):
+        call_command("evaluate", "--dataset", "demo-sts", "--model", MODEL, "--split", "dev")
