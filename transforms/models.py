@@ -2,6 +2,7 @@ from django.conf import settings
 from django.db import models
 from django.db.models import Q
 
+from core.models import TrackedJob
 from datasets.models import Dataset, DatasetItem
 from transforms.registry import TRANSFORMATIONS
 
@@ -47,13 +48,7 @@ class GeneratorConfig(models.Model):
         return f"{self.model} via {self.backend_alias} {self.params}"
 
 
-class TransformRun(models.Model):
-    class Status(models.TextChoices):
-        PENDING = "pending"
-        RUNNING = "running"
-        SUCCEEDED = "succeeded"
-        FAILED = "failed"
-
+class TransformRun(TrackedJob):
     dataset = models.ForeignKey(Dataset, on_delete=models.PROTECT, related_name="transform_runs")
     transformation = models.CharField(max_length=32, choices=TRANSFORMATION_CHOICES)
     generator = models.ForeignKey(GeneratorConfig, on_delete=models.PROTECT, related_name="runs")
@@ -64,27 +59,13 @@ class TransformRun(models.Model):
     run_language = models.CharField(max_length=16, blank=True, help_text="Target of a translation run.")
     item_limit = models.PositiveIntegerField(null=True, blank=True, help_text="Only the first N examples.")
     run_hash = models.CharField(max_length=64, db_index=True, help_text="Hash of everything that defines outputs.")
-    status = models.CharField(max_length=16, choices=Status.choices, default=Status.PENDING, db_index=True)
     total = models.PositiveIntegerField(default=0, help_text="Texts to transform (items x transformed fields).")
-    done = models.PositiveIntegerField(default=0)
     n_failed = models.PositiveIntegerField(default=0)
     llm_calls = models.PositiveIntegerField(default=0, help_text="LLM calls made (cache hits excluded).")
     cache_hits = models.PositiveIntegerField(default=0)
-    error = models.TextField(blank=True)
-    created_by = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL)
-    created_at = models.DateTimeField(auto_now_add=True)
-    started_at = models.DateTimeField(null=True, blank=True)
-    finished_at = models.DateTimeField(null=True, blank=True)
-
-    class Meta:
-        ordering = ["-created_at", "-id"]
 
     def __str__(self) -> str:
         return f"run {self.pk}: {self.transformation} on {self.dataset.name} (seed {self.seed})"
-
-    @property
-    def progress(self) -> float:
-        return self.done / self.total if self.total else 0.0
 
 
 class Generation(models.Model):
@@ -169,41 +150,21 @@ class JudgeReportKind(models.TextChoices):
     SELECTION = "selection", "generator selection"
 
 
-class JudgeReport(models.Model):
+class JudgeReport(TrackedJob):
     """One use of the LLM judge and its stored result, so the page, the API, the export and the
     command all show the same numbers. Judgements themselves live in the Judgement cache: running
     a report again (or resuming it) only asks the judge what it has not answered yet."""
 
     Kind = JudgeReportKind
 
-    class Status(models.TextChoices):
-        PENDING = "pending"
-        RUNNING = "running"
-        SUCCEEDED = "succeeded"
-        FAILED = "failed"
-
     kind = models.CharField(max_length=16, choices=Kind.choices)
-    status = models.CharField(max_length=16, choices=Status.choices, default=Status.PENDING, db_index=True)
     dataset = models.ForeignKey(Dataset, null=True, blank=True, on_delete=models.PROTECT, related_name="judge_reports")
     runs = models.ManyToManyField(TransformRun, blank=True, related_name="judge_reports",
                                   help_text="The judged run, or the candidates' runs of a selection.")  # fmt: skip
     judges = models.JSONField(default=list, help_text="Backend aliases of the judges.")
     options = models.JSONField(default=dict, help_text="Seed, limits, judge parameters, bootstrap settings.")
     total = models.PositiveIntegerField(default=0, help_text="Steps: texts to transform plus judge calls planned.")
-    done = models.PositiveIntegerField(default=0)
     result = models.JSONField(null=True, blank=True)
-    error = models.TextField(blank=True)
-    created_by = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL)
-    created_at = models.DateTimeField(auto_now_add=True)
-    started_at = models.DateTimeField(null=True, blank=True)
-    finished_at = models.DateTimeField(null=True, blank=True)
-
-    class Meta:
-        ordering = ["-created_at", "-id"]
 
     def __str__(self) -> str:
         return f"judge report {self.pk} ({self.kind}, {self.status})"
-
-    @property
-    def progress(self) -> float:
-        return min(1.0, self.done / self.total) if self.total else 0.0
