@@ -27,8 +27,8 @@ ARG TORCH_INDEX_URL="https://download.pytorch.org/whl/cpu"
 RUN if [ -n "$TORCH_SPEC" ]; then pip install "$TORCH_SPEC" --index-url "$TORCH_INDEX_URL"; fi
 
 # Dependencies first so that code changes do not invalidate this layer.
-COPY requirements.txt ./
-RUN pip install -r requirements.txt
+COPY requirements.txt requirements-nodeps.txt ./
+RUN pip install -r requirements.txt && pip install --no-deps -r requirements-nodeps.txt
 
 # Code stays owned by root (read-only for the runtime user); only /data,
 # the persistent SHIFTLAB_DATA_DIR volume, is writable by the app.

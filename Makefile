@@ -7,11 +7,12 @@ PORT ?= 8000
 
 .PHONY: install models demo test lint services clean
 
-$(VENV)/.installed: requirements.txt requirements-dev.txt requirements-embedded.txt
+$(VENV)/.installed: requirements.txt requirements-dev.txt requirements-embedded.txt requirements-nodeps.txt
 	@$(PYTHON) -c 'import sys; assert sys.version_info[:2] >= (3, 11), "Shiftlab needs Python 3.11+ (found %s)" % sys.version.split()[0]'
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet --upgrade pip
 	$(PY) -m pip install --quiet -r requirements-dev.txt
+	$(PY) -m pip install --quiet --no-deps -r requirements-nodeps.txt
 	@echo "Installing llama-cpp-python (compiles llama.cpp: about 10 minutes the first time, cached afterwards) ..."
 	$(PY) -m pip install --quiet -r requirements-embedded.txt || \
 	  echo "WARNING: llama-cpp-python did not install (needs a C++ compiler and CMake); the demo runs without the embedded LLM and its tests skip."

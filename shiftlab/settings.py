@@ -179,7 +179,7 @@ SPECTACULAR_SETTINGS = {
         "DatasetItemKindEnum": "datasets.models.ITEM_KIND_CHOICES",
         "JudgeReportKindEnum": "transforms.models.JudgeReportKind",
         "TransformationEnum": "transforms.models.TRANSFORMATION_CHOICES",
-        "JobStatusEnum": "transforms.models.TransformRun.Status",
+        "JobStatusEnum": "core.models.TrackedJob.Status",
         "StudyStatusEnum": "annotation.models.Study.Status",
         "StudyAnnotatorStatusEnum": "annotation.models.Annotator.Status",
         "StudyFlagStatusEnum": "annotation.models.Flag.Status",

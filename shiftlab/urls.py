@@ -4,6 +4,13 @@ from drf_spectacular.views import SpectacularAPIView, SpectacularRedocView, Spec
 from rest_framework.authtoken.views import obtain_auth_token
 from rest_framework.routers import DefaultRouter
 
+from annotation.apis import (
+    AnnotatorViewSet,
+    BenchmarkConfigViewSet,
+    FlagViewSet,
+    GateResultViewSet,
+    StudyViewSet,
+)
 from core import views as core_views
 from datasets.apis import DatasetImportViewSet, DatasetViewSet
 from shiftlab.views import home_view
@@ -15,6 +22,11 @@ router.register("dataset-imports", DatasetImportViewSet, basename="dataset-impor
 router.register("prompt-templates", PromptTemplateViewSet, basename="prompt-template")
 router.register("transform-runs", TransformRunViewSet, basename="transform-run")
 router.register("judge-reports", JudgeReportViewSet, basename="judge-report")
+router.register("studies", StudyViewSet, basename="study")
+router.register("study-annotators", AnnotatorViewSet, basename="study-annotator")
+router.register("study-flags", FlagViewSet, basename="study-flag")
+router.register("gate-results", GateResultViewSet, basename="gate-result")
+router.register("benchmark-configs", BenchmarkConfigViewSet, basename="benchmark-config")
 
 urlpatterns = [
     path("", home_view, name="home"),
@@ -23,6 +35,7 @@ urlpatterns = [
     path("accounts/", include("django.contrib.auth.urls")),
     path("datasets/", include("datasets.urls")),
     path("transforms/", include("transforms.urls")),
+    path("annotation/", include("annotation.urls")),
     path("admin/", admin.site.urls),
     path("api/", include(router.urls)),
     path("api/auth/token/", obtain_auth_token, name="api-token"),

@@ -9,3 +9,7 @@ from core.errors import ShiftlabError
 
 class ArgillaError(ShiftlabError):
     """Argilla could not be reached or refused a request; the message names the server and what to do."""
+
+
+class ArgillaUnavailable(ArgillaError):
+    """Argilla could not be reached at all (connection refused, timeout): worth retrying later."""

@@ -17,14 +17,14 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
-from datetime import datetime
+from datetime import UTC, datetime
 from typing import Any, Literal
 from uuid import UUID
 
 import httpx
 from django.conf import settings
 
-from annotation.argilla import ArgillaError
+from annotation.argilla import ArgillaError, ArgillaUnavailable
 
 Role = Literal["annotator", "admin", "owner"]
 MetadataKind = Literal["terms", "integer", "float"]
@@ -100,7 +100,7 @@ def _call(client: httpx.Client, method: str, path: str, action: str, *, accept: 
     try:
         response = client.request(method, path, **kwargs)
     except httpx.TransportError as exc:
-        raise ArgillaError(
+        raise ArgillaUnavailable(
             f"Argilla is not reachable at {url} ({exc.__class__.__name__}: {exc}) while trying to {action}. "
             "Start the local server with `python manage.py argilla_server`, or set ARGILLA_API_URL."
         ) from exc
@@ -181,6 +181,11 @@ def user_ensure(username: str, password: str, role: Role, workspace: str, *, cli
     return user_id
 
 
+def user_get_id(username: str, *, client: httpx.Client) -> UUID | None:
+    """The Argilla id of ``username``, or None when no such user exists."""
+    return _user_id(client, username)
+
+
 def user_deactivate(username: str, workspace: str, *, client: httpx.Client) -> bool:
     """Remove ``username`` from ``workspace`` (see the module docstring); False if they were not in it."""
     workspace_id, user_id = _workspace_id(client, workspace), _user_id(client, username)
@@ -249,6 +254,17 @@ def dataset_create(
     return dataset_id
 
 
+def dataset_find(workspace: str, name: str, *, client: httpx.Client) -> UUID | None:
+    """The id of dataset ``name`` in ``workspace``, or None (lets a half-finished publish resume)."""
+    workspace_id = _workspace_id(client, workspace)
+    if workspace_id is None:
+        return None
+    listing = _call(client, "GET", "/api/v1/me/datasets", f"list the datasets of workspace {workspace!r}",
+                    params={"workspace_id": str(workspace_id)})  # fmt: skip
+    return next((UUID(d["id"]) for d in listing["items"]
+                 if d["name"] == name and d["workspace_id"] == str(workspace_id)), None)  # fmt: skip
+
+
 def records_log(dataset_id: UUID, records: Iterable[RecordIn], *, client: httpx.Client) -> int:
     """Add records, or update those whose ``external_id`` exists already; return how many were sent."""
     items = [{"external_id": r.external_id, "fields": dict(r.fields), "metadata": dict(r.metadata)} for r in records]
@@ -284,13 +300,18 @@ def responses_fetch(dataset_id: UUID, *, client: httpx.Client) -> Iterator[Respo
         )
 
 
+def _aware(moment: datetime) -> datetime:
+    """Argilla writes UTC timestamps without an offset; say so, so that Django stores them right."""
+    return moment if moment.tzinfo is not None else moment.replace(tzinfo=UTC)
+
+
 def _response_rows(record: Mapping[str, Any]) -> Iterator[ResponseRow]:
     for answer in record.get("responses") or []:
         common = {
             "record_external_id": record["external_id"],
             "user_id": UUID(answer["user_id"]),
             "status": answer["status"],
-            "updated_at": datetime.fromisoformat(answer["updated_at"]),
+            "updated_at": _aware(datetime.fromisoformat(answer["updated_at"])),
         }
         values = answer.get("values") or {}
         if not values:

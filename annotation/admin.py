@@ -1,0 +1,93 @@
+"""Admin views of studies. Everything here is read-only: studies change only through the services
+(lock, publish, sync, validate, gate, approve), which enforce the declared rules and audit them."""
+
+from django.contrib import admin
+
+from annotation.models import (
+    Annotator,
+    Approval,
+    BenchmarkConfig,
+    Flag,
+    GateResult,
+    RaterDecision,
+    Rating,
+    RatingComment,
+    RatingRevision,
+    Study,
+    StudyItem,
+)
+
+
+class ReadOnlyAdmin(admin.ModelAdmin):
+    def has_add_permission(self, request):
+        return False
+
+    def has_change_permission(self, request, obj=None):
+        return False
+
+    def has_delete_permission(self, request, obj=None):
+        return False
+
+
+@admin.register(Study)
+class StudyAdmin(ReadOnlyAdmin):
+    list_display = ("name", "version", "project", "status", "locked_at", "published_at", "created_by")
+    list_filter = ("status", "project")
+    search_fields = ("name",)
+
+
+@admin.register(StudyItem)
+class StudyItemAdmin(ReadOnlyAdmin):
+    list_display = ("study", "position", "kind", "transformation", "external_id")
+    list_filter = ("kind", "transformation")
+
+
+@admin.register(Annotator)
+class AnnotatorAdmin(ReadOnlyAdmin):
+    list_display = ("user", "study", "status", "control_status", "argilla_deactivated")
+    list_filter = ("status", "control_status")
+
+
+@admin.register(Rating)
+class RatingAdmin(ReadOnlyAdmin):
+    list_display = ("study_item", "annotator", "question", "value", "active", "edits", "submitted_at")
+    list_filter = ("question", "active")
+
+
+@admin.register(RatingRevision)
+class RatingRevisionAdmin(ReadOnlyAdmin):
+    list_display = ("rating", "value", "status", "argilla_updated_at", "recorded_at")
+
+
+@admin.register(RatingComment)
+class RatingCommentAdmin(ReadOnlyAdmin):
+    list_display = ("study_item", "annotator", "text", "updated_at")
+
+
+@admin.register(Flag)
+class FlagAdmin(ReadOnlyAdmin):
+    list_display = ("rating", "rule", "value", "estimate", "status", "reviewed_by", "reviewed_at")
+    list_filter = ("rule", "status")
+
+
+@admin.register(RaterDecision)
+class RaterDecisionAdmin(ReadOnlyAdmin):
+    list_display = ("annotator", "decision", "reason", "decided_by", "decided_at")
+    list_filter = ("reason",)
+
+
+@admin.register(GateResult)
+class GateResultAdmin(ReadOnlyAdmin):
+    list_display = ("study", "transformation", "passed", "created_by", "created_at")
+    list_filter = ("passed", "transformation")
+
+
+@admin.register(Approval)
+class ApprovalAdmin(ReadOnlyAdmin):
+    list_display = ("gate_result", "decision", "decided_by", "decided_at")
+    list_filter = ("decision",)
+
+
+@admin.register(BenchmarkConfig)
+class BenchmarkConfigAdmin(ReadOnlyAdmin):
+    list_display = ("config_hash", "name", "created_by", "created_at")

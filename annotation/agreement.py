@@ -1,0 +1,182 @@
+"""Inter-rater agreement of study ratings (pure module: numpy/pandas, no Django, no I/O).
+
+The primary coefficient is Gwet's AC2 with ordinal weights, computed by ``irrCAC`` (with its
+standard error and t-based confidence interval); Krippendorff's alpha at the ordinal level,
+computed by ``krippendorff``, stands beside it; mean and sample SD describe the ratings themselves.
+
+Input is a matrix with one row per item and one column per rater, ``NaN`` where a rater did not
+rate an item. Coefficients are ``None`` when the data cannot define them (fewer than two items
+rated by two raters or more; no variation at all for alpha), never a made-up number.
+
+References
+----------
+Gwet, K. L. (2014). Handbook of Inter-Rater Reliability, 4th ed. Advanced Analytics.
+Krippendorff, K. (2011). Computing Krippendorff's Alpha-Reliability. Annenberg School for
+Communication, University of Pennsylvania.
+"""
+
+from __future__ import annotations
+
+import math
+import warnings
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Literal
+
+import numpy as np
+import pandas as pd
+
+Weights = Literal["identity", "ordinal", "quadratic", "linear"]
+_DIGITS = 12
+
+
+@dataclass(frozen=True)
+class GwetResult:
+    """Gwet's AC1 (identity weights) or AC2 (any other weights)."""
+
+    coefficient: float
+    se: float
+    ci_low: float
+    ci_high: float
+    confidence: float
+    percent_agreement: float
+    chance_agreement: float
+    weights: str
+
+
+@dataclass(frozen=True)
+class AgreementSummary:
+    n_items: int
+    n_raters: int
+    n_ratings: int
+    mean: float | None
+    sd: float | None
+    ac2: GwetResult | None
+    alpha: float | None
+
+    def to_dict(self) -> dict:
+        return {
+            "n_items": self.n_items,
+            "n_raters": self.n_raters,
+            "n_ratings": self.n_ratings,
+            "mean": self.mean,
+            "sd": self.sd,
+            "ac2": None if self.ac2 is None else {
+                "value": self.ac2.coefficient, "se": self.ac2.se, "ci_low": self.ac2.ci_low,
+                "ci_high": self.ac2.ci_high, "confidence": self.ac2.confidence, "weights": self.ac2.weights,
+            },
+            "alpha": self.alpha,
+        }  # fmt: skip
+
+
+def _matrix(ratings: Sequence[Sequence[float]] | np.ndarray, categories: Sequence[float]) -> np.ndarray:
+    x = np.asarray(ratings, dtype=float)
+    if x.ndim != 2:
+        raise ValueError(f"ratings must be a 2-D items x raters matrix, got shape {x.shape}")
+    if len(set(categories)) != len(categories) or len(categories) < 2:
+        raise ValueError(f"categories must be at least two distinct values, got {list(categories)}")
+    observed = x[~np.isnan(x)]
+    unknown = sorted(set(observed.tolist()) - {float(c) for c in categories})
+    if unknown:
+        raise ValueError(f"ratings {unknown} are not among the categories {list(categories)}")
+    return x
+
+
+def _pairable_items(x: np.ndarray) -> int:
+    return int(np.sum(np.sum(~np.isnan(x), axis=1) >= 2))
+
+
+def gwet_ac(
+    ratings: Sequence[Sequence[float]] | np.ndarray,
+    *,
+    categories: Sequence[float],
+    weights: Weights = "ordinal",
+    confidence: float = 0.95,
+) -> GwetResult | None:
+    """Gwet's agreement coefficient over an items x raters matrix (``NaN`` = missing).
+
+    ``categories`` lists every value of the scale, used or not (the weights depend on it).
+    None when fewer than two items have two ratings or more (no standard error then).
+    """
+    from irrCAC.raw import CAC
+
+    x = _matrix(ratings, categories)
+    if _pairable_items(x) < 2:
+        return None
+    frame = pd.DataFrame(x)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        est = CAC(frame, weights=weights, categories=[float(c) for c in categories],
+                  confidence_level=confidence, digits=_DIGITS).gwet()["est"]  # fmt: skip
+    low, high = est["confidence_interval"]
+    return GwetResult(
+        coefficient=float(est["coefficient_value"]),
+        se=float(est["se"]) if est["se"] > 1e-14 else 0.0,
+        ci_low=float(low),
+        ci_high=float(high),
+        confidence=confidence,
+        percent_agreement=float(est["pa"]),
+        chance_agreement=float(est["pe"]),
+        weights=weights,
+    )
+
+
+def krippendorff_alpha(
+    ratings: Sequence[Sequence[float]] | np.ndarray,
+    *,
+    categories: Sequence[float],
+    level: Literal["nominal", "ordinal", "interval"] = "ordinal",
+) -> float | None:
+    """Krippendorff's alpha over an items x raters matrix; None when undefined (no variation, or
+    fewer than two items with two ratings or more)."""
+    import krippendorff
+
+    x = _matrix(ratings, categories)
+    if _pairable_items(x) < 2:
+        return None
+    paired = x[np.sum(~np.isnan(x), axis=1) >= 2]
+    if np.unique(paired[~np.isnan(paired)]).size < 2:
+        return None  # every pairable rating is the same value: expected disagreement is zero
+    with np.errstate(divide="ignore", invalid="ignore"):
+        value = krippendorff.alpha(reliability_data=x.T, level_of_measurement=level,
+                                   value_domain=[float(c) for c in categories])  # fmt: skip
+    return float(value) if math.isfinite(value) else None
+
+
+def agreement_summary(
+    ratings: Sequence[Sequence[float]] | np.ndarray, *, categories: Sequence[float]
+) -> AgreementSummary:
+    """AC2 (ordinal), Krippendorff's alpha (ordinal), mean and SD of one question's ratings."""
+    x = _matrix(ratings, categories)
+    rated = x[np.any(~np.isnan(x), axis=1)] if x.size else x
+    values = rated[~np.isnan(rated)] if rated.size else np.array([])
+    return AgreementSummary(
+        n_items=int(rated.shape[0]) if rated.size else 0,
+        n_raters=int(np.sum(np.any(~np.isnan(x), axis=0))) if x.size else 0,
+        n_ratings=int(values.size),
+        mean=float(np.mean(values)) if values.size else None,
+        sd=float(np.std(values, ddof=1)) if values.size > 1 else None,
+        ac2=gwet_ac(x, categories=categories) if x.size else None,
+        alpha=krippendorff_alpha(x, categories=categories) if x.size else None,
+    )
+
+
+def ratings_matrix(
+    triples: Sequence[tuple[object, object, float]],
+) -> tuple[np.ndarray, list[object], list[object]]:
+    """Turn (item, rater, value) triples into an items x raters matrix with ``NaN`` gaps.
+
+    Items and raters are ordered by first appearance; a repeated (item, rater) pair is an error.
+    """
+    items: dict[object, int] = {}
+    raters: dict[object, int] = {}
+    for item, rater, _ in triples:
+        items.setdefault(item, len(items))
+        raters.setdefault(rater, len(raters))
+    x = np.full((len(items), len(raters)), np.nan)
+    for item, rater, value in triples:
+        i, j = items[item], raters[rater]
+        if not np.isnan(x[i, j]):
+            raise ValueError(f"rater {rater!r} rated item {item!r} twice")
+        x[i, j] = value
+    return x, list(items), list(raters)

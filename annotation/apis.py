@@ -1,0 +1,308 @@
+"""Researcher API of studies (IsResearcher everywhere: annotators work in Argilla only)."""
+
+from dataclasses import asdict
+
+from django.contrib.auth import get_user_model
+from django.http import HttpResponse
+from django.shortcuts import get_object_or_404
+from drf_spectacular.utils import extend_schema
+from rest_framework import mixins, status, viewsets
+from rest_framework.decorators import action
+from rest_framework.response import Response
+
+from annotation.argilla import ArgillaError
+from annotation.design import DesignError, StudyDesign
+from annotation.models import Annotator, Flag, GateResult, Study
+from annotation.selectors import benchmark_config_list, flag_list, gate_result_list, study_list, study_progress
+from annotation.serializers import (
+    AnnotatorSerializer,
+    BenchmarkConfigExportSerializer,
+    BenchmarkConfigSerializer,
+    BenchmarkConfigVerifySerializer,
+    DecisionSerializer,
+    FlagReviewSerializer,
+    FlagSerializer,
+    GateResultSerializer,
+    RejectSerializer,
+    StudyCreateSerializer,
+    StudyDesignSerializer,
+    StudyItemSerializer,
+    StudyPublishSerializer,
+    StudySerializer,
+)
+from annotation.services import (
+    annotator_reject,
+    approval_decide,
+    benchmark_config_export,
+    benchmark_config_verify,
+    flag_review,
+    study_create,
+    study_design,
+    study_gate,
+    study_item_translate,
+    study_lock,
+    study_publish,
+    study_revise,
+    study_update_design,
+    study_validate,
+)
+from core.errors import ShiftlabError
+from core.permissions import IsResearcher
+from transforms.models import TransformRun
+
+
+def _error(exc: Exception) -> Response:
+    code = status.HTTP_502_BAD_GATEWAY if isinstance(exc, ArgillaError) else status.HTTP_400_BAD_REQUEST
+    return Response({"detail": str(exc)}, status=code)
+
+
+def _design(data: dict, base: StudyDesign | None = None) -> StudyDesign:
+    merged = {**(base.to_dict() if base else {}), **data}
+    return StudyDesign.from_dict(merged)
+
+
+class StudyViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, viewsets.GenericViewSet):
+    """Validation studies: create, change the design (a locked study gets a new version), lock,
+    publish to Argilla, sync responses, validate, gate; read progress and items."""
+
+    permission_classes = [IsResearcher]
+    serializer_class = StudySerializer
+
+    def get_queryset(self):
+        return study_list()
+
+    @extend_schema(request=StudyCreateSerializer, responses={201: StudySerializer})
+    def create(self, request):
+        data_in = StudyCreateSerializer(data=request.data)
+        data_in.is_valid(raise_exception=True)
+        data = data_in.validated_data
+        runs = list(TransformRun.objects.filter(pk__in=data["runs"]))
+        missing = set(data["runs"]) - {r.pk for r in runs}
+        if missing:
+            return Response({"detail": f"no transformation runs {sorted(missing)}"}, status=status.HTTP_400_BAD_REQUEST)
+        try:
+            study = study_create(name=data["name"], project=data["project"], runs=runs, design=_design(data["design"]),
+                                 created_by=request.user)  # fmt: skip
+        except (ShiftlabError, DesignError) as exc:
+            return _error(exc)
+        return Response(StudySerializer(study).data, status=status.HTTP_201_CREATED)
+
+    @extend_schema(request=StudyDesignSerializer, responses={200: StudySerializer, 201: StudySerializer})
+    @action(detail=True, methods=["post"])
+    def design(self, request, pk=None):
+        """Change the design: in place while a draft, otherwise as a new version (201)."""
+        study = self.get_object()
+        data_in = StudyDesignSerializer(data=request.data)
+        data_in.is_valid(raise_exception=True)
+        try:
+            design = _design(data_in.validated_data["design"], study_design(study))
+            if study.is_locked:
+                revised = study_revise(study=study, design=design, actor=request.user)
+                return Response(StudySerializer(revised).data, status=status.HTTP_201_CREATED)
+            study = study_update_design(study=study, design=design, actor=request.user)
+        except (ShiftlabError, DesignError) as exc:
+            return _error(exc)
+        return Response(StudySerializer(study).data)
+
+    @extend_schema(request=None, responses=StudySerializer)
+    @action(detail=True, methods=["post"])
+    def lock(self, request, pk=None):
+        try:
+            study = study_lock(study=self.get_object(), actor=request.user)
+        except ShiftlabError as exc:
+            return _error(exc)
+        return Response(StudySerializer(study).data)
+
+    @extend_schema(request=StudyPublishSerializer, responses=StudySerializer)
+    @action(detail=True, methods=["post"])
+    def publish(self, request, pk=None):
+        """Publish to Argilla; new annotator accounts come back with their initial password once."""
+        data_in = StudyPublishSerializer(data=request.data)
+        data_in.is_valid(raise_exception=True)
+        names = data_in.validated_data["annotators"]
+        users = list(get_user_model().objects.filter(username__in=names))
+        unknown = set(names) - {u.username for u in users}
+        if unknown:
+            return Response({"detail": f"unknown users {sorted(unknown)}"}, status=status.HTTP_400_BAD_REQUEST)
+        try:
+            result = study_publish(study=self.get_object(), annotators=users, actor=request.user)
+        except ShiftlabError as exc:
+            return _error(exc)
+        return Response({**StudySerializer(result.study).data, "new_accounts": result.new_accounts})
+
+    @extend_schema(request=None, responses={202: None})
+    @action(detail=True, methods=["post"])
+    def sync(self, request, pk=None):
+        """Queue a sync of submitted responses (runs at once in the single-machine default)."""
+        from annotation.tasks import sync_study
+
+        study = self.get_object()
+        if study.argilla_dataset_id is None:
+            return Response({"detail": f"{study} is not published yet"}, status=status.HTTP_400_BAD_REQUEST)
+        try:
+            outcome = sync_study.delay(study.pk)
+        except ShiftlabError as exc:
+            return _error(exc)
+        return Response({"task_id": outcome.id}, status=status.HTTP_202_ACCEPTED)
+
+    @extend_schema(request=None, responses=None)
+    @action(detail=True, methods=["post"])
+    def validate(self, request, pk=None):
+        try:
+            result = study_validate(study=self.get_object(), actor=request.user)
+        except ShiftlabError as exc:
+            return _error(exc)
+        return Response(asdict(result))
+
+    @extend_schema(request=None, responses=GateResultSerializer(many=True))
+    @action(detail=True, methods=["post"])
+    def gate(self, request, pk=None):
+        try:
+            results = study_gate(study=self.get_object(), actor=request.user)
+        except ShiftlabError as exc:
+            return _error(exc)
+        return Response(GateResultSerializer(results, many=True).data)
+
+    @extend_schema(responses=None)
+    @action(detail=True, methods=["get"])
+    def progress(self, request, pk=None):
+        progress = study_progress(study=self.get_object())
+        return Response({
+            "n_real": progress.n_real, "n_controls": progress.n_controls, "n_complete": progress.n_complete,
+            "annotators": [{**{k: v for k, v in asdict(a).items() if k != "annotator"},
+                            "username": a.annotator.user.username, "status": a.annotator.status}
+                           for a in progress.annotators],
+            "agreement": progress.agreement,
+        })  # fmt: skip
+
+    @extend_schema(responses=StudyItemSerializer(many=True))
+    @action(detail=True, methods=["get"])
+    def items(self, request, pk=None):
+        page = self.paginate_queryset(self.get_object().items.order_by("position"))
+        return self.get_paginated_response(StudyItemSerializer(page, many=True).data)
+
+    @extend_schema(responses=AnnotatorSerializer(many=True))
+    @action(detail=True, methods=["get"])
+    def annotators(self, request, pk=None):
+        return Response(AnnotatorSerializer(self.get_object().annotators.select_related("user"), many=True).data)
+
+
+class AnnotatorViewSet(mixins.RetrieveModelMixin, viewsets.GenericViewSet):
+    """Study annotators; POST reject removes one with a reason (and from the Argilla workspace)."""
+
+    permission_classes = [IsResearcher]
+    serializer_class = AnnotatorSerializer
+    queryset = Annotator.objects.select_related("user", "study")
+
+    @extend_schema(request=RejectSerializer, responses=AnnotatorSerializer)
+    @action(detail=True, methods=["post"])
+    def reject(self, request, pk=None):
+        data_in = RejectSerializer(data=request.data)
+        data_in.is_valid(raise_exception=True)
+        annotator = self.get_object()
+        try:
+            annotator_reject(annotator=annotator, detail=data_in.validated_data["reason"], actor=request.user)
+        except ShiftlabError as exc:
+            return _error(exc)
+        annotator.refresh_from_db()
+        return Response(AnnotatorSerializer(annotator).data)
+
+
+class FlagViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, viewsets.GenericViewSet):
+    """The review queue: flags (``?status=open`` by default, ``?study=<id>``); confirm or dismiss."""
+
+    permission_classes = [IsResearcher]
+    serializer_class = FlagSerializer
+
+    def get_queryset(self):
+        study = self.request.query_params.get("study")
+        wanted = self.request.query_params.get("status", Flag.Status.OPEN)
+        flags = flag_list(status=None if wanted == "all" else wanted)
+        return flags.filter(rating__study_item__study_id=study) if study else flags
+
+    @extend_schema(request=FlagReviewSerializer, responses=FlagSerializer)
+    @action(detail=True, methods=["post"])
+    def review(self, request, pk=None):
+        data_in = FlagReviewSerializer(data=request.data)
+        data_in.is_valid(raise_exception=True)
+        try:
+            flag = flag_review(flag=self.get_object(), actor=request.user, **data_in.validated_data)
+        except ShiftlabError as exc:
+            return _error(exc)
+        return Response(FlagSerializer(flag).data)
+
+    @extend_schema(request=None, responses=None)
+    @action(detail=True, methods=["post"])
+    def translate(self, request, pk=None):
+        """English translations of the flagged item's non-English texts, from the default LLM."""
+        item = self.get_object().rating.study_item
+        try:
+            translations = study_item_translate(item=item, actor=request.user)
+        except ShiftlabError as exc:
+            return _error(exc)
+        return Response({"translations": translations})
+
+
+class GateResultViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, viewsets.GenericViewSet):
+    """Gate results with their evidence; POST decide approves or rejects the transformation."""
+
+    permission_classes = [IsResearcher]
+    serializer_class = GateResultSerializer
+
+    def get_queryset(self):
+        study = self.request.query_params.get("study")
+        results = gate_result_list()
+        return results.filter(study_id=study) if study else results
+
+    @extend_schema(request=DecisionSerializer, responses=GateResultSerializer)
+    @action(detail=True, methods=["post"])
+    def decide(self, request, pk=None):
+        data_in = DecisionSerializer(data=request.data)
+        data_in.is_valid(raise_exception=True)
+        result = self.get_object()
+        try:
+            approval_decide(gate_result=result, actor=request.user, **data_in.validated_data)
+        except ShiftlabError as exc:
+            return _error(exc)
+        return Response(GateResultSerializer(GateResult.objects.get(pk=result.pk)).data)
+
+
+class BenchmarkConfigViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, viewsets.GenericViewSet):
+    """Validated benchmark configs: POST exports one; download as YAML or JSON; verify a file."""
+
+    permission_classes = [IsResearcher]
+    serializer_class = BenchmarkConfigSerializer
+
+    def get_queryset(self):
+        return benchmark_config_list()
+
+    @extend_schema(request=BenchmarkConfigExportSerializer, responses={201: BenchmarkConfigSerializer})
+    def create(self, request):
+        data_in = BenchmarkConfigExportSerializer(data=request.data)
+        data_in.is_valid(raise_exception=True)
+        data = data_in.validated_data
+        studies = [get_object_or_404(Study, pk=pk) for pk in data["studies"]] if data.get("studies") else None
+        try:
+            config = benchmark_config_export(actor=request.user, studies=studies, name=data["name"])
+        except ShiftlabError as exc:
+            return _error(exc)
+        return Response(BenchmarkConfigSerializer(config).data, status=status.HTTP_201_CREATED)
+
+    @extend_schema(responses={(200, "application/yaml"): str})
+    @action(detail=True, methods=["get"], url_path="download/(?P<fmt>json|yaml)")
+    def download(self, request, pk=None, fmt="yaml"):
+        config = self.get_object()
+        text = config.json_text if fmt == "json" else config.yaml_text
+        response = HttpResponse(text, content_type="application/json" if fmt == "json" else "application/yaml")
+        response["Content-Disposition"] = f'attachment; filename="benchmark-config-{config.config_hash[:12]}.{fmt}"'
+        return response
+
+    @extend_schema(request=BenchmarkConfigVerifySerializer, responses=None)
+    @action(detail=False, methods=["post"])
+    def verify(self, request):
+        data_in = BenchmarkConfigVerifySerializer(data=request.data)
+        data_in.is_valid(raise_exception=True)
+        check = benchmark_config_verify(text=data_in.validated_data["text"], fmt=data_in.validated_data["format"])
+        return Response({"ok": check.ok, "problems": list(check.verification.problems),
+                         "config_hash": check.verification.declared_hash,
+                         "exported_here": check.known is not None})  # fmt: skip

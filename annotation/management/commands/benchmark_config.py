@@ -1,0 +1,59 @@
+from pathlib import Path
+
+from django.contrib.auth import get_user_model
+from django.core.management.base import BaseCommand, CommandError
+
+from annotation.config_export import format_of
+from annotation.models import Study
+from annotation.services import benchmark_config_export, benchmark_config_verify
+from core.errors import ShiftlabError
+
+
+class Command(BaseCommand):
+    help = (
+        "Validated benchmark configs. `export`: every approved transformation (or those of --study) as "
+        "YAML and/or JSON, with its own hash; `verify FILE`: the hash matches the content and the file "
+        "is exactly as exported (exit status 1 otherwise)."
+    )
+
+    def add_arguments(self, parser):
+        sub = parser.add_subparsers(dest="action", required=True)
+        export = sub.add_parser("export")
+        export.add_argument("--out", action="append", required=True,
+                            help="File to write, *.yaml/*.yml or *.json; repeat for both.")
+        export.add_argument("--study", type=int, action="append", help="Only approvals of these study ids.")
+        export.add_argument("--name", default="")
+        export.add_argument("--as", dest="actor")
+        verify = sub.add_parser("verify")
+        verify.add_argument("file")
+
+    def handle(self, *args, action, **options):
+        try:
+            getattr(self, f"do_{action}")(**options)
+        except (ShiftlabError, ValueError) as exc:
+            raise CommandError(str(exc)) from exc
+
+    def do_export(self, *, out, study, name, actor, **_):
+        formats = [(Path(path), format_of(path)) for path in out]
+        user = get_user_model().objects.filter(username=actor).first() if actor else None
+        if actor and user is None:
+            raise CommandError(f"no user {actor!r}")
+        studies = list(Study.objects.filter(pk__in=study)) if study else None
+        config = benchmark_config_export(actor=user, studies=studies, name=name)
+        for path, fmt in formats:
+            path.write_text(config.json_text if fmt == "json" else config.yaml_text, encoding="utf-8")
+            self.stdout.write(f"Wrote {path} ({fmt})")
+        names = ", ".join(t["transformation"] for t in config.document["transformations"])
+        self.stdout.write(f"Config {config.config_hash} with {names}")
+
+    def do_verify(self, *, file, **_):
+        path = Path(file)
+        if not path.is_file():
+            raise CommandError(f"no file {path}")
+        check = benchmark_config_verify(text=path.read_text(encoding="utf-8"), fmt=format_of(path.name))
+        if not check.ok:
+            for problem in check.verification.problems:
+                self.stderr.write(f"FAILED: {problem}")
+            raise CommandError(f"{path} does not verify")
+        where = "exported by this platform" if check.known else "not among this platform's exports"
+        self.stdout.write(f"OK: {path} verifies, hash {check.verification.declared_hash} ({where})")

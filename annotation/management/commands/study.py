@@ -1,0 +1,195 @@
+import json
+
+from django.contrib.auth import get_user_model
+from django.core.management.base import BaseCommand, CommandError
+
+from annotation.design import DesignError, StudyDesign
+from annotation.models import Flag, GateResult, Study
+from annotation.selectors import study_progress
+from annotation.services import (
+    annotator_reject,
+    approval_decide,
+    flag_review,
+    gate_result_current,
+    study_create,
+    study_design,
+    study_gate,
+    study_lock,
+    study_publish,
+    study_revise,
+    study_sync,
+    study_validate,
+)
+from core.errors import ShiftlabError
+from transforms.models import TransformRun
+
+
+def _study(ref: str) -> Study:
+    """`name` (latest version), `name@version` or a numeric id."""
+    name, _, version = ref.partition("@")
+    studies = Study.objects.filter(pk=int(ref)) if ref.isdigit() else Study.objects.filter(name=name)
+    if version:
+        studies = studies.filter(version=int(version))
+    study = studies.order_by("-version").first()
+    if study is None:
+        raise CommandError(f"no study {ref!r}: give its id, its name, or name@version (see `study status`)")
+    return study
+
+
+def _user(username: str | None):
+    if not username:
+        return None
+    try:
+        return get_user_model().objects.get(username=username)
+    except get_user_model().DoesNotExist:
+        raise CommandError(f"no user {username!r}") from None
+
+
+class Command(BaseCommand):
+    help = (
+        "Human-validation studies. create → lock → publish → sync → validate → (review) → gate → decide. "
+        "`status` prints progress, control checks and live agreement. Decisions are audited under --as USER."
+    )
+
+    def add_arguments(self, parser):
+        sub = parser.add_subparsers(dest="action", required=True)
+        create = sub.add_parser("create", help="Declare a draft study over succeeded runs.")
+        create.add_argument("name")
+        create.add_argument("--runs", type=int, nargs="+", required=True)
+        create.add_argument("--project", default="shiftlab", help="Argilla workspace (default shiftlab).")
+        create.add_argument("--design", default="{}", help='Design fields as JSON, e.g. \'{"raters_per_item": 3}\'.')
+        revise = sub.add_parser("revise", help="New version of a study with changed design fields.")
+        revise.add_argument("study")
+        revise.add_argument("--design", default="{}")
+        for name, text in (("lock", "Freeze the design and draw items and controls."),
+                           ("sync", "Bring submitted responses from Argilla (idempotent)."),
+                           ("validate", "Control check, flags and rejections, as declared."),
+                           ("gate", "Evaluate and store the gate of every transformation."),
+                           ("status", "Progress, control checks, agreement and the current gate.")):  # fmt: skip
+            p = sub.add_parser(name, help=text)
+            p.add_argument("study")
+        publish = sub.add_parser("publish", help="Publish to Argilla and provision annotators.")
+        publish.add_argument("study")
+        publish.add_argument("--annotators", nargs="*", default=[], help="Usernames in the annotator group.")
+        review = sub.add_parser("review", help="Confirm or dismiss a flag.")
+        review.add_argument("flag", type=int)
+        review.add_argument("decision", choices=[Flag.Status.CONFIRMED, Flag.Status.DISMISSED])
+        review.add_argument("--note", default="")
+        reject = sub.add_parser("reject-annotator", help="Reject an annotator by hand, with a reason.")
+        reject.add_argument("study")
+        reject.add_argument("username")
+        reject.add_argument("--reason", required=True)
+        decide = sub.add_parser("decide", help="Approve or reject a transformation on its current gate result.")
+        decide.add_argument("study")
+        decide.add_argument("transformation")
+        decide.add_argument("decision", choices=["approve", "reject"])
+        decide.add_argument("--comment", required=True)
+        for p in sub.choices.values():
+            p.add_argument("--as", dest="actor", help="Username recorded in the audit log.")
+
+    def handle(self, *args, action, actor=None, **options):
+        actor = _user(actor)
+        try:
+            getattr(self, f"do_{action.replace('-', '_')}")(actor=actor, **options)
+        except (ShiftlabError, DesignError) as exc:
+            raise CommandError(str(exc)) from exc
+
+    def _design(self, text: str, base: StudyDesign | None = None) -> StudyDesign:
+        try:
+            fields = json.loads(text)
+        except ValueError as exc:
+            raise CommandError(f"--design is not valid JSON: {exc}") from exc
+        return StudyDesign.from_dict({**(base.to_dict() if base else {}), **fields})
+
+    def do_create(self, *, actor, name, runs, project, design, **_):
+        found = list(TransformRun.objects.filter(pk__in=runs))
+        if missing := set(runs) - {r.pk for r in found}:
+            raise CommandError(f"no transformation runs {sorted(missing)}")
+        study = study_create(name=name, runs=found, project=project, design=self._design(design), created_by=actor)
+        self.stdout.write(f"Created {study} (id {study.pk}), draft. Lock it when the design is final.")
+
+    def do_revise(self, *, actor, study, design, **_):
+        old = _study(study)
+        new = study_revise(study=old, design=self._design(design, study_design(old)), actor=actor)
+        self.stdout.write(f"Created {new} (id {new.pk}) from {old}.")
+
+    def do_lock(self, *, actor, study, **_):
+        study = study_lock(study=_study(study), actor=actor)
+        self.stdout.write(f"Locked {study}: {json.dumps(study.sample_info)}")
+
+    def do_publish(self, *, actor, study, annotators, **_):
+        users = [_user(name) for name in annotators]
+        result = study_publish(study=_study(study), annotators=users, actor=actor)
+        self.stdout.write(f"Published {result.study} to Argilla dataset {result.dataset_id}: {result.records} records.")
+        for username, password in result.new_accounts.items():
+            self.stdout.write(f"New Argilla account {username}: initial password {password}")
+
+    def do_sync(self, *, study, **_):
+        result = study_sync(study=_study(study))
+        self.stdout.write(f"Synced: {result.created} new, {result.updated} edited, {result.withdrawn} withdrawn, "
+                          f"{result.unchanged} unchanged ratings; ignored {result.ignored_users} responses "
+                          "of users outside the study.")  # fmt: skip
+
+    def do_validate(self, *, actor, study, **_):
+        result = study_validate(study=_study(study), actor=actor)
+        self.stdout.write(f"Control checks: {json.dumps(result.control_status)}")
+        self.stdout.write(f"Flags: {result.flags_created} new, {result.flags_removed} withdrawn; "
+                          f"rejected: {json.dumps(result.rejected)}")  # fmt: skip
+
+    def do_gate(self, *, actor, study, **_):
+        for result in study_gate(study=_study(study), actor=actor):
+            self._print_gate(result)
+
+    def _print_gate(self, result: GateResult) -> None:
+        evidence = result.evidence
+        verdict = "PASSED" if result.passed else "FAILED"
+        self.stdout.write(f"{result.transformation}: {verdict} (gate result {result.pk}), {evidence['n_items']} items, "
+                          f"{evidence['n_ratings']} ratings {'; '.join(evidence['reasons'])}")  # fmt: skip
+        for question, s in evidence["questions"].items():
+            ac2 = f"{s['ac2']['value']:.3f} (SE {s['ac2']['se']:.3f})" if s["ac2"] else "n/a"
+            alpha = f"{s['alpha']:.3f}" if s["alpha"] is not None else "n/a"
+            mean = f"{s['mean']:.2f} ± {s['sd'] or 0:.2f}" if s["mean"] is not None else "n/a"
+            self.stdout.write(f"  {question}: mean {mean}, AC2 {ac2}, alpha {alpha}")
+
+    def do_status(self, *, study, **_):
+        study = _study(study)
+        progress = study_progress(study=study)
+        self.stdout.write(f"{study} [{study.status}] {progress.n_real} real items + {progress.n_controls} controls, "
+                          f"{progress.n_complete} complete")  # fmt: skip
+        for a in progress.annotators:
+            rate = f"{a.control_pass_rate:.0%}" if a.control_pass_rate is not None else "-"
+            self.stdout.write(f"  {a.annotator.user.username:<16} {a.annotator.status:<9} rated {a.items_rated:>4} "
+                              f"(controls {a.controls_rated}, check {a.control_status or '-'}, pass {rate}), "
+                              f"flags open {a.open_flags} confirmed {a.confirmed_flags}")  # fmt: skip
+        for name in sorted({r.transformation for r in study.runs.all()}):
+            current = gate_result_current(study=study, transformation=name)
+            if current is not None:
+                self._print_gate(current)
+
+    def do_review(self, *, actor, flag, decision, note, **_):
+        if actor is None:
+            raise CommandError("say who reviews: --as USERNAME (a researcher)")
+        try:
+            flag = Flag.objects.get(pk=flag)
+        except Flag.DoesNotExist:
+            raise CommandError(f"no flag {flag}") from None
+        flag_review(flag=flag, decision=decision, note=note, actor=actor)
+        self.stdout.write(f"Flag {flag.pk} {decision}.")
+
+    def do_reject_annotator(self, *, actor, study, username, reason, **_):
+        if actor is None:
+            raise CommandError("say who rejects: --as USERNAME (a researcher)")
+        annotator = _study(study).annotators.filter(user__username=username).first()
+        if annotator is None:
+            raise CommandError(f"{username} does not annotate {study}")
+        annotator_reject(annotator=annotator, detail=reason, actor=actor)
+        self.stdout.write(f"Rejected {username}.")
+
+    def do_decide(self, *, actor, study, transformation, decision, comment, **_):
+        if actor is None:
+            raise CommandError("say who decides: --as USERNAME (a researcher)")
+        result = gate_result_current(study=_study(study), transformation=transformation)
+        if result is None:
+            raise CommandError(f"{transformation} has no gate result in {study}: run `study gate` first")
+        approval_decide(gate_result=result, decision=decision, comment=comment, actor=actor)
+        self.stdout.write(f"{transformation}: {decision} recorded.")

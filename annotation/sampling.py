@@ -1,0 +1,66 @@
+"""Seeded stratified sampling of study items (pure module).
+
+Units are successfully transformed texts; strata are (dataset, language) cells. Each stratum gets
+a share of the sample proportional to its size (largest-remainder rounding, ties broken by the
+stratum key), then its units are drawn without replacement with ``rng``. The same units, ``n`` and
+seed always give the same sample, whatever order the units came in.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from collections.abc import Hashable, Sequence
+from dataclasses import dataclass
+
+import numpy as np
+
+
+@dataclass(frozen=True)
+class Unit:
+    key: Hashable
+    stratum: str
+
+
+@dataclass(frozen=True)
+class Sample:
+    keys: tuple[Hashable, ...]
+    allocation: dict[str, int]  # stratum -> units drawn
+    available: dict[str, int]  # stratum -> units in the pool
+    shortfall: int  # requested minus drawn (the pool was smaller than n)
+
+
+def allocate(sizes: dict[str, int], n: int) -> dict[str, int]:
+    """Proportional allocation of ``n`` draws over strata of the given sizes, never above a size."""
+    if n < 0:
+        raise ValueError(f"n must be non-negative, got {n}")
+    total = sum(sizes.values())
+    if n >= total:
+        return dict(sizes)
+    quotas = {s: n * size / total for s, size in sizes.items()}
+    alloc = {s: int(np.floor(q)) for s, q in quotas.items()}
+    remainder = n - sum(alloc.values())
+    order = sorted(sizes, key=lambda s: (-(quotas[s] - alloc[s]), s))
+    for stratum in order[:remainder]:
+        alloc[stratum] += 1
+    return alloc
+
+
+def stratified_sample(units: Sequence[Unit], n: int, *, rng: np.random.Generator) -> Sample:
+    """Draw ``n`` units (all of them when fewer), stratified proportionally; see the module docstring."""
+    by_stratum: dict[str, list[Hashable]] = defaultdict(list)
+    seen: set[Hashable] = set()
+    for unit in units:
+        if unit.key in seen:
+            raise ValueError(f"unit key {unit.key!r} appears twice: keys must be unique")
+        seen.add(unit.key)
+        by_stratum[unit.stratum].append(unit.key)
+    for keys in by_stratum.values():
+        keys.sort(key=repr)  # input order must not matter
+    sizes = {s: len(k) for s, k in sorted(by_stratum.items())}
+    alloc = allocate(sizes, n)
+    drawn: list[Hashable] = []
+    for stratum in sorted(by_stratum):
+        keys = by_stratum[stratum]
+        picks = rng.choice(len(keys), size=alloc[stratum], replace=False) if alloc[stratum] else []
+        drawn.extend(keys[i] for i in sorted(int(p) for p in picks))
+    return Sample(keys=tuple(drawn), allocation=alloc, available=sizes, shortfall=max(0, n - len(drawn)))

@@ -1,0 +1,99 @@
+"""Read-only queries of studies for pages, the API and commands."""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from dataclasses import dataclass
+
+from django.db.models import Count, Q, QuerySet
+
+from annotation.controls import ItemKind
+from annotation.models import Annotator, BenchmarkConfig, Flag, GateResult, Rating, Study
+from annotation.services import control_checks, study_agreement, study_design
+
+
+def study_list() -> QuerySet[Study]:
+    return Study.objects.select_related("created_by").prefetch_related("runs").annotate(n_items=Count("items"))
+
+
+def flag_list(*, study: Study | None = None, status: str | None = Flag.Status.OPEN) -> QuerySet[Flag]:
+    flags = Flag.objects.select_related("rating__study_item", "rating__annotator__user", "reviewed_by")
+    if study is not None:
+        flags = flags.filter(rating__study_item__study=study)
+    if status:
+        flags = flags.filter(status=status)
+    return flags.order_by("rating__study_item__position", "id")
+
+
+def gate_result_list(*, study: Study | None = None) -> QuerySet[GateResult]:
+    results = GateResult.objects.select_related("study", "approval__decided_by", "created_by")
+    return results.filter(study=study) if study is not None else results
+
+
+def benchmark_config_list() -> QuerySet[BenchmarkConfig]:
+    return BenchmarkConfig.objects.select_related("created_by")
+
+
+@dataclass(frozen=True)
+class AnnotatorProgress:
+    annotator: Annotator
+    items_rated: int
+    real_rated: int
+    controls_rated: int
+    control_status: str
+    control_pass_rate: float | None
+    open_flags: int
+    confirmed_flags: int
+    edits: int
+
+
+@dataclass(frozen=True)
+class StudyProgress:
+    n_real: int
+    n_controls: int
+    n_complete: int  # real items with at least raters_per_item counted raters (any status)
+    annotators: list[AnnotatorProgress]
+    agreement: dict[str, dict]
+
+
+def study_progress(*, study: Study) -> StudyProgress:
+    """Per-annotator counts, control pass rates and live agreement (after rejections)."""
+    design = study_design(study)
+    checks = control_checks(study) if study.is_locked else {}
+    active = Rating.objects.filter(study_item__study=study, active=True)
+    per_annotator = defaultdict(lambda: {"items": set(), "real": set(), "controls": set(), "edits": 0})
+    raters_per_item = defaultdict(set)
+    for rating in active.select_related("study_item").only("annotator_id", "edits", "study_item__kind",
+                                                           "study_item_id"):  # fmt: skip
+        row = per_annotator[rating.annotator_id]
+        row["items"].add(rating.study_item_id)
+        row["edits"] += rating.edits
+        if rating.study_item.kind == ItemKind.REAL:
+            row["real"].add(rating.study_item_id)
+            raters_per_item[rating.study_item_id].add(rating.annotator_id)
+        else:
+            row["controls"].add(rating.study_item_id)
+    flags = Flag.objects.filter(rating__study_item__study=study).values("rating__annotator_id").annotate(
+        open=Count("id", filter=Q(status=Flag.Status.OPEN)),
+        confirmed=Count("id", filter=Q(status=Flag.Status.CONFIRMED)),
+    )
+    flag_counts = {f["rating__annotator_id"]: f for f in flags}
+    rows = []
+    for annotator in study.annotators.select_related("user"):
+        row, check = per_annotator[annotator.pk], checks.get(annotator.pk)
+        counts = flag_counts.get(annotator.pk, {})
+        rows.append(AnnotatorProgress(
+            annotator=annotator, items_rated=len(row["items"]), real_rated=len(row["real"]),
+            controls_rated=len(row["controls"]), control_status=check.status.value if check else "",
+            control_pass_rate=check.pass_rate if check else None, open_flags=counts.get("open", 0),
+            confirmed_flags=counts.get("confirmed", 0), edits=row["edits"],
+        ))  # fmt: skip
+    items = study.items.values("kind").annotate(n=Count("id"))
+    by_kind = {i["kind"]: i["n"] for i in items}
+    return StudyProgress(
+        n_real=by_kind.get(ItemKind.REAL, 0),
+        n_controls=sum(n for k, n in by_kind.items() if k != ItemKind.REAL),
+        n_complete=sum(1 for raters in raters_per_item.values() if len(raters) >= design.raters_per_item),
+        annotators=rows,
+        agreement=study_agreement(study) if study.is_locked else {},
+    )

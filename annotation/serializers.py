@@ -1,0 +1,115 @@
+from rest_framework import serializers
+
+from annotation.models import Annotator, Approval, BenchmarkConfig, Flag, GateResult, Study, StudyItem
+
+
+class StudySerializer(serializers.ModelSerializer):
+    runs = serializers.PrimaryKeyRelatedField(many=True, read_only=True)
+    created_by = serializers.SlugRelatedField(slug_field="username", read_only=True)
+
+    class Meta:
+        model = Study
+        fields = ["id", "name", "version", "previous", "project", "runs", "design", "design_hash", "status",
+                  "sample_info", "locked_at", "published_at", "argilla_dataset_id", "synced_at", "validated_at",
+                  "ratings_changed_at", "created_by", "created_at"]  # fmt: skip
+        read_only_fields = fields
+
+
+class StudyCreateSerializer(serializers.Serializer):
+    name = serializers.RegexField(r"^[a-z0-9][a-z0-9-]{0,60}$")
+    project = serializers.RegexField(r"^[a-z0-9][a-z0-9-]{0,60}$", default="shiftlab")
+    runs = serializers.ListField(child=serializers.IntegerField(min_value=1), min_length=1)
+    design = serializers.JSONField(default=dict, help_text="Fields of annotation.design.StudyDesign.")
+
+
+class StudyDesignSerializer(serializers.Serializer):
+    design = serializers.JSONField(help_text="The changed design fields; a locked study gets a new version.")
+
+
+class StudyPublishSerializer(serializers.Serializer):
+    annotators = serializers.ListField(child=serializers.CharField(), default=list, help_text="Usernames.")
+
+
+class StudyItemSerializer(serializers.ModelSerializer):
+    class Meta:
+        model = StudyItem
+        fields = ["id", "position", "kind", "transformation", "stratum", "text_a", "text_b", "language_a",
+                  "language_b", "external_id", "expected", "llm_estimates", "translations"]  # fmt: skip
+        read_only_fields = fields
+
+
+class AnnotatorSerializer(serializers.ModelSerializer):
+    username = serializers.CharField(source="user.username", read_only=True)
+
+    class Meta:
+        model = Annotator
+        fields = ["id", "username", "status", "control_status", "argilla_user_id", "argilla_deactivated"]
+        read_only_fields = fields
+
+
+class RejectSerializer(serializers.Serializer):
+    reason = serializers.CharField()
+
+
+class FlagSerializer(serializers.ModelSerializer):
+    study = serializers.IntegerField(source="rating.study_item.study_id", read_only=True)
+    item = serializers.IntegerField(source="rating.study_item_id", read_only=True)
+    annotator = serializers.CharField(source="rating.annotator.user.username", read_only=True)
+    question = serializers.CharField(source="rating.question", read_only=True)
+    text_a = serializers.CharField(source="rating.study_item.text_a", read_only=True)
+    text_b = serializers.CharField(source="rating.study_item.text_b", read_only=True)
+    reviewed_by = serializers.SlugRelatedField(slug_field="username", read_only=True)
+
+    class Meta:
+        model = Flag
+        fields = ["id", "study", "item", "annotator", "question", "rule", "value", "estimate", "deviation", "status",
+                  "note", "reviewed_by", "reviewed_at", "text_a", "text_b", "created_at"]  # fmt: skip
+        read_only_fields = fields
+
+
+FLAG_REVIEW_CHOICES = [(Flag.Status.CONFIRMED.value, "confirmed"), (Flag.Status.DISMISSED.value, "dismissed")]
+
+
+class FlagReviewSerializer(serializers.Serializer):
+    decision = serializers.ChoiceField(choices=FLAG_REVIEW_CHOICES)
+    note = serializers.CharField(required=False, allow_blank=True, default="")
+
+
+class ApprovalSerializer(serializers.ModelSerializer):
+    decided_by = serializers.SlugRelatedField(slug_field="username", read_only=True)
+
+    class Meta:
+        model = Approval
+        fields = ["id", "decision", "comment", "decided_by", "decided_at"]
+        read_only_fields = fields
+
+
+class GateResultSerializer(serializers.ModelSerializer):
+    approval = ApprovalSerializer(read_only=True)
+
+    class Meta:
+        model = GateResult
+        fields = ["id", "study", "transformation", "passed", "evidence", "evidence_hash", "created_at", "approval"]
+        read_only_fields = fields
+
+
+class DecisionSerializer(serializers.Serializer):
+    decision = serializers.ChoiceField(choices=Approval.Decision.choices)
+    comment = serializers.CharField()
+
+
+class BenchmarkConfigSerializer(serializers.ModelSerializer):
+    class Meta:
+        model = BenchmarkConfig
+        fields = ["id", "name", "config_hash", "document", "created_at"]
+        read_only_fields = fields
+
+
+class BenchmarkConfigExportSerializer(serializers.Serializer):
+    name = serializers.CharField(required=False, allow_blank=True, default="")
+    studies = serializers.ListField(child=serializers.IntegerField(min_value=1), required=False)
+
+
+class BenchmarkConfigVerifySerializer(serializers.Serializer):
+    text = serializers.CharField(trim_whitespace=False)
+    format = serializers.ChoiceField(choices=["json", "yaml"])

@@ -1,0 +1,13 @@
+from django.urls import path
+
+from annotation import views
+
+app_name = "annotation"
+urlpatterns = [
+    path("", views.study_list_view, name="studies"),
+    path("studies/<int:pk>/", views.study_detail_view, name="study"),
+    path("studies/<int:pk>/review/", views.review_queue_view, name="review"),
+    path("studies/<int:pk>/gate/", views.gate_view, name="gate"),
+    path("exports/", views.export_view, name="exports"),
+    path("exports/<int:pk>/<str:fmt>/", views.export_download_view, name="export-download"),
+]

@@ -1,0 +1,191 @@
+"""Pages of studies for researchers: builder, progress, review queue, gate and approval, export.
+Thin: each POST calls one service and reports its outcome as a message."""
+
+from django.contrib import messages
+from django.contrib.auth import get_user_model
+from django.http import HttpResponse
+from django.shortcuts import get_object_or_404, redirect, render
+
+from annotation.design import QUESTIONS, DesignError, StudyDesign, StudyKind
+from annotation.models import Flag, GateResult, Study
+from annotation.selectors import benchmark_config_list, flag_list, gate_result_list, study_list, study_progress
+from annotation.services import (
+    approval_decide,
+    benchmark_config_export,
+    flag_review,
+    gate_result_current,
+    study_create,
+    study_design,
+    study_gate,
+    study_item_translate,
+    study_lock,
+    study_publish,
+    study_revise,
+    study_validate,
+)
+from core.errors import ShiftlabError
+from core.roles import Role
+from core.views import researcher_required
+from transforms.models import TransformRun
+
+DESIGN_NUMBERS = ("items_per_transformation", "raters_per_item", "batch_size", "controls_per_batch",
+                  "min_control_ratings", "control_margin", "low_rating_max", "max_confirmed_flags", "seed")  # fmt: skip
+DESIGN_FLOATS = ("llm_flag_deviation", "acceptance_threshold")
+
+
+def _design_from_post(post, base: StudyDesign) -> StudyDesign:
+    values = base.to_dict()
+    for name in DESIGN_NUMBERS:
+        if post.get(name, "").strip():
+            try:
+                values[name] = int(post[name])
+            except ValueError:
+                raise DesignError(f"design.{name} must be a whole number, got {post[name]!r}") from None
+    for name in DESIGN_FLOATS:
+        if post.get(name, "").strip():
+            try:
+                values[name] = float(post[name])
+            except ValueError:
+                raise DesignError(f"design.{name} must be a number, got {post[name]!r}") from None
+    if post.get("kind"):
+        values["kind"] = post["kind"]
+    if "llm_judges" in post:
+        values["llm_judges"] = [a.strip() for a in post["llm_judges"].split(",") if a.strip()]
+    if "guidelines" in post:
+        values["guidelines"] = post["guidelines"]
+    return StudyDesign.from_dict(values)
+
+
+@researcher_required
+def study_list_view(request):
+    """The study builder: existing studies and a form declaring a new one."""
+    if request.method == "POST":
+        try:
+            runs = list(TransformRun.objects.filter(pk__in=request.POST.getlist("runs")))
+            study = study_create(name=request.POST.get("name", "").strip(),
+                                 project=request.POST.get("project", "").strip() or "shiftlab", runs=runs,
+                                 design=_design_from_post(request.POST, StudyDesign()), created_by=request.user)
+        except (ShiftlabError, DesignError) as exc:
+            messages.error(request, str(exc))
+        else:
+            messages.success(request, f"Study {study} created as a draft: check the design, then lock it.")
+            return redirect("annotation:study", pk=study.pk)
+    return render(request, "annotation/study_list.html", {
+        "studies": study_list()[:200], "default": StudyDesign(), "kinds": list(StudyKind),
+        "runs": TransformRun.objects.filter(status=TransformRun.Status.SUCCEEDED).select_related("dataset")[:200],
+    })  # fmt: skip
+
+
+@researcher_required
+def study_detail_view(request, pk: int):
+    """Design, progress (per-annotator counts, control pass rates, live agreement) and actions."""
+    study = get_object_or_404(Study, pk=pk)
+    if request.method == "POST":
+        action = request.POST.get("action")
+        try:
+            if action == "lock":
+                study_lock(study=study, actor=request.user)
+                messages.success(request, "Locked: items and controls are drawn; the design is frozen.")
+            elif action == "revise":
+                revised = study_revise(study=study, design=_design_from_post(request.POST, study_design(study)),
+                                       actor=request.user)  # fmt: skip
+                messages.success(request, f"New version {revised} created as a draft.")
+                return redirect("annotation:study", pk=revised.pk)
+            elif action == "publish":
+                users = get_user_model().objects.filter(pk__in=request.POST.getlist("annotators"))
+                result = study_publish(study=study, annotators=users, actor=request.user)
+                messages.success(request, f"Published {result.records} records to Argilla.")
+                for username, password in result.new_accounts.items():
+                    messages.info(request, f"New Argilla account {username}, initial password: {password} "
+                                           "(shown once: hand it over now).")  # fmt: skip
+            elif action == "sync":
+                from annotation.tasks import sync_study
+
+                sync_study.delay(study.pk)
+                messages.success(request, "Sync queued (it runs at once without a broker).")
+            elif action == "validate":
+                result = study_validate(study=study, actor=request.user)
+                messages.success(request, f"Validated: {result.flags_created} new flags; "
+                                          f"rejected: {', '.join(result.rejected) or 'nobody'}.")  # fmt: skip
+            elif action == "gate":
+                results = study_gate(study=study, actor=request.user)
+                messages.success(request, "Gate: " + ", ".join(
+                    f"{r.transformation} {'passed' if r.passed else 'failed'}" for r in results))
+                return redirect("annotation:gate", pk=study.pk)
+        except (ShiftlabError, DesignError) as exc:
+            messages.error(request, str(exc))
+        return redirect("annotation:study", pk=study.pk)
+    design = study_design(study)
+    annotator_users = get_user_model().objects.filter(groups__name=Role.ANNOTATOR, is_active=True).order_by("username")
+    return render(request, "annotation/study_detail.html", {
+        "study": study, "design": design, "questions": QUESTIONS[design.kind],
+        "progress": study_progress(study=study), "annotator_users": annotator_users,
+        "open_flags": flag_list(study=study).count(), "runs": study.runs.select_related("dataset"),
+    })  # fmt: skip
+
+
+@researcher_required
+def review_queue_view(request, pk: int):
+    """Open flags of a study: confirm or dismiss each; translate non-English items to English."""
+    study = get_object_or_404(Study, pk=pk)
+    if request.method == "POST":
+        flag = get_object_or_404(Flag, pk=request.POST.get("flag"), rating__study_item__study=study)
+        try:
+            if request.POST.get("action") == "translate":
+                study_item_translate(item=flag.rating.study_item, actor=request.user)
+            else:
+                flag_review(flag=flag, decision=request.POST.get("decision", ""), note=request.POST.get("note", ""),
+                            actor=request.user)  # fmt: skip
+                messages.success(request, f"Flag {flag.pk} {request.POST.get('decision')}.")
+        except ShiftlabError as exc:
+            messages.error(request, str(exc))
+        return redirect("annotation:review", pk=study.pk)
+    return render(request, "annotation/review_queue.html", {
+        "study": study, "flags": flag_list(study=study),
+        "reviewed": flag_list(study=study, status=None).exclude(status=Flag.Status.OPEN)[:200],
+    })  # fmt: skip
+
+
+@researcher_required
+def gate_view(request, pk: int):
+    """Current gate result per transformation with its evidence, and the approval decision."""
+    study = get_object_or_404(Study, pk=pk)
+    if request.method == "POST":
+        result = get_object_or_404(GateResult, pk=request.POST.get("gate_result"), study=study)
+        try:
+            approval_decide(gate_result=result, decision=request.POST.get("decision", ""),
+                            comment=request.POST.get("comment", ""), actor=request.user)  # fmt: skip
+            messages.success(request, f"{result.transformation}: {request.POST.get('decision')}d.")
+        except ShiftlabError as exc:
+            messages.error(request, str(exc))
+        return redirect("annotation:gate", pk=study.pk)
+    names = sorted({r.transformation for r in study.runs.all()})
+    current = [(name, gate_result_current(study=study, transformation=name)) for name in names]
+    return render(request, "annotation/gate.html", {
+        "study": study, "current": current, "history": gate_result_list(study=study)[:100],
+        "questions": [q.name for q in study_design(study).questions],
+    })  # fmt: skip
+
+
+@researcher_required
+def export_view(request):
+    """Exported benchmark configs, and a button exporting every approved transformation."""
+    if request.method == "POST":
+        try:
+            config = benchmark_config_export(actor=request.user, name=request.POST.get("name", "").strip())
+            messages.success(request, f"Exported config {config.config_hash[:12]}.")
+        except ShiftlabError as exc:
+            messages.error(request, str(exc))
+        return redirect("annotation:exports")
+    return render(request, "annotation/exports.html", {"configs": benchmark_config_list()[:100]})
+
+
+@researcher_required
+def export_download_view(request, pk: int, fmt: str):
+    config = get_object_or_404(benchmark_config_list(), pk=pk)
+    if fmt not in ("json", "yaml"):
+        return HttpResponse(f"unknown format {fmt!r}: use json or yaml", status=404)
+    response = HttpResponse(config.json_text if fmt == "json" else config.yaml_text,
+                            content_type="application/json" if fmt == "json" else "application/yaml")  # fmt: skip
+    response["Content-Disposition"] = f'attachment; filename="benchmark-config-{config.config_hash[:12]}.{fmt}"'
+    return response

@@ -1,0 +1,130 @@
+"""Studies through the researcher API and pages, without external services: a non-LLM run
+(random keywords), ratings written as a sync would, and the role × endpoint permission matrix
+(annotators, whose ratings live in these tables, get nothing)."""
+
+from datetime import UTC, datetime
+
+import pytest
+from django.conf import settings
+from django.urls import reverse
+from django.utils import timezone
+from rest_framework.authtoken.models import Token
+from rest_framework.test import APIClient
+
+from annotation.controls import ItemKind
+from annotation.design import StudyDesign
+from annotation.models import Annotator, Flag, GateResult, Rating, Study
+from annotation.services import approval_decide, study_create, study_gate, study_lock, study_validate
+from core.errors import ShiftlabError
+from core.roles import Role
+from datasets.services import dataset_import
+from tests.conftest import make_user
+from transforms.services import transform_run_create
+from transforms.tasks import start_run
+
+pytestmark = pytest.mark.django_db
+AT = datetime(2026, 1, 1, tzinfo=UTC)
+
+
+@pytest.fixture
+def study(researcher, django_user_model) -> Study:
+    sts = dataset_import(source=settings.BASE_DIR / "fixtures/sts/demo-sts.csv", task="sts", name="demo-sts")
+    run = transform_run_create(dataset=sts, transformation="random_keywords", seed=1, limit=5, dispatch=False)
+    start_run.delay(run.pk)
+    run.refresh_from_db()
+    design = StudyDesign(items_per_transformation=6, raters_per_item=2, batch_size=3, controls_per_batch=2,
+                         min_control_ratings=2, llm_judges=(), seed=3)  # fmt: skip
+    study = study_lock(study=study_create(name="api", runs=[run], design=design, created_by=researcher))
+    Study.objects.filter(pk=study.pk).update(published_at=timezone.now(), status=Study.Status.PUBLISHED)
+    for name, good in (("anna", True), ("bob", True), ("sloppy", False)):
+        user = make_user(django_user_model, name, Role.ANNOTATOR)
+        annotator = Annotator.objects.create(study=study, user=user)
+        for item in study.items.all():
+            for question in ("quality", "fluency"):
+                value = item.expected.get(question, 4) if good else 3
+                if name == "bob" and item.kind == ItemKind.REAL and question == "fluency":
+                    value = 1
+                Rating.objects.create(study_item=item, annotator=annotator, question=question, value=value,
+                                      submitted_at=AT)  # fmt: skip
+    return study
+
+
+def test_validation_gate_and_approval_rules(study, researcher):
+    result = study_validate(study=study, actor=researcher, estimate=False)
+    assert result.rejected == {"sloppy": "failed_controls"}
+    assert Flag.objects.filter(rule="low_rating").count() == study.items.filter(kind="real").count()
+    [gate] = study_gate(study=study, actor=researcher)
+    assert not gate.passed and gate.evidence["reasons"][0].startswith("fluency: mean")
+    with pytest.raises(ShiftlabError, match="cannot be approved"):
+        approval_decide(gate_result=gate, decision="approve", comment="looks fine", actor=researcher)
+    with pytest.raises(ShiftlabError, match="comment"):
+        approval_decide(gate_result=gate, decision="reject", comment=" ", actor=researcher)
+    approval_decide(gate_result=gate, decision="reject", comment="fluency too low", actor=researcher)
+    with pytest.raises(ShiftlabError, match="no approved transformation"):
+        from annotation.services import benchmark_config_export
+
+        benchmark_config_export(actor=researcher)
+
+
+def _endpoints(study: Study, flag: Flag, gate: GateResult) -> list[tuple[str, str, dict]]:
+    annotator = study.annotators.first()
+    return [
+        ("get", "/api/studies/", {}), ("get", f"/api/studies/{study.pk}/", {}),
+        ("get", f"/api/studies/{study.pk}/progress/", {}), ("get", f"/api/studies/{study.pk}/items/", {}),
+        ("get", f"/api/studies/{study.pk}/annotators/", {}),
+        ("post", "/api/studies/", {"name": "x", "runs": [1]}), ("post", f"/api/studies/{study.pk}/lock/", {}),
+        ("post", f"/api/studies/{study.pk}/sync/", {}), ("post", f"/api/studies/{study.pk}/validate/", {}),
+        ("post", f"/api/studies/{study.pk}/gate/", {}),
+        ("post", f"/api/study-annotators/{annotator.pk}/reject/", {"reason": "x"}),
+        ("get", "/api/study-flags/", {}), ("get", f"/api/study-flags/{flag.pk}/", {}),
+        ("post", f"/api/study-flags/{flag.pk}/review/", {"decision": "dismissed"}),
+        ("get", "/api/gate-results/", {}), ("get", f"/api/gate-results/{gate.pk}/", {}),
+        ("post", f"/api/gate-results/{gate.pk}/decide/", {"decision": "reject", "comment": "x"}),
+        ("get", "/api/benchmark-configs/", {}), ("post", "/api/benchmark-configs/", {}),
+        ("post", "/api/benchmark-configs/verify/", {"text": "{}", "format": "json"}),
+    ]  # fmt: skip
+
+
+def test_annotators_and_anonymous_get_nothing_researchers_get_everything(study, researcher):
+    study_validate(study=study, actor=researcher, estimate=False)
+    [gate] = study_gate(study=study, actor=researcher)
+    flag = Flag.objects.first()
+    anna = Annotator.objects.get(user__username="anna").user
+    token = Token.objects.create(user=anna)
+    as_annotator = APIClient()
+    as_annotator.credentials(HTTP_AUTHORIZATION=f"Token {token.key}")
+    anonymous = APIClient()
+    as_researcher = APIClient()
+    as_researcher.force_authenticate(researcher)
+    for method, url, body in _endpoints(study, flag, gate):
+        assert getattr(as_annotator, method)(url, body, format="json").status_code == 403, url
+        assert getattr(anonymous, method)(url, body, format="json").status_code == 401, url
+    # Researchers reach every read endpoint, and what they read holds what annotators must not see.
+    items = as_researcher.get(f"/api/studies/{study.pk}/items/").json()["results"]
+    assert {i["kind"] for i in items} == {"real", "easy_positive", "easy_negative"}
+    flags = as_researcher.get("/api/study-flags/", {"study": study.pk}).json()["results"]
+    assert flags and flags[0]["annotator"] in {"anna", "bob"}
+    progress = as_researcher.get(f"/api/studies/{study.pk}/progress/").json()
+    assert {a["username"]: a["control_status"] for a in progress["annotators"]}["sloppy"] == "failed"
+    decided = as_researcher.post(f"/api/gate-results/{gate.pk}/decide/", {"decision": "approve", "comment": "ok"},
+                                 format="json")  # fmt: skip
+    assert decided.status_code == 400 and "cannot be approved" in decided.json()["detail"]
+
+
+def test_pages_render_for_researchers_only(study, researcher, client):
+    study_validate(study=study, actor=researcher, estimate=False)
+    study_gate(study=study, actor=researcher)
+    pages = [reverse("annotation:studies"), reverse("annotation:study", args=[study.pk]),
+             reverse("annotation:review", args=[study.pk]), reverse("annotation:gate", args=[study.pk]),
+             reverse("annotation:exports")]  # fmt: skip
+    anna = Annotator.objects.get(user__username="anna").user
+    client.force_login(anna)
+    for url in pages:
+        assert client.get(url).status_code == 403, url
+    client.force_login(researcher)
+    for url in pages:
+        assert client.get(url).status_code == 200, url
+    page = client.get(reverse("annotation:study", args=[study.pk])).content.decode()
+    assert "sloppy" in page and "failed" in page and "AC2" in page
+    gate = client.get(reverse("annotation:gate", args=[study.pk])).content.decode()
+    assert "Reject" in gate and "random_keywords" in gate
