@@ -185,6 +185,7 @@ SPECTACULAR_SETTINGS = {
         "StudyFlagStatusEnum": "annotation.models.Flag.Status",
         "FlagReviewDecisionEnum": "annotation.serializers.FLAG_REVIEW_CHOICES",
         "ApprovalDecisionEnum": "annotation.models.Approval.Decision",
+        "ConfigFormatEnum": ["json", "yaml"],
     },
 }
 
@@ -193,6 +194,10 @@ SPECTACULAR_SETTINGS = {
 CELERY_BROKER_URL = env_str("CELERY_BROKER_URL")
 CELERY_TASK_ALWAYS_EAGER = not CELERY_BROKER_URL
 CELERY_TASK_EAGER_PROPAGATES = True
+if CELERY_TASK_ALWAYS_EAGER:
+    # In-process tasks cannot wait and retry later: a transient error (an LLM server that is down)
+    # reaches the caller at once as itself, with its message, instead of as a Celery Retry.
+    CELERY_TASK_ANNOTATIONS = {"*": {"max_retries": 0}}
 CELERY_RESULT_BACKEND = "django-db"
 CELERY_RESULT_EXTENDED = True
 CELERY_TASK_ACKS_LATE = True

@@ -110,7 +110,9 @@ def judge_pairs(
                     rows.append(Judgement(**common, output=result.text, score=score, latency_s=result.latency_s))
             Judgement.objects.bulk_create(rows, ignore_conflicts=True)
             if len(rows) < len(misses):
-                raise TransientBackendError("the judge backend is not answering; try again later")
+                failure = next(r for r in results if isinstance(r, ChatFailure) and r.transient)
+                raise TransientBackendError.for_backend(backend, n_failed=len(misses) - len(rows),
+                                                        message=failure.message)  # fmt: skip
             cached = {j.key: j for j in Judgement.objects.filter(key__in=keys.values())}
         still = []
         for i in pending:
@@ -328,7 +330,9 @@ def judge_report_execute(*, report_id: int, on_progress: Callable[[int, int], No
     report.save(update_fields=["status", "started_at", "error", "done"])
     try:
         result = _EXECUTORS[report.kind](report, _Progress(report.pk, on_progress))
-    except TransientBackendError:
+    except TransientBackendError as exc:
+        # Marked failed so the page says why; a Celery retry (or a resume) sets it running again.
+        JudgeReport.objects.filter(pk=report_id).update(status=JudgeReport.Status.FAILED, error=str(exc))
         raise
     except ShiftlabError as exc:
         JudgeReport.objects.filter(pk=report_id).update(status=JudgeReport.Status.FAILED, error=str(exc),

@@ -43,6 +43,14 @@ BACKEND_FAILURE = "backend_failure"
 class TransientBackendError(ShiftlabError):
     """The LLM backend could not answer for now (after its own retries); the chunk is retried."""
 
+    @classmethod
+    def for_backend(cls, backend, *, n_failed: int, message: str) -> TransientBackendError:
+        return cls(
+            f"{n_failed} requests to LLM backend {backend.alias!r} ({backend.model_id}) failed: {message}. "
+            "Is its server running? (the embedded one: python manage.py llm_server). Work done so far is "
+            "kept: resume once it answers"
+        )
+
 
 @dataclass(frozen=True)
 class GenerationParams:
@@ -412,7 +420,8 @@ def _run_llm_steps(run, spec, params, prompts, texts: list[_Text], candidates: l
                                                     language, result))  # fmt: skip
                 Generation.objects.bulk_create(new_rows, ignore_conflicts=True)
                 if transient:
-                    raise TransientBackendError(f"{len(transient)} LLM requests failed: {transient[0].message}")
+                    raise TransientBackendError.for_backend(backend, n_failed=len(transient),
+                                                            message=transient[0].message)  # fmt: skip
                 cached = {g.key: g for g in Generation.objects.filter(key__in=keys)}
             for (t, *_), key in zip(requests, keys, strict=True):
                 generation = cached[key]

@@ -79,7 +79,7 @@ class Command(BaseCommand):
         try:
             report = judge_report_execute(report_id=report.pk, on_progress=self._progress)
         except ShiftlabError as exc:
-            raise CommandError(f"{exc}. Resume with the same command: judgements made so far are cached.") from None
+            raise CommandError(str(exc)) from None  # judgements made so far are cached: rerunning resumes
         if sys.stdout.isatty():
             self.stdout.write("")
         if report.status != JudgeReport.Status.SUCCEEDED:
