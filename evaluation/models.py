@@ -1,1 +1,97 @@
-"""Models of this app arrive with the issues that build it (see README, "Roadmap")."""
+"""Benchmark runs (models x datasets x original + approved transformations x seeds) and their
+results, one row per unit."""
+
+from django.conf import settings
+from django.db import models
+
+from datasets.models import Dataset
+from transforms.models import TransformRun
+
+ORIGINAL = "original"  # the transformation name of a unit scored on the untouched data
+
+
+class BenchmarkRun(models.Model):
+    class Source(models.TextChoices):
+        CONFIG = "config", "validated benchmark config"
+        DATASETS = "datasets", "datasets directly (original data only)"
+
+    class Status(models.TextChoices):
+        PENDING = "pending"
+        RUNNING = "running"
+        SUCCEEDED = "succeeded"
+        FAILED = "failed"
+
+    name = models.CharField(max_length=100, blank=True)
+    source = models.CharField(max_length=16, choices=Source.choices)
+    config_hash = models.CharField(max_length=64, blank=True, db_index=True, help_text="Hash of the config used.")
+    config_document = models.JSONField(null=True, blank=True, help_text="The verified config, as read.")
+    model_names = models.JSONField(default=list, help_text="Encoder aliases or model names, in order.")
+    plan = models.JSONField(
+        default=dict, help_text="Units and the transformation run of each (dataset, transformation, seed)."
+    )
+    split = models.CharField(max_length=32, default="test", help_text="The evaluated split.")
+    item_limit = models.PositiveIntegerField(null=True, blank=True, help_text="Only the first N examples.")
+    status = models.CharField(max_length=16, choices=Status.choices, default=Status.PENDING, db_index=True)
+    total = models.PositiveIntegerField(default=0, help_text="Units planned.")
+    done = models.PositiveIntegerField(default=0, help_text="Units with a result.")
+    n_failed = models.PositiveIntegerField(default=0, help_text="Units that failed in the current attempt.")
+    error = models.TextField(blank=True)
+    created_by = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL)
+    created_at = models.DateTimeField(auto_now_add=True)
+    started_at = models.DateTimeField(null=True, blank=True)
+    finished_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["-created_at", "-id"]
+
+    def __str__(self) -> str:
+        return f"benchmark run {self.pk} ({self.status}, {self.done}/{self.total})"
+
+    @property
+    def progress(self) -> float:
+        return min(1.0, self.done / self.total) if self.total else 0.0
+
+
+class BenchmarkResult(models.Model):
+    """The score of one unit: (run, model, dataset, transformation or "original", seed). For a
+    transformed unit, ``original_main_score`` is the original data's score on the same items
+    (items whose transformation failed are left out of both)."""
+
+    run = models.ForeignKey(BenchmarkRun, on_delete=models.CASCADE, related_name="results")
+    model = models.CharField(max_length=200, help_text="As named in the run (alias or model).")
+    model_id = models.CharField(max_length=200)
+    model_revision = models.CharField(max_length=64)
+    dataset = models.ForeignKey(Dataset, on_delete=models.PROTECT, related_name="benchmark_results")
+    transformation = models.CharField(max_length=32, help_text='"original" or a transformation name.')
+    axis = models.CharField(max_length=16, blank=True, help_text="Empty for original units.")
+    seed = models.BigIntegerField(help_text="Transformation seed; 0 for original units.")
+    transform_run = models.ForeignKey(TransformRun, null=True, blank=True, on_delete=models.PROTECT,
+                                      related_name="benchmark_results")  # fmt: skip
+    main_metric = models.CharField(max_length=64)
+    main_score = models.FloatField()
+    metrics = models.JSONField(default=dict)
+    n_items = models.PositiveIntegerField(help_text="Items evaluated.")
+    n_left_out = models.PositiveIntegerField(default=0, help_text="Items left out because a transformation failed.")
+    original_main_score = models.FloatField(null=True, blank=True, help_text="Original data, same items.")
+    original_metrics = models.JSONField(null=True, blank=True)
+    result_path = models.CharField(max_length=500, blank=True, help_text="MTEB-style JSON file of this unit.")
+    evaluation_time_s = models.FloatField(default=0.0)
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["run", "model", "dataset__name", "transformation", "seed"]
+        constraints = [
+            models.UniqueConstraint(
+                fields=["run", "model", "dataset", "transformation", "seed"], name="one_result_per_benchmark_unit"
+            ),  # fmt: skip
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.model} {self.dataset_id} {self.transformation} seed {self.seed}: {self.main_score:.4f}"
+
+    @property
+    def delta(self) -> float | None:
+        """Transformed minus original on the same items."""
+        if self.original_main_score is None:
+            return None
+        return self.main_score - self.original_main_score

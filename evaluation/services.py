@@ -41,20 +41,41 @@ def dataset_evaluate(
     ``seed`` drives the seeded protocols (classification draws, clustering); the others are
     deterministic. Raises ``ShiftlabError`` for a missing split or an unusable model.
     """
-    task = TaskType(dataset.task_type)
     if split not in dataset.splits:
         raise ShiftlabError(
             f"Dataset {dataset.name} has no split {split!r}; its splits are: {', '.join(dataset.splits) or 'none'}."
         )
     encoder = get_encoder(encoder_alias_or_model)
+    examples = list(
+        dataset_item_list(dataset=dataset, split=split, kind="example").values_list("item_id", "payload", "gold")
+    )
+    return examples_evaluate(
+        dataset=dataset, split=split, examples=examples, encoder=encoder, seed=seed, batch_size=batch_size
+    )
+
+
+def examples_evaluate(
+    *,
+    dataset: Dataset,
+    split: str,
+    examples: Sequence[tuple[str, dict, object]],
+    encoder: Encoder,
+    seed: int = DEFAULT_SEED,
+    batch_size: int | None = None,
+) -> EvaluationResult:
+    """Score ``encoder`` on the given examples of ``dataset`` (``(item_id, payload, gold)``, as
+    stored or with transformed texts in their payloads). What a protocol needs besides the
+    examples comes from the dataset unchanged: the original ``train`` split for classification,
+    the document corpus for retrieval."""
+    task = TaskType(dataset.task_type)
     encode = _cached_encode(encoder, task=task, batch_size=batch_size)
-    examples = list(dataset_item_list(dataset=dataset, split=split, kind="example").values_list("payload", "gold"))
+    rows = [(payload, gold) for _, payload, gold in examples]
     similarity = encoder.similarity_fn_name
     if task in (TaskType.STS, TaskType.STR):
-        s1, s2, gold = _columns(examples, "sentence1", "sentence2")
+        s1, s2, gold = _columns(rows, "sentence1", "sentence2")
         return STSEvaluator(similarity_fn_name=similarity).evaluate(s1, s2, gold, encode=encode)
     if task is TaskType.PAIR_CLASSIFICATION:
-        s1, s2, labels = _columns(examples, "sentence1", "sentence2")
+        s1, s2, labels = _columns(rows, "sentence1", "sentence2")
         return PairClassificationEvaluator().evaluate(s1, s2, [int(label) for label in labels], encode=encode)
     if task is TaskType.CLASSIFICATION:
         if split == TRAIN_SPLIT or TRAIN_SPLIT not in dataset.splits:
@@ -66,28 +87,24 @@ def dataset_evaluate(
             dataset_item_list(dataset=dataset, split=TRAIN_SPLIT, kind="example").values_list("payload", "gold")
         )
         train_texts, train_labels = _columns(train, "text")
-        test_texts, test_labels = _columns(examples, "text")
+        test_texts, test_labels = _columns(rows, "text")
         return ClassificationEvaluator(seed=seed).evaluate(
             train_texts, train_labels, test_texts, test_labels, encode=encode
         )
     if task is TaskType.CLUSTERING:
-        texts, labels = _columns(examples, "text")
+        texts, labels = _columns(rows, "text")
         return ClusteringEvaluator(seed=seed).evaluate(texts, labels, encode=encode)
     if task is TaskType.RERANKING:
-        queries, positives, negatives, _ = _columns(examples, "query", "positive", "negative")
+        queries, positives, negatives, _ = _columns(rows, "query", "positive", "negative")
         return RerankingEvaluator(similarity_fn_name=similarity).evaluate(queries, positives, negatives, encode=encode)
     if task is TaskType.RETRIEVAL:
         documents = dataset_item_list(dataset=dataset, kind="document").values_list("item_id", "payload")
         corpus = {doc_id: _document_text(payload) for doc_id, payload in documents}
-        queries = dict(
-            dataset_item_list(dataset=dataset, split=split, kind="example").values_list("item_id", "payload")
-        )
-        qrels = dict(dataset_item_list(dataset=dataset, split=split, kind="example").values_list("item_id", "gold"))
-        return RetrievalEvaluator(similarity_fn_name=similarity).evaluate(
-            corpus, {q: payload["text"] for q, payload in queries.items()}, qrels, encode=encode
-        )
+        queries = {item_id: payload["text"] for item_id, payload, _ in examples}
+        qrels = {item_id: gold for item_id, _, gold in examples}
+        return RetrievalEvaluator(similarity_fn_name=similarity).evaluate(corpus, queries, qrels, encode=encode)
     if task is TaskType.SUMMARIZATION:
-        human, machine, ratings = _columns(examples, "human_summaries", "machine_summaries")
+        human, machine, ratings = _columns(rows, "human_summaries", "machine_summaries")
         return SummarizationEvaluator().evaluate(human, machine, ratings, encode=encode)
     raise AssertionError(f"no evaluator for task type {task}")  # pragma: no cover - TaskType is closed
 

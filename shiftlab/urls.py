@@ -13,6 +13,7 @@ from annotation.apis import (
 )
 from core import views as core_views
 from datasets.apis import DatasetImportViewSet, DatasetViewSet
+from evaluation.apis import BenchmarkRunViewSet
 from shiftlab.views import home_view
 from transforms.apis import JudgeReportViewSet, PromptTemplateViewSet, TransformRunViewSet
 
@@ -27,6 +28,7 @@ router.register("study-annotators", AnnotatorViewSet, basename="study-annotator"
 router.register("study-flags", FlagViewSet, basename="study-flag")
 router.register("gate-results", GateResultViewSet, basename="gate-result")
 router.register("benchmark-configs", BenchmarkConfigViewSet, basename="benchmark-config")
+router.register("benchmark-runs", BenchmarkRunViewSet, basename="benchmark-run")
 
 urlpatterns = [
     path("", home_view, name="home"),
@@ -36,6 +38,7 @@ urlpatterns = [
     path("datasets/", include("datasets.urls")),
     path("transforms/", include("transforms.urls")),
     path("annotation/", include("annotation.urls")),
+    path("benchmarks/", include("evaluation.urls")),
     path("admin/", admin.site.urls),
     path("api/", include(router.urls)),
     path("api/auth/token/", obtain_auth_token, name="api-token"),

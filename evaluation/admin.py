@@ -1,0 +1,18 @@
+from django.contrib import admin
+
+from evaluation.models import BenchmarkResult, BenchmarkRun
+
+
+@admin.register(BenchmarkRun)
+class BenchmarkRunAdmin(admin.ModelAdmin):
+    list_display = ("id", "name", "source", "status", "done", "total", "config_hash", "created_by", "created_at")
+    list_filter = ("status", "source")
+    readonly_fields = ("config_hash", "config_document", "plan", "done", "total", "n_failed", "started_at",
+                       "finished_at")  # fmt: skip
+
+
+@admin.register(BenchmarkResult)
+class BenchmarkResultAdmin(admin.ModelAdmin):
+    list_display = ("run", "model", "dataset", "transformation", "seed", "main_score", "original_main_score", "n_items")
+    list_filter = ("transformation", "model")
+    raw_id_fields = ("run", "dataset", "transform_run")

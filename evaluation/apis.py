@@ -1,0 +1,69 @@
+from django.shortcuts import get_object_or_404
+from drf_spectacular.utils import extend_schema
+from rest_framework import mixins, status, viewsets
+from rest_framework.decorators import action
+from rest_framework.response import Response
+
+from annotation.models import BenchmarkConfig
+from core.errors import ShiftlabError
+from core.permissions import IsResearcher
+from evaluation.benchmark_services import (
+    benchmark_run_create_from_config,
+    benchmark_run_create_from_datasets,
+    benchmark_run_resume,
+)
+from evaluation.reports import benchmark_report
+from evaluation.selectors import benchmark_result_list, benchmark_run_list
+from evaluation.serializers import BenchmarkResultSerializer, BenchmarkRunCreateSerializer, BenchmarkRunSerializer
+
+
+class BenchmarkRunViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, viewsets.GenericViewSet):
+    """Benchmark runs: POST starts one (from a validated config or, original data only, from
+    datasets); `results` lists every unit, `report` adds the aggregates; `resume` re-queues units
+    without a result."""
+
+    permission_classes = [IsResearcher]
+    serializer_class = BenchmarkRunSerializer
+
+    def get_queryset(self):
+        return benchmark_run_list()
+
+    @extend_schema(request=BenchmarkRunCreateSerializer, responses={201: BenchmarkRunSerializer})
+    def create(self, request):
+        data_in = BenchmarkRunCreateSerializer(data=request.data)
+        data_in.is_valid(raise_exception=True)
+        d = data_in.validated_data
+        common = {"models": d["models"], "limit": d.get("limit"), "split": d["split"], "name": d["name"],
+                  "created_by": request.user}  # fmt: skip
+        try:
+            narrowing = {"datasets": d.get("datasets"), "seeds": d.get("seeds")}
+            if d.get("config_id") is not None:
+                config = get_object_or_404(BenchmarkConfig, pk=d["config_id"])
+                run = benchmark_run_create_from_config(text=config.yaml_text, fmt="yaml", **narrowing, **common)
+            elif d.get("config_text") is not None:
+                run = benchmark_run_create_from_config(text=d["config_text"], fmt=d["config_format"], **narrowing,
+                                                       **common)  # fmt: skip
+            else:
+                run = benchmark_run_create_from_datasets(datasets=d["datasets"], **common)
+        except ShiftlabError as exc:
+            return Response({"detail": str(exc)}, status=status.HTTP_400_BAD_REQUEST)
+        return Response(BenchmarkRunSerializer(run).data, status=status.HTTP_201_CREATED)
+
+    @extend_schema(responses={200: BenchmarkResultSerializer(many=True)})
+    @action(detail=True, methods=["get"])
+    def results(self, request, pk=None):
+        run = self.get_object()
+        page = self.paginate_queryset(benchmark_result_list(run=run))
+        return self.get_paginated_response(BenchmarkResultSerializer(page, many=True).data)
+
+    @extend_schema(responses={200: dict})
+    @action(detail=True, methods=["get"])
+    def report(self, request, pk=None):
+        """Aggregates per model (original, per transformation and axis with SD over seeds, total) and every unit."""
+        return Response(benchmark_report(run=self.get_object()).as_dict())
+
+    @extend_schema(request=None, responses={202: BenchmarkRunSerializer})
+    @action(detail=True, methods=["post"])
+    def resume(self, request, pk=None):
+        run = benchmark_run_resume(run_id=self.get_object().pk, actor=request.user)
+        return Response(BenchmarkRunSerializer(run).data, status=status.HTTP_202_ACCEPTED)

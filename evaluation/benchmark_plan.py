@@ -1,0 +1,156 @@
+"""What a benchmark run evaluates, read from a validated config or from datasets (pure module).
+
+A plan is models x datasets x (original + approved transformations) x seeds. Everything here is
+plain data: the services turn a plan into transformation runs and Celery tasks. The shape of the
+exported config (``annotation/config_export.py``) is read in one place, ``plan_from_config``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from transforms.registry import TRANSFORMATIONS, Axis
+
+ORIGINAL = "original"
+ORIGINAL_SEED = 0
+BENCHMARK_AXES: tuple[str, ...] = (Axis.LEXICAL.value, Axis.LENGTH.value, Axis.LANGUAGE.value)
+
+
+class PlanError(ValueError):
+    """A config or a choice of datasets/models that cannot be planned; the message says why."""
+
+
+@dataclass(frozen=True)
+class TransformationSpec:
+    """An approved transformation as the config fixes it: generator, prompts, languages, seeds."""
+
+    transformation: str
+    axis: str
+    seeds: tuple[int, ...]
+    backend_alias: str
+    generator_model: str
+    generator_params: Mapping[str, Any]
+    generator_hash: str
+    prompt_hashes: Mapping[str, str]
+    languages: tuple[str, ...]
+
+
+@dataclass(frozen=True)
+class DatasetRef:
+    name: str
+    content_hash: str | None = None  # checked against the database when the config names one
+
+
+@dataclass(frozen=True)
+class Plan:
+    datasets: tuple[DatasetRef, ...]
+    transformations: tuple[TransformationSpec, ...]
+    include_original: bool = True
+
+    def units(self, models: Sequence[str]) -> list[Unit]:
+        """Every unit, grouped by model then dataset, so that one worker tends to reuse one
+        encoder and one transformation run."""
+        out = []
+        for model in models:
+            for dataset in self.datasets:
+                if self.include_original:
+                    out.append(Unit(model, dataset.name, ORIGINAL, ORIGINAL_SEED))
+                for spec in self.transformations:
+                    out.extend(Unit(model, dataset.name, spec.transformation, seed) for seed in spec.seeds)
+        return out
+
+
+@dataclass(frozen=True)
+class Unit:
+    model: str
+    dataset: str
+    transformation: str
+    seed: int
+
+    @property
+    def is_original(self) -> bool:
+        return self.transformation == ORIGINAL
+
+    def as_dict(self) -> dict[str, Any]:
+        return {"model": self.model, "dataset": self.dataset, "transformation": self.transformation, "seed": self.seed}
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> Unit:
+        return cls(str(data["model"]), str(data["dataset"]), str(data["transformation"]), int(data["seed"]))
+
+
+def plan_from_datasets(names: Sequence[str]) -> Plan:
+    """Original data only: one unit per model and dataset."""
+    if not names:
+        raise PlanError("name at least one dataset")
+    return Plan(datasets=tuple(DatasetRef(name) for name in dict.fromkeys(names)), transformations=())
+
+
+def plan_from_config(
+    document: Mapping[str, Any],
+    *,
+    datasets: Sequence[str] | None = None,
+    seeds: Sequence[int] | None = None,
+    transformations: Sequence[str] | None = None,
+) -> Plan:
+    """The plan of a verified config: its approved transformations (only those), each with the
+    generator, prompts and languages of its runs and the union of their seeds, applied to the
+    config's datasets. ``datasets``, ``seeds`` and ``transformations`` narrow or replace them."""
+    specs = []
+    for entry in document.get("transformations") or []:
+        if (entry.get("approval") or {}).get("decision") != "approve":
+            continue
+        specs.append(_transformation_spec(entry, seeds))
+    if transformations:
+        unknown = set(transformations) - {s.transformation for s in specs}
+        if unknown:
+            raise PlanError(f"not approved in this config: {', '.join(sorted(unknown))}; "
+                            f"approved: {', '.join(s.transformation for s in specs) or 'none'}")  # fmt: skip
+        specs = [s for s in specs if s.transformation in transformations]
+    if not specs:
+        raise PlanError("the config approves no transformation: approve one and export the config again")
+    listed = {d["name"]: DatasetRef(d["name"], d.get("content_hash")) for d in document.get("datasets") or []}
+    if datasets:
+        refs = tuple(listed.get(name, DatasetRef(name)) for name in dict.fromkeys(datasets))
+    else:
+        refs = tuple(listed.values())
+    if not refs:
+        raise PlanError("the config lists no dataset: pass the datasets to benchmark")
+    return Plan(datasets=refs, transformations=tuple(specs))
+
+
+def _transformation_spec(entry: Mapping[str, Any], seeds: Sequence[int] | None) -> TransformationSpec:
+    name = entry.get("transformation")
+    if name not in TRANSFORMATIONS:
+        raise PlanError(f"the config names an unknown transformation {name!r}")
+    runs = entry.get("runs") or []
+    if not runs:
+        raise PlanError(f"the config gives no run (generator, prompts, seeds) for {name}")
+    first = runs[0]
+    generator = first["generator"]
+    for run in runs[1:]:
+        if run["generator"]["hash"] != generator["hash"] or _prompts(run) != _prompts(first):
+            raise PlanError(f"the approved runs of {name} differ in generator or prompts: export one setting per "
+                            "transformation")  # fmt: skip
+    chosen = tuple(dict.fromkeys(int(s) for s in seeds)) if seeds else tuple(sorted({int(r["seed"]) for r in runs}))
+    return TransformationSpec(
+        transformation=name, axis=TRANSFORMATIONS[name].axis.value, seeds=chosen,
+        backend_alias=generator["backend_alias"], generator_model=generator["model"],
+        generator_params=dict(generator["params"]), generator_hash=generator["hash"],
+        prompt_hashes=_prompts(first), languages=tuple(first.get("target_languages") or ()),
+    )  # fmt: skip
+
+
+def _prompts(run: Mapping[str, Any]) -> dict[str, str]:
+    return {p["key"]: p["hash"] for p in run.get("prompts") or []}
+
+
+def spec_as_dict(spec: TransformationSpec) -> dict[str, Any]:
+    return {
+        "transformation": spec.transformation, "axis": spec.axis, "seeds": list(spec.seeds),
+        "backend_alias": spec.backend_alias, "generator_model": spec.generator_model,
+        "generator_params": dict(spec.generator_params), "generator_hash": spec.generator_hash,
+        "prompt_hashes": dict(spec.prompt_hashes), "languages": list(spec.languages),
+    }  # fmt: skip

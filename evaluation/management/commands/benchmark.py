@@ -1,0 +1,135 @@
+import json
+import sys
+import time
+from pathlib import Path
+
+from django.contrib.auth import get_user_model
+from django.core.management.base import BaseCommand, CommandError
+
+from annotation.config_export import format_of
+from core.errors import ShiftlabError
+from evaluation.benchmark_services import (
+    benchmark_run_create_from_config,
+    benchmark_run_create_from_datasets,
+    benchmark_run_resume,
+)
+from evaluation.models import BenchmarkRun
+from evaluation.reports import benchmark_report
+
+
+class Command(BaseCommand):
+    help = (
+        "Benchmark runs: models x datasets x (original + approved transformations) x seeds, one Celery task "
+        "per unit. `run --config FILE` (a validated config, verified first) or `run --dataset NAME` (original "
+        "data only); `status RUN`; `resume RUN` (re-queues units without a result); `results RUN [--json]`."
+    )
+
+    def add_arguments(self, parser):
+        sub = parser.add_subparsers(dest="action", required=True)
+        run = sub.add_parser("run", help="Start a benchmark run.")
+        run.add_argument("--config", help="Validated benchmark config (*.yaml/*.yml/*.json), exactly as exported.")
+        run.add_argument("--dataset", action="append", default=[],
+                         help="A dataset (repeat). Without --config: original data only. With --config: "
+                              "benchmark these datasets instead of the config's.")  # fmt: skip
+        run.add_argument("--models", nargs="+", default=["default"],
+                         help="Encoder aliases (EVALUATION_ENCODERS) or model names (default: default).")  # fmt: skip
+        run.add_argument("--transformation", action="append", default=[], help="Only these approved transformations.")
+        run.add_argument("--seeds", type=int, nargs="+", help="Transformation seeds (default: the config's).")
+        run.add_argument("--limit", type=int, help="Only the first N examples of each dataset.")
+        run.add_argument("--split", default="test", help="Evaluated split (default: test).")
+        run.add_argument("--name", default="")
+        run.add_argument("--as", dest="actor", help="Username recorded as the creator.")
+        run.add_argument("--wait", action="store_true", help="Show progress until the run ends.")
+        for name in ("status", "resume", "results"):
+            action = sub.add_parser(name)
+            action.add_argument("run", type=int)
+            if name == "resume":
+                action.add_argument("--wait", action="store_true")
+            if name == "results":
+                action.add_argument("--json", dest="as_json", action="store_true", help="Units and aggregates as JSON.")
+
+    def handle(self, *args, action, **options):
+        try:
+            getattr(self, f"do_{action}")(**options)
+        except (ShiftlabError, ValueError) as exc:
+            raise CommandError(str(exc)) from None
+
+    def do_run(self, *, config, dataset, models, transformation, seeds, limit, split, name, actor, wait, **_):
+        user = None
+        if actor:
+            user = get_user_model().objects.filter(username=actor).first()
+            if user is None:
+                raise CommandError(f"no user {actor!r}")
+        common = {"models": models, "limit": limit, "split": split, "name": name, "created_by": user}
+        if config:
+            path = Path(config)
+            if not path.is_file():
+                raise CommandError(f"no config file {path}")
+            run = benchmark_run_create_from_config(
+                text=path.read_text(encoding="utf-8"), fmt=format_of(path.name), datasets=dataset or None,
+                seeds=seeds, transformations=transformation or None, **common,
+            )  # fmt: skip
+        else:
+            if not dataset:
+                raise CommandError("pass --config CONFIG.yaml, or --dataset NAME for original data only")
+            if transformation or seeds:
+                raise CommandError("--transformation and --seeds need --config: transformations must be validated")
+            run = benchmark_run_create_from_datasets(datasets=dataset, **common)
+        plan = run.plan
+        self.stdout.write(
+            f"Benchmark run {run.pk}: {run.total} units ({len(run.model_names)} models, "
+            f"{len(plan['datasets'])} datasets, {len(plan['transformations'])} transformations)"
+        )
+        if wait:
+            self._wait(run)
+
+    def do_status(self, *, run, **_):
+        found = self._get(run)
+        self.stdout.write(_bar(found))
+        if found.error:
+            self.stdout.write(found.error)
+
+    def do_resume(self, *, run, wait=False, **_):
+        found = benchmark_run_resume(run_id=self._get(run).pk)
+        self.stdout.write(f"Benchmark run {found.pk} resumed: {found.total - found.done} units to go")
+        if wait:
+            self._wait(found)
+
+    def do_results(self, *, run, as_json: bool = False, **_):
+        report = benchmark_report(run=self._get(run))
+        if as_json:
+            self.stdout.write(json.dumps(report.as_dict(), indent=2))
+        else:
+            self.stdout.write(report.as_text())
+
+    def _get(self, run_id: int) -> BenchmarkRun:
+        try:
+            return BenchmarkRun.objects.get(pk=run_id)
+        except BenchmarkRun.DoesNotExist:
+            raise CommandError(f"no benchmark run {run_id}") from None
+
+    def _wait(self, run: BenchmarkRun) -> None:
+        interactive = sys.stdout.isatty()
+        last = None
+        while True:
+            run.refresh_from_db()
+            line = _bar(run)
+            if interactive:
+                self.stdout.write("\r" + line, ending="")
+            elif line != last:
+                self.stdout.write(line)
+            last = line
+            if run.status in (BenchmarkRun.Status.SUCCEEDED, BenchmarkRun.Status.FAILED):
+                break
+            time.sleep(1)
+        if interactive:
+            self.stdout.write("")
+        if run.status == BenchmarkRun.Status.FAILED:
+            raise CommandError(run.error or "the benchmark run failed")
+        self.stdout.write(benchmark_report(run=run).as_text())
+
+
+def _bar(run: BenchmarkRun, width: int = 30) -> str:
+    filled = int(width * run.progress)
+    failed = f", {run.n_failed} failed" if run.n_failed else ""
+    return f"[{'#' * filled}{'.' * (width - filled)}] {run.done}/{run.total} units {run.status}{failed}"

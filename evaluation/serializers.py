@@ -1,0 +1,89 @@
+from rest_framework import serializers
+
+from evaluation.models import BenchmarkResult, BenchmarkRun
+
+
+class BenchmarkRunSerializer(serializers.ModelSerializer):
+    models = serializers.ListField(source="model_names", child=serializers.CharField(), read_only=True)
+    progress = serializers.FloatField(read_only=True)
+    created_by = serializers.StringRelatedField()
+
+    class Meta:
+        model = BenchmarkRun
+        fields = [
+            "id",
+            "name",
+            "source",
+            "config_hash",
+            "models",
+            "split",
+            "item_limit",
+            "status",
+            "total",
+            "done",
+            "n_failed",
+            "progress",
+            "error",
+            "plan",
+            "created_by",
+            "created_at",
+            "started_at",
+            "finished_at",
+        ]
+        read_only_fields = fields
+
+
+class BenchmarkRunCreateSerializer(serializers.Serializer):
+    """A run from an exported config (``config_id``, or ``config_text`` + ``config_format``) or, for
+    original data only, from ``datasets``."""
+
+    models = serializers.ListField(child=serializers.CharField(max_length=200), min_length=1)
+    config_id = serializers.IntegerField(required=False)
+    config_text = serializers.CharField(required=False, trim_whitespace=False)
+    config_format = serializers.ChoiceField(choices=["json", "yaml"], default="yaml")
+    datasets = serializers.ListField(child=serializers.CharField(max_length=200), required=False)
+    seeds = serializers.ListField(child=serializers.IntegerField(), required=False)
+    limit = serializers.IntegerField(required=False, min_value=1)
+    split = serializers.CharField(default="test", max_length=32)
+    name = serializers.CharField(default="", allow_blank=True, max_length=100)
+
+    def validate(self, data):
+        sources = [k for k in ("config_id", "config_text") if data.get(k) is not None]
+        if len(sources) > 1:
+            raise serializers.ValidationError("give config_id or config_text, not both")
+        if not sources and not data.get("datasets"):
+            raise serializers.ValidationError("give a config (config_id or config_text) or datasets (original data)")
+        if not sources and data.get("seeds"):
+            raise serializers.ValidationError("seeds need a config: transformations must be validated")
+        return data
+
+
+class BenchmarkResultSerializer(serializers.ModelSerializer):
+    dataset = serializers.CharField(source="dataset.name")
+    delta = serializers.FloatField(allow_null=True)
+
+    class Meta:
+        model = BenchmarkResult
+        fields = [
+            "id",
+            "model",
+            "model_id",
+            "model_revision",
+            "dataset",
+            "transformation",
+            "axis",
+            "seed",
+            "transform_run",
+            "main_metric",
+            "main_score",
+            "original_main_score",
+            "delta",
+            "n_items",
+            "n_left_out",
+            "metrics",
+            "original_metrics",
+            "result_path",
+            "evaluation_time_s",
+            "created_at",
+        ]
+        read_only_fields = fields

@@ -1,0 +1,154 @@
+"""Benchmark services: config verification and planning, paired deltas, result files, resume.
+
+``config_text`` builds a validated config in the exact shape ``annotation`` exports (its run
+entries come from annotation's own code); the worker test uses it too."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+import yaml
+from django.conf import settings
+
+from annotation.config_export import config_render, config_seal
+from annotation.services import _run_entry
+from core.errors import ShiftlabError
+from datasets.models import Dataset, DatasetItem
+from datasets.services import dataset_import
+from evaluation.benchmark_plan import PlanError, plan_from_config
+from evaluation.benchmark_services import (
+    benchmark_run_create_from_config,
+    benchmark_run_create_from_datasets,
+    benchmark_run_pending_units,
+    benchmark_run_resume,
+)
+from evaluation.encoders import get_encoder
+from evaluation.models import BenchmarkResult, BenchmarkRun
+from evaluation.services import examples_evaluate
+from transforms.models import TransformedItem, TransformRun
+from transforms.registry import TRANSFORMATIONS
+from transforms.services import transform_run_create, transform_run_execute_chunk, transform_run_finalize
+
+
+def config_text(runs: list[TransformRun], *, rejected: tuple[str, ...] = (), fmt: str = "yaml") -> str:
+    """A sealed config approving the transformations of ``runs`` (and rejecting ``rejected``)."""
+    by_name: dict[str, list[TransformRun]] = {}
+    for run in runs:
+        by_name.setdefault(run.transformation, []).append(run)
+    entries = []
+    datasets = {}
+    for name, group in sorted(by_name.items()):
+        decision = "reject" if name in rejected else "approve"
+        run_entries = [_run_entry(run) for run in group]
+        for entry in run_entries:
+            datasets[entry["dataset"]["name"]] = entry["dataset"]
+        entries.append({
+            "transformation": name, "axis": TRANSFORMATIONS[name].axis.value,
+            "study": {"name": "test-study", "version": 1, "design_hash": "0" * 64, "design": {}},
+            "runs": run_entries,
+            "approval": {"decision": decision, "by": "rita", "at": "2026-01-01T00:00:00+00:00", "comment": ""},
+            "gate": {"id": 1, "passed": decision == "approve", "evidence_hash": "0" * 64, "evidence": {}},
+        })  # fmt: skip
+    document = config_seal({
+        "name": "test", "exported_at": "2026-01-01T00:00:00+00:00", "exported_by": "rita",
+        "transformations": entries, "datasets": [datasets[k] for k in sorted(datasets)],
+    })  # fmt: skip
+    return config_render(document, fmt)
+
+
+MODEL = "all-MiniLM-L6-v2"
+LIMIT = 10
+
+
+@pytest.fixture
+def sts(db, tmp_path, settings) -> Dataset:
+    settings.EMBEDDING_CACHE_DIR = tmp_path / "embeddings"
+    settings.DATA_DIR = tmp_path
+    return dataset_import(source=settings.BASE_DIR / "fixtures/sts/demo-sts.csv", task="sts", name="bench-sts")
+
+
+def keyword_run(dataset, seed, *, fail_items=()):
+    """A finished random_keywords run (no LLM); the outputs of ``fail_items`` are marked failed."""
+    run = transform_run_create(dataset=dataset, transformation="random_keywords", seed=seed, limit=LIMIT,
+                               dispatch=False)  # fmt: skip
+    items = list(DatasetItem.objects.filter(dataset=dataset, kind="example").order_by("position")[:LIMIT])
+    transform_run_execute_chunk(run_id=run.pk, item_ids=[i.pk for i in items])
+    TransformedItem.objects.filter(run=run, item__in=[items[i] for i in fail_items], side="sentence2").update(
+        ok=False, error_type="copy"
+    )
+    return transform_run_finalize(run_id=run.pk)
+
+
+def test_a_tampered_config_is_refused(sts):
+    text = config_text([keyword_run(sts, 1)])
+    tampered = text.replace("seed: 1\n", "seed: 2\n")
+    assert tampered != text
+    with pytest.raises(ShiftlabError, match="does not verify.*hash mismatch"):
+        benchmark_run_create_from_config(text=tampered, fmt="yaml", models=[MODEL], dispatch=False)
+    assert not BenchmarkRun.objects.exists()
+
+
+def test_plan_takes_only_approved_transformations(sts):
+    runs = [keyword_run(sts, 1), keyword_run(sts, 2)]
+    document = yaml.safe_load(config_text(runs))
+    plan = plan_from_config(document)
+    assert [(s.transformation, s.seeds) for s in plan.transformations] == [("random_keywords", (1, 2))]
+    assert [u.transformation for u in plan.units(["a", "b"])] == ["original", "random_keywords", "random_keywords"] * 2
+    rejected = yaml.safe_load(config_text(runs, rejected=("random_keywords",)))
+    with pytest.raises(PlanError, match="approves no transformation"):
+        plan_from_config(rejected)
+
+
+def test_paired_delta_leaves_failed_items_out_of_both(sts, django_capture_on_commit_callbacks):
+    runs = [keyword_run(sts, 1, fail_items=(0, 3)), keyword_run(sts, 2)]
+    with django_capture_on_commit_callbacks(execute=True):
+        run = benchmark_run_create_from_config(text=config_text(runs, fmt="json"), fmt="json", models=[MODEL],
+                                               limit=LIMIT)  # fmt: skip
+    run.refresh_from_db()
+    assert run.status == "succeeded" and run.done == run.total == 3, run.error
+    assert set(run.plan["transform_runs"].values()) == {r.pk for r in runs}
+    result = BenchmarkResult.objects.get(run=run, seed=1)
+    assert (result.n_items, result.n_left_out) == (LIMIT - 2, 2)
+    # The original side is scored on the same 8 items, with their original texts.
+    items = list(DatasetItem.objects.filter(dataset=sts, kind="example").order_by("position")[:LIMIT])
+    kept = [(i.item_id, i.payload, i.gold) for n, i in enumerate(items) if n not in (0, 3)]
+    original = examples_evaluate(dataset=sts, split="test", examples=kept, encoder=get_encoder(MODEL))
+    assert result.original_main_score == pytest.approx(original.main_score)
+    outputs = {(o.item_id, o.side): o.output_text for o in TransformedItem.objects.filter(run=runs[0])}
+    transformed = [(i.item_id, {**i.payload, "sentence1": outputs[(i.pk, "sentence1")],
+                                "sentence2": outputs[(i.pk, "sentence2")]}, i.gold)
+                   for n, i in enumerate(items) if n not in (0, 3)]  # fmt: skip
+    expected = examples_evaluate(dataset=sts, split="test", examples=transformed, encoder=get_encoder(MODEL))
+    assert result.main_score == pytest.approx(expected.main_score)
+    assert result.delta == pytest.approx(expected.main_score - original.main_score)
+    failed_on_their_own = TransformedItem.objects.filter(run=runs[1], ok=False).values("item").distinct().count()
+    assert BenchmarkResult.objects.get(run=run, seed=2).n_left_out == failed_on_their_own
+    assert BenchmarkResult.objects.get(run=run, transformation="original").n_items == LIMIT
+
+
+def test_original_only_run_writes_mteb_files_and_resumes_missing_units(sts, django_capture_on_commit_callbacks):
+    with django_capture_on_commit_callbacks(execute=True):
+        run = benchmark_run_create_from_datasets(datasets=["bench-sts"], models=[MODEL], limit=LIMIT)
+    result = BenchmarkResult.objects.get(run=run)
+    document = json.loads(Path(result.result_path).read_text())
+    assert Path(result.result_path).is_relative_to(settings.DATA_DIR / "results" / str(run.pk))
+    assert document["task_name"] == "bench-sts" and document["dataset_revision"] == sts.content_hash
+    assert document["scores"]["test"][0]["main_score"] == pytest.approx(result.main_score)
+    score = result.main_score
+    result.delete()
+    BenchmarkRun.objects.filter(pk=run.pk).update(done=0, status="failed")
+    assert benchmark_run_pending_units(run_id=run.pk) == run.plan["units"]
+    with django_capture_on_commit_callbacks(execute=True):
+        benchmark_run_resume(run_id=run.pk)
+    run.refresh_from_db()
+    assert run.status == "succeeded" and run.done == 1
+    assert BenchmarkResult.objects.get(run=run).main_score == pytest.approx(score)
+
+
+def test_unknown_dataset_and_model_are_clear_errors(sts):
+    with pytest.raises(ShiftlabError, match="no dataset named 'nope'"):
+        benchmark_run_create_from_datasets(datasets=["nope"], models=[MODEL], dispatch=False)
+    with pytest.raises(ShiftlabError, match="name at least one model"):
+        benchmark_run_create_from_datasets(datasets=["bench-sts"], models=[" "], dispatch=False)
