@@ -1,25 +1,19 @@
 """Benchmark runs (models x datasets x original + approved transformations x seeds) and their
 results, one row per unit."""
 
-from django.conf import settings
 from django.db import models
 
+from core.models import TrackedJob
 from datasets.models import Dataset
 from transforms.models import TransformRun
 
 ORIGINAL = "original"  # the transformation name of a unit scored on the untouched data
 
 
-class BenchmarkRun(models.Model):
+class BenchmarkRun(TrackedJob):
     class Source(models.TextChoices):
         CONFIG = "config", "validated benchmark config"
         DATASETS = "datasets", "datasets directly (original data only)"
-
-    class Status(models.TextChoices):
-        PENDING = "pending"
-        RUNNING = "running"
-        SUCCEEDED = "succeeded"
-        FAILED = "failed"
 
     name = models.CharField(max_length=100, blank=True)
     source = models.CharField(max_length=16, choices=Source.choices)
@@ -31,25 +25,12 @@ class BenchmarkRun(models.Model):
     )
     split = models.CharField(max_length=32, default="test", help_text="The evaluated split.")
     item_limit = models.PositiveIntegerField(null=True, blank=True, help_text="Only the first N examples.")
-    status = models.CharField(max_length=16, choices=Status.choices, default=Status.PENDING, db_index=True)
     total = models.PositiveIntegerField(default=0, help_text="Units planned.")
     done = models.PositiveIntegerField(default=0, help_text="Units with a result.")
     n_failed = models.PositiveIntegerField(default=0, help_text="Units that failed in the current attempt.")
-    error = models.TextField(blank=True)
-    created_by = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL)
-    created_at = models.DateTimeField(auto_now_add=True)
-    started_at = models.DateTimeField(null=True, blank=True)
-    finished_at = models.DateTimeField(null=True, blank=True)
-
-    class Meta:
-        ordering = ["-created_at", "-id"]
 
     def __str__(self) -> str:
         return f"benchmark run {self.pk} ({self.status}, {self.done}/{self.total})"
-
-    @property
-    def progress(self) -> float:
-        return min(1.0, self.done / self.total) if self.total else 0.0
 
 
 class BenchmarkResult(models.Model):

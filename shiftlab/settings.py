@@ -286,3 +286,6 @@ LOGGING = {
     "root": {"handlers": ["console"], "level": env_str("SHIFTLAB_LOG_LEVEL", "INFO")},
     "loggers": {"django.db.backends": {"level": "WARNING"}, "httpx": {"level": "WARNING"}},
 }
+if CELERY_TASK_ALWAYS_EAGER:
+    # In-process tasks: a line per task and kombu's "no broker hostname" would drown command output.
+    LOGGING["loggers"] |= {"celery.app.trace": {"level": "WARNING"}, "kombu.connection": {"level": "ERROR"}}

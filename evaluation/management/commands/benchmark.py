@@ -1,6 +1,4 @@
 import json
-import sys
-import time
 from pathlib import Path
 
 from django.contrib.auth import get_user_model
@@ -8,6 +6,7 @@ from django.core.management.base import BaseCommand, CommandError
 
 from annotation.config_export import format_of
 from core.errors import ShiftlabError
+from core.progress import follow_job, progress_bar
 from evaluation.benchmark_services import (
     benchmark_run_create_from_config,
     benchmark_run_create_from_datasets,
@@ -109,27 +108,12 @@ class Command(BaseCommand):
             raise CommandError(f"no benchmark run {run_id}") from None
 
     def _wait(self, run: BenchmarkRun) -> None:
-        interactive = sys.stdout.isatty()
-        last = None
-        while True:
-            run.refresh_from_db()
-            line = _bar(run)
-            if interactive:
-                self.stdout.write("\r" + line, ending="")
-            elif line != last:
-                self.stdout.write(line)
-            last = line
-            if run.status in (BenchmarkRun.Status.SUCCEEDED, BenchmarkRun.Status.FAILED):
-                break
-            time.sleep(1)
-        if interactive:
-            self.stdout.write("")
+        run = follow_job(run, self.stdout.write, describe=_bar)
         if run.status == BenchmarkRun.Status.FAILED:
             raise CommandError(run.error or "the benchmark run failed")
         self.stdout.write(benchmark_report(run=run).as_text())
 
 
-def _bar(run: BenchmarkRun, width: int = 30) -> str:
-    filled = int(width * run.progress)
+def _bar(run: BenchmarkRun) -> str:
     failed = f", {run.n_failed} failed" if run.n_failed else ""
-    return f"[{'#' * filled}{'.' * (width - filled)}] {run.done}/{run.total} units {run.status}{failed}"
+    return progress_bar(run.done, run.total, suffix=f"units {run.status}{failed}")

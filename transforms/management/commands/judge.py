@@ -6,6 +6,7 @@ from django.core.exceptions import ImproperlyConfigured
 from django.core.management.base import BaseCommand, CommandError
 
 from core.errors import ShiftlabError
+from core.progress import progress_bar
 from datasets.models import Dataset
 from transforms.judge_services import (
     JudgeParams,
@@ -116,9 +117,7 @@ class Command(BaseCommand):
         )  # fmt: skip
 
     def _progress(self, done: int, total: int) -> None:
-        width = 30
-        filled = int(width * done / total) if total else 0
-        line = f"[{'#' * filled}{'.' * (width - filled)}] {done}/{total}"
+        line = progress_bar(done, total)
         if sys.stdout.isatty():
             self.stdout.write("\r" + line, ending="")
         elif done * 10 // max(total, 1) != self._last_tenth:

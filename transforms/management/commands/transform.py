@@ -1,10 +1,8 @@
-import sys
-import time
-
 from django.core.exceptions import ImproperlyConfigured
 from django.core.management.base import BaseCommand, CommandError
 
 from core.errors import ShiftlabError
+from core.progress import follow_job
 from datasets.models import Dataset
 from transforms.models import TransformRun
 from transforms.registry import TRANSFORMATIONS
@@ -77,21 +75,7 @@ class Command(BaseCommand):
             raise CommandError(f"No run {run_id}") from None
 
     def _wait(self, run: TransformRun) -> TransformRun:
-        interactive = sys.stdout.isatty()
-        last = None
-        while True:
-            run.refresh_from_db()
-            line = _bar(run)
-            if interactive:
-                self.stdout.write("\r" + line, ending="")
-            elif line != last:
-                self.stdout.write(line)
-            last = line
-            if run.status in (TransformRun.Status.SUCCEEDED, TransformRun.Status.FAILED):
-                break
-            time.sleep(1)
-        if interactive:
-            self.stdout.write("")
+        run = follow_job(run, self.stdout.write)
         summary = transform_run_summary(run=run)
         rates = ", ".join(f"{k} {v:.1%}" for k, v in summary.error_rates.items()) or "none"
         edit = f"{summary.mean_edit_distance:.3f}" if summary.mean_edit_distance is not None else "n/a"
@@ -103,7 +87,3 @@ class Command(BaseCommand):
             raise CommandError(run.error or "the run failed")
         return run
 
-
-def _bar(run: TransformRun, width: int = 30) -> str:
-    filled = int(width * run.progress)
-    return f"[{'#' * filled}{'.' * (width - filled)}] {run.done}/{run.total} {run.status}"
