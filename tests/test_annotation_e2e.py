@@ -42,6 +42,8 @@ from core.errors import ShiftlabError
 from core.models import AuditEvent
 from core.roles import Role
 from datasets.services import dataset_import
+from evaluation.benchmark_services import benchmark_run_create_from_config
+from evaluation.tasks import start_benchmark_run
 from tests.conftest import make_user
 from transforms.services import GenerationParams, transform_run_create
 
@@ -304,6 +306,16 @@ def test_study_end_to_end(llm_backend, argilla_server, settings, django_user_mod
     assert entry["runs"][0]["prompts"][0]["hash"] == runs[0].prompt_hashes["paraphrase"]
     assert entry["runs"][0]["dataset"]["content_hash"] == sts.content_hash
     assert set(entry["gate"]["evidence"]["questions"]["quality"]) >= {"mean", "sd", "ac2", "alpha"}
+    # The exported file drives a benchmark run: only the approved paraphrase enters it, and with the
+    # study runs' item limit the approved run itself is reused (eager Celery here;
+    # tests/test_benchmark_worker.py runs one on a real broker and worker).
+    bench = benchmark_run_create_from_config(text=yaml_path.read_text(), fmt="yaml", models=["all-MiniLM-L6-v2"],
+                                             limit=runs[0].item_limit, dispatch=False)  # fmt: skip
+    start_benchmark_run.delay(bench.pk)
+    bench.refresh_from_db()
+    assert bench.status == "succeeded", bench.error
+    units = {(r.transformation, r.transform_run_id) for r in bench.results.all()}
+    assert units == {("original", None), ("paraphrase", runs[0].pk)}
     for path in (yaml_path, json_path):
         call_command("benchmark_config", "verify", str(path))
         data = bytearray(path.read_bytes())
