@@ -1,3 +1,5 @@
+import json
+
 from django.shortcuts import get_object_or_404
 from drf_spectacular.utils import extend_schema
 from rest_framework import mixins, status, viewsets
@@ -12,6 +14,7 @@ from evaluation.benchmark_services import (
     benchmark_run_create_from_datasets,
     benchmark_run_resume,
 )
+from evaluation.report_robustness import JSON_NAME, robustness_report_files, robustness_report_get
 from evaluation.reports import benchmark_report
 from evaluation.selectors import benchmark_result_list, benchmark_run_list
 from evaluation.serializers import BenchmarkResultSerializer, BenchmarkRunCreateSerializer, BenchmarkRunSerializer
@@ -61,6 +64,14 @@ class BenchmarkRunViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, view
     def report(self, request, pk=None):
         """Aggregates per model (original, per transformation and axis with SD over seeds, total) and every unit."""
         return Response(benchmark_report(run=self.get_object()).as_dict())
+
+    @extend_schema(responses={200: dict})
+    @action(detail=True, methods=["get"])
+    def robustness(self, request, pk=None):
+        """The robustness report: shift statistics (pooled and run-aggregated, Holm-adjusted), model vs
+        baseline, Kendall's τ, split-half reliability, drift vs quality, and notes on empty sections."""
+        files = robustness_report_files(robustness_report_get(run=self.get_object()), figures=False)
+        return Response(json.loads(files[JSON_NAME]))
 
     @extend_schema(request=None, responses={202: BenchmarkRunSerializer})
     @action(detail=True, methods=["post"])

@@ -6,4 +6,6 @@ app_name = "evaluation"
 urlpatterns = [
     path("", views.benchmark_list_view, name="benchmarks"),
     path("<int:pk>/", views.benchmark_detail_view, name="benchmark"),
+    path("<int:pk>/report/", views.benchmark_robustness_view, name="robustness"),
+    path("<int:pk>/report/<str:name>", views.benchmark_robustness_export_view, name="robustness-export"),
 ]

@@ -1,4 +1,5 @@
 from django.contrib import messages
+from django.http import Http404, HttpResponse
 from django.shortcuts import get_object_or_404, redirect, render
 
 from annotation.models import BenchmarkConfig
@@ -7,6 +8,8 @@ from core.views import researcher_required
 from datasets.models import Dataset
 from evaluation.benchmark_services import benchmark_run_create_from_config, benchmark_run_create_from_datasets
 from evaluation.encoders import encoder_aliases
+from evaluation.figures import FIGURES, report_figures
+from evaluation.report_robustness import CSV_NAME, JSON_NAME, LATEX_NAME, robustness_report_files, robustness_report_get
 from evaluation.reports import benchmark_report
 from evaluation.selectors import benchmark_run_list
 
@@ -43,3 +46,39 @@ def benchmark_list_view(request):
 def benchmark_detail_view(request, pk: int):
     run = get_object_or_404(benchmark_run_list(), pk=pk)
     return render(request, "evaluation/benchmark_detail.html", {"run": run, "report": benchmark_report(run=run)})
+
+
+@researcher_required
+def benchmark_robustness_view(request, pk: int):
+    """The robustness report of a run: tables, figures (inline SVG) and export links."""
+    run = get_object_or_404(benchmark_run_list(), pk=pk)
+    report = robustness_report_get(run=run)
+    svgs = report_figures(report)
+    figures = [{"name": name, "title": title, "unit": unit, "svg": _inline(svgs[name]), "file": f"{name}.svg"}
+               for name, (title, unit) in FIGURES.items() if name in svgs]  # fmt: skip
+    return render(request, "evaluation/benchmark_robustness.html", {
+        "run": run, "report": report, "figures": figures, "exports": [CSV_NAME, JSON_NAME, LATEX_NAME],
+    })  # fmt: skip
+
+
+EXPORT_TYPES = {".csv": "text/csv", ".json": "application/json", ".tex": "application/x-tex", ".svg": "image/svg+xml"}
+
+
+@researcher_required
+def benchmark_robustness_export_view(request, pk: int, name: str):
+    """One file of the robustness report (CSV, JSON, LaTeX table or a figure), as a download."""
+    run = get_object_or_404(benchmark_run_list(), pk=pk)
+    content_type = next((t for suffix, t in EXPORT_TYPES.items() if name.endswith(suffix)), None)
+    if content_type is None:
+        raise Http404(f"no report file {name!r}")
+    files = robustness_report_files(robustness_report_get(run=run))
+    if name not in files:
+        raise Http404(f"no report file {name!r}")
+    response = HttpResponse(files[name], content_type=f"{content_type}; charset=utf-8")
+    response["Content-Disposition"] = f'attachment; filename="run-{run.pk}-{name}"'
+    return response
+
+
+def _inline(svg: str) -> str:
+    """SVG text without its XML prologue, to embed in the page."""
+    return svg[svg.index("<svg") :]

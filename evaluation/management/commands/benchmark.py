@@ -13,6 +13,7 @@ from evaluation.benchmark_services import (
     benchmark_run_resume,
 )
 from evaluation.models import BenchmarkRun
+from evaluation.report_robustness import robustness_report_write
 from evaluation.reports import benchmark_report
 
 
@@ -20,7 +21,8 @@ class Command(BaseCommand):
     help = (
         "Benchmark runs: models x datasets x (original + approved transformations) x seeds, one Celery task "
         "per unit. `run --config FILE` (a validated config, verified first) or `run --dataset NAME` (original "
-        "data only); `status RUN`; `resume RUN` (re-queues units without a result); `results RUN [--json]`."
+        "data only); `status RUN`; `resume RUN` (re-queues units without a result); `results RUN [--json]`; "
+        "`report RUN [--out DIR]` (robustness report: CSV, JSON, LaTeX table and SVG figures)."
     )
 
     def add_arguments(self, parser):
@@ -46,6 +48,10 @@ class Command(BaseCommand):
                 action.add_argument("--wait", action="store_true")
             if name == "results":
                 action.add_argument("--json", dest="as_json", action="store_true", help="Units and aggregates as JSON.")
+
+        report = sub.add_parser("report", help="Write the robustness report's files.")
+        report.add_argument("run", type=int)
+        report.add_argument("--out", type=Path, help="Output folder (default: DATA_DIR/reports/RUN/).")
 
     def handle(self, *args, action, **options):
         try:
@@ -100,6 +106,10 @@ class Command(BaseCommand):
             self.stdout.write(json.dumps(report.as_dict(), indent=2))
         else:
             self.stdout.write(report.as_text())
+
+    def do_report(self, *, run, out=None, **_):
+        for path in robustness_report_write(run=self._get(run), out=out):
+            self.stdout.write(str(path))
 
     def _get(self, run_id: int) -> BenchmarkRun:
         try:

@@ -1,0 +1,127 @@
+"""Figures of a robustness report as SVG text (matplotlib, Agg backend; no Django, no I/O).
+
+SVG output is deterministic: no creation date in the metadata and a fixed ``svg.hashsalt``, so
+the same report gives byte-identical files."""
+
+from __future__ import annotations
+
+import io
+
+import matplotlib
+
+matplotlib.use("Agg")
+
+import matplotlib.pyplot as plt  # noqa: E402  (the backend is chosen first)
+import numpy as np  # noqa: E402
+
+from evaluation.robustness import ALL_MODELS, POOLED, RobustnessReport  # noqa: E402
+
+ALPHA = 0.05
+_RC = {"svg.hashsalt": "shiftlab", "svg.fonttype": "none", "font.size": 9}
+
+# figure name -> (title, unit of observation and aggregation); the page and the files use these.
+FIGURES = {
+    "dumbbell": (
+        "Original vs transformed score per axis",
+        "unit: model; points are means over datasets, transformations and seeds of the axis, "
+        "original = the original data on the same items",
+    ),
+    "shifts": (
+        "Hodges–Lehmann shift per transformation (95% CI)",
+        "unit: dataset × seed result, models pooled (when several); ★ = significant after Holm across transformations",
+    ),
+    "heatmap": (
+        "Mean Δ per model and transformation",
+        "cell: mean over datasets and seeds of transformed − original on the same items",
+    ),
+    "drift": (
+        "Embedding drift vs human quality",
+        "unit: rated transformed item; drift = 1 − cos(original, transformed) with the run's first model",
+    ),
+}
+
+
+def report_figures(report: RobustnessReport) -> dict[str, str]:
+    """Name -> SVG text of every figure the report has data for."""
+    figures = {}
+    with plt.rc_context(_RC):
+        if report.axes and report.models:
+            figures["dumbbell"] = _svg(_dumbbell(report))
+        table = report.shift_table(scope=ALL_MODELS if len(report.models) > 1 else report.models[0], unit=POOLED,
+                                   level="transformation") if report.models else None  # fmt: skip
+        if table and table.rows:
+            figures["shifts"] = _svg(_shifts(table.rows))
+        if report.transformations and report.models:
+            figures["heatmap"] = _svg(_heatmap(report))
+        if report.drift:
+            figures["drift"] = _svg(_drift(report))
+    return figures
+
+
+def _svg(figure) -> str:
+    out = io.StringIO()
+    figure.savefig(out, format="svg", metadata={"Date": None}, bbox_inches="tight")
+    plt.close(figure)
+    return out.getvalue()
+
+
+def _dumbbell(report: RobustnessReport):
+    axes = report.axes
+    figure, panels = plt.subplots(1, len(axes), figsize=(3.2 * len(axes), 0.45 * len(report.models) + 1.4),
+                                  squeeze=False, sharey=True)  # fmt: skip
+    y = np.arange(len(report.models))
+    for panel, axis in zip(panels[0], axes, strict=True):
+        for i, model in enumerate(report.models):
+            summary = report.aggregates[model].axes.get(axis) if model in report.aggregates else None
+            if summary is None or summary.mean is None or summary.delta is None:
+                continue
+            original = summary.mean - summary.delta
+            panel.plot([original, summary.mean], [i, i], color="0.6", zorder=1)
+            panel.scatter([original], [i], color="tab:blue", zorder=2, label="original" if i == 0 else None)
+            panel.scatter([summary.mean], [i], color="tab:red", zorder=2, label=axis if i == 0 else None)
+        panel.set_title(axis)
+        panel.set_xlabel("main score")
+        panel.grid(axis="x", alpha=0.3)
+    panels[0][0].set_yticks(y, report.models)
+    panels[0][0].invert_yaxis()
+    panels[0][-1].legend(loc="best", fontsize=7)
+    return figure
+
+
+def _shifts(rows):
+    figure, panel = plt.subplots(figsize=(6, 0.4 * len(rows) + 1.2))
+    y = np.arange(len(rows))
+    estimates = np.array([r.hodges_lehmann for r in rows])
+    errors = np.array([[r.hodges_lehmann - r.ci_low for r in rows], [r.ci_high - r.hodges_lehmann for r in rows]])
+    panel.errorbar(estimates, y, xerr=errors, fmt="o", color="tab:blue", capsize=3)
+    panel.axvline(0, color="0.5", linewidth=0.8)
+    labels = [r.label + (" ★" if r.p_holm is not None and r.p_holm < ALPHA else "") for r in rows]
+    panel.set_yticks(y, labels)
+    panel.invert_yaxis()
+    panel.set_xlabel("HL shift, transformed − original (95% CI)")
+    return figure
+
+
+def _heatmap(report: RobustnessReport):
+    matrix = np.array([[np.nan if v is None else v for v in row] for row in report.delta_matrix()], dtype=float)
+    figure, panel = plt.subplots(figsize=(1.1 * len(report.transformations) + 2.5, 0.5 * len(report.models) + 1.6))
+    bound = float(np.nanmax(np.abs(matrix))) if np.any(np.isfinite(matrix)) else 1.0
+    image = panel.imshow(matrix, cmap="RdBu", vmin=-bound or -1, vmax=bound or 1, aspect="auto")
+    panel.set_xticks(np.arange(len(report.transformations)), report.transformations, rotation=45, ha="right")
+    panel.set_yticks(np.arange(len(report.models)), report.models)
+    for (i, j), value in np.ndenumerate(matrix):
+        if np.isfinite(value):
+            panel.text(j, i, f"{value:+.3f}", ha="center", va="center", fontsize=7)
+    figure.colorbar(image, ax=panel, label="Δ main score")
+    return figure
+
+
+def _drift(report: RobustnessReport):
+    figure, panels = plt.subplots(1, len(report.drift), figsize=(3.2 * len(report.drift), 3), squeeze=False)
+    for panel, summary in zip(panels[0], report.drift, strict=True):
+        panel.scatter(summary.drifts, summary.qualities, s=10, alpha=0.7)
+        rho = summary.correlation.spearman
+        panel.set_title(summary.transformation + (f" (ρ = {rho:+.2f})" if rho is not None else ""))
+        panel.set_xlabel("drift 1 − cos")
+        panel.set_ylabel("mean quality")
+    return figure

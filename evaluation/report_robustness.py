@@ -1,0 +1,97 @@
+"""The robustness report of a benchmark run: gathers its rows (and, when a study rated the run's
+transformed items, their drift and quality), runs ``evaluation.robustness`` and renders files."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+from pathlib import Path
+
+import numpy as np
+from django.conf import settings
+from django.core.exceptions import ImproperlyConfigured
+from django.db.models import Avg
+
+from annotation.models import Rating
+from core.errors import ShiftlabError
+from evaluation.aggregation import UnitScore
+from evaluation.embedding_cache import encode_cached
+from evaluation.encoders import get_encoder
+from evaluation.figures import report_figures
+from evaluation.models import BenchmarkRun
+from evaluation.robustness import DriftItem, RobustnessReport, robustness_analyse
+from evaluation.selectors import benchmark_result_list
+from evaluation.stats import embedding_drift
+
+QUALITY_QUESTION = "quality"
+REPORT_SEED = 0  # bootstrap and split seed: a report is reproducible from the run alone
+CSV_NAME, JSON_NAME, LATEX_NAME = "robustness.csv", "robustness.json", "robustness-axes.tex"
+
+
+def robustness_report_get(*, run: BenchmarkRun) -> RobustnessReport:
+    results = list(benchmark_result_list(run=run))
+    units = [UnitScore(model=r.model, dataset=r.dataset.name, transformation=r.transformation, axis=r.axis,
+                       seed=r.seed, score=r.main_score, original_score=r.original_main_score)
+             for r in results]  # fmt: skip
+    task_types = {r.dataset.name: r.dataset.task_type for r in results}
+    drift_items, drift_note = None, None
+    try:
+        drift_items = robustness_drift_items(run=run)
+    except (ShiftlabError, ImproperlyConfigured, OSError, ValueError) as exc:
+        drift_note = f"drift vs quality could not be computed: {exc}"
+    report = robustness_analyse(units, models=run.model_names, task_types=task_types, seed=REPORT_SEED,
+                                drift_items=drift_items)  # fmt: skip
+    if drift_note:
+        report = dataclasses.replace(report, notes={**report.notes, "drift": drift_note})
+    return report
+
+
+def robustness_drift_items(*, run: BenchmarkRun) -> list[DriftItem]:
+    """Transformed items of the run's transformation runs with active "quality" ratings: drift
+    (1 − cos of the original and transformed text, the run's first model) and mean quality."""
+    run_ids = set(benchmark_result_list(run=run).exclude(transform_run=None).values_list("transform_run", flat=True))
+    rated = (
+        Rating.objects.filter(active=True, question=QUALITY_QUESTION, study_item__transformed_item__ok=True,
+                              study_item__transformed_item__run__in=run_ids)
+        .values("study_item__transformed_item", "study_item__transformed_item__run__transformation",
+                "study_item__transformed_item__source_text", "study_item__transformed_item__output_text")
+        .annotate(quality=Avg("value"))
+        .order_by("study_item__transformed_item")
+    )  # fmt: skip
+    rows = list(rated)  # one row per transformed item: its mean over every study that rated it
+    if not rows or not run.model_names:
+        return []
+    encoder = get_encoder(run.model_names[0])
+    original = encode_cached(encoder, [r["study_item__transformed_item__source_text"] for r in rows])
+    transformed = encode_cached(encoder, [r["study_item__transformed_item__output_text"] for r in rows])
+    drifts = embedding_drift(original, transformed)
+    return [DriftItem(transformation=r["study_item__transformed_item__run__transformation"], drift=float(d),
+                      quality=float(r["quality"]))
+            for r, d in zip(rows, drifts, strict=True)]  # fmt: skip
+
+
+def robustness_report_files(report: RobustnessReport, *, figures: bool = True) -> dict[str, str]:
+    """File name -> text: the long-form CSV, the JSON, the LaTeX axis table and each figure's SVG."""
+    files = {CSV_NAME: report.as_csv(), JSON_NAME: json.dumps(report.as_dict(), indent=2, default=_json_default),
+             LATEX_NAME: report.as_latex()}  # fmt: skip
+    if figures:
+        files.update({f"{name}.svg": svg for name, svg in report_figures(report).items()})
+    return files
+
+
+def robustness_report_write(*, run: BenchmarkRun, out: Path | None = None) -> list[Path]:
+    """Writes the report's files under ``out`` (default DATA_DIR/reports/<run>/)."""
+    directory = Path(out) if out is not None else Path(settings.DATA_DIR) / "reports" / str(run.pk)
+    directory.mkdir(parents=True, exist_ok=True)
+    written = []
+    for name, text in robustness_report_files(robustness_report_get(run=run)).items():
+        path = directory / name
+        path.write_text(text, encoding="utf-8")
+        written.append(path)
+    return written
+
+
+def _json_default(value):
+    if isinstance(value, np.generic):
+        return value.item()
+    raise TypeError(f"{type(value).__name__} is not JSON serialisable")

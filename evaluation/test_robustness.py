@@ -1,0 +1,140 @@
+"""Robustness report (pure): units of observation, Holm families, Kendall's τ against scipy,
+split-half reliability, exports and figures."""
+
+from __future__ import annotations
+
+import csv
+import io
+import xml.etree.ElementTree as ET
+
+import numpy as np
+import pytest
+from scipy import stats
+
+from evaluation.aggregation import UnitScore
+from evaluation.figures import report_figures
+from evaluation.robustness import ALL_MODELS, POOLED, RUN_AGGREGATED, DriftItem, robustness_analyse
+from evaluation.stats import paired_shifts
+
+MODELS = ("alpha", "beta")
+DATASETS = ("sts-a", "sts-b", "cls-c")
+SEEDS = (1, 2)
+TRANSFORMATIONS = {"paraphrase": "lexical", "summary": "length"}
+TASK_TYPES = {"sts-a": "sts", "sts-b": "sts", "cls-c": "classification"}
+
+
+def units(models=MODELS) -> list[UnitScore]:
+    rng = np.random.default_rng(7)
+    rows = []
+    for m, model in enumerate(models):
+        for d, dataset in enumerate(DATASETS):
+            original = 0.5 + 0.1 * d + 0.05 * m
+            rows.append(UnitScore(model, dataset, "original", "", 0, original))
+            for t, (name, axis) in enumerate(TRANSFORMATIONS.items()):
+                for seed in SEEDS:
+                    same_items = original + float(rng.normal(0, 0.01))
+                    score = same_items - 0.05 * (t + 1) + float(rng.normal(0, 0.01))
+                    rows.append(UnitScore(model, dataset, name, axis, seed, score, same_items))
+    return rows
+
+
+@pytest.fixture(scope="module")
+def report():
+    return robustness_analyse(units(), models=MODELS, task_types=TASK_TYPES, seed=3, n_resamples=200)
+
+
+def test_pooled_and_run_aggregated_units_differ_in_n(report):
+    n = {(t.scope, t.unit, t.level): [r.n for r in t.rows] for t in report.shifts}
+    assert n[(ALL_MODELS, POOLED, "transformation")] == [12, 12]  # 2 models x 3 datasets x 2 seeds
+    assert n[(ALL_MODELS, RUN_AGGREGATED, "transformation")] == [6, 6]  # seeds averaged
+    assert n[("alpha", POOLED, "transformation")] == [6, 6]
+    assert n[("alpha", RUN_AGGREGATED, "transformation")] == [3, 3]
+    assert n[("beta", RUN_AGGREGATED, "axis")] == [3, 3]
+    assert n[("beta", POOLED, "axis")] == [6, 6]
+
+
+def test_shifts_match_paired_shifts_with_holm_across_transformations(report):
+    table = report.shift_table(scope=ALL_MODELS, unit=POOLED, level="transformation")
+    rows = [u for u in units() if u.transformation != "original"]
+    pairs = {}
+    for name in ("paraphrase", "summary"):
+        chosen = sorted((u for u in rows if u.transformation == name), key=lambda u: (u.model, u.dataset, u.seed))
+        pairs[name] = ([u.original_score for u in chosen], [u.score for u in chosen])
+    assert list(table.rows) == paired_shifts(pairs, seed=3, n_resamples=200)
+    p = [r.p_value for r in table.rows]
+    assert [r.p_holm for r in table.rows] == pytest.approx(list(np.minimum(1, np.maximum.accumulate(
+        np.sort(p) * np.array([2, 1])))[np.argsort(np.argsort(p))]))  # fmt: skip
+    summary = table.rows[1]
+    assert summary.label == "summary" and summary.hodges_lehmann == pytest.approx(-0.1, abs=0.02)
+    assert summary.ci_low <= summary.hodges_lehmann <= summary.ci_high
+
+
+def test_run_aggregated_averages_seeds_first(report):
+    table = report.shift_table(scope="alpha", unit=RUN_AGGREGATED, level="transformation")
+    rows = [u for u in units() if u.model == "alpha" and u.transformation == "paraphrase"]
+    diffs = sorted(np.mean([u.delta for u in rows if u.dataset == d]) for d in DATASETS)
+    assert table.rows[0].median_absolute_difference == pytest.approx(abs(np.median(diffs)))
+
+
+def test_kendall_tau_per_dataset_and_seed_matches_scipy():
+    rows = [UnitScore(m, "d", "paraphrase", "lexical", 1, s, o)
+            for m, o, s in (("a", 0.1, 0.3), ("b", 0.2, 0.1), ("c", 0.3, 0.2), ("d", 0.4, 0.5))]  # fmt: skip
+    found = robustness_analyse(rows, models=["a", "b", "c", "d"], task_types={"d": "sts"}, n_resamples=50)
+    expected = stats.kendalltau([0.1, 0.2, 0.3, 0.4], [0.3, 0.1, 0.2, 0.5]).statistic
+    by_label = {t.label: t for t in found.taus}
+    assert by_label["paraphrase"].mean == pytest.approx(expected) and by_label["paraphrase"].n == 1
+    assert by_label["lexical"].mean == pytest.approx(expected) and by_label["lexical"].sd is None
+
+
+def test_model_comparison_pairs_deltas_against_the_first_model(report):
+    assert report.baseline == "alpha"
+    assert [c.label for c in report.comparisons] == ["beta | paraphrase", "beta | summary"]
+    assert all(c.n == 6 for c in report.comparisons) and all(c.p_holm is not None for c in report.comparisons)
+
+
+def test_sections_without_enough_models_say_why():
+    single = robustness_analyse(units(("alpha",)), models=["alpha"], task_types=TASK_TYPES, n_resamples=50)
+    assert single.comparisons == () and "no model comparison" in single.notes["comparisons"]
+    assert single.taus == () and "2 models" in single.notes["taus"]
+    assert "3 models" in single.notes["reliability"] and "no drift" in single.notes["drift"]
+    assert [t.scope for t in single.shifts] == ["alpha"] * 4
+
+
+def test_split_half_reliability_with_three_models():
+    found = robustness_analyse(units(("a", "b", "c")), models=["a", "b", "c"], task_types=TASK_TYPES,
+                               n_resamples=50, n_splits=20)  # fmt: skip
+    assert [r.axis for r in found.reliability] == ["lexical", "length"]
+    assert all(r.n_datasets == 3 and r.n_splits == 20 for r in found.reliability)
+    assert all(r.median is None or -1 <= r.median <= 1 for r in found.reliability)
+
+
+def test_drift_vs_quality_per_transformation():
+    items = [DriftItem("paraphrase", d, q) for d, q in ((0.1, 5), (0.2, 4), (0.3, 4.5), (0.5, 2), (0.6, 1))]
+    found = robustness_analyse(units(), models=MODELS, task_types=TASK_TYPES, drift_items=items, n_resamples=100)
+    (summary,) = found.drift
+    assert summary.correlation.spearman == pytest.approx(stats.spearmanr([0.1, 0.2, 0.3, 0.5, 0.6],
+                                                                         [5, 4, 4.5, 2, 1]).statistic)  # fmt: skip
+    assert "drift" in report_figures(found)
+
+
+def test_exports(report):
+    rows = list(csv.DictReader(io.StringIO(report.as_csv())))
+    tables = {r["table"] for r in rows}
+    assert {"scores per axis", "shift per transformation", "shift per axis", "model vs baseline",
+            "kendall tau per transformation"} <= tables  # fmt: skip
+    assert any(r["statistic"] == "p_holm" and r["label"] == "summary" for r in rows)
+    latex = report.as_latex()
+    assert r"\toprule" in latex and r"\bottomrule" in latex and r"$\pm$" in latex
+    assert latex.count(r" \\") == 3  # header + 2 models
+    assert report.as_dict()["model_comparisons"]["baseline"] == "alpha"
+
+
+def test_figures_are_valid_deterministic_svg(report):
+    figures = report_figures(report)
+    assert set(figures) == {"dumbbell", "shifts", "heatmap"}
+    for svg in figures.values():
+        ET.fromstring(svg.encode())
+        assert "<dc:date>" not in svg
+    assert "paraphrase" in figures["shifts"] and "summary" in figures["heatmap"] and "lexical" in figures["dumbbell"]
+    assert "alpha" in figures["heatmap"]
+    assert report_figures(report) == figures

@@ -1,0 +1,149 @@
+"""Robustness report of a benchmark run built directly from result rows (no LLM, no Celery): the
+page, its exports, the API action and the management command."""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+
+import numpy as np
+import pytest
+from django.core.management import call_command
+from django.urls import reverse
+from django.utils import timezone
+
+from datasets.models import Dataset
+from evaluation.models import BenchmarkResult, BenchmarkRun
+from evaluation.report_robustness import robustness_report_get
+
+MODELS = ["alpha", "beta", "gamma"]
+TRANSFORMATIONS = {"paraphrase": "lexical", "summary": "length"}
+
+
+@pytest.fixture
+def run(db) -> BenchmarkRun:
+    datasets = [Dataset.objects.create(name=name, task_type=task, source="test", source_format="jsonl",
+                                       content_hash=name * 4)
+                for name, task in (("sts_a", "sts"), ("sts_b", "sts"), ("cls_c", "classification"))]  # fmt: skip
+    run = BenchmarkRun.objects.create(source=BenchmarkRun.Source.CONFIG, model_names=MODELS, status="done",
+                                      name="robust")  # fmt: skip
+    rows = []
+    for m, model in enumerate(MODELS):
+        for d, dataset in enumerate(datasets):
+            original = 0.5 + 0.1 * d + 0.03 * m
+            common = {"run": run, "model": model, "model_id": model, "model_revision": "r1", "dataset": dataset,
+                      "main_metric": "cosine_spearman", "n_items": 10}  # fmt: skip
+            rows.append(BenchmarkResult(**common, transformation="original", axis="", seed=0, main_score=original))
+            for t, (name, axis) in enumerate(TRANSFORMATIONS.items()):
+                for seed in (1, 2):
+                    same = original - 0.001 * seed
+                    rows.append(BenchmarkResult(**common, transformation=name, axis=axis, seed=seed,
+                                                main_score=same - 0.02 * (t + 1) - 0.01 * m + 0.002 * seed * d,
+                                                original_main_score=same))  # fmt: skip
+    BenchmarkResult.objects.bulk_create(rows)
+    return run
+
+
+def test_report_page_renders_tables_figures_and_export_links(client, researcher, run):
+    client.force_login(researcher)
+    detail = client.get(reverse("evaluation:benchmark", args=[run.pk]))
+    assert reverse("evaluation:robustness", args=[run.pk]) in detail.content.decode()
+    page = client.get(reverse("evaluation:robustness", args=[run.pk]))
+    assert page.status_code == 200
+    html = page.content.decode()
+    for title in ("Scores per model and axis", "Original vs transformed", "Model vs baseline",
+                  "Kendall", "Split-half reliability", "Embedding drift vs human quality"):  # fmt: skip
+        assert title in html
+    assert "<svg" in html and "unit: dataset × seed result" in html
+    assert "no transformed item of this run has human quality ratings" in html
+    assert "robustness.csv" in html and "robustness-axes.tex" in html and "heatmap.svg" in html
+
+
+def test_exports(client, researcher, run):
+    client.force_login(researcher)
+    url = lambda name: reverse("evaluation:robustness-export", args=[run.pk, name])  # noqa: E731
+    rows = list(csv.DictReader(io.StringIO(client.get(url("robustness.csv")).content.decode())))
+    assert {"shift per transformation", "model vs baseline", "split-half reliability"} <= {r["table"] for r in rows}
+    latex = client.get(url("robustness-axes.tex")).content.decode()
+    assert r"\toprule" in latex and "alpha" in latex and r"$\pm$" in latex
+    svg = client.get(url("shifts.svg"))
+    assert svg["Content-Type"].startswith("image/svg+xml") and b"paraphrase" in svg.content
+    assert client.get(url("nothing.exe")).status_code == 404
+
+
+def test_page_is_for_researchers(client, annotator, run):
+    client.force_login(annotator)
+    assert client.get(reverse("evaluation:robustness", args=[run.pk])).status_code in (302, 403)
+
+
+def test_api_action(researcher_client, run):
+    response = researcher_client.get(f"/api/benchmark-runs/{run.pk}/robustness/")
+    assert response.status_code == 200
+    data = response.json()
+    assert data["model_comparisons"]["baseline"] == "alpha"
+    n = {t["unit"]: {r["n"] for r in t["rows"]} for t in data["shifts"]
+         if t["scope"] == "all models" and t["level"] == "transformation"}  # fmt: skip
+    assert n == {"pooled": {18}, "run-aggregated": {9}}  # 3 models x 3 datasets (x 2 seeds)
+
+
+def test_command_writes_the_files(run, tmp_path):
+    out = io.StringIO()
+    call_command("benchmark", "report", str(run.pk), "--out", str(tmp_path), stdout=out)
+    names = {p.name for p in tmp_path.iterdir()}
+    assert {"robustness.csv", "robustness.json", "robustness-axes.tex", "dumbbell.svg", "shifts.svg",
+            "heatmap.svg"} <= names  # fmt: skip
+    assert json.loads((tmp_path / "robustness.json").read_text())["models"] == MODELS
+    first = (tmp_path / "heatmap.svg").read_text()
+    call_command("benchmark", "report", str(run.pk), "--out", str(tmp_path), stdout=io.StringIO())
+    assert (tmp_path / "heatmap.svg").read_text() == first  # deterministic files
+
+
+class CountingEncoder:
+    """A tiny deterministic encoder: letter counts of a few letters (no model download)."""
+
+    model_id, revision, prompts, similarity_fn_name = "counting", "v1", {}, "cosine"
+
+    def __init__(self, alias: str, **_):
+        self.alias = alias
+
+    def encode(self, texts, *, batch_size=None, prompt_name=None):
+        return np.array([[t.count(c) + 0.5 for c in "aeiost"] for t in texts], dtype=np.float32)
+
+
+def test_drift_vs_quality_from_rated_transformed_items(client, researcher, run, settings, tmp_path):
+    from annotation.models import Annotator, Rating, Study, StudyItem
+    from datasets.models import DatasetItem
+    from evaluation.encoders import reset_encoders
+    from transforms.models import GeneratorConfig, TransformedItem, TransformRun
+
+    settings.EVALUATION_ENCODERS = {"alpha": {"BACKEND": f"{__name__}.CountingEncoder", "OPTIONS": {}}}
+    settings.EMBEDDING_CACHE_DIR = tmp_path
+    reset_encoders()
+    dataset = Dataset.objects.get(name="sts_a")
+    generator = GeneratorConfig.objects.create(backend_alias="fake", model="m", params={}, content_hash="g" * 64)
+    transform_run = TransformRun.objects.create(dataset=dataset, transformation="paraphrase", generator=generator,
+                                                seed=1, run_hash="h" * 64)  # fmt: skip
+    BenchmarkResult.objects.filter(run=run, transformation="paraphrase", seed=1).update(transform_run=transform_run)
+    study = Study.objects.create(name="study", design={}, design_hash="d" * 64)
+    annotator = Annotator.objects.create(study=study, user=researcher)
+    texts = [("a cat sat", "a cat sat"), ("the sea is east", "the sea is to the east"), ("oats", "stoats at tea"),
+             ("it is so", "xyz"), ("a test", "a best")]  # fmt: skip
+    for i, (source, output) in enumerate(texts):
+        item = DatasetItem.objects.create(dataset=dataset, split="test", item_id=str(i), position=i, payload={},
+                                          language="en", content_hash=str(i))  # fmt: skip
+        transformed = TransformedItem.objects.create(run=transform_run, item=item, side="sentence1",
+                                                     source_text=source, output_text=output, ok=True, attempts=1,
+                                                     target_language="en")  # fmt: skip
+        study_item = StudyItem.objects.create(study=study, position=i, kind="real", transformed_item=transformed,
+                                              transformation="paraphrase", text_a=source, text_b=output)  # fmt: skip
+        Rating.objects.create(study_item=study_item, annotator=annotator, question="quality", value=5 - i,
+                              submitted_at=timezone.now())  # fmt: skip
+    try:
+        report = robustness_report_get(run=run)
+    finally:
+        reset_encoders()
+    (summary,) = report.drift
+    assert summary.transformation == "paraphrase" and summary.correlation.n == 5
+    assert summary.qualities == (5.0, 4.0, 3.0, 2.0, 1.0) and summary.drifts[0] == pytest.approx(0, abs=1e-6)
+    assert "drift" not in report.notes
