@@ -140,18 +140,29 @@ def assert_nothing_hidden_leaks(client: httpx.Client, dataset_id, records: list[
     assert not any(word in (dataset.get("guidelines") or "").lower() for word in ("control", "gold", "llm"))
 
 
+_SPECIFICITY = {ItemKind.EASY_NEGATIVE: 0, ItemKind.REAL: 1, ItemKind.EASY_POSITIVE: 2}
+
+
+def _squeeze(text: str) -> str:
+    """Whitespace collapsed: the UI renders line breaks and runs of spaces its own way."""
+    return " ".join(text.split())
+
+
 def rate_in_ui(page, base_url: str, dataset_id, items_by_text, owner, user_id, n: int) -> list[str]:
     """Rate ``n`` records in the Argilla web UI; returns the external ids rated, in order."""
-    page.goto(f"{base_url}/dataset/{dataset_id}/annotation-mode")
     rated = []
     for k in range(n):
+        # A fresh load per record: right after a submission the page may still show the previous
+        # record while it moves on, and reading it then would answer for the wrong record.
+        page.goto(f"{base_url}/dataset/{dataset_id}/annotation-mode")
         page.locator("label[for=quality_4]").wait_for()
-        body = page.locator("body").inner_text()
-        shown = [i for (a, b), i in items_by_text.items() if a in body and b in body]
+        body = _squeeze(page.locator("body").inner_text())
+        shown = [i for (a, b), i in items_by_text.items() if _squeeze(a) in body and _squeeze(b) in body]
         assert shown, "the page shows none of the study's records"
-        kinds = {i.kind for i in shown}
-        item = next((i for i in shown if i.kind == ItemKind.EASY_NEGATIVE), None) if ItemKind.EASY_NEGATIVE in kinds \
-            else next((i for i in shown if i.kind == ItemKind.EASY_POSITIVE), shown[0])  # fmt: skip
+        # An easy positive's near copy (the text minus its final stop) is found inside any page
+        # showing that text, so the most specific kind wins: an easy negative's unrelated text, then
+        # a real item's rewrite, then the near copy.
+        item = min(shown, key=lambda i: _SPECIFICITY[i.kind])
         for question, value in answer(item).items():
             page.locator(f"label[for={question}_{value}]").click()
         page.get_by_role("button", name="Submit").click()
