@@ -43,10 +43,7 @@ from transforms.services import (
     GenerationParams,
     TransientBackendError,
     transform_run_create,
-    transform_run_execute_chunk,
-    transform_run_finalize,
-    transform_run_mark_started,
-    transform_run_pending_chunks,
+    transform_run_execute_inline,
 )
 
 MAX_ERROR_LINES = 20
@@ -284,8 +281,8 @@ def _score_unit(run: BenchmarkRun, u: Unit) -> dict[str, Any]:
     if u.is_original:
         result = _evaluate(dataset, run.split, examples, encoder)
     else:
-        transform_run = TransformRun.objects.get(pk=run.plan["transform_runs"][_transform_key(*_unit_run_key(u))])
-        _transform_complete(transform_run)
+        transform_run_id = run.plan["transform_runs"][_transform_key(*_unit_run_key(u))]
+        transform_run = transform_run_execute_inline(run_id=transform_run_id)  # what it still lacks, in this task
         kept_original, kept_transformed = _paired_examples(dataset, transform_run, examples)
         left_out = len(examples) - len(kept_original)
         if not kept_original:
@@ -355,18 +352,6 @@ def _paired_examples(dataset: Dataset, transform_run: TransformRun, examples):
         transformed = {**payload, **{side: out[1] for side, out in zip(fields, outs, strict=True)}}
         kept_transformed.append((item_id, transformed, gold, pk))
     return kept_original, kept_transformed
-
-
-def _transform_complete(transform_run: TransformRun) -> None:
-    """Generate whatever the transformation run still lacks, inside this unit's task."""
-    if transform_run.status == TransformRun.Status.SUCCEEDED:
-        return
-    transform_run_mark_started(run_id=transform_run.pk)
-    for chunk in transform_run_pending_chunks(run_id=transform_run.pk):
-        transform_run_execute_chunk(run_id=transform_run.pk, item_ids=chunk)
-    finished = transform_run_finalize(run_id=transform_run.pk)
-    if finished.status != TransformRun.Status.SUCCEEDED:
-        raise ShiftlabError(f"transformation run {finished.pk} did not finish: {finished.error}")
 
 
 def _clean(metrics: dict) -> dict:

@@ -30,10 +30,7 @@ from transforms.services import (
     GenerationParams,
     TransientBackendError,
     transform_run_create,
-    transform_run_execute_chunk,
-    transform_run_finalize,
-    transform_run_mark_started,
-    transform_run_pending_chunks,
+    transform_run_execute_inline,
 )
 
 
@@ -433,22 +430,6 @@ def _candidate_names(runs: Sequence[TransformRun]) -> dict[int, str]:
             else f"{r.generator.backend_alias}#{r.pk}" for r in runs}  # fmt: skip
 
 
-def _transform_inline(progress: _Progress, run: TransformRun) -> TransformRun:
-    """Execute whatever a candidate run still lacks, inside this report's task (the run was
-    created undispatched; its chunks are idempotent, so a resumed report just continues)."""
-    transform_run_mark_started(run_id=run.pk)
-    progress.advance(TransformedItem.objects.filter(run=run).count())
-    for chunk in transform_run_pending_chunks(run_id=run.pk):
-        before = TransformedItem.objects.filter(run=run).count()
-        transform_run_execute_chunk(run_id=run.pk, item_ids=chunk)
-        after = TransformedItem.objects.filter(run=run).count()
-        progress.advance(after - before)
-    run = transform_run_finalize(run_id=run.pk)
-    if run.status != TransformRun.Status.SUCCEEDED:
-        raise ShiftlabError(f"candidate run {run.pk} did not finish: {run.error}")
-    return run
-
-
 def _seconds_per_text(texts: Sequence[TransformedItem]) -> float | None:
     """LLM seconds per text for the kept attempt's generations (cache hits keep the latency
     measured when the text was generated)."""
@@ -464,7 +445,8 @@ def _execute_selection(report: JudgeReport, progress: _Progress) -> dict:
     names = _candidate_names(runs)
     n_texts = sum(r.total for r in runs)
     progress.set_total(n_texts + n_texts * len(report.judges) * len(RUN_KINDS))
-    runs = [_transform_inline(progress, run) for run in runs]
+    # The candidates' runs were created undispatched: the report executes them itself.
+    runs = [transform_run_execute_inline(run_id=run.pk, on_texts=progress.advance) for run in runs]
     candidates, scores = [], {}
     for run in runs:
         texts = _run_texts(run)

@@ -5,7 +5,7 @@ from __future__ import annotations
 import csv
 import json
 import logging
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
@@ -241,6 +241,30 @@ def transform_run_finalize(*, run_id: int) -> TransformRun:
         run.error = f"{run.total - run.done} texts have no outcome: resume the run"
     run.finished_at = timezone.now()
     run.save(update_fields=["status", "error", "finished_at"])
+    return run
+
+
+def transform_run_execute_inline(*, run_id: int, on_texts: Callable[[int], None] | None = None) -> TransformRun:
+    """Execute in this process whatever a run still lacks, chunk by chunk, and finalise it: for
+    callers that need a run's outputs inside their own task (judge reports, benchmark units).
+    Chunks are idempotent, so a redelivered caller just continues. ``on_texts(n)`` hears how many
+    texts have an outcome: first those done before, then those each chunk adds. Raises
+    ShiftlabError when the run does not succeed."""
+    done = TransformedItem.objects.filter(run_id=run_id).count()
+    if on_texts:
+        on_texts(done)
+    run = TransformRun.objects.get(pk=run_id)
+    if run.status != TransformRun.Status.SUCCEEDED:
+        transform_run_mark_started(run_id=run_id)
+        for chunk in transform_run_pending_chunks(run_id=run_id):
+            transform_run_execute_chunk(run_id=run_id, item_ids=chunk)
+            now = TransformedItem.objects.filter(run_id=run_id).count()
+            if on_texts:
+                on_texts(now - done)
+            done = now
+        run = transform_run_finalize(run_id=run_id)
+    if run.status != TransformRun.Status.SUCCEEDED:
+        raise ShiftlabError(f"transformation run {run.pk} did not finish: {run.error}")
     return run
 
 
