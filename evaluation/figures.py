@@ -41,28 +41,37 @@ FIGURES = {
 }
 
 
-def report_figures(report: RobustnessReport) -> dict[str, str]:
-    """Name -> SVG text of every figure the report has data for."""
-    figures = {}
+FORMATS = ("svg", "png", "pdf")
+PNG_DPI = 200
+# Metadata that would change with each rendering (dates) is left out: same report, same bytes.
+_METADATA = {"svg": {"Date": None}, "png": {"Software": None}, "pdf": {"CreationDate": None, "ModDate": None}}
+
+
+def report_figures(report: RobustnessReport, *, fmt: str = "svg") -> dict[str, str | bytes]:
+    """Name -> figure of every figure the report has data for: SVG text, or PNG/PDF bytes."""
+    if fmt not in FORMATS:
+        raise ValueError(f"figure format must be one of {', '.join(FORMATS)}, got {fmt!r}")
+    builders = {}
+    if report.axes and report.models:
+        builders["dumbbell"] = lambda: _dumbbell(report)
+    table = report.shift_table(scope=ALL_MODELS if len(report.models) > 1 else report.models[0], unit=POOLED,
+                               level="transformation") if report.models else None  # fmt: skip
+    if table and table.rows:
+        builders["shifts"] = lambda: _shifts(table.rows)
+    if report.transformations and report.models:
+        builders["heatmap"] = lambda: _heatmap(report)
+    if report.drift:
+        builders["drift"] = lambda: _drift(report)
     with plt.rc_context(_RC):
-        if report.axes and report.models:
-            figures["dumbbell"] = _svg(_dumbbell(report))
-        table = report.shift_table(scope=ALL_MODELS if len(report.models) > 1 else report.models[0], unit=POOLED,
-                                   level="transformation") if report.models else None  # fmt: skip
-        if table and table.rows:
-            figures["shifts"] = _svg(_shifts(table.rows))
-        if report.transformations and report.models:
-            figures["heatmap"] = _svg(_heatmap(report))
-        if report.drift:
-            figures["drift"] = _svg(_drift(report))
-    return figures
+        return {name: _render(build(), fmt) for name, build in builders.items()}
 
 
-def _svg(figure) -> str:
-    out = io.StringIO()
-    figure.savefig(out, format="svg", metadata={"Date": None}, bbox_inches="tight")
+def _render(figure, fmt: str) -> str | bytes:
+    out = io.BytesIO()
+    figure.savefig(out, format=fmt, metadata=_METADATA[fmt], bbox_inches="tight", dpi=PNG_DPI)
     plt.close(figure)
-    return out.getvalue()
+    data = out.getvalue()
+    return data.decode("utf-8") if fmt == "svg" else data
 
 
 def _dumbbell(report: RobustnessReport):

@@ -17,7 +17,7 @@ from core.errors import ShiftlabError
 from evaluation.aggregation import UnitScore
 from evaluation.embedding_cache import encode_cached
 from evaluation.encoders import get_encoder
-from evaluation.figures import report_figures
+from evaluation.figures import FORMATS, report_figures
 from evaluation.models import BenchmarkRun
 from evaluation.robustness import DriftItem, RobustnessReport, robustness_analyse
 from evaluation.selectors import benchmark_result_list
@@ -70,13 +70,27 @@ def robustness_drift_items(*, run: BenchmarkRun) -> list[DriftItem]:
             for r, d in zip(rows, drifts, strict=True)]  # fmt: skip
 
 
-def robustness_report_files(report: RobustnessReport, *, figures: bool = True) -> dict[str, str]:
-    """File name -> text: the long-form CSV, the JSON, the LaTeX axis table and each figure's SVG."""
-    files = {CSV_NAME: report.as_csv(), JSON_NAME: json.dumps(report.as_dict(), indent=2, default=_json_default),
-             LATEX_NAME: report.as_latex()}  # fmt: skip
+def robustness_report_files(report: RobustnessReport, *, figures: bool = True) -> dict[str, str | bytes]:
+    """File name -> content: the long-form CSV, the JSON, the LaTeX axis table (text) and each
+    figure as SVG (text), PNG and PDF (bytes)."""
+    files: dict[str, str | bytes] = _table_files(report)
     if figures:
-        files.update({f"{name}.svg": svg for name, svg in report_figures(report).items()})
+        for fmt in FORMATS:
+            files.update({f"{name}.{fmt}": data for name, data in report_figures(report, fmt=fmt).items()})
     return files
+
+
+def robustness_report_file(report: RobustnessReport, name: str) -> str | bytes | None:
+    """One file of ``robustness_report_files`` (rendering only that one), or None if there is none."""
+    stem, _, suffix = name.rpartition(".")
+    if suffix in FORMATS:
+        return report_figures(report, fmt=suffix).get(stem)
+    return _table_files(report).get(name)
+
+
+def _table_files(report: RobustnessReport) -> dict[str, str | bytes]:
+    return {CSV_NAME: report.as_csv(), JSON_NAME: json.dumps(report.as_dict(), indent=2, default=_json_default),
+            LATEX_NAME: report.as_latex()}  # fmt: skip
 
 
 def robustness_report_write(*, run: BenchmarkRun, out: Path | None = None) -> list[Path]:
@@ -84,9 +98,12 @@ def robustness_report_write(*, run: BenchmarkRun, out: Path | None = None) -> li
     directory = Path(out) if out is not None else Path(settings.DATA_DIR) / "reports" / str(run.pk)
     directory.mkdir(parents=True, exist_ok=True)
     written = []
-    for name, text in robustness_report_files(robustness_report_get(run=run)).items():
+    for name, content in robustness_report_files(robustness_report_get(run=run)).items():
         path = directory / name
-        path.write_text(text, encoding="utf-8")
+        if isinstance(content, bytes):
+            path.write_bytes(content)
+        else:
+            path.write_text(content, encoding="utf-8")
         written.append(path)
     return written
 

@@ -138,3 +138,13 @@ def test_figures_are_valid_deterministic_svg(report):
     assert "paraphrase" in figures["shifts"] and "summary" in figures["heatmap"] and "lexical" in figures["dumbbell"]
     assert "alpha" in figures["heatmap"]
     assert report_figures(report) == figures
+
+
+def test_figures_as_png_and_pdf_are_deterministic(report):
+    png, pdf = report_figures(report, fmt="png"), report_figures(report, fmt="pdf")
+    assert set(png) == set(pdf) == {"dumbbell", "shifts", "heatmap"}
+    assert all(data.startswith(b"\x89PNG\r\n\x1a\n") for data in png.values())
+    assert all(data.startswith(b"%PDF-") for data in pdf.values())
+    assert report_figures(report, fmt="png") == png and report_figures(report, fmt="pdf") == pdf
+    with pytest.raises(ValueError, match="svg, png, pdf"):
+        report_figures(report, fmt="gif")

@@ -8,8 +8,8 @@ from core.views import researcher_required
 from datasets.models import Dataset
 from evaluation.benchmark_services import benchmark_run_create_from_config, benchmark_run_create_from_datasets
 from evaluation.encoders import encoder_aliases
-from evaluation.figures import FIGURES, report_figures
-from evaluation.report_robustness import CSV_NAME, JSON_NAME, LATEX_NAME, robustness_report_files, robustness_report_get
+from evaluation.figures import FIGURES, FORMATS, report_figures
+from evaluation.report_robustness import CSV_NAME, JSON_NAME, LATEX_NAME, robustness_report_file, robustness_report_get
 from evaluation.reports import benchmark_report
 from evaluation.selectors import benchmark_run_list
 
@@ -54,14 +54,17 @@ def benchmark_robustness_view(request, pk: int):
     run = get_object_or_404(benchmark_run_list(), pk=pk)
     report = robustness_report_get(run=run)
     svgs = report_figures(report)
-    figures = [{"name": name, "title": title, "unit": unit, "svg": _inline(svgs[name]), "file": f"{name}.svg"}
+    figures = [{"name": name, "title": title, "unit": unit, "svg": _inline(svgs[name]),
+                "files": [f"{name}.{fmt}" for fmt in FORMATS]}
                for name, (title, unit) in FIGURES.items() if name in svgs]  # fmt: skip
     return render(request, "evaluation/benchmark_robustness.html", {
         "run": run, "report": report, "figures": figures, "exports": [CSV_NAME, JSON_NAME, LATEX_NAME],
     })  # fmt: skip
 
 
-EXPORT_TYPES = {".csv": "text/csv", ".json": "application/json", ".tex": "application/x-tex", ".svg": "image/svg+xml"}
+EXPORT_TYPES = {".csv": "text/csv; charset=utf-8", ".json": "application/json; charset=utf-8",
+                ".tex": "application/x-tex; charset=utf-8", ".svg": "image/svg+xml; charset=utf-8",
+                ".png": "image/png", ".pdf": "application/pdf"}  # fmt: skip
 
 
 @researcher_required
@@ -71,10 +74,10 @@ def benchmark_robustness_export_view(request, pk: int, name: str):
     content_type = next((t for suffix, t in EXPORT_TYPES.items() if name.endswith(suffix)), None)
     if content_type is None:
         raise Http404(f"no report file {name!r}")
-    files = robustness_report_files(robustness_report_get(run=run))
-    if name not in files:
+    content = robustness_report_file(robustness_report_get(run=run), name)
+    if content is None:
         raise Http404(f"no report file {name!r}")
-    response = HttpResponse(files[name], content_type=f"{content_type}; charset=utf-8")
+    response = HttpResponse(content, content_type=content_type)
     response["Content-Disposition"] = f'attachment; filename="run-{run.pk}-{name}"'
     return response
 

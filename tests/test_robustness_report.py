@@ -57,7 +57,8 @@ def test_report_page_renders_tables_figures_and_export_links(client, researcher,
         assert title in html
     assert "<svg" in html and "unit: dataset × seed result" in html
     assert "no transformed item of this run has human quality ratings" in html
-    assert "robustness.csv" in html and "robustness-axes.tex" in html and "heatmap.svg" in html
+    assert "robustness.csv" in html and "robustness-axes.tex" in html
+    assert all(f"heatmap.{fmt}" in html for fmt in ("svg", "png", "pdf"))
 
 
 def test_exports(client, researcher, run):
@@ -69,6 +70,12 @@ def test_exports(client, researcher, run):
     assert r"\toprule" in latex and "alpha" in latex and r"$\pm$" in latex
     svg = client.get(url("shifts.svg"))
     assert svg["Content-Type"].startswith("image/svg+xml") and b"paraphrase" in svg.content
+    png = client.get(url("heatmap.png"))
+    assert png["Content-Type"] == "image/png" and png.content.startswith(b"\x89PNG\r\n\x1a\n")
+    assert 'filename="run-' in png["Content-Disposition"]
+    pdf = client.get(url("dumbbell.pdf"))
+    assert pdf["Content-Type"] == "application/pdf" and pdf.content.startswith(b"%PDF-")
+    assert client.get(url("drift.png")).status_code == 404  # no rated items: no drift figure
     assert client.get(url("nothing.exe")).status_code == 404
 
 
@@ -92,11 +99,11 @@ def test_command_writes_the_files(run, tmp_path):
     call_command("benchmark", "report", str(run.pk), "--out", str(tmp_path), stdout=out)
     names = {p.name for p in tmp_path.iterdir()}
     assert {"robustness.csv", "robustness.json", "robustness-axes.tex", "dumbbell.svg", "shifts.svg",
-            "heatmap.svg"} <= names  # fmt: skip
+            "heatmap.svg", "heatmap.png", "shifts.pdf"} <= names  # fmt: skip
     assert json.loads((tmp_path / "robustness.json").read_text())["models"] == MODELS
-    first = (tmp_path / "heatmap.svg").read_text()
+    first = {name: (tmp_path / name).read_bytes() for name in ("heatmap.svg", "heatmap.png", "shifts.pdf")}
     call_command("benchmark", "report", str(run.pk), "--out", str(tmp_path), stdout=io.StringIO())
-    assert (tmp_path / "heatmap.svg").read_text() == first  # deterministic files
+    assert {name: (tmp_path / name).read_bytes() for name in first} == first  # deterministic files
 
 
 class CountingEncoder:
