@@ -119,18 +119,20 @@ def _heatmap(report: RobustnessReport):
     panel.set_xticks(np.arange(len(report.transformations)), report.transformations, rotation=45, ha="right")
     panel.set_yticks(np.arange(len(report.models)), report.models)
     for (i, j), value in np.ndenumerate(matrix):
-        if np.isfinite(value):
-            panel.text(j, i, f"{value:+.3f}", ha="center", va="center", fontsize=7)
+        if np.isfinite(value):  # white on the darkest cells, black elsewhere
+            colour = "white" if abs(value) > 0.6 * bound else "black"
+            panel.text(j, i, f"{value:+.3f}", ha="center", va="center", fontsize=7, color=colour)
     figure.colorbar(image, ax=panel, label="Δ main score")
     return figure
 
 
 def _drift(report: RobustnessReport):
-    figure, panels = plt.subplots(1, len(report.drift), figsize=(3.2 * len(report.drift), 3), squeeze=False)
+    figure, panels = plt.subplots(1, len(report.drift), figsize=(2.8 * len(report.drift) + 0.6, 3), squeeze=False,
+                                  sharey=True, layout="constrained")  # fmt: skip
     for panel, summary in zip(panels[0], report.drift, strict=True):
         panel.scatter(summary.drifts, summary.qualities, s=10, alpha=0.7)
         rho = summary.correlation.spearman
         panel.set_title(summary.transformation + (f" (ρ = {rho:+.2f})" if rho is not None else ""))
         panel.set_xlabel("drift 1 − cos")
-        panel.set_ylabel("mean quality")
+    panels[0][0].set_ylabel("mean quality")
     return figure

@@ -266,6 +266,10 @@ def robustness_analyse(
         notes["reliability"] = (f"split-half reliability needs at least 3 models and 2 datasets; the run has "
                                 f"{len(models)} and {len(datasets)}")  # fmt: skip
     else:
+        if len(datasets) < 4:
+            half = -(-len(datasets) // 2)
+            notes["reliability"] = (f"only {len(datasets)} datasets: each half holds at most {half}, so the "
+                                    "split-half figure is coarse (with 2 datasets every split gives ±1)")  # fmt: skip
         for axis in axes:
             cells = _group([u for u in rows if u.axis == axis], lambda u: (u.dataset, u.model))
             complete = [d for d in datasets if all((d, m) in cells for m in models)]

@@ -106,6 +106,7 @@ def test_split_half_reliability_with_three_models():
     assert [r.axis for r in found.reliability] == ["lexical", "length"]
     assert all(r.n_datasets == 3 and r.n_splits == 20 for r in found.reliability)
     assert all(r.median is None or -1 <= r.median <= 1 for r in found.reliability)
+    assert "only 3 datasets: each half holds at most 2" in found.notes["reliability"]  # results, with a caution
 
 
 def test_drift_vs_quality_per_transformation():
