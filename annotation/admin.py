@@ -1,11 +1,15 @@
-"""Admin views of studies. Everything here is read-only: studies change only through the services
-(lock, publish, sync, validate, gate, approve), which enforce the declared rules and audit them."""
+"""Admin views of studies and baseline studies. Everything here is read-only: studies change only
+through the services (lock, publish, sync, validate, gate, approve; baseline create, publish, sync,
+llm-annotate), which enforce the declared rules and audit them."""
 
 from django.contrib import admin
 
 from annotation.models import (
     Annotator,
     Approval,
+    BaselineAnswer,
+    BaselineInstance,
+    BaselineStudy,
     BenchmarkConfig,
     Flag,
     GateResult,
@@ -91,3 +95,22 @@ class ApprovalAdmin(ReadOnlyAdmin):
 @admin.register(BenchmarkConfig)
 class BenchmarkConfigAdmin(ReadOnlyAdmin):
     list_display = ("config_hash", "name", "created_by", "created_at")
+
+
+@admin.register(BaselineStudy)
+class BaselineStudyAdmin(ReadOnlyAdmin):
+    list_display = ("name", "task_type", "dataset", "split", "n_instances", "seed", "status", "published_at")
+    list_filter = ("task_type", "status")
+    search_fields = ("name",)
+
+
+@admin.register(BaselineInstance)
+class BaselineInstanceAdmin(ReadOnlyAdmin):
+    list_display = ("study", "key", "group", "gold")
+    list_filter = ("study",)
+
+
+@admin.register(BaselineAnswer)
+class BaselineAnswerAdmin(ReadOnlyAdmin):
+    list_display = ("instance", "rater", "source", "value", "valid", "submitted_at")
+    list_filter = ("source", "valid", "rater")

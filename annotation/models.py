@@ -290,3 +290,111 @@ class BenchmarkConfig(models.Model):
 
     def __str__(self) -> str:
         return f"benchmark config {self.config_hash[:12]}{' ' + self.name if self.name else ''}"
+
+
+# --- human performance baselines (SPEC §6) ----------------------------------------------------
+
+
+class BaselineStudy(models.Model):
+    """Humans (and LLMs) answer instances of an embedding task directly, so that model scores can
+    be read against human performance. The sample is drawn from ``dataset`` with ``seed``; the
+    answers are scored in ``evaluation.human_baseline`` with the models' own evaluators."""
+
+    class TaskType(models.TextChoices):
+        STS = "sts"
+        CLASSIFICATION = "classification"
+        CLUSTERING = "clustering"
+        RERANKING = "reranking"
+
+    class Status(models.TextChoices):
+        DRAFT = "draft"
+        PUBLISHED = "published"
+        CLOSED = "closed"
+
+    name = models.CharField(max_length=61, unique=True, validators=[study_name_validator])
+    dataset = models.ForeignKey("datasets.Dataset", on_delete=models.PROTECT, related_name="baseline_studies")
+    task_type = models.CharField(max_length=16, choices=TaskType.choices)
+    split = models.CharField(max_length=32, default="test")
+    seed = models.BigIntegerField(default=0)
+    n_instances = models.PositiveIntegerField(help_text="Pairs, items or queries requested.")
+    options = models.JSONField(default=dict, blank=True,
+                               help_text="Task options: batch_size, candidates, labels, raters_per_instance.")
+    instructions = models.TextField(help_text="Shown to annotators and given to LLM annotators.")
+    status = models.CharField(max_length=16, choices=Status.choices, default=Status.DRAFT, db_index=True)
+    project = models.CharField(max_length=61, default="shiftlab", validators=[study_name_validator],
+                               help_text="Argilla workspace.")  # fmt: skip
+    annotators = models.ManyToManyField(settings.AUTH_USER_MODEL, blank=True, related_name="baseline_studies",
+                                        help_text="Users whose Argilla answers count.")  # fmt: skip
+    argilla_dataset_id = models.UUIDField(null=True, blank=True)
+    created_by = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL,
+                                   related_name="+")  # fmt: skip
+    created_at = models.DateTimeField(auto_now_add=True)
+    published_at = models.DateTimeField(null=True, blank=True)
+    synced_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["name"]
+        verbose_name_plural = "baseline studies"
+
+    def __str__(self) -> str:
+        return f"baseline {self.name}"
+
+    @property
+    def argilla_name(self) -> str:
+        """The Argilla dataset's name: prefixed so it never clashes with a validation study's."""
+        return f"baseline-{self.name}"
+
+
+class BaselineInstance(models.Model):
+    """One unit an annotator answers. ``texts`` is what they see; ``gold`` never leaves Django.
+
+    sts: texts (sentence1, sentence2), gold float score; classification: (text,), gold label;
+    clustering: (text,), gold label, ``group`` the batch shown together; reranking: (query,
+    candidate), gold 1 relevant / 0 not, ``group`` the query.
+    """
+
+    study = models.ForeignKey(BaselineStudy, on_delete=models.CASCADE, related_name="instances")
+    key = models.CharField(max_length=32, help_text="Stable id within the study; the Argilla record's external id.")
+    position = models.PositiveIntegerField()
+    item = models.ForeignKey("datasets.DatasetItem", null=True, blank=True, on_delete=models.SET_NULL,
+                             related_name="baseline_instances")  # fmt: skip
+    group = models.CharField(max_length=32, blank=True, help_text="Clustering batch or reranking query.")
+    texts = models.JSONField()
+    gold = models.JSONField()
+
+    class Meta:
+        ordering = ["study", "position"]
+        constraints = [
+            models.UniqueConstraint(fields=["study", "key"], name="unique_baseline_instance_key"),
+            models.UniqueConstraint(fields=["study", "position"], name="unique_baseline_instance_position"),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.study.name}/{self.key}"
+
+
+class BaselineAnswer(models.Model):
+    """One rater's current answer to one instance: a human's submitted Argilla response, or an
+    LLM's reply. An LLM reply that did not parse is kept with ``valid=False`` (and no value)."""
+
+    class Source(models.TextChoices):
+        HUMAN = "human"
+        LLM = "llm"
+
+    instance = models.ForeignKey(BaselineInstance, on_delete=models.CASCADE, related_name="answers")
+    rater = models.CharField(max_length=150, help_text="Username, or 'llm:<backend alias>'.")
+    source = models.CharField(max_length=8, choices=Source.choices)
+    user = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.PROTECT,
+                             related_name="baseline_answers")  # fmt: skip
+    value = models.JSONField(null=True, blank=True, help_text="None only for an LLM reply that did not parse.")
+    raw = models.TextField(blank=True, help_text="The LLM's reply as received.")
+    valid = models.BooleanField(default=True)
+    submitted_at = models.DateTimeField()
+    updated_at = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        ordering = ["instance", "rater"]
+        constraints = [models.UniqueConstraint(fields=["instance", "rater"], name="unique_baseline_answer")]
+
+    def __str__(self) -> str:
+        return f"{self.rater} on {self.instance_id}: {self.value!r}"

@@ -8,7 +8,16 @@ from dataclasses import dataclass
 from django.db.models import Count, Q, QuerySet
 
 from annotation.controls import ItemKind
-from annotation.models import Annotator, BenchmarkConfig, Flag, GateResult, Rating, Study
+from annotation.models import (
+    Annotator,
+    BaselineAnswer,
+    BaselineStudy,
+    BenchmarkConfig,
+    Flag,
+    GateResult,
+    Rating,
+    Study,
+)
 from annotation.services import control_checks, study_agreement, study_design
 
 
@@ -97,3 +106,28 @@ def study_progress(*, study: Study) -> StudyProgress:
         annotators=rows,
         agreement=study_agreement(study) if study.is_locked else {},
     )
+
+
+# --- human baselines -------------------------------------------------------------------------
+
+
+def baseline_get(ref: str) -> BaselineStudy:
+    """A baseline study by id or name; ``BaselineStudy.DoesNotExist`` when there is none."""
+    if ref.isdigit() and (study := BaselineStudy.objects.filter(pk=int(ref)).first()):
+        return study
+    return BaselineStudy.objects.get(name=ref)
+
+
+@dataclass(frozen=True)
+class RaterCount:
+    rater: str
+    source: str
+    answers: int
+    invalid: int  # LLM replies that did not parse
+
+
+def baseline_rater_counts(*, study: BaselineStudy) -> list[RaterCount]:
+    """Answers per rater (humans and LLMs) of one baseline study."""
+    rows = (BaselineAnswer.objects.filter(instance__study=study).values("rater", "source")
+            .annotate(answers=Count("id"), invalid=Count("id", filter=Q(valid=False))).order_by("source", "rater"))
+    return [RaterCount(**row) for row in rows]

@@ -245,13 +245,52 @@ def study_lock(*, study: Study, actor: AbstractBaseUser | None = None) -> Study:
 
 
 @contextmanager
-def _argilla(client):
+def argilla_connection(client):
     """The given Argilla connection, or a new owner connection closed afterwards."""
     if client is not None:
         yield client
         return
     with closing(argilla.client_get()) as owned:
         yield owned
+
+
+def require_annotators(users: Iterable[AbstractBaseUser]) -> None:
+    """Only members of the annotator group may be given Argilla annotator accounts."""
+    for user in users:
+        if not has_role(user, Role.ANNOTATOR):
+            raise ShiftlabError(f"{user.get_username()} is not in the 'annotator' group: add them there first")
+
+
+def annotator_accounts_ensure(
+    *, users: Sequence[AbstractBaseUser], workspace: str, client
+) -> tuple[dict[Any, Any], dict[str, str]]:
+    """Ensure ``workspace`` and an Argilla annotator account in it for each user (a connection from
+    ``argilla_connection``). Returns (user pk -> Argilla user id, username -> initial password of each account
+    created now). Existing accounts keep their password."""
+    argilla.workspace_ensure(workspace, client=client)
+    user_ids, new_accounts = {}, {}
+    for user in users:
+        username = user.get_username()
+        password = None
+        if argilla.user_get_id(username, client=client) is None:
+            password = secrets.token_urlsafe(12)
+            new_accounts[username] = password
+        user_ids[user.pk] = argilla.user_ensure(username, password or secrets.token_urlsafe(12), "annotator",
+                                                workspace, client=client)  # fmt: skip
+    return user_ids, new_accounts
+
+
+def mark_published(study, *, actor: AbstractBaseUser | None, verb: str, payload: dict):
+    """Mark a study (validation or baseline) published, under a row lock; audited as ``verb`` the
+    first time and ``verb.again`` on a later publish. Returns the fresh row."""
+    with transaction.atomic():
+        study = type(study).objects.select_for_update().get(pk=study.pk)
+        first = study.published_at is None
+        study.status = type(study).Status.PUBLISHED
+        study.published_at = study.published_at or timezone.now()
+        study.save(update_fields=["status", "published_at"])
+        audit_record(actor=actor, verb=verb if first else f"{verb}.again", obj=study, payload=payload)
+    return study
 
 
 @dataclass(frozen=True)
@@ -280,25 +319,16 @@ def study_publish(
         study = study_lock(study=study, actor=actor)
     design = study_design(study)
     users = list(dict.fromkeys(annotators))
+    require_annotators(users)
     for user in users:
-        if not has_role(user, Role.ANNOTATOR):
-            raise ShiftlabError(f"{user.get_username()} is not in the 'annotator' group: add them there first")
         existing = Annotator.objects.filter(study=study, user=user, status=Annotator.Status.REJECTED).first()
         if existing:
             raise ShiftlabError(f"{user.get_username()} was rejected in {study}: they cannot rate it again")
     items = list(study.items.order_by("position"))
-    new_accounts = {}
-    with _argilla(client) as conn:
-        argilla.workspace_ensure(study.project, client=conn)
+    with argilla_connection(client) as conn:
+        user_ids, new_accounts = annotator_accounts_ensure(users=users, workspace=study.project, client=conn)
         for user in users:
-            username = user.get_username()
-            password = None
-            if argilla.user_get_id(username, client=conn) is None:
-                password = secrets.token_urlsafe(12)
-                new_accounts[username] = password
-            user_id = argilla.user_ensure(username, password or secrets.token_urlsafe(12), "annotator",
-                                          study.project, client=conn)  # fmt: skip
-            Annotator.objects.update_or_create(study=study, user=user, defaults={"argilla_user_id": user_id})
+            Annotator.objects.update_or_create(study=study, user=user, defaults={"argilla_user_id": user_ids[user.pk]})
         dataset_id = study.argilla_dataset_id or argilla.dataset_find(study.project, study.argilla_name, client=conn)
         if dataset_id is None:
             questions = [argilla.RatingQuestion(q.name, q.title, q.values, q.description) for q in design.questions]
@@ -313,15 +343,9 @@ def study_publish(
         records = [argilla.RecordIn(external_id=i.external_id, fields={field_a: i.text_a, field_b: i.text_b})
                    for i in items]  # fmt: skip
         argilla.records_log(dataset_id, records, client=conn)
-    with transaction.atomic():
-        study = Study.objects.select_for_update().get(pk=study.pk)
-        first = study.published_at is None
-        study.status = Study.Status.PUBLISHED
-        study.published_at = study.published_at or timezone.now()
-        study.save(update_fields=["status", "published_at"])
-        audit_record(actor=actor, verb="study.publish" if first else "study.publish.again", obj=study,
-                     payload={"dataset_id": str(dataset_id), "records": len(records),
-                              "annotators": [u.get_username() for u in users]})  # fmt: skip
+    study = mark_published(study, actor=actor, verb="study.publish",
+                           payload={"dataset_id": str(dataset_id), "records": len(records),
+                                    "annotators": [u.get_username() for u in users]})  # fmt: skip
     return PublishResult(study=study, dataset_id=str(dataset_id), records=len(records), new_accounts=new_accounts)
 
 
@@ -352,7 +376,7 @@ def study_sync(*, study: Study, client=None) -> SyncResult:
         raise ShiftlabError(f"{study} is not published yet: publish it before syncing responses")
     design = study_design(study)
     question_names = {q.name: q for q in design.questions}
-    with _argilla(client) as conn:
+    with argilla_connection(client) as conn:
         rows = list(argilla.responses_fetch(study.argilla_dataset_id, client=conn))
     responses: dict[tuple[str, Any], dict] = {}
     for row in rows:
@@ -577,7 +601,7 @@ def _deactivate_in_argilla(annotator: Annotator, *, client=None) -> bool:
     """Take a rejected annotator out of the project's Argilla workspace; False if Argilla failed
     (the rejection stands in Django and the page offers to retry)."""
     try:
-        with _argilla(client) as conn:
+        with argilla_connection(client) as conn:
             argilla.user_deactivate(annotator.user.get_username(), annotator.study.project, client=conn)
     except ArgillaError as exc:
         audit_record(actor=None, verb="study.annotator.deactivate.failed", obj=annotator, payload={"error": str(exc)})

@@ -55,6 +55,29 @@ class RatingQuestion:
 
 
 @dataclass(frozen=True)
+class LabelQuestion:
+    """A required choice of exactly one label; ``labels`` are (value, text shown) pairs."""
+
+    name: str
+    title: str
+    labels: tuple[tuple[str, str], ...]
+    description: str = ""
+
+
+@dataclass(frozen=True)
+class TextQuestion:
+    """A free-text answer (e.g. a group name, or an optional comment)."""
+
+    name: str
+    title: str
+    description: str = ""
+    required: bool = True
+
+
+Question = RatingQuestion | LabelQuestion | TextQuestion
+
+
+@dataclass(frozen=True)
 class MetadataProperty:
     """Metadata kept on each record for Shiftlab (item kind, control status ...).
 
@@ -186,6 +209,12 @@ def user_get_id(username: str, *, client: httpx.Client) -> UUID | None:
     return _user_id(client, username)
 
 
+def usernames(*, client: httpx.Client) -> dict[UUID, str]:
+    """Every Argilla user's id and username (to tell who answered)."""
+    listing = _call(client, "GET", "/api/v1/users", "list users")
+    return {UUID(u["id"]): u["username"] for u in listing["items"]}
+
+
 def user_deactivate(username: str, workspace: str, *, client: httpx.Client) -> bool:
     """Remove ``username`` from ``workspace`` (see the module docstring); False if they were not in it."""
     workspace_id, user_id = _workspace_id(client, workspace), _user_id(client, username)
@@ -202,8 +231,9 @@ def dataset_create(
     workspace: str,
     name: str,
     fields: Sequence[TextField],
-    rating_questions: Sequence[RatingQuestion],
-    comment_question: str | None,
+    rating_questions: Sequence[RatingQuestion] = (),
+    questions: Sequence[Question] = (),
+    comment_question: str | None = None,
     guidelines: str,
     min_submitted: int,
     metadata: Sequence[MetadataProperty] = (),
@@ -211,8 +241,9 @@ def dataset_create(
     """Create and publish a dataset; return its id.
 
     ``min_submitted`` is the task distribution: a record leaves the annotators' queue once that
-    many of them have submitted it. ``comment_question``, when given, is the title of an optional
-    free-text question named ``comment``. Records may carry only the declared metadata.
+    many of them have submitted it. Questions are created in order: ``rating_questions``, then
+    ``questions`` (of any kind), then, when ``comment_question`` is given, an optional free-text
+    question named ``comment`` with that title. Records may carry only the declared metadata.
     """
     workspace_id = _workspace_id(client, workspace)
     if workspace_id is None:
@@ -230,18 +261,9 @@ def dataset_create(
     for text in fields:
         body = {"name": text.name, "title": text.title, "required": True, "settings": {"type": "text"}}
         _call(client, "POST", f"{base}/fields", action, json=body)
-    for question in rating_questions:
-        body = {
-            "name": question.name,
-            "title": question.title,
-            "description": question.description or None,
-            "required": True,
-            "settings": {"type": "rating", "options": [{"value": value} for value in question.values]},
-        }
-        _call(client, "POST", f"{base}/questions", action, json=body)
-    if comment_question:
-        body = {"name": "comment", "title": comment_question, "required": False, "settings": {"type": "text"}}
-        _call(client, "POST", f"{base}/questions", action, json=body)
+    extra = [TextQuestion("comment", comment_question, required=False)] if comment_question else []
+    for question in [*rating_questions, *questions, *extra]:
+        _call(client, "POST", f"{base}/questions", action, json=_question_body(question))
     for prop in metadata:
         body = {
             "name": prop.name,
@@ -252,6 +274,21 @@ def dataset_create(
         _call(client, "POST", f"{base}/metadata-properties", action, json=body)
     _call(client, "PUT", f"{base}/publish", action)
     return dataset_id
+
+
+def _question_body(question: Question) -> dict[str, Any]:
+    """The REST body creating ``question`` (Argilla's question settings of type rating,
+    label_selection or text)."""
+    if isinstance(question, RatingQuestion):
+        settings_ = {"type": "rating", "options": [{"value": value} for value in question.values]}
+    elif isinstance(question, LabelQuestion):
+        settings_ = {"type": "label_selection",
+                     "options": [{"value": value, "text": text} for value, text in question.labels]}  # fmt: skip
+    else:
+        settings_ = {"type": "text", "use_markdown": False}
+    required = question.required if isinstance(question, TextQuestion) else True
+    return {"name": question.name, "title": question.title, "description": question.description or None,
+            "required": required, "settings": settings_}  # fmt: skip
 
 
 def dataset_find(workspace: str, name: str, *, client: httpx.Client) -> UUID | None:

@@ -1,0 +1,478 @@
+"""Services of human-baseline studies (SPEC §6): the only code that writes ``BaselineStudy``,
+``BaselineInstance`` and ``BaselineAnswer``.
+
+Order: create (seeded sample of instances, gold kept in Django) → publish (Argilla workspace,
+annotator accounts, one dataset with the task's question, records carrying the instance key and
+its texts only) → sync (submitted responses into ``BaselineAnswer``), and, independently,
+llm-annotate (an LLM answers the same instances with the same instructions). Scoring the answers
+is evaluation's job (``evaluation.human_baseline``), which only reads these rows.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+from django.contrib.auth.base_user import AbstractBaseUser
+from django.core.exceptions import ImproperlyConfigured, ValidationError
+from django.db import transaction
+from django.utils import timezone
+
+from annotation import baseline_sampling as sampling
+from annotation import llm_annotator
+from annotation.argilla import client as argilla
+from annotation.models import BaselineAnswer, BaselineInstance, BaselineStudy
+from annotation.services import annotator_accounts_ensure, argilla_connection, mark_published, require_annotators
+from core.errors import ShiftlabError
+from core.hashing import sha256_text
+from core.services import audit_record
+from datasets.models import Dataset, DatasetItem
+
+TaskType = BaselineStudy.TaskType
+
+DEFAULT_INSTRUCTIONS = {
+    TaskType.STS: (
+        "Each task shows two sentences. Rate how similar their meanings are, from 0 to 5:\n\n"
+        "- 0: about different things\n- 1: not the same meaning, but on the same topic\n"
+        "- 2: not the same meaning, some details in common\n"
+        "- 3: roughly the same meaning, some important detail differs or is missing\n"
+        "- 4: mostly the same meaning, only minor details differ\n- 5: exactly the same meaning\n\n"
+        "Judge the meaning, not the wording. Work on your own and do not look anything up."
+    ),
+    TaskType.CLASSIFICATION: (
+        "Each task shows one text. Choose the label that describes it best; exactly one label applies. "
+        "Read the list of labels carefully (its search box helps with long lists). Work on your own and "
+        "do not look anything up."
+    ),
+    TaskType.CLUSTERING: (
+        "Texts come in batches; each task shows one text and, below it, every text of its batch. "
+        "Sort the batch into groups of texts about the same subject: for each text, type a short group "
+        "name, and type exactly the same name for every text of the batch that belongs in that group. "
+        "A name only has to make sense within its batch; how many groups there are is for you to decide."
+    ),
+    TaskType.RERANKING: (
+        "Each task shows a query and one candidate text. Say whether the candidate is relevant to the "
+        "query, i.e. whether it answers it or is what someone asking it would want to find. Judge each "
+        "candidate on its own."
+    ),
+}
+
+# Argilla fields per task (name, title), in the order of ``BaselineInstance.texts``.
+FIELDS = {
+    TaskType.STS: (argilla.TextField("sentence1", "Sentence 1"), argilla.TextField("sentence2", "Sentence 2")),
+    TaskType.CLASSIFICATION: (argilla.TextField("text", "Text"),),
+    TaskType.CLUSTERING: (argilla.TextField("text", "Text to place in a group"),),
+    TaskType.RERANKING: (argilla.TextField("query", "Query"), argilla.TextField("candidate", "Candidate")),
+}
+BATCH_FIELD = argilla.TextField("batch", "Every text of this batch")
+QUESTION = {TaskType.STS: "similarity", TaskType.CLASSIFICATION: "label", TaskType.CLUSTERING: "group",
+            TaskType.RERANKING: "relevant"}  # fmt: skip
+RELEVANCE_LABELS = (("1", "Relevant"), ("0", "Not relevant"))
+STS_VALUES = (0, 1, 2, 3, 4, 5)
+
+# Options each task accepts (anything else is a typo worth reporting), with their defaults.
+OPTION_DEFAULTS: dict[str, dict[str, Any]] = {
+    TaskType.STS: {},
+    TaskType.CLASSIFICATION: {"stratify": False},
+    TaskType.CLUSTERING: {"batch_size": sampling.DEFAULT_BATCH_SIZE, "clusters_per_batch": None},
+    TaskType.RERANKING: {"candidates": sampling.DEFAULT_CANDIDATES},
+}
+COMMON_OPTIONS = {"raters_per_instance": 3}
+LLM_MAX_TOKENS = {TaskType.STS: 16, TaskType.CLASSIFICATION: 48, TaskType.RERANKING: 8}
+LLM_TOKENS_PER_CLUSTER_LINE = 24
+LLM_CHUNK = 16  # LLM requests between two saves / progress updates
+
+
+def rater_of_llm(backend_alias: str) -> str:
+    return f"llm:{backend_alias}"
+
+
+# --- create ----------------------------------------------------------------------------------
+
+
+def _options(task_type: str, given: Mapping[str, Any], dataset: Dataset) -> dict[str, Any]:
+    allowed = {**COMMON_OPTIONS, **OPTION_DEFAULTS[task_type]}
+    unknown = sorted(set(given) - set(allowed) - {"labels"})
+    if unknown:
+        raise ShiftlabError(f"unknown option(s) {', '.join(unknown)} for a {task_type} baseline; "
+                            f"known: {', '.join(sorted(allowed))}")  # fmt: skip
+    options = {**allowed, **given}
+    for name in ("raters_per_instance", "batch_size", "clusters_per_batch", "candidates"):
+        value = options.get(name)
+        if value is not None and (not isinstance(value, int) or isinstance(value, bool) or value < 1):
+            raise ShiftlabError(f"option {name} must be a positive whole number, got {value!r}")
+    if not isinstance(options.get("stratify", False), bool):
+        raise ShiftlabError(f"option stratify must be true or false, got {options['stratify']!r}")
+    if task_type == TaskType.CLASSIFICATION:
+        if "labels" in given:
+            raise ShiftlabError("the label set comes from the dataset; do not pass option labels")
+        labels = (dataset.metadata or {}).get("labels")
+        if not labels:
+            labels = DatasetItem.objects.filter(dataset=dataset, kind="example").values_list("gold", flat=True)
+        options["labels"] = sorted({str(label) for label in labels})
+    elif "labels" in given:
+        raise ShiftlabError(f"option labels belongs to classification baselines, not {task_type}")
+    return options
+
+
+def baseline_create(
+    *,
+    name: str,
+    dataset: Dataset,
+    task_type: str,
+    n_instances: int,
+    split: str = "test",
+    seed: int = 0,
+    options: Mapping[str, Any] | None = None,
+    instructions: str = "",
+    project: str = "shiftlab",
+    created_by: AbstractBaseUser | None = None,
+) -> BaselineStudy:
+    """A draft baseline study with its seeded sample of instances, in one transaction.
+
+    ``n_instances`` counts pairs (sts), items (classification, clustering) or queries (reranking).
+    ``instructions`` default to the project's wording for the task. Raises ``ShiftlabError`` naming
+    the wrong input.
+    """
+    if task_type not in TaskType.values:
+        raise ShiftlabError(f"unknown baseline task type {task_type!r}: choose one of {', '.join(TaskType.values)}")
+    if dataset.task_type != task_type:
+        raise ShiftlabError(f"dataset {dataset.name} is a {dataset.task_type} dataset; a {task_type} baseline needs "
+                            f"a {task_type} dataset")  # fmt: skip
+    if split not in (dataset.splits or {}):
+        raise ShiftlabError(f"dataset {dataset.name} has no split {split!r}; its splits: "
+                            f"{', '.join(sorted(dataset.splits or {})) or 'none'}")  # fmt: skip
+    if seed < 0:
+        raise ShiftlabError(f"seed must be zero or positive, got {seed}")
+    if BaselineStudy.objects.filter(name=name).exists():
+        raise ShiftlabError(f"a baseline study named {name!r} exists: choose another name")
+    options = _options(task_type, options or {}, dataset)
+    study = BaselineStudy(name=name, dataset=dataset, task_type=task_type, split=split, seed=seed,
+                          n_instances=n_instances, options=options,
+                          instructions=instructions.strip() or DEFAULT_INSTRUCTIONS[task_type], project=project,
+                          created_by=created_by)  # fmt: skip
+    try:
+        study.full_clean(exclude=["dataset", "created_by"])
+    except ValidationError as exc:
+        raise ShiftlabError(f"invalid baseline study: {'; '.join(exc.messages)}") from exc
+    rows = DatasetItem.objects.filter(dataset=dataset, split=split, kind="example").values_list("pk", "payload", "gold")
+    items = [sampling.SourceItem(ref=pk, payload=payload, gold=gold) for pk, payload, gold in rows]
+    try:
+        drawn = sampling.sample_instances(task_type, items, n_instances, rng=np.random.default_rng(seed),
+                                          options=options)  # fmt: skip
+    except sampling.SamplingError as exc:
+        raise ShiftlabError(f"{dataset.name} ({split}): {exc}") from exc
+    with transaction.atomic():
+        study.save()
+        BaselineInstance.objects.bulk_create(
+            BaselineInstance(study=study, key=d.key, position=d.position, item_id=d.ref, group=d.group,
+                             texts=list(d.texts), gold=d.gold)
+            for d in drawn
+        )  # fmt: skip
+        audit_record(actor=created_by, verb="baseline.create", obj=study,
+                     payload={"dataset": dataset.name, "content_hash": dataset.content_hash, "task_type": task_type,
+                              "split": split, "seed": seed, "n_instances": n_instances, "instances": len(drawn),
+                              "options": options})  # fmt: skip
+    return study
+
+
+# --- publish ---------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class BaselinePublishResult:
+    study: BaselineStudy
+    dataset_id: str
+    records: int
+    new_accounts: dict[str, str] = field(default_factory=dict)  # username -> initial Argilla password
+
+
+def _questions(study: BaselineStudy) -> list[argilla.Question]:
+    name = QUESTION[study.task_type]
+    if study.task_type == TaskType.STS:
+        return [argilla.RatingQuestion(name, "How similar are the meanings? (0 = different, 5 = the same)",
+                                       STS_VALUES)]  # fmt: skip
+    if study.task_type == TaskType.CLASSIFICATION:
+        labels = tuple((label, label.replace("_", " ")) for label in study.options["labels"])
+        return [argilla.LabelQuestion(name, "Which label fits the text?", labels)]
+    if study.task_type == TaskType.CLUSTERING:
+        return [argilla.TextQuestion(name, "Group name for this text",
+                                     "Use the same name for every text of the batch that belongs with it.")]
+    return [argilla.LabelQuestion(name, "Is the candidate relevant to the query?", RELEVANCE_LABELS)]
+
+
+def _records(study: BaselineStudy, instances: Sequence[BaselineInstance]) -> list[argilla.RecordIn]:
+    """The instance key and the texts, nothing else: no gold, no label hint, no metadata."""
+    names = [f.name for f in FIELDS[study.task_type]]
+    batches: dict[str, list[str]] = defaultdict(list)
+    if study.task_type == TaskType.CLUSTERING:
+        for instance in instances:
+            batches[instance.group].append(instance.texts[0])
+    records = []
+    for instance in instances:
+        fields = dict(zip(names, instance.texts, strict=True))
+        if study.task_type == TaskType.CLUSTERING:
+            fields[BATCH_FIELD.name] = "\n".join(f"{k}. {text}" for k, text in enumerate(batches[instance.group], 1))
+        records.append(argilla.RecordIn(external_id=instance.key, fields=fields))
+    return records
+
+
+def baseline_publish(
+    *,
+    study: BaselineStudy,
+    annotators: Iterable[AbstractBaseUser] = (),
+    actor: AbstractBaseUser | None = None,
+    client=None,
+) -> BaselinePublishResult:
+    """Publish the study to Argilla and provision its annotators' accounts.
+
+    Idempotent like ``study_publish``: workspace, accounts and dataset are reused, records are
+    upserted by instance key; publishing again with more annotators adds them. Every instance is
+    answered by ``raters_per_instance`` annotators (Argilla's task distribution).
+    """
+    study = BaselineStudy.objects.get(pk=study.pk)
+    if study.status == BaselineStudy.Status.CLOSED:
+        raise ShiftlabError(f"{study} is closed: it takes no more answers")
+    users = list(dict.fromkeys(annotators))
+    require_annotators(users)
+    instances = list(study.instances.order_by("position"))
+    with argilla_connection(client) as conn:
+        user_ids, new_accounts = annotator_accounts_ensure(users=users, workspace=study.project, client=conn)
+        study.annotators.add(*users)
+        dataset_id = study.argilla_dataset_id or argilla.dataset_find(study.project, study.argilla_name, client=conn)
+        if dataset_id is None:
+            fields = FIELDS[study.task_type] + ((BATCH_FIELD,) if study.task_type == TaskType.CLUSTERING else ())
+            dataset_id = argilla.dataset_create(
+                client=conn, workspace=study.project, name=study.argilla_name, fields=fields,
+                questions=_questions(study), guidelines=study.instructions,
+                min_submitted=study.options.get("raters_per_instance", COMMON_OPTIONS["raters_per_instance"]),
+            )  # fmt: skip
+        BaselineStudy.objects.filter(pk=study.pk).update(argilla_dataset_id=dataset_id)
+        records = _records(study, instances)
+        argilla.records_log(dataset_id, records, client=conn)
+    study = mark_published(study, actor=actor, verb="baseline.publish",
+                           payload={"dataset_id": str(dataset_id), "records": len(records),
+                                    "annotators": [u.get_username() for u in users],
+                                    "new_accounts": sorted(new_accounts)})  # fmt: skip
+    return BaselinePublishResult(study=study, dataset_id=str(dataset_id), records=len(records),
+                                 new_accounts=new_accounts)  # fmt: skip
+
+
+# --- sync ------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class BaselineSyncResult:
+    created: int = 0
+    updated: int = 0
+    withdrawn: int = 0
+    unchanged: int = 0
+    invalid: int = 0  # submitted values that are no answer of the task (should not happen)
+    ignored_users: int = 0  # answers of Argilla users who are not the study's annotators
+    ignored_records: int = 0
+
+    @property
+    def changed(self) -> int:
+        return self.created + self.updated + self.withdrawn
+
+
+def answer_value(study: BaselineStudy, value: Any) -> Any | None:
+    """A submitted Argilla value as the task's answer value, or None if it is none."""
+    if study.task_type == TaskType.STS:
+        ok = isinstance(value, int) and not isinstance(value, bool) and value in STS_VALUES
+        return float(value) if ok else None
+    if study.task_type == TaskType.CLASSIFICATION:
+        return value if isinstance(value, str) and value in study.options["labels"] else None
+    if study.task_type == TaskType.CLUSTERING:
+        return (llm_annotator.normalise_cluster(value) or None) if isinstance(value, str) else None
+    return int(value) if value in ("0", "1") else None
+
+
+def baseline_sync(*, study: BaselineStudy, client=None) -> BaselineSyncResult:
+    """Bring the study's submitted Argilla responses into ``BaselineAnswer`` rows (source human).
+
+    Idempotent: one answer per (instance, annotator); unchanged responses write nothing, a changed
+    value updates the answer, and an answer whose response is no longer submitted (discarded, back
+    to draft, deleted) is removed. Only the study's annotators count.
+    """
+    study = BaselineStudy.objects.get(pk=study.pk)
+    if study.argilla_dataset_id is None:
+        raise ShiftlabError(f"{study} is not published yet: publish it before syncing answers")
+    question = QUESTION[study.task_type]
+    with argilla_connection(client) as conn:
+        rows = list(argilla.responses_fetch(study.argilla_dataset_id, client=conn))
+        names = argilla.usernames(client=conn)
+    submitted: dict[tuple[str, str], tuple[Any, Any]] = {}  # (key, username) -> (value, at)
+    ignored_users = set()
+    for row in rows:
+        username = names.get(row.user_id)
+        if row.status == "submitted" and row.question == question:
+            submitted[(row.record_external_id, username)] = (row.value, row.updated_at)
+    counts: dict[str, int] = defaultdict(int)
+    with transaction.atomic():
+        study = BaselineStudy.objects.select_for_update().get(pk=study.pk)
+        instances = {i.key: i for i in study.instances.all()}
+        users = {u.get_username(): u for u in study.annotators.all()}
+        existing = {(a.instance_id, a.rater): a
+                    for a in BaselineAnswer.objects.filter(instance__study=study, source=BaselineAnswer.Source.HUMAN)}
+        seen = set()
+        for (key, username), (raw_value, at) in submitted.items():
+            instance, user = instances.get(key), users.get(username)
+            if instance is None:
+                counts["ignored_records"] += 1
+                continue
+            if user is None:
+                ignored_users.add(username)
+                counts["ignored_users"] += 1
+                continue
+            value = answer_value(study, raw_value)
+            if value is None:
+                counts["invalid"] += 1
+                continue
+            seen.add((instance.pk, username))
+            answer = existing.get((instance.pk, username))
+            if answer is None:
+                BaselineAnswer.objects.create(instance=instance, rater=username, source=BaselineAnswer.Source.HUMAN,
+                                              user=user, value=value, submitted_at=at)  # fmt: skip
+                counts["created"] += 1
+            elif answer.value != value:
+                answer.value, answer.submitted_at = value, at
+                answer.save(update_fields=["value", "submitted_at", "updated_at"])
+                counts["updated"] += 1
+            else:
+                counts["unchanged"] += 1
+        gone = [a.pk for k, a in existing.items() if k not in seen]
+        if gone:
+            counts["withdrawn"] = BaselineAnswer.objects.filter(pk__in=gone).delete()[0]
+        result = BaselineSyncResult(**counts)
+        study.synced_at = timezone.now()
+        study.save(update_fields=["synced_at"])
+        if result.changed:
+            audit_record(actor=None, verb="baseline.sync", obj=study,
+                         payload={**counts, "ignored_usernames": sorted(map(str, ignored_users))})  # fmt: skip
+    return result
+
+
+# --- LLM as annotator ------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class LLMAnnotateResult:
+    rater: str
+    total: int  # instances in the study
+    skipped: int  # already answered by this rater before the call
+    valid: int  # answers stored now that parsed
+    invalid: int  # answers stored now that did not parse
+    failed: int  # instances the backend could not answer (nothing stored; run again)
+
+
+@dataclass(frozen=True)
+class _Unit:
+    """One LLM request: one instance, or a whole clustering batch."""
+
+    instances: tuple[BaselineInstance, ...]
+    messages: list[dict[str, str]]
+    max_tokens: int
+
+
+def _llm_units(study: BaselineStudy, todo: Sequence[BaselineInstance]) -> list[_Unit]:
+    if study.task_type == TaskType.CLUSTERING:
+        batches: dict[str, list[BaselineInstance]] = defaultdict(list)
+        for instance in todo:
+            batches[instance.group].append(instance)
+        return [_Unit(tuple(batch), llm_annotator.clustering_messages(study.instructions, [i.texts[0] for i in batch]),
+                      16 + LLM_TOKENS_PER_CLUSTER_LINE * len(batch))
+                for batch in batches.values()]  # fmt: skip
+    labels = study.options.get("labels", ())
+    return [_Unit((i,), llm_annotator.instance_messages(study.task_type, study.instructions, i.texts, labels=labels),
+                  LLM_MAX_TOKENS[study.task_type])
+            for i in todo]  # fmt: skip
+
+
+def _parse_unit(study: BaselineStudy, unit: _Unit, reply: str) -> list[llm_annotator.Parsed]:
+    if study.task_type == TaskType.CLUSTERING:
+        parsed = llm_annotator.parse_clusters(reply, len(unit.instances))
+        if not parsed.ok:
+            return [parsed] * len(unit.instances)
+        return [llm_annotator.Parsed(value=v) for v in parsed.value]
+    return [llm_annotator.parse_instance(study.task_type, reply, labels=study.options.get("labels", ()))]
+
+
+def baseline_llm_annotate(
+    *,
+    study: BaselineStudy,
+    backend_alias: str = "default",
+    actor: AbstractBaseUser | None = None,
+    on_progress: Callable[[int, int], None] | None = None,
+) -> LLMAnnotateResult:
+    """Have the LLM of ``backend_alias`` answer every instance the way an annotator would.
+
+    Same instructions and texts as the humans get; greedy decoding (temperature 0) with a seed
+    drawn from the study's seed and the instance key. Each reply is stored as a ``BaselineAnswer``
+    of rater ``llm:<alias>`` with its raw text; a reply that does not parse is stored with
+    ``valid=False``. Resumable and idempotent: instances this rater answered are skipped, and
+    answers are saved every few requests. Clustering is asked per batch (a batch whose reply does
+    not parse gets an invalid answer for each of its texts). ``on_progress(done, total)`` counts
+    instances. Requests the backend fails are not stored: the call then raises ``ShiftlabError``
+    after saving the rest, and running it again retries them.
+    """
+    from transforms import planning
+    from transforms.backends import get_backend
+    from transforms.backends.base import ChatFailure, ChatRequest
+
+    study = BaselineStudy.objects.get(pk=study.pk)
+    try:
+        backend = get_backend(backend_alias)
+    except ImproperlyConfigured as exc:
+        raise ShiftlabError(str(exc)) from exc
+    rater = rater_of_llm(backend_alias)
+    instances = list(study.instances.order_by("position"))
+    answered = set(BaselineAnswer.objects.filter(instance__study=study, rater=rater)
+                   .values_list("instance_id", flat=True))  # fmt: skip
+    todo = [i for i in instances if i.pk not in answered]
+    units = _llm_units(study, todo)
+    done, counts, failures = len(answered), defaultdict(int), []
+    if on_progress:
+        on_progress(done, len(instances))
+    for start in range(0, len(units), LLM_CHUNK):
+        chunk = units[start : start + LLM_CHUNK]
+        requests = [ChatRequest(messages=u.messages, temperature=0.0, top_p=1.0, max_tokens=u.max_tokens,
+                                seed=planning.sampling_seed(seed=study.seed, text_hash=sha256_text(u.instances[0].key),
+                                                            step=0, attempt=0))
+                    for u in chunk]  # fmt: skip
+        results = backend.generate(requests)
+        rows, now = [], timezone.now()
+        chunk_failures = [r.message for r in results if isinstance(r, ChatFailure)]
+        failures.extend(chunk_failures)
+        for unit, result in zip(chunk, results, strict=True):
+            if isinstance(result, ChatFailure):
+                continue
+            for instance, parsed in zip(unit.instances, _parse_unit(study, unit, result.text), strict=True):
+                rows.append(BaselineAnswer(instance=instance, rater=rater, source=BaselineAnswer.Source.LLM,
+                                           value=parsed.value if parsed.ok else None, raw=result.text,
+                                           valid=parsed.ok, submitted_at=now))  # fmt: skip
+                counts["valid" if parsed.ok else "invalid"] += 1
+        with transaction.atomic():
+            BaselineAnswer.objects.bulk_create(rows, ignore_conflicts=True)
+        done += len(rows)
+        if on_progress:
+            on_progress(done, len(instances))
+        if len(chunk_failures) == len(chunk):
+            break  # the backend answers nothing: no point sending the rest now
+    result = LLMAnnotateResult(rater=rater, total=len(instances), skipped=len(answered), valid=counts["valid"],
+                               invalid=counts["invalid"], failed=len(todo) - counts["valid"] - counts["invalid"])
+    if counts["valid"] or counts["invalid"]:
+        with transaction.atomic():
+            audit_record(actor=actor, verb="baseline.llm_annotate", obj=study,
+                         payload={"rater": rater, "model": backend.model_id, "valid": result.valid,
+                                  "invalid": result.invalid, "failed": result.failed})  # fmt: skip
+    if result.failed:
+        saved = counts["valid"] + counts["invalid"]
+        reason = failures[0] if failures else "stopped early"
+        raise ShiftlabError(f"the LLM backend {backend_alias!r} failed on {result.failed} of {len(todo)} instances "
+                            f"({reason}); the {saved} answers received are saved: run llm-annotate again to retry "
+                            "the rest")  # fmt: skip
+    return result

@@ -1,0 +1,136 @@
+import json
+import sys
+from pathlib import Path
+
+from django.contrib.auth import get_user_model
+from django.core.management.base import BaseCommand, CommandError
+
+from annotation.baseline_services import (
+    baseline_create,
+    baseline_llm_annotate,
+    baseline_publish,
+    baseline_sync,
+)
+from annotation.models import BaselineStudy
+from annotation.selectors import baseline_get, baseline_rater_counts
+from core.errors import ShiftlabError
+from core.progress import progress_bar
+from datasets.models import Dataset
+
+
+def _study(ref: str) -> BaselineStudy:
+    try:
+        return baseline_get(ref)
+    except BaselineStudy.DoesNotExist:
+        raise CommandError(f"no baseline study {ref!r}: give its name or id (see `baseline status`)") from None
+
+
+def _users(usernames: list[str]):
+    found = {u.get_username(): u for u in get_user_model().objects.filter(username__in=usernames)}
+    if missing := [name for name in usernames if name not in found]:
+        raise CommandError(f"no user(s) {', '.join(missing)}: create them in the annotator group first")
+    return [found[name] for name in usernames]
+
+
+class Command(BaseCommand):
+    help = (
+        "Human performance baselines: create (seeded sample of task instances) → publish (Argilla) → "
+        "sync (answers back); llm-annotate lets an LLM answer the same instances; status counts answers."
+    )
+
+    def add_arguments(self, parser):
+        sub = parser.add_subparsers(dest="action", required=True)
+        create = sub.add_parser("create", help="Draw the instances of a new baseline study.")
+        create.add_argument("name")
+        create.add_argument("--dataset", required=True, help="Name of an imported dataset.")
+        create.add_argument("--task", required=True, choices=BaselineStudy.TaskType.values)
+        create.add_argument("-n", "--instances", type=int, required=True,
+                            help="Pairs (sts), items (classification, clustering) or queries (reranking).")  # fmt: skip
+        create.add_argument("--split", default="test")
+        create.add_argument("--seed", type=int, default=0)
+        create.add_argument("--options", default="{}",
+                            help='Task options as JSON, e.g. \'{"batch_size": 10}\', \'{"candidates": 8}\', '
+                                 '\'{"stratify": true}\', \'{"raters_per_instance": 3}\'.')  # fmt: skip
+        create.add_argument("--instructions", default="",
+                            help="Text for annotators, or @FILE to read it; default: the project's wording.")
+        create.add_argument("--project", default="shiftlab", help="Argilla workspace (default shiftlab).")
+        publish = sub.add_parser("publish", help="Publish to Argilla and provision annotator accounts.")
+        publish.add_argument("study")
+        publish.add_argument("--annotators", nargs="*", default=[], help="Usernames in the annotator group.")
+        sync = sub.add_parser("sync", help="Bring submitted answers from Argilla (idempotent).")
+        sync.add_argument("study")
+        llm = sub.add_parser("llm-annotate", help="An LLM answers every instance (resumable).")
+        llm.add_argument("study")
+        llm.add_argument("--backend", default="default", help="Alias in TRANSFORM_BACKENDS (default: default).")
+        status = sub.add_parser("status", help="Instances and answers per rater.")
+        status.add_argument("study", nargs="?")
+        for p in sub.choices.values():
+            p.add_argument("--as", dest="actor", help="Username recorded in the audit log.")
+
+    def handle(self, *args, action, actor=None, **options):
+        actor = _users([actor])[0] if actor else None
+        try:
+            getattr(self, f"do_{action.replace('-', '_')}")(actor=actor, **options)
+        except ShiftlabError as exc:
+            raise CommandError(str(exc)) from exc
+
+    def do_create(self, *, actor, name, dataset, task, instances, split, seed, options, instructions, project, **_):
+        try:
+            dataset = Dataset.objects.get(name=dataset)
+        except Dataset.DoesNotExist:
+            raise CommandError(f"no dataset {dataset!r}: import it first (`manage.py dataset import`)") from None
+        try:
+            parsed = json.loads(options)
+        except ValueError as exc:
+            raise CommandError(f"--options is not valid JSON: {exc}") from exc
+        if not isinstance(parsed, dict):
+            raise CommandError('--options must be a JSON object, e.g. \'{"batch_size": 10}\'')
+        if instructions.startswith("@"):
+            try:
+                instructions = Path(instructions[1:]).read_text(encoding="utf-8")
+            except OSError as exc:
+                raise CommandError(f"cannot read the instructions file: {exc}") from exc
+        study = baseline_create(name=name, dataset=dataset, task_type=task, n_instances=instances, split=split,
+                                seed=seed, options=parsed, instructions=instructions, project=project,
+                                created_by=actor)  # fmt: skip
+        self.stdout.write(f"Created {study} (id {study.pk}): {study.instances.count()} instances of {task} "
+                          f"from {dataset.name}/{split}, seed {seed}.")  # fmt: skip
+
+    def do_publish(self, *, actor, study, annotators, **_):
+        result = baseline_publish(study=_study(study), annotators=_users(annotators), actor=actor)
+        self.stdout.write(f"Published {result.study} to Argilla dataset {result.dataset_id}: {result.records} records.")
+        for username, password in result.new_accounts.items():
+            self.stdout.write(f"New Argilla account {username}: initial password {password}")
+
+    def do_sync(self, *, study, **_):
+        r = baseline_sync(study=_study(study))
+        self.stdout.write(f"Synced: {r.created} new, {r.updated} changed, {r.withdrawn} withdrawn, {r.unchanged} "
+                          f"unchanged answers; ignored {r.ignored_users} answers of users outside the study"
+                          f"{f', {r.invalid} invalid values' if r.invalid else ''}.")  # fmt: skip
+
+    def do_llm_annotate(self, *, actor, study, backend, **_):
+        interactive = sys.stdout.isatty()
+
+        def show(done: int, total: int) -> None:
+            line = progress_bar(done, total, suffix="instances")
+            self.stdout.write("\r" + line if interactive else line, ending="" if interactive else "\n")
+
+        try:
+            r = baseline_llm_annotate(study=_study(study), backend_alias=backend, actor=actor, on_progress=show)
+        finally:
+            if interactive:
+                self.stdout.write("")
+        self.stdout.write(f"{r.rater}: {r.valid} answers, {r.invalid} did not parse, {r.skipped} answered before "
+                          f"(of {r.total} instances).")  # fmt: skip
+
+    def do_status(self, *, study, **_):
+        studies = [_study(study)] if study else list(BaselineStudy.objects.select_related("dataset"))
+        if not studies:
+            self.stdout.write("No baseline studies yet: create one with `baseline create`.")
+        for s in studies:
+            self.stdout.write(f"{s.name} [{s.status}] {s.task_type} on {s.dataset.name}/{s.split}: "
+                              f"{s.instances.count()} instances, seed {s.seed}, annotators "
+                              f"{', '.join(u.get_username() for u in s.annotators.all()) or '-'}")  # fmt: skip
+            for c in baseline_rater_counts(study=s):
+                bad = f" ({c.invalid} did not parse)" if c.invalid else ""
+                self.stdout.write(f"  {c.rater:<24} {c.source:<6} {c.answers:>5} answers{bad}")

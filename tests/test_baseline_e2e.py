@@ -1,0 +1,311 @@
+"""Human performance baselines end to end, with real services: STS-B and Banking77 samples are
+published to a local Argilla server, three annotators answer through Argilla's REST API with their
+own keys, answers are synced (twice, idempotently) and scored with the evaluation code; and the
+small llama.cpp model answers an STS sample as an LLM annotator.
+"""
+
+from __future__ import annotations
+
+import csv
+import json
+import time
+
+import httpx
+import numpy as np
+import pytest
+from django.core.management import call_command
+
+from annotation.argilla import client as argilla
+from annotation.argilla.client import API_KEY_HEADER
+from annotation.baseline_services import baseline_create, baseline_llm_annotate, baseline_publish, baseline_sync
+from annotation.models import BaselineAnswer, BaselineStudy
+from core.models import AuditEvent
+from core.roles import Role
+from datasets.services import ImportOptions, dataset_import
+from tests.conftest import make_user
+
+pytestmark = [pytest.mark.django_db, pytest.mark.services]
+
+ANNOTATORS = ("hb-ann-a", "hb-ann-b", "hb-ann-c")
+PENDING_FOR_ME = {"filters": {"and": [
+    {"type": "terms", "scope": {"entity": "response", "property": "status"}, "values": ["pending"]},
+    {"type": "terms", "scope": {"entity": "record", "property": "status"}, "values": ["pending"]},
+]}}  # fmt: skip
+HIDDEN_WORDS = ("gold", "label", "score", "expected", "answer", "correct")
+RECORD_KEYS = {"id", "status", "fields", "metadata", "external_id", "responses", "suggestions", "vectors",
+               "dataset_id", "inserted_at", "updated_at"}
+
+
+def import_stsb(shared_data, tmp_path, n: int = 30):
+    """The first ``n`` pairs of the STS-B English test split (headerless sentence1,sentence2,score)."""
+    lines = (shared_data / "stsb-multi-mt/stsb-en-test.csv").read_text(encoding="utf-8").splitlines(keepends=True)
+    path = tmp_path / "stsb-en-test-30.csv"
+    path.write_text("".join(lines[:n]), encoding="utf-8")
+    return dataset_import(source=path, task="sts", name="stsb-en-test-30",
+                          options=ImportOptions(columns=["sentence1", "sentence2", "score"]))  # fmt: skip
+
+
+def import_banking77(shared_data, tmp_path, n_test: int = 40):
+    """Banking77's full train split (so the dataset has all 77 labels) and a seeded draw of
+    ``n_test`` test rows (the test file is sorted by label: its head would hold one label)."""
+    folder = tmp_path / "banking77-small"
+    folder.mkdir()
+    (folder / "train.csv").write_bytes((shared_data / "banking77/train.csv").read_bytes())
+    with (shared_data / "banking77/test.csv").open(encoding="utf-8", newline="") as handle:
+        rows = list(csv.DictReader(handle))
+    picks = sorted(np.random.default_rng(77).choice(len(rows), size=n_test, replace=False))
+    with (folder / "test.csv").open("w", encoding="utf-8", newline="") as handle:
+        writer = csv.DictWriter(handle, fieldnames=["text", "category"])
+        writer.writeheader()
+        writer.writerows(rows[int(i)] for i in picks)
+    return dataset_import(source=folder, task="classification", name="banking77-small",
+                          options=ImportOptions(field_map={"label": "category"}))  # fmt: skip
+
+
+def annotator_client(owner: httpx.Client, username: str) -> httpx.Client:
+    user_id = argilla.user_get_id(username, client=owner)
+    key = owner.get(f"/api/v1/users/{user_id}").raise_for_status().json()["api_key"]
+    return httpx.Client(base_url=owner.base_url, headers={API_KEY_HEADER: key}, timeout=30, trust_env=False)
+
+
+def pending(client: httpx.Client, dataset_id) -> list[dict]:
+    found = client.post(f"/api/v1/me/datasets/{dataset_id}/records/search",
+                        params=[("include", "responses"), ("include", "suggestions"), ("include", "vectors"),
+                                ("limit", 100)], json=PENDING_FOR_ME).raise_for_status().json()  # fmt: skip
+    return [item["record"] for item in found["items"]]
+
+
+def respond(client: httpx.Client, record_id, status: str, values: dict) -> dict:
+    body = {"status": status, "values": {q: {"value": v} for q, v in values.items()}}
+    return client.post(f"/api/v1/records/{record_id}/responses", json=body).raise_for_status().json()
+
+
+def sts_answer(gold: float, rater: int) -> int:
+    """A careful rater: the gold rounded, nudged by one point on some pairs, differently per rater."""
+    nudge = (-1, 0, 1)[(int(gold * 10) + rater) % 3] if (int(gold * 10) + rater) % 4 == 0 else 0
+    return int(min(5, max(0, round(gold) + nudge)))
+
+
+def label_answer(gold: str, labels: list[str], k: int, rater: int) -> str:
+    """Right most of the time; every seventh text (shifted per rater) gets a neighbouring label."""
+    return gold if (k + rater) % 7 else labels[(labels.index(gold) + 1) % len(labels)]
+
+
+def assert_nothing_hidden_leaks(client: httpx.Client, dataset_id, records: list[dict], study: BaselineStudy,
+                                fields: tuple[str, ...]) -> None:  # fmt: skip
+    """What an annotator can read of the dataset: the instance key and the texts, never the gold."""
+    instances = {i.key: i for i in study.instances.all()}
+    assert {r["external_id"] for r in records} == set(instances)
+    for record in records:
+        instance = instances[record["external_id"]]
+        assert set(record) <= RECORD_KEYS, set(record) - RECORD_KEYS
+        assert record["fields"] == dict(zip(fields, instance.texts, strict=True))
+        assert not record.get("metadata") and not record.get("suggestions") and not record.get("vectors")
+        assert not record.get("responses")
+        visible = json.dumps({k: v for k, v in record.items() if k != "fields"}).lower()
+        assert not any(word in visible for word in HIDDEN_WORDS), visible
+        if study.task_type == "classification":  # the label is nowhere in what the annotator reads
+            assert instance.gold not in json.dumps(record)
+    base = f"/api/v1/me/datasets/{dataset_id}"
+    assert client.get(f"{base}/metadata-properties").raise_for_status().json()["items"] == []
+    dataset = client.get(f"/api/v1/datasets/{dataset_id}").raise_for_status().json()
+    assert dataset["guidelines"] == study.instructions
+    assert "gold" not in dataset["guidelines"].lower()
+
+
+def test_human_baseline_end_to_end(argilla_server, settings, django_user_model, shared_data, tmp_path):
+    started = time.monotonic()
+    settings.ARGILLA_API_URL, settings.ARGILLA_API_KEY = argilla_server.url, argilla_server.api_key
+    rita = make_user(django_user_model, "rita", Role.RESEARCHER)
+    users = [make_user(django_user_model, name, Role.ANNOTATOR) for name in ANNOTATORS]
+    sts = import_stsb(shared_data, tmp_path)
+    banking = import_banking77(shared_data, tmp_path)
+    t_import = time.monotonic() - started
+    assert sts.n_items == 30 and banking.splits["test"] == 40
+
+    sts_study = baseline_create(name="hb-stsb", dataset=sts, task_type="sts", n_instances=30, seed=3,
+                                project="hb-project", created_by=rita)  # fmt: skip
+    cls_study = baseline_create(name="hb-banking", dataset=banking, task_type="classification", n_instances=40,
+                                seed=3, project="hb-project", created_by=rita)  # fmt: skip
+    labels = cls_study.options["labels"]
+    assert len(labels) == 77 and labels == sorted(labels)
+    assert cls_study.instances.count() == 40 and sts_study.instances.count() == 30
+
+    # Publish twice: the second run creates no account and no record.
+    first = baseline_publish(study=sts_study, annotators=users, actor=rita)
+    assert set(first.new_accounts) == set(ANNOTATORS) and first.records == 30
+    assert baseline_publish(study=sts_study, annotators=users, actor=rita).new_accounts == {}
+    assert baseline_publish(study=cls_study, annotators=users, actor=rita).new_accounts == {}
+    sts_study.refresh_from_db()
+    cls_study.refresh_from_db()
+    assert sts_study.status == cls_study.status == BaselineStudy.Status.PUBLISHED
+    owner = argilla.client_get()
+    for study, n in ((sts_study, 30), (cls_study, 40)):
+        total = owner.get(f"/api/v1/datasets/{study.argilla_dataset_id}/records", params={"limit": 1}).json()["total"]
+        assert total == n
+    questions = owner.get(f"/api/v1/datasets/{cls_study.argilla_dataset_id}/questions").json()["items"]
+    assert [(q["name"], q["settings"]["type"]) for q in questions] == [("label", "label_selection")]
+    assert [o["value"] for o in questions[0]["settings"]["options"]] == labels
+    questions = owner.get(f"/api/v1/datasets/{sts_study.argilla_dataset_id}/questions").json()["items"]
+    assert [(q["name"], q["settings"]["type"]) for q in questions] == [("similarity", "rating")]
+    assert [o["value"] for o in questions[0]["settings"]["options"]] == [0, 1, 2, 3, 4, 5]
+
+    # Three annotators answer every record through the REST API, as themselves.
+    clients = {name: annotator_client(owner, name) for name in ANNOTATORS}
+    sts_gold = {i.key: i.gold for i in sts_study.instances.all()}
+    cls_gold = {i.key: i.gold for i in cls_study.instances.all()}
+    expected: dict[tuple[str, str], object] = {}
+    responses = {}
+    for r, name in enumerate(ANNOTATORS):
+        client = clients[name]
+        records = pending(client, sts_study.argilla_dataset_id)
+        if r == 0:
+            assert_nothing_hidden_leaks(client, sts_study.argilla_dataset_id, records, sts_study,
+                                        ("sentence1", "sentence2"))  # fmt: skip
+        for record in records:
+            value = sts_answer(sts_gold[record["external_id"]], r)
+            responses[(name, record["external_id"])] = respond(client, record["id"], "submitted", {"similarity": value})
+            expected[(name, record["external_id"])] = float(value)
+        records = pending(client, cls_study.argilla_dataset_id)
+        if r == 0:
+            assert_nothing_hidden_leaks(client, cls_study.argilla_dataset_id, records, cls_study, ("text",))
+        for k, record in enumerate(sorted(records, key=lambda rec: rec["external_id"])):
+            value = label_answer(cls_gold[record["external_id"]], labels, k, r)
+            respond(client, record["id"], "submitted", {"label": value})
+            expected[(name, record["external_id"])] = value
+        assert pending(client, sts_study.argilla_dataset_id) == []
+
+    # Sync twice: every answer once, then nothing changes.
+    for study, n in ((sts_study, 30), (cls_study, 40)):
+        synced = baseline_sync(study=study)
+        assert (synced.created, synced.updated, synced.withdrawn, synced.invalid) == (3 * n, 0, 0, 0)
+        again = baseline_sync(study=study)
+        assert (again.created, again.updated, again.withdrawn, again.unchanged) == (0, 0, 0, 3 * n)
+        assert BaselineAnswer.objects.filter(instance__study=study).count() == 3 * n
+    stored = {(a.rater, a.instance.key): a for a in BaselineAnswer.objects.select_related("instance", "user")}
+    assert {k: a.value for k, a in stored.items()} == expected
+    assert all(a.source == "human" and a.valid and a.user.username == a.rater for a in stored.values())
+
+    # An edited answer is updated once; a discarded one stops counting.
+    name, key = ANNOTATORS[1], sorted(sts_gold)[0]
+    changed = 0.0 if expected[(name, key)] != 0.0 else 5.0
+    response = responses[(name, key)]
+    edit = {"status": "submitted", "values": {"similarity": {"value": int(changed)}}}
+    clients[name].put(f"/api/v1/responses/{response['id']}", json=edit).raise_for_status()
+    other = responses[(ANNOTATORS[2], sorted(sts_gold)[1])]
+    clients[ANNOTATORS[2]].put(f"/api/v1/responses/{other['id']}",
+                               json={"status": "discarded", "values": other["values"]}).raise_for_status()  # fmt: skip
+    third = baseline_sync(study=sts_study)
+    assert (third.created, third.updated, third.withdrawn, third.unchanged) == (0, 1, 1, 88)
+    assert BaselineAnswer.objects.get(rater=name, instance__key=key, instance__study=sts_study).value == changed
+    assert not BaselineAnswer.objects.filter(rater=ANNOTATORS[2], instance__key=sorted(sts_gold)[1],
+                                             instance__study=sts_study).exists()  # fmt: skip
+    assert baseline_sync(study=sts_study).changed == 0
+
+    # The answers score with the models' evaluators (evaluation.human_baseline).
+    from evaluation.human_baseline import Answer, Instance, score_answers
+
+    instances = [Instance(i.key, "classification", tuple(i.texts), i.gold) for i in cls_study.instances.all()]
+    answers = [Answer(a.rater, a.instance.key, a.value)
+               for a in BaselineAnswer.objects.filter(instance__study=cls_study).select_related("instance")]
+    score = score_answers(instances, answers)
+    assert score.n_answers == 120 and len(score.raters) == 3
+    assert all(0.8 <= r.score <= 0.9 for r in score.raters), [r.score for r in score.raters]
+
+    out = tmp_path / "status.txt"
+    with out.open("w") as handle:
+        call_command("baseline", "status", "hb-banking", stdout=handle)
+    text = out.read_text()
+    for name in ANNOTATORS:
+        assert f"{name}" in text and "40 answers" in text
+    verbs = set(AuditEvent.objects.values_list("verb", flat=True))
+    assert {"baseline.create", "baseline.publish", "baseline.publish.again", "baseline.sync"} <= verbs
+    owner.close()
+    for client in clients.values():
+        client.close()
+    print(f"\nbaseline e2e: import {t_import:.1f} s, whole test {time.monotonic() - started:.1f} s; "
+          f"classification accuracy per rater {[round(r.score, 3) for r in score.raters]}")
+
+
+def test_llm_annotator_on_sts(llm_backend, shared_data, tmp_path, django_user_model):
+    sts = import_stsb(shared_data, tmp_path)
+    study = baseline_create(name="hb-llm", dataset=sts, task_type="sts", n_instances=6, seed=5)
+    started = time.monotonic()
+    progress = []
+    result = baseline_llm_annotate(study=study, backend_alias="default",
+                                   on_progress=lambda done, total: progress.append((done, total)))  # fmt: skip
+    elapsed = time.monotonic() - started
+    answers = list(BaselineAnswer.objects.filter(instance__study=study))
+    assert result.rater == "llm:default" and result.total == 6 and result.skipped == 0 and result.failed == 0
+    assert len(answers) == 6 == result.valid + result.invalid
+    assert sum(not a.valid for a in answers) == result.invalid
+    for answer in answers:
+        assert answer.source == "llm" and answer.rater == "llm:default" and answer.user is None and answer.raw
+        if answer.valid:
+            assert isinstance(answer.value, float) and 0 <= answer.value <= 5
+        else:
+            assert answer.value is None
+    assert progress[0] == (0, 6) and progress[-1] == (6, 6)
+
+    # Running again sends nothing: every instance is answered by this rater already.
+    again = baseline_llm_annotate(study=study, backend_alias="default")
+    assert (again.skipped, again.valid, again.invalid) == (6, 0, 0)
+    assert BaselineAnswer.objects.filter(instance__study=study).count() == 6
+    out = tmp_path / "status.txt"
+    with out.open("w") as handle:
+        call_command("baseline", "status", "hb-llm", stdout=handle)
+    assert "llm:default" in out.read_text() and "6 answers" in out.read_text()
+    print(f"\nLLM annotator: 6 STS instances in {elapsed:.1f} s, {result.invalid} did not parse; "
+          f"raw replies {[a.raw for a in answers]}")
+
+
+def test_clustering_and_reranking_publish_and_sync(argilla_server, settings, django_user_model, tmp_path):
+    """The two task types the main test leaves out: their Argilla questions (free-text group name
+    with the batch as context; a relevant/not-relevant label) and how answers come back."""
+    settings.ARGILLA_API_URL, settings.ARGILLA_API_KEY = argilla_server.url, argilla_server.api_key
+    user = make_user(django_user_model, "hb-ann-solo", Role.ANNOTATOR)
+    topics = {"weather": ["It rained all day", "Snow is expected tonight", "A warm sunny afternoon"],
+              "food": ["The soup was too salty", "Fresh bread from the bakery", "We grilled vegetables"]}  # fmt: skip
+    path = tmp_path / "clusters.jsonl"
+    path.write_text("".join(json.dumps({"text": t, "label": label}) + "\n" for label, ts in topics.items() for t in ts))
+    clusters = dataset_import(source=path, task="clustering", name="hb-clusters")
+    path = tmp_path / "rerank.jsonl"
+    path.write_text("".join(json.dumps({"query": f"news about {label}", "positive": ts,
+                                        "negative": [t for o, other in topics.items() if o != label for t in other]})
+                            + "\n" for label, ts in topics.items()))  # fmt: skip
+    rerank = dataset_import(source=path, task="reranking", name="hb-rerank")
+    clu = baseline_create(name="hb-clu", dataset=clusters, task_type="clustering", n_instances=6, project="hb-two",
+                          options={"batch_size": 6, "raters_per_instance": 1})  # fmt: skip
+    rr = baseline_create(name="hb-rr", dataset=rerank, task_type="reranking", n_instances=2, project="hb-two",
+                         options={"candidates": 4, "raters_per_instance": 1})  # fmt: skip
+    owner = argilla.client_get()
+    for study in (clu, rr):
+        baseline_publish(study=study, annotators=[user])
+        study.refresh_from_db()
+    client = annotator_client(owner, "hb-ann-solo")
+    questions = owner.get(f"/api/v1/datasets/{clu.argilla_dataset_id}/questions").json()["items"]
+    assert [(q["name"], q["settings"]["type"]) for q in questions] == [("group", "text")]
+    questions = owner.get(f"/api/v1/datasets/{rr.argilla_dataset_id}/questions").json()["items"]
+    assert [(q["name"], q["settings"]["type"]) for q in questions] == [("relevant", "label_selection")]
+
+    gold = {i.key: i.gold for i in clu.instances.all()}
+    records = pending(client, clu.argilla_dataset_id)
+    assert_nothing_hidden_leaks(client, clu.argilla_dataset_id, [{**r, "fields": {"text": r["fields"]["text"]}}
+                                                                 for r in records], clu, ("text",))  # fmt: skip
+    batch = "\n".join(f"{k}. {i.texts[0]}" for k, i in enumerate(clu.instances.all(), 1))
+    for record in records:
+        assert record["fields"]["batch"] == batch
+        respond(client, record["id"], "submitted", {"group": f"  {gold[record['external_id']].upper()} "})
+    gold = {i.key: i.gold for i in rr.instances.all()}
+    records = pending(client, rr.argilla_dataset_id)
+    assert_nothing_hidden_leaks(client, rr.argilla_dataset_id, records, rr, ("query", "candidate"))
+    for record in records:
+        respond(client, record["id"], "submitted", {"relevant": str(gold[record["external_id"]])})
+
+    assert baseline_sync(study=clu).created == 6 and baseline_sync(study=rr).created == 8
+    for study in (clu, rr):
+        for answer in BaselineAnswer.objects.filter(instance__study=study).select_related("instance"):
+            assert answer.value == answer.instance.gold and answer.rater == "hb-ann-solo"
+        assert baseline_sync(study=study).changed == 0
+    owner.close()
+    client.close()

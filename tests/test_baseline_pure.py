@@ -1,0 +1,197 @@
+"""Pure parts of human baselines: seeded sampling, LLM-annotator prompts and strict parsers."""
+
+from __future__ import annotations
+
+from collections import Counter, defaultdict
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from annotation import baseline_sampling as sampling
+from annotation import llm_annotator as llm
+from annotation.baseline_sampling import SamplingError, SourceItem
+
+
+def sts_items(n: int) -> list[SourceItem]:
+    return [SourceItem(ref=i, payload={"sentence1": f"a{i}", "sentence2": f"b{i}"}, gold=i % 6) for i in range(n)]
+
+
+def labelled(sizes: dict[str, int]) -> list[SourceItem]:
+    return [SourceItem(ref=f"{label}-{k}", payload={"text": f"{label} text {k}"}, gold=label)
+            for label, size in sizes.items() for k in range(size)]  # fmt: skip
+
+
+def rng(seed: int = 7) -> np.random.Generator:
+    return np.random.default_rng(seed)
+
+
+# --- sampling ---------------------------------------------------------------------------------
+
+
+def test_sts_sample_is_seeded_keyed_and_independent_of_input_order():
+    items = sts_items(50)
+    first = sampling.sample_sts(items, 10, rng=rng())
+    assert first == sampling.sample_sts(list(reversed(items)), 10, rng=rng())
+    assert first != sampling.sample_sts(items, 10, rng=rng(8))
+    assert [d.key for d in first] == [f"sts-{k:04d}" for k in range(10)]
+    assert [d.position for d in first] == list(range(10))
+    assert len({d.ref for d in first}) == 10
+    for d in first:
+        assert d.texts == (f"a{d.ref}", f"b{d.ref}") and d.gold == float(d.ref % 6) and isinstance(d.gold, float)
+
+
+def test_n_above_available_is_a_clear_error():
+    with pytest.raises(SamplingError, match="asked for 11 pairs but only 10 are available"):
+        sampling.sample_sts(sts_items(10), 11, rng=rng())
+    with pytest.raises(SamplingError, match="at least 1"):
+        sampling.sample_sts(sts_items(10), 0, rng=rng())
+
+
+def test_classification_stratified_spreads_labels_proportionally():
+    items = labelled({"a": 30, "b": 20, "c": 10})
+    drawn = sampling.sample_classification(items, 12, rng=rng(), stratify=True)
+    assert Counter(d.gold for d in drawn) == {"a": 6, "b": 4, "c": 2}
+    assert [d.key for d in drawn][:2] == ["cls-0000", "cls-0001"]
+    # The order is shuffled, not grouped by label.
+    assert [d.gold for d in drawn] != sorted(d.gold for d in drawn)
+
+
+@settings(max_examples=40, deadline=None)
+@given(sizes=st.lists(st.integers(1, 12), min_size=2, max_size=8), batch_size=st.integers(2, 12),
+       seed=st.integers(0, 2**32 - 1), data=st.data())  # fmt: skip
+def test_clustering_batches_hold_several_gold_clusters(sizes, batch_size, seed, data):
+    items = labelled({f"l{k}": size for k, size in enumerate(sizes)})
+    n = data.draw(st.integers(2, len(items)))
+    if n % batch_size == 1:
+        with pytest.raises(SamplingError, match="last batch of one text"):
+            sampling.sample_clustering(items, n, rng=rng(seed), batch_size=batch_size)
+        return
+    try:
+        drawn = sampling.sample_clustering(items, n, rng=rng(seed), batch_size=batch_size)
+    except SamplingError as exc:
+        # Only a tight pool may run out of clusters; with twice n spread over the clusters it never does.
+        assert min(sizes) * len(sizes) < 2 * n, exc
+        assert "fewer than two gold clusters have texts left" in str(exc)
+        return
+    assert len(drawn) == n and len({d.ref for d in drawn}) == n
+    batches = defaultdict(list)
+    for d in drawn:
+        batches[d.group].append(d)
+    assert [len(b) for b in batches.values()] == sampling.batch_sizes(n, batch_size)
+    for batch in batches.values():
+        assert len({d.gold for d in batch}) >= 2
+    assert drawn == sampling.sample_clustering(list(reversed(items)), n, rng=rng(seed), batch_size=batch_size)
+
+
+def test_clustering_uses_the_requested_clusters_per_batch_when_they_suffice():
+    items = labelled({f"l{k}": 20 for k in range(10)})
+    drawn = sampling.sample_clustering(items, 40, rng=rng(), batch_size=10, clusters_per_batch=3)
+    for group in {d.group for d in drawn}:
+        counts = Counter(d.gold for d in drawn if d.group == group)
+        assert len(counts) == 3 and sorted(counts.values()) == [3, 3, 4]
+
+
+def test_clustering_needs_two_clusters():
+    with pytest.raises(SamplingError, match="at least two gold clusters"):
+        sampling.sample_clustering(labelled({"only": 20}), 10, rng=rng())
+
+
+def reranking_items() -> list[SourceItem]:
+    return [SourceItem(ref=q, payload={"query": f"q{q}", "positive": [f"p{q}-{k}" for k in range(1 + q % 3)],
+                                       "negative": [f"n{q}-{k}" for k in range(3 * q % 13)]}, gold=None)
+            for q in range(12)]  # fmt: skip
+
+
+@pytest.mark.parametrize("cap", [None, 2, 5, 10])
+def test_reranking_keeps_positives_and_negatives_under_the_cap(cap):
+    items = reranking_items()
+    drawn = sampling.sample_reranking(items, 8, rng=rng(), max_candidates=cap)
+    groups = defaultdict(list)
+    for d in drawn:
+        groups[d.group].append(d)
+        assert d.texts[0] == f"q{d.ref}" and d.gold == (1 if d.texts[1].startswith("p") else 0)
+    assert len(groups) == 8
+    for group in groups.values():
+        item = items[group[0].ref]
+        n_pos, n_neg = len(item.payload["positive"]), len(item.payload["negative"])
+        golds = [d.gold for d in group]
+        assert 1 in golds
+        assert (0 in golds) == (n_neg > 0)
+        assert len(group) == (n_pos + n_neg if cap is None else min(cap, n_pos + n_neg))
+        assert len({d.texts[1] for d in group}) == len(group)
+    assert len({d.key for d in drawn}) == len(drawn)
+
+
+def test_reranking_candidates_are_shuffled_not_positives_first():
+    items = [SourceItem(ref=q, payload={"query": f"q{q}", "positive": ["p1", "p2"], "negative": ["n1", "n2", "n3"]},
+                        gold=None) for q in range(30)]  # fmt: skip
+    drawn = sampling.sample_reranking(items, 30, rng=rng(), max_candidates=None)
+    firsts = Counter(next(d.gold for d in drawn if d.group == g) for g in {d.group for d in drawn})
+    assert firsts[0] > 0 and firsts[1] > 0
+
+
+def test_dispatch_rejects_unknown_task():
+    with pytest.raises(SamplingError, match="unknown baseline task type"):
+        sampling.sample_instances("retrieval", [], 1, rng=rng(), options={})
+
+
+# --- prompts ----------------------------------------------------------------------------------
+
+
+def test_prompts_carry_instructions_texts_and_format_but_no_gold():
+    messages = llm.sts_messages("Rate the pairs.", ("A cat sits.", "A cat is sitting."))
+    assert messages[0]["role"] == "system"
+    user = messages[1]["content"]
+    assert "Rate the pairs." in user and "A cat sits." in user and "A cat is sitting." in user
+    assert "0 to 5" in user
+    labels = ["card_arrival", "lost_or_stolen_card"]
+    user = llm.classification_messages("Pick a label.", ("Where is my card?",), labels)[1]["content"]
+    assert "- card_arrival" in user and "- lost_or_stolen_card" in user
+    user = llm.clustering_messages("Group them.", ["x", "y", "z"])[1]["content"]
+    assert "1. x\n2. y\n3. z" in user
+    user = llm.instance_messages("reranking", "Judge.", ("query", "cand"))[1]["content"]
+    assert "Query: query" in user and "Candidate: cand" in user
+    with pytest.raises(ValueError, match="per batch"):
+        llm.instance_messages("clustering", "x", ("t",))
+
+
+# --- parsers ----------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(("reply", "value"), [("3", 3.0), (" 4.5\n", 4.5), ("2.", 2.0), ("**5**", 5.0),
+                                              ("`0.0`", 0.0), ("<think>hmm 9</think> 1.5", 1.5)])  # fmt: skip
+def test_parse_sts_accepts_a_lone_number_on_the_scale(reply, value):
+    assert llm.parse_sts(reply) == llm.Parsed(value=value)
+
+
+@pytest.mark.parametrize("reply", ["", "5.5", "-1", "The score is 3", "3/5", "3 or 4", "three", "3.5 because"])
+def test_parse_sts_rejects_anything_else(reply):
+    parsed = llm.parse_sts(reply)
+    assert not parsed.ok and parsed.value is None and parsed.error
+
+
+def test_parse_label_is_exact_up_to_case_spacing_and_underscores():
+    labels = ["card_arrival", "lost_or_stolen_card", "Refund"]
+    assert llm.parse_label("card_arrival", labels).value == "card_arrival"
+    assert llm.parse_label("Lost or stolen card.", labels).value == "lost_or_stolen_card"
+    assert llm.parse_label("'refund'", labels).value == "Refund"
+    for reply in ("card", "The label is card_arrival", "card_arrival, refund", ""):
+        parsed = llm.parse_label(reply, labels)
+        assert not parsed.ok and "not one of the 3 labels" in parsed.error
+
+
+def test_parse_relevance():
+    assert llm.parse_relevance("1").value == 1 and llm.parse_relevance(" 0.\n").value == 0
+    for reply in ("yes", "2", "1 0", "relevant"):
+        assert not llm.parse_relevance(reply).ok
+
+
+def test_parse_clusters_needs_each_text_once():
+    reply = "1: Weather\n2: sports\n\n3:  weather \n4) Food"
+    assert llm.parse_clusters(reply, 4).value == ["weather", "sports", "weather", "food"]
+    assert "no group name for text(s) 4" in llm.parse_clusters("1: a\n2: b\n3: a", 4).error
+    assert not llm.parse_clusters("1: a\n1: b\n2: c", 3).ok
+    assert not llm.parse_clusters("1: a\n5: b", 2).ok
+    assert not llm.parse_clusters("Here are the groups:\n1: a\n2: b", 2).ok
