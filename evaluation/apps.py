@@ -15,6 +15,8 @@ def check_encoders(app_configs, **kwargs) -> list[checks.CheckMessage]:
     from evaluation.encoders import check_encoder_settings
 
     return [
-        checks.Error(problem, hint="Fix EVALUATION_ENCODERS in settings.", id="evaluation.E001")
+        checks.Error(
+            problem, hint="Fix EVALUATION_ENCODERS in settings or the SHIFTLAB_ENCODERS variable.", id="evaluation.E001"
+        )
         for problem in check_encoder_settings()
     ]

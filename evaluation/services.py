@@ -3,13 +3,16 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import dataclass
 
 import numpy as np
 
 from core.errors import ShiftlabError
 from datasets.models import Dataset
 from datasets.selectors import dataset_item_list
-from datasets.task_types import TaskType
+from datasets.task_types import TaskType, task_spec
+from evaluation.augmented import VariantCoverage
+from evaluation.augmented_encoder import AugmentedEncoder
 from evaluation.embedding_cache import encode_cached
 from evaluation.encoders import Encoder, get_encoder, prompt_name_for
 from evaluation.evaluators import (
@@ -23,6 +26,8 @@ from evaluation.evaluators import (
     STSEvaluator,
     SummarizationEvaluator,
 )
+from evaluation.evaluators.similarity import paired_scores
+from evaluation.stats import CorrelationDifference, spearman_difference_with_ci
 
 DEFAULT_SEED = 42  # MTEB's default task seed
 TRAIN_SPLIT = "train"
@@ -107,6 +112,76 @@ def examples_evaluate(
         human, machine, ratings = _columns(rows, "human_summaries", "machine_summaries")
         return SummarizationEvaluator().evaluate(human, machine, ratings, encode=encode)
     raise AssertionError(f"no evaluator for task type {task}")  # pragma: no cover - TaskType is closed
+
+
+@dataclass(frozen=True)
+class EncoderComparison:
+    """Two encoders scored on the same pairs; ``result`` holds a − b with its paired interval."""
+
+    dataset: str
+    split: str
+    model: str
+    model_id: str
+    model_revision: str
+    baseline: str
+    baseline_id: str
+    baseline_revision: str
+    metric: str
+    result: CorrelationDifference
+    seed: int
+    model_coverage: VariantCoverage | None
+    baseline_coverage: VariantCoverage | None
+
+
+def dataset_compare(
+    *,
+    dataset: Dataset,
+    model: str,
+    baseline: str = "default",
+    split: str = "test",
+    seed: int = DEFAULT_SEED,
+    n_resamples: int = 1000,
+    batch_size: int | None = None,
+) -> EncoderComparison:
+    """Main score (cosine Spearman) of ``model`` and ``baseline`` on an STS/STR split, their
+    difference and a paired bootstrap interval of it over pairs (seeded by ``seed``)."""
+    if TaskType(dataset.task_type) not in (TaskType.STS, TaskType.STR):
+        raise ShiftlabError(
+            f"The paired comparison scores sentence pairs (sts or str datasets); {dataset.name} is "
+            f"{dataset.task_type}: evaluate each model on its own instead."
+        )
+    if split not in dataset.splits:
+        raise ShiftlabError(
+            f"Dataset {dataset.name} has no split {split!r}; its splits are: {', '.join(dataset.splits) or 'none'}."
+        )
+    rows = list(dataset_item_list(dataset=dataset, split=split, kind="example").values_list("payload", "gold"))
+    s1, s2, gold = _columns(rows, "sentence1", "sentence2")
+    encoders = [get_encoder(model), get_encoder(baseline)]
+    cosines = []
+    for encoder in encoders:
+        encode = _cached_encode(encoder, task=TaskType(dataset.task_type), batch_size=batch_size)
+        vectors = encode([*s1, *s2])
+        cosines.append(paired_scores(vectors[: len(s1)], vectors[len(s1) :])["cosine"])
+    result = spearman_difference_with_ci(
+        [float(g) for g in gold], cosines[0], cosines[1], rng=np.random.default_rng(seed), n_resamples=n_resamples
+    )
+    a, b = encoders
+    return EncoderComparison(
+        dataset=dataset.name, split=split, model=model, model_id=a.model_id, model_revision=a.revision,
+        baseline=baseline, baseline_id=b.model_id, baseline_revision=b.revision, metric="cosine_spearman",
+        result=result, seed=seed, model_coverage=variant_coverage(dataset=dataset, split=split, encoder=a),
+        baseline_coverage=variant_coverage(dataset=dataset, split=split, encoder=b),
+    )  # fmt: skip
+
+
+def variant_coverage(*, dataset: Dataset, split: str, encoder: Encoder) -> VariantCoverage | None:
+    """For an augmented encoder, how many of the split's transformable texts (those a
+    transformation run rewrites) have their variants; None for any other encoder."""
+    if not isinstance(encoder, AugmentedEncoder):
+        return None
+    fields = task_spec(dataset.task_type).transformable_fields
+    payloads = dataset_item_list(dataset=dataset, split=split, kind="example").values_list("payload", flat=True)
+    return encoder.coverage([payload[name] for payload in payloads for name in fields if name in payload])
 
 
 def _cached_encode(encoder: Encoder, *, task: TaskType, batch_size: int | None) -> Encode:

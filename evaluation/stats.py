@@ -8,12 +8,16 @@ embedding drift follow human quality judgements.
 Units of observation are explicit in every function: callers pass paired arrays whose rows are
 the unit (a dataset × run pair for *pooled* analyses, a dataset for *run-aggregated* ones, an
 item for drift).
+
+Rank correlations (``spearman_rho``, ``kendall_tau``) and ``pairwise_agreement`` also serve the
+agreement between raters of a human baseline (``evaluation.human_baseline``).
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Hashable, Mapping, Sequence
 from dataclasses import dataclass
+from itertools import combinations
 
 import numpy as np
 from scipy import stats
@@ -104,6 +108,39 @@ def kendall_tau(a: Sequence[float], b: Sequence[float]) -> float | None:
     return float(stats.kendalltau(a, b).statistic)
 
 
+def spearman_rho(a: Sequence[float], b: Sequence[float]) -> float | None:
+    """Spearman's rho between paired values (None when undefined: fewer than three pairs or a
+    constant side)."""
+    if len(a) != len(b):
+        raise ValueError(f"paired values needed, got {len(a)} and {len(b)}")
+    if len(a) < 3 or len(set(a)) < 2 or len(set(b)) < 2:
+        return None
+    return float(stats.spearmanr(a, b).statistic)
+
+
+def pairwise_agreement(
+    ratings: Mapping[str, Mapping[Hashable, object]],
+    statistic: Callable[[list, list], float | None],
+    *,
+    min_common: int = 2,
+) -> tuple[float, ...]:
+    """``statistic`` of every pair of raters over the items both rated (at least ``min_common``).
+
+    ``ratings`` maps each rater to their ratings by item. Pairs are taken in sorted rater order and
+    items in sorted order, so the result does not depend on how the input was ordered; pairs
+    where the statistic is undefined (None or NaN) are left out.
+    """
+    values = []
+    for first, second in combinations(sorted(ratings), 2):
+        common = sorted(set(ratings[first]) & set(ratings[second]), key=str)
+        if len(common) < min_common:
+            continue
+        value = statistic([ratings[first][k] for k in common], [ratings[second][k] for k in common])
+        if value is not None and not np.isnan(value):
+            values.append(float(value))
+    return tuple(values)
+
+
 @dataclass(frozen=True)
 class SplitHalfResult:
     n_splits: int
@@ -189,3 +226,49 @@ def spearman_with_ci(
         return CorrelationResult(int(a.size), rho, None, None)
     low, high = np.percentile(replicates, [2.5, 97.5])
     return CorrelationResult(int(a.size), rho, float(low), float(high))
+
+
+@dataclass(frozen=True)
+class CorrelationDifference:
+    """Spearman correlation of two predictors with the same gold scores, and of their difference
+    (a − b) a percentile-bootstrap interval over resampled items."""
+
+    n: int
+    spearman_a: float
+    spearman_b: float
+    difference: float
+    ci_low: float
+    ci_high: float
+    confidence: float
+    n_resamples: int
+
+
+def spearman_difference_with_ci(
+    gold: Sequence[float],
+    predicted_a: Sequence[float],
+    predicted_b: Sequence[float],
+    *,
+    rng: np.random.Generator,
+    n_resamples: int = 1000,
+    confidence: float = 0.95,
+) -> CorrelationDifference:
+    """Paired comparison of two models on one set of scored pairs (e.g. STS): each bootstrap
+    resample draws items with replacement and recomputes both correlations on the same items, so
+    the interval reflects that the models share their test items (the two scores are correlated).
+    """
+    gold, a, b = (np.asarray(x, dtype=float) for x in (gold, predicted_a, predicted_b))
+    if not (gold.shape == a.shape == b.shape) or gold.ndim != 1:
+        raise ValueError(f"gold {gold.shape}, predicted_a {a.shape}, predicted_b {b.shape}: need paired 1-D arrays")
+    if gold.size < 3 or np.ptp(gold) == 0:
+        raise ValueError("need at least three items with varying gold scores to correlate")
+
+    def difference(rows: np.ndarray) -> float:
+        rows = rows.astype(np.int64)
+        return float(stats.spearmanr(a[rows], gold[rows]).statistic - stats.spearmanr(b[rows], gold[rows]).statistic)
+
+    ci = bootstrap_ci(np.arange(gold.size), difference, rng=rng, n_resamples=n_resamples, confidence=confidence)
+    return CorrelationDifference(
+        n=int(gold.size), spearman_a=float(stats.spearmanr(a, gold).statistic),
+        spearman_b=float(stats.spearmanr(b, gold).statistic), difference=ci.estimate, ci_low=ci.low,
+        ci_high=ci.high, confidence=confidence, n_resamples=n_resamples,
+    )  # fmt: skip

@@ -265,6 +265,35 @@ EVALUATION_ENCODERS = {
         },
     }
 }
+
+
+def _extra_encoders(raw: str) -> dict:
+    """More encoder aliases, as JSON: ``{"alias": {"model": ..., "dtype": ...}}`` for a
+    sentence-transformers model (the default alias's options fill the rest), or
+    ``{"alias": {"BACKEND": "dotted.path", "OPTIONS": {...}}}`` for any encoder class, e.g. the
+    augmented encoder ``evaluation.augmented_encoder.AugmentedEncoder``."""
+    try:
+        extra = json.loads(raw) if raw.strip() else {}
+    except json.JSONDecodeError as exc:
+        raise ImproperlyConfigured(f"SHIFTLAB_ENCODERS is not valid JSON: {exc}") from None
+    if not isinstance(extra, dict) or not all(isinstance(v, dict) for v in extra.values()):
+        raise ImproperlyConfigured('SHIFTLAB_ENCODERS must map aliases to objects, e.g. {"minilm-para": {"BACKEND": '
+                                   '"evaluation.augmented_encoder.AugmentedEncoder", "OPTIONS": {"base": '
+                                   '"all-MiniLM-L6-v2"}}}')  # fmt: skip
+    for alias, config in extra.items():
+        stray = sorted(set(config) - {"BACKEND", "OPTIONS"}) if "BACKEND" in config else []
+        if stray:
+            raise ImproperlyConfigured(f"SHIFTLAB_ENCODERS[{alias!r}] names a BACKEND, so its options go under "
+                                       f"OPTIONS: move {', '.join(stray)} there.")  # fmt: skip
+    return {
+        alias: config if "BACKEND" in config
+        else {"BACKEND": "evaluation.encoders.SentenceTransformerEncoder",
+              "OPTIONS": {**EVALUATION_ENCODERS["default"]["OPTIONS"], **config}}
+        for alias, config in extra.items()
+    }  # fmt: skip
+
+
+EVALUATION_ENCODERS.update(_extra_encoders(env_str("SHIFTLAB_ENCODERS")))
 # Embeddings cached per (model + revision, text hash), as numpy shards (evaluation/embedding_cache.py).
 EMBEDDING_CACHE_DIR = Path(env_str("SHIFTLAB_EMBEDDING_CACHE_DIR", str(DATA_DIR / "embeddings"))).resolve()
 # --- end evaluation -------------------------------------------------------------------------

@@ -1,18 +1,21 @@
 import json
+from dataclasses import asdict
 
 from django.core.exceptions import ImproperlyConfigured
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
 from core.errors import ShiftlabError
 from datasets.models import Dataset
+from evaluation.augmented import VariantCoverage
 from evaluation.encoders import get_encoder
-from evaluation.services import DEFAULT_SEED, dataset_evaluate
+from evaluation.services import DEFAULT_SEED, EncoderComparison, dataset_compare, dataset_evaluate, variant_coverage
 
 
 class Command(BaseCommand):
     help = (
         "Score an embedding model on a dataset with the MTEB protocol of its task type. Prints the main "
-        "score (e.g. 0.8203), or every metric with --json."
+        "score (e.g. 0.8203), or every metric with --json. With --baseline (sts/str datasets), scores both "
+        "models and prints their difference with a paired bootstrap 95% interval over pairs."
     )
 
     def add_arguments(self, parser: CommandParser) -> None:
@@ -26,18 +29,27 @@ class Command(BaseCommand):
         parser.add_argument("--seed", type=int, default=DEFAULT_SEED, help="Seed of seeded protocols (default 42).")
         parser.add_argument("--batch-size", type=int, help="Encoding batch size (default: the encoder's).")
         parser.add_argument("--json", action="store_true", help="Print every metric as JSON.")
+        parser.add_argument(
+            "--baseline",
+            help="Compare --model with this alias or model on the same pairs (sts/str datasets): both scores, "
+            "the difference (model - baseline) and its paired bootstrap 95%% CI, seeded by --seed.",
+        )
+        parser.add_argument("--resamples", type=int, default=1000, help="Bootstrap resamples for --baseline.")
 
     def handle(self, *args, **o):
         try:
             dataset = Dataset.objects.get(name=o["dataset"])
         except Dataset.DoesNotExist:
             raise CommandError(f"No dataset named {o['dataset']!r}. See: python manage.py datasets list") from None
+        if o["baseline"]:
+            return self._compare(dataset, o)
         try:
             encoder = get_encoder(o["model"])
             result = dataset_evaluate(
                 dataset=dataset, encoder_alias_or_model=o["model"], split=o["split"], seed=o["seed"],
                 batch_size=o["batch_size"],
             )  # fmt: skip
+            coverage = variant_coverage(dataset=dataset, split=o["split"], encoder=encoder)
         except (ShiftlabError, ImproperlyConfigured) as exc:
             raise CommandError(str(exc)) from None
         if o["json"]:
@@ -53,9 +65,51 @@ class Command(BaseCommand):
                 "main_score": result.main_score,
                 "metrics": result.metrics(),
             }
+            if coverage is not None:
+                document["variant_coverage"] = asdict(coverage)
             self.stdout.write(json.dumps(document, indent=2))
             return
         # The context goes to stderr so that stdout holds just the number, for scripts.
         context = f"{dataset.name} [{o['split']}] {encoder.model_id}: {result.main_metric}"
+        if coverage is not None:
+            context += f" ({_coverage_line(coverage)})"
         self.stderr.write(context, style_func=str)
         self.stdout.write(f"{result.main_score:.4f}")
+
+    def _compare(self, dataset: Dataset, o) -> None:
+        if o["resamples"] < 1:
+            raise CommandError("--resamples must be a positive number of bootstrap resamples, e.g. 1000.")
+        try:
+            comparison = dataset_compare(
+                dataset=dataset, model=o["model"], baseline=o["baseline"], split=o["split"], seed=o["seed"],
+                n_resamples=o["resamples"], batch_size=o["batch_size"],
+            )  # fmt: skip
+        except (ShiftlabError, ImproperlyConfigured) as exc:
+            raise CommandError(str(exc)) from None
+        if o["json"]:
+            self.stdout.write(json.dumps(asdict(comparison), indent=2))
+            return
+        self.stdout.write(_comparison_text(comparison))
+
+
+def _coverage_line(coverage: VariantCoverage) -> str:
+    return (
+        f"variants: {coverage.variants} for {coverage.texts} texts, {coverage.incomplete} lacking a requested "
+        f"variant, {coverage.without_variants} without any"
+    )
+
+
+def _comparison_text(c: EncoderComparison) -> str:
+    r = c.result
+    width = max(len(c.model), len(c.baseline))
+    lines = [
+        f"{c.dataset} [{c.split}], {c.metric}, {r.n} pairs",
+        f"  {c.model:<{width}}  {r.spearman_a:.4f}  {c.model_id}",
+        f"  {c.baseline:<{width}}  {r.spearman_b:.4f}  {c.baseline_id}",
+        f"  difference {r.difference:+.4f}, {r.confidence:.0%} CI [{r.ci_low:+.4f}, {r.ci_high:+.4f}] "
+        f"(paired bootstrap over pairs, {r.n_resamples} resamples, seed {c.seed})",
+    ]
+    for name, coverage in ((c.model, c.model_coverage), (c.baseline, c.baseline_coverage)):
+        if coverage is not None:
+            lines.append(f"  {name}: {_coverage_line(coverage)}")
+    return "\n".join(lines)
