@@ -1,6 +1,7 @@
-"""Small, general statistics shared by the judge (transforms) and the robustness reports
-(evaluation): Hodges–Lehmann location, percentile-bootstrap intervals, paired bootstrap tests,
-Holm's correction and compact letter displays. Pure: numpy only, no Django, no I/O.
+"""Small, general statistics shared by the judge (transforms), the robustness reports and the
+human baselines (evaluation): Hodges–Lehmann location, percentile-bootstrap intervals, paired
+bootstrap tests, Holm's correction, compact letter displays, Wilson and Fisher z intervals and
+Fleiss' kappa. Pure: numpy and the standard library only, no Django, no I/O.
 
 Every resampling function takes an explicit ``rng: numpy.random.Generator`` so results are
 reproducible from a seed and never depend on global random state.
@@ -11,6 +12,7 @@ from __future__ import annotations
 from collections.abc import Callable, Hashable, Mapping, Sequence
 from dataclasses import dataclass
 from itertools import combinations
+from statistics import NormalDist
 
 import numpy as np
 
@@ -193,3 +195,93 @@ def _letter(index: int) -> str:
         index, rest = divmod(index - 1, 26)
         text = chr(ord("a") + rest) + text
     return text
+
+
+def _normal_quantile(confidence: float) -> float:
+    if not 0 < confidence < 1:
+        raise ValueError(f"confidence must lie in (0, 1), got {confidence}")
+    return NormalDist().inv_cdf(0.5 + confidence / 2.0)
+
+
+def wilson_interval(successes: float, n: int, *, confidence: float = 0.95) -> tuple[float, float]:
+    """Wilson score interval of a binomial proportion ``successes / n``.
+
+    ``successes`` may be fractional (e.g. an accuracy averaged over experiments times ``n``).
+
+    References
+    ----------
+    Wilson, E. B. (1927). Probable inference, the law of succession, and statistical inference.
+    Journal of the American Statistical Association 22(158), 209–212.
+    """
+    if n < 1:
+        raise ValueError(f"n must be a positive count, got {n}")
+    if not 0 <= successes <= n:
+        raise ValueError(f"successes must lie in [0, n={n}], got {successes}")
+    z = _normal_quantile(confidence)
+    p = successes / n
+    denominator = 1.0 + z * z / n
+    centre = (p + z * z / (2 * n)) / denominator
+    half = z / denominator * np.sqrt(p * (1 - p) / n + z * z / (4 * n * n))
+    return float(max(0.0, centre - half)), float(min(1.0, centre + half))
+
+
+def fisher_z_interval(
+    r: float, n: int, *, confidence: float = 0.95, method: str = "pearson"
+) -> tuple[float, float] | None:
+    """Confidence interval of a correlation through Fisher's z = atanh(r): z ± q·se, back with tanh.
+
+    ``method="pearson"`` uses se = sqrt(1 / (n − 3)). ``method="spearman"`` uses Bonett and
+    Wright's se = sqrt((1 + r²/2) / (n − 3)) for Spearman's rho, whose sampling variance exceeds
+    Pearson's; the plain Pearson se would make rho's interval too narrow. Returns None when n <= 3
+    (the standard error is undefined) or r is NaN; |r| = 1 gives the degenerate interval (r, r).
+
+    References
+    ----------
+    Fisher, R. A. (1921). On the "probable error" of a coefficient of correlation deduced from a
+    small sample. Metron 1, 3–32.
+    Bonett, D. G. and Wright, T. A. (2000). Sample size requirements for estimating Pearson,
+    Kendall and Spearman correlations. Psychometrika 65(1), 23–28.
+    """
+    if method not in ("pearson", "spearman"):
+        raise ValueError(f"method must be 'pearson' or 'spearman', got {method!r}")
+    if not -1 <= r <= 1 and not np.isnan(r):
+        raise ValueError(f"a correlation lies in [-1, 1], got {r}")
+    if n <= 3 or np.isnan(r):
+        return None
+    if abs(r) == 1:
+        return float(r), float(r)
+    variance = 1.0 + r * r / 2.0 if method == "spearman" else 1.0
+    half = _normal_quantile(confidence) * np.sqrt(variance / (n - 3))
+    z = np.arctanh(r)
+    return float(np.tanh(z - half)), float(np.tanh(z + half))
+
+
+def fleiss_kappa(counts: Sequence[Sequence[int]] | np.ndarray) -> float | None:
+    """Fleiss' kappa from a subjects × categories table of how many raters chose each category.
+
+    Subjects may have different numbers of raters (at least two each; rows with fewer are
+    dropped): each subject's observed agreement is the share of agreeing rater pairs among its
+    own pairs, and chance agreement uses the category shares of all ratings. With the same number
+    of raters everywhere this is Fleiss' (1971) kappa exactly. Returns None when it is undefined:
+    no subject with two raters, or every rating in one category (chance agreement 1).
+
+    References
+    ----------
+    Fleiss, J. L. (1971). Measuring nominal scale agreement among many raters. Psychological
+    Bulletin 76(5), 378–382.
+    """
+    table = np.asarray(counts, dtype=float)
+    if table.ndim != 2:
+        raise ValueError(f"counts must be a subjects x categories table, got shape {table.shape}")
+    if np.any(table < 0) or not np.all(np.isfinite(table)):
+        raise ValueError("counts must be finite and non-negative")
+    raters = table.sum(axis=1)
+    table, raters = table[raters >= 2], raters[raters >= 2]
+    if table.shape[0] == 0:
+        return None
+    observed = float(np.mean(((table * table).sum(axis=1) - raters) / (raters * (raters - 1))))
+    shares = table.sum(axis=0) / raters.sum()
+    chance = float(np.sum(shares * shares))
+    if chance >= 1.0 - 1e-12:
+        return None
+    return (observed - chance) / (1.0 - chance)

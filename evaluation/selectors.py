@@ -1,9 +1,10 @@
-"""Read-only queries of benchmark runs and their aggregates."""
+"""Read-only queries of benchmark runs and their aggregates, and of baseline studies to report on."""
 
 from __future__ import annotations
 
-from django.db.models import QuerySet
+from django.db.models import Count, QuerySet
 
+from annotation.models import BaselineStudy
 from evaluation.aggregation import ModelAggregate, UnitScore, aggregate
 from evaluation.models import BenchmarkResult, BenchmarkRun
 
@@ -36,3 +37,12 @@ def benchmark_run_aggregates(*, run: BenchmarkRun) -> dict[str, ModelAggregate]:
     ]
     found = aggregate(units)
     return {model: found[model] for model in run.model_names if model in found}
+
+
+def baseline_study_list() -> QuerySet[BaselineStudy]:
+    """Baseline studies newest first, with their drawn instances (``n_drawn``) and answers counted."""
+    return (
+        BaselineStudy.objects.select_related("dataset")
+        .annotate(n_drawn=Count("instances", distinct=True), n_answers=Count("instances__answers"))
+        .order_by("-created_at", "-id")
+    )

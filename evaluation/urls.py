@@ -8,4 +8,6 @@ urlpatterns = [
     path("<int:pk>/", views.benchmark_detail_view, name="benchmark"),
     path("<int:pk>/report/", views.benchmark_robustness_view, name="robustness"),
     path("<int:pk>/report/<str:name>", views.benchmark_robustness_export_view, name="robustness-export"),
+    path("baselines/", views.baseline_list_view, name="baselines"),
+    path("baselines/<int:pk>/", views.baseline_detail_view, name="baseline"),
 ]

@@ -1,4 +1,5 @@
 from django.contrib import messages
+from django.core.exceptions import ImproperlyConfigured
 from django.http import Http404, HttpResponse
 from django.shortcuts import get_object_or_404, redirect, render
 
@@ -6,12 +7,13 @@ from annotation.models import BenchmarkConfig
 from core.errors import ShiftlabError
 from core.views import researcher_required
 from datasets.models import Dataset
+from evaluation.baseline_services import baseline_report_build
 from evaluation.benchmark_services import benchmark_run_create_from_config, benchmark_run_create_from_datasets
 from evaluation.encoders import encoder_aliases
 from evaluation.figures import FIGURES, FORMATS, report_figures
 from evaluation.report_robustness import CSV_NAME, JSON_NAME, LATEX_NAME, robustness_report_file, robustness_report_get
 from evaluation.reports import benchmark_report
-from evaluation.selectors import benchmark_run_list
+from evaluation.selectors import baseline_study_list, benchmark_run_list
 
 
 @researcher_required
@@ -80,6 +82,37 @@ def benchmark_robustness_export_view(request, pk: int, name: str):
     response = HttpResponse(content, content_type=content_type)
     response["Content-Disposition"] = f'attachment; filename="run-{run.pk}-{name}"'
     return response
+
+
+@researcher_required
+def baseline_list_view(request):
+    return render(request, "evaluation/baseline_list.html", {"studies": baseline_study_list()[:200]})
+
+
+@researcher_required
+def baseline_detail_view(request, pk: int):
+    """Humans and LLM annotators ranked on a baseline study; models join the ranking when asked
+    for (POST "Score models": computed for this response, nothing stored)."""
+    study = get_object_or_404(baseline_study_list(), pk=pk)
+    models = request.POST.get("models", "").replace(",", " ").split() if request.method == "POST" else []
+    report = error = None
+    try:
+        report = baseline_report_build(study=study, models=models)
+    except (ShiftlabError, ImproperlyConfigured) as exc:
+        error = str(exc)
+        if models:  # show at least the humans when a model could not be scored
+            report = _report_or_none(study)
+    return render(request, "evaluation/baseline_detail.html", {
+        "study": study, "report": report, "error": error, "models": " ".join(models) or (encoder_aliases() or [""])[0],
+        "encoders": encoder_aliases(),
+    })  # fmt: skip
+
+
+def _report_or_none(study):
+    try:
+        return baseline_report_build(study=study)
+    except ShiftlabError:
+        return None
 
 
 def _inline(svg: str) -> str:

@@ -9,7 +9,7 @@ precision of the predicted labels for binary tasks) over experiments. The main s
 The draw reproduces MTEB's exactly: each experiment shuffles the *previous* experiment's index
 order again with a fresh ``numpy.random.RandomState(seed)`` and keeps the first
 ``samples_per_label`` indices of each label in that order. Only the union of drawn training
-texts is encoded, as MTEB does.
+texts is encoded, as MTEB does. ``classification_scores`` scores one set of predictions.
 """
 
 from __future__ import annotations
@@ -141,10 +141,18 @@ class ClassificationEvaluator:
             # The iteration cap is part of the protocol: not converging is expected, not a fault.
             warnings.simplefilter("ignore", ConvergenceWarning)
             classifier.fit(train_embeddings, list(train_labels))
-        return _scores(list(test_labels), classifier.predict(test_embeddings).tolist())
+        return classification_scores(list(test_labels), classifier.predict(test_embeddings).tolist())
 
 
-def _scores(truth: list[Hashable], predicted: list[Hashable]) -> ClassificationScores:
+def classification_scores(truth: Sequence[Hashable], predicted: Sequence[Hashable]) -> ClassificationScores:
+    """Accuracy, F1, precision and recall (macro and weighted) of predicted against true labels,
+    plus MTEB's average precision of hard predictions for binary tasks (the label sorting second
+    is the positive class). One experiment's scores; anything predicting labels (a classifier, a
+    human rater) is scored by this function."""
+    truth, predicted = list(truth), list(predicted)
+    if len(truth) != len(predicted) or not truth:
+        raise ValueError(f"need one prediction per true label, got {len(predicted)} for {len(truth)}")
+
     def averaged(metric, average: str) -> float:
         return float(metric(truth, predicted, average=average, zero_division=0))
 

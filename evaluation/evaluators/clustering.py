@@ -16,6 +16,10 @@ Two MTEB protocols:
   and cluster accuracy (best one-to-one matching of clusters to labels).
 
 Hierarchical (multi-level) labels are not supported: every document has one label.
+
+``clustering_v_measure`` scores one assignment against gold labels and ``single_assignment`` is the
+single protocol's k-means on its own, so a human's cluster ids and a model's k-means clusters are
+scored by the same function.
 """
 
 from __future__ import annotations
@@ -126,7 +130,7 @@ class ClusteringEvaluator:
         for _ in range(self.n_bootstrap):
             draw = rng.choices(range(len(gold)), k=self.max_documents_per_cluster)
             assigned = kmeans.fit_predict(embeddings[draw])
-            v_measures.append(float(v_measure_score(gold[draw], assigned)))
+            v_measures.append(clustering_v_measure(gold[draw], assigned))
             amis.append(float(adjusted_mutual_info_score(gold[draw], assigned)))
         return ClusteringResult(
             v_measure=float(np.mean(v_measures)), v_measure_std=float(np.std(v_measures)),
@@ -134,13 +138,17 @@ class ClusteringEvaluator:
             n_documents=len(gold),
         )  # fmt: skip
 
-    def _single(self, embeddings: np.ndarray, gold: np.ndarray, n_clusters: int) -> ClusteringResult:
+    def single_assignment(self, embeddings: np.ndarray, n_clusters: int) -> np.ndarray:
+        """Cluster ids of the single protocol's one mini-batch k-means run over ``embeddings``."""
         kmeans = MiniBatchKMeans(
             n_clusters=n_clusters, batch_size=self.single_batch_size, n_init="auto", compute_labels=True,
             random_state=self.seed,
         )  # fmt: skip
-        assigned = kmeans.fit(embeddings).labels_
-        v_measure = float(v_measure_score(gold, assigned))
+        return kmeans.fit(as_matrix(embeddings, "embeddings")).labels_
+
+    def _single(self, embeddings: np.ndarray, gold: np.ndarray, n_clusters: int) -> ClusteringResult:
+        assigned = self.single_assignment(embeddings, n_clusters)
+        v_measure = clustering_v_measure(gold, assigned)
         matrix = confusion_matrix(gold, assigned)
         rows, columns = linear_sum_assignment(matrix, maximize=True)
         return ClusteringResult(
@@ -148,6 +156,14 @@ class ClusteringEvaluator:
             nmi=float(normalized_mutual_info_score(gold, assigned)), ari=float(adjusted_rand_score(gold, assigned)),
             cluster_accuracy=float(matrix[rows, columns].sum() / len(gold)), n_documents=len(gold),
         )  # fmt: skip
+
+
+def clustering_v_measure(gold: Sequence[Hashable], assigned: Sequence[Hashable]) -> float:
+    """V-measure (scikit-learn's, beta = 1) of an assignment of cluster ids against gold labels;
+    both may be any hashable values, only their equality matters."""
+    if len(gold) != len(assigned):
+        raise ValueError(f"{len(gold)} gold labels but {len(assigned)} cluster ids")
+    return float(v_measure_score(_label_ids(gold), _label_ids(assigned)))
 
 
 def _label_ids(labels: Sequence[Hashable]) -> np.ndarray:

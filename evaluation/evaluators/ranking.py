@@ -19,6 +19,13 @@ The measures are re-implemented here (``query_scores``) rather than taken from p
 
 Every measure is averaged over the queries that have qrels. MTEB additionally rounds averages to
 five decimals; these are kept unrounded.
+
+Reranking scores candidate lists (``reranking_result``): each query's candidates carry a score
+(a model's similarity, or a human's relevance judgement) and a gold grade. Candidates are numbered
+most relevant first, so trec_eval's tie rule (descending id) puts the less relevant candidate
+first among equal scores: a tie never earns credit. For a model's real-valued similarities ties
+are rare; for binary human judgements this makes the score the worst case over the orders of
+tied candidates (a lower bound).
 """
 
 from __future__ import annotations
@@ -188,15 +195,43 @@ class RerankingEvaluator:
     ) -> RankingResult:
         """``candidate_embeddings[i]`` holds query i's positives first, then its negatives."""
         queries = as_matrix(query_embeddings, "query_embeddings")
-        rankings, qrels = {}, {}
+        if len(queries) != len(candidate_embeddings) or len(queries) != len(n_positives):
+            raise ValueError("each query needs one candidate matrix and one count of positives")
+        rows, grades = [], []
         for i, (query, candidates) in enumerate(zip(queries, candidate_embeddings, strict=True)):
             candidates = as_matrix(candidates, f"candidate_embeddings[{i}]")
-            # Zero-padded ids keep trec_eval's id tie-break deterministic and order-independent.
-            ids = [f"{j:06d}" for j in range(len(candidates))]
-            row = similarity_matrix(query[None, :], candidates, function=self.similarity_fn_name)[0]
-            rankings[str(i)] = rank(row, ids, top_k=max(self.k_values))
-            qrels[str(i)] = {ids[j]: (1.0 if j < n_positives[i] else 0.0) for j in range(len(candidates))}
-        return ranking_result(rankings, qrels, k_values=self.k_values, main_measure="map", main_k=1000)
+            rows.append(similarity_matrix(query[None, :], candidates, function=self.similarity_fn_name)[0])
+            grades.append([1.0 if j < n_positives[i] else 0.0 for j in range(len(candidates))])
+        return reranking_result(rows, grades, k_values=self.k_values)
+
+
+def reranking_result(
+    scores: Sequence[Sequence[float]],
+    grades: Sequence[Sequence[float]],
+    *,
+    k_values: Sequence[int] = K_VALUES,
+) -> RankingResult:
+    """Rank each query's candidates by score and average the measures over queries (main score
+    MAP@1000, as MTEB's reranking tasks). ``scores[i][j]`` is candidate j's score for query i and
+    ``grades[i][j]`` its gold grade (>= 1 relevant). Ties in score are broken against the more
+    relevant candidate (see the module docstring)."""
+    if len(scores) != len(grades):
+        raise ValueError(f"{len(scores)} score lists but {len(grades)} grade lists")
+    if 1000 not in k_values or any(k < 1 for k in k_values):
+        raise ValueError(f"k_values must be positive and include 1000 (MAP@1000 is the main score), got {k_values}")
+    rankings, qrels = {}, {}
+    for i, (row, row_grades) in enumerate(zip(scores, grades, strict=True)):
+        if len(row) != len(row_grades):
+            raise ValueError(f"query {i}: {len(row)} scores but {len(row_grades)} grades")
+        # Zero-padded ids, most relevant first, make trec_eval's descending-id tie-break rank the
+        # less relevant candidate first; among equal grades the order cannot change any measure.
+        by_relevance = sorted(range(len(row)), key=lambda j: -float(row_grades[j]))
+        ids = [""] * len(row)
+        for number, j in enumerate(by_relevance):
+            ids[j] = f"{number:06d}"
+        rankings[str(i)] = rank(np.asarray(row, dtype=np.float64), ids, top_k=max(k_values))
+        qrels[str(i)] = {ids[j]: float(row_grades[j]) for j in range(len(row))}
+    return ranking_result(rankings, qrels, k_values=k_values, main_measure="map", main_k=1000)
 
 
 def _top_candidates(row: np.ndarray, top_k: int) -> np.ndarray:

@@ -5,6 +5,9 @@ cosine similarity and negative Manhattan/Euclidean distance, and report Pearson 
 correlations with the gold scores; the main score is the cosine Spearman correlation. MTEB first
 rescales gold scores to [0, 1] with the task's min/max score: an increasing affine map, which
 leaves both correlations unchanged, so gold scores are used as they are.
+
+``correlation_scores`` is the scoring step on its own (predicted similarities against gold), so
+that anything predicting a similarity per pair, a model or a human rater, is scored by one code path.
 """
 
 from __future__ import annotations
@@ -75,23 +78,39 @@ class STSEvaluator:
         # Distances fall as similarity rises: negate them, as MTEB does, so correlations are positive.
         similarity = {"cosine": scores["cosine"], "dot": scores["dot"],
                       "manhattan": -scores["manhattan"], "euclidean": -scores["euclidean"]}  # fmt: skip
-        own = similarity[self.similarity_fn_name]
+        needed = {"cosine", "manhattan", "euclidean", self.similarity_fn_name}
+        correlations = {name: correlation_scores(similarity[name], gold) for name in needed}
+        own = correlations[self.similarity_fn_name]
         return STSResult(
-            cosine_spearman=_spearman(gold, similarity["cosine"]),
-            cosine_pearson=_pearson(gold, similarity["cosine"]),
-            manhattan_spearman=_spearman(gold, similarity["manhattan"]),
-            manhattan_pearson=_pearson(gold, similarity["manhattan"]),
-            euclidean_spearman=_spearman(gold, similarity["euclidean"]),
-            euclidean_pearson=_pearson(gold, similarity["euclidean"]),
-            spearman=_spearman(gold, own),
-            pearson=_pearson(gold, own),
+            cosine_spearman=correlations["cosine"].spearman,
+            cosine_pearson=correlations["cosine"].pearson,
+            manhattan_spearman=correlations["manhattan"].spearman,
+            manhattan_pearson=correlations["manhattan"].pearson,
+            euclidean_spearman=correlations["euclidean"].spearman,
+            euclidean_pearson=correlations["euclidean"].pearson,
+            spearman=own.spearman,
+            pearson=own.pearson,
             n_pairs=len(gold),
         )
 
 
-def _spearman(x: np.ndarray, y: np.ndarray) -> float:
-    return float(spearmanr(x, y).statistic)
+@dataclass(frozen=True)
+class Correlations:
+    spearman: float
+    pearson: float
+    n_pairs: int
 
 
-def _pearson(x: np.ndarray, y: np.ndarray) -> float:
-    return float(pearsonr(x, y).statistic)
+def correlation_scores(predicted: Sequence[float] | np.ndarray, gold: Sequence[float] | np.ndarray) -> Correlations:
+    """Spearman and Pearson correlation of predicted similarities with gold scores (NaN where a
+    side is constant, as scipy returns it)."""
+    predicted, gold = np.asarray(predicted, dtype=np.float64), np.asarray(gold, dtype=np.float64)
+    if predicted.shape != gold.shape or predicted.ndim != 1:
+        raise ValueError(f"predicted {predicted.shape} and gold {gold.shape} must be paired 1-D arrays")
+    if len(gold) < 2:
+        raise ValueError("need at least two pairs to correlate")
+    return Correlations(
+        spearman=float(spearmanr(gold, predicted).statistic),
+        pearson=float(pearsonr(gold, predicted).statistic),
+        n_pairs=len(gold),
+    )

@@ -1,0 +1,191 @@
+"""Human performance baselines read against models (SPEC §6): score a baseline study's human and
+LLM answers and the requested models on the study's instances, in one report.
+
+The scoring itself is ``evaluation.human_baseline`` (pure); this module reads the annotation
+side's rows, encodes through the embedding cache and assembles the rows a page or a command shows.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Sequence
+from dataclasses import asdict, dataclass, field
+
+from annotation.models import BaselineAnswer, BaselineStudy
+from core.errors import ShiftlabError
+from datasets.selectors import dataset_item_list
+from datasets.task_types import TaskType
+from evaluation.encoders import get_encoder
+from evaluation.human_baseline import (
+    INTERVALS,
+    UNITS,
+    Agreement,
+    Answer,
+    Instance,
+    RaterScore,
+    interval_position,
+    score_answers,
+    score_model_on_instances,
+)
+from evaluation.services import DEFAULT_SEED, TRAIN_SPLIT, _cached_encode
+
+KIND_ORDER = {"humans": 0, "human": 1, "llm": 2, "model": 3}
+
+
+@dataclass(frozen=True)
+class ReportRow:
+    """One line of the ranking: the pooled humans, one human, one LLM or one model."""
+
+    kind: str
+    name: str
+    score: float | None
+    ci_low: float | None
+    ci_high: float | None
+    ci_method: str | None
+    n_instances: int
+    n_units: int
+    n_answers: int | None = None
+    n_invalid: int | None = None
+    against_humans: str | None = None
+    """"above", "below" or "inside" the pooled human interval (LLMs and models); None without one."""
+    model_id: str = ""
+    revision: str = ""
+    metrics: dict = field(default_factory=dict)
+
+    @property
+    def outside_human_interval(self) -> bool:
+        return self.against_humans in ("above", "below")
+
+
+@dataclass(frozen=True)
+class BaselineReport:
+    study_id: int
+    study: str
+    dataset: str
+    task_type: str
+    split: str
+    metric: str
+    unit: str
+    interval: str
+    n_instances: int
+    n_human_answers: int
+    n_llm_answers: int
+    rows: tuple[ReportRow, ...]
+    agreement: tuple[Agreement, ...]
+    """Between the human raters."""
+    llm_agreement: tuple[Agreement, ...]
+    """Between the LLM raters, when there are two or more."""
+    models_requested: tuple[str, ...] = ()
+
+    @property
+    def humans(self) -> ReportRow | None:
+        return next((row for row in self.rows if row.kind == "humans"), None)
+
+    def to_dict(self) -> dict:
+        document = asdict(self)
+        for row, source in zip(document["rows"], self.rows, strict=True):
+            row["outside_human_interval"] = source.outside_human_interval
+        return document
+
+
+def baseline_instances(*, study: BaselineStudy) -> list[Instance]:
+    """The study's instances in their shown order, as the pure module's ``Instance``."""
+    return [
+        Instance(key=key, task_type=study.task_type, texts=tuple(texts), gold=gold, group=group)
+        for key, texts, gold, group in study.instances.order_by("position").values_list("key", "texts", "gold", "group")
+    ]
+
+
+def baseline_report_build(
+    *, study: BaselineStudy, models: Sequence[str] = (), batch_size: int | None = None
+) -> BaselineReport:
+    """Score the study's human answers (pooled and per rater), each LLM rater, and each of
+    ``models`` (aliases or model names) on the study's instances; rows best first.
+
+    Only valid answers count; LLM replies that did not parse are counted per rater. Raises
+    ``ShiftlabError`` when the study has no instances, an answer cannot be scored, or a model
+    cannot be (e.g. classification without a train split to fit on).
+    """
+    instances = baseline_instances(study=study)
+    if not instances:
+        raise ShiftlabError(f"Baseline study {study.name} has no instances yet: create its sample first.")
+    answer_rows = list(
+        BaselineAnswer.objects.filter(instance__study=study).values_list(
+            "rater", "source", "instance__key", "value", "valid"
+        )
+    )
+    answers: dict[str, list[Answer]] = {BaselineAnswer.Source.HUMAN: [], BaselineAnswer.Source.LLM: []}
+    invalid: Counter[str] = Counter()
+    for rater, source, key, value, valid in answer_rows:
+        if valid and value is not None:
+            answers[source].append(Answer(rater, key, value))
+        else:
+            invalid[rater] += 1
+    try:
+        humans = score_answers(instances, answers[BaselineAnswer.Source.HUMAN])
+        llms = score_answers(instances, answers[BaselineAnswer.Source.LLM])
+    except ValueError as exc:
+        raise ShiftlabError(f"Baseline study {study.name}: {exc}") from None
+    counts = Counter(a.annotator for group in answers.values() for a in group)
+    pooled = humans.pooled
+    low, high = (pooled.ci_low, pooled.ci_high) if pooled else (None, None)
+
+    def row(kind: str, score: RaterScore, **extra) -> ReportRow:
+        against = interval_position(score.score, low, high) if kind in ("llm", "model") else None
+        return ReportRow(kind=kind, name=score.rater, score=score.score, ci_low=score.ci_low, ci_high=score.ci_high,
+                         ci_method=score.ci_method, n_instances=score.n_instances, n_units=score.n_units,
+                         against_humans=against, metrics=dict(score.metrics), **extra)  # fmt: skip
+
+    report_rows = []
+    if pooled is not None:
+        report_rows.append(row("humans", pooled, n_answers=humans.n_answers))
+    report_rows += [row("human", r, n_answers=counts[r.rater], n_invalid=invalid[r.rater]) for r in humans.raters]
+    llm_names = {rater for rater, source, *_ in answer_rows if source == BaselineAnswer.Source.LLM}
+    scored = {r.rater: r for r in llms.raters}
+    for name in sorted(llm_names):
+        if name in scored:
+            report_rows.append(row("llm", scored[name], n_answers=counts[name], n_invalid=invalid[name]))
+        else:  # every reply of this LLM was invalid
+            report_rows.append(ReportRow("llm", name, None, None, None, None, 0, 0, 0, invalid[name]))
+    report_rows += [row("model", score, model_id=model_id, revision=revision)
+                    for score, model_id, revision in _score_models(study, instances, models, batch_size)]  # fmt: skip
+    report_rows.sort(key=lambda r: (r.score is None, -(r.score or 0.0), KIND_ORDER[r.kind], r.name))
+    return BaselineReport(
+        study_id=study.pk, study=study.name, dataset=study.dataset.name, task_type=study.task_type,
+        split=study.split, metric=humans.metric, unit=UNITS[study.task_type], interval=INTERVALS[study.task_type],
+        n_instances=len(instances), n_human_answers=humans.n_answers, n_llm_answers=llms.n_answers,
+        rows=tuple(report_rows), agreement=humans.agreement,
+        llm_agreement=llms.agreement if len(llms.raters) >= 2 else (), models_requested=tuple(models),
+    )  # fmt: skip
+
+
+def _score_models(
+    study: BaselineStudy, instances: list[Instance], models: Sequence[str], batch_size: int | None
+) -> list[tuple[RaterScore, str, str]]:
+    if not models:
+        return []
+    dataset = study.dataset
+    train_texts = train_labels = None
+    if study.task_type == "classification":
+        if study.split == TRAIN_SPLIT or TRAIN_SPLIT not in dataset.splits:
+            raise ShiftlabError(
+                f"Models classify with a logistic regression fitted on the {TRAIN_SPLIT!r} split, as the benchmark "
+                f"does; {dataset.name} has splits {', '.join(dataset.splits)} and the study samples "
+                f"{study.split!r}. Score models on a study drawn from another split of a dataset with a train split."
+            )
+        train = dataset_item_list(dataset=dataset, split=TRAIN_SPLIT, kind="example").values_list("payload", "gold")
+        train_texts, train_labels = zip(*[(payload["text"], gold) for payload, gold in train], strict=True)
+    task = TaskType(dataset.task_type)
+    scores = []
+    for name in models:
+        encoder = get_encoder(name)
+        encode = _cached_encode(encoder, task=task, batch_size=batch_size)
+        try:
+            score = score_model_on_instances(
+                instances, encode, rater=name, train_texts=train_texts, train_labels=train_labels,
+                seed=DEFAULT_SEED, similarity_fn_name=encoder.similarity_fn_name,
+            )  # fmt: skip
+        except ValueError as exc:
+            raise ShiftlabError(f"Scoring {name} on baseline study {study.name}: {exc}") from None
+        scores.append((score, encoder.model_id, encoder.revision))
+    return scores

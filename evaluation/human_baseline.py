@@ -1,0 +1,441 @@
+"""Human (and LLM-as-annotator) baselines on embedding tasks: the data contract and the scoring.
+
+A baseline study shows annotators *instances* of a task and collects their *answers*; the answers
+are then scored with the same evaluator code that scores models on exactly the same instances.
+This module is pure: it knows nothing of Argilla, the database or LLM backends.
+
+Instances by task type (``texts`` is what annotators see; ``gold`` never reaches them):
+
+========================  =====================  =====================  ==================  ================
+task_type                 texts                  group                  gold                answer value
+========================  =====================  =====================  ==================  ================
+``sts``                   (sentence1, sentence2) ""                     float score         float 0-5
+``classification``        (text,)                ""                     label (str)         label (str)
+``clustering``            (text,)                batch id               label (str)         cluster id (str)
+``reranking``             (query, candidate)     query id               1 relevant / 0 not  1 / 0
+========================  =====================  =====================  ==================  ================
+
+Clustering instances of one batch are shown together and a cluster id only means something within
+its batch; reranking candidates of one query form one ranking.
+
+Scoring (``score_answers`` for raters, ``score_model_on_instances`` for a model; both end in
+``score_predictions``, which calls the evaluators' own scoring functions):
+
+- **sts**: a rater's ratings (a model's cosine similarities) correlated with gold, Spearman
+  (``correlation_scores``, as STSEvaluator); pooled humans: the mean rating per pair against gold;
+  interval: Fisher z, n = pairs.
+- **classification**: accuracy (``classification_scores``, as ClassificationEvaluator's
+  experiments); pooled: the majority label per text; interval: Wilson, n = texts.
+- **clustering**: V-measure per batch (``clustering_v_measure``, as ClusteringEvaluator), mean over
+  batches; pooled: the mean of the raters' scores; interval: the annotator range (min-max).
+- **reranking**: MAP@1000 over queries with the answers as candidate scores (``reranking_result``,
+  as RerankingEvaluator); pooled: the mean relevance per candidate as its score; interval: the
+  annotator range.
+
+Units of observation: a sentence pair (sts), a text (classification), a batch (clustering), a
+query (reranking). A rater's clustering batch or reranking query counts only when they answered
+all of its instances; a batch whose gold holds a single label is not scored (V-measure needs two).
+
+Ties: a classification majority tie goes to the label that sorts first (as text), so it is
+deterministic and never looks at the gold; tied reranking scores rank the less relevant candidate
+first (``reranking_result``), so a human's binary relevance is scored as the worst order of
+its ties, a lower bound.
+
+Intervals: Wilson's for accuracy (a model's accuracy averaged over the classification protocol's
+experiments enters as a fractional count); Fisher's z for Spearman, with Bonett and Wright's
+standard error sqrt((1 + rho²/2) / (n − 3)) (``core.stats.fisher_z_interval``); for clustering and
+reranking, where the unit is a batch or query and there are few, the pooled score carries the
+range of the individual raters' scores instead of a sampling interval. A rater's own score
+carries Wilson or Fisher z where defined, no interval for clustering and reranking.
+
+Agreement between raters: Fleiss' kappa (classification; reranking relevance), mean pairwise
+Spearman and Kendall tau-b (sts), mean pairwise Kendall tau-b (reranking, over the candidates both
+judged) and mean pairwise adjusted Rand index within batches (clustering).
+"""
+
+from __future__ import annotations
+
+import math
+from collections import Counter, defaultdict
+from collections.abc import Hashable, Iterable, Mapping, Sequence
+from dataclasses import asdict, dataclass, field
+
+import numpy as np
+from sklearn.metrics import adjusted_rand_score
+
+from core.stats import fisher_z_interval, fleiss_kappa, wilson_interval
+from evaluation.evaluators.base import Encode, split_rows
+from evaluation.evaluators.classification import ClassificationEvaluator, classification_scores
+from evaluation.evaluators.clustering import ClusteringEvaluator, clustering_v_measure
+from evaluation.evaluators.ranking import reranking_result
+from evaluation.evaluators.similarity import SIMILARITY_FUNCTIONS, paired_scores, similarity_matrix
+from evaluation.evaluators.sts import correlation_scores
+from evaluation.stats import kendall_tau, pairwise_agreement, spearman_rho
+
+TASK_TYPES = ("sts", "classification", "clustering", "reranking")
+MAIN_METRICS = {"sts": "spearman", "classification": "accuracy", "clustering": "v_measure", "reranking": "map_at_1000"}
+POOLED = "humans (pooled)"
+UNITS = {"sts": "sentence pair", "classification": "text", "clustering": "batch of texts",
+         "reranking": "query with its candidates"}  # fmt: skip
+INTERVALS = {
+    "sts": "95% Fisher z interval of Spearman's rho (Bonett-Wright standard error), n = sentence pairs",
+    "classification": "95% Wilson interval of the accuracy, n = texts",
+    "clustering": "annotator range: lowest to highest individual rater's V-measure",
+    "reranking": "annotator range: lowest to highest individual rater's MAP",
+}
+
+
+@dataclass(frozen=True)
+class Instance:
+    """One unit an annotator answers; ``key`` is stable and unique within a study."""
+
+    key: str
+    task_type: str
+    texts: tuple[str, ...]
+    gold: float | int | str
+    group: str = ""
+
+    def __post_init__(self) -> None:
+        if self.task_type not in TASK_TYPES:
+            raise ValueError(f"task_type must be one of {TASK_TYPES}, got {self.task_type!r}")
+
+
+@dataclass(frozen=True)
+class Answer:
+    """One annotator's (or one LLM's) answer to one instance."""
+
+    annotator: str
+    key: str
+    value: float | int | str
+
+
+@dataclass(frozen=True)
+class RaterScore:
+    """One rater's (a model's, or the pooled humans') main score on the instances it answered.
+
+    ``score`` is None when the metric is undefined (e.g. constant ratings); ``ci_low``/``ci_high``
+    form the interval named by ``ci_method`` ("wilson", "fisher_z", "annotator_range") or are
+    None; ``n_units`` counts the units of observation scored (pairs, texts, batches, queries).
+    """
+
+    rater: str
+    metric: str
+    score: float | None
+    n_instances: int
+    n_units: int
+    ci_low: float | None = None
+    ci_high: float | None = None
+    ci_method: str | None = None
+    metrics: Mapping[str, float | int | None] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class Agreement:
+    """An inter-rater agreement coefficient; ``n_pairs`` rater pairs (times batches for ARI) stand
+    behind a mean of pairwise values, ``n_items`` instances answered by two raters or more."""
+
+    measure: str
+    value: float | None
+    n_items: int
+    n_pairs: int = 0
+
+
+@dataclass(frozen=True)
+class BaselineScore:
+    task_type: str
+    metric: str
+    n_instances: int
+    n_answers: int
+    pooled: RaterScore | None
+    raters: tuple[RaterScore, ...]
+    agreement: tuple[Agreement, ...]
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+
+def interval_position(score: float | None, low: float | None, high: float | None) -> str | None:
+    """Where ``score`` falls against the interval [low, high]: "above", "below" or "inside"."""
+    if score is None or low is None or high is None:
+        return None
+    if score > high:
+        return "above"
+    if score < low:
+        return "below"
+    return "inside"
+
+
+def score_predictions(
+    instances: Sequence[Instance],
+    predictions: Mapping[str, float | int | str],
+    *,
+    rater: str = "",
+    confidence: float = 0.95,
+) -> RaterScore:
+    """Score one set of predictions (instance key -> predicted value) with the task's evaluator
+    function: a rater's answers, the pooled answers, or a model's similarities and cluster ids.
+
+    Instances without a prediction are left out; a clustering batch or reranking query is scored
+    only when every one of its instances has a prediction.
+    """
+    task = _task_type(instances)
+    metric = MAIN_METRICS[task]
+    if task == "sts":
+        answered = [i for i in instances if i.key in predictions]
+        if len({predictions[i.key] for i in answered}) < 2 or len({i.gold for i in answered}) < 2:
+            # A constant side leaves the correlation undefined (scipy would warn and return NaN).
+            return RaterScore(rater, metric, None, len(answered), len(answered))
+        result = correlation_scores([float(predictions[i.key]) for i in answered], [float(i.gold) for i in answered])
+        ci = fisher_z_interval(result.spearman, len(answered), confidence=confidence, method="spearman")
+        return RaterScore(rater, metric, result.spearman, len(answered), len(answered), *_interval(ci, "fisher_z"),
+                          metrics={"spearman": result.spearman, "pearson": result.pearson})  # fmt: skip
+    if task == "classification":
+        answered = [i for i in instances if i.key in predictions]
+        if not answered:
+            return RaterScore(rater, metric, None, 0, 0)
+        scores = classification_scores([str(i.gold) for i in answered], [str(predictions[i.key]) for i in answered])
+        ci = wilson_interval(scores.accuracy * len(answered), len(answered), confidence=confidence)
+        return RaterScore(rater, metric, scores.accuracy, len(answered), len(answered), *_interval(ci, "wilson"),
+                          metrics=asdict(scores))  # fmt: skip
+    groups = [g for g in _groups(instances).values() if all(i.key in predictions for i in g)]
+    if task == "clustering":
+        groups = [g for g in groups if len({str(i.gold) for i in g}) >= 2]
+        values = [clustering_v_measure([str(i.gold) for i in g], [str(predictions[i.key]) for i in g]) for g in groups]
+        score = float(np.mean(values)) if values else None
+        return RaterScore(rater, metric, score, sum(map(len, groups)), len(groups),
+                          metrics={"v_measure": score, "v_measure_min": min(values, default=None),
+                                   "v_measure_max": max(values, default=None)})  # fmt: skip
+    if not groups:
+        return RaterScore(rater, metric, None, 0, 0)
+    result = reranking_result(
+        [[float(predictions[i.key]) for i in g] for g in groups], [[float(i.gold) for i in g] for g in groups]
+    )
+    metrics = result.metrics()
+    return RaterScore(rater, metric, result.main_score, sum(map(len, groups)), len(groups),
+                      metrics={name: metrics[name] for name in ("map_at_1000", "mrr_at_10", "ndcg_at_10")})  # fmt: skip
+
+
+def score_answers(
+    instances: Sequence[Instance], answers: Iterable[Answer], *, confidence: float = 0.95
+) -> BaselineScore:
+    """Score every rater's answers and the pooled answers on ``instances``, with intervals and the
+    agreement between raters (see the module docstring for what each task computes).
+
+    Raises ValueError for an answer to an unknown instance, two answers of one rater to one
+    instance, or an answer value the task cannot use.
+    """
+    task = _task_type(instances)
+    by_key = {i.key: i for i in instances}
+    by_rater: dict[str, dict[str, float | int | str]] = defaultdict(dict)
+    n_answers = 0
+    for answer in answers:
+        if answer.key not in by_key:
+            raise ValueError(f"{answer.annotator} answered {answer.key!r}, which is not an instance of this study")
+        if answer.key in by_rater[answer.annotator]:
+            raise ValueError(f"{answer.annotator} answered {answer.key!r} twice: keep only their current answer")
+        by_rater[answer.annotator][answer.key] = _answer_value(task, answer)
+        n_answers += 1
+    raters = tuple(score_predictions(instances, by_rater[name], rater=name, confidence=confidence)
+                   for name in sorted(by_rater))  # fmt: skip
+    pooled = _pooled(task, instances, by_rater, raters, confidence=confidence) if by_rater else None
+    return BaselineScore(task, MAIN_METRICS[task], len(instances), n_answers, pooled, raters,
+                         _agreement(task, instances, by_rater))  # fmt: skip
+
+
+def model_predictions(
+    instances: Sequence[Instance], encode: Encode, *, seed: int = 42, similarity_fn_name: str = "cosine"
+) -> dict[str, float | str]:
+    """What a model predicts for each instance, for ``score_predictions``: the cosine similarity of
+    the pair (sts; the MTEB main score's), the cluster id from the single protocol's k-means over
+    each batch with k = the number of gold labels in the batch (clustering; batches with one gold
+    label get none), or the similarity of query and candidate (reranking). Classification has no
+    per-instance prediction: its protocol averages experiments (``score_model_on_instances``)."""
+    task = _task_type(instances)
+    if task == "sts":
+        _check_texts(instances, 2)
+        left, right = split_rows(encode([*(i.texts[0] for i in instances), *(i.texts[1] for i in instances)]),
+                                 [len(instances), len(instances)])  # fmt: skip
+        cosine = paired_scores(left, right)["cosine"]
+        return {i.key: float(c) for i, c in zip(instances, cosine, strict=True)}
+    if task == "clustering":
+        _check_texts(instances, 1)
+        groups = [g for g in _groups(instances).values() if len({str(i.gold) for i in g}) >= 2]
+        embeddings = split_rows(encode([i.texts[0] for g in groups for i in g]), [len(g) for g in groups])
+        evaluator = ClusteringEvaluator(protocol="single", seed=seed)
+        predictions: dict[str, float | str] = {}
+        for group, matrix in zip(groups, embeddings, strict=True):
+            assigned = evaluator.single_assignment(matrix, len({str(i.gold) for i in group}))
+            predictions.update({i.key: str(a) for i, a in zip(group, assigned, strict=True)})
+        return predictions
+    if task == "reranking":
+        if similarity_fn_name not in SIMILARITY_FUNCTIONS:
+            raise ValueError(f"similarity_fn_name must be one of {SIMILARITY_FUNCTIONS}, got {similarity_fn_name!r}")
+        _check_texts(instances, 2)
+        groups = list(_groups(instances).values())
+        for group in groups:
+            if len({i.texts[0] for i in group}) != 1:
+                raise ValueError(f"reranking group {group[0].group!r} holds more than one query text")
+        queries = encode([g[0].texts[0] for g in groups], prompt_type="query")
+        candidates = split_rows(encode([i.texts[1] for g in groups for i in g], prompt_type="document"),
+                                [len(g) for g in groups])  # fmt: skip
+        predictions = {}
+        for group, query, matrix in zip(groups, queries, candidates, strict=True):
+            row = similarity_matrix(query[None, :], matrix, function=similarity_fn_name)[0]
+            predictions.update({i.key: float(s) for i, s in zip(group, row, strict=True)})
+        return predictions
+    raise ValueError("classification predictions come from the few-shot protocol: use score_model_on_instances")
+
+
+def score_model_on_instances(
+    instances: Sequence[Instance],
+    encode: Encode,
+    *,
+    rater: str = "model",
+    train_texts: Sequence[str] | None = None,
+    train_labels: Sequence[Hashable] | None = None,
+    seed: int = 42,
+    similarity_fn_name: str = "cosine",
+    confidence: float = 0.95,
+) -> RaterScore:
+    """Score a model on exactly these instances with the evaluators that score raters.
+
+    Classification follows ClassificationEvaluator's protocol: logistic regression fitted on
+    ``train_texts``/``train_labels`` (the dataset's train split) in each of its seeded experiments,
+    predicting the instances' texts; the score is the mean accuracy over experiments, with a
+    Wilson interval on that mean. Other tasks score ``model_predictions`` with
+    ``score_predictions``, exactly as a rater's answers are scored.
+    """
+    task = _task_type(instances)
+    if task != "classification":
+        predictions = model_predictions(instances, encode, seed=seed, similarity_fn_name=similarity_fn_name)
+        return score_predictions(instances, predictions, rater=rater, confidence=confidence)
+    if train_texts is None or train_labels is None or not len(train_texts):
+        raise ValueError("classification needs the training texts and labels the classifier is fitted on")
+    _check_texts(instances, 1)
+    result = ClassificationEvaluator(seed=seed).evaluate(
+        list(train_texts), [str(label) for label in train_labels], [i.texts[0] for i in instances],
+        [str(i.gold) for i in instances], encode=encode,
+    )  # fmt: skip
+    n = len(instances)
+    ci = wilson_interval(result.accuracy * n, n, confidence=confidence)
+    return RaterScore(rater, "accuracy", result.accuracy, n, n, *_interval(ci, "wilson"), metrics=result.metrics())
+
+
+def _pooled(
+    task: str,
+    instances: Sequence[Instance],
+    by_rater: Mapping[str, Mapping[str, float | int | str]],
+    raters: Sequence[RaterScore],
+    *,
+    confidence: float,
+) -> RaterScore:
+    answers_of: dict[str, list] = defaultdict(list)
+    for ratings in by_rater.values():
+        for key, value in ratings.items():
+            answers_of[key].append(value)
+    if task in ("sts", "reranking"):
+        predictions = {key: float(np.mean(values)) for key, values in answers_of.items()}
+        pooled = score_predictions(instances, predictions, rater=POOLED, confidence=confidence)
+        if task == "sts":
+            return pooled
+        return RaterScore(pooled.rater, pooled.metric, pooled.score, pooled.n_instances, pooled.n_units,
+                          *_annotator_range(raters), metrics=pooled.metrics)  # fmt: skip
+    if task == "classification":
+        majority = {key: _majority(values) for key, values in answers_of.items()}
+        return score_predictions(instances, majority, rater=POOLED, confidence=confidence)
+    defined = [r for r in raters if r.score is not None]
+    score = float(np.mean([r.score for r in defined])) if defined else None
+    # The batches some rater's score stands on: complete, with two gold labels or more.
+    scored = [g for g in _groups(instances).values() if len({str(i.gold) for i in g}) >= 2
+              and any(all(i.key in by_rater[r.rater] for i in g) for r in defined)]  # fmt: skip
+    return RaterScore(POOLED, MAIN_METRICS[task], score, sum(map(len, scored)), len(scored),
+                      *_annotator_range(raters), metrics={"v_measure": score, "n_raters": len(defined)})  # fmt: skip
+
+
+def _agreement(
+    task: str, instances: Sequence[Instance], by_rater: Mapping[str, Mapping[str, float | int | str]]
+) -> tuple[Agreement, ...]:
+    shared = sum(1 for i in instances if sum(i.key in r for r in by_rater.values()) >= 2)
+    if task == "sts":
+        rhos = pairwise_agreement(by_rater, spearman_rho, min_common=3)
+        taus = pairwise_agreement(by_rater, kendall_tau)
+        return (Agreement("mean_pairwise_spearman", _mean(rhos), shared, len(rhos)),
+                Agreement("mean_pairwise_kendall_tau", _mean(taus), shared, len(taus)))  # fmt: skip
+    if task == "clustering":
+        aris = []
+        for group in _groups(instances).values():
+            keys = {i.key for i in group}
+            within = {name: {k: v for k, v in ratings.items() if k in keys} for name, ratings in by_rater.items()}
+            aris += pairwise_agreement(within, lambda a, b: float(adjusted_rand_score(a, b)))
+        return (Agreement("mean_pairwise_ari", _mean(aris), shared, len(aris)),)
+    categories = sorted({str(v) for ratings in by_rater.values() for v in ratings.values()})
+    table = [[sum(str(r[i.key]) == c for r in by_rater.values() if i.key in r) for c in categories]
+             for i in instances]  # fmt: skip
+    kappa = Agreement("fleiss_kappa", fleiss_kappa(table) if categories else None, shared)
+    if task == "classification":
+        return (kappa,)
+    taus = pairwise_agreement(by_rater, kendall_tau)
+    return kappa, Agreement("mean_pairwise_kendall_tau", _mean(taus), shared, len(taus))
+
+
+def _task_type(instances: Sequence[Instance]) -> str:
+    if not instances:
+        raise ValueError("no instances to score")
+    kinds = {i.task_type for i in instances}
+    if len(kinds) != 1:
+        raise ValueError(f"instances of one study share one task type, got {sorted(kinds)}")
+    keys = [i.key for i in instances]
+    if len(set(keys)) != len(keys):
+        duplicated = sorted(k for k, n in Counter(keys).items() if n > 1)
+        raise ValueError(f"instance keys must be unique, repeated: {', '.join(duplicated[:5])}")
+    return kinds.pop()
+
+
+def _groups(instances: Sequence[Instance]) -> dict[str, list[Instance]]:
+    """Instances by batch or query, in first-seen order."""
+    groups: dict[str, list[Instance]] = {}
+    for instance in instances:
+        groups.setdefault(instance.group, []).append(instance)
+    return groups
+
+
+def _check_texts(instances: Sequence[Instance], n: int) -> None:
+    for instance in instances:
+        if len(instance.texts) < n:
+            raise ValueError(f"instance {instance.key} needs {n} text(s), has {len(instance.texts)}")
+
+
+def _answer_value(task: str, answer: Answer) -> float | int | str:
+    value = answer.value
+    if task == "sts":
+        if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value):
+            raise ValueError(f"{answer.annotator}'s answer to {answer.key} must be a number (0-5), got {value!r}")
+        return float(value)
+    if task == "reranking":
+        if isinstance(value, bool) or value not in (0, 1):
+            raise ValueError(f"{answer.annotator}'s answer to {answer.key} must be 1 (relevant) or 0, got {value!r}")
+        return int(value)
+    if value is None or str(value) == "":
+        raise ValueError(f"{answer.annotator}'s answer to {answer.key} is empty: drop it or record a label")
+    return str(value)
+
+
+def _majority(labels: Sequence[str]) -> str:
+    """The most frequent label; a tie goes to the label that sorts first."""
+    counts = Counter(labels)
+    return min(counts, key=lambda label: (-counts[label], label))
+
+
+def _annotator_range(raters: Sequence[RaterScore]) -> tuple[float | None, float | None, str | None]:
+    scores = [r.score for r in raters if r.score is not None]
+    if len(scores) < 2:
+        return None, None, None
+    return min(scores), max(scores), "annotator_range"
+
+
+def _interval(ci: tuple[float, float] | None, method: str) -> tuple[float | None, float | None, str | None]:
+    return (ci[0], ci[1], method) if ci is not None else (None, None, None)
+
+
+def _mean(values: Sequence[float]) -> float | None:
+    return float(np.mean(values)) if values else None

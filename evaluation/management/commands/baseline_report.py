@@ -1,0 +1,64 @@
+import json
+
+from django.core.exceptions import ImproperlyConfigured
+from django.core.management.base import BaseCommand, CommandError, CommandParser
+
+from annotation.models import BaselineStudy
+from annotation.selectors import baseline_get
+from core.errors import ShiftlabError
+from evaluation.baseline_services import BaselineReport, baseline_report_build
+
+
+def _number(value: float | None) -> str:
+    return "n/a" if value is None else f"{value:.4f}"
+
+
+class Command(BaseCommand):
+    help = (
+        "Humans ranked among models on a baseline study: the pooled and per-rater human scores, each LLM "
+        "annotator and the given models, scored with the same evaluators on the same instances, with 95% "
+        "intervals and inter-annotator agreement. Prints a table, or the report as JSON with --json."
+    )
+
+    def add_arguments(self, parser: CommandParser) -> None:
+        parser.add_argument("study", help="Baseline study name or id (see: manage.py baseline status).")
+        parser.add_argument("--models", default="",
+                            help="Comma-separated encoder aliases or model names, e.g. all-MiniLM-L6-v2.")  # fmt: skip
+        parser.add_argument("--batch-size", type=int, help="Encoding batch size (default: the encoder's).")
+        parser.add_argument("--json", action="store_true", help="Print the whole report as JSON.")
+
+    def handle(self, *args, **o):
+        try:
+            study = baseline_get(o["study"])
+        except BaselineStudy.DoesNotExist:
+            raise CommandError(f"No baseline study {o['study']!r}: give its name or id.") from None
+        models = [m.strip() for m in o["models"].split(",") if m.strip()]
+        try:
+            report = baseline_report_build(study=study, models=models, batch_size=o["batch_size"])
+        except (ShiftlabError, ImproperlyConfigured) as exc:
+            raise CommandError(str(exc)) from None
+        if o["json"]:
+            self.stdout.write(json.dumps(report.to_dict(), indent=2))
+            return
+        self.stdout.write(self._table(report))
+
+    def _table(self, report: BaselineReport) -> str:
+        lines = [
+            f"{report.study} ({report.task_type}, {report.dataset} [{report.split}]): {report.metric}; "
+            f"unit: {report.unit}; {report.n_instances} instances",
+            f"{'kind':<7} {'rater':<32} {'score':>7} {'interval':>17} {'units':>6} {'answers':>8} {'invalid':>8}"
+            "  vs humans",
+        ]
+        for row in report.rows:
+            interval = f"{_number(row.ci_low)}–{_number(row.ci_high)}" if row.ci_low is not None else "–"
+            answers = "–" if row.n_answers is None else str(row.n_answers)
+            invalid = "–" if row.n_invalid is None else str(row.n_invalid)
+            flag = {"above": "above CI", "below": "below CI", "inside": "inside"}.get(row.against_humans or "", "")
+            lines.append(f"{row.kind:<7} {row.name[:32]:<32} {_number(row.score):>7} {interval:>17} "
+                         f"{row.n_units:>6} {answers:>8} {invalid:>8}  {flag}")  # fmt: skip
+        lines.append(f"interval of the pooled humans: {report.interval}")
+        for label, agreement in (("humans", report.agreement), ("LLMs", report.llm_agreement)):
+            if agreement:
+                text = ", ".join(f"{a.measure} {_number(a.value)}" for a in agreement)
+                lines.append(f"agreement between {label}: {text}")
+        return "\n".join(lines)
