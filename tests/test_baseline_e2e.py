@@ -202,15 +202,9 @@ def test_human_baseline_end_to_end(argilla_server, settings, django_user_model, 
                                              instance__study=sts_study).exists()  # fmt: skip
     assert baseline_sync(study=sts_study).changed == 0
 
-    # The answers score with the models' evaluators (evaluation.human_baseline).
-    from evaluation.human_baseline import Answer, Instance, score_answers
-
-    instances = [Instance(i.key, "classification", tuple(i.texts), i.gold) for i in cls_study.instances.all()]
-    answers = [Answer(a.rater, a.instance.key, a.value)
-               for a in BaselineAnswer.objects.filter(instance__study=cls_study).select_related("instance")]
-    score = score_answers(instances, answers)
-    assert score.n_answers == 120 and len(score.raters) == 3
-    assert all(0.8 <= r.score <= 0.9 for r in score.raters), [r.score for r in score.raters]
+    # The human scores, intervals and agreement, as the report service computes them (the evaluator
+    # code models are scored with), against independent references: scipy, statsmodels, the formula.
+    score = human_scores_match_references(sts_study, cls_study)
 
     out = tmp_path / "status.txt"
     with out.open("w") as handle:
@@ -224,7 +218,65 @@ def test_human_baseline_end_to_end(argilla_server, settings, django_user_model, 
     for client in clients.values():
         client.close()
     print(f"\nbaseline e2e: import {t_import:.1f} s, whole test {time.monotonic() - started:.1f} s; "
-          f"classification accuracy per rater {[round(r.score, 3) for r in score.raters]}")
+          f"pooled human STS Spearman {score['sts']:.3f}, Banking77 accuracy {score['classification']:.3f}")
+
+
+def human_scores_match_references(sts_study, cls_study) -> dict[str, float]:
+    from scipy import stats
+    from statsmodels.stats.inter_rater import aggregate_raters, fleiss_kappa
+    from statsmodels.stats.proportion import proportion_confint
+
+    from evaluation.baseline_services import baseline_report_build
+
+    def answers_of(study):
+        by_key: dict[str, dict[str, object]] = {}
+        for a in BaselineAnswer.objects.filter(instance__study=study, source="human").select_related("instance"):
+            by_key.setdefault(a.instance.key, {})[a.rater] = a.value
+        gold = {i.key: i.gold for i in study.instances.all()}
+        return by_key, gold
+
+    # STS: Spearman of the mean rating with gold; 95% Fisher z interval with the Bonett-Wright SE.
+    report = baseline_report_build(study=sts_study, models=[])
+    rows = {row.name: row for row in report.rows}
+    by_key, gold = answers_of(sts_study)
+    keys = sorted(gold)
+    rho = stats.spearmanr([np.mean(list(by_key[k].values())) for k in keys], [gold[k] for k in keys]).statistic
+    half = stats.norm.ppf(0.975) * np.sqrt((1 + rho**2 / 2) / (len(keys) - 3))
+    pooled = rows["humans (pooled)"]
+    assert pooled.score == pytest.approx(rho)
+    assert (pooled.ci_low, pooled.ci_high) == pytest.approx((np.tanh(np.arctanh(rho) - half),
+                                                             np.tanh(np.arctanh(rho) + half)))  # fmt: skip
+    for name in ANNOTATORS:
+        mine = [k for k in keys if name in by_key[k]]
+        expected = stats.spearmanr([by_key[k][name] for k in mine], [gold[k] for k in mine]).statistic
+        assert rows[name].score == pytest.approx(expected)
+    pairwise = []
+    for i, a in enumerate(ANNOTATORS):
+        for b in ANNOTATORS[i + 1 :]:
+            both = [k for k in keys if a in by_key[k] and b in by_key[k]]
+            pairwise.append(stats.spearmanr([by_key[k][a] for k in both], [by_key[k][b] for k in both]).statistic)
+    agreement = {a.measure: a for a in report.agreement}
+    assert agreement["mean_pairwise_spearman"].value == pytest.approx(np.mean(pairwise))
+    assert agreement["mean_pairwise_spearman"].n_pairs == 3
+
+    # Classification: majority label vs gold with a Wilson interval; Fleiss' kappa of the labels.
+    report = baseline_report_build(study=cls_study, models=[])
+    rows = {row.name: row for row in report.rows}
+    by_key, gold = answers_of(cls_study)
+    keys = sorted(gold)
+
+    def majority(values):
+        counts = {v: list(values).count(v) for v in values}
+        return min(v for v in counts if counts[v] == max(counts.values()))  # ties: the label sorting first
+
+    correct = sum(majority(by_key[k].values()) == gold[k] for k in keys)
+    pooled = rows["humans (pooled)"]
+    assert pooled.score == pytest.approx(correct / len(keys)) and pooled.ci_method == "wilson"
+    assert (pooled.ci_low, pooled.ci_high) == pytest.approx(proportion_confint(correct, len(keys), method="wilson"))
+    table, _ = aggregate_raters(np.array([[by_key[k][name] for name in ANNOTATORS] for k in keys], dtype=str))
+    assert {a.measure: a.value for a in report.agreement}["fleiss_kappa"] == pytest.approx(fleiss_kappa(table))
+    assert all(0.8 <= rows[name].score <= 0.9 for name in ANNOTATORS), [rows[n].score for n in ANNOTATORS]
+    return {"sts": rho, "classification": correct / len(keys)}
 
 
 def test_llm_annotator_on_sts(llm_backend, shared_data, tmp_path, django_user_model):
