@@ -279,6 +279,25 @@ class BaselineSyncResult:
         return self.created + self.updated + self.withdrawn
 
 
+def baseline_close(*, study: BaselineStudy, actor: AbstractBaseUser | None = None, client=None) -> BaselineStudy:
+    """Close a published study: a last sync of the human answers, then no more publishing, syncing
+    or LLM answers, so the report of a closed study no longer changes. Closing twice is an error."""
+    study = BaselineStudy.objects.get(pk=study.pk)
+    if study.status != BaselineStudy.Status.PUBLISHED:
+        raise ShiftlabError(f"{study} is {study.status}: only a published study can be closed")
+    last = baseline_sync(study=study, client=client)
+    with transaction.atomic():
+        study = BaselineStudy.objects.select_for_update().get(pk=study.pk)
+        if study.status != BaselineStudy.Status.PUBLISHED:
+            raise ShiftlabError(f"{study} is {study.status}: only a published study can be closed")
+        study.status = BaselineStudy.Status.CLOSED
+        study.save(update_fields=["status"])
+        answers = BaselineAnswer.objects.filter(instance__study=study).count()
+        audit_record(actor=actor, verb="baseline.close", obj=study,
+                     payload={"last_sync_changes": last.changed, "answers": answers})  # fmt: skip
+    return study
+
+
 def answer_value(study: BaselineStudy, value: Any) -> Any | None:
     """A submitted Argilla value as the task's answer value, or None if it is none."""
     if study.task_type == TaskType.STS:
@@ -301,6 +320,8 @@ def baseline_sync(*, study: BaselineStudy, client=None) -> BaselineSyncResult:
     study = BaselineStudy.objects.get(pk=study.pk)
     if study.argilla_dataset_id is None:
         raise ShiftlabError(f"{study} is not published yet: publish it before syncing answers")
+    if study.status == BaselineStudy.Status.CLOSED:
+        raise ShiftlabError(f"{study} is closed: its answers are final and are not synced again")
     question = QUESTION[study.task_type]
     with argilla_connection(client) as conn:
         rows = list(argilla.responses_fetch(study.argilla_dataset_id, client=conn))
@@ -424,6 +445,8 @@ def baseline_llm_annotate(
     from transforms.backends.base import ChatFailure, ChatRequest
 
     study = BaselineStudy.objects.get(pk=study.pk)
+    if study.status == BaselineStudy.Status.CLOSED:
+        raise ShiftlabError(f"{study} is closed: it takes no more answers, from humans or LLMs")
     try:
         backend = get_backend(backend_alias)
     except ImproperlyConfigured as exc:

@@ -7,6 +7,7 @@ small llama.cpp model answers an STS sample as an LLM annotator.
 from __future__ import annotations
 
 import csv
+import io
 import json
 import time
 
@@ -17,8 +18,15 @@ from django.core.management import call_command
 
 from annotation.argilla import client as argilla
 from annotation.argilla.client import API_KEY_HEADER
-from annotation.baseline_services import baseline_create, baseline_llm_annotate, baseline_publish, baseline_sync
+from annotation.baseline_services import (
+    baseline_close,
+    baseline_create,
+    baseline_llm_annotate,
+    baseline_publish,
+    baseline_sync,
+)
 from annotation.models import BaselineAnswer, BaselineStudy
+from core.errors import ShiftlabError
 from core.models import AuditEvent
 from core.roles import Role
 from datasets.services import ImportOptions, dataset_import
@@ -214,6 +222,18 @@ def test_human_baseline_end_to_end(argilla_server, settings, django_user_model, 
         assert f"{name}" in text and "40 answers" in text
     verbs = set(AuditEvent.objects.values_list("verb", flat=True))
     assert {"baseline.create", "baseline.publish", "baseline.publish.again", "baseline.sync"} <= verbs
+
+    # Closing: a last sync, then the answers are final (no sync, no LLM answers, no second close).
+    n_answers = BaselineAnswer.objects.filter(instance__study=sts_study).count()
+    call_command("baseline", "close", "hb-stsb", stdout=io.StringIO())
+    sts_study.refresh_from_db()
+    assert sts_study.status == BaselineStudy.Status.CLOSED
+    assert BaselineAnswer.objects.filter(instance__study=sts_study).count() == n_answers
+    for refused in (lambda: baseline_sync(study=sts_study), lambda: baseline_llm_annotate(study=sts_study),
+                    lambda: baseline_close(study=sts_study)):  # fmt: skip
+        with pytest.raises(ShiftlabError, match="closed"):
+            refused()
+    assert AuditEvent.objects.filter(verb="baseline.close").count() == 1
     owner.close()
     for client in clients.values():
         client.close()

@@ -6,6 +6,7 @@ from django.contrib.auth import get_user_model
 from django.core.management.base import BaseCommand, CommandError
 
 from annotation.baseline_services import (
+    baseline_close,
     baseline_create,
     baseline_llm_annotate,
     baseline_publish,
@@ -35,7 +36,8 @@ def _users(usernames: list[str]):
 class Command(BaseCommand):
     help = (
         "Human performance baselines: create (seeded sample of task instances) → publish (Argilla) → "
-        "sync (answers back); llm-annotate lets an LLM answer the same instances; status counts answers."
+        "sync (answers back) → close (answers final); llm-annotate lets an LLM answer the same instances; "
+        "status counts answers."
     )
 
     def add_arguments(self, parser):
@@ -62,6 +64,8 @@ class Command(BaseCommand):
         llm = sub.add_parser("llm-annotate", help="An LLM answers every instance (resumable).")
         llm.add_argument("study")
         llm.add_argument("--backend", default="default", help="Alias in TRANSFORM_BACKENDS (default: default).")
+        close = sub.add_parser("close", help="A last sync, then freeze the answers (no more syncs or LLM answers).")
+        close.add_argument("study")
         status = sub.add_parser("status", help="Instances and answers per rater.")
         status.add_argument("study", nargs="?")
         for p in sub.choices.values():
@@ -122,6 +126,10 @@ class Command(BaseCommand):
                 self.stdout.write("")
         self.stdout.write(f"{r.rater}: {r.valid} answers, {r.invalid} did not parse, {r.skipped} answered before "
                           f"(of {r.total} instances).")  # fmt: skip
+
+    def do_close(self, *, actor, study, **_):
+        closed = baseline_close(study=_study(study), actor=actor)
+        self.stdout.write(f"Closed {closed}: its answers are final.")
 
     def do_status(self, *, study, **_):
         studies = [_study(study)] if study else list(BaselineStudy.objects.select_related("dataset"))
