@@ -27,7 +27,7 @@ from evaluation.human_baseline import (
     score_answers,
     score_model_on_instances,
 )
-from evaluation.services import DEFAULT_SEED, TRAIN_SPLIT, _cached_encode
+from evaluation.services import DEFAULT_SEED, TRAIN_SPLIT, cached_encode
 
 KIND_ORDER = {"humans": 0, "human": 1, "llm": 2, "model": 3}
 
@@ -179,7 +179,7 @@ def _score_models(
     scores = []
     for name in models:
         encoder = get_encoder(name)
-        encode = _cached_encode(encoder, task=task, batch_size=batch_size)
+        encode = cached_encode(encoder, task=task, batch_size=batch_size)
         try:
             score = score_model_on_instances(
                 instances, encode, rater=name, train_texts=train_texts, train_labels=train_labels,

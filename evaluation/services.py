@@ -73,7 +73,7 @@ def examples_evaluate(
     examples comes from the dataset unchanged: the original ``train`` split for classification,
     the document corpus for retrieval."""
     task = TaskType(dataset.task_type)
-    encode = _cached_encode(encoder, task=task, batch_size=batch_size)
+    encode = cached_encode(encoder, task=task, batch_size=batch_size)
     rows = [(payload, gold) for _, payload, gold in examples]
     similarity = encoder.similarity_fn_name
     if task in (TaskType.STS, TaskType.STR):
@@ -159,7 +159,7 @@ def dataset_compare(
     encoders = [get_encoder(model), get_encoder(baseline)]
     cosines = []
     for encoder in encoders:
-        encode = _cached_encode(encoder, task=TaskType(dataset.task_type), batch_size=batch_size)
+        encode = cached_encode(encoder, task=TaskType(dataset.task_type), batch_size=batch_size)
         vectors = encode([*s1, *s2])
         cosines.append(paired_scores(vectors[: len(s1)], vectors[len(s1) :])["cosine"])
     result = spearman_difference_with_ci(
@@ -184,7 +184,10 @@ def variant_coverage(*, dataset: Dataset, split: str, encoder: Encoder) -> Varia
     return encoder.coverage([payload[name] for payload in payloads for name in fields if name in payload])
 
 
-def _cached_encode(encoder: Encoder, *, task: TaskType, batch_size: int | None) -> Encode:
+def cached_encode(encoder: Encoder, *, task: TaskType, batch_size: int | None) -> Encode:
+    """The ``encode`` callable evaluators take: ``encoder`` through the embedding cache, with the
+    prompt the model defines for ``task`` and the side (query or document) asked for."""
+
     def encode(texts: Sequence[str], /, *, prompt_type: str | None = None) -> np.ndarray:
         prompt_name = prompt_name_for(encoder.prompts, task_type=task.value, prompt_type=prompt_type)
         return encode_cached(encoder, texts, prompt_name=prompt_name, batch_size=batch_size)
