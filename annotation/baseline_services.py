@@ -29,7 +29,7 @@ from annotation.services import annotator_accounts_ensure, argilla_connection, m
 from core.errors import ShiftlabError
 from core.hashing import sha256_text
 from core.services import audit_record
-from datasets.models import Dataset, DatasetItem
+from corpora.models import Dataset, DatasetItem
 
 TaskType = BaselineStudy.TaskType
 

@@ -312,7 +312,7 @@ class BaselineStudy(models.Model):
         CLOSED = "closed"
 
     name = models.CharField(max_length=61, unique=True, validators=[study_name_validator])
-    dataset = models.ForeignKey("datasets.Dataset", on_delete=models.PROTECT, related_name="baseline_studies")
+    dataset = models.ForeignKey("corpora.Dataset", on_delete=models.PROTECT, related_name="baseline_studies")
     task_type = models.CharField(max_length=16, choices=TaskType.choices)
     split = models.CharField(max_length=32, default="test")
     seed = models.BigIntegerField(default=0)
@@ -356,7 +356,7 @@ class BaselineInstance(models.Model):
     study = models.ForeignKey(BaselineStudy, on_delete=models.CASCADE, related_name="instances")
     key = models.CharField(max_length=32, help_text="Stable id within the study; the Argilla record's external id.")
     position = models.PositiveIntegerField()
-    item = models.ForeignKey("datasets.DatasetItem", null=True, blank=True, on_delete=models.SET_NULL,
+    item = models.ForeignKey("corpora.DatasetItem", null=True, blank=True, on_delete=models.SET_NULL,
                              related_name="baseline_instances")  # fmt: skip
     group = models.CharField(max_length=32, blank=True, help_text="Clustering batch or reranking query.")
     texts = models.JSONField()

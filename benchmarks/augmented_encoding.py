@@ -51,7 +51,7 @@ def main() -> None:
     django.setup()
     from django.conf import settings
 
-    from datasets.models import Dataset
+    from corpora.models import Dataset
     from evaluation.services import dataset_compare
 
     dataset = Dataset.objects.get(name=args.dataset)

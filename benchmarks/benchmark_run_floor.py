@@ -43,8 +43,8 @@ def main() -> None:
     from django.core.management import call_command
 
     call_command("migrate", verbosity=0)
-    from datasets.models import Dataset, DatasetItem
-    from datasets.services import dataset_import
+    from corpora.models import Dataset, DatasetItem
+    from corpora.services import dataset_import
     from evaluation.benchmark_services import benchmark_run_create_from_config
     from evaluation.encoders import get_encoder
     from evaluation.models import BenchmarkRun

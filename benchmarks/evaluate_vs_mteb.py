@@ -5,19 +5,16 @@ Needs ../shared/data (STS-B test CSV) and `mteb` (requirements-dev.txt). Prints 
 (cosine Spearman), the wall time of each, their ratio, and Shiftlab's time again with a warm
 embedding cache.
 
-The two run in separate interpreters: this project's `datasets` app shadows the Hugging Face
-`datasets` package that `mteb` imports, so `mteb` runs in a child started with `python -P` (no
-project on sys.path), exactly as Shiftlab's own encoder process does. Both timings cover the same
-work: importing torch, loading the model, encoding the 2,758 sentences, scoring.
+Both timings cover the same work: importing torch, loading the model, encoding the 2,758
+sentences, scoring (Shiftlab's encoder imports torch in its own process; `mteb` runs here, after
+Shiftlab, and imports it in this one).
 """
 
 from __future__ import annotations
 
 import argparse
 import csv
-import json
 import os
-import subprocess
 import sys
 import tempfile
 import time
@@ -27,16 +24,14 @@ ROOT = Path(__file__).resolve().parent.parent
 STSB_TEST = ROOT.parent / "shared" / "data" / "stsb-multi-mt" / "stsb-en-test.csv"
 
 
-def run_mteb(model_path: str, csv_path: str) -> None:
-    """Child process: evaluate with mteb's own STSBenchmark task, fed from the local CSV."""
+def run_mteb(model_path: str, csv_path: Path) -> tuple[float, float]:
+    """Evaluate with mteb's own STSBenchmark task, fed from the local CSV: (main score, seconds)."""
     start = time.perf_counter()
     import mteb
+    from datasets import Dataset, DatasetDict
     from sentence_transformers import SentenceTransformer
 
-    # Hugging Face's `datasets`: this child runs without the project on sys.path.
-    from datasets import Dataset, DatasetDict
-
-    with open(csv_path, encoding="utf-8", newline="") as handle:
+    with csv_path.open(encoding="utf-8", newline="") as handle:
         rows = list(csv.reader(handle))
     columns = {
         "sentence1": [r[0] for r in rows],
@@ -51,18 +46,13 @@ def run_mteb(model_path: str, csv_path: str) -> None:
 
     model = SentenceTransformer(model_path, device="cpu")
     results = mteb.evaluate(model, LocalSTSBenchmark(), cache=None, show_progress_bar=False)
-    score = results.task_results[0].scores["test"][0]["main_score"]
-    print(json.dumps({"main_score": score, "seconds": time.perf_counter() - start}))
+    return results.task_results[0].scores["test"][0]["main_score"], time.perf_counter() - start
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--model", default="all-MiniLM-L6-v2", help="Alias, packaged model, hub id or folder.")
-    parser.add_argument("--mteb-child", nargs=2, metavar=("MODEL_PATH", "CSV"), help=argparse.SUPPRESS)
     args = parser.parse_args()
-    if args.mteb_child:
-        run_mteb(*args.mteb_child)
-        return
     if not STSB_TEST.is_file():
         sys.exit(f"STS-B test data not found at {STSB_TEST}")
     os.environ["SHIFTLAB_DATA_DIR"] = tempfile.mkdtemp(prefix="shiftlab-bench-")
@@ -73,7 +63,7 @@ def main() -> None:
     django.setup()
     from django.core.management import call_command
 
-    from datasets.services import ImportOptions, dataset_import
+    from corpora.services import ImportOptions, dataset_import
     from evaluation.encoders import get_encoder
     from evaluation.services import dataset_evaluate
 
@@ -91,23 +81,17 @@ def main() -> None:
         result = dataset_evaluate(dataset=dataset, encoder_alias_or_model=args.model)
         timings.append(time.perf_counter() - start)
 
-    child = subprocess.run(
-        [sys.executable, "-P", str(Path(__file__).resolve()), "--mteb-child", str(encoder.model_path), str(STSB_TEST)],
-        capture_output=True, text=True, check=False, cwd=tempfile.gettempdir(),
-        env={**os.environ, "HF_HUB_OFFLINE": "1", "HF_DATASETS_OFFLINE": "1", "TOKENIZERS_PARALLELISM": "false"},
-    )  # fmt: skip
-    if child.returncode != 0:
-        sys.exit(f"mteb run failed:\n{child.stderr[-3000:]}")
-    reference = json.loads(child.stdout.strip().splitlines()[-1])
+    os.environ.update(HF_HUB_OFFLINE="1", HF_DATASETS_OFFLINE="1", TOKENIZERS_PARALLELISM="false")
+    reference_score, reference_seconds = run_mteb(str(encoder.model_path), STSB_TEST)
 
     print(f"model: {encoder.model_id}  data: STS-B test, {dataset.n_items} pairs  cpu cores: {os.cpu_count()}")
     print(f"{'run':<28} {'cosine_spearman':>16} {'seconds':>9}")
-    print(f"{'mteb ' + _version('mteb'):<28} {reference['main_score']:>16.6f} {reference['seconds']:>9.2f}")
+    print(f"{'mteb ' + _version('mteb'):<28} {reference_score:>16.6f} {reference_seconds:>9.2f}")
     print(f"{'shiftlab (cold cache)':<28} {result.main_score:>16.6f} {timings[0]:>9.2f}")
     print(f"{'shiftlab (warm cache)':<28} {result.main_score:>16.6f} {timings[1]:>9.2f}")
-    print(f"score difference: {result.main_score - reference['main_score']:+.6f}")
-    print(f"wall-time ratio shiftlab/mteb: cold {timings[0] / reference['seconds']:.2f}x, "
-          f"warm {timings[1] / reference['seconds']:.3f}x")  # fmt: skip
+    print(f"score difference: {result.main_score - reference_score:+.6f}")
+    print(f"wall-time ratio shiftlab/mteb: cold {timings[0] / reference_seconds:.2f}x, "
+          f"warm {timings[1] / reference_seconds:.3f}x")  # fmt: skip
 
 
 def _version(package: str) -> str:

@@ -35,8 +35,8 @@ def main() -> None:
     from django.core.management import call_command
     from django.db import connection
 
-    from datasets.models import Dataset
-    from datasets.services import ImportOptions, dataset_import
+    from corpora.models import Dataset
+    from corpora.services import ImportOptions, dataset_import
 
     call_command("migrate", verbosity=0)
     cases = [

@@ -37,8 +37,8 @@ def main() -> None:
     django.setup()
     from django.conf import settings
 
-    from datasets.models import Dataset
-    from datasets.services import ImportOptions, dataset_import
+    from corpora.models import Dataset
+    from corpora.services import ImportOptions, dataset_import
     from transforms.models import TransformRun
     from transforms.registry import TRANSFORMATIONS
     from transforms.selectors import transform_run_summary

@@ -341,7 +341,7 @@ def run_benchmark(args, server, model_path: Path) -> None:
     from django.core.management import call_command
 
     from core.hashing import sha256_text
-    from datasets.services import ImportOptions, dataset_import
+    from corpora.services import ImportOptions, dataset_import
     from transforms import planning
     from transforms.errors import supported_languages
     from transforms.models import Generation

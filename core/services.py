@@ -26,7 +26,7 @@ def audit_record(
     )
 
 
-RESEARCHER_APPS = ("datasets", "transforms", "annotation", "evaluation")
+RESEARCHER_APPS = ("corpora", "transforms", "annotation", "evaluation")
 
 
 def roles_sync() -> None:

@@ -13,8 +13,8 @@ from dataclasses import asdict, dataclass, field
 
 from annotation.models import BaselineAnswer, BaselineStudy
 from core.errors import ShiftlabError
-from datasets.selectors import dataset_item_list
-from datasets.task_types import TaskType
+from corpora.selectors import dataset_item_list
+from corpora.task_types import TaskType
 from evaluation.encoders import get_encoder
 from evaluation.human_baseline import (
     INTERVALS,

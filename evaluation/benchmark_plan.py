@@ -19,7 +19,7 @@ BENCHMARK_AXES: tuple[str, ...] = (Axis.LEXICAL.value, Axis.LENGTH.value, Axis.L
 
 
 class PlanError(ValueError):
-    """A config or a choice of datasets/models that cannot be planned; the message says why."""
+    """A config or a choice of corpora/models that cannot be planned; the message says why."""
 
 
 @dataclass(frozen=True)

@@ -23,8 +23,8 @@ from django.utils import timezone
 from annotation.config_export import Format, config_verify
 from core.errors import ShiftlabError
 from core.services import audit_record
-from datasets.models import Dataset, DatasetItem
-from datasets.task_types import TaskType, task_spec
+from corpora.models import Dataset, DatasetItem
+from corpora.task_types import TaskType, task_spec
 from evaluation.benchmark_plan import (
     Plan,
     PlanError,
@@ -167,7 +167,7 @@ def _dispatch(run_id: int) -> None:
 def _dataset_checked(name: str, content_hash: str | None, split: str) -> Dataset:
     dataset = Dataset.objects.filter(name=name).first()
     if dataset is None:
-        raise ShiftlabError(f"no dataset named {name!r}: import it first (python manage.py datasets list)")
+        raise ShiftlabError(f"no dataset named {name!r}: import it first (python manage.py corpora list)")
     if content_hash and dataset.content_hash != content_hash:
         raise ShiftlabError(
             f"dataset {name} changed since the config was exported (content hash {dataset.content_hash[:12]}, "

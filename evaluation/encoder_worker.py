@@ -1,9 +1,8 @@
 """Child process that holds one sentence-transformers model and encodes texts on request.
 
-Run by :mod:`evaluation.encoders` as ``python -P encoder_worker.py OPTIONS_JSON``. It must not import
-anything from this project: the project's ``datasets`` app shadows the Hugging Face ``datasets``
-package that sentence-transformers imports, so the model lives in an interpreter whose
-``sys.path`` does not contain the project (``-P``). This also keeps torch out of web processes.
+Run by :mod:`evaluation.encoders` as ``python -P encoder_worker.py OPTIONS_JSON`` (why a separate
+process: see that module; ``-P`` keeps this folder, whose ``selectors.py`` would shadow the
+standard library's, off ``sys.path``). It imports nothing from Shiftlab, so it starts without Django.
 
 Protocol on stdin/stdout, one request at a time:
 

@@ -5,10 +5,12 @@ for ``get_encoder(alias_or_model)`` and talks to one interface (:class:`Encoder`
 not an alias is a model (a Hugging Face id, a local folder, or a packaged model such as
 ``all-MiniLM-L6-v2``) encoded with the default alias's backend and options.
 
-The sentence-transformers model runs in a child interpreter (``encoder_worker.py``): this
-project's ``datasets`` app shadows the Hugging Face ``datasets`` package that sentence-transformers
-imports, so the two cannot share a process. The child starts on the first ``encode`` call and
-stays up for the life of the encoder object (one per alias/model and process).
+The sentence-transformers model runs in a child interpreter (``encoder_worker.py``), for three
+reasons: torch and the model weights (hundreds of MB per model) stay out of web and Celery
+processes; a model that crashes or runs out of memory takes down the child, not the worker; and a
+fresh interpreter (fork + exec, like multiprocessing's spawn) is safe with CUDA, which does not
+survive the fork of Celery's prefork pool. The child starts on the first ``encode`` call and stays
+up for the life of the encoder object (one per alias/model and process).
 """
 
 from __future__ import annotations
@@ -196,6 +198,8 @@ class _Worker:
         self._stderr: IO[bytes] = tempfile.TemporaryFile(prefix="shiftlab-encoder-")
         env = {**os.environ, "HF_HUB_OFFLINE": "1", "TOKENIZERS_PARALLELISM": "false"}
         self.process = subprocess.Popen(
+            # -P: the worker's folder holds evaluation/selectors.py, which would shadow the standard
+            # library's ``selectors`` (imported by subprocess) if the folder were on sys.path.
             [sys.executable, "-P", str(_WORKER), json.dumps(options)],
             stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,

@@ -4,7 +4,7 @@ results, one row per unit."""
 from django.db import models
 
 from core.models import TrackedJob
-from datasets.models import Dataset
+from corpora.models import Dataset
 from transforms.models import TransformRun
 
 ORIGINAL = "original"  # the transformation name of a unit scored on the untouched data

@@ -8,9 +8,9 @@ from dataclasses import dataclass
 import numpy as np
 
 from core.errors import ShiftlabError
-from datasets.models import Dataset
-from datasets.selectors import dataset_item_list
-from datasets.task_types import TaskType, task_spec
+from corpora.models import Dataset
+from corpora.selectors import dataset_item_list
+from corpora.task_types import TaskType, task_spec
 from evaluation.augmented import VariantCoverage
 from evaluation.augmented_encoder import AugmentedEncoder
 from evaluation.embedding_cache import encode_cached

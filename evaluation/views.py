@@ -6,7 +6,7 @@ from django.shortcuts import get_object_or_404, redirect, render
 from annotation.models import BenchmarkConfig
 from core.errors import ShiftlabError
 from core.views import researcher_required
-from datasets.models import Dataset
+from corpora.models import Dataset
 from evaluation.baseline_services import baseline_report_build
 from evaluation.benchmark_services import benchmark_run_create_from_config, benchmark_run_create_from_datasets
 from evaluation.encoders import encoder_aliases

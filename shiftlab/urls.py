@@ -12,7 +12,7 @@ from annotation.apis import (
     StudyViewSet,
 )
 from core import views as core_views
-from datasets.apis import DatasetImportViewSet, DatasetViewSet
+from corpora.apis import DatasetImportViewSet, DatasetViewSet
 from evaluation.apis import BenchmarkRunViewSet
 from shiftlab.views import home_view
 from transforms.apis import JudgeReportViewSet, PromptTemplateViewSet, TransformRunViewSet
@@ -35,7 +35,7 @@ urlpatterns = [
     path("health/", core_views.health_view, name="health"),
     path("audit/", core_views.audit_log_view, name="audit-log"),
     path("accounts/", include("django.contrib.auth.urls")),
-    path("datasets/", include("datasets.urls")),
+    path("datasets/", include("corpora.urls")),
     path("transforms/", include("transforms.urls")),
     path("annotation/", include("annotation.urls")),
     path("benchmarks/", include("evaluation.urls")),

@@ -5,7 +5,7 @@ from django.shortcuts import render
 
 from core.roles import is_researcher
 from core.selectors import audit_event_list
-from datasets.selectors import dataset_list
+from corpora.selectors import dataset_list
 
 
 @login_required

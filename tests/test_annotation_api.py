@@ -17,7 +17,7 @@ from annotation.models import Annotator, Flag, GateResult, Rating, Study
 from annotation.services import approval_decide, study_create, study_gate, study_lock, study_validate
 from core.errors import ShiftlabError
 from core.roles import Role
-from datasets.services import dataset_import
+from corpora.services import dataset_import
 from tests.conftest import make_user
 from transforms.services import transform_run_create
 from transforms.tasks import start_run

@@ -41,7 +41,7 @@ from annotation.services import (
 from core.errors import ShiftlabError
 from core.models import AuditEvent
 from core.roles import Role
-from datasets.services import dataset_import
+from corpora.services import dataset_import
 from evaluation.benchmark_services import benchmark_run_create_from_config
 from evaluation.tasks import start_benchmark_run
 from tests.conftest import make_user

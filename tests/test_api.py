@@ -6,7 +6,7 @@ from django.core.files.uploadedfile import SimpleUploadedFile
 from rest_framework.authtoken.models import Token
 from rest_framework.test import APIClient
 
-from datasets.models import Dataset, DatasetImport
+from corpora.models import Dataset, DatasetImport
 
 FIXTURES = settings.BASE_DIR / "fixtures"
 pytestmark = pytest.mark.django_db
@@ -14,7 +14,7 @@ pytestmark = pytest.mark.django_db
 
 @pytest.fixture
 def demo_dataset(researcher):
-    from datasets.services import dataset_import
+    from corpora.services import dataset_import
 
     return dataset_import(source=FIXTURES / "sts/demo-sts.csv", task="sts", name="demo-sts", created_by=researcher)
 

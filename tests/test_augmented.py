@@ -15,8 +15,8 @@ from django.core.management import call_command
 from django.core.management.base import CommandError
 
 from core.hashing import sha256_text
-from datasets.models import Dataset, DatasetItem
-from datasets.services import dataset_import
+from corpora.models import Dataset, DatasetItem
+from corpora.services import dataset_import
 from evaluation.apps import check_encoders
 from evaluation.augmented_encoder import AugmentedEncoder
 from evaluation.benchmark_services import benchmark_run_create_from_config

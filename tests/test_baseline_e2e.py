@@ -29,7 +29,7 @@ from annotation.models import BaselineAnswer, BaselineStudy
 from core.errors import ShiftlabError
 from core.models import AuditEvent
 from core.roles import Role
-from datasets.services import ImportOptions, dataset_import
+from corpora.services import ImportOptions, dataset_import
 from tests.conftest import make_user
 
 pytestmark = [pytest.mark.django_db, pytest.mark.services]

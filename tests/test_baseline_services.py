@@ -15,7 +15,7 @@ from annotation.baseline_services import answer_value, baseline_create, baseline
 from annotation.models import BaselineAnswer, BaselineStudy
 from core.errors import ShiftlabError
 from core.models import AuditEvent
-from datasets.services import dataset_import
+from corpora.services import dataset_import
 from transforms.backends import reset_backends
 from transforms.backends.base import ChatFailure, ChatResult, LLMBackend
 

@@ -6,7 +6,7 @@ import pytest
 from django.urls import reverse
 from rest_framework.test import APIClient
 
-from datasets.services import dataset_import
+from corpora.services import dataset_import
 from evaluation.models import BenchmarkRun
 
 pytestmark = pytest.mark.django_db

@@ -15,8 +15,8 @@ from django.conf import settings
 from annotation.config_export import config_render, config_seal
 from annotation.services import _run_entry
 from core.errors import ShiftlabError
-from datasets.models import Dataset, DatasetItem
-from datasets.services import dataset_import
+from corpora.models import Dataset, DatasetItem
+from corpora.services import dataset_import
 from evaluation.benchmark_plan import PlanError, plan_from_config
 from evaluation.benchmark_services import (
     benchmark_run_create_from_config,

@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 from django.db.models import Count
 
-from datasets.services import dataset_import
+from corpora.services import dataset_import
 from evaluation.benchmark_services import benchmark_run_create_from_config
 from evaluation.models import BenchmarkResult, BenchmarkRun
 from evaluation.selectors import benchmark_run_aggregates

@@ -18,7 +18,7 @@ import pytest
 from django.conf import settings
 
 from core.roles import Role
-from datasets.models import Dataset, DatasetImport
+from corpora.models import Dataset, DatasetImport
 from tests.conftest import PASSWORD, make_user
 
 try:

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 from django.conf import settings
 
-from datasets.models import Dataset, DatasetImport
+from corpora.models import Dataset, DatasetImport
 from shiftlab.celery import app
 from tests.conftest import celery_worker
 
@@ -26,7 +26,7 @@ def worker(redis_url, tmp_path):
 
 
 def test_import_task_runs_on_a_real_worker_over_redis(worker, researcher):
-    from datasets.tasks import run_dataset_import
+    from corpora.tasks import run_dataset_import
 
     queue, redis_url, log_path = worker
     upload_dir = Path(settings.MEDIA_ROOT) / "imports" / uuid.uuid4().hex
@@ -58,4 +58,4 @@ def test_import_task_runs_on_a_real_worker_over_redis(worker, researcher):
     dataset = Dataset.objects.get(name="over-redis")
     assert dataset.n_items == dataset.items.count() == 40
     assert job.dataset_id == dataset.pk and job.started_at and job.finished_at
-    assert "datasets.run_dataset_import" in log_path.read_text()
+    assert "corpora.run_dataset_import" in log_path.read_text()

@@ -8,7 +8,7 @@ from django.conf import settings
 from django.core.management import CommandError, call_command
 
 from core.models import AuditEvent
-from datasets.models import Dataset, DatasetItem
+from corpora.models import Dataset, DatasetItem
 from evaluation.management.commands.seed_demo import DEMO_DATASETS
 
 FIXTURES = settings.BASE_DIR / "fixtures"
@@ -17,7 +17,7 @@ pytestmark = pytest.mark.django_db
 
 def run(*args) -> str:
     out = io.StringIO()
-    call_command("datasets", *args, stdout=out)
+    call_command("corpora", *args, stdout=out)
     return out.getvalue()
 
 
@@ -60,7 +60,7 @@ def test_malformed_file_imports_nothing_and_says_where(tmp_path):
 
 
 def test_database_failure_mid_import_rolls_back(monkeypatch, tmp_path):
-    from datasets import services
+    from corpora import services
 
     def broken_bulk_create(*args, **kwargs):
         raise RuntimeError("disk full")
@@ -155,7 +155,7 @@ def test_sick_tsv_with_field_mapping(shared_data):
 
 
 def test_hugging_face_loader_path_works_offline_on_a_local_folder(tmp_path):
-    """The hub importer runs datasets.load_dataset in a child process; a local folder exercises
+    """The hub importer runs datasets.load_dataset in the Django process; a local folder exercises
     that same code path without network (a real hub id needs internet)."""
     folder = tmp_path / "hf-local"
     folder.mkdir()

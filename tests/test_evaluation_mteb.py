@@ -17,7 +17,7 @@ import pytest
 from django.conf import settings
 from django.core.management import CommandError, call_command
 
-from datasets.services import ImportOptions, dataset_import
+from corpora.services import ImportOptions, dataset_import
 from evaluation.encoders import get_encoder
 from evaluation.management.commands.seed_demo import DEMO_DATASETS
 from evaluation.services import dataset_evaluate

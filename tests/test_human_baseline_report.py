@@ -19,7 +19,7 @@ from scipy import stats
 
 from annotation.models import BaselineAnswer, BaselineInstance, BaselineStudy
 from core.hashing import sha256_text
-from datasets.models import Dataset, DatasetItem
+from corpora.models import Dataset, DatasetItem
 from evaluation.baseline_services import baseline_report_build
 from evaluation.encoders import get_encoder
 from evaluation.services import dataset_evaluate

@@ -13,7 +13,7 @@ from django.urls import reverse
 from scipy import stats
 
 from core.errors import ShiftlabError
-from datasets.services import dataset_import
+from corpora.services import dataset_import
 from transforms.backends import reset_backends
 from transforms.judge_services import (
     JudgeParams,

@@ -27,13 +27,13 @@ def test_roles_exist_after_migrate_with_sensible_permissions():
 
 
 def test_pages_need_login_and_the_researcher_role(client, researcher, annotator):
-    assert client.get(reverse("datasets:list")).status_code == 302
+    assert client.get(reverse("corpora:list")).status_code == 302
     client.force_login(annotator)
     assert client.get(reverse("home")).status_code == 200
-    assert client.get(reverse("datasets:list")).status_code == 403
+    assert client.get(reverse("corpora:list")).status_code == 403
     assert client.get(reverse("audit-log")).status_code == 403
     client.force_login(researcher)
-    assert client.get(reverse("datasets:list")).status_code == 200
+    assert client.get(reverse("corpora:list")).status_code == 200
     assert client.get(reverse("audit-log")).status_code == 200
 
 
@@ -43,13 +43,13 @@ def test_upload_page_imports_a_file_and_lists_it(client, researcher):
     client.force_login(researcher)
     with open(settings.BASE_DIR / "fixtures/sts/demo-sts.csv", "rb") as handle:
         response = client.post(
-            reverse("datasets:list"),
+            reverse("corpora:list"),
             {"files": handle, "name": "page-sts", "task": "sts", "language": "en"},
             follow=True,
         )
     assert response.status_code == 200
     assert b"Imported 40 items into page-sts" in response.content
-    detail = client.get(reverse("datasets:detail", args=["page-sts"]))
+    detail = client.get(reverse("corpora:detail", args=["page-sts"]))
     assert b"sts-001" in detail.content
 
 
@@ -61,7 +61,7 @@ def test_upload_page_shows_where_a_file_is_wrong(client, researcher):
     client.force_login(researcher)
     upload = SimpleUploadedFile("wrong.csv", b"sentence1,sentence2\na,b\n")
     response = client.post(
-        reverse("datasets:list"), {"files": upload, "name": "wrong", "task": "sts", "language": "en"}, follow=True
+        reverse("corpora:list"), {"files": upload, "name": "wrong", "task": "sts", "language": "en"}, follow=True
     )
     assert b"wrong.csv, line 2: missing column(s) score" in response.content
     assert b"Nothing was imported" in response.content
@@ -106,7 +106,7 @@ def test_admin_changelist_for_every_model(admin_client, model):
 def test_every_project_model_is_in_the_admin():
     from django.apps import apps
 
-    project_apps = {"core", "datasets", "transforms", "annotation", "evaluation"}
+    project_apps = {"core", "corpora", "transforms", "annotation", "evaluation"}
     models = [m for m in apps.get_models() if m._meta.app_label in project_apps]
     missing = [m._meta.label for m in models if m not in admin.site._registry]
     assert not missing
@@ -167,3 +167,10 @@ def test_database_url_selects_postgresql(monkeypatch):
 
     parsed = dj_database_url.parse("postgres://u:p@db.example.org:5432/shiftlab")
     assert parsed["ENGINE"] == "django.db.backends.postgresql" and parsed["NAME"] == "shiftlab"
+
+
+def test_datasets_inside_the_django_process_is_hugging_faces_package():
+    import datasets
+
+    assert callable(datasets.load_dataset)
+    assert "site-packages" in datasets.__file__

@@ -13,7 +13,7 @@ from django.core.management import call_command
 from django.urls import reverse
 from django.utils import timezone
 
-from datasets.models import Dataset
+from corpora.models import Dataset
 from evaluation.models import BenchmarkResult, BenchmarkRun
 from evaluation.report_robustness import robustness_report_get
 
@@ -120,7 +120,7 @@ class CountingEncoder:
 
 def test_drift_vs_quality_from_rated_transformed_items(client, researcher, run, settings, tmp_path):
     from annotation.models import Annotator, Rating, Study, StudyItem
-    from datasets.models import DatasetItem
+    from corpora.models import DatasetItem
     from evaluation.encoders import reset_encoders
     from transforms.models import GeneratorConfig, TransformedItem, TransformRun
 

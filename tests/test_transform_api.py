@@ -5,7 +5,7 @@ from django.conf import settings
 from django.urls import reverse
 from rest_framework.test import APIClient
 
-from datasets.services import dataset_import
+from corpora.services import dataset_import
 from transforms.models import PromptTemplate, TransformRun
 
 pytestmark = pytest.mark.django_db

@@ -11,8 +11,8 @@ import pytest
 from django.conf import settings
 from django.db.models import Count
 
-from datasets.models import Dataset
-from datasets.services import dataset_import
+from corpora.models import Dataset
+from corpora.services import dataset_import
 from transforms.backends import reset_backends
 from transforms.errors import ErrorType, clean_output
 from transforms.models import Generation, TransformedItem, TransformRun

@@ -11,7 +11,7 @@ import uuid
 import pytest
 from django.db.models import Count
 
-from datasets.services import dataset_import
+from corpora.services import dataset_import
 from shiftlab.celery import app
 from tests.conftest import celery_worker
 from transforms.backends import reset_backends

@@ -10,7 +10,7 @@ from rest_framework.response import Response
 
 from core.errors import ShiftlabError
 from core.permissions import IsResearcher
-from datasets.models import Dataset
+from corpora.models import Dataset
 from transforms.judge_services import judge_report_create, judge_report_resume
 from transforms.judge_tables import report_tables, tables_csv
 from transforms.models import PromptTemplate

@@ -14,8 +14,8 @@ from django.utils import timezone
 from core.errors import ShiftlabError
 from core.hashing import sha256_json, sha256_text
 from core.services import audit_record
-from datasets.models import Dataset
-from datasets.task_types import TaskType
+from corpora.models import Dataset
+from corpora.task_types import TaskType
 from transforms import planning
 from transforms.backends import get_backend
 from transforms.backends.base import ChatFailure, ChatRequest

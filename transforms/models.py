@@ -3,7 +3,7 @@ from django.db import models
 from django.db.models import Q
 
 from core.models import TrackedJob
-from datasets.models import Dataset, DatasetItem
+from corpora.models import Dataset, DatasetItem
 from transforms.registry import TRANSFORMATIONS
 
 TRANSFORMATION_CHOICES = [(name, t.label) for name, t in TRANSFORMATIONS.items()]

@@ -18,8 +18,8 @@ from django.utils import timezone
 from core.errors import ShiftlabError
 from core.hashing import sha256_json, sha256_text
 from core.services import audit_record
-from datasets.models import Dataset, DatasetItem
-from datasets.task_types import PAIR_TASKS, TaskType, task_spec
+from corpora.models import Dataset, DatasetItem
+from corpora.task_types import PAIR_TASKS, TaskType, task_spec
 from transforms import planning
 from transforms.backends import get_backend
 from transforms.backends.base import ChatFailure, ChatRequest, ChatResult

@@ -5,8 +5,8 @@ from django.shortcuts import get_object_or_404, redirect, render
 
 from core.errors import ShiftlabError
 from core.views import researcher_required
-from datasets.models import Dataset
-from datasets.task_types import TaskType
+from corpora.models import Dataset
+from corpora.task_types import TaskType
 from transforms.backends import backend_aliases
 from transforms.judge_services import judge_report_create
 from transforms.judge_tables import format_value, report_tables

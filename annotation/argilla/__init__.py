@@ -1,7 +1,8 @@
 """Adapter to Argilla, the annotation tool where annotators rate study items.
 
-``client`` is the only module that imports the ``argilla`` SDK; ``local_server`` runs the local
-server (``annotation/argilla_local``) as a child process. Both raise ``ArgillaError``.
+``client`` is the only module that talks to an Argilla server (its REST API, over httpx);
+``local_server`` runs the local server (``annotation/argilla_local``) as a child process. Both
+raise ``ArgillaError``.
 """
 
 from core.errors import ShiftlabError

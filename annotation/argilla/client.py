@@ -1,8 +1,8 @@
 """Calls to an Argilla 2.8 server's REST API (``/api/v1``): the only module that talks to Argilla.
 
-Why not the ``argilla`` SDK: it imports Hugging Face's ``datasets`` package when it is imported,
-and inside the Django process that name is Shiftlab's own ``datasets`` app, so the SDK cannot be
-imported here. The few endpoints a study needs are called with httpx instead.
+Why not the ``argilla`` SDK: a study needs a dozen endpoints, some of them as an annotator (the SDK
+refuses annotators ``dataset.records()``), and importing the SDK loads Hugging Face ``datasets``
+and pyarrow into every web process. The endpoints are called with httpx instead.
 
 Studies keep Argilla ids (dataset, users) in Django and pass them back here. Every function takes
 the connection from ``client_get`` as ``client=`` (close it when done, e.g. with

@@ -1,7 +1,7 @@
 """Run a local argilla-server 2.8 (web UI + API + rq worker) with the SQL search engine.
 
-Run it with the interpreter of ``.venv-argilla``, by path (not ``-m``, so that the Shiftlab
-checkout, whose ``datasets`` app would shadow Hugging Face's ``datasets``, stays off ``sys.path``)::
+Run it with the interpreter of ``.venv-argilla`` (argilla-server's pins clash with Shiftlab's, so
+it has a virtualenv of its own), by path: it imports nothing from Shiftlab::
 
     .venv-argilla/bin/python annotation/argilla_local/launcher.py serve --port 6900 --data-dir var/argilla
 

@@ -10,7 +10,7 @@ class Migration(migrations.Migration):
 
     dependencies = [
         ('annotation', '0001_initial'),
-        ('datasets', '0001_initial'),
+        ('corpora', '0001_initial'),
         migrations.swappable_dependency(settings.AUTH_USER_MODEL),
     ]
 
@@ -34,7 +34,7 @@ class Migration(migrations.Migration):
                 ('synced_at', models.DateTimeField(blank=True, null=True)),
                 ('annotators', models.ManyToManyField(blank=True, help_text='Users whose Argilla answers count.', related_name='baseline_studies', to=settings.AUTH_USER_MODEL)),
                 ('created_by', models.ForeignKey(blank=True, null=True, on_delete=django.db.models.deletion.SET_NULL, related_name='+', to=settings.AUTH_USER_MODEL)),
-                ('dataset', models.ForeignKey(on_delete=django.db.models.deletion.PROTECT, related_name='baseline_studies', to='datasets.dataset')),
+                ('dataset', models.ForeignKey(on_delete=django.db.models.deletion.PROTECT, related_name='baseline_studies', to='corpora.dataset')),
             ],
             options={
                 'verbose_name_plural': 'baseline studies',
@@ -50,7 +50,7 @@ class Migration(migrations.Migration):
                 ('group', models.CharField(blank=True, help_text='Clustering batch or reranking query.', max_length=32)),
                 ('texts', models.JSONField()),
                 ('gold', models.JSONField()),
-                ('item', models.ForeignKey(blank=True, null=True, on_delete=django.db.models.deletion.SET_NULL, related_name='baseline_instances', to='datasets.datasetitem')),
+                ('item', models.ForeignKey(blank=True, null=True, on_delete=django.db.models.deletion.SET_NULL, related_name='baseline_instances', to='corpora.datasetitem')),
                 ('study', models.ForeignKey(on_delete=django.db.models.deletion.CASCADE, related_name='instances', to='annotation.baselinestudy')),
             ],
             options={

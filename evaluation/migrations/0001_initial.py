@@ -10,7 +10,7 @@ class Migration(migrations.Migration):
     initial = True
 
     dependencies = [
-        ('datasets', '0001_initial'),
+        ('corpora', '0001_initial'),
         ('transforms', '0003_judge_report'),
         migrations.swappable_dependency(settings.AUTH_USER_MODEL),
     ]
@@ -62,7 +62,7 @@ class Migration(migrations.Migration):
                 ('result_path', models.CharField(blank=True, help_text='MTEB-style JSON file of this unit.', max_length=500)),
                 ('evaluation_time_s', models.FloatField(default=0.0)),
                 ('created_at', models.DateTimeField(auto_now_add=True)),
-                ('dataset', models.ForeignKey(on_delete=django.db.models.deletion.PROTECT, related_name='benchmark_results', to='datasets.dataset')),
+                ('dataset', models.ForeignKey(on_delete=django.db.models.deletion.PROTECT, related_name='benchmark_results', to='corpora.dataset')),
                 ('transform_run', models.ForeignKey(blank=True, null=True, on_delete=django.db.models.deletion.PROTECT, related_name='benchmark_results', to='transforms.transformrun')),
                 ('run', models.ForeignKey(on_delete=django.db.models.deletion.CASCADE, related_name='results', to='evaluation.benchmarkrun')),
             ],

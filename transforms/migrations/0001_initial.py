@@ -10,7 +10,7 @@ class Migration(migrations.Migration):
     initial = True
 
     dependencies = [
-        ('datasets', '0001_initial'),
+        ('corpora', '0001_initial'),
         migrations.swappable_dependency(settings.AUTH_USER_MODEL),
     ]
 
@@ -89,7 +89,7 @@ class Migration(migrations.Migration):
                 ('started_at', models.DateTimeField(blank=True, null=True)),
                 ('finished_at', models.DateTimeField(blank=True, null=True)),
                 ('created_by', models.ForeignKey(blank=True, null=True, on_delete=django.db.models.deletion.SET_NULL, to=settings.AUTH_USER_MODEL)),
-                ('dataset', models.ForeignKey(on_delete=django.db.models.deletion.PROTECT, related_name='transform_runs', to='datasets.dataset')),
+                ('dataset', models.ForeignKey(on_delete=django.db.models.deletion.PROTECT, related_name='transform_runs', to='corpora.dataset')),
                 ('generator', models.ForeignKey(on_delete=django.db.models.deletion.PROTECT, related_name='runs', to='transforms.generatorconfig')),
                 ('prompts', models.ManyToManyField(blank=True, related_name='runs', to='transforms.prompttemplate')),
             ],
@@ -115,7 +115,7 @@ class Migration(migrations.Migration):
                 ('length_ratio', models.FloatField(null=True)),
                 ('generation_keys', models.JSONField(default=list, help_text='Cache keys of the steps of the kept attempt.')),
                 ('llm_calls', models.PositiveSmallIntegerField(default=0)),
-                ('item', models.ForeignKey(on_delete=django.db.models.deletion.CASCADE, related_name='transformations', to='datasets.datasetitem')),
+                ('item', models.ForeignKey(on_delete=django.db.models.deletion.CASCADE, related_name='transformations', to='corpora.datasetitem')),
                 ('run', models.ForeignKey(on_delete=django.db.models.deletion.CASCADE, related_name='outputs', to='transforms.transformrun')),
             ],
             options={

@@ -8,7 +8,7 @@ from django.db import migrations, models
 class Migration(migrations.Migration):
 
     dependencies = [
-        ('datasets', '0001_initial'),
+        ('corpora', '0001_initial'),
         ('transforms', '0002_judgement'),
         migrations.swappable_dependency(settings.AUTH_USER_MODEL),
     ]
@@ -30,7 +30,7 @@ class Migration(migrations.Migration):
                 ('started_at', models.DateTimeField(blank=True, null=True)),
                 ('finished_at', models.DateTimeField(blank=True, null=True)),
                 ('created_by', models.ForeignKey(blank=True, null=True, on_delete=django.db.models.deletion.SET_NULL, to=settings.AUTH_USER_MODEL)),
-                ('dataset', models.ForeignKey(blank=True, null=True, on_delete=django.db.models.deletion.PROTECT, related_name='judge_reports', to='datasets.dataset')),
+                ('dataset', models.ForeignKey(blank=True, null=True, on_delete=django.db.models.deletion.PROTECT, related_name='judge_reports', to='corpora.dataset')),
                 ('runs', models.ManyToManyField(blank=True, help_text="The judged run, or the candidates' runs of a selection.", related_name='judge_reports', to='transforms.transformrun')),
             ],
             options={

@@ -16,7 +16,7 @@ from annotation.models import BaselineStudy
 from annotation.selectors import baseline_get, baseline_rater_counts
 from core.errors import ShiftlabError
 from core.progress import progress_bar
-from datasets.models import Dataset
+from corpora.models import Dataset
 
 
 def _study(ref: str) -> BaselineStudy:

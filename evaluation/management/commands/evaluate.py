@@ -5,7 +5,7 @@ from django.core.exceptions import ImproperlyConfigured
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
 from core.errors import ShiftlabError
-from datasets.models import Dataset
+from corpora.models import Dataset
 from evaluation.augmented import VariantCoverage
 from evaluation.encoders import get_encoder
 from evaluation.services import DEFAULT_SEED, EncoderComparison, dataset_compare, dataset_evaluate, variant_coverage
@@ -19,7 +19,7 @@ class Command(BaseCommand):
     )
 
     def add_arguments(self, parser: CommandParser) -> None:
-        parser.add_argument("--dataset", required=True, help="Dataset name (see: manage.py datasets list).")
+        parser.add_argument("--dataset", required=True, help="Dataset name (see: manage.py corpora list).")
         parser.add_argument(
             "--model",
             default="default",
@@ -40,7 +40,7 @@ class Command(BaseCommand):
         try:
             dataset = Dataset.objects.get(name=o["dataset"])
         except Dataset.DoesNotExist:
-            raise CommandError(f"No dataset named {o['dataset']!r}. See: python manage.py datasets list") from None
+            raise CommandError(f"No dataset named {o['dataset']!r}. See: python manage.py corpora list") from None
         if o["baseline"]:
             return self._compare(dataset, o)
         try:

@@ -14,8 +14,8 @@ from django.core.management.base import BaseCommand
 
 from core.roles import Role
 from core.services import roles_sync
-from datasets.models import Dataset
-from datasets.services import ImportOptions, dataset_import
+from corpora.models import Dataset
+from corpora.services import ImportOptions, dataset_import
 
 FIXTURES = settings.BASE_DIR / "fixtures"
 DEMO_DATASETS = [

@@ -7,7 +7,7 @@ from django.core.management.base import BaseCommand, CommandError
 
 from core.errors import ShiftlabError
 from core.progress import progress_bar
-from datasets.models import Dataset
+from corpora.models import Dataset
 from transforms.judge_services import (
     JudgeParams,
     judge_report_create_evaluation,
@@ -148,4 +148,4 @@ def _dataset(name: str) -> Dataset:
     try:
         return Dataset.objects.get(name=name)
     except Dataset.DoesNotExist:
-        raise CommandError(f"No dataset named {name!r}. See: python manage.py datasets list") from None
+        raise CommandError(f"No dataset named {name!r}. See: python manage.py corpora list") from None

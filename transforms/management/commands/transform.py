@@ -3,7 +3,7 @@ from django.core.management.base import BaseCommand, CommandError
 
 from core.errors import ShiftlabError
 from core.progress import follow_job
-from datasets.models import Dataset
+from corpora.models import Dataset
 from transforms.models import TransformRun
 from transforms.registry import TRANSFORMATIONS
 from transforms.selectors import transform_run_summary
@@ -17,7 +17,7 @@ class Command(BaseCommand):
     )
 
     def add_arguments(self, parser):
-        parser.add_argument("--dataset", help="Dataset name (see: manage.py datasets list).")
+        parser.add_argument("--dataset", help="Dataset name (see: manage.py corpora list).")
         parser.add_argument("--transformation", choices=list(TRANSFORMATIONS))
         parser.add_argument("--seed", type=int, default=1337)
         parser.add_argument("--backend", default="default", help="Alias in TRANSFORM_BACKENDS (default: default).")
@@ -54,7 +54,7 @@ class Command(BaseCommand):
         try:
             dataset = Dataset.objects.get(name=o["dataset"])
         except Dataset.DoesNotExist:
-            raise CommandError(f"No dataset named {o['dataset']!r}. See: python manage.py datasets list") from None
+            raise CommandError(f"No dataset named {o['dataset']!r}. See: python manage.py corpora list") from None
         try:
             params = GenerationParams(temperature=o["temperature"], top_p=o["top_p"], max_tokens=o["max_tokens"],
                                       max_attempts=o["max_attempts"])  # fmt: skip

@@ -1,6 +1,6 @@
 from django.db.models import QuerySet
 
-from datasets.models import Dataset, DatasetImport, DatasetItem
+from corpora.models import Dataset, DatasetImport, DatasetItem
 
 
 def dataset_list(*, task_type: str | None = None) -> QuerySet[Dataset]:

@@ -14,7 +14,7 @@ from typing import Any
 
 from core.errors import ShiftlabError
 from core.hashing import sha256_json, sha256_text
-from datasets.task_types import TaskType, task_spec
+from corpora.task_types import TaskType, task_spec
 
 MAX_REPORTED_PROBLEMS = 20
 DEFAULT_SPLIT = "test"

@@ -9,6 +9,11 @@ from django.db import migrations, models
 class Migration(migrations.Migration):
 
     initial = True
+    # The app was called ``datasets`` until November 2026 (the name shadowed Hugging Face's
+    # package). A database migrated under the old name has this migration recorded as
+    # ``datasets.0001_initial``; ``replaces`` makes Django take it as applied, and 0002 renames
+    # the tables and content types.
+    replaces = [("datasets", "0001_initial")]
 
     dependencies = [
         migrations.swappable_dependency(settings.AUTH_USER_MODEL),
@@ -50,7 +55,7 @@ class Migration(migrations.Migration):
                 ('started_at', models.DateTimeField(blank=True, null=True)),
                 ('finished_at', models.DateTimeField(blank=True, null=True)),
                 ('created_by', models.ForeignKey(blank=True, null=True, on_delete=django.db.models.deletion.SET_NULL, to=settings.AUTH_USER_MODEL)),
-                ('dataset', models.ForeignKey(blank=True, null=True, on_delete=django.db.models.deletion.SET_NULL, related_name='imports', to='datasets.dataset')),
+                ('dataset', models.ForeignKey(blank=True, null=True, on_delete=django.db.models.deletion.SET_NULL, related_name='imports', to='corpora.dataset')),
             ],
             options={
                 'ordering': ['-created_at'],
@@ -69,7 +74,7 @@ class Migration(migrations.Migration):
                 ('language', models.CharField(max_length=16)),
                 ('text_hashes', models.JSONField(default=dict, help_text='sha256 of each transformable text field.')),
                 ('content_hash', models.CharField(max_length=64)),
-                ('dataset', models.ForeignKey(on_delete=django.db.models.deletion.CASCADE, related_name='items', to='datasets.dataset')),
+                ('dataset', models.ForeignKey(on_delete=django.db.models.deletion.CASCADE, related_name='items', to='corpora.dataset')),
             ],
             options={
                 'ordering': ['dataset', 'position'],

@@ -3,11 +3,11 @@ import json
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
 from core.errors import ShiftlabError
-from datasets.models import Dataset
-from datasets.readers import FORMATS
-from datasets.selectors import dataset_get, dataset_item_list, dataset_list
-from datasets.services import ImportOptions, dataset_delete, dataset_import
-from datasets.task_types import TaskType
+from corpora.models import Dataset
+from corpora.readers import FORMATS
+from corpora.selectors import dataset_get, dataset_item_list, dataset_list
+from corpora.services import ImportOptions, dataset_delete, dataset_import
+from corpora.task_types import TaskType
 
 
 def _field_map(values: list[str]) -> dict[str, str]:
@@ -89,7 +89,7 @@ class Command(BaseCommand):
             return
         if not datasets:
             self.stdout.write(
-                "No datasets yet. Import one with: python manage.py datasets import PATH --task sts --name NAME"
+                "No datasets yet. Import one with: python manage.py corpora import PATH --task sts --name NAME"
             )
             return
         self.stdout.write(f"{'name':<32} {'task':<20} {'items':>8}  languages  hash")
@@ -127,7 +127,7 @@ class Command(BaseCommand):
         try:
             return dataset_get(name=name)
         except Dataset.DoesNotExist:
-            raise CommandError(f"No dataset named {name!r}. See: python manage.py datasets list") from None
+            raise CommandError(f"No dataset named {name!r}. See: python manage.py corpora list") from None
 
 
 def _summary(d: Dataset) -> dict:

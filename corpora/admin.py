@@ -1,6 +1,6 @@
 from django.contrib import admin
 
-from datasets.models import Dataset, DatasetImport, DatasetItem
+from corpora.models import Dataset, DatasetImport, DatasetItem
 
 
 @admin.register(Dataset)

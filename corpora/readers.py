@@ -14,7 +14,7 @@ import sys
 from collections.abc import Sequence
 from pathlib import Path
 
-from datasets.parsing import DatasetFormatError, Problem, RawRow, RawTable
+from corpora.parsing import DatasetFormatError, Problem, RawRow, RawTable
 
 FORMATS = ("csv", "tsv", "jsonl", "parquet", "beir", "hf")
 KNOWN_SPLITS = ("train", "dev", "validation", "test")

@@ -5,10 +5,10 @@ from django.views.decorators.http import require_http_methods
 
 from core.errors import ShiftlabError
 from core.views import researcher_required
-from datasets.forms import DatasetUploadForm
-from datasets.models import Dataset, DatasetImport
-from datasets.selectors import dataset_import_list, dataset_item_list, dataset_list
-from datasets.services import ImportOptions, dataset_import_job_create
+from corpora.forms import DatasetUploadForm
+from corpora.models import Dataset, DatasetImport
+from corpora.selectors import dataset_import_list, dataset_item_list, dataset_list
+from corpora.services import ImportOptions, dataset_import_job_create
 
 
 @researcher_required
@@ -34,11 +34,11 @@ def dataset_list_view(request):
             job.refresh_from_db()
             if job.status == DatasetImport.Status.SUCCEEDED:
                 messages.success(request, f"Imported {job.dataset.n_items} items into {job.name}.")
-                return redirect("datasets:list")
-            return redirect("datasets:import", pk=job.pk)
+                return redirect("corpora:list")
+            return redirect("corpora:import", pk=job.pk)
     return render(
         request,
-        "datasets/list.html",
+        "corpora/list.html",
         {
             "datasets": dataset_list(),
             "imports": dataset_import_list(limit=10),
@@ -50,7 +50,7 @@ def dataset_list_view(request):
 @researcher_required
 def dataset_import_view(request, pk: int):
     job = get_object_or_404(DatasetImport, pk=pk)
-    return render(request, "datasets/import.html", {"job": job})
+    return render(request, "corpora/import.html", {"job": job})
 
 
 @researcher_required
@@ -58,4 +58,4 @@ def dataset_detail_view(request, name: str):
     dataset = get_object_or_404(Dataset, name=name)
     split = request.GET.get("split") or None
     page = Paginator(dataset_item_list(dataset=dataset, split=split), 25).get_page(request.GET.get("page"))
-    return render(request, "datasets/detail.html", {"dataset": dataset, "page": page, "split": split})
+    return render(request, "corpora/detail.html", {"dataset": dataset, "page": page, "split": split})

@@ -1,8 +1,8 @@
 from rest_framework import serializers
 
-from datasets.models import Dataset, DatasetImport, DatasetItem
-from datasets.readers import FORMATS
-from datasets.task_types import TaskType
+from corpora.models import Dataset, DatasetImport, DatasetItem
+from corpora.readers import FORMATS
+from corpora.task_types import TaskType
 
 
 class DatasetSerializer(serializers.ModelSerializer):

@@ -1,8 +1,8 @@
 from django import forms
 
-from datasets.models import dataset_name_validator
-from datasets.readers import FORMATS
-from datasets.task_types import TASK_SPECS
+from corpora.models import dataset_name_validator
+from corpora.readers import FORMATS
+from corpora.task_types import TASK_SPECS
 
 
 class MultipleFileInput(forms.ClearableFileInput):

@@ -1,8 +1,8 @@
 from django.urls import path
 
-from datasets import views
+from corpora import views
 
-app_name = "datasets"
+app_name = "corpora"
 urlpatterns = [
     path("", views.dataset_list_view, name="list"),
     path("imports/<int:pk>/", views.dataset_import_view, name="import"),

@@ -2,7 +2,7 @@ from django.conf import settings
 from django.core.validators import RegexValidator
 from django.db import models
 
-from datasets.task_types import TaskType
+from corpora.task_types import TaskType
 
 dataset_name_validator = RegexValidator(
     r"^[A-Za-z0-9][A-Za-z0-9._-]*$",

@@ -6,8 +6,8 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from datasets.parsing import DatasetFormatError, RawRow, RawTable, parse_tables
-from datasets.readers import read_source
+from corpora.parsing import DatasetFormatError, RawRow, RawTable, parse_tables
+from corpora.readers import read_source
 
 
 def table(rows, source="f.csv", role="rows", split=None):

@@ -16,11 +16,11 @@ from django.utils import timezone
 
 from core.errors import ShiftlabError
 from core.services import audit_record
-from datasets.hub import read_hub
-from datasets.models import Dataset, DatasetImport, DatasetItem, dataset_name_validator
-from datasets.parsing import ParsedDataset, RawTable, parse_tables
-from datasets.readers import read_source
-from datasets.task_types import TaskType, task_spec
+from corpora.hub import read_hub
+from corpora.models import Dataset, DatasetImport, DatasetItem, dataset_name_validator
+from corpora.parsing import ParsedDataset, RawTable, parse_tables
+from corpora.readers import read_source
+from corpora.task_types import TaskType, task_spec
 
 BULK_BATCH_SIZE = 2000
 logger = logging.getLogger(__name__)
@@ -114,7 +114,7 @@ def dataset_import_job_create(
             job = DatasetImport.objects.create(
                 name=name, task_type=task, upload_dir=str(upload_dir), options=options.as_dict(), created_by=created_by
             )
-            from datasets.tasks import run_dataset_import
+            from corpora.tasks import run_dataset_import
 
             transaction.on_commit(lambda: run_dataset_import.delay(job.pk))
     except BaseException:
@@ -183,7 +183,7 @@ def _check_new_name(name: str) -> None:
     if Dataset.objects.filter(name=name).exists():
         raise ShiftlabError(
             f"A dataset named {name!r} already exists: choose another name, or delete it first "
-            f"(python manage.py datasets delete {name})."
+            f"(python manage.py corpora delete {name})."
         )
 
 

@@ -6,15 +6,15 @@ from rest_framework.response import Response
 
 from core.errors import ShiftlabError
 from core.permissions import IsResearcher
-from datasets.models import Dataset, DatasetImport
-from datasets.selectors import dataset_item_list, dataset_list
-from datasets.serializers import (
+from corpora.models import Dataset, DatasetImport
+from corpora.selectors import dataset_item_list, dataset_list
+from corpora.serializers import (
     DatasetImportCreateSerializer,
     DatasetImportSerializer,
     DatasetItemSerializer,
     DatasetSerializer,
 )
-from datasets.services import ImportOptions, dataset_delete, dataset_import_job_create
+from corpora.services import ImportOptions, dataset_delete, dataset_import_job_create
 
 
 class DatasetViewSet(
