@@ -42,6 +42,7 @@ test: install
 
 lint: install
 	$(VENV)/bin/ruff check .
+	$(VENV)/bin/ruff format --check .
 
 services:
 	scripts/services.sh start

@@ -61,12 +61,18 @@ class AgreementSummary:
             "n_ratings": self.n_ratings,
             "mean": self.mean,
             "sd": self.sd,
-            "ac2": None if self.ac2 is None else {
-                "value": self.ac2.coefficient, "se": self.ac2.se, "ci_low": self.ac2.ci_low,
-                "ci_high": self.ac2.ci_high, "confidence": self.ac2.confidence, "weights": self.ac2.weights,
+            "ac2": None
+            if self.ac2 is None
+            else {
+                "value": self.ac2.coefficient,
+                "se": self.ac2.se,
+                "ci_low": self.ac2.ci_low,
+                "ci_high": self.ac2.ci_high,
+                "confidence": self.ac2.confidence,
+                "weights": self.ac2.weights,
             },
             "alpha": self.alpha,
-        }  # fmt: skip
+        }
 
 
 def _matrix(ratings: Sequence[Sequence[float]] | np.ndarray, categories: Sequence[float]) -> np.ndarray:
@@ -106,8 +112,13 @@ def gwet_ac(
     frame = pd.DataFrame(x)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        est = CAC(frame, weights=weights, categories=[float(c) for c in categories],
-                  confidence_level=confidence, digits=_DIGITS).gwet()["est"]  # fmt: skip
+        est = CAC(
+            frame,
+            weights=weights,
+            categories=[float(c) for c in categories],
+            confidence_level=confidence,
+            digits=_DIGITS,
+        ).gwet()["est"]
     low, high = est["confidence_interval"]
     return GwetResult(
         coefficient=float(est["coefficient_value"]),
@@ -138,8 +149,9 @@ def krippendorff_alpha(
     if np.unique(paired[~np.isnan(paired)]).size < 2:
         return None  # every pairable rating is the same value: expected disagreement is zero
     with np.errstate(divide="ignore", invalid="ignore"):
-        value = krippendorff.alpha(reliability_data=x.T, level_of_measurement=level,
-                                   value_domain=[float(c) for c in categories])  # fmt: skip
+        value = krippendorff.alpha(
+            reliability_data=x.T, level_of_measurement=level, value_domain=[float(c) for c in categories]
+        )
     return float(value) if math.isfinite(value) else None
 
 

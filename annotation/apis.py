@@ -81,8 +81,13 @@ class StudyViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, viewsets.Ge
         if missing:
             return Response({"detail": f"no transformation runs {sorted(missing)}"}, status=status.HTTP_400_BAD_REQUEST)
         try:
-            study = study_create(name=data["name"], project=data["project"], runs=runs, design=_design(data["design"]),
-                                 created_by=request.user)  # fmt: skip
+            study = study_create(
+                name=data["name"],
+                project=data["project"],
+                runs=runs,
+                design=_design(data["design"]),
+                created_by=request.user,
+            )
         except (ShiftlabError, DesignError) as exc:
             return _error(exc)
         return Response(StudySerializer(study).data, status=status.HTTP_201_CREATED)
@@ -167,13 +172,22 @@ class StudyViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, viewsets.Ge
     @action(detail=True, methods=["get"])
     def progress(self, request, pk=None):
         progress = study_progress(study=self.get_object())
-        return Response({
-            "n_real": progress.n_real, "n_controls": progress.n_controls, "n_complete": progress.n_complete,
-            "annotators": [{**{k: v for k, v in asdict(a).items() if k != "annotator"},
-                            "username": a.annotator.user.username, "status": a.annotator.status}
-                           for a in progress.annotators],
-            "agreement": progress.agreement,
-        })  # fmt: skip
+        return Response(
+            {
+                "n_real": progress.n_real,
+                "n_controls": progress.n_controls,
+                "n_complete": progress.n_complete,
+                "annotators": [
+                    {
+                        **{k: v for k, v in asdict(a).items() if k != "annotator"},
+                        "username": a.annotator.user.username,
+                        "status": a.annotator.status,
+                    }
+                    for a in progress.annotators
+                ],
+                "agreement": progress.agreement,
+            }
+        )
 
     @extend_schema(responses=StudyItemSerializer(many=True))
     @action(detail=True, methods=["get"])
@@ -303,6 +317,11 @@ class BenchmarkConfigViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, v
         data_in = BenchmarkConfigVerifySerializer(data=request.data)
         data_in.is_valid(raise_exception=True)
         check = benchmark_config_verify(text=data_in.validated_data["text"], fmt=data_in.validated_data["format"])
-        return Response({"ok": check.ok, "problems": list(check.verification.problems),
-                         "config_hash": check.verification.declared_hash,
-                         "exported_here": check.known is not None})  # fmt: skip
+        return Response(
+            {
+                "ok": check.ok,
+                "problems": list(check.verification.problems),
+                "config_hash": check.verification.declared_hash,
+                "exported_here": check.known is not None,
+            }
+        )

@@ -75,10 +75,16 @@ def sample_sts(items: Sequence[SourceItem], n: int, *, rng: np.random.Generator)
     pool = _sorted(items)
     _check_n(n, len(pool), "pairs")
     picks = rng.choice(len(pool), size=n, replace=False)
-    return [DrawnInstance(key=_key("sts", pos), position=pos, ref=pool[int(i)].ref,
-                          texts=(pool[int(i)].payload["sentence1"], pool[int(i)].payload["sentence2"]),
-                          gold=float(pool[int(i)].gold))
-            for pos, i in enumerate(picks)]  # fmt: skip
+    return [
+        DrawnInstance(
+            key=_key("sts", pos),
+            position=pos,
+            ref=pool[int(i)].ref,
+            texts=(pool[int(i)].payload["sentence1"], pool[int(i)].payload["sentence2"]),
+            gold=float(pool[int(i)].gold),
+        )
+        for pos, i in enumerate(picks)
+    ]
 
 
 def sample_classification(
@@ -93,9 +99,16 @@ def sample_classification(
         chosen = [chosen[int(i)] for i in rng.permutation(len(chosen))]
     else:
         chosen = [pool[int(i)] for i in rng.choice(len(pool), size=n, replace=False)]
-    return [DrawnInstance(key=_key("classification", pos), position=pos, ref=item.ref,
-                          texts=(item.payload["text"],), gold=str(item.gold))
-            for pos, item in enumerate(chosen)]  # fmt: skip
+    return [
+        DrawnInstance(
+            key=_key("classification", pos),
+            position=pos,
+            ref=item.ref,
+            texts=(item.payload["text"],),
+            gold=str(item.gold),
+        )
+        for pos, item in enumerate(chosen)
+    ]
 
 
 def batch_sizes(n: int, batch_size: int) -> list[int]:
@@ -104,8 +117,10 @@ def batch_sizes(n: int, batch_size: int) -> list[int]:
         raise SamplingError(f"batch_size must be at least 2 (a batch is grouped as a whole), got {batch_size}")
     sizes = [batch_size] * (n // batch_size) + ([n % batch_size] if n % batch_size else [])
     if sizes and sizes[-1] < 2:
-        raise SamplingError(f"n={n} with batch_size={batch_size} leaves a last batch of one text, which cannot "
-                            "be grouped: choose n so that the last batch has at least two texts")  # fmt: skip
+        raise SamplingError(
+            f"n={n} with batch_size={batch_size} leaves a last batch of one text, which cannot "
+            "be grouped: choose n so that the last batch has at least two texts"
+        )
     return sizes
 
 
@@ -134,16 +149,16 @@ def sample_clustering(
     for item in pool:
         remaining[str(item.gold)].append(item)
     if len(remaining) < 2:
-        raise SamplingError("clustering needs items of at least two gold clusters; the split has "
-                            f"{len(remaining)}")  # fmt: skip
+        raise SamplingError(f"clustering needs items of at least two gold clusters; the split has {len(remaining)}")
     drawn: list[DrawnInstance] = []
     for batch, size in enumerate(sizes):
         labels = sorted(label for label, left in remaining.items() if left)
         if len(labels) < 2:
-            raise SamplingError(f"batch {batch + 1} of {len(sizes)}: fewer than two gold clusters have texts left; "
-                                "lower n or the batch size")  # fmt: skip
-        chosen_labels = [labels[int(i)] for i in rng.choice(len(labels), size=min(k, len(labels), size),
-                                                            replace=False)]  # fmt: skip
+            raise SamplingError(
+                f"batch {batch + 1} of {len(sizes)}: fewer than two gold clusters have texts left; "
+                "lower n or the batch size"
+            )
+        chosen_labels = [labels[int(i)] for i in rng.choice(len(labels), size=min(k, len(labels), size), replace=False)]
         members: list[SourceItem] = []
         while len(members) < size:
             progressed = False
@@ -160,8 +175,16 @@ def sample_clustering(
         for j in rng.permutation(len(members)):
             item = members[int(j)]
             position = len(drawn)
-            drawn.append(DrawnInstance(key=_key("clustering", position), position=position, ref=item.ref,
-                                       texts=(item.payload["text"],), gold=str(item.gold), group=f"b{batch:02d}"))
+            drawn.append(
+                DrawnInstance(
+                    key=_key("clustering", position),
+                    position=position,
+                    ref=item.ref,
+                    texts=(item.payload["text"],),
+                    gold=str(item.gold),
+                    group=f"b{batch:02d}",
+                )
+            )
     return drawn
 
 
@@ -192,13 +215,22 @@ def sample_reranking(
         positives = list(dict.fromkeys(item.payload["positive"]))
         negatives = [t for t in dict.fromkeys(item.payload["negative"]) if t not in set(positives)]
         keep_pos, keep_neg = _cap(len(positives), len(negatives), max_candidates)
-        kept = ([(positives[int(j)], 1) for j in sorted(rng.choice(len(positives), size=keep_pos, replace=False))]
-                + [(negatives[int(j)], 0) for j in sorted(rng.choice(len(negatives), size=keep_neg, replace=False))])
+        kept = [(positives[int(j)], 1) for j in sorted(rng.choice(len(positives), size=keep_pos, replace=False))] + [
+            (negatives[int(j)], 0) for j in sorted(rng.choice(len(negatives), size=keep_neg, replace=False))
+        ]
         for j in rng.permutation(len(kept)):
             text, gold = kept[int(j)]
             position = len(drawn)
-            drawn.append(DrawnInstance(key=_key("reranking", position), position=position, ref=item.ref,
-                                       texts=(item.payload["query"], text), gold=gold, group=f"q{q:03d}"))
+            drawn.append(
+                DrawnInstance(
+                    key=_key("reranking", position),
+                    position=position,
+                    ref=item.ref,
+                    texts=(item.payload["query"], text),
+                    gold=gold,
+                    group=f"q{q:03d}",
+                )
+            )
     return drawn
 
 
@@ -211,8 +243,13 @@ def sample_instances(
     if task_type == "classification":
         return sample_classification(items, n, rng=rng, stratify=bool(options.get("stratify", False)))
     if task_type == "clustering":
-        return sample_clustering(items, n, rng=rng, batch_size=int(options.get("batch_size", DEFAULT_BATCH_SIZE)),
-                                 clusters_per_batch=options.get("clusters_per_batch"))  # fmt: skip
+        return sample_clustering(
+            items,
+            n,
+            rng=rng,
+            batch_size=int(options.get("batch_size", DEFAULT_BATCH_SIZE)),
+            clusters_per_batch=options.get("clusters_per_batch"),
+        )
     if task_type == "reranking":
         return sample_reranking(items, n, rng=rng, max_candidates=options.get("candidates", DEFAULT_CANDIDATES))
     raise SamplingError(f"unknown baseline task type {task_type!r}: choose one of {', '.join(PREFIXES)}")

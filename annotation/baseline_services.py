@@ -68,8 +68,12 @@ FIELDS = {
     TaskType.RERANKING: (argilla.TextField("query", "Query"), argilla.TextField("candidate", "Candidate")),
 }
 BATCH_FIELD = argilla.TextField("batch", "Every text of this batch")
-QUESTION = {TaskType.STS: "similarity", TaskType.CLASSIFICATION: "label", TaskType.CLUSTERING: "group",
-            TaskType.RERANKING: "relevant"}  # fmt: skip
+QUESTION = {
+    TaskType.STS: "similarity",
+    TaskType.CLASSIFICATION: "label",
+    TaskType.CLUSTERING: "group",
+    TaskType.RERANKING: "relevant",
+}
 RELEVANCE_LABELS = (("1", "Relevant"), ("0", "Not relevant"))
 STS_VALUES = (0, 1, 2, 3, 4, 5)
 
@@ -97,8 +101,9 @@ def _options(task_type: str, given: Mapping[str, Any], dataset: Dataset) -> dict
     allowed = {**COMMON_OPTIONS, **OPTION_DEFAULTS[task_type]}
     unknown = sorted(set(given) - set(allowed) - {"labels"})
     if unknown:
-        raise ShiftlabError(f"unknown option(s) {', '.join(unknown)} for a {task_type} baseline; "
-                            f"known: {', '.join(sorted(allowed))}")  # fmt: skip
+        raise ShiftlabError(
+            f"unknown option(s) {', '.join(unknown)} for a {task_type} baseline; known: {', '.join(sorted(allowed))}"
+        )
     options = {**allowed, **given}
     for name in ("raters_per_instance", "batch_size", "clusters_per_batch", "candidates"):
         value = options.get(name)
@@ -140,20 +145,32 @@ def baseline_create(
     if task_type not in TaskType.values:
         raise ShiftlabError(f"unknown baseline task type {task_type!r}: choose one of {', '.join(TaskType.values)}")
     if dataset.task_type != task_type:
-        raise ShiftlabError(f"dataset {dataset.name} is a {dataset.task_type} dataset; a {task_type} baseline needs "
-                            f"a {task_type} dataset")  # fmt: skip
+        raise ShiftlabError(
+            f"dataset {dataset.name} is a {dataset.task_type} dataset; a {task_type} baseline needs "
+            f"a {task_type} dataset"
+        )
     if split not in (dataset.splits or {}):
-        raise ShiftlabError(f"dataset {dataset.name} has no split {split!r}; its splits: "
-                            f"{', '.join(sorted(dataset.splits or {})) or 'none'}")  # fmt: skip
+        raise ShiftlabError(
+            f"dataset {dataset.name} has no split {split!r}; its splits: "
+            f"{', '.join(sorted(dataset.splits or {})) or 'none'}"
+        )
     if seed < 0:
         raise ShiftlabError(f"seed must be zero or positive, got {seed}")
     if BaselineStudy.objects.filter(name=name).exists():
         raise ShiftlabError(f"a baseline study named {name!r} exists: choose another name")
     options = _options(task_type, options or {}, dataset)
-    study = BaselineStudy(name=name, dataset=dataset, task_type=task_type, split=split, seed=seed,
-                          n_instances=n_instances, options=options,
-                          instructions=instructions.strip() or DEFAULT_INSTRUCTIONS[task_type], project=project,
-                          created_by=created_by)  # fmt: skip
+    study = BaselineStudy(
+        name=name,
+        dataset=dataset,
+        task_type=task_type,
+        split=split,
+        seed=seed,
+        n_instances=n_instances,
+        options=options,
+        instructions=instructions.strip() or DEFAULT_INSTRUCTIONS[task_type],
+        project=project,
+        created_by=created_by,
+    )
     try:
         study.full_clean(exclude=["dataset", "created_by"])
     except ValidationError as exc:
@@ -161,21 +178,40 @@ def baseline_create(
     rows = DatasetItem.objects.filter(dataset=dataset, split=split, kind="example").values_list("pk", "payload", "gold")
     items = [sampling.SourceItem(ref=pk, payload=payload, gold=gold) for pk, payload, gold in rows]
     try:
-        drawn = sampling.sample_instances(task_type, items, n_instances, rng=np.random.default_rng(seed),
-                                          options=options)  # fmt: skip
+        drawn = sampling.sample_instances(
+            task_type, items, n_instances, rng=np.random.default_rng(seed), options=options
+        )
     except sampling.SamplingError as exc:
         raise ShiftlabError(f"{dataset.name} ({split}): {exc}") from exc
     with transaction.atomic():
         study.save()
         BaselineInstance.objects.bulk_create(
-            BaselineInstance(study=study, key=d.key, position=d.position, item_id=d.ref, group=d.group,
-                             texts=list(d.texts), gold=d.gold)
+            BaselineInstance(
+                study=study,
+                key=d.key,
+                position=d.position,
+                item_id=d.ref,
+                group=d.group,
+                texts=list(d.texts),
+                gold=d.gold,
+            )
             for d in drawn
-        )  # fmt: skip
-        audit_record(actor=created_by, verb="baseline.create", obj=study,
-                     payload={"dataset": dataset.name, "content_hash": dataset.content_hash, "task_type": task_type,
-                              "split": split, "seed": seed, "n_instances": n_instances, "instances": len(drawn),
-                              "options": options})  # fmt: skip
+        )
+        audit_record(
+            actor=created_by,
+            verb="baseline.create",
+            obj=study,
+            payload={
+                "dataset": dataset.name,
+                "content_hash": dataset.content_hash,
+                "task_type": task_type,
+                "split": split,
+                "seed": seed,
+                "n_instances": n_instances,
+                "instances": len(drawn),
+                "options": options,
+            },
+        )
     return study
 
 
@@ -193,14 +229,16 @@ class BaselinePublishResult:
 def _questions(study: BaselineStudy) -> list[argilla.Question]:
     name = QUESTION[study.task_type]
     if study.task_type == TaskType.STS:
-        return [argilla.RatingQuestion(name, "How similar are the meanings? (0 = different, 5 = the same)",
-                                       STS_VALUES)]  # fmt: skip
+        return [argilla.RatingQuestion(name, "How similar are the meanings? (0 = different, 5 = the same)", STS_VALUES)]
     if study.task_type == TaskType.CLASSIFICATION:
         labels = tuple((label, label.replace("_", " ")) for label in study.options["labels"])
         return [argilla.LabelQuestion(name, "Which label fits the text?", labels)]
     if study.task_type == TaskType.CLUSTERING:
-        return [argilla.TextQuestion(name, "Group name for this text",
-                                     "Use the same name for every text of the batch that belongs with it.")]
+        return [
+            argilla.TextQuestion(
+                name, "Group name for this text", "Use the same name for every text of the batch that belongs with it."
+            )
+        ]
     return [argilla.LabelQuestion(name, "Is the candidate relevant to the query?", RELEVANCE_LABELS)]
 
 
@@ -246,19 +284,31 @@ def baseline_publish(
         if dataset_id is None:
             fields = FIELDS[study.task_type] + ((BATCH_FIELD,) if study.task_type == TaskType.CLUSTERING else ())
             dataset_id = argilla.dataset_create(
-                client=conn, workspace=study.project, name=study.argilla_name, fields=fields,
-                questions=_questions(study), guidelines=study.instructions,
+                client=conn,
+                workspace=study.project,
+                name=study.argilla_name,
+                fields=fields,
+                questions=_questions(study),
+                guidelines=study.instructions,
                 min_submitted=study.options.get("raters_per_instance", COMMON_OPTIONS["raters_per_instance"]),
-            )  # fmt: skip
+            )
         BaselineStudy.objects.filter(pk=study.pk).update(argilla_dataset_id=dataset_id)
         records = _records(study, instances)
         argilla.records_log(dataset_id, records, client=conn)
-    study = mark_published(study, actor=actor, verb="baseline.publish",
-                           payload={"dataset_id": str(dataset_id), "records": len(records),
-                                    "annotators": [u.get_username() for u in users],
-                                    "new_accounts": sorted(new_accounts)})  # fmt: skip
-    return BaselinePublishResult(study=study, dataset_id=str(dataset_id), records=len(records),
-                                 new_accounts=new_accounts)  # fmt: skip
+    study = mark_published(
+        study,
+        actor=actor,
+        verb="baseline.publish",
+        payload={
+            "dataset_id": str(dataset_id),
+            "records": len(records),
+            "annotators": [u.get_username() for u in users],
+            "new_accounts": sorted(new_accounts),
+        },
+    )
+    return BaselinePublishResult(
+        study=study, dataset_id=str(dataset_id), records=len(records), new_accounts=new_accounts
+    )
 
 
 # --- sync ------------------------------------------------------------------------------------
@@ -293,8 +343,12 @@ def baseline_close(*, study: BaselineStudy, actor: AbstractBaseUser | None = Non
         study.status = BaselineStudy.Status.CLOSED
         study.save(update_fields=["status"])
         answers = BaselineAnswer.objects.filter(instance__study=study).count()
-        audit_record(actor=actor, verb="baseline.close", obj=study,
-                     payload={"last_sync_changes": last.changed, "answers": answers})  # fmt: skip
+        audit_record(
+            actor=actor,
+            verb="baseline.close",
+            obj=study,
+            payload={"last_sync_changes": last.changed, "answers": answers},
+        )
     return study
 
 
@@ -337,8 +391,10 @@ def baseline_sync(*, study: BaselineStudy, client=None) -> BaselineSyncResult:
         study = BaselineStudy.objects.select_for_update().get(pk=study.pk)
         instances = {i.key: i for i in study.instances.all()}
         users = {u.get_username(): u for u in study.annotators.all()}
-        existing = {(a.instance_id, a.rater): a
-                    for a in BaselineAnswer.objects.filter(instance__study=study, source=BaselineAnswer.Source.HUMAN)}
+        existing = {
+            (a.instance_id, a.rater): a
+            for a in BaselineAnswer.objects.filter(instance__study=study, source=BaselineAnswer.Source.HUMAN)
+        }
         seen = set()
         for (key, username), (raw_value, at) in submitted.items():
             instance, user = instances.get(key), users.get(username)
@@ -356,8 +412,14 @@ def baseline_sync(*, study: BaselineStudy, client=None) -> BaselineSyncResult:
             seen.add((instance.pk, username))
             answer = existing.get((instance.pk, username))
             if answer is None:
-                BaselineAnswer.objects.create(instance=instance, rater=username, source=BaselineAnswer.Source.HUMAN,
-                                              user=user, value=value, submitted_at=at)  # fmt: skip
+                BaselineAnswer.objects.create(
+                    instance=instance,
+                    rater=username,
+                    source=BaselineAnswer.Source.HUMAN,
+                    user=user,
+                    value=value,
+                    submitted_at=at,
+                )
                 counts["created"] += 1
             elif answer.value != value:
                 answer.value, answer.submitted_at = value, at
@@ -372,8 +434,12 @@ def baseline_sync(*, study: BaselineStudy, client=None) -> BaselineSyncResult:
         study.synced_at = timezone.now()
         study.save(update_fields=["synced_at"])
         if result.changed:
-            audit_record(actor=None, verb="baseline.sync", obj=study,
-                         payload={**counts, "ignored_usernames": sorted(map(str, ignored_users))})  # fmt: skip
+            audit_record(
+                actor=None,
+                verb="baseline.sync",
+                obj=study,
+                payload={**counts, "ignored_usernames": sorted(map(str, ignored_users))},
+            )
     return result
 
 
@@ -404,13 +470,23 @@ def _llm_units(study: BaselineStudy, todo: Sequence[BaselineInstance]) -> list[_
         batches: dict[str, list[BaselineInstance]] = defaultdict(list)
         for instance in todo:
             batches[instance.group].append(instance)
-        return [_Unit(tuple(batch), llm_annotator.clustering_messages(study.instructions, [i.texts[0] for i in batch]),
-                      16 + LLM_TOKENS_PER_CLUSTER_LINE * len(batch))
-                for batch in batches.values()]  # fmt: skip
+        return [
+            _Unit(
+                tuple(batch),
+                llm_annotator.clustering_messages(study.instructions, [i.texts[0] for i in batch]),
+                16 + LLM_TOKENS_PER_CLUSTER_LINE * len(batch),
+            )
+            for batch in batches.values()
+        ]
     labels = study.options.get("labels", ())
-    return [_Unit((i,), llm_annotator.instance_messages(study.task_type, study.instructions, i.texts, labels=labels),
-                  LLM_MAX_TOKENS[study.task_type])
-            for i in todo]  # fmt: skip
+    return [
+        _Unit(
+            (i,),
+            llm_annotator.instance_messages(study.task_type, study.instructions, i.texts, labels=labels),
+            LLM_MAX_TOKENS[study.task_type],
+        )
+        for i in todo
+    ]
 
 
 def _parse_unit(study: BaselineStudy, unit: _Unit, reply: str) -> list[llm_annotator.Parsed]:
@@ -453,8 +529,9 @@ def baseline_llm_annotate(
         raise ShiftlabError(str(exc)) from exc
     rater = rater_of_llm(backend_alias)
     instances = list(study.instances.order_by("position"))
-    answered = set(BaselineAnswer.objects.filter(instance__study=study, rater=rater)
-                   .values_list("instance_id", flat=True))  # fmt: skip
+    answered = set(
+        BaselineAnswer.objects.filter(instance__study=study, rater=rater).values_list("instance_id", flat=True)
+    )
     todo = [i for i in instances if i.pk not in answered]
     units = _llm_units(study, todo)
     done, counts, failures = len(answered), defaultdict(int), []
@@ -462,10 +539,18 @@ def baseline_llm_annotate(
         on_progress(done, len(instances))
     for start in range(0, len(units), LLM_CHUNK):
         chunk = units[start : start + LLM_CHUNK]
-        requests = [ChatRequest(messages=u.messages, temperature=0.0, top_p=1.0, max_tokens=u.max_tokens,
-                                seed=planning.sampling_seed(seed=study.seed, text_hash=sha256_text(u.instances[0].key),
-                                                            step=0, attempt=0))
-                    for u in chunk]  # fmt: skip
+        requests = [
+            ChatRequest(
+                messages=u.messages,
+                temperature=0.0,
+                top_p=1.0,
+                max_tokens=u.max_tokens,
+                seed=planning.sampling_seed(
+                    seed=study.seed, text_hash=sha256_text(u.instances[0].key), step=0, attempt=0
+                ),
+            )
+            for u in chunk
+        ]
         results = backend.generate(requests)
         rows, now = [], timezone.now()
         chunk_failures = [r.message for r in results if isinstance(r, ChatFailure)]
@@ -474,9 +559,17 @@ def baseline_llm_annotate(
             if isinstance(result, ChatFailure):
                 continue
             for instance, parsed in zip(unit.instances, _parse_unit(study, unit, result.text), strict=True):
-                rows.append(BaselineAnswer(instance=instance, rater=rater, source=BaselineAnswer.Source.LLM,
-                                           value=parsed.value if parsed.ok else None, raw=result.text,
-                                           valid=parsed.ok, submitted_at=now))  # fmt: skip
+                rows.append(
+                    BaselineAnswer(
+                        instance=instance,
+                        rater=rater,
+                        source=BaselineAnswer.Source.LLM,
+                        value=parsed.value if parsed.ok else None,
+                        raw=result.text,
+                        valid=parsed.ok,
+                        submitted_at=now,
+                    )
+                )
                 counts["valid" if parsed.ok else "invalid"] += 1
         with transaction.atomic():
             BaselineAnswer.objects.bulk_create(rows, ignore_conflicts=True)
@@ -485,17 +578,34 @@ def baseline_llm_annotate(
             on_progress(done, len(instances))
         if len(chunk_failures) == len(chunk):
             break  # the backend answers nothing: no point sending the rest now
-    result = LLMAnnotateResult(rater=rater, total=len(instances), skipped=len(answered), valid=counts["valid"],
-                               invalid=counts["invalid"], failed=len(todo) - counts["valid"] - counts["invalid"])
+    result = LLMAnnotateResult(
+        rater=rater,
+        total=len(instances),
+        skipped=len(answered),
+        valid=counts["valid"],
+        invalid=counts["invalid"],
+        failed=len(todo) - counts["valid"] - counts["invalid"],
+    )
     if counts["valid"] or counts["invalid"]:
         with transaction.atomic():
-            audit_record(actor=actor, verb="baseline.llm_annotate", obj=study,
-                         payload={"rater": rater, "model": backend.model_id, "valid": result.valid,
-                                  "invalid": result.invalid, "failed": result.failed})  # fmt: skip
+            audit_record(
+                actor=actor,
+                verb="baseline.llm_annotate",
+                obj=study,
+                payload={
+                    "rater": rater,
+                    "model": backend.model_id,
+                    "valid": result.valid,
+                    "invalid": result.invalid,
+                    "failed": result.failed,
+                },
+            )
     if result.failed:
         saved = counts["valid"] + counts["invalid"]
         reason = failures[0] if failures else "stopped early"
-        raise ShiftlabError(f"the LLM backend {backend_alias!r} failed on {result.failed} of {len(todo)} instances "
-                            f"({reason}); the {saved} answers received are saved: run llm-annotate again to retry "
-                            "the rest")  # fmt: skip
+        raise ShiftlabError(
+            f"the LLM backend {backend_alias!r} failed on {result.failed} of {len(todo)} instances "
+            f"({reason}); the {saved} answers received are saved: run llm-annotate again to retry "
+            "the rest"
+        )
     return result

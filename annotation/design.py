@@ -39,16 +39,34 @@ class Question:
 
 QUESTIONS: dict[StudyKind, tuple[Question, ...]] = {
     StudyKind.REWRITE: (
-        Question("quality", "How well does the second text keep the meaning of the first?", 1, 5,
-                 "1 = meaning lost or changed, 5 = meaning fully kept.", meaning=True),
-        Question("fluency", "How fluent and natural is the second text?", 1, 5,
-                 "1 = broken or unreadable, 5 = reads like careful human writing.", meaning=False),
+        Question(
+            "quality",
+            "How well does the second text keep the meaning of the first?",
+            1,
+            5,
+            "1 = meaning lost or changed, 5 = meaning fully kept.",
+            meaning=True,
+        ),
+        Question(
+            "fluency",
+            "How fluent and natural is the second text?",
+            1,
+            5,
+            "1 = broken or unreadable, 5 = reads like careful human writing.",
+            meaning=False,
+        ),
     ),
     StudyKind.SIMILARITY: (
-        Question("similarity", "How similar in meaning are the two texts?", 0, 5,
-                 "0 = unrelated, 5 = completely equivalent.", meaning=True),
+        Question(
+            "similarity",
+            "How similar in meaning are the two texts?",
+            0,
+            5,
+            "0 = unrelated, 5 = completely equivalent.",
+            meaning=True,
+        ),
     ),
-}  # fmt: skip
+}
 
 # Which LLM judge kind estimates each question (transforms.judging scales).
 JUDGE_KIND_OF_QUESTION = {"quality": "quality", "fluency": "fluency", "similarity": "similarity"}

@@ -144,8 +144,9 @@ def parse_clusters(reply: str, n: int) -> Parsed:
     return Parsed(value=[names[k] for k in range(1, n + 1)])
 
 
-def instance_messages(task_type: str, instructions: str, texts: Sequence[str], *,
-                      labels: Sequence[str] = ()) -> list[dict[str, str]]:  # fmt: skip
+def instance_messages(
+    task_type: str, instructions: str, texts: Sequence[str], *, labels: Sequence[str] = ()
+) -> list[dict[str, str]]:
     """The chat for one instance of a per-instance task (every task but clustering)."""
     if task_type == "sts":
         return sts_messages(instructions, texts)

@@ -37,8 +37,12 @@ class Study(models.Model):
     name = models.CharField(max_length=61, validators=[study_name_validator])
     version = models.PositiveIntegerField(default=1)
     previous = models.ForeignKey("self", null=True, blank=True, on_delete=models.PROTECT, related_name="revisions")
-    project = models.CharField(max_length=61, default="shiftlab", validators=[study_name_validator],
-                               help_text="Argilla workspace shared by the project's studies.")  # fmt: skip
+    project = models.CharField(
+        max_length=61,
+        default="shiftlab",
+        validators=[study_name_validator],
+        help_text="Argilla workspace shared by the project's studies.",
+    )
     runs = models.ManyToManyField(TransformRun, related_name="studies")
     design = models.JSONField(help_text="annotation.design.StudyDesign as a dict.")
     design_hash = models.CharField(max_length=64)
@@ -77,28 +81,34 @@ class StudyItem(models.Model):
     study = models.ForeignKey(Study, on_delete=models.CASCADE, related_name="items")
     position = models.PositiveIntegerField(help_text="Seeded shuffled order in which records were logged.")
     kind = models.CharField(max_length=16, choices=Kind.choices)
-    transformed_item = models.ForeignKey(TransformedItem, null=True, blank=True, on_delete=models.PROTECT,
-                                         related_name="study_items")  # fmt: skip
+    transformed_item = models.ForeignKey(
+        TransformedItem, null=True, blank=True, on_delete=models.PROTECT, related_name="study_items"
+    )
     transformation = models.CharField(max_length=32, blank=True, help_text="Empty for controls.")
     stratum = models.CharField(max_length=200, blank=True)
     text_a = models.TextField()
     text_b = models.TextField()
     language_a = models.CharField(max_length=16, blank=True)
     language_b = models.CharField(max_length=16, blank=True)
-    external_id = models.CharField(max_length=32, unique=True, default=_opaque_id,
-                                   help_text="Opaque record id in Argilla.")  # fmt: skip
+    external_id = models.CharField(
+        max_length=32, unique=True, default=_opaque_id, help_text="Opaque record id in Argilla."
+    )
     expected = models.JSONField(default=dict, blank=True, help_text="Controls: question -> expected value.")
-    llm_estimates = models.JSONField(default=dict, blank=True,
-                                     help_text="question -> {'scores': {judge: score}, 'estimate': x}.")  # fmt: skip
+    llm_estimates = models.JSONField(
+        default=dict, blank=True, help_text="question -> {'scores': {judge: score}, 'estimate': x}."
+    )
     translations = models.JSONField(default=dict, blank=True, help_text="English translations for reviewers.")
 
     class Meta:
         ordering = ["study", "position"]
         constraints = [
             models.UniqueConstraint(fields=["study", "position"], name="unique_study_item_position"),
-            models.UniqueConstraint(fields=["study", "transformed_item"],
-                                    condition=Q(transformed_item__isnull=False), name="unique_study_transformed_item"),
-        ]  # fmt: skip
+            models.UniqueConstraint(
+                fields=["study", "transformed_item"],
+                condition=Q(transformed_item__isnull=False),
+                name="unique_study_transformed_item",
+            ),
+        ]
 
     def __str__(self) -> str:
         return f"{self.study} #{self.position} ({self.kind})"
@@ -202,8 +212,9 @@ class Flag(models.Model):
     deviation = models.FloatField(null=True, blank=True)
     status = models.CharField(max_length=16, choices=Status.choices, default=Status.OPEN, db_index=True)
     note = models.TextField(blank=True)
-    reviewed_by = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.PROTECT,
-                                    related_name="+")  # fmt: skip
+    reviewed_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.PROTECT, related_name="+"
+    )
     reviewed_at = models.DateTimeField(null=True, blank=True)
     created_at = models.DateTimeField(auto_now_add=True)
 
@@ -224,8 +235,9 @@ class RaterDecision(models.Model):
     decision = models.CharField(max_length=16, default="reject")
     reason = models.CharField(max_length=32, choices=Reason.choices)
     detail = models.TextField()
-    decided_by = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.PROTECT,
-                                   related_name="+")  # fmt: skip
+    decided_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.PROTECT, related_name="+"
+    )
     decided_at = models.DateTimeField(auto_now_add=True)
 
     class Meta:
@@ -317,17 +329,24 @@ class BaselineStudy(models.Model):
     split = models.CharField(max_length=32, default="test")
     seed = models.BigIntegerField(default=0)
     n_instances = models.PositiveIntegerField(help_text="Pairs, items or queries requested.")
-    options = models.JSONField(default=dict, blank=True,
-                               help_text="Task options: batch_size, candidates, labels, raters_per_instance.")
+    options = models.JSONField(
+        default=dict, blank=True, help_text="Task options: batch_size, candidates, labels, raters_per_instance."
+    )
     instructions = models.TextField(help_text="Shown to annotators and given to LLM annotators.")
     status = models.CharField(max_length=16, choices=Status.choices, default=Status.DRAFT, db_index=True)
-    project = models.CharField(max_length=61, default="shiftlab", validators=[study_name_validator],
-                               help_text="Argilla workspace.")  # fmt: skip
-    annotators = models.ManyToManyField(settings.AUTH_USER_MODEL, blank=True, related_name="baseline_studies",
-                                        help_text="Users whose Argilla answers count.")  # fmt: skip
+    project = models.CharField(
+        max_length=61, default="shiftlab", validators=[study_name_validator], help_text="Argilla workspace."
+    )
+    annotators = models.ManyToManyField(
+        settings.AUTH_USER_MODEL,
+        blank=True,
+        related_name="baseline_studies",
+        help_text="Users whose Argilla answers count.",
+    )
     argilla_dataset_id = models.UUIDField(null=True, blank=True)
-    created_by = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL,
-                                   related_name="+")  # fmt: skip
+    created_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+    )
     created_at = models.DateTimeField(auto_now_add=True)
     published_at = models.DateTimeField(null=True, blank=True)
     synced_at = models.DateTimeField(null=True, blank=True)
@@ -356,8 +375,9 @@ class BaselineInstance(models.Model):
     study = models.ForeignKey(BaselineStudy, on_delete=models.CASCADE, related_name="instances")
     key = models.CharField(max_length=32, help_text="Stable id within the study; the Argilla record's external id.")
     position = models.PositiveIntegerField()
-    item = models.ForeignKey("corpora.DatasetItem", null=True, blank=True, on_delete=models.SET_NULL,
-                             related_name="baseline_instances")  # fmt: skip
+    item = models.ForeignKey(
+        "corpora.DatasetItem", null=True, blank=True, on_delete=models.SET_NULL, related_name="baseline_instances"
+    )
     group = models.CharField(max_length=32, blank=True, help_text="Clustering batch or reranking query.")
     texts = models.JSONField()
     gold = models.JSONField()
@@ -384,8 +404,9 @@ class BaselineAnswer(models.Model):
     instance = models.ForeignKey(BaselineInstance, on_delete=models.CASCADE, related_name="answers")
     rater = models.CharField(max_length=150, help_text="Username, or 'llm:<backend alias>'.")
     source = models.CharField(max_length=8, choices=Source.choices)
-    user = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.PROTECT,
-                             related_name="baseline_answers")  # fmt: skip
+    user = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.PROTECT, related_name="baseline_answers"
+    )
     value = models.JSONField(null=True, blank=True, help_text="None only for an LLM reply that did not parse.")
     raw = models.TextField(blank=True, help_text="The LLM's reply as received.")
     valid = models.BooleanField(default=True)

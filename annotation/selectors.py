@@ -72,8 +72,9 @@ def study_progress(*, study: Study) -> StudyProgress:
     active = Rating.objects.filter(study_item__study=study, active=True)
     per_annotator = defaultdict(lambda: {"items": set(), "real": set(), "controls": set(), "edits": 0})
     raters_per_item = defaultdict(set)
-    for rating in active.select_related("study_item").only("annotator_id", "edits", "study_item__kind",
-                                                           "study_item_id"):  # fmt: skip
+    for rating in active.select_related("study_item").only(
+        "annotator_id", "edits", "study_item__kind", "study_item_id"
+    ):
         row = per_annotator[rating.annotator_id]
         row["items"].add(rating.study_item_id)
         row["edits"] += rating.edits
@@ -82,21 +83,32 @@ def study_progress(*, study: Study) -> StudyProgress:
             raters_per_item[rating.study_item_id].add(rating.annotator_id)
         else:
             row["controls"].add(rating.study_item_id)
-    flags = Flag.objects.filter(rating__study_item__study=study).values("rating__annotator_id").annotate(
-        open=Count("id", filter=Q(status=Flag.Status.OPEN)),
-        confirmed=Count("id", filter=Q(status=Flag.Status.CONFIRMED)),
+    flags = (
+        Flag.objects.filter(rating__study_item__study=study)
+        .values("rating__annotator_id")
+        .annotate(
+            open=Count("id", filter=Q(status=Flag.Status.OPEN)),
+            confirmed=Count("id", filter=Q(status=Flag.Status.CONFIRMED)),
+        )
     )
     flag_counts = {f["rating__annotator_id"]: f for f in flags}
     rows = []
     for annotator in study.annotators.select_related("user"):
         row, check = per_annotator[annotator.pk], checks.get(annotator.pk)
         counts = flag_counts.get(annotator.pk, {})
-        rows.append(AnnotatorProgress(
-            annotator=annotator, items_rated=len(row["items"]), real_rated=len(row["real"]),
-            controls_rated=len(row["controls"]), control_status=check.status.value if check else "",
-            control_pass_rate=check.pass_rate if check else None, open_flags=counts.get("open", 0),
-            confirmed_flags=counts.get("confirmed", 0), edits=row["edits"],
-        ))  # fmt: skip
+        rows.append(
+            AnnotatorProgress(
+                annotator=annotator,
+                items_rated=len(row["items"]),
+                real_rated=len(row["real"]),
+                controls_rated=len(row["controls"]),
+                control_status=check.status.value if check else "",
+                control_pass_rate=check.pass_rate if check else None,
+                open_flags=counts.get("open", 0),
+                confirmed_flags=counts.get("confirmed", 0),
+                edits=row["edits"],
+            )
+        )
     items = study.items.values("kind").annotate(n=Count("id"))
     by_kind = {i["kind"]: i["n"] for i in items}
     return StudyProgress(
@@ -128,6 +140,10 @@ class RaterCount:
 
 def baseline_rater_counts(*, study: BaselineStudy) -> list[RaterCount]:
     """Answers per rater (humans and LLMs) of one baseline study."""
-    rows = (BaselineAnswer.objects.filter(instance__study=study).values("rater", "source")
-            .annotate(answers=Count("id"), invalid=Count("id", filter=Q(valid=False))).order_by("source", "rater"))
+    rows = (
+        BaselineAnswer.objects.filter(instance__study=study)
+        .values("rater", "source")
+        .annotate(answers=Count("id"), invalid=Count("id", filter=Q(valid=False)))
+        .order_by("source", "rater")
+    )
     return [RaterCount(**row) for row in rows]

@@ -9,9 +9,26 @@ class StudySerializer(serializers.ModelSerializer):
 
     class Meta:
         model = Study
-        fields = ["id", "name", "version", "previous", "project", "runs", "design", "design_hash", "status",
-                  "sample_info", "locked_at", "published_at", "argilla_dataset_id", "synced_at", "validated_at",
-                  "ratings_changed_at", "created_by", "created_at"]  # fmt: skip
+        fields = [
+            "id",
+            "name",
+            "version",
+            "previous",
+            "project",
+            "runs",
+            "design",
+            "design_hash",
+            "status",
+            "sample_info",
+            "locked_at",
+            "published_at",
+            "argilla_dataset_id",
+            "synced_at",
+            "validated_at",
+            "ratings_changed_at",
+            "created_by",
+            "created_at",
+        ]
         read_only_fields = fields
 
 
@@ -33,8 +50,21 @@ class StudyPublishSerializer(serializers.Serializer):
 class StudyItemSerializer(serializers.ModelSerializer):
     class Meta:
         model = StudyItem
-        fields = ["id", "position", "kind", "transformation", "stratum", "text_a", "text_b", "language_a",
-                  "language_b", "external_id", "expected", "llm_estimates", "translations"]  # fmt: skip
+        fields = [
+            "id",
+            "position",
+            "kind",
+            "transformation",
+            "stratum",
+            "text_a",
+            "text_b",
+            "language_a",
+            "language_b",
+            "external_id",
+            "expected",
+            "llm_estimates",
+            "translations",
+        ]
         read_only_fields = fields
 
 
@@ -62,8 +92,24 @@ class FlagSerializer(serializers.ModelSerializer):
 
     class Meta:
         model = Flag
-        fields = ["id", "study", "item", "annotator", "question", "rule", "value", "estimate", "deviation", "status",
-                  "note", "reviewed_by", "reviewed_at", "text_a", "text_b", "created_at"]  # fmt: skip
+        fields = [
+            "id",
+            "study",
+            "item",
+            "annotator",
+            "question",
+            "rule",
+            "value",
+            "estimate",
+            "deviation",
+            "status",
+            "note",
+            "reviewed_by",
+            "reviewed_at",
+            "text_a",
+            "text_b",
+            "created_at",
+        ]
         read_only_fields = fields
 
 

@@ -52,10 +52,12 @@ from transforms.models import PromptTemplate, TransformedItem, TransformRun
 from transforms.registry import TRANSFORMATIONS, transformation_get
 
 FIELDS = {
-    StudyKind.REWRITE: (argilla.TextField("original", "Original text"),
-                        argilla.TextField("transformed", "Rewritten text")),
+    StudyKind.REWRITE: (
+        argilla.TextField("original", "Original text"),
+        argilla.TextField("transformed", "Rewritten text"),
+    ),
     StudyKind.SIMILARITY: (argilla.TextField("original", "Text 1"), argilla.TextField("transformed", "Text 2")),
-}  # fmt: skip
+}
 COMMENT_TITLE = "Anything you want to tell the researchers about this pair? (optional)"
 DEFAULT_GUIDELINES = {
     StudyKind.REWRITE: (
@@ -124,8 +126,9 @@ def study_create(
     _check_judges(design)
     if Study.objects.filter(name=name).exists():
         raise ShiftlabError(f"a study named {name!r} exists: revise it (new version) or choose another name")
-    study = Study(name=name, project=project, design=design.to_dict(), design_hash=design.content_hash,
-                  created_by=created_by)  # fmt: skip
+    study = Study(
+        name=name, project=project, design=design.to_dict(), design_hash=design.content_hash, created_by=created_by
+    )
     try:
         study.full_clean(exclude=["runs"])
     except Exception as exc:  # ValidationError: report which field is wrong
@@ -133,8 +136,12 @@ def study_create(
     with transaction.atomic():
         study.save()
         study.runs.set(runs)
-        audit_record(actor=created_by, verb="study.create", obj=study,
-                     payload={"runs": [r.pk for r in runs], "design": design.to_dict()})  # fmt: skip
+        audit_record(
+            actor=created_by,
+            verb="study.create",
+            obj=study,
+            payload={"runs": [r.pk for r in runs], "design": design.to_dict()},
+        )
     return study
 
 
@@ -164,12 +171,22 @@ def study_revise(
     _check_judges(design)
     with transaction.atomic():
         latest = Study.objects.filter(name=study.name).order_by("-version").first()
-        revised = Study.objects.create(name=study.name, version=latest.version + 1, previous=study,
-                                       project=study.project, design=design.to_dict(),
-                                       design_hash=design.content_hash, created_by=actor)  # fmt: skip
+        revised = Study.objects.create(
+            name=study.name,
+            version=latest.version + 1,
+            previous=study,
+            project=study.project,
+            design=design.to_dict(),
+            design_hash=design.content_hash,
+            created_by=actor,
+        )
         revised.runs.set(runs)
-        audit_record(actor=actor, verb="study.revise", obj=revised,
-                     payload={"previous": study.pk, "design": design.to_dict(), "runs": [r.pk for r in runs]})
+        audit_record(
+            actor=actor,
+            verb="study.revise",
+            obj=revised,
+            payload={"previous": study.pk, "design": design.to_dict(), "runs": [r.pk for r in runs]},
+        )
     return revised
 
 
@@ -192,42 +209,81 @@ def study_lock(*, study: Study, actor: AbstractBaseUser | None = None) -> Study:
         if study.is_locked:
             return study
         design = study_design(study)
-        outputs = (TransformedItem.objects.filter(run__in=study.runs.all(), ok=True).exclude(output_text="")
-                   .select_related("run__dataset", "item").order_by("pk"))  # fmt: skip
+        outputs = (
+            TransformedItem.objects.filter(run__in=study.runs.all(), ok=True)
+            .exclude(output_text="")
+            .select_related("run__dataset", "item")
+            .order_by("pk")
+        )
         by_transformation: dict[str, list[TransformedItem]] = defaultdict(list)
         for out in outputs:
             by_transformation[out.run.transformation].append(out)
         transformations = sorted({r.transformation for r in study.runs.all()})
         empty = [t for t in transformations if not by_transformation[t]]
         if empty:
-            raise ShiftlabError(f"no successfully transformed texts for {', '.join(empty)} in the study's runs: "
-                                "nothing to validate there; remove those runs (revise the study) or rerun them")
+            raise ShiftlabError(
+                f"no successfully transformed texts for {', '.join(empty)} in the study's runs: "
+                "nothing to validate there; remove those runs (revise the study) or rerun them"
+            )
         chosen: list[TransformedItem] = []
         sample_info = {}
         for name in transformations:
             pool = {o.pk: o for o in by_transformation[name]}
-            sample = stratified_sample([Unit(pk, _stratum(o)) for pk, o in pool.items()],
-                                       design.items_per_transformation, rng=_rng(design.seed, name))  # fmt: skip
+            sample = stratified_sample(
+                [Unit(pk, _stratum(o)) for pk, o in pool.items()],
+                design.items_per_transformation,
+                rng=_rng(design.seed, name),
+            )
             chosen.extend(pool[pk] for pk in sample.keys)
-            sample_info[name] = {"drawn": len(sample.keys), "allocation": sample.allocation,
-                                 "available": sample.available, "shortfall": sample.shortfall}  # fmt: skip
-        n_ctrl = controls_needed(len(chosen), batch_size=design.batch_size,
-                                 controls_per_batch=design.controls_per_batch)  # fmt: skip
+            sample_info[name] = {
+                "drawn": len(sample.keys),
+                "allocation": sample.allocation,
+                "available": sample.available,
+                "shortfall": sample.shortfall,
+            }
+        n_ctrl = controls_needed(
+            len(chosen), batch_size=design.batch_size, controls_per_batch=design.controls_per_batch
+        )
         try:
-            controls = control_pairs([o.source_text for o in chosen], [o.output_text for o in chosen], n_ctrl,
-                                     rng=_rng(design.seed, "controls"))  # fmt: skip
+            controls = control_pairs(
+                [o.source_text for o in chosen],
+                [o.output_text for o in chosen],
+                n_ctrl,
+                rng=_rng(design.seed, "controls"),
+            )
         except ValueError as exc:
             raise ShiftlabError(f"cannot build control items: {exc}") from exc
-        rows = [StudyItem(study=study, position=0, kind=ItemKind.REAL, transformed_item=o,
-                          transformation=o.run.transformation, stratum=_stratum(o), text_a=o.source_text,
-                          text_b=o.output_text, language_a=o.item.language, language_b=o.target_language)
-                for o in chosen]  # fmt: skip
+        rows = [
+            StudyItem(
+                study=study,
+                position=0,
+                kind=ItemKind.REAL,
+                transformed_item=o,
+                transformation=o.run.transformation,
+                stratum=_stratum(o),
+                text_a=o.source_text,
+                text_b=o.output_text,
+                language_a=o.item.language,
+                language_b=o.target_language,
+            )
+            for o in chosen
+        ]
         for pair in controls:
             source = chosen[pair.source_index]
             expected = {q.name: v for q in design.questions if (v := expected_value(pair.kind, q)) is not None}
             language_b = source.item.language if pair.kind == ItemKind.EASY_POSITIVE else ""
-            rows.append(StudyItem(study=study, position=0, kind=pair.kind, text_a=pair.text_a, text_b=pair.text_b,
-                                  language_a=source.item.language, language_b=language_b, expected=expected))
+            rows.append(
+                StudyItem(
+                    study=study,
+                    position=0,
+                    kind=pair.kind,
+                    text_a=pair.text_a,
+                    text_b=pair.text_b,
+                    language_a=source.item.language,
+                    language_b=language_b,
+                    expected=expected,
+                )
+            )
         order = _rng(design.seed, "order").permutation(len(rows))
         for position, index in enumerate(order):
             rows[int(index)].position = position
@@ -236,8 +292,9 @@ def study_lock(*, study: Study, actor: AbstractBaseUser | None = None) -> Study:
         study.sample_info = sample_info
         study.status, study.locked_at = Study.Status.LOCKED, timezone.now()
         study.save(update_fields=["sample_info", "status", "locked_at"])
-        audit_record(actor=actor, verb="study.lock", obj=study,
-                     payload={"design_hash": study.design_hash, "sample": sample_info})  # fmt: skip
+        audit_record(
+            actor=actor, verb="study.lock", obj=study, payload={"design_hash": study.design_hash, "sample": sample_info}
+        )
     return study
 
 
@@ -275,8 +332,9 @@ def annotator_accounts_ensure(
         if argilla.user_get_id(username, client=client) is None:
             password = secrets.token_urlsafe(12)
             new_accounts[username] = password
-        user_ids[user.pk] = argilla.user_ensure(username, password or secrets.token_urlsafe(12), "annotator",
-                                                workspace, client=client)  # fmt: skip
+        user_ids[user.pk] = argilla.user_ensure(
+            username, password or secrets.token_urlsafe(12), "annotator", workspace, client=client
+        )
     return user_ids, new_accounts
 
 
@@ -333,19 +391,32 @@ def study_publish(
         if dataset_id is None:
             questions = [argilla.RatingQuestion(q.name, q.title, q.values, q.description) for q in design.questions]
             dataset_id = argilla.dataset_create(
-                client=conn, workspace=study.project, name=study.argilla_name, fields=FIELDS[design.kind],
-                rating_questions=questions, comment_question=COMMENT_TITLE,
-                guidelines=design.guidelines or DEFAULT_GUIDELINES[design.kind], min_submitted=design.raters_per_item,
-            )  # fmt: skip
+                client=conn,
+                workspace=study.project,
+                name=study.argilla_name,
+                fields=FIELDS[design.kind],
+                rating_questions=questions,
+                comment_question=COMMENT_TITLE,
+                guidelines=design.guidelines or DEFAULT_GUIDELINES[design.kind],
+                min_submitted=design.raters_per_item,
+            )
         Study.objects.filter(pk=study.pk).update(argilla_dataset_id=dataset_id)
         field_a, field_b = (f.name for f in FIELDS[design.kind])
         # Opaque id and the two texts only: kind, expected answers and estimates stay in Django.
-        records = [argilla.RecordIn(external_id=i.external_id, fields={field_a: i.text_a, field_b: i.text_b})
-                   for i in items]  # fmt: skip
+        records = [
+            argilla.RecordIn(external_id=i.external_id, fields={field_a: i.text_a, field_b: i.text_b}) for i in items
+        ]
         argilla.records_log(dataset_id, records, client=conn)
-    study = mark_published(study, actor=actor, verb="study.publish",
-                           payload={"dataset_id": str(dataset_id), "records": len(records),
-                                    "annotators": [u.get_username() for u in users]})  # fmt: skip
+    study = mark_published(
+        study,
+        actor=actor,
+        verb="study.publish",
+        payload={
+            "dataset_id": str(dataset_id),
+            "records": len(records),
+            "annotators": [u.get_username() for u in users],
+        },
+    )
     return PublishResult(study=study, dataset_id=str(dataset_id), records=len(records), new_accounts=new_accounts)
 
 
@@ -380,8 +451,9 @@ def study_sync(*, study: Study, client=None) -> SyncResult:
         rows = list(argilla.responses_fetch(study.argilla_dataset_id, client=conn))
     responses: dict[tuple[str, Any], dict] = {}
     for row in rows:
-        entry = responses.setdefault((row.record_external_id, row.user_id),
-                                     {"status": row.status, "at": row.updated_at, "values": {}})  # fmt: skip
+        entry = responses.setdefault(
+            (row.record_external_id, row.user_id), {"status": row.status, "at": row.updated_at, "values": {}}
+        )
         if row.question is not None:
             entry["values"][row.question] = row.value
     counts = defaultdict(int)
@@ -390,8 +462,9 @@ def study_sync(*, study: Study, client=None) -> SyncResult:
         study = Study.objects.select_for_update().get(pk=study.pk)
         items = {i.external_id: i for i in study.items.all()}
         annotators = {a.argilla_user_id: a for a in study.annotators.select_related("user")}
-        existing = {(r.study_item_id, r.annotator_id, r.question): r
-                    for r in Rating.objects.filter(study_item__study=study)}  # fmt: skip
+        existing = {
+            (r.study_item_id, r.annotator_id, r.question): r for r in Rating.objects.filter(study_item__study=study)
+        }
         items_by_pk = {i.pk: i for i in items.values()}
         annotators_by_pk = {a.pk: a for a in annotators.values()}
         seen: set[tuple[int, int, str]] = set()
@@ -407,8 +480,9 @@ def study_sync(*, study: Study, client=None) -> SyncResult:
                 continue  # handled below: its ratings, if any, become inactive
             for question, value in response["values"].items():
                 if question == "comment":
-                    RatingComment.objects.update_or_create(study_item=item, annotator=annotator,
-                                                           defaults={"text": str(value or "")})  # fmt: skip
+                    RatingComment.objects.update_or_create(
+                        study_item=item, annotator=annotator, defaults={"text": str(value or "")}
+                    )
                     continue
                 spec = question_names.get(question)
                 if spec is None or not isinstance(value, int) or not spec.low <= value <= spec.high:
@@ -417,17 +491,24 @@ def study_sync(*, study: Study, client=None) -> SyncResult:
                 seen.add(key)
                 rating = existing.get(key)
                 if rating is None:
-                    rating = Rating.objects.create(study_item=item, annotator=annotator, question=question,
-                                                   value=value, submitted_at=response["at"])  # fmt: skip
-                    RatingRevision.objects.create(rating=rating, value=value, status="submitted",
-                                                  argilla_updated_at=response["at"])  # fmt: skip
+                    rating = Rating.objects.create(
+                        study_item=item,
+                        annotator=annotator,
+                        question=question,
+                        value=value,
+                        submitted_at=response["at"],
+                    )
+                    RatingRevision.objects.create(
+                        rating=rating, value=value, status="submitted", argilla_updated_at=response["at"]
+                    )
                     counts["created"] += 1
                 elif rating.value != value or not rating.active:
                     rating.edits += 1
                     rating.value, rating.active, rating.submitted_at = value, True, response["at"]
                     rating.save(update_fields=["value", "active", "submitted_at", "edits", "updated_at"])
-                    RatingRevision.objects.create(rating=rating, value=value, status="submitted",
-                                                  argilla_updated_at=response["at"])  # fmt: skip
+                    RatingRevision.objects.create(
+                        rating=rating, value=value, status="submitted", argilla_updated_at=response["at"]
+                    )
                     counts["updated"] += 1
                 else:
                     counts["unchanged"] += 1
@@ -464,20 +545,26 @@ def study_estimate(*, study: Study) -> int:
     design = study_design(study)
     if not design.llm_judges:
         return 0
-    items = [i for i in study.items.filter(kind=ItemKind.REAL).order_by("position")
-             if any(q.name not in i.llm_estimates for q in design.questions)]  # fmt: skip
+    items = [
+        i
+        for i in study.items.filter(kind=ItemKind.REAL).order_by("position")
+        if any(q.name not in i.llm_estimates for q in design.questions)
+    ]
     if not items:
         return 0
     pairs = [(i.text_a, i.text_b) for i in items]
     estimates: list[dict] = [{} for _ in items]
     for question in design.questions:
         kind = JudgeKind(JUDGE_KIND_OF_QUESTION[question.name])
-        per_judge = {alias: judge_pairs(kind=kind, pairs=pairs, backend_alias=alias, seed=design.seed)
-                     for alias in design.llm_judges}  # fmt: skip
+        per_judge = {
+            alias: judge_pairs(kind=kind, pairs=pairs, backend_alias=alias, seed=design.seed)
+            for alias in design.llm_judges
+        }
         for n, _ in enumerate(items):
             scores = {alias: judgements[n].score for alias, judgements in per_judge.items()}
-            estimate = llm_estimate(list(scores.values()), judge_scale=SCALES[kind],
-                                    question_scale=(question.low, question.high))  # fmt: skip
+            estimate = llm_estimate(
+                list(scores.values()), judge_scale=SCALES[kind], question_scale=(question.low, question.high)
+            )
             estimates[n][question.name] = {"scores": scores, "estimate": estimate}
     with transaction.atomic():
         for item, values in zip(items, estimates, strict=True):
@@ -495,9 +582,12 @@ def control_checks(study: Study) -> dict[int, Any]:
         expected = rating.study_item.expected.get(rating.question)
         if expected is not None:
             per_annotator[rating.annotator_id].append(ControlRating(expected=expected, value=rating.value))
-    return {a.pk: control_check(per_annotator.get(a.pk, []), margin=design.control_margin,
-                                min_ratings=design.min_control_ratings)
-            for a in study.annotators.all()}  # fmt: skip
+    return {
+        a.pk: control_check(
+            per_annotator.get(a.pk, []), margin=design.control_margin, min_ratings=design.min_control_ratings
+        )
+        for a in study.annotators.all()
+    }
 
 
 @dataclass(frozen=True)
@@ -509,8 +599,9 @@ class ValidationResult:
     rejected: dict[str, str]  # username -> reason
 
 
-def study_validate(*, study: Study, actor: AbstractBaseUser | None = None, estimate: bool = True,
-                   client=None) -> ValidationResult:  # fmt: skip
+def study_validate(
+    *, study: Study, actor: AbstractBaseUser | None = None, estimate: bool = True, client=None
+) -> ValidationResult:
     """Apply the declared validation pipeline: judge estimates, control check per rater, LLM and
     low-rating flags, and rejections by rule (failed controls; too many confirmed flags)."""
     study = Study.objects.get(pk=study.pk)
@@ -527,22 +618,34 @@ def study_validate(*, study: Study, actor: AbstractBaseUser | None = None, estim
         for annotator in annotators.values():
             annotator.control_status = checks[annotator.pk].status
             annotator.save(update_fields=["control_status"])
-        ratings = (Rating.objects.filter(study_item__study=study, study_item__kind=ItemKind.REAL)
-                   .select_related("study_item"))  # fmt: skip
+        ratings = Rating.objects.filter(study_item__study=study, study_item__kind=ItemKind.REAL).select_related(
+            "study_item"
+        )
         flags = defaultdict(dict)
         for flag in Flag.objects.filter(rating__study_item__study=study):
             flags[flag.rating_id][flag.rule] = flag
         for rating in ratings:
             question = design.question(rating.question)
             estimate_value = (rating.study_item.llm_estimates.get(question.name) or {}).get("estimate")
-            hits = {} if not rating.active else {h.rule: h for h in flags_for_rating(
-                rating.value, estimate=estimate_value, max_deviation=design.llm_flag_deviation,
-                low_rating_max=design.low_rating_max)}  # fmt: skip
+            hits = (
+                {}
+                if not rating.active
+                else {
+                    h.rule: h
+                    for h in flags_for_rating(
+                        rating.value,
+                        estimate=estimate_value,
+                        max_deviation=design.llm_flag_deviation,
+                        low_rating_max=design.low_rating_max,
+                    )
+                }
+            )
             for rule, hit in hits.items():
                 flag = flags[rating.pk].get(rule)
                 if flag is None:
-                    Flag.objects.create(rating=rating, rule=rule, value=rating.value, estimate=hit.estimate,
-                                        deviation=hit.deviation)  # fmt: skip
+                    Flag.objects.create(
+                        rating=rating, rule=rule, value=rating.value, estimate=hit.estimate, deviation=hit.deviation
+                    )
                     created += 1
                 elif flag.status == Flag.Status.OPEN and flag.value != rating.value:
                     flag.value, flag.estimate, flag.deviation = rating.value, hit.estimate, hit.deviation
@@ -559,16 +662,23 @@ def study_validate(*, study: Study, actor: AbstractBaseUser | None = None, estim
             if annotator.status != Annotator.Status.ACTIVE:
                 continue
             check = checks[annotator.pk]
-            reason = rejection_reason(control_status=check.status, confirmed_flags=confirmed[annotator.pk],
-                                      max_confirmed_flags=design.max_confirmed_flags)  # fmt: skip
+            reason = rejection_reason(
+                control_status=check.status,
+                confirmed_flags=confirmed[annotator.pk],
+                max_confirmed_flags=design.max_confirmed_flags,
+            )
             if reason == RejectionReason.FAILED_CONTROLS:
                 misses = ", ".join(f"rated {m.value} where {m.expected} was expected" for m in check.misses)
-                detail = (f"{len(check.misses)} of {check.n_checked} control ratings outside ±{design.control_margin} "
-                          f"of the expected end of the scale ({misses})")  # fmt: skip
+                detail = (
+                    f"{len(check.misses)} of {check.n_checked} control ratings outside ±{design.control_margin} "
+                    f"of the expected end of the scale ({misses})"
+                )
                 to_reject.append((annotator, reason, detail))
             elif reason == RejectionReason.CONFIRMED_DEVIANT:
-                detail = (f"{confirmed[annotator.pk]} flags confirmed by reviewers "
-                          f"(the design allows fewer than {design.max_confirmed_flags})")  # fmt: skip
+                detail = (
+                    f"{confirmed[annotator.pk]} flags confirmed by reviewers "
+                    f"(the design allows fewer than {design.max_confirmed_flags})"
+                )
                 to_reject.append((annotator, reason, detail))
         for annotator, reason, detail in to_reject:
             _reject(annotator, reason=reason, detail=detail, actor=actor)
@@ -577,12 +687,22 @@ def study_validate(*, study: Study, actor: AbstractBaseUser | None = None, estim
         result = ValidationResult(
             estimated_items=estimated,
             control_status={a.user.get_username(): checks[a.pk].status.value for a in annotators.values()},
-            flags_created=created, flags_removed=removed,
+            flags_created=created,
+            flags_removed=removed,
             rejected={a.user.get_username(): r.value for a, r, _ in to_reject},
-        )  # fmt: skip
-        audit_record(actor=actor, verb="study.validate", obj=study, payload={
-            "control_status": result.control_status, "flags_created": created, "flags_removed": removed,
-            "rejected": result.rejected, "design_hash": study.design_hash})  # fmt: skip
+        )
+        audit_record(
+            actor=actor,
+            verb="study.validate",
+            obj=study,
+            payload={
+                "control_status": result.control_status,
+                "flags_created": created,
+                "flags_removed": removed,
+                "rejected": result.rejected,
+                "design_hash": study.design_hash,
+            },
+        )
     for annotator, _, _ in to_reject:
         _deactivate_in_argilla(annotator, client=client)
     return result
@@ -592,8 +712,12 @@ def _reject(annotator: Annotator, *, reason: RejectionReason, detail: str, actor
     annotator.status = Annotator.Status.REJECTED
     annotator.save(update_fields=["status"])
     decision = RaterDecision.objects.create(annotator=annotator, reason=reason, detail=detail, decided_by=actor)
-    audit_record(actor=actor, verb="study.annotator.reject", obj=annotator,
-                 payload={"reason": reason.value, "detail": detail, "study": annotator.study_id})  # fmt: skip
+    audit_record(
+        actor=actor,
+        verb="study.annotator.reject",
+        obj=annotator,
+        payload={"reason": reason.value, "detail": detail, "study": annotator.study_id},
+    )
     return decision
 
 
@@ -607,8 +731,9 @@ def _deactivate_in_argilla(annotator: Annotator, *, client=None) -> bool:
         audit_record(actor=None, verb="study.annotator.deactivate.failed", obj=annotator, payload={"error": str(exc)})
         return False
     Annotator.objects.filter(pk=annotator.pk).update(argilla_deactivated=True)
-    audit_record(actor=None, verb="study.annotator.deactivate", obj=annotator,
-                 payload={"project": annotator.study.project})  # fmt: skip
+    audit_record(
+        actor=None, verb="study.annotator.deactivate", obj=annotator, payload={"project": annotator.study.project}
+    )
     return True
 
 
@@ -640,17 +765,32 @@ def flag_review(*, flag: Flag, decision: str, actor: AbstractBaseUser, note: str
         flag.status, flag.note, flag.reviewed_by, flag.reviewed_at = decision, note, actor, timezone.now()
         flag.save(update_fields=["status", "note", "reviewed_by", "reviewed_at"])
         annotator = flag.rating.annotator
-        audit_record(actor=actor, verb=f"study.flag.{decision}", obj=flag,
-                     payload={"rule": flag.rule, "value": flag.value, "estimate": flag.estimate, "note": note,
-                              "annotator": annotator.user_id, "study": annotator.study_id})  # fmt: skip
+        audit_record(
+            actor=actor,
+            verb=f"study.flag.{decision}",
+            obj=flag,
+            payload={
+                "rule": flag.rule,
+                "value": flag.value,
+                "estimate": flag.estimate,
+                "note": note,
+                "annotator": annotator.user_id,
+                "study": annotator.study_id,
+            },
+        )
         design = study_design(annotator.study)
         n_confirmed = Flag.objects.filter(rating__annotator=annotator, status=Flag.Status.CONFIRMED).count()
         if annotator.status == Annotator.Status.ACTIVE and decision == Flag.Status.CONFIRMED:
-            reason = rejection_reason(control_status=ControlStatus.PASSED, confirmed_flags=n_confirmed,
-                                      max_confirmed_flags=design.max_confirmed_flags)  # fmt: skip
+            reason = rejection_reason(
+                control_status=ControlStatus.PASSED,
+                confirmed_flags=n_confirmed,
+                max_confirmed_flags=design.max_confirmed_flags,
+            )
             if reason is not None:
-                detail = (f"{n_confirmed} flags confirmed by reviewers "
-                          f"(the design allows fewer than {design.max_confirmed_flags})")  # fmt: skip
+                detail = (
+                    f"{n_confirmed} flags confirmed by reviewers "
+                    f"(the design allows fewer than {design.max_confirmed_flags})"
+                )
                 _reject(annotator, reason=reason, detail=detail, actor=actor)
                 rejected = annotator
     if rejected is not None:
@@ -665,28 +805,42 @@ TRANSLATION_SYSTEM = (
 TRANSLATION_USER = "Translate this {language} text into English:\n\n{text}"
 
 
-def study_item_translate(*, item: StudyItem, actor: AbstractBaseUser | None = None,
-                         backend_alias: str = "default") -> dict[str, str]:  # fmt: skip
+def study_item_translate(
+    *, item: StudyItem, actor: AbstractBaseUser | None = None, backend_alias: str = "default"
+) -> dict[str, str]:
     """English translations of a non-English item's texts for reviewers, from the LLM backend
     (cached on the item). Texts already in English are left as they are."""
     from transforms.backends import get_backend
     from transforms.backends.base import ChatFailure, ChatRequest
     from transforms.registry import LANGUAGE_NAMES
 
-    todo = {side: (text, lang) for side, text, lang in (("a", item.text_a, item.language_a),
-                                                          ("b", item.text_b, item.language_b))
-            if lang and lang != "en" and side not in item.translations}  # fmt: skip
+    todo = {
+        side: (text, lang)
+        for side, text, lang in (("a", item.text_a, item.language_a), ("b", item.text_b, item.language_b))
+        if lang and lang != "en" and side not in item.translations
+    }
     if not todo:
         return item.translations
     try:
         backend = get_backend(backend_alias)
     except ImproperlyConfigured as exc:
         raise ShiftlabError(str(exc)) from exc
-    requests = [ChatRequest(messages=[{"role": "system", "content": TRANSLATION_SYSTEM},
-                                      {"role": "user", "content": TRANSLATION_USER.format(
-                                          language=LANGUAGE_NAMES.get(lang, lang), text=text)}],
-                            seed=0, temperature=0.0, top_p=1.0, max_tokens=256)
-                for text, lang in todo.values()]  # fmt: skip
+    requests = [
+        ChatRequest(
+            messages=[
+                {"role": "system", "content": TRANSLATION_SYSTEM},
+                {
+                    "role": "user",
+                    "content": TRANSLATION_USER.format(language=LANGUAGE_NAMES.get(lang, lang), text=text),
+                },
+            ],
+            seed=0,
+            temperature=0.0,
+            top_p=1.0,
+            max_tokens=256,
+        )
+        for text, lang in todo.values()
+    ]
     results = backend.generate(requests)
     translations = dict(item.translations)
     for side, result in zip(todo, results, strict=True):
@@ -716,12 +870,18 @@ def counted_ratings(study: Study) -> list[CountedRating]:
     """Ratings that enter agreement and the gate: active ratings of real items by annotators who
     are not rejected and whose control check passed (so unchecked raters do not count yet)."""
     checks = control_checks(study)
-    ok = {a.pk for a in study.annotators.all()
-          if a.status == Annotator.Status.ACTIVE and checks[a.pk].status == ControlStatus.PASSED}  # fmt: skip
-    ratings = Rating.objects.filter(study_item__study=study, study_item__kind=ItemKind.REAL, active=True,
-                                    annotator_id__in=ok).select_related("study_item")  # fmt: skip
-    return [CountedRating(r.study_item_id, r.annotator_id, r.question, r.value, r.study_item.transformation)
-            for r in ratings.order_by("study_item__position", "annotator_id", "question")]  # fmt: skip
+    ok = {
+        a.pk
+        for a in study.annotators.all()
+        if a.status == Annotator.Status.ACTIVE and checks[a.pk].status == ControlStatus.PASSED
+    }
+    ratings = Rating.objects.filter(
+        study_item__study=study, study_item__kind=ItemKind.REAL, active=True, annotator_id__in=ok
+    ).select_related("study_item")
+    return [
+        CountedRating(r.study_item_id, r.annotator_id, r.question, r.value, r.study_item.transformation)
+        for r in ratings.order_by("study_item__position", "annotator_id", "question")
+    ]
 
 
 def study_agreement(study: Study, ratings: Sequence[CountedRating] | None = None) -> dict[str, dict]:
@@ -755,21 +915,35 @@ def study_gate(*, study: Study, actor: AbstractBaseUser | None = None) -> list[G
         raise ShiftlabError(f"{study}: ratings changed since the last validation; validate the study, then gate it")
     ratings = counted_ratings(study)
     report = study_agreement(study, ratings)
-    rejections = [{"annotator": d.annotator.user.get_username(), "reason": d.reason, "detail": d.detail,
-                   "at": d.decided_at.isoformat()}
-                  for d in RaterDecision.objects.filter(annotator__study=study).select_related("annotator__user")]
-    unchecked = [a.user.get_username() for a in study.annotators.select_related("user")
-                 if a.status == Annotator.Status.ACTIVE and a.control_status != ControlStatus.PASSED]  # fmt: skip
+    rejections = [
+        {
+            "annotator": d.annotator.user.get_username(),
+            "reason": d.reason,
+            "detail": d.detail,
+            "at": d.decided_at.isoformat(),
+        }
+        for d in RaterDecision.objects.filter(annotator__study=study).select_related("annotator__user")
+    ]
+    unchecked = [
+        a.user.get_username()
+        for a in study.annotators.select_related("user")
+        if a.status == Annotator.Status.ACTIVE and a.control_status != ControlStatus.PASSED
+    ]
     results = []
     with transaction.atomic():
         for name in sorted({r.transformation for r in study.runs.all()}):
             per_question = report[f"transformation:{name}"]
-            decision = gate_decide({q: s["mean"] for q, s in per_question.items()},
-                                   threshold=design.acceptance_threshold)  # fmt: skip
+            decision = gate_decide(
+                {q: s["mean"] for q, s in per_question.items()}, threshold=design.acceptance_threshold
+            )
             mine = [r for r in ratings if r.transformation == name]
             evidence = {
-                "study": {"id": study.pk, "name": study.name, "version": study.version,
-                          "design_hash": study.design_hash},
+                "study": {
+                    "id": study.pk,
+                    "name": study.name,
+                    "version": study.version,
+                    "design_hash": study.design_hash,
+                },
                 "transformation": name,
                 "axis": transformation_get(name).axis.value,
                 "threshold": design.acceptance_threshold,
@@ -782,13 +956,25 @@ def study_gate(*, study: Study, actor: AbstractBaseUser | None = None) -> list[G
                 "rejections": rejections,
                 "raters_not_counted_unchecked_controls": unchecked,
                 "sample": study.sample_info.get(name, {}),
-            }  # fmt: skip
-            result = GateResult.objects.create(study=study, transformation=name, passed=decision.passed,
-                                               evidence=evidence, evidence_hash=sha256_json(evidence),
-                                               created_by=actor)  # fmt: skip
-            audit_record(actor=actor, verb="study.gate", obj=result,
-                         payload={"passed": decision.passed, "reasons": list(decision.reasons),
-                                  "evidence_hash": result.evidence_hash})  # fmt: skip
+            }
+            result = GateResult.objects.create(
+                study=study,
+                transformation=name,
+                passed=decision.passed,
+                evidence=evidence,
+                evidence_hash=sha256_json(evidence),
+                created_by=actor,
+            )
+            audit_record(
+                actor=actor,
+                verb="study.gate",
+                obj=result,
+                payload={
+                    "passed": decision.passed,
+                    "reasons": list(decision.reasons),
+                    "evidence_hash": result.evidence_hash,
+                },
+            )
             results.append(result)
     return results
 
@@ -811,17 +997,28 @@ def approval_decide(*, gate_result: GateResult, decision: str, comment: str, act
         if current.pk != gate_result.pk:
             raise ShiftlabError(f"gate result {gate_result.pk} is outdated: decide on the current one ({current.pk})")
         if Approval.objects.filter(gate_result=gate_result).exists():
-            raise ShiftlabError(f"{gate_result.transformation} in {gate_result.study} was already decided on "
-                                "for this gate result; gate the study again to decide anew")  # fmt: skip
+            raise ShiftlabError(
+                f"{gate_result.transformation} in {gate_result.study} was already decided on "
+                "for this gate result; gate the study again to decide anew"
+            )
         if decision == Approval.Decision.APPROVE and not gate_result.passed:
             reasons = "; ".join(gate_result.evidence.get("reasons", []))
             raise ShiftlabError(f"{gate_result.transformation} failed the gate ({reasons}): it cannot be approved")
-        approval = Approval.objects.create(gate_result=gate_result, decision=decision, comment=comment.strip(),
-                                           decided_by=actor)  # fmt: skip
-        audit_record(actor=actor, verb=f"study.transformation.{decision}", obj=approval,
-                     payload={"gate_result": gate_result.pk, "transformation": gate_result.transformation,
-                              "study": gate_result.study_id, "comment": comment.strip(),
-                              "evidence_hash": gate_result.evidence_hash})  # fmt: skip
+        approval = Approval.objects.create(
+            gate_result=gate_result, decision=decision, comment=comment.strip(), decided_by=actor
+        )
+        audit_record(
+            actor=actor,
+            verb=f"study.transformation.{decision}",
+            obj=approval,
+            payload={
+                "gate_result": gate_result.pk,
+                "transformation": gate_result.transformation,
+                "study": gate_result.study_id,
+                "comment": comment.strip(),
+                "evidence_hash": gate_result.evidence_hash,
+            },
+        )
     return approval
 
 
@@ -830,15 +1027,15 @@ def approval_decide(*, gate_result: GateResult, decision: str, comment: str, act
 
 def approved_gate_results(studies: Sequence[Study] | None = None) -> list[GateResult]:
     """The current gate result of each (study, transformation) when it carries an approval."""
-    candidates = GateResult.objects.select_related("study", "approval").order_by("study_id", "transformation",
-                                                                                  "-created_at", "-id")  # fmt: skip
+    candidates = GateResult.objects.select_related("study", "approval").order_by(
+        "study_id", "transformation", "-created_at", "-id"
+    )
     if studies is not None:
         candidates = candidates.filter(study__in=studies)
     current: dict[tuple[int, str], GateResult] = {}
     for result in candidates:
         current.setdefault((result.study_id, result.transformation), result)
-    return [r for r in current.values()
-            if hasattr(r, "approval") and r.approval.decision == Approval.Decision.APPROVE]  # fmt: skip
+    return [r for r in current.values() if hasattr(r, "approval") and r.approval.decision == Approval.Decision.APPROVE]
 
 
 def _run_entry(run: TransformRun) -> dict:
@@ -847,18 +1044,31 @@ def _run_entry(run: TransformRun) -> dict:
         template = PromptTemplate.objects.filter(key=key, content_hash=digest).first()
         if template is None:
             raise ShiftlabError(f"run {run.pk}: prompt {key} with hash {digest[:12]} is missing; cannot export it")
-        prompts.append({"key": key, "version": template.version, "hash": digest,
-                        "system": template.system, "user": template.user})  # fmt: skip
+        prompts.append(
+            {"key": key, "version": template.version, "hash": digest, "system": template.system, "user": template.user}
+        )
     generator = run.generator
     return {
-        "run_id": run.pk, "run_hash": run.run_hash, "seed": run.seed,
-        "dataset": {"name": run.dataset.name, "content_hash": run.dataset.content_hash,
-                    "task_type": run.dataset.task_type, "languages": run.dataset.languages},
-        "generator": {"backend_alias": generator.backend_alias, "model": generator.model,
-                      "params": generator.params, "hash": generator.content_hash},
+        "run_id": run.pk,
+        "run_hash": run.run_hash,
+        "seed": run.seed,
+        "dataset": {
+            "name": run.dataset.name,
+            "content_hash": run.dataset.content_hash,
+            "task_type": run.dataset.task_type,
+            "languages": run.dataset.languages,
+        },
+        "generator": {
+            "backend_alias": generator.backend_alias,
+            "model": generator.model,
+            "params": generator.params,
+            "hash": generator.content_hash,
+        },
         "prompts": prompts,
-        "target_languages": run.languages, "run_language": run.run_language, "item_limit": run.item_limit,
-    }  # fmt: skip
+        "target_languages": run.languages,
+        "run_language": run.run_language,
+        "item_limit": run.item_limit,
+    }
 
 
 def benchmark_config_export(
@@ -873,38 +1083,70 @@ def benchmark_config_export(
     transformations = []
     datasets = {}
     for result in sorted(approved, key=lambda r: (r.transformation, r.study.name, r.study.version)):
-        runs = [_run_entry(run) for run in result.study.runs.filter(transformation=result.transformation)
-                .select_related("dataset", "generator").order_by("pk")]  # fmt: skip
+        runs = [
+            _run_entry(run)
+            for run in result.study.runs.filter(transformation=result.transformation)
+            .select_related("dataset", "generator")
+            .order_by("pk")
+        ]
         for run in runs:
             datasets[run["dataset"]["name"]] = run["dataset"]
         spec = TRANSFORMATIONS[result.transformation]
         approval = result.approval
-        transformations.append({
-            "transformation": result.transformation, "axis": spec.axis.value,
-            "study": {"name": result.study.name, "version": result.study.version,
-                      "design_hash": result.study.design_hash, "design": result.study.design},
-            "runs": runs,
-            "approval": {"decision": approval.decision, "by": approval.decided_by.get_username(),
-                         "at": approval.decided_at.isoformat(), "comment": approval.comment},
-            "gate": {"id": result.pk, "passed": result.passed, "evidence_hash": result.evidence_hash,
-                     "evidence": result.evidence},
-        })  # fmt: skip
-    document = config_export.config_seal({
-        "name": name, "exported_at": timezone.now().isoformat(),
-        "exported_by": actor.get_username() if actor is not None else "",
-        "transformations": transformations,
-        "datasets": [datasets[k] for k in sorted(datasets)],
-    })  # fmt: skip
+        transformations.append(
+            {
+                "transformation": result.transformation,
+                "axis": spec.axis.value,
+                "study": {
+                    "name": result.study.name,
+                    "version": result.study.version,
+                    "design_hash": result.study.design_hash,
+                    "design": result.study.design,
+                },
+                "runs": runs,
+                "approval": {
+                    "decision": approval.decision,
+                    "by": approval.decided_by.get_username(),
+                    "at": approval.decided_at.isoformat(),
+                    "comment": approval.comment,
+                },
+                "gate": {
+                    "id": result.pk,
+                    "passed": result.passed,
+                    "evidence_hash": result.evidence_hash,
+                    "evidence": result.evidence,
+                },
+            }
+        )
+    document = config_export.config_seal(
+        {
+            "name": name,
+            "exported_at": timezone.now().isoformat(),
+            "exported_by": actor.get_username() if actor is not None else "",
+            "transformations": transformations,
+            "datasets": [datasets[k] for k in sorted(datasets)],
+        }
+    )
     with transaction.atomic():
         config = BenchmarkConfig.objects.create(
-            name=name, document=document, config_hash=document[config_export.HASH_KEY],
+            name=name,
+            document=document,
+            config_hash=document[config_export.HASH_KEY],
             json_text=config_export.config_render(document, "json"),
-            yaml_text=config_export.config_render(document, "yaml"), created_by=actor,
-        )  # fmt: skip
-        audit_record(actor=actor, verb="benchmark_config.export", obj=config,
-                     payload={"config_hash": config.config_hash,
-                              "transformations": [(t["transformation"], t["study"]["name"], t["study"]["version"])
-                                                  for t in transformations]})  # fmt: skip
+            yaml_text=config_export.config_render(document, "yaml"),
+            created_by=actor,
+        )
+        audit_record(
+            actor=actor,
+            verb="benchmark_config.export",
+            obj=config,
+            payload={
+                "config_hash": config.config_hash,
+                "transformations": [
+                    (t["transformation"], t["study"]["name"], t["study"]["version"]) for t in transformations
+                ],
+            },
+        )
     return config
 
 

@@ -37,8 +37,9 @@ def test_design_round_trip_hash_and_errors():
 
 
 @settings(max_examples=80, deadline=None)
-@given(st.dictionaries(st.text(min_size=1, max_size=3), st.integers(1, 40), min_size=1, max_size=6),
-       st.integers(0, 200))
+@given(
+    st.dictionaries(st.text(min_size=1, max_size=3), st.integers(1, 40), min_size=1, max_size=6), st.integers(0, 200)
+)
 def test_allocation_is_proportional_and_exact(sizes, n):
     alloc = allocate(sizes, n)
     assert sum(alloc.values()) == min(n, sum(sizes.values()))
@@ -71,8 +72,10 @@ def test_controls_alternate_and_look_like_real_pairs():
         else:
             assert pair.text_b in outputs and pair.text_b != outputs[pair.source_index]
     assert near_copy("Rain is expected tomorrow") == "Rain is expected tomorrow."
-    assert n_controls(41, batch_size=20, controls_per_batch=2) == 6 and n_controls(5, batch_size=20,
-                                                                                   controls_per_batch=0) == 0
+    assert (
+        n_controls(41, batch_size=20, controls_per_batch=2) == 6
+        and n_controls(5, batch_size=20, controls_per_batch=0) == 0
+    )
 
 
 def test_control_expectations_and_check():
@@ -97,16 +100,23 @@ def test_flag_rules_rescale_the_judge_and_reject_by_rule():
     assert [h.rule for h in hits] == [FlagRule.LLM_DEVIATION, FlagRule.LOW_RATING] and hits[0].deviation == 3.5
     assert flags_for_rating(3, estimate=5.0, max_deviation=2, low_rating_max=2) == []  # exactly 2: not more
     assert flags_for_rating(4, estimate=None, max_deviation=2, low_rating_max=2) == []
-    assert rejection_reason(control_status=ControlStatus.FAILED, confirmed_flags=0,
-                            max_confirmed_flags=3) == RejectionReason.FAILED_CONTROLS
-    assert rejection_reason(control_status=ControlStatus.PASSED, confirmed_flags=3,
-                            max_confirmed_flags=3) == RejectionReason.CONFIRMED_DEVIANT
+    assert (
+        rejection_reason(control_status=ControlStatus.FAILED, confirmed_flags=0, max_confirmed_flags=3)
+        == RejectionReason.FAILED_CONTROLS
+    )
+    assert (
+        rejection_reason(control_status=ControlStatus.PASSED, confirmed_flags=3, max_confirmed_flags=3)
+        == RejectionReason.CONFIRMED_DEVIANT
+    )
     assert rejection_reason(control_status=ControlStatus.INSUFFICIENT, confirmed_flags=2, max_confirmed_flags=3) is None
 
 
 @settings(max_examples=60, deadline=None)
-@given(st.dictionaries(st.sampled_from(["quality", "fluency"]), st.floats(1, 5), min_size=1),
-       st.floats(1, 5), st.floats(0, 1))
+@given(
+    st.dictionaries(st.sampled_from(["quality", "fluency"]), st.floats(1, 5), min_size=1),
+    st.floats(1, 5),
+    st.floats(0, 1),
+)
 def test_gate_is_monotone_in_scores(means, threshold, bump):
     before = gate_decide(means, threshold=threshold)
     after = gate_decide({q: m + bump for q, m in means.items()}, threshold=threshold)
@@ -128,6 +138,6 @@ def test_config_verification_catches_any_one_byte_edit(fmt):
         for replacement in ("x", " ", "9"):
             if text[position] == replacement:
                 continue
-            tampered = text[:position] + replacement + text[position + 1:]
+            tampered = text[:position] + replacement + text[position + 1 :]
             assert not config_verify(tampered, fmt).ok, (position, replacement)
     assert not config_verify(text + " ", fmt).ok

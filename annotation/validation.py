@@ -54,9 +54,7 @@ def llm_estimate(
     return rescale(mean, source=judge_scale, target=question_scale)
 
 
-def flags_for_rating(
-    value: int, *, estimate: float | None, max_deviation: float, low_rating_max: int
-) -> list[FlagHit]:
+def flags_for_rating(value: int, *, estimate: float | None, max_deviation: float, low_rating_max: int) -> list[FlagHit]:
     """The rules a single rating of a real item breaks."""
     hits = []
     if estimate is not None and abs(value - estimate) > max_deviation:

@@ -28,8 +28,17 @@ from core.roles import Role
 from core.views import researcher_required
 from transforms.models import TransformRun
 
-DESIGN_NUMBERS = ("items_per_transformation", "raters_per_item", "batch_size", "controls_per_batch",
-                  "min_control_ratings", "control_margin", "low_rating_max", "max_confirmed_flags", "seed")  # fmt: skip
+DESIGN_NUMBERS = (
+    "items_per_transformation",
+    "raters_per_item",
+    "batch_size",
+    "controls_per_batch",
+    "min_control_ratings",
+    "control_margin",
+    "low_rating_max",
+    "max_confirmed_flags",
+    "seed",
+)
 DESIGN_FLOATS = ("llm_flag_deviation", "acceptance_threshold")
 
 
@@ -62,18 +71,28 @@ def study_list_view(request):
     if request.method == "POST":
         try:
             runs = list(TransformRun.objects.filter(pk__in=request.POST.getlist("runs")))
-            study = study_create(name=request.POST.get("name", "").strip(),
-                                 project=request.POST.get("project", "").strip() or "shiftlab", runs=runs,
-                                 design=_design_from_post(request.POST, StudyDesign()), created_by=request.user)
+            study = study_create(
+                name=request.POST.get("name", "").strip(),
+                project=request.POST.get("project", "").strip() or "shiftlab",
+                runs=runs,
+                design=_design_from_post(request.POST, StudyDesign()),
+                created_by=request.user,
+            )
         except (ShiftlabError, DesignError) as exc:
             messages.error(request, str(exc))
         else:
             messages.success(request, f"Study {study} created as a draft: check the design, then lock it.")
             return redirect("annotation:study", pk=study.pk)
-    return render(request, "annotation/study_list.html", {
-        "studies": study_list()[:200], "default": StudyDesign(), "kinds": list(StudyKind),
-        "runs": TransformRun.objects.filter(status=TransformRun.Status.SUCCEEDED).select_related("dataset")[:200],
-    })  # fmt: skip
+    return render(
+        request,
+        "annotation/study_list.html",
+        {
+            "studies": study_list()[:200],
+            "default": StudyDesign(),
+            "kinds": list(StudyKind),
+            "runs": TransformRun.objects.filter(status=TransformRun.Status.SUCCEEDED).select_related("dataset")[:200],
+        },
+    )
 
 
 @researcher_required
@@ -87,8 +106,9 @@ def study_detail_view(request, pk: int):
                 study_lock(study=study, actor=request.user)
                 messages.success(request, "Locked: items and controls are drawn; the design is frozen.")
             elif action == "revise":
-                revised = study_revise(study=study, design=_design_from_post(request.POST, study_design(study)),
-                                       actor=request.user)  # fmt: skip
+                revised = study_revise(
+                    study=study, design=_design_from_post(request.POST, study_design(study)), actor=request.user
+                )
                 messages.success(request, f"New version {revised} created as a draft.")
                 return redirect("annotation:study", pk=revised.pk)
             elif action == "publish":
@@ -96,8 +116,10 @@ def study_detail_view(request, pk: int):
                 result = study_publish(study=study, annotators=users, actor=request.user)
                 messages.success(request, f"Published {result.records} records to Argilla.")
                 for username, password in result.new_accounts.items():
-                    messages.info(request, f"New Argilla account {username}, initial password: {password} "
-                                           "(shown once: hand it over now).")  # fmt: skip
+                    messages.info(
+                        request,
+                        f"New Argilla account {username}, initial password: {password} (shown once: hand it over now).",
+                    )
             elif action == "sync":
                 from annotation.tasks import sync_study
 
@@ -105,23 +127,35 @@ def study_detail_view(request, pk: int):
                 messages.success(request, "Sync queued (it runs at once without a broker).")
             elif action == "validate":
                 result = study_validate(study=study, actor=request.user)
-                messages.success(request, f"Validated: {result.flags_created} new flags; "
-                                          f"rejected: {', '.join(result.rejected) or 'nobody'}.")  # fmt: skip
+                messages.success(
+                    request,
+                    f"Validated: {result.flags_created} new flags; rejected: {', '.join(result.rejected) or 'nobody'}.",
+                )
             elif action == "gate":
                 results = study_gate(study=study, actor=request.user)
-                messages.success(request, "Gate: " + ", ".join(
-                    f"{r.transformation} {'passed' if r.passed else 'failed'}" for r in results))
+                messages.success(
+                    request,
+                    "Gate: " + ", ".join(f"{r.transformation} {'passed' if r.passed else 'failed'}" for r in results),
+                )
                 return redirect("annotation:gate", pk=study.pk)
         except (ShiftlabError, DesignError) as exc:
             messages.error(request, str(exc))
         return redirect("annotation:study", pk=study.pk)
     design = study_design(study)
     annotator_users = get_user_model().objects.filter(groups__name=Role.ANNOTATOR, is_active=True).order_by("username")
-    return render(request, "annotation/study_detail.html", {
-        "study": study, "design": design, "questions": QUESTIONS[design.kind],
-        "progress": study_progress(study=study), "annotator_users": annotator_users,
-        "open_flags": flag_list(study=study).count(), "runs": study.runs.select_related("dataset"),
-    })  # fmt: skip
+    return render(
+        request,
+        "annotation/study_detail.html",
+        {
+            "study": study,
+            "design": design,
+            "questions": QUESTIONS[design.kind],
+            "progress": study_progress(study=study),
+            "annotator_users": annotator_users,
+            "open_flags": flag_list(study=study).count(),
+            "runs": study.runs.select_related("dataset"),
+        },
+    )
 
 
 @researcher_required
@@ -134,16 +168,25 @@ def review_queue_view(request, pk: int):
             if request.POST.get("action") == "translate":
                 study_item_translate(item=flag.rating.study_item, actor=request.user)
             else:
-                flag_review(flag=flag, decision=request.POST.get("decision", ""), note=request.POST.get("note", ""),
-                            actor=request.user)  # fmt: skip
+                flag_review(
+                    flag=flag,
+                    decision=request.POST.get("decision", ""),
+                    note=request.POST.get("note", ""),
+                    actor=request.user,
+                )
                 messages.success(request, f"Flag {flag.pk} {request.POST.get('decision')}.")
         except ShiftlabError as exc:
             messages.error(request, str(exc))
         return redirect("annotation:review", pk=study.pk)
-    return render(request, "annotation/review_queue.html", {
-        "study": study, "flags": flag_list(study=study),
-        "reviewed": flag_list(study=study, status=None).exclude(status=Flag.Status.OPEN)[:200],
-    })  # fmt: skip
+    return render(
+        request,
+        "annotation/review_queue.html",
+        {
+            "study": study,
+            "flags": flag_list(study=study),
+            "reviewed": flag_list(study=study, status=None).exclude(status=Flag.Status.OPEN)[:200],
+        },
+    )
 
 
 @researcher_required
@@ -153,18 +196,28 @@ def gate_view(request, pk: int):
     if request.method == "POST":
         result = get_object_or_404(GateResult, pk=request.POST.get("gate_result"), study=study)
         try:
-            approval_decide(gate_result=result, decision=request.POST.get("decision", ""),
-                            comment=request.POST.get("comment", ""), actor=request.user)  # fmt: skip
+            approval_decide(
+                gate_result=result,
+                decision=request.POST.get("decision", ""),
+                comment=request.POST.get("comment", ""),
+                actor=request.user,
+            )
             messages.success(request, f"{result.transformation}: {request.POST.get('decision')}d.")
         except ShiftlabError as exc:
             messages.error(request, str(exc))
         return redirect("annotation:gate", pk=study.pk)
     names = sorted({r.transformation for r in study.runs.all()})
     current = [(name, gate_result_current(study=study, transformation=name)) for name in names]
-    return render(request, "annotation/gate.html", {
-        "study": study, "current": current, "history": gate_result_list(study=study)[:100],
-        "questions": [q.name for q in study_design(study).questions],
-    })  # fmt: skip
+    return render(
+        request,
+        "annotation/gate.html",
+        {
+            "study": study,
+            "current": current,
+            "history": gate_result_list(study=study)[:100],
+            "questions": [q.name for q in study_design(study).questions],
+        },
+    )
 
 
 @researcher_required
@@ -185,7 +238,9 @@ def export_download_view(request, pk: int, fmt: str):
     config = get_object_or_404(benchmark_config_list(), pk=pk)
     if fmt not in ("json", "yaml"):
         return HttpResponse(f"unknown format {fmt!r}: use json or yaml", status=404)
-    response = HttpResponse(config.json_text if fmt == "json" else config.yaml_text,
-                            content_type="application/json" if fmt == "json" else "application/yaml")  # fmt: skip
+    response = HttpResponse(
+        config.json_text if fmt == "json" else config.yaml_text,
+        content_type="application/json" if fmt == "json" else "application/yaml",
+    )
     response["Content-Disposition"] = f'attachment; filename="benchmark-config-{config.config_hash[:12]}.{fmt}"'
     return response

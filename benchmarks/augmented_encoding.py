@@ -63,9 +63,11 @@ def main() -> None:
         start = time.perf_counter()
         c = dataset_compare(dataset=dataset, model=alias, baseline=args.model, n_resamples=args.resamples)
         r = c.result
-        print(f"{label:<30} {r.spearman_a:>9.4f} {r.spearman_b:>7.4f} {r.difference:>+10.4f}  "
-              f"[{r.ci_low:+.4f}, {r.ci_high:+.4f}] {c.model_coverage.incomplete:>7}"
-              f"   ({r.n} pairs, {c.model_coverage.texts} texts, {time.perf_counter() - start:.0f} s)")  # fmt: skip
+        print(
+            f"{label:<30} {r.spearman_a:>9.4f} {r.spearman_b:>7.4f} {r.difference:>+10.4f}  "
+            f"[{r.ci_low:+.4f}, {r.ci_high:+.4f}] {c.model_coverage.incomplete:>7}"
+            f"   ({r.n} pairs, {c.model_coverage.texts} texts, {time.perf_counter() - start:.0f} s)"
+        )
 
 
 if __name__ == "__main__":

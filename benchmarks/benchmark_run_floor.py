@@ -21,8 +21,16 @@ import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
-BENCHMARK_TRANSFORMATIONS = ("paraphrase", "backtranslation", "style_change", "expansion", "summarization",
-                             "summarized_expansion", "translation", "cross_translation")  # fmt: skip
+BENCHMARK_TRANSFORMATIONS = (
+    "paraphrase",
+    "backtranslation",
+    "style_change",
+    "expansion",
+    "summarization",
+    "summarized_expansion",
+    "translation",
+    "cross_translation",
+)
 
 
 def main() -> None:
@@ -62,12 +70,18 @@ def main() -> None:
     path = ensure_model(TEST_MODEL, models_dir=models_dir())
     started = time.perf_counter()
     with LlamaServer(path, model_alias=TEST_MODEL, n_ctx=2048) as server:
-        settings.TRANSFORM_BACKENDS = {"default": {
-            "BACKEND": "transforms.backends.openai_compat.OpenAICompatBackend",
-            "OPTIONS": {"base_url": server.base_url, "model": TEST_MODEL, "max_concurrency": 4}}}  # fmt: skip
+        settings.TRANSFORM_BACKENDS = {
+            "default": {
+                "BACKEND": "transforms.backends.openai_compat.OpenAICompatBackend",
+                "OPTIONS": {"base_url": server.base_url, "model": TEST_MODEL, "max_concurrency": 4},
+            }
+        }
         reset_backends()
-        runs = [transform_run_create(dataset=dataset, transformation=name, seed=seed, limit=args.pairs, params=params)
-                for name in BENCHMARK_TRANSFORMATIONS for seed in args.seeds]  # fmt: skip
+        runs = [
+            transform_run_create(dataset=dataset, transformation=name, seed=seed, limit=args.pairs, params=params)
+            for name in BENCHMARK_TRANSFORMATIONS
+            for seed in args.seeds
+        ]
     print(f"generated {len(runs)} transformation runs in {time.perf_counter() - started:.0f} s (not timed below)")
 
     # The unique texts the run encodes: the originals, and the outputs of items whose every field succeeded.
@@ -90,8 +104,10 @@ def main() -> None:
     encoder.encode(sorted(texts), batch_size=None, prompt_name=None)
     floor_s = time.perf_counter() - started
 
-    print(f"benchmark run {run.pk} {run.status}: {run.done}/{run.total} units"
-          + (f" ({run.n_failed} failed: too few items left, see below)" if run.n_failed else ""))  # fmt: skip
+    print(
+        f"benchmark run {run.pk} {run.status}: {run.done}/{run.total} units"
+        + (f" ({run.n_failed} failed: too few items left, see below)" if run.n_failed else "")
+    )
     print(f"unique texts: {len(texts)}")
     print(f"benchmark run: {benchmark_s:.2f} s")
     print(f"floor (encode the unique texts once): {floor_s:.2f} s")

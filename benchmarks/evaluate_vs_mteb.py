@@ -90,8 +90,10 @@ def main() -> None:
     print(f"{'shiftlab (cold cache)':<28} {result.main_score:>16.6f} {timings[0]:>9.2f}")
     print(f"{'shiftlab (warm cache)':<28} {result.main_score:>16.6f} {timings[1]:>9.2f}")
     print(f"score difference: {result.main_score - reference_score:+.6f}")
-    print(f"wall-time ratio shiftlab/mteb: cold {timings[0] / reference_seconds:.2f}x, "
-          f"warm {timings[1] / reference_seconds:.3f}x")  # fmt: skip
+    print(
+        f"wall-time ratio shiftlab/mteb: cold {timings[0] / reference_seconds:.2f}x, "
+        f"warm {timings[1] / reference_seconds:.3f}x"
+    )
 
 
 def _version(package: str) -> str:

@@ -16,8 +16,13 @@ def progress_bar(done: int, total: int, *, suffix: str = "", width: int = 30) ->
     return f"[{'#' * filled}{'.' * (width - filled)}] {done}/{total}{' ' + suffix if suffix else ''}"
 
 
-def follow_job(job: TrackedJob, write: Callable[..., None], *, describe: Callable[[TrackedJob], str] | None = None,
-               poll_seconds: float = 1.0) -> TrackedJob:  # fmt: skip
+def follow_job(
+    job: TrackedJob,
+    write: Callable[..., None],
+    *,
+    describe: Callable[[TrackedJob], str] | None = None,
+    poll_seconds: float = 1.0,
+) -> TrackedJob:
     """Redraw ``job``'s progress (one line in a terminal, a new line per change in a log) until it
     has succeeded or failed; return it refreshed. ``write`` is a command's ``self.stdout.write``."""
     describe = describe or (lambda j: progress_bar(j.done, j.total, suffix=j.status))

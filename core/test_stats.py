@@ -43,9 +43,13 @@ def test_bootstrap_ci_equals_scipy_percentile_bootstrap(statistic):
     data = np.random.default_rng(3).normal(3.2, 0.9, size=57)
     ours = bootstrap_ci(data, statistic, rng=np.random.default_rng(42), n_resamples=999)
     reference = scipy_stats.bootstrap(
-        (data,), lambda x, axis: statistic(x, axis=axis), n_resamples=999, method="percentile",
-        rng=np.random.default_rng(42), vectorized=True,
-    )  # fmt: skip
+        (data,),
+        lambda x, axis: statistic(x, axis=axis),
+        n_resamples=999,
+        method="percentile",
+        rng=np.random.default_rng(42),
+        vectorized=True,
+    )
     assert ours.low == pytest.approx(reference.confidence_interval.low, abs=1e-12)
     assert ours.high == pytest.approx(reference.confidence_interval.high, abs=1e-12)
     assert ours.estimate == pytest.approx(statistic(data))
@@ -117,8 +121,11 @@ def test_compact_letters_hand_cases():
     assert compact_letters(["A", "B"], {frozenset("AB"): False}) == {"A": "a", "B": "a"}
 
 
-@given(st.integers(1, 7).flatmap(lambda n: st.tuples(st.just(n), st.lists(st.booleans(), min_size=n * (n - 1) // 2,
-                                                                           max_size=n * (n - 1) // 2))))  # fmt: skip
+@given(
+    st.integers(1, 7).flatmap(
+        lambda n: st.tuples(st.just(n), st.lists(st.booleans(), min_size=n * (n - 1) // 2, max_size=n * (n - 1) // 2))
+    )
+)
 @settings(max_examples=300)
 def test_compact_letters_share_a_letter_exactly_when_not_significant(case):
     n, flags = case

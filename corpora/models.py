@@ -40,7 +40,6 @@ ITEM_KIND_CHOICES = [("example", "example"), ("document", "document")]
 class DatasetItem(models.Model):
     """One example (a pair, a text, a query with candidates...) or one retrieval document."""
 
-
     dataset = models.ForeignKey(Dataset, on_delete=models.CASCADE, related_name="items")
     split = models.CharField(max_length=32)
     kind = models.CharField(max_length=16, choices=ITEM_KIND_CHOICES, default="example")

@@ -7,8 +7,16 @@ from evaluation.models import BenchmarkResult, BenchmarkRun
 class BenchmarkRunAdmin(admin.ModelAdmin):
     list_display = ("id", "name", "source", "status", "done", "total", "config_hash", "created_by", "created_at")
     list_filter = ("status", "source")
-    readonly_fields = ("config_hash", "config_document", "plan", "done", "total", "n_failed", "started_at",
-                       "finished_at")  # fmt: skip
+    readonly_fields = (
+        "config_hash",
+        "config_document",
+        "plan",
+        "done",
+        "total",
+        "n_failed",
+        "started_at",
+        "finished_at",
+    )
 
 
 @admin.register(BenchmarkResult)

@@ -104,9 +104,11 @@ def _aggregate_model(model: str, units: list[UnitScore]) -> ModelAggregate:
         axis_series[axis] = {seed: math.fsum(per_seed[t][seed] for t in members) / len(members) for seed in shared}
         _, sd = mean_sd([axis_series[axis][seed] for seed in sorted(shared)])
         axes[axis] = Summary(
-            _mean(transformations[t].mean for t in members), sd, len(shared),
+            _mean(transformations[t].mean for t in members),
+            sd,
+            len(shared),
             _mean(transformations[t].delta for t in members if transformations[t].delta is not None),
-        )  # fmt: skip
+        )
     present = [axis for axis in BENCHMARK_AXES if axis in axes]
     if present:
         shared = set.intersection(*(set(axis_series[a]) for a in present))

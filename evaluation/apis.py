@@ -36,16 +36,22 @@ class BenchmarkRunViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, view
         data_in = BenchmarkRunCreateSerializer(data=request.data)
         data_in.is_valid(raise_exception=True)
         d = data_in.validated_data
-        common = {"models": d["models"], "limit": d.get("limit"), "split": d["split"], "name": d["name"],
-                  "created_by": request.user}  # fmt: skip
+        common = {
+            "models": d["models"],
+            "limit": d.get("limit"),
+            "split": d["split"],
+            "name": d["name"],
+            "created_by": request.user,
+        }
         try:
             narrowing = {"datasets": d.get("datasets"), "seeds": d.get("seeds")}
             if d.get("config_id") is not None:
                 config = get_object_or_404(BenchmarkConfig, pk=d["config_id"])
                 run = benchmark_run_create_from_config(text=config.yaml_text, fmt="yaml", **narrowing, **common)
             elif d.get("config_text") is not None:
-                run = benchmark_run_create_from_config(text=d["config_text"], fmt=d["config_format"], **narrowing,
-                                                       **common)  # fmt: skip
+                run = benchmark_run_create_from_config(
+                    text=d["config_text"], fmt=d["config_format"], **narrowing, **common
+                )
             else:
                 run = benchmark_run_create_from_datasets(datasets=d["datasets"], **common)
         except ShiftlabError as exc:

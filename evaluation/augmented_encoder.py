@@ -128,17 +128,23 @@ class AugmentedEncoder:
         if runs is not None and not (_distinct_ints(runs) and runs and all(r > 0 for r in runs)):
             raise ImproperlyConfigured(f"{where}['runs'] must be a non-empty list of distinct run ids, got {runs!r}.")
         if generator is not None and (not isinstance(generator, str) or not generator.strip() or runs is not None):
-            raise ImproperlyConfigured(f"{where}['generator'] must name the LLM of the runs to read (e.g. "
-                                       "'qwen2.5-coder-1.5b-instruct'), and only with seeds, not runs.")  # fmt: skip
+            raise ImproperlyConfigured(
+                f"{where}['generator'] must name the LLM of the runs to read (e.g. "
+                "'qwen2.5-coder-1.5b-instruct'), and only with seeds, not runs."
+            )
         if pooling not in POOLINGS:
             raise ImproperlyConfigured(f"{where}['pooling'] is {pooling!r}: use one of {', '.join(POOLINGS)}.")
-        if pooling == "weighted" and (isinstance(weight, bool) or not isinstance(weight, int | float)
-                                      or not 0 < weight <= 1):  # fmt: skip
-            raise ImproperlyConfigured(f"{where}['weight'] must be a number in (0, 1] for weighted pooling "
-                                       f"(the original's share), got {weight!r}.")  # fmt: skip
+        if pooling == "weighted" and (
+            isinstance(weight, bool) or not isinstance(weight, int | float) or not 0 < weight <= 1
+        ):
+            raise ImproperlyConfigured(
+                f"{where}['weight'] must be a number in (0, 1] for weighted pooling "
+                f"(the original's share), got {weight!r}."
+            )
         if pooling == "mean" and weight is not None:
-            raise ImproperlyConfigured(f"{where}['weight'] applies to pooling 'weighted' only: remove it or set "
-                                       "pooling to 'weighted'.")  # fmt: skip
+            raise ImproperlyConfigured(
+                f"{where}['weight'] applies to pooling 'weighted' only: remove it or set pooling to 'weighted'."
+            )
         if missing not in MISSING_POLICIES:
             raise ImproperlyConfigured(f"{where}['missing'] is {missing!r}: use one of {', '.join(MISSING_POLICIES)}.")
         if batch_size is not None and (not _is_int(batch_size) or batch_size < 1):
@@ -179,19 +185,29 @@ class AugmentedEncoder:
     @property
     def revision(self) -> str:
         source = self._refresh_source()
-        return sha256_json({
-            "method": METHOD_VERSION, "base_model_id": self.base_encoder.model_id,
-            "base_revision": self.base_encoder.revision, "options": self.options, "source": source.identity,
-        })  # fmt: skip
+        return sha256_json(
+            {
+                "method": METHOD_VERSION,
+                "base_model_id": self.base_encoder.model_id,
+                "base_revision": self.base_encoder.revision,
+                "options": self.options,
+                "source": source.identity,
+            }
+        )
 
     @property
     def options(self) -> dict:
         """The options that shape the output (for the revision and for reports)."""
         return {
-            "transformations": list(self.transformations), "k": self.k, "seeds": list(self.seeds),
-            "runs": list(self.runs) if self.runs is not None else None, "generator": self.generator,
-            "pooling": self.pooling, "weight": self.weight, "missing": self.missing,
-        }  # fmt: skip
+            "transformations": list(self.transformations),
+            "k": self.k,
+            "seeds": list(self.seeds),
+            "runs": list(self.runs) if self.runs is not None else None,
+            "generator": self.generator,
+            "pooling": self.pooling,
+            "weight": self.weight,
+            "missing": self.missing,
+        }
 
     @property
     def prompts(self) -> Mapping[str, str]:
@@ -218,9 +234,13 @@ class AugmentedEncoder:
         )
         originals, variant_vectors = vectors[: len(unique)], vectors[len(unique) :]
         pooled = pool_embeddings(
-            originals, variant_vectors, owners, pooling=self.pooling, weight=self.weight,
+            originals,
+            variant_vectors,
+            owners,
+            pooling=self.pooling,
+            weight=self.weight,
             normalise=len(vectors) > 0 and is_unit_norm(vectors),
-        )  # fmt: skip
+        )
         row_of = {text: row for row, text in enumerate(unique)}
         return pooled[[row_of[text] for text in texts]] if texts else pooled
 
@@ -229,9 +249,11 @@ class AugmentedEncoder:
         unique = list(dict.fromkeys(texts))
         variants, incomplete = self._variants(unique, self._refresh_source())
         return VariantCoverage(
-            texts=len(unique), incomplete=len(incomplete), without_variants=sum(1 for found in variants if not found),
+            texts=len(unique),
+            incomplete=len(incomplete),
+            without_variants=sum(1 for found in variants if not found),
             variants=sum(len(found) for found in variants),
-        )  # fmt: skip
+        )
 
     def close(self) -> None:
         """Nothing to release: the base encoder is shared (``get_encoder``) and stops with it."""
@@ -284,11 +306,15 @@ class AugmentedEncoder:
         for pk in self.runs:
             run = by_id.get(pk)
             if run is None:
-                raise EncoderError(f"{where} names transformation run {pk}, which does not exist "
-                                   "(see: python manage.py shell, or the runs page).")  # fmt: skip
+                raise EncoderError(
+                    f"{where} names transformation run {pk}, which does not exist "
+                    "(see: python manage.py shell, or the runs page)."
+                )
             if run.transformation not in llm:
-                raise EncoderError(f"{where}: run {pk} is a {run.transformation} run, but the LLM transformations"
-                                   f" are {', '.join(llm) or 'none'}: add it or leave the run out.")  # fmt: skip
+                raise EncoderError(
+                    f"{where}: run {pk} is a {run.transformation} run, but the LLM transformations"
+                    f" are {', '.join(llm) or 'none'}: add it or leave the run out."
+                )
             if run.status != TrackedJob.Status.SUCCEEDED:
                 raise EncoderError(
                     f"{where}: run {pk} has not succeeded (status {run.status}, {run.done}/{run.total} texts): wait "
@@ -297,8 +323,10 @@ class AugmentedEncoder:
         for transformation in llm:
             n = sum(1 for pk in self.runs if by_id[pk].transformation == transformation)
             if n < self.k:
-                raise EncoderError(f"{where} gives {n} {transformation} run(s) but k={self.k} variants per "
-                                   "transformation are asked for: list more runs or lower k.")  # fmt: skip
+                raise EncoderError(
+                    f"{where} gives {n} {transformation} run(s) but k={self.k} variants per "
+                    "transformation are asked for: list more runs or lower k."
+                )
         return [by_id[pk] for pk in self.runs]
 
     def _variants(self, texts: Sequence[str], source: _Source) -> tuple[list[list[str]], list[str]]:
@@ -339,16 +367,19 @@ class AugmentedEncoder:
         else:
             how = " and ".join(
                 f"python manage.py transform --dataset <their dataset> --transformation {t} --seed {s} --wait"
-                for t in llm for s in self.seeds[: self.k]
-            )  # fmt: skip
+                for t in llm
+                for s in self.seeds[: self.k]
+            )
             how = f"generate them with: {how} (only succeeded runs count)"
             unfinished = TransformRun.objects.filter(transformation__in=llm, seed__in=self.seeds).exclude(
                 status=TrackedJob.Status.SUCCEEDED
             )
             if self.generator is not None:
                 unfinished = unfinished.filter(generator__model=self.generator)
-            waiting = [f"run {r.pk} ({r.transformation}, seed {r.seed}) is {r.status}, {r.done}/{r.total} texts"
-                       for r in unfinished.order_by("pk")]  # fmt: skip
+            waiting = [
+                f"run {r.pk} ({r.transformation}, seed {r.seed}) is {r.status}, {r.done}/{r.total} texts"
+                for r in unfinished.order_by("pk")
+            ]
             if waiting:
                 how += f"; {'; '.join(waiting)}: wait for it (python manage.py transform --run ID --wait)"
         return (

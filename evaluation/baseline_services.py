@@ -132,9 +132,19 @@ def baseline_report_build(
 
     def row(kind: str, score: RaterScore, **extra) -> ReportRow:
         against = interval_position(score.score, low, high) if kind in ("llm", "model") else None
-        return ReportRow(kind=kind, name=score.rater, score=score.score, ci_low=score.ci_low, ci_high=score.ci_high,
-                         ci_method=score.ci_method, n_instances=score.n_instances, n_units=score.n_units,
-                         against_humans=against, metrics=dict(score.metrics), **extra)  # fmt: skip
+        return ReportRow(
+            kind=kind,
+            name=score.rater,
+            score=score.score,
+            ci_low=score.ci_low,
+            ci_high=score.ci_high,
+            ci_method=score.ci_method,
+            n_instances=score.n_instances,
+            n_units=score.n_units,
+            against_humans=against,
+            metrics=dict(score.metrics),
+            **extra,
+        )
 
     report_rows = []
     if pooled is not None:
@@ -147,16 +157,28 @@ def baseline_report_build(
             report_rows.append(row("llm", scored[name], n_answers=counts[name], n_invalid=invalid[name]))
         else:  # every reply of this LLM was invalid
             report_rows.append(ReportRow("llm", name, None, None, None, None, 0, 0, 0, invalid[name]))
-    report_rows += [row("model", score, model_id=model_id, revision=revision)
-                    for score, model_id, revision in _score_models(study, instances, models, batch_size)]  # fmt: skip
+    report_rows += [
+        row("model", score, model_id=model_id, revision=revision)
+        for score, model_id, revision in _score_models(study, instances, models, batch_size)
+    ]
     report_rows.sort(key=lambda r: (r.score is None, -(r.score or 0.0), KIND_ORDER[r.kind], r.name))
     return BaselineReport(
-        study_id=study.pk, study=study.name, dataset=study.dataset.name, task_type=study.task_type,
-        split=study.split, metric=humans.metric, unit=UNITS[study.task_type], interval=INTERVALS[study.task_type],
-        n_instances=len(instances), n_human_answers=humans.n_answers, n_llm_answers=llms.n_answers,
-        rows=tuple(report_rows), agreement=humans.agreement,
-        llm_agreement=llms.agreement if len(llms.raters) >= 2 else (), models_requested=tuple(models),
-    )  # fmt: skip
+        study_id=study.pk,
+        study=study.name,
+        dataset=study.dataset.name,
+        task_type=study.task_type,
+        split=study.split,
+        metric=humans.metric,
+        unit=UNITS[study.task_type],
+        interval=INTERVALS[study.task_type],
+        n_instances=len(instances),
+        n_human_answers=humans.n_answers,
+        n_llm_answers=llms.n_answers,
+        rows=tuple(report_rows),
+        agreement=humans.agreement,
+        llm_agreement=llms.agreement if len(llms.raters) >= 2 else (),
+        models_requested=tuple(models),
+    )
 
 
 def _score_models(
@@ -182,9 +204,14 @@ def _score_models(
         encode = cached_encode(encoder, task=task, batch_size=batch_size)
         try:
             score = score_model_on_instances(
-                instances, encode, rater=name, train_texts=train_texts, train_labels=train_labels,
-                seed=DEFAULT_SEED, similarity_fn_name=encoder.similarity_fn_name,
-            )  # fmt: skip
+                instances,
+                encode,
+                rater=name,
+                train_texts=train_texts,
+                train_labels=train_labels,
+                seed=DEFAULT_SEED,
+                similarity_fn_name=encoder.similarity_fn_name,
+            )
         except ValueError as exc:
             raise ShiftlabError(f"Scoring {name} on baseline study {study.name}: {exc}") from None
         scores.append((score, encoder.model_id, encoder.revision))

@@ -106,8 +106,10 @@ def plan_from_config(
     if transformations:
         unknown = set(transformations) - {s.transformation for s in specs}
         if unknown:
-            raise PlanError(f"not approved in this config: {', '.join(sorted(unknown))}; "
-                            f"approved: {', '.join(s.transformation for s in specs) or 'none'}")  # fmt: skip
+            raise PlanError(
+                f"not approved in this config: {', '.join(sorted(unknown))}; "
+                f"approved: {', '.join(s.transformation for s in specs) or 'none'}"
+            )
         specs = [s for s in specs if s.transformation in transformations]
     if not specs:
         raise PlanError("the config approves no transformation: approve one and export the config again")
@@ -132,15 +134,21 @@ def _transformation_spec(entry: Mapping[str, Any], seeds: Sequence[int] | None) 
     generator = first["generator"]
     for run in runs[1:]:
         if run["generator"]["hash"] != generator["hash"] or _prompts(run) != _prompts(first):
-            raise PlanError(f"the approved runs of {name} differ in generator or prompts: export one setting per "
-                            "transformation")  # fmt: skip
+            raise PlanError(
+                f"the approved runs of {name} differ in generator or prompts: export one setting per transformation"
+            )
     chosen = tuple(dict.fromkeys(int(s) for s in seeds)) if seeds else tuple(sorted({int(r["seed"]) for r in runs}))
     return TransformationSpec(
-        transformation=name, axis=TRANSFORMATIONS[name].axis.value, seeds=chosen,
-        backend_alias=generator["backend_alias"], generator_model=generator["model"],
-        generator_params=dict(generator["params"]), generator_hash=generator["hash"],
-        prompt_hashes=_prompts(first), languages=tuple(first.get("target_languages") or ()),
-    )  # fmt: skip
+        transformation=name,
+        axis=TRANSFORMATIONS[name].axis.value,
+        seeds=chosen,
+        backend_alias=generator["backend_alias"],
+        generator_model=generator["model"],
+        generator_params=dict(generator["params"]),
+        generator_hash=generator["hash"],
+        prompt_hashes=_prompts(first),
+        languages=tuple(first.get("target_languages") or ()),
+    )
 
 
 def _prompts(run: Mapping[str, Any]) -> dict[str, str]:
@@ -149,8 +157,13 @@ def _prompts(run: Mapping[str, Any]) -> dict[str, str]:
 
 def spec_as_dict(spec: TransformationSpec) -> dict[str, Any]:
     return {
-        "transformation": spec.transformation, "axis": spec.axis, "seeds": list(spec.seeds),
-        "backend_alias": spec.backend_alias, "generator_model": spec.generator_model,
-        "generator_params": dict(spec.generator_params), "generator_hash": spec.generator_hash,
-        "prompt_hashes": dict(spec.prompt_hashes), "languages": list(spec.languages),
-    }  # fmt: skip
+        "transformation": spec.transformation,
+        "axis": spec.axis,
+        "seeds": list(spec.seeds),
+        "backend_alias": spec.backend_alias,
+        "generator_model": spec.generator_model,
+        "generator_params": dict(spec.generator_params),
+        "generator_hash": spec.generator_hash,
+        "prompt_hashes": dict(spec.prompt_hashes),
+        "languages": list(spec.languages),
+    }

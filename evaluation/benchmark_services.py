@@ -71,18 +71,26 @@ def benchmark_run_create_from_config(
     check = config_verify(text, fmt)
     if not check.ok:
         raise ShiftlabError(
-            "the benchmark config does not verify, so it is not used: " + "; ".join(check.problems)
+            "the benchmark config does not verify, so it is not used: "
+            + "; ".join(check.problems)
             + ". Use the file exactly as `python manage.py benchmark_config export` wrote it."
-        )  # fmt: skip
+        )
     try:
         plan = plan_from_config(check.document, datasets=datasets, seeds=seeds, transformations=transformations)
     except PlanError as exc:
         raise ShiftlabError(f"cannot plan a benchmark from this config: {exc}") from None
     return _benchmark_run_create(
-        plan=plan, source=BenchmarkRun.Source.CONFIG, config_hash=check.declared_hash or "",
-        config_document=check.document, models=models, limit=limit, split=split, name=name,
-        created_by=created_by, dispatch=dispatch,
-    )  # fmt: skip
+        plan=plan,
+        source=BenchmarkRun.Source.CONFIG,
+        config_hash=check.declared_hash or "",
+        config_document=check.document,
+        models=models,
+        limit=limit,
+        split=split,
+        name=name,
+        created_by=created_by,
+        dispatch=dispatch,
+    )
 
 
 def benchmark_run_create_from_datasets(
@@ -101,9 +109,17 @@ def benchmark_run_create_from_datasets(
     except PlanError as exc:
         raise ShiftlabError(str(exc)) from None
     return _benchmark_run_create(
-        plan=plan, source=BenchmarkRun.Source.DATASETS, config_hash="", config_document=None, models=models,
-        limit=limit, split=split, name=name, created_by=created_by, dispatch=dispatch,
-    )  # fmt: skip
+        plan=plan,
+        source=BenchmarkRun.Source.DATASETS,
+        config_hash="",
+        config_document=None,
+        models=models,
+        limit=limit,
+        split=split,
+        name=name,
+        created_by=created_by,
+        dispatch=dispatch,
+    )
 
 
 def _benchmark_run_create(
@@ -141,18 +157,31 @@ def _benchmark_run_create(
             for name in datasets
             for spec in plan.transformations
             for seed in spec.seeds
-        }  # fmt: skip
+        }
         run = BenchmarkRun.objects.create(
-            name=name, source=source, config_hash=config_hash, config_document=config_document, model_names=models,
-            split=split, item_limit=limit, total=len(units), created_by=created_by,
+            name=name,
+            source=source,
+            config_hash=config_hash,
+            config_document=config_document,
+            model_names=models,
+            split=split,
+            item_limit=limit,
+            total=len(units),
+            created_by=created_by,
             plan={
-                "datasets": list(datasets), "include_original": plan.include_original,
+                "datasets": list(datasets),
+                "include_original": plan.include_original,
                 "transformations": [spec_as_dict(spec) for spec in plan.transformations],
-                "transform_runs": transform_runs, "units": [u.as_dict() for u in units],
+                "transform_runs": transform_runs,
+                "units": [u.as_dict() for u in units],
             },
-        )  # fmt: skip
-        audit_record(actor=created_by, verb="benchmark.run.create", obj=run,
-                     payload={"config_hash": config_hash, "models": models, "units": len(units)})  # fmt: skip
+        )
+        audit_record(
+            actor=created_by,
+            verb="benchmark.run.create",
+            obj=run,
+            payload={"config_hash": config_hash, "models": models, "units": len(units)},
+        )
         if dispatch:
             transaction.on_commit(lambda: _dispatch(run.pk))
     return run
@@ -175,8 +204,9 @@ def _dataset_checked(name: str, content_hash: str | None, split: str) -> Dataset
         )
     if split not in dataset.splits:
         raise ShiftlabError(f"dataset {name} has no split {split!r}; its splits: {', '.join(dataset.splits)}")
-    if TaskType(dataset.task_type) is TaskType.CLASSIFICATION and (split == TRAIN_SPLIT or TRAIN_SPLIT not in
-                                                                   dataset.splits):  # fmt: skip
+    if TaskType(dataset.task_type) is TaskType.CLASSIFICATION and (
+        split == TRAIN_SPLIT or TRAIN_SPLIT not in dataset.splits
+    ):
         raise ShiftlabError(f"classification dataset {name} needs a {TRAIN_SPLIT!r} split and another split to score")
     return dataset
 
@@ -192,21 +222,33 @@ def _transform_run_for(
     existing one (succeeded first) or a new, undispatched one (its chunks run inside the units)."""
     languages = list(spec.languages)
     candidates = TransformRun.objects.filter(
-        dataset=dataset, transformation=spec.transformation, seed=seed, item_limit=limit,
+        dataset=dataset,
+        transformation=spec.transformation,
+        seed=seed,
+        item_limit=limit,
         generator__content_hash=spec.generator_hash,
-    ).order_by("-id")  # fmt: skip
-    matching = [r for r in candidates if r.prompt_hashes == dict(spec.prompt_hashes)
-                and (not languages or r.languages == languages)]  # fmt: skip
+    ).order_by("-id")
+    matching = [
+        r
+        for r in candidates
+        if r.prompt_hashes == dict(spec.prompt_hashes) and (not languages or r.languages == languages)
+    ]
     matching.sort(key=lambda r: r.status != TransformRun.Status.SUCCEEDED)
     if matching:
         return matching[0]
     try:
         with transaction.atomic():
             run = transform_run_create(
-                dataset=dataset, transformation=spec.transformation, seed=seed, backend_alias=spec.backend_alias,
-                params=GenerationParams(**spec.generator_params), languages=languages or None, limit=limit,
-                created_by=created_by, dispatch=False,
-            )  # fmt: skip
+                dataset=dataset,
+                transformation=spec.transformation,
+                seed=seed,
+                backend_alias=spec.backend_alias,
+                params=GenerationParams(**spec.generator_params),
+                languages=languages or None,
+                limit=limit,
+                created_by=created_by,
+                dispatch=False,
+            )
             if run.generator.content_hash != spec.generator_hash:
                 raise ShiftlabError(
                     f"{spec.transformation}: backend {spec.backend_alias!r} now serves {run.generator.model!r}, "
@@ -296,15 +338,24 @@ def _score_unit(run: BenchmarkRun, u: Unit) -> dict[str, Any]:
                 f"({left_out} left out because their transformation failed): use more items"
             )
     row = {
-        "run": run, "model": u.model, "model_id": encoder.model_id, "model_revision": encoder.revision,
-        "dataset": dataset, "transformation": u.transformation, "seed": u.seed,
+        "run": run,
+        "model": u.model,
+        "model_id": encoder.model_id,
+        "model_revision": encoder.revision,
+        "dataset": dataset,
+        "transformation": u.transformation,
+        "seed": u.seed,
         "axis": "" if u.is_original else TRANSFORMATIONS[u.transformation].axis.value,
-        "transform_run": transform_run, "main_metric": result.main_metric, "main_score": float(result.main_score),
-        "metrics": _clean(result.metrics()), "n_items": len(examples) - left_out, "n_left_out": left_out,
+        "transform_run": transform_run,
+        "main_metric": result.main_metric,
+        "main_score": float(result.main_score),
+        "metrics": _clean(result.metrics()),
+        "n_items": len(examples) - left_out,
+        "n_left_out": left_out,
         "original_main_score": None if original is None else float(original.main_score),
         "original_metrics": None if original is None else _clean(original.metrics()),
         "evaluation_time_s": time.perf_counter() - started,
-    }  # fmt: skip
+    }
     row["result_path"] = str(_write_result_file(row, dataset=dataset, split=run.split))
     return row
 
@@ -312,8 +363,9 @@ def _score_unit(run: BenchmarkRun, u: Unit) -> dict[str, Any]:
 def _evaluate(dataset: Dataset, split: str, examples, encoder):
     # Seeded protocols (classification, clustering) use MTEB's seed: the unit's seed is the
     # transformation's, so original and transformed scores differ only by the texts.
-    return examples_evaluate(dataset=dataset, split=split, examples=[e[:3] for e in examples], encoder=encoder,
-                             seed=DEFAULT_SEED)  # fmt: skip
+    return examples_evaluate(
+        dataset=dataset, split=split, examples=[e[:3] for e in examples], encoder=encoder, seed=DEFAULT_SEED
+    )
 
 
 def _unit_run_key(u: Unit) -> tuple[str, str, int]:
@@ -375,18 +427,35 @@ def _write_result_file(row: dict[str, Any], *, dataset: Dataset, split: str) -> 
         "mteb_version": None,
         "evaluation_time": row["evaluation_time_s"],
         "kg_co2_emissions": None,
-        "scores": {split: [{**row["metrics"], "main_score": row["main_score"], "hf_subset": "default",
-                            "languages": list(dataset.languages)}]},  # fmt: skip
-        "shiftlab": {
-            "benchmark_run": run.pk, "config_hash": run.config_hash, "model": row["model"],
-            "model_id": row["model_id"], "model_revision": row["model_revision"], "task_type": dataset.task_type,
-            "main_metric": row["main_metric"], "transformation": row["transformation"], "axis": row["axis"],
-            "seed": row["seed"], "transform_run": row["transform_run"].pk if row["transform_run"] else None,
-            "n_items": row["n_items"], "n_left_out": row["n_left_out"],
-            "original_same_items": None if row["original_main_score"] is None else {
-                "main_score": row["original_main_score"], "metrics": row["original_metrics"]},
+        "scores": {
+            split: [
+                {
+                    **row["metrics"],
+                    "main_score": row["main_score"],
+                    "hf_subset": "default",
+                    "languages": list(dataset.languages),
+                }
+            ]
         },
-    }  # fmt: skip
+        "shiftlab": {
+            "benchmark_run": run.pk,
+            "config_hash": run.config_hash,
+            "model": row["model"],
+            "model_id": row["model_id"],
+            "model_revision": row["model_revision"],
+            "task_type": dataset.task_type,
+            "main_metric": row["main_metric"],
+            "transformation": row["transformation"],
+            "axis": row["axis"],
+            "seed": row["seed"],
+            "transform_run": row["transform_run"].pk if row["transform_run"] else None,
+            "n_items": row["n_items"],
+            "n_left_out": row["n_left_out"],
+            "original_same_items": None
+            if row["original_main_score"] is None
+            else {"main_score": row["original_main_score"], "metrics": row["original_metrics"]},
+        },
+    }
     path.parent.mkdir(parents=True, exist_ok=True)
     temporary = path.with_name(f".{path.name}.{uuid.uuid4().hex}.tmp")
     try:
@@ -435,8 +504,9 @@ def benchmark_run_resume(*, run_id: int, actor: AbstractBaseUser | None = None) 
     """Queue the units that have no result (after a crash, a lost task or a fixed failure)."""
     run = BenchmarkRun.objects.get(pk=run_id)
     with transaction.atomic():
-        BenchmarkRun.objects.filter(pk=run_id).update(status=BenchmarkRun.Status.PENDING, error="", n_failed=0,
-                                                      finished_at=None)  # fmt: skip
+        BenchmarkRun.objects.filter(pk=run_id).update(
+            status=BenchmarkRun.Status.PENDING, error="", n_failed=0, finished_at=None
+        )
         audit_record(actor=actor, verb="benchmark.run.resume", obj=run, payload={"done": run.done, "total": run.total})
         transaction.on_commit(lambda: _dispatch(run_id))
     run.refresh_from_db()

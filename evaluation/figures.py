@@ -54,8 +54,13 @@ def report_figures(report: RobustnessReport, *, fmt: str = "svg") -> dict[str, s
     builders = {}
     if report.axes and report.models:
         builders["dumbbell"] = lambda: _dumbbell(report)
-    table = report.shift_table(scope=ALL_MODELS if len(report.models) > 1 else report.models[0], unit=POOLED,
-                               level="transformation") if report.models else None  # fmt: skip
+    table = (
+        report.shift_table(
+            scope=ALL_MODELS if len(report.models) > 1 else report.models[0], unit=POOLED, level="transformation"
+        )
+        if report.models
+        else None
+    )
     if table and table.rows:
         builders["shifts"] = lambda: _shifts(table.rows)
     if report.transformations and report.models:
@@ -76,8 +81,9 @@ def _render(figure, fmt: str) -> str | bytes:
 
 def _dumbbell(report: RobustnessReport):
     axes = report.axes
-    figure, panels = plt.subplots(1, len(axes), figsize=(3.2 * len(axes), 0.45 * len(report.models) + 1.4),
-                                  squeeze=False, sharey=True)  # fmt: skip
+    figure, panels = plt.subplots(
+        1, len(axes), figsize=(3.2 * len(axes), 0.45 * len(report.models) + 1.4), squeeze=False, sharey=True
+    )
     y = np.arange(len(report.models))
     for panel, axis in zip(panels[0], axes, strict=True):
         for i, model in enumerate(report.models):
@@ -127,8 +133,14 @@ def _heatmap(report: RobustnessReport):
 
 
 def _drift(report: RobustnessReport):
-    figure, panels = plt.subplots(1, len(report.drift), figsize=(2.8 * len(report.drift) + 0.6, 3), squeeze=False,
-                                  sharey=True, layout="constrained")  # fmt: skip
+    figure, panels = plt.subplots(
+        1,
+        len(report.drift),
+        figsize=(2.8 * len(report.drift) + 0.6, 3),
+        squeeze=False,
+        sharey=True,
+        layout="constrained",
+    )
     for panel, summary in zip(panels[0], report.drift, strict=True):
         panel.scatter(summary.drifts, summary.qualities, s=10, alpha=0.7)
         rho = summary.correlation.spearman

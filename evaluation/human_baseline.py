@@ -75,8 +75,12 @@ from evaluation.stats import kendall_tau, pairwise_agreement, spearman_rho
 TASK_TYPES = ("sts", "classification", "clustering", "reranking")
 MAIN_METRICS = {"sts": "spearman", "classification": "accuracy", "clustering": "v_measure", "reranking": "map_at_1000"}
 POOLED = "humans (pooled)"
-UNITS = {"sts": "sentence pair", "classification": "text", "clustering": "batch of texts",
-         "reranking": "query with its candidates"}  # fmt: skip
+UNITS = {
+    "sts": "sentence pair",
+    "classification": "text",
+    "clustering": "batch of texts",
+    "reranking": "query with its candidates",
+}
 INTERVALS = {
     "sts": "95% Fisher z interval of Spearman's rho (Bonett-Wright standard error), n = sentence pairs",
     "classification": "95% Wilson interval of the accuracy, n = texts",
@@ -187,32 +191,61 @@ def score_predictions(
             return RaterScore(rater, metric, None, len(answered), len(answered))
         result = correlation_scores([float(predictions[i.key]) for i in answered], [float(i.gold) for i in answered])
         ci = fisher_z_interval(result.spearman, len(answered), confidence=confidence, method="spearman")
-        return RaterScore(rater, metric, result.spearman, len(answered), len(answered), *_interval(ci, "fisher_z"),
-                          metrics={"spearman": result.spearman, "pearson": result.pearson})  # fmt: skip
+        return RaterScore(
+            rater,
+            metric,
+            result.spearman,
+            len(answered),
+            len(answered),
+            *_interval(ci, "fisher_z"),
+            metrics={"spearman": result.spearman, "pearson": result.pearson},
+        )
     if task == "classification":
         answered = [i for i in instances if i.key in predictions]
         if not answered:
             return RaterScore(rater, metric, None, 0, 0)
         scores = classification_scores([str(i.gold) for i in answered], [str(predictions[i.key]) for i in answered])
         ci = wilson_interval(scores.accuracy * len(answered), len(answered), confidence=confidence)
-        return RaterScore(rater, metric, scores.accuracy, len(answered), len(answered), *_interval(ci, "wilson"),
-                          metrics=asdict(scores))  # fmt: skip
+        return RaterScore(
+            rater,
+            metric,
+            scores.accuracy,
+            len(answered),
+            len(answered),
+            *_interval(ci, "wilson"),
+            metrics=asdict(scores),
+        )
     groups = [g for g in _groups(instances).values() if all(i.key in predictions for i in g)]
     if task == "clustering":
         groups = [g for g in groups if len({str(i.gold) for i in g}) >= 2]
         values = [clustering_v_measure([str(i.gold) for i in g], [str(predictions[i.key]) for i in g]) for g in groups]
         score = float(np.mean(values)) if values else None
-        return RaterScore(rater, metric, score, sum(map(len, groups)), len(groups),
-                          metrics={"v_measure": score, "v_measure_min": min(values, default=None),
-                                   "v_measure_max": max(values, default=None)})  # fmt: skip
+        return RaterScore(
+            rater,
+            metric,
+            score,
+            sum(map(len, groups)),
+            len(groups),
+            metrics={
+                "v_measure": score,
+                "v_measure_min": min(values, default=None),
+                "v_measure_max": max(values, default=None),
+            },
+        )
     if not groups:
         return RaterScore(rater, metric, None, 0, 0)
     result = reranking_result(
         [[float(predictions[i.key]) for i in g] for g in groups], [[float(i.gold) for i in g] for g in groups]
     )
     metrics = result.metrics()
-    return RaterScore(rater, metric, result.main_score, sum(map(len, groups)), len(groups),
-                      metrics={name: metrics[name] for name in ("map_at_1000", "mrr_at_10", "ndcg_at_10")})  # fmt: skip
+    return RaterScore(
+        rater,
+        metric,
+        result.main_score,
+        sum(map(len, groups)),
+        len(groups),
+        metrics={name: metrics[name] for name in ("map_at_1000", "mrr_at_10", "ndcg_at_10")},
+    )
 
 
 def score_answers(
@@ -235,11 +268,13 @@ def score_answers(
             raise ValueError(f"{answer.annotator} answered {answer.key!r} twice: keep only their current answer")
         by_rater[answer.annotator][answer.key] = _answer_value(task, answer)
         n_answers += 1
-    raters = tuple(score_predictions(instances, by_rater[name], rater=name, confidence=confidence)
-                   for name in sorted(by_rater))  # fmt: skip
+    raters = tuple(
+        score_predictions(instances, by_rater[name], rater=name, confidence=confidence) for name in sorted(by_rater)
+    )
     pooled = _pooled(task, instances, by_rater, raters, confidence=confidence) if by_rater else None
-    return BaselineScore(task, MAIN_METRICS[task], len(instances), n_answers, pooled, raters,
-                         _agreement(task, instances, by_rater))  # fmt: skip
+    return BaselineScore(
+        task, MAIN_METRICS[task], len(instances), n_answers, pooled, raters, _agreement(task, instances, by_rater)
+    )
 
 
 def model_predictions(
@@ -253,8 +288,10 @@ def model_predictions(
     task = _task_type(instances)
     if task == "sts":
         _check_texts(instances, 2)
-        left, right = split_rows(encode([*(i.texts[0] for i in instances), *(i.texts[1] for i in instances)]),
-                                 [len(instances), len(instances)])  # fmt: skip
+        left, right = split_rows(
+            encode([*(i.texts[0] for i in instances), *(i.texts[1] for i in instances)]),
+            [len(instances), len(instances)],
+        )
         cosine = paired_scores(left, right)["cosine"]
         return {i.key: float(c) for i, c in zip(instances, cosine, strict=True)}
     if task == "clustering":
@@ -276,8 +313,9 @@ def model_predictions(
             if len({i.texts[0] for i in group}) != 1:
                 raise ValueError(f"reranking group {group[0].group!r} holds more than one query text")
         queries = encode([g[0].texts[0] for g in groups], prompt_type="query")
-        candidates = split_rows(encode([i.texts[1] for g in groups for i in g], prompt_type="document"),
-                                [len(g) for g in groups])  # fmt: skip
+        candidates = split_rows(
+            encode([i.texts[1] for g in groups for i in g], prompt_type="document"), [len(g) for g in groups]
+        )
         predictions = {}
         for group, query, matrix in zip(groups, queries, candidates, strict=True):
             row = similarity_matrix(query[None, :], matrix, function=similarity_fn_name)[0]
@@ -313,9 +351,12 @@ def score_model_on_instances(
         raise ValueError("classification needs the training texts and labels the classifier is fitted on")
     _check_texts(instances, 1)
     result = ClassificationEvaluator(seed=seed).evaluate(
-        list(train_texts), [str(label) for label in train_labels], [i.texts[0] for i in instances],
-        [str(i.gold) for i in instances], encode=encode,
-    )  # fmt: skip
+        list(train_texts),
+        [str(label) for label in train_labels],
+        [i.texts[0] for i in instances],
+        [str(i.gold) for i in instances],
+        encode=encode,
+    )
     n = len(instances)
     ci = wilson_interval(result.accuracy * n, n, confidence=confidence)
     return RaterScore(rater, "accuracy", result.accuracy, n, n, *_interval(ci, "wilson"), metrics=result.metrics())
@@ -338,18 +379,35 @@ def _pooled(
         pooled = score_predictions(instances, predictions, rater=POOLED, confidence=confidence)
         if task == "sts":
             return pooled
-        return RaterScore(pooled.rater, pooled.metric, pooled.score, pooled.n_instances, pooled.n_units,
-                          *_annotator_range(raters), metrics=pooled.metrics)  # fmt: skip
+        return RaterScore(
+            pooled.rater,
+            pooled.metric,
+            pooled.score,
+            pooled.n_instances,
+            pooled.n_units,
+            *_annotator_range(raters),
+            metrics=pooled.metrics,
+        )
     if task == "classification":
         majority = {key: _majority(values) for key, values in answers_of.items()}
         return score_predictions(instances, majority, rater=POOLED, confidence=confidence)
     defined = [r for r in raters if r.score is not None]
     score = float(np.mean([r.score for r in defined])) if defined else None
     # The batches some rater's score stands on: complete, with two gold labels or more.
-    scored = [g for g in _groups(instances).values() if len({str(i.gold) for i in g}) >= 2
-              and any(all(i.key in by_rater[r.rater] for i in g) for r in defined)]  # fmt: skip
-    return RaterScore(POOLED, MAIN_METRICS[task], score, sum(map(len, scored)), len(scored),
-                      *_annotator_range(raters), metrics={"v_measure": score, "n_raters": len(defined)})  # fmt: skip
+    scored = [
+        g
+        for g in _groups(instances).values()
+        if len({str(i.gold) for i in g}) >= 2 and any(all(i.key in by_rater[r.rater] for i in g) for r in defined)
+    ]
+    return RaterScore(
+        POOLED,
+        MAIN_METRICS[task],
+        score,
+        sum(map(len, scored)),
+        len(scored),
+        *_annotator_range(raters),
+        metrics={"v_measure": score, "n_raters": len(defined)},
+    )
 
 
 def _agreement(
@@ -359,8 +417,10 @@ def _agreement(
     if task == "sts":
         rhos = pairwise_agreement(by_rater, spearman_rho, min_common=3)
         taus = pairwise_agreement(by_rater, kendall_tau)
-        return (Agreement("mean_pairwise_spearman", _mean(rhos), shared, len(rhos)),
-                Agreement("mean_pairwise_kendall_tau", _mean(taus), shared, len(taus)))  # fmt: skip
+        return (
+            Agreement("mean_pairwise_spearman", _mean(rhos), shared, len(rhos)),
+            Agreement("mean_pairwise_kendall_tau", _mean(taus), shared, len(taus)),
+        )
     if task == "clustering":
         aris = []
         for group in _groups(instances).values():
@@ -369,8 +429,7 @@ def _agreement(
             aris += pairwise_agreement(within, lambda a, b: float(adjusted_rand_score(a, b)))
         return (Agreement("mean_pairwise_ari", _mean(aris), shared, len(aris)),)
     categories = sorted({str(v) for ratings in by_rater.values() for v in ratings.values()})
-    table = [[sum(str(r[i.key]) == c for r in by_rater.values() if i.key in r) for c in categories]
-             for i in instances]  # fmt: skip
+    table = [[sum(str(r[i.key]) == c for r in by_rater.values() if i.key in r) for c in categories] for i in instances]
     kappa = Agreement("fleiss_kappa", fleiss_kappa(table) if categories else None, shared)
     if task == "classification":
         return (kappa,)

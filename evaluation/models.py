@@ -46,8 +46,9 @@ class BenchmarkResult(models.Model):
     transformation = models.CharField(max_length=32, help_text='"original" or a transformation name.')
     axis = models.CharField(max_length=16, blank=True, help_text="Empty for original units.")
     seed = models.BigIntegerField(help_text="Transformation seed; 0 for original units.")
-    transform_run = models.ForeignKey(TransformRun, null=True, blank=True, on_delete=models.PROTECT,
-                                      related_name="benchmark_results")  # fmt: skip
+    transform_run = models.ForeignKey(
+        TransformRun, null=True, blank=True, on_delete=models.PROTECT, related_name="benchmark_results"
+    )
     main_metric = models.CharField(max_length=64)
     main_score = models.FloatField()
     metrics = models.JSONField(default=dict)
@@ -64,7 +65,7 @@ class BenchmarkResult(models.Model):
         constraints = [
             models.UniqueConstraint(
                 fields=["run", "model", "dataset", "transformation", "seed"], name="one_result_per_benchmark_unit"
-            ),  # fmt: skip
+            ),
         ]
 
     def __str__(self) -> str:

@@ -30,17 +30,27 @@ CSV_NAME, JSON_NAME, LATEX_NAME = "robustness.csv", "robustness.json", "robustne
 
 def robustness_report_get(*, run: BenchmarkRun) -> RobustnessReport:
     results = list(benchmark_result_list(run=run))
-    units = [UnitScore(model=r.model, dataset=r.dataset.name, transformation=r.transformation, axis=r.axis,
-                       seed=r.seed, score=r.main_score, original_score=r.original_main_score)
-             for r in results]  # fmt: skip
+    units = [
+        UnitScore(
+            model=r.model,
+            dataset=r.dataset.name,
+            transformation=r.transformation,
+            axis=r.axis,
+            seed=r.seed,
+            score=r.main_score,
+            original_score=r.original_main_score,
+        )
+        for r in results
+    ]
     task_types = {r.dataset.name: r.dataset.task_type for r in results}
     drift_items, drift_note = None, None
     try:
         drift_items = robustness_drift_items(run=run)
     except (ShiftlabError, ImproperlyConfigured, OSError, ValueError) as exc:
         drift_note = f"drift vs quality could not be computed: {exc}"
-    report = robustness_analyse(units, models=run.model_names, task_types=task_types, seed=REPORT_SEED,
-                                drift_items=drift_items)  # fmt: skip
+    report = robustness_analyse(
+        units, models=run.model_names, task_types=task_types, seed=REPORT_SEED, drift_items=drift_items
+    )
     if drift_note:
         report = dataclasses.replace(report, notes={**report.notes, "drift": drift_note})
     return report
@@ -51,13 +61,21 @@ def robustness_drift_items(*, run: BenchmarkRun) -> list[DriftItem]:
     (1 − cos of the original and transformed text, the run's first model) and mean quality."""
     run_ids = set(benchmark_result_list(run=run).exclude(transform_run=None).values_list("transform_run", flat=True))
     rated = (
-        Rating.objects.filter(active=True, question=QUALITY_QUESTION, study_item__transformed_item__ok=True,
-                              study_item__transformed_item__run__in=run_ids)
-        .values("study_item__transformed_item", "study_item__transformed_item__run__transformation",
-                "study_item__transformed_item__source_text", "study_item__transformed_item__output_text")
+        Rating.objects.filter(
+            active=True,
+            question=QUALITY_QUESTION,
+            study_item__transformed_item__ok=True,
+            study_item__transformed_item__run__in=run_ids,
+        )
+        .values(
+            "study_item__transformed_item",
+            "study_item__transformed_item__run__transformation",
+            "study_item__transformed_item__source_text",
+            "study_item__transformed_item__output_text",
+        )
         .annotate(quality=Avg("value"))
         .order_by("study_item__transformed_item")
-    )  # fmt: skip
+    )
     rows = list(rated)  # one row per transformed item: its mean over every study that rated it
     if not rows or not run.model_names:
         return []
@@ -65,9 +83,14 @@ def robustness_drift_items(*, run: BenchmarkRun) -> list[DriftItem]:
     original = encode_cached(encoder, [r["study_item__transformed_item__source_text"] for r in rows])
     transformed = encode_cached(encoder, [r["study_item__transformed_item__output_text"] for r in rows])
     drifts = embedding_drift(original, transformed)
-    return [DriftItem(transformation=r["study_item__transformed_item__run__transformation"], drift=float(d),
-                      quality=float(r["quality"]))
-            for r, d in zip(rows, drifts, strict=True)]  # fmt: skip
+    return [
+        DriftItem(
+            transformation=r["study_item__transformed_item__run__transformation"],
+            drift=float(d),
+            quality=float(r["quality"]),
+        )
+        for r, d in zip(rows, drifts, strict=True)
+    ]
 
 
 def robustness_report_files(report: RobustnessReport, *, figures: bool = True) -> dict[str, str | bytes]:
@@ -89,8 +112,11 @@ def robustness_report_file(report: RobustnessReport, name: str) -> str | bytes |
 
 
 def _table_files(report: RobustnessReport) -> dict[str, str | bytes]:
-    return {CSV_NAME: report.as_csv(), JSON_NAME: json.dumps(report.as_dict(), indent=2, default=_json_default),
-            LATEX_NAME: report.as_latex()}  # fmt: skip
+    return {
+        CSV_NAME: report.as_csv(),
+        JSON_NAME: json.dumps(report.as_dict(), indent=2, default=_json_default),
+        LATEX_NAME: report.as_latex(),
+    }
 
 
 def robustness_report_write(*, run: BenchmarkRun, out: Path | None = None) -> list[Path]:

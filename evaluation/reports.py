@@ -28,40 +28,75 @@ class BenchmarkReport:
     def table(self) -> list[dict]:
         """One row per model: original, each axis and the total (mean, SD, Δ)."""
         return [
-            {"model": model, "original": agg.original, "axes": [agg.axes.get(axis) for axis in self.axes],
-             "total": agg.total, "complete": agg.complete}
+            {
+                "model": model,
+                "original": agg.original,
+                "axes": [agg.axes.get(axis) for axis in self.axes],
+                "total": agg.total,
+                "complete": agg.complete,
+            }
             for model, agg in self.aggregates.items()
-        ]  # fmt: skip
+        ]
 
     def as_dict(self) -> dict:
         run = self.run
         return {
-            "run": run.pk, "status": run.status, "done": run.done, "total": run.total,
-            "config_hash": run.config_hash, "source": run.source, "models": run.model_names,
+            "run": run.pk,
+            "status": run.status,
+            "done": run.done,
+            "total": run.total,
+            "config_hash": run.config_hash,
+            "source": run.source,
+            "models": run.model_names,
             "aggregates": {
-                model: {"original": agg.original, "total": asdict(agg.total), "complete": agg.complete,
-                        "axes": {k: asdict(v) for k, v in agg.axes.items()},
-                        "transformations": {k: asdict(v) for k, v in agg.transformations.items()}}
+                model: {
+                    "original": agg.original,
+                    "total": asdict(agg.total),
+                    "complete": agg.complete,
+                    "axes": {k: asdict(v) for k, v in agg.axes.items()},
+                    "transformations": {k: asdict(v) for k, v in agg.transformations.items()},
+                }
                 for model, agg in self.aggregates.items()
             },
             "units": [
-                {"model": r.model, "model_id": r.model_id, "model_revision": r.model_revision,
-                 "dataset": r.dataset.name, "transformation": r.transformation, "axis": r.axis, "seed": r.seed,
-                 "transform_run": r.transform_run_id, "main_metric": r.main_metric, "main_score": r.main_score,
-                 "original_main_score": r.original_main_score, "delta": r.delta, "n_items": r.n_items,
-                 "n_left_out": r.n_left_out, "metrics": r.metrics, "result_path": r.result_path}
+                {
+                    "model": r.model,
+                    "model_id": r.model_id,
+                    "model_revision": r.model_revision,
+                    "dataset": r.dataset.name,
+                    "transformation": r.transformation,
+                    "axis": r.axis,
+                    "seed": r.seed,
+                    "transform_run": r.transform_run_id,
+                    "main_metric": r.main_metric,
+                    "main_score": r.main_score,
+                    "original_main_score": r.original_main_score,
+                    "delta": r.delta,
+                    "n_items": r.n_items,
+                    "n_left_out": r.n_left_out,
+                    "metrics": r.metrics,
+                    "result_path": r.result_path,
+                }
                 for r in self.results
             ],
-        }  # fmt: skip
+        }
 
     def as_text(self) -> str:
         run = self.run
-        lines = [f"Benchmark run {run.pk} {run.status}: {run.done}/{run.total} units"
-                 + (f", config {run.config_hash[:12]}" if run.config_hash else "")]  # fmt: skip
+        lines = [
+            f"Benchmark run {run.pk} {run.status}: {run.done}/{run.total} units"
+            + (f", config {run.config_hash[:12]}" if run.config_hash else "")
+        ]
         header = ["model", "original", *self.axes, "total"]
-        rows = [[row["model"], _fmt(row["original"]), *(_fmt_summary(s) for s in row["axes"]),
-                 _fmt_summary(row["total"]) + ("" if row["complete"] or not self.axes else " (partial)")]
-                for row in self.table()]  # fmt: skip
+        rows = [
+            [
+                row["model"],
+                _fmt(row["original"]),
+                *(_fmt_summary(s) for s in row["axes"]),
+                _fmt_summary(row["total"]) + ("" if row["complete"] or not self.axes else " (partial)"),
+            ]
+            for row in self.table()
+        ]
         widths = [max(len(str(x)) for x in column) for column in zip(header, *rows, strict=True)]
         for cells in [header, *rows]:
             lines.append("  ".join(str(c).ljust(w) for c, w in zip(cells, widths, strict=True)).rstrip())
@@ -70,8 +105,9 @@ class BenchmarkReport:
             lines.append("per transformation (mean ± SD over seeds; Δ = transformed − original on the same items):")
             for model, agg in self.aggregates.items():
                 for name, s in agg.transformations.items():
-                    lines.append(f"  {model}  {name:<22} {_fmt_summary(s)}  Δ {_fmt(s.delta, signed=True)}"
-                                 f"  ({s.n_seeds} seeds)")  # fmt: skip
+                    lines.append(
+                        f"  {model}  {name:<22} {_fmt_summary(s)}  Δ {_fmt(s.delta, signed=True)}  ({s.n_seeds} seeds)"
+                    )
         return "\n".join(lines)
 
 
@@ -88,5 +124,6 @@ def _fmt_summary(summary: Summary | None) -> str:
 
 
 def benchmark_report(*, run: BenchmarkRun) -> BenchmarkReport:
-    return BenchmarkReport(run=run, results=list(benchmark_result_list(run=run)),
-                           aggregates=benchmark_run_aggregates(run=run))  # fmt: skip
+    return BenchmarkReport(
+        run=run, results=list(benchmark_result_list(run=run)), aggregates=benchmark_run_aggregates(run=run)
+    )

@@ -122,8 +122,10 @@ class RobustnessReport:
 
     def axis_table(self) -> list[dict]:
         """One row per model: original, each axis and the total (mean, SD over seeds, Δ)."""
-        return [{"model": m, "original": a.original, "axes": [a.axes.get(axis) for axis in self.axes],
-                 "total": a.total} for m, a in self.aggregates.items()]  # fmt: skip
+        return [
+            {"model": m, "original": a.original, "axes": [a.axes.get(axis) for axis in self.axes], "total": a.total}
+            for m, a in self.aggregates.items()
+        ]
 
     def delta_table(self) -> list[dict]:
         return [{"model": m, "deltas": row} for m, row in zip(self.models, self.delta_matrix(), strict=True)]
@@ -134,21 +136,39 @@ class RobustnessReport:
 
     def as_dict(self) -> dict:
         return {
-            "seed": self.seed, "models": list(self.models), "axes": list(self.axes),
+            "seed": self.seed,
+            "models": list(self.models),
+            "axes": list(self.axes),
             "transformations": [{"name": t, "axis": self.axis_of[t]} for t in self.transformations],
-            "aggregates": {m: {"original": a.original, "total": asdict(a.total),
-                               "axes": {k: asdict(v) for k, v in a.axes.items()},
-                               "transformations": {k: asdict(v) for k, v in a.transformations.items()}}
-                           for m, a in self.aggregates.items()},
-            "shifts": [{"scope": t.scope, "unit": t.unit, "level": t.level, "description": t.description,
-                        "rows": [asdict(r) for r in t.rows]} for t in self.shifts],
-            "model_comparisons": {"baseline": self.baseline, "unit": "dataset × seed, Δ model − Δ baseline",
-                                  "rows": [asdict(r) for r in self.comparisons]},
+            "aggregates": {
+                m: {
+                    "original": a.original,
+                    "total": asdict(a.total),
+                    "axes": {k: asdict(v) for k, v in a.axes.items()},
+                    "transformations": {k: asdict(v) for k, v in a.transformations.items()},
+                }
+                for m, a in self.aggregates.items()
+            },
+            "shifts": [
+                {
+                    "scope": t.scope,
+                    "unit": t.unit,
+                    "level": t.level,
+                    "description": t.description,
+                    "rows": [asdict(r) for r in t.rows],
+                }
+                for t in self.shifts
+            ],
+            "model_comparisons": {
+                "baseline": self.baseline,
+                "unit": "dataset × seed, Δ model − Δ baseline",
+                "rows": [asdict(r) for r in self.comparisons],
+            },
             "kendall_tau": [asdict(t) for t in self.taus],
             "split_half_reliability": [asdict(r) for r in self.reliability],
             "drift_vs_quality": [{"transformation": d.transformation, **asdict(d.correlation)} for d in self.drift],
             "notes": dict(self.notes),
-        }  # fmt: skip
+        }
 
     def as_csv(self) -> str:
         """Every table in long form: one row per (table, unit, scope, label, statistic)."""
@@ -157,12 +177,23 @@ class RobustnessReport:
         writer.writerow(["table", "unit", "scope", "label", "statistic", "value"])
         for model, agg in self.aggregates.items():
             writer.writerow(["scores", "mean over datasets", model, ORIGINAL, "mean", agg.original])
-            for level, summaries in (("transformation", agg.transformations), ("axis", agg.axes),
-                                     ("total", {"total": agg.total})):  # fmt: skip
+            for level, summaries in (
+                ("transformation", agg.transformations),
+                ("axis", agg.axes),
+                ("total", {"total": agg.total}),
+            ):
                 for label, s in summaries.items():
                     for stat in ("mean", "sd", "n_seeds", "delta"):
-                        writer.writerow([f"scores per {level}", "mean over datasets, SD over seeds", model, label,
-                                         stat, getattr(s, stat)])  # fmt: skip
+                        writer.writerow(
+                            [
+                                f"scores per {level}",
+                                "mean over datasets, SD over seeds",
+                                model,
+                                label,
+                                stat,
+                                getattr(s, stat),
+                            ]
+                        )
         for table in self.shifts:
             for row in table.rows:
                 _write_shift(writer, f"shift per {table.level}", table.description, table.scope, row)
@@ -170,23 +201,53 @@ class RobustnessReport:
             _write_shift(writer, "model vs baseline", f"unit: dataset × seed; baseline {self.baseline}", "", row)
         for tau in self.taus:
             for stat in ("n", "mean", "sd"):
-                writer.writerow([f"kendall tau per {tau.level}", "unit: dataset × seed ranking of the models",
-                                 ALL_MODELS, tau.label, stat, getattr(tau, stat)])  # fmt: skip
+                writer.writerow(
+                    [
+                        f"kendall tau per {tau.level}",
+                        "unit: dataset × seed ranking of the models",
+                        ALL_MODELS,
+                        tau.label,
+                        stat,
+                        getattr(tau, stat),
+                    ]
+                )
         for rel in self.reliability:
             for stat in ("n_datasets", "n_models", "n_splits", "median"):
-                writer.writerow(["split-half reliability", "dataset × model mean Δ, strata: task type",
-                                 ALL_MODELS, rel.axis, stat, getattr(rel, stat)])  # fmt: skip
+                writer.writerow(
+                    [
+                        "split-half reliability",
+                        "dataset × model mean Δ, strata: task type",
+                        ALL_MODELS,
+                        rel.axis,
+                        stat,
+                        getattr(rel, stat),
+                    ]
+                )
         for d in self.drift:
             for stat in ("n", "spearman", "ci_low", "ci_high"):
-                writer.writerow(["drift vs quality", "unit: rated transformed item", self.models[0] if self.models
-                                 else "", d.transformation, stat, getattr(d.correlation, stat)])  # fmt: skip
+                writer.writerow(
+                    [
+                        "drift vs quality",
+                        "unit: rated transformed item",
+                        self.models[0] if self.models else "",
+                        d.transformation,
+                        stat,
+                        getattr(d.correlation, stat),
+                    ]
+                )
         return out.getvalue()
 
     def as_latex(self) -> str:
         """The per-axis model table (mean ± SD over seeds) as a booktabs LaTeX table."""
         header = ["Model", "Original", *(_latex_escape(a) for a in self.axes), "Total"]
-        lines = [r"\begin{table}[t]", r"\centering", r"\begin{tabular}{l" + "r" * (len(header) - 1) + "}",
-                 r"\toprule", " & ".join(header) + r" \\", r"\midrule"]  # fmt: skip
+        lines = [
+            r"\begin{table}[t]",
+            r"\centering",
+            r"\begin{tabular}{l" + "r" * (len(header) - 1) + "}",
+            r"\toprule",
+            " & ".join(header) + r" \\",
+            r"\midrule",
+        ]
         for model in self.models:
             agg = self.aggregates.get(model)
             if agg is None:
@@ -195,10 +256,13 @@ class RobustnessReport:
             cells += [_latex_summary(agg.axes.get(axis)) for axis in self.axes]
             cells.append(_latex_summary(agg.total))
             lines.append(" & ".join(cells) + r" \\")
-        lines += [r"\bottomrule", r"\end{tabular}",
-                  r"\caption{Main score per model and axis: mean $\pm$ sample SD over seeds; an axis is the mean "
-                  r"of its transformations, the total the unweighted mean of the benchmark axes.}",
-                  r"\end{table}"]  # fmt: skip
+        lines += [
+            r"\bottomrule",
+            r"\end{tabular}",
+            r"\caption{Main score per model and axis: mean $\pm$ sample SD over seeds; an axis is the mean "
+            r"of its transformations, the total the unweighted mean of the benchmark axes.}",
+            r"\end{table}",
+        ]
         return "\n".join(lines) + "\n"
 
 
@@ -234,8 +298,11 @@ def robustness_analyse(
             groups = _group(scoped, (lambda u: u.transformation) if level == "transformation" else (lambda u: u.axis))
             order = transformations if level == "transformation" else axes
             for unit in (POOLED, RUN_AGGREGATED):
-                pairs = {label: _pairs(groups[label], run_aggregated=unit == RUN_AGGREGATED)
-                         for label in order if label in groups}  # fmt: skip
+                pairs = {
+                    label: _pairs(groups[label], run_aggregated=unit == RUN_AGGREGATED)
+                    for label in order
+                    if label in groups
+                }
                 results = paired_shifts(pairs, seed=seed, n_resamples=n_resamples)
                 shifts.append(ShiftTable(scope, unit, level, tuple(results)))
 
@@ -250,8 +317,10 @@ def robustness_analyse(
             for t in transformations:
                 keys = sorted(k[2:] for k in delta if k[0] == model and k[1] == t and (baseline, t, *k[2:]) in delta)
                 if keys:
-                    pairs[f"{model} | {t}"] = ([delta[(baseline, t, *k)] for k in keys],
-                                               [delta[(model, t, *k)] for k in keys])  # fmt: skip
+                    pairs[f"{model} | {t}"] = (
+                        [delta[(baseline, t, *k)] for k in keys],
+                        [delta[(model, t, *k)] for k in keys],
+                    )
         comparisons = tuple(paired_shifts(pairs, seed=seed, n_resamples=n_resamples))
 
     taus: tuple[TauSummary, ...] = ()
@@ -263,13 +332,17 @@ def robustness_analyse(
     reliability: list[ReliabilitySummary] = []
     datasets = sorted({u.dataset for u in rows})
     if len(models) < 3 or len(datasets) < 2:
-        notes["reliability"] = (f"split-half reliability needs at least 3 models and 2 datasets; the run has "
-                                f"{len(models)} and {len(datasets)}")  # fmt: skip
+        notes["reliability"] = (
+            f"split-half reliability needs at least 3 models and 2 datasets; the run has "
+            f"{len(models)} and {len(datasets)}"
+        )
     else:
         if len(datasets) < 4:
             half = -(-len(datasets) // 2)
-            notes["reliability"] = (f"only {len(datasets)} datasets: each half holds at most {half}, so the "
-                                    "split-half figure is coarse (with 2 datasets every split gives ±1)")  # fmt: skip
+            notes["reliability"] = (
+                f"only {len(datasets)} datasets: each half holds at most {half}, so the "
+                "split-half figure is coarse (with 2 datasets every split gives ±1)"
+            )
         for axis in axes:
             cells = _group([u for u in rows if u.axis == axis], lambda u: (u.dataset, u.model))
             complete = [d for d in datasets if all((d, m) in cells for m in models)]
@@ -277,8 +350,9 @@ def robustness_analyse(
                 reliability.append(ReliabilitySummary(axis, len(complete), len(models), 0, None))
                 continue
             matrix = np.array([[np.mean([u.delta for u in cells[(d, m)]]) for m in models] for d in complete])
-            result = split_half_reliability(matrix, [task_types.get(d, "") for d in complete], n_splits=n_splits,
-                                            rng=np.random.default_rng(seed))  # fmt: skip
+            result = split_half_reliability(
+                matrix, [task_types.get(d, "") for d in complete], n_splits=n_splits, rng=np.random.default_rng(seed)
+            )
             reliability.append(ReliabilitySummary(axis, len(complete), len(models), n_splits, result.median))
 
     drift: list[DriftSummary] = []
@@ -293,11 +367,20 @@ def robustness_analyse(
 
     found = aggregate(units)
     return RobustnessReport(
-        models=models, axes=axes, transformations=transformations, axis_of=axis_of,
-        aggregates={m: found[m] for m in models if m in found}, shifts=tuple(shifts), baseline=baseline,
-        comparisons=comparisons, taus=taus, reliability=tuple(reliability), drift=tuple(drift), seed=seed,
+        models=models,
+        axes=axes,
+        transformations=transformations,
+        axis_of=axis_of,
+        aggregates={m: found[m] for m in models if m in found},
+        shifts=tuple(shifts),
+        baseline=baseline,
+        comparisons=comparisons,
+        taus=taus,
+        reliability=tuple(reliability),
+        drift=tuple(drift),
+        seed=seed,
         notes=notes,
-    )  # fmt: skip
+    )
 
 
 def _taus(rows, models, transformations, axes, axis_of) -> tuple[TauSummary, ...]:
@@ -345,14 +428,33 @@ def _summary_delta(agg: ModelAggregate | None, transformation: str) -> float | N
 
 
 def _write_shift(writer, table: str, unit: str, scope: str, row: ShiftResult) -> None:
-    for stat in ("n", "hodges_lehmann", "ci_low", "ci_high", "median_absolute_difference", "wilcoxon_statistic",
-                 "p_value", "p_holm"):  # fmt: skip
+    for stat in (
+        "n",
+        "hodges_lehmann",
+        "ci_low",
+        "ci_high",
+        "median_absolute_difference",
+        "wilcoxon_statistic",
+        "p_value",
+        "p_holm",
+    ):
         writer.writerow([table, unit, scope, row.label, stat, getattr(row, stat)])
 
 
-_LATEX_SPECIAL = str.maketrans({"\\": r"\textbackslash{}", "&": r"\&", "%": r"\%", "$": r"\$", "#": r"\#",
-                                "_": r"\_", "{": r"\{", "}": r"\}", "~": r"\textasciitilde{}",
-                                "^": r"\textasciicircum{}"})  # fmt: skip
+_LATEX_SPECIAL = str.maketrans(
+    {
+        "\\": r"\textbackslash{}",
+        "&": r"\&",
+        "%": r"\%",
+        "$": r"\$",
+        "#": r"\#",
+        "_": r"\_",
+        "{": r"\{",
+        "}": r"\}",
+        "~": r"\textasciitilde{}",
+        "^": r"\textasciicircum{}",
+    }
+)
 
 
 def _latex_escape(text: str) -> str:

@@ -32,7 +32,7 @@ def benchmark_run_aggregates(*, run: BenchmarkRun) -> dict[str, ModelAggregate]:
             seed=r.seed,
             score=r.main_score,
             original_score=r.original_main_score,
-        )  # fmt: skip
+        )
         for r in benchmark_result_list(run=run)
     ]
     found = aggregate(units)

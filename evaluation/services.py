@@ -167,11 +167,20 @@ def dataset_compare(
     )
     a, b = encoders
     return EncoderComparison(
-        dataset=dataset.name, split=split, model=model, model_id=a.model_id, model_revision=a.revision,
-        baseline=baseline, baseline_id=b.model_id, baseline_revision=b.revision, metric="cosine_spearman",
-        result=result, seed=seed, model_coverage=variant_coverage(dataset=dataset, split=split, encoder=a),
+        dataset=dataset.name,
+        split=split,
+        model=model,
+        model_id=a.model_id,
+        model_revision=a.revision,
+        baseline=baseline,
+        baseline_id=b.model_id,
+        baseline_revision=b.revision,
+        metric="cosine_spearman",
+        result=result,
+        seed=seed,
+        model_coverage=variant_coverage(dataset=dataset, split=split, encoder=a),
         baseline_coverage=variant_coverage(dataset=dataset, split=split, encoder=b),
-    )  # fmt: skip
+    )
 
 
 def variant_coverage(*, dataset: Dataset, split: str, encoder: Encoder) -> VariantCoverage | None:

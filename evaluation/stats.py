@@ -268,7 +268,12 @@ def spearman_difference_with_ci(
 
     ci = bootstrap_ci(np.arange(gold.size), difference, rng=rng, n_resamples=n_resamples, confidence=confidence)
     return CorrelationDifference(
-        n=int(gold.size), spearman_a=float(stats.spearmanr(a, gold).statistic),
-        spearman_b=float(stats.spearmanr(b, gold).statistic), difference=ci.estimate, ci_low=ci.low,
-        ci_high=ci.high, confidence=confidence, n_resamples=n_resamples,
-    )  # fmt: skip
+        n=int(gold.size),
+        spearman_a=float(stats.spearmanr(a, gold).statistic),
+        spearman_b=float(stats.spearmanr(b, gold).statistic),
+        difference=ci.estimate,
+        ci_low=ci.low,
+        ci_high=ci.high,
+        confidence=confidence,
+        n_resamples=n_resamples,
+    )

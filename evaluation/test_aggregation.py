@@ -20,18 +20,25 @@ def test_mean_sd_is_the_sample_sd():
 
 def test_per_transformation_axis_total_and_original_by_hand():
     units = [
-        u("original", "", 0, 0.80), u("original", "", 0, 0.60, dataset="d2"),
+        u("original", "", 0, 0.80),
+        u("original", "", 0, 0.60, dataset="d2"),
         # paraphrase (lexical): seed 1 -> mean over datasets (0.70 + 0.50) / 2 = 0.60; seed 2 -> 0.70
-        u("paraphrase", "lexical", 1, 0.70, 0.80), u("paraphrase", "lexical", 1, 0.50, 0.60, dataset="d2"),
-        u("paraphrase", "lexical", 2, 0.75, 0.80), u("paraphrase", "lexical", 2, 0.65, 0.60, dataset="d2"),
+        u("paraphrase", "lexical", 1, 0.70, 0.80),
+        u("paraphrase", "lexical", 1, 0.50, 0.60, dataset="d2"),
+        u("paraphrase", "lexical", 2, 0.75, 0.80),
+        u("paraphrase", "lexical", 2, 0.65, 0.60, dataset="d2"),
         # backtranslation (lexical): 0.50 and 0.60
-        u("backtranslation", "lexical", 1, 0.50), u("backtranslation", "lexical", 2, 0.60),
+        u("backtranslation", "lexical", 1, 0.50),
+        u("backtranslation", "lexical", 2, 0.60),
         # expansion (length): 0.40, 0.40; translation (language): 0.20, 0.30
-        u("expansion", "length", 1, 0.40), u("expansion", "length", 2, 0.40),
-        u("translation", "language", 1, 0.20), u("translation", "language", 2, 0.30),
+        u("expansion", "length", 1, 0.40),
+        u("expansion", "length", 2, 0.40),
+        u("translation", "language", 1, 0.20),
+        u("translation", "language", 2, 0.30),
         # the extra axis never enters the total
-        u("keywords", "extra", 1, 0.0), u("keywords", "extra", 2, 0.0),
-    ]  # fmt: skip
+        u("keywords", "extra", 1, 0.0),
+        u("keywords", "extra", 2, 0.0),
+    ]
     agg = aggregate(units)["m"]
     assert agg.original == pytest.approx(0.70)
     para = agg.transformations["paraphrase"]

@@ -74,8 +74,11 @@ def test_model_revision_and_prompt_get_their_own_folders(tmp_path):
     encode_cached(changed, ["t"], root=tmp_path)
     assert spy.batches == [["t"], ["t"]] and changed.batches == [["t"]]
     folders = {p.relative_to(tmp_path).as_posix() for p in tmp_path.glob("*/*")}
-    assert folders == {"spy_model--rrrrrrrrrrrrrrrr/no-prompt", "spy_model--rrrrrrrrrrrrrrrr/prompt-query",
-                       "spy_model--ssssssssssssssss/no-prompt"}  # fmt: skip
+    assert folders == {
+        "spy_model--rrrrrrrrrrrrrrrr/no-prompt",
+        "spy_model--rrrrrrrrrrrrrrrr/prompt-query",
+        "spy_model--ssssssssssssssss/no-prompt",
+    }
 
 
 def test_shards_are_plain_numpy_files(tmp_path):

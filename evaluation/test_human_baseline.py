@@ -36,8 +36,10 @@ from evaluation.stats import kendall_tau, pairwise_agreement, spearman_rho
 
 
 @settings(max_examples=200, deadline=None)
-@given(st.integers(1, 500).flatmap(lambda n: st.tuples(st.integers(0, n), st.just(n))),
-       st.sampled_from([0.8, 0.9, 0.95, 0.99]))  # fmt: skip
+@given(
+    st.integers(1, 500).flatmap(lambda n: st.tuples(st.integers(0, n), st.just(n))),
+    st.sampled_from([0.8, 0.9, 0.95, 0.99]),
+)
 def test_wilson_interval_equals_statsmodels(count_and_n, confidence):
     count, n = count_and_n
     low, high = wilson_interval(count, n, confidence=confidence)
@@ -212,8 +214,9 @@ def test_classification_accuracy_majority_and_wilson():
     low, high = proportion_confint(correct, 8, method="wilson")
     assert result.pooled.ci_low == pytest.approx(low) and result.pooled.ci_high == pytest.approx(high)
     assert result.pooled.ci_method == "wilson" and result.pooled.metrics["f1"] is not None
-    table = [[[a, b, c].count(label) for label in ("neg", "neu", "pos")]
-             for a, b, c in zip(anna, ben, carl, strict=True)]  # fmt: skip
+    table = [
+        [[a, b, c].count(label) for label in ("neg", "neu", "pos")] for a, b, c in zip(anna, ben, carl, strict=True)
+    ]
     (kappa,) = result.agreement
     assert kappa.measure == "fleiss_kappa"
     assert kappa.value == pytest.approx(statsmodels_fleiss_kappa(np.array(table), method="fleiss"))
@@ -283,8 +286,12 @@ def test_clustering_v_measure_per_batch_averaged_and_annotator_range():
     anna = ["1", "1", "2", "2", "3", "3", "a", "a", "b", "b", "b", "c"]
     ben = ["1", "2", "2", "2", "3", "3", "a", "a", "a", "b", "b", "b"]
     carl = ["1", "1", "1", "2", "2", "2", "a", "a", "a", "b", "b", None]  # left b2 incomplete
-    answers = [Answer(name, f"k{k}", v) for name, values in (("anna", anna), ("ben", ben), ("carl", carl))
-               for k, v in enumerate(values) if v is not None]  # fmt: skip
+    answers = [
+        Answer(name, f"k{k}", v)
+        for name, values in (("anna", anna), ("ben", ben), ("carl", carl))
+        for k, v in enumerate(values)
+        if v is not None
+    ]
     result = score_answers(instances, answers)
     scores = {r.rater: r for r in result.raters}
 
@@ -298,9 +305,14 @@ def test_clustering_v_measure_per_batch_averaged_and_annotator_range():
     assert result.pooled.score == pytest.approx(np.mean(values))
     assert (result.pooled.ci_low, result.pooled.ci_high) == (min(values), max(values))
     assert result.pooled.ci_method == "annotator_range" and result.pooled.n_units == 2
-    aris = [adjusted_rand_score(anna[:6], ben[:6]), adjusted_rand_score(anna[:6], carl[:6]),
-            adjusted_rand_score(ben[:6], carl[:6]), adjusted_rand_score(anna[6:], ben[6:]),
-            adjusted_rand_score(anna[6:11], carl[6:11]), adjusted_rand_score(ben[6:11], carl[6:11])]  # fmt: skip
+    aris = [
+        adjusted_rand_score(anna[:6], ben[:6]),
+        adjusted_rand_score(anna[:6], carl[:6]),
+        adjusted_rand_score(ben[:6], carl[:6]),
+        adjusted_rand_score(anna[6:], ben[6:]),
+        adjusted_rand_score(anna[6:11], carl[6:11]),
+        adjusted_rand_score(ben[6:11], carl[6:11]),
+    ]
     (ari,) = result.agreement
     assert ari.measure == "mean_pairwise_ari" and ari.value == pytest.approx(np.mean(aris)) and ari.n_pairs == 6
 
@@ -315,10 +327,13 @@ def test_clustering_cluster_ids_only_mean_something_within_a_batch():
 
 
 def test_clustering_a_rater_answering_the_kmeans_ids_gets_the_models_score():
-    vectors = {**_blob_texts(["x", "x", "x", "y", "y", "y", "z", "z"], seed=3),
-               **_blob_texts(["u", "u", "u", "v", "v", "v"], seed=4)}  # fmt: skip
-    instances = [Instance(f"k{n}", "clustering", (t,), t.split("-")[0], group=t.split("-")[1])
-                 for n, t in enumerate(vectors)]  # fmt: skip
+    vectors = {
+        **_blob_texts(["x", "x", "x", "y", "y", "y", "z", "z"], seed=3),
+        **_blob_texts(["u", "u", "u", "v", "v", "v"], seed=4),
+    }
+    instances = [
+        Instance(f"k{n}", "clustering", (t,), t.split("-")[0], group=t.split("-")[1]) for n, t in enumerate(vectors)
+    ]
 
     def encode(texts, *, prompt_type=None):
         return np.array([vectors[t] for t in texts])

@@ -62,8 +62,9 @@ def test_shifts_match_paired_shifts_with_holm_across_transformations(report):
         pairs[name] = ([u.original_score for u in chosen], [u.score for u in chosen])
     assert list(table.rows) == paired_shifts(pairs, seed=3, n_resamples=200)
     p = [r.p_value for r in table.rows]
-    assert [r.p_holm for r in table.rows] == pytest.approx(list(np.minimum(1, np.maximum.accumulate(
-        np.sort(p) * np.array([2, 1])))[np.argsort(np.argsort(p))]))  # fmt: skip
+    assert [r.p_holm for r in table.rows] == pytest.approx(
+        list(np.minimum(1, np.maximum.accumulate(np.sort(p) * np.array([2, 1])))[np.argsort(np.argsort(p))])
+    )
     summary = table.rows[1]
     assert summary.label == "summary" and summary.hodges_lehmann == pytest.approx(-0.1, abs=0.02)
     assert summary.ci_low <= summary.hodges_lehmann <= summary.ci_high
@@ -77,8 +78,10 @@ def test_run_aggregated_averages_seeds_first(report):
 
 
 def test_kendall_tau_per_dataset_and_seed_matches_scipy():
-    rows = [UnitScore(m, "d", "paraphrase", "lexical", 1, s, o)
-            for m, o, s in (("a", 0.1, 0.3), ("b", 0.2, 0.1), ("c", 0.3, 0.2), ("d", 0.4, 0.5))]  # fmt: skip
+    rows = [
+        UnitScore(m, "d", "paraphrase", "lexical", 1, s, o)
+        for m, o, s in (("a", 0.1, 0.3), ("b", 0.2, 0.1), ("c", 0.3, 0.2), ("d", 0.4, 0.5))
+    ]
     found = robustness_analyse(rows, models=["a", "b", "c", "d"], task_types={"d": "sts"}, n_resamples=50)
     expected = stats.kendalltau([0.1, 0.2, 0.3, 0.4], [0.3, 0.1, 0.2, 0.5]).statistic
     by_label = {t.label: t for t in found.taus}
@@ -101,8 +104,9 @@ def test_sections_without_enough_models_say_why():
 
 
 def test_split_half_reliability_with_three_models():
-    found = robustness_analyse(units(("a", "b", "c")), models=["a", "b", "c"], task_types=TASK_TYPES,
-                               n_resamples=50, n_splits=20)  # fmt: skip
+    found = robustness_analyse(
+        units(("a", "b", "c")), models=["a", "b", "c"], task_types=TASK_TYPES, n_resamples=50, n_splits=20
+    )
     assert [r.axis for r in found.reliability] == ["lexical", "length"]
     assert all(r.n_datasets == 3 and r.n_splits == 20 for r in found.reliability)
     assert all(r.median is None or -1 <= r.median <= 1 for r in found.reliability)
@@ -113,16 +117,22 @@ def test_drift_vs_quality_per_transformation():
     items = [DriftItem("paraphrase", d, q) for d, q in ((0.1, 5), (0.2, 4), (0.3, 4.5), (0.5, 2), (0.6, 1))]
     found = robustness_analyse(units(), models=MODELS, task_types=TASK_TYPES, drift_items=items, n_resamples=100)
     (summary,) = found.drift
-    assert summary.correlation.spearman == pytest.approx(stats.spearmanr([0.1, 0.2, 0.3, 0.5, 0.6],
-                                                                         [5, 4, 4.5, 2, 1]).statistic)  # fmt: skip
+    assert summary.correlation.spearman == pytest.approx(
+        stats.spearmanr([0.1, 0.2, 0.3, 0.5, 0.6], [5, 4, 4.5, 2, 1]).statistic
+    )
     assert "drift" in report_figures(found)
 
 
 def test_exports(report):
     rows = list(csv.DictReader(io.StringIO(report.as_csv())))
     tables = {r["table"] for r in rows}
-    assert {"scores per axis", "shift per transformation", "shift per axis", "model vs baseline",
-            "kendall tau per transformation"} <= tables  # fmt: skip
+    assert {
+        "scores per axis",
+        "shift per transformation",
+        "shift per axis",
+        "model vs baseline",
+        "kendall tau per transformation",
+    } <= tables
     assert any(r["statistic"] == "p_holm" and r["label"] == "summary" for r in rows)
     latex = report.as_latex()
     assert r"\toprule" in latex and r"\bottomrule" in latex and r"$\pm$" in latex

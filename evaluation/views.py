@@ -23,25 +23,34 @@ def benchmark_list_view(request):
         models = [m.strip() for m in request.POST.get("models", "").replace(",", " ").split() if m.strip()]
         datasets = request.POST.getlist("datasets")
         limit = request.POST.get("limit") or None
-        common = {"models": models, "limit": int(limit) if limit else None, "created_by": request.user,
-                  "name": request.POST.get("name", "")}  # fmt: skip
+        common = {
+            "models": models,
+            "limit": int(limit) if limit else None,
+            "created_by": request.user,
+            "name": request.POST.get("name", ""),
+        }
         try:
             if request.POST.get("config"):
                 config = get_object_or_404(BenchmarkConfig, pk=request.POST["config"])
-                run = benchmark_run_create_from_config(text=config.yaml_text, fmt="yaml", datasets=datasets or None,
-                                                       **common)  # fmt: skip
+                run = benchmark_run_create_from_config(
+                    text=config.yaml_text, fmt="yaml", datasets=datasets or None, **common
+                )
             else:
                 run = benchmark_run_create_from_datasets(datasets=datasets, **common)
         except (ShiftlabError, ValueError) as exc:
             messages.error(request, str(exc))
         else:
             return redirect("evaluation:benchmark", pk=run.pk)
-    return render(request, "evaluation/benchmark_list.html", {
-        "runs": benchmark_run_list()[:100],
-        "configs": BenchmarkConfig.objects.order_by("-created_at")[:50],
-        "datasets": Dataset.objects.order_by("name"),
-        "encoders": encoder_aliases(),
-    })  # fmt: skip
+    return render(
+        request,
+        "evaluation/benchmark_list.html",
+        {
+            "runs": benchmark_run_list()[:100],
+            "configs": BenchmarkConfig.objects.order_by("-created_at")[:50],
+            "datasets": Dataset.objects.order_by("name"),
+            "encoders": encoder_aliases(),
+        },
+    )
 
 
 @researcher_required
@@ -56,17 +65,37 @@ def benchmark_robustness_view(request, pk: int):
     run = get_object_or_404(benchmark_run_list(), pk=pk)
     report = robustness_report_get(run=run)
     svgs = report_figures(report)
-    figures = [{"name": name, "title": title, "unit": unit, "svg": _inline(svgs[name]),
-                "files": [f"{name}.{fmt}" for fmt in FORMATS]}
-               for name, (title, unit) in FIGURES.items() if name in svgs]  # fmt: skip
-    return render(request, "evaluation/benchmark_robustness.html", {
-        "run": run, "report": report, "figures": figures, "exports": [CSV_NAME, JSON_NAME, LATEX_NAME],
-    })  # fmt: skip
+    figures = [
+        {
+            "name": name,
+            "title": title,
+            "unit": unit,
+            "svg": _inline(svgs[name]),
+            "files": [f"{name}.{fmt}" for fmt in FORMATS],
+        }
+        for name, (title, unit) in FIGURES.items()
+        if name in svgs
+    ]
+    return render(
+        request,
+        "evaluation/benchmark_robustness.html",
+        {
+            "run": run,
+            "report": report,
+            "figures": figures,
+            "exports": [CSV_NAME, JSON_NAME, LATEX_NAME],
+        },
+    )
 
 
-EXPORT_TYPES = {".csv": "text/csv; charset=utf-8", ".json": "application/json; charset=utf-8",
-                ".tex": "application/x-tex; charset=utf-8", ".svg": "image/svg+xml; charset=utf-8",
-                ".png": "image/png", ".pdf": "application/pdf"}  # fmt: skip
+EXPORT_TYPES = {
+    ".csv": "text/csv; charset=utf-8",
+    ".json": "application/json; charset=utf-8",
+    ".tex": "application/x-tex; charset=utf-8",
+    ".svg": "image/svg+xml; charset=utf-8",
+    ".png": "image/png",
+    ".pdf": "application/pdf",
+}
 
 
 @researcher_required
@@ -102,10 +131,17 @@ def baseline_detail_view(request, pk: int):
         error = str(exc)
         if models:  # show at least the humans when a model could not be scored
             report = _report_or_none(study)
-    return render(request, "evaluation/baseline_detail.html", {
-        "study": study, "report": report, "error": error, "models": " ".join(models) or (encoder_aliases() or [""])[0],
-        "encoders": encoder_aliases(),
-    })  # fmt: skip
+    return render(
+        request,
+        "evaluation/baseline_detail.html",
+        {
+            "study": study,
+            "report": report,
+            "error": error,
+            "models": " ".join(models) or (encoder_aliases() or [""])[0],
+            "encoders": encoder_aliases(),
+        },
+    )
 
 
 def _report_or_none(study):

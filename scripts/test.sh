@@ -19,6 +19,7 @@ rm -rf "$SHIFTLAB_DATA_DIR"; mkdir -p "$SHIFTLAB_DATA_DIR"
 
 echo "== Lint (ruff) =="
 .venv/bin/ruff check .
+.venv/bin/ruff format --check . >/dev/null || { .venv/bin/ruff format --check . | tail -5; echo "Run: .venv/bin/ruff format ."; exit 1; }
 
 echo "== Test suite on SQLite =="
 $PY -m pytest "$@"

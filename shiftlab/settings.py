@@ -235,14 +235,19 @@ def _extra_llm_backends(raw: str) -> dict:
     except json.JSONDecodeError as exc:
         raise ImproperlyConfigured(f"SHIFTLAB_LLM_BACKENDS is not valid JSON: {exc}") from None
     if not isinstance(extra, dict) or not all(isinstance(v, dict) for v in extra.values()):
-        raise ImproperlyConfigured('SHIFTLAB_LLM_BACKENDS must map aliases to objects, e.g. {"small": {"base_url": '
-                                   '"http://127.0.0.1:8082/v1", "model": "smollm2-135m-instruct"}}')  # fmt: skip
+        raise ImproperlyConfigured(
+            'SHIFTLAB_LLM_BACKENDS must map aliases to objects, e.g. {"small": {"base_url": '
+            '"http://127.0.0.1:8082/v1", "model": "smollm2-135m-instruct"}}'
+        )
     return {
-        alias: config if "BACKEND" in config
-        else {"BACKEND": "transforms.backends.openai_compat.OpenAICompatBackend",
-              "OPTIONS": {"api_key": "not-needed", **config}}
+        alias: config
+        if "BACKEND" in config
+        else {
+            "BACKEND": "transforms.backends.openai_compat.OpenAICompatBackend",
+            "OPTIONS": {"api_key": "not-needed", **config},
+        }
         for alias, config in extra.items()
-    }  # fmt: skip
+    }
 
 
 TRANSFORM_BACKENDS.update(_extra_llm_backends(env_str("SHIFTLAB_LLM_BACKENDS")))
@@ -277,20 +282,27 @@ def _extra_encoders(raw: str) -> dict:
     except json.JSONDecodeError as exc:
         raise ImproperlyConfigured(f"SHIFTLAB_ENCODERS is not valid JSON: {exc}") from None
     if not isinstance(extra, dict) or not all(isinstance(v, dict) for v in extra.values()):
-        raise ImproperlyConfigured('SHIFTLAB_ENCODERS must map aliases to objects, e.g. {"minilm-para": {"BACKEND": '
-                                   '"evaluation.augmented_encoder.AugmentedEncoder", "OPTIONS": {"base": '
-                                   '"all-MiniLM-L6-v2"}}}')  # fmt: skip
+        raise ImproperlyConfigured(
+            'SHIFTLAB_ENCODERS must map aliases to objects, e.g. {"minilm-para": {"BACKEND": '
+            '"evaluation.augmented_encoder.AugmentedEncoder", "OPTIONS": {"base": '
+            '"all-MiniLM-L6-v2"}}}'
+        )
     for alias, config in extra.items():
         stray = sorted(set(config) - {"BACKEND", "OPTIONS"}) if "BACKEND" in config else []
         if stray:
-            raise ImproperlyConfigured(f"SHIFTLAB_ENCODERS[{alias!r}] names a BACKEND, so its options go under "
-                                       f"OPTIONS: move {', '.join(stray)} there.")  # fmt: skip
+            raise ImproperlyConfigured(
+                f"SHIFTLAB_ENCODERS[{alias!r}] names a BACKEND, so its options go under "
+                f"OPTIONS: move {', '.join(stray)} there."
+            )
     return {
-        alias: config if "BACKEND" in config
-        else {"BACKEND": "evaluation.encoders.SentenceTransformerEncoder",
-              "OPTIONS": {**EVALUATION_ENCODERS["default"]["OPTIONS"], **config}}
+        alias: config
+        if "BACKEND" in config
+        else {
+            "BACKEND": "evaluation.encoders.SentenceTransformerEncoder",
+            "OPTIONS": {**EVALUATION_ENCODERS["default"]["OPTIONS"], **config},
+        }
         for alias, config in extra.items()
-    }  # fmt: skip
+    }
 
 
 EVALUATION_ENCODERS.update(_extra_encoders(env_str("SHIFTLAB_ENCODERS")))

@@ -104,10 +104,26 @@ def celery_worker(
     }
     with log_path.open("a") as log:
         process = subprocess.Popen(
-            [sys.executable, "-m", "celery", "-A", "shiftlab", "worker", "--pool=solo", "--queues", queue,
-             "--without-gossip", "--without-mingle", "--without-heartbeat", "--loglevel=INFO"],
-            cwd=settings.BASE_DIR, env=full_env, stdout=log, stderr=subprocess.STDOUT,
-        )  # fmt: skip
+            [
+                sys.executable,
+                "-m",
+                "celery",
+                "-A",
+                "shiftlab",
+                "worker",
+                "--pool=solo",
+                "--queues",
+                queue,
+                "--without-gossip",
+                "--without-mingle",
+                "--without-heartbeat",
+                "--loglevel=INFO",
+            ],
+            cwd=settings.BASE_DIR,
+            env=full_env,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+        )
         try:
             yield process
         finally:

@@ -49,8 +49,10 @@ def test_runs_on_biosses_five_raters(shared_data):
     # BIOSSES's raters agree well (the dataset paper reports a Pearson of 0.50-0.85 between pairs).
     assert 0.5 < summary.ac2.coefficient < 1 and 0.3 < summary.alpha < 1
     assert summary.ac2.se > 0
-    print(f"BIOSSES: AC2 ordinal {summary.ac2.coefficient:.4f} (SE {summary.ac2.se:.4f}), "
-          f"alpha ordinal {summary.alpha:.4f}, mean {summary.mean:.3f} ± {summary.sd:.3f}")
+    print(
+        f"BIOSSES: AC2 ordinal {summary.ac2.coefficient:.4f} (SE {summary.ac2.se:.4f}), "
+        f"alpha ordinal {summary.alpha:.4f}, mean {summary.mean:.3f} ± {summary.sd:.3f}"
+    )
 
 
 def test_undefined_cases_give_none_not_a_number():
@@ -71,7 +73,8 @@ def test_ratings_matrix_from_triples():
 ratings_strategy = st.integers(min_value=2, max_value=5).flatmap(
     lambda n_raters: st.lists(
         st.lists(st.one_of(st.none(), st.integers(min_value=1, max_value=5)), min_size=n_raters, max_size=n_raters),
-        min_size=2, max_size=15,
+        min_size=2,
+        max_size=15,
     )
 )
 

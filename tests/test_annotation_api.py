@@ -32,8 +32,15 @@ def study(researcher, django_user_model) -> Study:
     run = transform_run_create(dataset=sts, transformation="random_keywords", seed=1, limit=5, dispatch=False)
     start_run.delay(run.pk)
     run.refresh_from_db()
-    design = StudyDesign(items_per_transformation=6, raters_per_item=2, batch_size=3, controls_per_batch=2,
-                         min_control_ratings=2, llm_judges=(), seed=3)  # fmt: skip
+    design = StudyDesign(
+        items_per_transformation=6,
+        raters_per_item=2,
+        batch_size=3,
+        controls_per_batch=2,
+        min_control_ratings=2,
+        llm_judges=(),
+        seed=3,
+    )
     study = study_lock(study=study_create(name="api", runs=[run], design=design, created_by=researcher))
     Study.objects.filter(pk=study.pk).update(published_at=timezone.now(), status=Study.Status.PUBLISHED)
     for name, good in (("anna", True), ("bob", True), ("sloppy", False)):
@@ -44,8 +51,9 @@ def study(researcher, django_user_model) -> Study:
                 value = item.expected.get(question, 4) if good else 3
                 if name == "bob" and item.kind == ItemKind.REAL and question == "fluency":
                     value = 1
-                Rating.objects.create(study_item=item, annotator=annotator, question=question, value=value,
-                                      submitted_at=AT)  # fmt: skip
+                Rating.objects.create(
+                    study_item=item, annotator=annotator, question=question, value=value, submitted_at=AT
+                )
     return study
 
 
@@ -69,20 +77,27 @@ def test_validation_gate_and_approval_rules(study, researcher):
 def _endpoints(study: Study, flag: Flag, gate: GateResult) -> list[tuple[str, str, dict]]:
     annotator = study.annotators.first()
     return [
-        ("get", "/api/studies/", {}), ("get", f"/api/studies/{study.pk}/", {}),
-        ("get", f"/api/studies/{study.pk}/progress/", {}), ("get", f"/api/studies/{study.pk}/items/", {}),
+        ("get", "/api/studies/", {}),
+        ("get", f"/api/studies/{study.pk}/", {}),
+        ("get", f"/api/studies/{study.pk}/progress/", {}),
+        ("get", f"/api/studies/{study.pk}/items/", {}),
         ("get", f"/api/studies/{study.pk}/annotators/", {}),
-        ("post", "/api/studies/", {"name": "x", "runs": [1]}), ("post", f"/api/studies/{study.pk}/lock/", {}),
-        ("post", f"/api/studies/{study.pk}/sync/", {}), ("post", f"/api/studies/{study.pk}/validate/", {}),
+        ("post", "/api/studies/", {"name": "x", "runs": [1]}),
+        ("post", f"/api/studies/{study.pk}/lock/", {}),
+        ("post", f"/api/studies/{study.pk}/sync/", {}),
+        ("post", f"/api/studies/{study.pk}/validate/", {}),
         ("post", f"/api/studies/{study.pk}/gate/", {}),
         ("post", f"/api/study-annotators/{annotator.pk}/reject/", {"reason": "x"}),
-        ("get", "/api/study-flags/", {}), ("get", f"/api/study-flags/{flag.pk}/", {}),
+        ("get", "/api/study-flags/", {}),
+        ("get", f"/api/study-flags/{flag.pk}/", {}),
         ("post", f"/api/study-flags/{flag.pk}/review/", {"decision": "dismissed"}),
-        ("get", "/api/gate-results/", {}), ("get", f"/api/gate-results/{gate.pk}/", {}),
+        ("get", "/api/gate-results/", {}),
+        ("get", f"/api/gate-results/{gate.pk}/", {}),
         ("post", f"/api/gate-results/{gate.pk}/decide/", {"decision": "reject", "comment": "x"}),
-        ("get", "/api/benchmark-configs/", {}), ("post", "/api/benchmark-configs/", {}),
+        ("get", "/api/benchmark-configs/", {}),
+        ("post", "/api/benchmark-configs/", {}),
         ("post", "/api/benchmark-configs/verify/", {"text": "{}", "format": "json"}),
-    ]  # fmt: skip
+    ]
 
 
 def test_annotators_and_anonymous_get_nothing_researchers_get_everything(study, researcher):
@@ -106,17 +121,22 @@ def test_annotators_and_anonymous_get_nothing_researchers_get_everything(study, 
     assert flags and flags[0]["annotator"] in {"anna", "bob"}
     progress = as_researcher.get(f"/api/studies/{study.pk}/progress/").json()
     assert {a["username"]: a["control_status"] for a in progress["annotators"]}["sloppy"] == "failed"
-    decided = as_researcher.post(f"/api/gate-results/{gate.pk}/decide/", {"decision": "approve", "comment": "ok"},
-                                 format="json")  # fmt: skip
+    decided = as_researcher.post(
+        f"/api/gate-results/{gate.pk}/decide/", {"decision": "approve", "comment": "ok"}, format="json"
+    )
     assert decided.status_code == 400 and "cannot be approved" in decided.json()["detail"]
 
 
 def test_pages_render_for_researchers_only(study, researcher, client):
     study_validate(study=study, actor=researcher, estimate=False)
     study_gate(study=study, actor=researcher)
-    pages = [reverse("annotation:studies"), reverse("annotation:study", args=[study.pk]),
-             reverse("annotation:review", args=[study.pk]), reverse("annotation:gate", args=[study.pk]),
-             reverse("annotation:exports")]  # fmt: skip
+    pages = [
+        reverse("annotation:studies"),
+        reverse("annotation:study", args=[study.pk]),
+        reverse("annotation:review", args=[study.pk]),
+        reverse("annotation:gate", args=[study.pk]),
+        reverse("annotation:exports"),
+    ]
     anna = Annotator.objects.get(user__username="anna").user
     client.force_login(anna)
     for url in pages:

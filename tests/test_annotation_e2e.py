@@ -86,8 +86,14 @@ def chromium_page():
 def run_now(dataset, transformation: str):
     from transforms.tasks import start_run
 
-    run = transform_run_create(dataset=dataset, transformation=transformation, seed=1337, limit=6, dispatch=False,
-                               params=GenerationParams(temperature=0.7, max_tokens=48, max_attempts=2))  # fmt: skip
+    run = transform_run_create(
+        dataset=dataset,
+        transformation=transformation,
+        seed=1337,
+        limit=6,
+        dispatch=False,
+        params=GenerationParams(temperature=0.7, max_tokens=48, max_attempts=2),
+    )
     start_run.delay(run.pk)
     run.refresh_from_db()
     assert run.status == "succeeded"
@@ -112,9 +118,15 @@ def annotator_client(owner: httpx.Client, user_id) -> httpx.Client:
 
 
 def pending(client: httpx.Client, dataset_id) -> list[dict]:
-    found = client.post(f"/api/v1/me/datasets/{dataset_id}/records/search",
-                        params=[("include", "responses"), ("include", "suggestions"), ("limit", 100)],
-                        json=PENDING_FOR_ME).raise_for_status().json()  # fmt: skip
+    found = (
+        client.post(
+            f"/api/v1/me/datasets/{dataset_id}/records/search",
+            params=[("include", "responses"), ("include", "suggestions"), ("limit", 100)],
+            json=PENDING_FOR_ME,
+        )
+        .raise_for_status()
+        .json()
+    )
     return [item["record"] for item in found["items"]]
 
 
@@ -168,8 +180,11 @@ def rate_in_ui(page, base_url: str, dataset_id, items_by_text, owner, user_id, n
         page.get_by_role("button", name="Submit").click()
         deadline = time.monotonic() + 30
         while True:
-            rows = [r for r in argilla.responses_fetch(dataset_id, client=owner)
-                    if r.user_id == user_id and r.status == "submitted"]  # fmt: skip
+            rows = [
+                r
+                for r in argilla.responses_fetch(dataset_id, client=owner)
+                if r.user_id == user_id and r.status == "submitted"
+            ]
             if len({r.record_external_id for r in rows}) > k:
                 break
             assert time.monotonic() < deadline, "the UI submission never reached Argilla"
@@ -189,8 +204,15 @@ def test_study_end_to_end(llm_backend, argilla_server, settings, django_user_mod
     t_runs = time.monotonic() - started
 
     # Design: editable as a draft, frozen by locking; a change then makes a new version.
-    design = StudyDesign(items_per_transformation=4, raters_per_item=3, batch_size=4, controls_per_batch=2,
-                         min_control_ratings=2, max_confirmed_flags=3, seed=11)  # fmt: skip
+    design = StudyDesign(
+        items_per_transformation=4,
+        raters_per_item=3,
+        batch_size=4,
+        controls_per_batch=2,
+        min_control_ratings=2,
+        max_confirmed_flags=3,
+        seed=11,
+    )
     study = study_create(name="e2e", project="e2e-project", runs=runs, design=design.revised(seed=5), created_by=rita)
     study = study_update_design(study=study, design=design, actor=rita)
     study = study_lock(study=study, actor=rita)
@@ -263,12 +285,15 @@ def test_study_end_to_end(llm_backend, argilla_server, settings, django_user_mod
     # An edit after submission updates the rating once and keeps its history.
     edited = next(r for r in pending_all(clients["ann-a"], dataset_id) if by_external[r["external_id"]].kind == "real")
     response_id = edited["responses"][0]["id"]
-    clients["ann-a"].put(f"/api/v1/responses/{response_id}", json={
-        "status": "submitted", "values": {"quality": {"value": 5}, "fluency": {"value": 4}}}).raise_for_status()
+    clients["ann-a"].put(
+        f"/api/v1/responses/{response_id}",
+        json={"status": "submitted", "values": {"quality": {"value": 5}, "fluency": {"value": 4}}},
+    ).raise_for_status()
     third_sync = study_sync(study=study)
     assert (third_sync.created, third_sync.updated) == (0, 1)
-    rating = Rating.objects.get(annotator=annotators["ann-a"], study_item__external_id=edited["external_id"],
-                                question="quality")  # fmt: skip
+    rating = Rating.objects.get(
+        annotator=annotators["ann-a"], study_item__external_id=edited["external_id"], question="quality"
+    )
     assert (rating.value, rating.edits, rating.revisions.count()) == (5, 1, 2)
 
     # Validation as declared: the careless rater fails the controls and is rejected (and leaves Argilla).
@@ -282,8 +307,12 @@ def test_study_end_to_end(llm_backend, argilla_server, settings, django_user_mod
     assert "control ratings outside ±1" in careless.decisions.get().detail
     assert clients["careless"].get("/api/v1/me/datasets").raise_for_status().json()["items"] == []
     assert result.estimated_items == len(real)
-    low_flag = Flag.objects.get(rating__study_item=low_planted, rating__annotator=annotators["ann-b"],
-                                rating__question="fluency", rule="low_rating")  # fmt: skip
+    low_flag = Flag.objects.get(
+        rating__study_item=low_planted,
+        rating__annotator=annotators["ann-b"],
+        rating__question="fluency",
+        rule="low_rating",
+    )
     assert not Flag.objects.filter(rating__study_item__kind__in=["easy_positive", "easy_negative"]).exists()
 
     # Review: confirm one flag, dismiss the rest; nobody reaches the "repeatedly deviant" rule.
@@ -320,8 +349,9 @@ def test_study_end_to_end(llm_backend, argilla_server, settings, django_user_mod
     # The exported file drives a benchmark run: only the approved paraphrase enters it, and with the
     # study runs' item limit the approved run itself is reused (eager Celery here;
     # tests/test_benchmark_worker.py runs one on a real broker and worker).
-    bench = benchmark_run_create_from_config(text=yaml_path.read_text(), fmt="yaml", models=["all-MiniLM-L6-v2"],
-                                             limit=runs[0].item_limit, dispatch=False)  # fmt: skip
+    bench = benchmark_run_create_from_config(
+        text=yaml_path.read_text(), fmt="yaml", models=["all-MiniLM-L6-v2"], limit=runs[0].item_limit, dispatch=False
+    )
     start_benchmark_run.delay(bench.pk)
     bench.refresh_from_db()
     assert bench.status == "succeeded", bench.error
@@ -337,22 +367,43 @@ def test_study_end_to_end(llm_backend, argilla_server, settings, django_user_mod
             call_command("benchmark_config", "verify", str(path))
 
     verbs = set(AuditEvent.objects.values_list("verb", flat=True))
-    assert {"study.create", "study.lock", "study.publish", "study.sync", "study.validate", "study.annotator.reject",
-            "study.flag.confirmed", "study.gate", "study.transformation.approve",
-            "study.transformation.reject", "benchmark_config.export"} <= verbs  # fmt: skip
+    assert {
+        "study.create",
+        "study.lock",
+        "study.publish",
+        "study.sync",
+        "study.validate",
+        "study.annotator.reject",
+        "study.flag.confirmed",
+        "study.gate",
+        "study.transformation.approve",
+        "study.transformation.reject",
+        "benchmark_config.export",
+    } <= verbs
     owner.close()
     for client in clients.values():
         client.close()
-    print(f"\ne2e: runs {t_runs:.1f} s, whole study {time.monotonic() - started:.1f} s; {len(real)} real items, "
-          f"{len(controls)} controls, {n_ratings} ratings, {Flag.objects.count()} flags; gate evidence "
-          f"{json.dumps({k: g.evidence['questions'] for k, g in gates.items()})}")
+    print(
+        f"\ne2e: runs {t_runs:.1f} s, whole study {time.monotonic() - started:.1f} s; {len(real)} real items, "
+        f"{len(controls)} controls, {n_ratings} ratings, {Flag.objects.count()} flags; gate evidence "
+        f"{json.dumps({k: g.evidence['questions'] for k, g in gates.items()})}"
+    )
 
 
 def pending_all(client: httpx.Client, dataset_id) -> list[dict]:
     """The annotator's submitted records, with their own responses."""
-    body = {"filters": {"and": [{"type": "terms", "scope": {"entity": "response", "property": "status"},
-                                 "values": ["submitted"]}]}}  # fmt: skip
-    found = client.post(f"/api/v1/me/datasets/{dataset_id}/records/search",
-                        params=[("include", "responses"), ("limit", 100)], json=body).raise_for_status().json()
+    body = {
+        "filters": {
+            "and": [{"type": "terms", "scope": {"entity": "response", "property": "status"}, "values": ["submitted"]}]
+        }
+    }
+    found = (
+        client.post(
+            f"/api/v1/me/datasets/{dataset_id}/records/search",
+            params=[("include", "responses"), ("limit", 100)],
+            json=body,
+        )
+        .raise_for_status()
+        .json()
+    )
     return [item["record"] for item in found["items"]]
-

@@ -85,15 +85,29 @@ def cached_run(
         content_hash=f"test-{model}", defaults={"backend_alias": "default", "model": model, "params": {}}
     )
     run = TransformRun.objects.create(
-        dataset=dataset, transformation=transformation, generator=generator, seed=seed, status=status,
-        run_hash=sha256_text(f"{transformation}-{seed}-{prefix}-{n}"), total=2 * (n or 40),
-    )  # fmt: skip
+        dataset=dataset,
+        transformation=transformation,
+        generator=generator,
+        seed=seed,
+        status=status,
+        run_hash=sha256_text(f"{transformation}-{seed}-{prefix}-{n}"),
+        total=2 * (n or 40),
+    )
     items = DatasetItem.objects.filter(dataset=dataset, kind="example").order_by("position")[:n]
     TransformedItem.objects.bulk_create(
-        TransformedItem(run=run, item=item, side=side, source_text=item.payload[side],
-                        output_text=f"{prefix} {item.payload[side]}", ok=True, attempts=1, target_language="en")
-        for item in items for side in ("sentence1", "sentence2")
-    )  # fmt: skip
+        TransformedItem(
+            run=run,
+            item=item,
+            side=side,
+            source_text=item.payload[side],
+            output_text=f"{prefix} {item.payload[side]}",
+            ok=True,
+            attempts=1,
+            target_language="en",
+        )
+        for item in items
+        for side in ("sentence1", "sentence2")
+    )
     return run
 
 
@@ -129,10 +143,14 @@ def test_bad_options_are_improperly_configured(settings, options, message):
 
 
 def test_shiftlab_encoders_adds_aliases_and_explains_bad_json(settings):
-    extra = _extra_encoders(json.dumps({
-        "para": {"BACKEND": AUGMENTED, "OPTIONS": {"base": MODEL}},
-        "small": {"model": "some/model", "batch_size": 8},
-    }))  # fmt: skip
+    extra = _extra_encoders(
+        json.dumps(
+            {
+                "para": {"BACKEND": AUGMENTED, "OPTIONS": {"base": MODEL}},
+                "small": {"model": "some/model", "batch_size": 8},
+            }
+        )
+    )
     assert extra["para"] == {"BACKEND": AUGMENTED, "OPTIONS": {"base": MODEL}}
     assert extra["small"]["BACKEND"] == "evaluation.encoders.SentenceTransformerEncoder"
     assert extra["small"]["OPTIONS"]["model"] == "some/model" and extra["small"]["OPTIONS"]["batch_size"] == 8
@@ -182,8 +200,14 @@ def test_k_variants_per_transformation_in_seed_order_and_weighted_pooling(sts, c
     cached_run(sts, seed=3, n=2, prefix="Third:")
     text = texts_of(sts, 1)[0]
     base = get_encoder(counting)
-    encoder = augmented(counting, k=2, seeds=[3, 1, 2], pooling="weighted", weight=0.6,
-                        transformations=["paraphrase", "random_keywords"])  # fmt: skip
+    encoder = augmented(
+        counting,
+        k=2,
+        seeds=[3, 1, 2],
+        pooling="weighted",
+        weight=0.6,
+        transformations=["paraphrase", "random_keywords"],
+    )
     keywords = [random_keywords(text, seed=s, text_hash=sha256_text(text)) for s in (3, 1)]
     variants = base.encode([f"Third: {text}", f"First: {text}", *keywords])
     expected = 0.6 * base.encode([text])[0] + 0.4 * variants.mean(axis=0)
@@ -278,13 +302,25 @@ def test_evaluate_command_scores_an_augmented_alias_and_compares_it(sts, setting
     score = float(out.getvalue())
     assert 0 < score <= 1 and "80 for 80 texts, 0 lacking" in err.getvalue()
     out = io.StringIO()
-    call_command("evaluate", "--dataset", "aug-sts", "--model", alias, "--baseline", MODEL, "--resamples", "200",
-                 stdout=out)  # fmt: skip
+    call_command(
+        "evaluate", "--dataset", "aug-sts", "--model", alias, "--baseline", MODEL, "--resamples", "200", stdout=out
+    )
     text = out.getvalue()
     assert f"{alias}  {score:.4f}" in text and "difference" in text and "95% CI" in text and "40 pairs" in text
     out = io.StringIO()
-    call_command("evaluate", "--dataset", "aug-sts", "--model", alias, "--baseline", MODEL, "--resamples", "200",
-                 "--json", stdout=out)  # fmt: skip
+    call_command(
+        "evaluate",
+        "--dataset",
+        "aug-sts",
+        "--model",
+        alias,
+        "--baseline",
+        MODEL,
+        "--resamples",
+        "200",
+        "--json",
+        stdout=out,
+    )
     document = json.loads(out.getvalue())
     result = document["result"]
     assert result["n"] == 40 and result["spearman_a"] == pytest.approx(score, abs=5e-5)
@@ -292,8 +328,10 @@ def test_evaluate_command_scores_an_augmented_alias_and_compares_it(sts, setting
     assert result["ci_low"] <= result["difference"] <= result["ci_high"]
     assert document["model_coverage"]["incomplete"] == 0 and document["baseline_coverage"] is None
     strict = f"minilm-para-strict-{tmp_path.name}"
-    settings.EVALUATION_ENCODERS = {**settings.EVALUATION_ENCODERS,
-                                    strict: {"BACKEND": AUGMENTED, "OPTIONS": {"base": MODEL}}}  # fmt: skip
+    settings.EVALUATION_ENCODERS = {
+        **settings.EVALUATION_ENCODERS,
+        strict: {"BACKEND": AUGMENTED, "OPTIONS": {"base": MODEL}},
+    }
     with pytest.raises(CommandError, match="80 of 80 texts lack some of their 1 paraphrase"):
         call_command("evaluate", "--dataset", "aug-sts", "--model", strict, stdout=io.StringIO())
 

@@ -35,13 +35,28 @@ from tests.conftest import make_user
 pytestmark = [pytest.mark.django_db, pytest.mark.services]
 
 ANNOTATORS = ("hb-ann-a", "hb-ann-b", "hb-ann-c")
-PENDING_FOR_ME = {"filters": {"and": [
-    {"type": "terms", "scope": {"entity": "response", "property": "status"}, "values": ["pending"]},
-    {"type": "terms", "scope": {"entity": "record", "property": "status"}, "values": ["pending"]},
-]}}  # fmt: skip
+PENDING_FOR_ME = {
+    "filters": {
+        "and": [
+            {"type": "terms", "scope": {"entity": "response", "property": "status"}, "values": ["pending"]},
+            {"type": "terms", "scope": {"entity": "record", "property": "status"}, "values": ["pending"]},
+        ]
+    }
+}
 HIDDEN_WORDS = ("gold", "label", "score", "expected", "answer", "correct")
-RECORD_KEYS = {"id", "status", "fields", "metadata", "external_id", "responses", "suggestions", "vectors",
-               "dataset_id", "inserted_at", "updated_at"}
+RECORD_KEYS = {
+    "id",
+    "status",
+    "fields",
+    "metadata",
+    "external_id",
+    "responses",
+    "suggestions",
+    "vectors",
+    "dataset_id",
+    "inserted_at",
+    "updated_at",
+}
 
 
 def import_stsb(shared_data, tmp_path, n: int = 30):
@@ -49,8 +64,12 @@ def import_stsb(shared_data, tmp_path, n: int = 30):
     lines = (shared_data / "stsb-multi-mt/stsb-en-test.csv").read_text(encoding="utf-8").splitlines(keepends=True)
     path = tmp_path / "stsb-en-test-30.csv"
     path.write_text("".join(lines[:n]), encoding="utf-8")
-    return dataset_import(source=path, task="sts", name="stsb-en-test-30",
-                          options=ImportOptions(columns=["sentence1", "sentence2", "score"]))  # fmt: skip
+    return dataset_import(
+        source=path,
+        task="sts",
+        name="stsb-en-test-30",
+        options=ImportOptions(columns=["sentence1", "sentence2", "score"]),
+    )
 
 
 def import_banking77(shared_data, tmp_path, n_test: int = 40):
@@ -66,8 +85,12 @@ def import_banking77(shared_data, tmp_path, n_test: int = 40):
         writer = csv.DictWriter(handle, fieldnames=["text", "category"])
         writer.writeheader()
         writer.writerows(rows[int(i)] for i in picks)
-    return dataset_import(source=folder, task="classification", name="banking77-small",
-                          options=ImportOptions(field_map={"label": "category"}))  # fmt: skip
+    return dataset_import(
+        source=folder,
+        task="classification",
+        name="banking77-small",
+        options=ImportOptions(field_map={"label": "category"}),
+    )
 
 
 def annotator_client(owner: httpx.Client, username: str) -> httpx.Client:
@@ -77,9 +100,15 @@ def annotator_client(owner: httpx.Client, username: str) -> httpx.Client:
 
 
 def pending(client: httpx.Client, dataset_id) -> list[dict]:
-    found = client.post(f"/api/v1/me/datasets/{dataset_id}/records/search",
-                        params=[("include", "responses"), ("include", "suggestions"), ("include", "vectors"),
-                                ("limit", 100)], json=PENDING_FOR_ME).raise_for_status().json()  # fmt: skip
+    found = (
+        client.post(
+            f"/api/v1/me/datasets/{dataset_id}/records/search",
+            params=[("include", "responses"), ("include", "suggestions"), ("include", "vectors"), ("limit", 100)],
+            json=PENDING_FOR_ME,
+        )
+        .raise_for_status()
+        .json()
+    )
     return [item["record"] for item in found["items"]]
 
 
@@ -99,8 +128,9 @@ def label_answer(gold: str, labels: list[str], k: int, rater: int) -> str:
     return gold if (k + rater) % 7 else labels[(labels.index(gold) + 1) % len(labels)]
 
 
-def assert_nothing_hidden_leaks(client: httpx.Client, dataset_id, records: list[dict], study: BaselineStudy,
-                                fields: tuple[str, ...]) -> None:  # fmt: skip
+def assert_nothing_hidden_leaks(
+    client: httpx.Client, dataset_id, records: list[dict], study: BaselineStudy, fields: tuple[str, ...]
+) -> None:
     """What an annotator can read of the dataset: the instance key and the texts, never the gold."""
     instances = {i.key: i for i in study.instances.all()}
     assert {r["external_id"] for r in records} == set(instances)
@@ -131,10 +161,18 @@ def test_human_baseline_end_to_end(argilla_server, settings, django_user_model, 
     t_import = time.monotonic() - started
     assert sts.n_items == 30 and banking.splits["test"] == 40
 
-    sts_study = baseline_create(name="hb-stsb", dataset=sts, task_type="sts", n_instances=30, seed=3,
-                                project="hb-project", created_by=rita)  # fmt: skip
-    cls_study = baseline_create(name="hb-banking", dataset=banking, task_type="classification", n_instances=40,
-                                seed=3, project="hb-project", created_by=rita)  # fmt: skip
+    sts_study = baseline_create(
+        name="hb-stsb", dataset=sts, task_type="sts", n_instances=30, seed=3, project="hb-project", created_by=rita
+    )
+    cls_study = baseline_create(
+        name="hb-banking",
+        dataset=banking,
+        task_type="classification",
+        n_instances=40,
+        seed=3,
+        project="hb-project",
+        created_by=rita,
+    )
     labels = cls_study.options["labels"]
     assert len(labels) == 77 and labels == sorted(labels)
     assert cls_study.instances.count() == 40 and sts_study.instances.count() == 30
@@ -168,8 +206,9 @@ def test_human_baseline_end_to_end(argilla_server, settings, django_user_model, 
         client = clients[name]
         records = pending(client, sts_study.argilla_dataset_id)
         if r == 0:
-            assert_nothing_hidden_leaks(client, sts_study.argilla_dataset_id, records, sts_study,
-                                        ("sentence1", "sentence2"))  # fmt: skip
+            assert_nothing_hidden_leaks(
+                client, sts_study.argilla_dataset_id, records, sts_study, ("sentence1", "sentence2")
+            )
         for record in records:
             value = sts_answer(sts_gold[record["external_id"]], r)
             responses[(name, record["external_id"])] = respond(client, record["id"], "submitted", {"similarity": value})
@@ -201,13 +240,15 @@ def test_human_baseline_end_to_end(argilla_server, settings, django_user_model, 
     edit = {"status": "submitted", "values": {"similarity": {"value": int(changed)}}}
     clients[name].put(f"/api/v1/responses/{response['id']}", json=edit).raise_for_status()
     other = responses[(ANNOTATORS[2], sorted(sts_gold)[1])]
-    clients[ANNOTATORS[2]].put(f"/api/v1/responses/{other['id']}",
-                               json={"status": "discarded", "values": other["values"]}).raise_for_status()  # fmt: skip
+    clients[ANNOTATORS[2]].put(
+        f"/api/v1/responses/{other['id']}", json={"status": "discarded", "values": other["values"]}
+    ).raise_for_status()
     third = baseline_sync(study=sts_study)
     assert (third.created, third.updated, third.withdrawn, third.unchanged) == (0, 1, 1, 88)
     assert BaselineAnswer.objects.get(rater=name, instance__key=key, instance__study=sts_study).value == changed
-    assert not BaselineAnswer.objects.filter(rater=ANNOTATORS[2], instance__key=sorted(sts_gold)[1],
-                                             instance__study=sts_study).exists()  # fmt: skip
+    assert not BaselineAnswer.objects.filter(
+        rater=ANNOTATORS[2], instance__key=sorted(sts_gold)[1], instance__study=sts_study
+    ).exists()
     assert baseline_sync(study=sts_study).changed == 0
 
     # The human scores, intervals and agreement, as the report service computes them (the evaluator
@@ -229,16 +270,21 @@ def test_human_baseline_end_to_end(argilla_server, settings, django_user_model, 
     sts_study.refresh_from_db()
     assert sts_study.status == BaselineStudy.Status.CLOSED
     assert BaselineAnswer.objects.filter(instance__study=sts_study).count() == n_answers
-    for refused in (lambda: baseline_sync(study=sts_study), lambda: baseline_llm_annotate(study=sts_study),
-                    lambda: baseline_close(study=sts_study)):  # fmt: skip
+    for refused in (
+        lambda: baseline_sync(study=sts_study),
+        lambda: baseline_llm_annotate(study=sts_study),
+        lambda: baseline_close(study=sts_study),
+    ):
         with pytest.raises(ShiftlabError, match="closed"):
             refused()
     assert AuditEvent.objects.filter(verb="baseline.close").count() == 1
     owner.close()
     for client in clients.values():
         client.close()
-    print(f"\nbaseline e2e: import {t_import:.1f} s, whole test {time.monotonic() - started:.1f} s; "
-          f"pooled human STS Spearman {score['sts']:.3f}, Banking77 accuracy {score['classification']:.3f}")
+    print(
+        f"\nbaseline e2e: import {t_import:.1f} s, whole test {time.monotonic() - started:.1f} s; "
+        f"pooled human STS Spearman {score['sts']:.3f}, Banking77 accuracy {score['classification']:.3f}"
+    )
 
 
 def human_scores_match_references(sts_study, cls_study) -> dict[str, float]:
@@ -264,8 +310,9 @@ def human_scores_match_references(sts_study, cls_study) -> dict[str, float]:
     half = stats.norm.ppf(0.975) * np.sqrt((1 + rho**2 / 2) / (len(keys) - 3))
     pooled = rows["humans (pooled)"]
     assert pooled.score == pytest.approx(rho)
-    assert (pooled.ci_low, pooled.ci_high) == pytest.approx((np.tanh(np.arctanh(rho) - half),
-                                                             np.tanh(np.arctanh(rho) + half)))  # fmt: skip
+    assert (pooled.ci_low, pooled.ci_high) == pytest.approx(
+        (np.tanh(np.arctanh(rho) - half), np.tanh(np.arctanh(rho) + half))
+    )
     for name in ANNOTATORS:
         mine = [k for k in keys if name in by_key[k]]
         expected = stats.spearmanr([by_key[k][name] for k in mine], [gold[k] for k in mine]).statistic
@@ -304,8 +351,9 @@ def test_llm_annotator_on_sts(llm_backend, shared_data, tmp_path, django_user_mo
     study = baseline_create(name="hb-llm", dataset=sts, task_type="sts", n_instances=6, seed=5)
     started = time.monotonic()
     progress = []
-    result = baseline_llm_annotate(study=study, backend_alias="default",
-                                   on_progress=lambda done, total: progress.append((done, total)))  # fmt: skip
+    result = baseline_llm_annotate(
+        study=study, backend_alias="default", on_progress=lambda done, total: progress.append((done, total))
+    )
     elapsed = time.monotonic() - started
     answers = list(BaselineAnswer.objects.filter(instance__study=study))
     assert result.rater == "llm:default" and result.total == 6 and result.skipped == 0 and result.failed == 0
@@ -327,8 +375,10 @@ def test_llm_annotator_on_sts(llm_backend, shared_data, tmp_path, django_user_mo
     with out.open("w") as handle:
         call_command("baseline", "status", "hb-llm", stdout=handle)
     assert "llm:default" in out.read_text() and "6 answers" in out.read_text()
-    print(f"\nLLM annotator: 6 STS instances in {elapsed:.1f} s, {result.invalid} did not parse; "
-          f"raw replies {[a.raw for a in answers]}")
+    print(
+        f"\nLLM annotator: 6 STS instances in {elapsed:.1f} s, {result.invalid} did not parse; "
+        f"raw replies {[a.raw for a in answers]}"
+    )
 
 
 def test_clustering_and_reranking_publish_and_sync(argilla_server, settings, django_user_model, tmp_path):
@@ -336,20 +386,44 @@ def test_clustering_and_reranking_publish_and_sync(argilla_server, settings, dja
     with the batch as context; a relevant/not-relevant label) and how answers come back."""
     settings.ARGILLA_API_URL, settings.ARGILLA_API_KEY = argilla_server.url, argilla_server.api_key
     user = make_user(django_user_model, "hb-ann-solo", Role.ANNOTATOR)
-    topics = {"weather": ["It rained all day", "Snow is expected tonight", "A warm sunny afternoon"],
-              "food": ["The soup was too salty", "Fresh bread from the bakery", "We grilled vegetables"]}  # fmt: skip
+    topics = {
+        "weather": ["It rained all day", "Snow is expected tonight", "A warm sunny afternoon"],
+        "food": ["The soup was too salty", "Fresh bread from the bakery", "We grilled vegetables"],
+    }
     path = tmp_path / "clusters.jsonl"
     path.write_text("".join(json.dumps({"text": t, "label": label}) + "\n" for label, ts in topics.items() for t in ts))
     clusters = dataset_import(source=path, task="clustering", name="hb-clusters")
     path = tmp_path / "rerank.jsonl"
-    path.write_text("".join(json.dumps({"query": f"news about {label}", "positive": ts,
-                                        "negative": [t for o, other in topics.items() if o != label for t in other]})
-                            + "\n" for label, ts in topics.items()))  # fmt: skip
+    path.write_text(
+        "".join(
+            json.dumps(
+                {
+                    "query": f"news about {label}",
+                    "positive": ts,
+                    "negative": [t for o, other in topics.items() if o != label for t in other],
+                }
+            )
+            + "\n"
+            for label, ts in topics.items()
+        )
+    )
     rerank = dataset_import(source=path, task="reranking", name="hb-rerank")
-    clu = baseline_create(name="hb-clu", dataset=clusters, task_type="clustering", n_instances=6, project="hb-two",
-                          options={"batch_size": 6, "raters_per_instance": 1})  # fmt: skip
-    rr = baseline_create(name="hb-rr", dataset=rerank, task_type="reranking", n_instances=2, project="hb-two",
-                         options={"candidates": 4, "raters_per_instance": 1})  # fmt: skip
+    clu = baseline_create(
+        name="hb-clu",
+        dataset=clusters,
+        task_type="clustering",
+        n_instances=6,
+        project="hb-two",
+        options={"batch_size": 6, "raters_per_instance": 1},
+    )
+    rr = baseline_create(
+        name="hb-rr",
+        dataset=rerank,
+        task_type="reranking",
+        n_instances=2,
+        project="hb-two",
+        options={"candidates": 4, "raters_per_instance": 1},
+    )
     owner = argilla.client_get()
     for study in (clu, rr):
         baseline_publish(study=study, annotators=[user])
@@ -362,8 +436,13 @@ def test_clustering_and_reranking_publish_and_sync(argilla_server, settings, dja
 
     gold = {i.key: i.gold for i in clu.instances.all()}
     records = pending(client, clu.argilla_dataset_id)
-    assert_nothing_hidden_leaks(client, clu.argilla_dataset_id, [{**r, "fields": {"text": r["fields"]["text"]}}
-                                                                 for r in records], clu, ("text",))  # fmt: skip
+    assert_nothing_hidden_leaks(
+        client,
+        clu.argilla_dataset_id,
+        [{**r, "fields": {"text": r["fields"]["text"]}} for r in records],
+        clu,
+        ("text",),
+    )
     batch = "\n".join(f"{k}. {i.texts[0]}" for k, i in enumerate(clu.instances.all(), 1))
     for record in records:
         assert record["fields"]["batch"] == batch

@@ -19,8 +19,11 @@ def sts_items(n: int) -> list[SourceItem]:
 
 
 def labelled(sizes: dict[str, int]) -> list[SourceItem]:
-    return [SourceItem(ref=f"{label}-{k}", payload={"text": f"{label} text {k}"}, gold=label)
-            for label, size in sizes.items() for k in range(size)]  # fmt: skip
+    return [
+        SourceItem(ref=f"{label}-{k}", payload={"text": f"{label} text {k}"}, gold=label)
+        for label, size in sizes.items()
+        for k in range(size)
+    ]
 
 
 def rng(seed: int = 7) -> np.random.Generator:
@@ -59,8 +62,12 @@ def test_classification_stratified_spreads_labels_proportionally():
 
 
 @settings(max_examples=40, deadline=None)
-@given(sizes=st.lists(st.integers(1, 12), min_size=2, max_size=8), batch_size=st.integers(2, 12),
-       seed=st.integers(0, 2**32 - 1), data=st.data())  # fmt: skip
+@given(
+    sizes=st.lists(st.integers(1, 12), min_size=2, max_size=8),
+    batch_size=st.integers(2, 12),
+    seed=st.integers(0, 2**32 - 1),
+    data=st.data(),
+)
 def test_clustering_batches_hold_several_gold_clusters(sizes, batch_size, seed, data):
     items = labelled({f"l{k}": size for k, size in enumerate(sizes)})
     n = data.draw(st.integers(2, len(items)))
@@ -99,9 +106,18 @@ def test_clustering_needs_two_clusters():
 
 
 def reranking_items() -> list[SourceItem]:
-    return [SourceItem(ref=q, payload={"query": f"q{q}", "positive": [f"p{q}-{k}" for k in range(1 + q % 3)],
-                                       "negative": [f"n{q}-{k}" for k in range(3 * q % 13)]}, gold=None)
-            for q in range(12)]  # fmt: skip
+    return [
+        SourceItem(
+            ref=q,
+            payload={
+                "query": f"q{q}",
+                "positive": [f"p{q}-{k}" for k in range(1 + q % 3)],
+                "negative": [f"n{q}-{k}" for k in range(3 * q % 13)],
+            },
+            gold=None,
+        )
+        for q in range(12)
+    ]
 
 
 @pytest.mark.parametrize("cap", [None, 2, 5, 10])
@@ -125,8 +141,12 @@ def test_reranking_keeps_positives_and_negatives_under_the_cap(cap):
 
 
 def test_reranking_candidates_are_shuffled_not_positives_first():
-    items = [SourceItem(ref=q, payload={"query": f"q{q}", "positive": ["p1", "p2"], "negative": ["n1", "n2", "n3"]},
-                        gold=None) for q in range(30)]  # fmt: skip
+    items = [
+        SourceItem(
+            ref=q, payload={"query": f"q{q}", "positive": ["p1", "p2"], "negative": ["n1", "n2", "n3"]}, gold=None
+        )
+        for q in range(30)
+    ]
     drawn = sampling.sample_reranking(items, 30, rng=rng(), max_candidates=None)
     firsts = Counter(next(d.gold for d in drawn if d.group == g) for g in {d.group for d in drawn})
     assert firsts[0] > 0 and firsts[1] > 0
@@ -160,8 +180,10 @@ def test_prompts_carry_instructions_texts_and_format_but_no_gold():
 # --- parsers ----------------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize(("reply", "value"), [("3", 3.0), (" 4.5\n", 4.5), ("2.", 2.0), ("**5**", 5.0),
-                                              ("`0.0`", 0.0), ("<think>hmm 9</think> 1.5", 1.5)])  # fmt: skip
+@pytest.mark.parametrize(
+    ("reply", "value"),
+    [("3", 3.0), (" 4.5\n", 4.5), ("2.", 2.0), ("**5**", 5.0), ("`0.0`", 0.0), ("<think>hmm 9</think> 1.5", 1.5)],
+)
 def test_parse_sts_accepts_a_lone_number_on_the_scale(reply, value):
     assert llm.parse_sts(reply) == llm.Parsed(value=value)
 

@@ -49,17 +49,28 @@ def classification(tmp_path):
 @pytest.fixture
 def clustering(tmp_path):
     path = tmp_path / "clusters.jsonl"
-    path.write_text("".join(json.dumps({"text": text, "label": label}) + "\n"
-                            for label, texts in TOPICS.items() for text in texts))  # fmt: skip
+    path.write_text(
+        "".join(json.dumps({"text": text, "label": label}) + "\n" for label, texts in TOPICS.items() for text in texts)
+    )
     return dataset_import(source=path, task="clustering", name="clusters")
 
 
 @pytest.fixture
 def reranking(tmp_path):
     path = tmp_path / "rerank.jsonl"
-    path.write_text("".join(json.dumps({"query": f"about {label}", "positive": texts[:2],
-                                        "negative": [t for other, ts in TOPICS.items() if other != label for t in ts]})
-                            + "\n" for label, texts in TOPICS.items()))  # fmt: skip
+    path.write_text(
+        "".join(
+            json.dumps(
+                {
+                    "query": f"about {label}",
+                    "positive": texts[:2],
+                    "negative": [t for other, ts in TOPICS.items() if other != label for t in ts],
+                }
+            )
+            + "\n"
+            for label, texts in TOPICS.items()
+        )
+    )
     return dataset_import(source=path, task="reranking", name="rerank")
 
 
@@ -82,16 +93,19 @@ def test_create_draws_a_seeded_sample_and_audits_it(sts, researcher):
     assert event.payload["content_hash"] == sts.content_hash and event.payload["instances"] == 8
 
 
-@pytest.mark.parametrize(("kwargs", "message"), [
-    ({"task_type": "classification"}, "pairs is a sts dataset; a classification baseline needs"),
-    ({"task_type": "retrieval"}, "unknown baseline task type 'retrieval'"),
-    ({"n_instances": 21}, "asked for 21 pairs but only 20 are available"),
-    ({"split": "dev"}, "has no split 'dev'; its splits: test"),
-    ({"options": {"batch_size": 5}}, "unknown option.* batch_size for a sts baseline"),
-    ({"options": {"raters_per_instance": 0}}, "raters_per_instance must be a positive whole number"),
-    ({"seed": -1}, "seed must be zero or positive"),
-    ({"name": "Bad Name"}, "invalid baseline study"),
-])  # fmt: skip
+@pytest.mark.parametrize(
+    ("kwargs", "message"),
+    [
+        ({"task_type": "classification"}, "pairs is a sts dataset; a classification baseline needs"),
+        ({"task_type": "retrieval"}, "unknown baseline task type 'retrieval'"),
+        ({"n_instances": 21}, "asked for 21 pairs but only 20 are available"),
+        ({"split": "dev"}, "has no split 'dev'; its splits: test"),
+        ({"options": {"batch_size": 5}}, "unknown option.* batch_size for a sts baseline"),
+        ({"options": {"raters_per_instance": 0}}, "raters_per_instance must be a positive whole number"),
+        ({"seed": -1}, "seed must be zero or positive"),
+        ({"name": "Bad Name"}, "invalid baseline study"),
+    ],
+)
 def test_create_refuses_bad_input_and_writes_nothing(sts, kwargs, message):
     with pytest.raises(ShiftlabError, match=message):
         baseline_create(**{"name": "b", "dataset": sts, "task_type": "sts", "n_instances": 5, **kwargs})
@@ -105,30 +119,35 @@ def test_create_refuses_a_taken_name(sts):
 
 
 def test_classification_records_the_full_label_set(classification):
-    study = baseline_create(name="b-cls", dataset=classification, task_type="classification", n_instances=6,
-                            options={"stratify": True})  # fmt: skip
+    study = baseline_create(
+        name="b-cls", dataset=classification, task_type="classification", n_instances=6, options={"stratify": True}
+    )
     assert study.options["labels"] == ["food", "sport", "weather"]
     assert Counter(i.gold for i in study.instances.all()) == {"food": 2, "sport": 2, "weather": 2}
     assert all(i.item.split == "test" for i in study.instances.select_related("item"))
     with pytest.raises(ShiftlabError, match="label set comes from the dataset"):
-        baseline_create(name="b-cls2", dataset=classification, task_type="classification", n_instances=2,
-                        options={"labels": ["x"]})  # fmt: skip
+        baseline_create(
+            name="b-cls2", dataset=classification, task_type="classification", n_instances=2, options={"labels": ["x"]}
+        )
 
 
 def test_clustering_batches_and_reranking_candidates(clustering, reranking):
-    study = baseline_create(name="b-clu", dataset=clustering, task_type="clustering", n_instances=12,
-                            options={"batch_size": 6})  # fmt: skip
+    study = baseline_create(
+        name="b-clu", dataset=clustering, task_type="clustering", n_instances=12, options={"batch_size": 6}
+    )
     batches = defaultdict(list)
     for instance in study.instances.all():
         batches[instance.group].append(instance.gold)
     assert sorted(batches) == ["b00", "b01"] and all(len(set(golds)) >= 2 for golds in batches.values())
     assert study.options == {"raters_per_instance": 3, "batch_size": 6, "clusters_per_batch": None}
     with pytest.raises(ShiftlabError, match="last batch of one text"):
-        baseline_create(name="b-clu2", dataset=clustering, task_type="clustering", n_instances=7,
-                        options={"batch_size": 6})  # fmt: skip
+        baseline_create(
+            name="b-clu2", dataset=clustering, task_type="clustering", n_instances=7, options={"batch_size": 6}
+        )
 
-    study = baseline_create(name="b-rr", dataset=reranking, task_type="reranking", n_instances=2,
-                            options={"candidates": 5})  # fmt: skip
+    study = baseline_create(
+        name="b-rr", dataset=reranking, task_type="reranking", n_instances=2, options={"candidates": 5}
+    )
     queries = defaultdict(list)
     for instance in study.instances.all():
         queries[instance.group].append(instance)
@@ -190,8 +209,9 @@ class ScriptedBackend(LLMBackend):
 
 @pytest.fixture
 def scripted(settings):
-    settings.TRANSFORM_BACKENDS = {"scripted": {"BACKEND": f"{__name__}.ScriptedBackend",
-                                                "OPTIONS": {"model": "scripted-1"}}}  # fmt: skip
+    settings.TRANSFORM_BACKENDS = {
+        "scripted": {"BACKEND": f"{__name__}.ScriptedBackend", "OPTIONS": {"model": "scripted-1"}}
+    }
     reset_backends()
     ScriptedBackend.FAIL, ScriptedBackend.calls = set(), []
     yield ScriptedBackend
@@ -212,8 +232,9 @@ def test_llm_annotate_counts_parse_failures_and_resumes_after_backend_failures(s
     result = baseline_llm_annotate(study=study, backend_alias="scripted", on_progress=lambda *p: progress.append(p))
     assert (result.skipped, result.valid + result.invalid, result.failed) == (18, 2, 0)
     assert len(scripted.calls) == 2 and progress == [(18, 20), (20, 20)]
-    by_number = {int(re.search(r"number (\d+)\.", a.instance.texts[0]).group(1)): a
-                 for a in answers.select_related("instance")}  # fmt: skip
+    by_number = {
+        int(re.search(r"number (\d+)\.", a.instance.texts[0]).group(1)): a for a in answers.select_related("instance")
+    }
     for k, answer in by_number.items():
         assert answer.rater == "llm:scripted" and answer.source == "llm" and answer.user is None
         if k % 3:
@@ -225,8 +246,9 @@ def test_llm_annotate_counts_parse_failures_and_resumes_after_backend_failures(s
 
 
 def test_llm_annotates_clustering_per_batch(clustering, scripted):
-    study = baseline_create(name="b-clu", dataset=clustering, task_type="clustering", n_instances=12,
-                            options={"batch_size": 6})  # fmt: skip
+    study = baseline_create(
+        name="b-clu", dataset=clustering, task_type="clustering", n_instances=12, options={"batch_size": 6}
+    )
     result = baseline_llm_annotate(study=study, backend_alias="scripted")
     assert (result.valid, result.invalid) == (12, 0) and len(scripted.calls) == 2
     for answer in BaselineAnswer.objects.filter(instance__study=study).select_related("instance"):
@@ -245,8 +267,20 @@ def test_llm_annotate_reports_an_unknown_backend(sts, scripted):
 def test_command_create_llm_annotate_and_status(sts, scripted, tmp_path):
     out = tmp_path / "out.txt"
     with out.open("w") as handle:
-        call_command("baseline", "create", "b-cmd", "--dataset", "pairs", "--task", "sts", "-n", "6", "--seed", "2",
-                     stdout=handle)  # fmt: skip
+        call_command(
+            "baseline",
+            "create",
+            "b-cmd",
+            "--dataset",
+            "pairs",
+            "--task",
+            "sts",
+            "-n",
+            "6",
+            "--seed",
+            "2",
+            stdout=handle,
+        )
         call_command("baseline", "llm-annotate", "b-cmd", "--backend", "scripted", stdout=handle)
         call_command("baseline", "status", "b-cmd", stdout=handle)
     text = out.read_text()

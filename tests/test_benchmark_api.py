@@ -20,8 +20,9 @@ def sts(db, tmp_path, settings):
     return dataset_import(source=settings.BASE_DIR / "fixtures/sts/demo-sts.csv", task="sts", name="bench-sts")
 
 
-@pytest.mark.parametrize(("who", "expected"), [("anonymous", (401, 403)), ("annotator", (403,)),
-                                               ("researcher", (200,))])  # fmt: skip
+@pytest.mark.parametrize(
+    ("who", "expected"), [("anonymous", (401, 403)), ("annotator", (403,)), ("researcher", (200,))]
+)
 def test_only_researchers_list_runs(who, expected, request):
     client = APIClient()
     if who != "anonymous":
@@ -32,11 +33,13 @@ def test_only_researchers_list_runs(who, expected, request):
     assert created.status_code in ((400,) if who == "researcher" else expected)
 
 
-def test_researcher_runs_an_original_benchmark_and_reads_results(researcher_client, sts,
-                                                                 django_capture_on_commit_callbacks):  # fmt: skip
+def test_researcher_runs_an_original_benchmark_and_reads_results(
+    researcher_client, sts, django_capture_on_commit_callbacks
+):
     with django_capture_on_commit_callbacks(execute=True):
-        response = researcher_client.post("/api/benchmark-runs/", {"models": [MODEL], "datasets": ["bench-sts"],
-                                                                   "limit": 10}, format="json")  # fmt: skip
+        response = researcher_client.post(
+            "/api/benchmark-runs/", {"models": [MODEL], "datasets": ["bench-sts"], "limit": 10}, format="json"
+        )
     assert response.status_code == 201, response.content
     run_id = response.json()["id"]
     run = researcher_client.get(f"/api/benchmark-runs/{run_id}/").json()
@@ -50,8 +53,9 @@ def test_researcher_runs_an_original_benchmark_and_reads_results(researcher_clie
 def test_bad_requests_say_what_is_wrong(researcher_client, sts):
     no_source = researcher_client.post("/api/benchmark-runs/", {"models": [MODEL]}, format="json")
     assert no_source.status_code == 400 and "config" in str(no_source.json())
-    tampered = researcher_client.post("/api/benchmark-runs/", {"models": [MODEL], "config_text": "schema: x\n"},
-                                      format="json")  # fmt: skip
+    tampered = researcher_client.post(
+        "/api/benchmark-runs/", {"models": [MODEL], "config_text": "schema: x\n"}, format="json"
+    )
     assert tampered.status_code == 400 and "does not verify" in tampered.json()["detail"]
     assert not BenchmarkRun.objects.exists()
 
@@ -63,8 +67,9 @@ def test_pages_launch_watch_and_show_results(client, researcher, annotator, sts,
     page = client.get(reverse("evaluation:benchmarks"))
     assert page.status_code == 200 and b"benchmark-form" in page.content
     with django_capture_on_commit_callbacks(execute=True):
-        launched = client.post(reverse("evaluation:benchmarks"), {"models": MODEL, "datasets": ["bench-sts"],
-                                                                  "limit": "10"})  # fmt: skip
+        launched = client.post(
+            reverse("evaluation:benchmarks"), {"models": MODEL, "datasets": ["bench-sts"], "limit": "10"}
+        )
     run = BenchmarkRun.objects.get()
     assert launched.status_code == 302 and launched.url == reverse("evaluation:benchmark", args=[run.pk])
     detail = client.get(launched.url)

@@ -44,17 +44,25 @@ def config_text(runs: list[TransformRun], *, rejected: tuple[str, ...] = (), fmt
         run_entries = [_run_entry(run) for run in group]
         for entry in run_entries:
             datasets[entry["dataset"]["name"]] = entry["dataset"]
-        entries.append({
-            "transformation": name, "axis": TRANSFORMATIONS[name].axis.value,
-            "study": {"name": "test-study", "version": 1, "design_hash": "0" * 64, "design": {}},
-            "runs": run_entries,
-            "approval": {"decision": decision, "by": "rita", "at": "2026-01-01T00:00:00+00:00", "comment": ""},
-            "gate": {"id": 1, "passed": decision == "approve", "evidence_hash": "0" * 64, "evidence": {}},
-        })  # fmt: skip
-    document = config_seal({
-        "name": "test", "exported_at": "2026-01-01T00:00:00+00:00", "exported_by": "rita",
-        "transformations": entries, "datasets": [datasets[k] for k in sorted(datasets)],
-    })  # fmt: skip
+        entries.append(
+            {
+                "transformation": name,
+                "axis": TRANSFORMATIONS[name].axis.value,
+                "study": {"name": "test-study", "version": 1, "design_hash": "0" * 64, "design": {}},
+                "runs": run_entries,
+                "approval": {"decision": decision, "by": "rita", "at": "2026-01-01T00:00:00+00:00", "comment": ""},
+                "gate": {"id": 1, "passed": decision == "approve", "evidence_hash": "0" * 64, "evidence": {}},
+            }
+        )
+    document = config_seal(
+        {
+            "name": "test",
+            "exported_at": "2026-01-01T00:00:00+00:00",
+            "exported_by": "rita",
+            "transformations": entries,
+            "datasets": [datasets[k] for k in sorted(datasets)],
+        }
+    )
     return config_render(document, fmt)
 
 
@@ -71,8 +79,9 @@ def sts(db, tmp_path, settings) -> Dataset:
 
 def keyword_run(dataset, seed, *, fail_items=()):
     """A finished random_keywords run (no LLM); the outputs of ``fail_items`` are marked failed."""
-    run = transform_run_create(dataset=dataset, transformation="random_keywords", seed=seed, limit=LIMIT,
-                               dispatch=False)  # fmt: skip
+    run = transform_run_create(
+        dataset=dataset, transformation="random_keywords", seed=seed, limit=LIMIT, dispatch=False
+    )
     items = list(DatasetItem.objects.filter(dataset=dataset, kind="example").order_by("position")[:LIMIT])
     transform_run_execute_chunk(run_id=run.pk, item_ids=[i.pk for i in items])
     TransformedItem.objects.filter(run=run, item__in=[items[i] for i in fail_items], side="sentence2").update(
@@ -104,8 +113,9 @@ def test_plan_takes_only_approved_transformations(sts):
 def test_paired_delta_leaves_failed_items_out_of_both(sts, django_capture_on_commit_callbacks):
     runs = [keyword_run(sts, 1, fail_items=(0, 3)), keyword_run(sts, 2)]
     with django_capture_on_commit_callbacks(execute=True):
-        run = benchmark_run_create_from_config(text=config_text(runs, fmt="json"), fmt="json", models=[MODEL],
-                                               limit=LIMIT)  # fmt: skip
+        run = benchmark_run_create_from_config(
+            text=config_text(runs, fmt="json"), fmt="json", models=[MODEL], limit=LIMIT
+        )
     run.refresh_from_db()
     assert run.status == "succeeded" and run.done == run.total == 3, run.error
     assert set(run.plan["transform_runs"].values()) == {r.pk for r in runs}
@@ -117,9 +127,15 @@ def test_paired_delta_leaves_failed_items_out_of_both(sts, django_capture_on_com
     original = examples_evaluate(dataset=sts, split="test", examples=kept, encoder=get_encoder(MODEL))
     assert result.original_main_score == pytest.approx(original.main_score)
     outputs = {(o.item_id, o.side): o.output_text for o in TransformedItem.objects.filter(run=runs[0])}
-    transformed = [(i.item_id, {**i.payload, "sentence1": outputs[(i.pk, "sentence1")],
-                                "sentence2": outputs[(i.pk, "sentence2")]}, i.gold)
-                   for n, i in enumerate(items) if n not in (0, 3)]  # fmt: skip
+    transformed = [
+        (
+            i.item_id,
+            {**i.payload, "sentence1": outputs[(i.pk, "sentence1")], "sentence2": outputs[(i.pk, "sentence2")]},
+            i.gold,
+        )
+        for n, i in enumerate(items)
+        if n not in (0, 3)
+    ]
     expected = examples_evaluate(dataset=sts, split="test", examples=transformed, encoder=get_encoder(MODEL))
     assert result.main_score == pytest.approx(expected.main_score)
     assert result.delta == pytest.approx(expected.main_score - original.main_score)

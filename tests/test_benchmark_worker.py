@@ -56,12 +56,13 @@ def test_benchmark_run_survives_a_killed_worker(llm_backend, benchmark_redis_url
     runs = [
         transform_run_create(
             dataset=dataset, transformation=name, seed=seed, limit=LIMIT, params=params, dispatch=False
-        )  # fmt: skip
+        )
         for name in TRANSFORMATIONS
         for seed in SEEDS
     ]
-    run = benchmark_run_create_from_config(text=config_text(runs), fmt="yaml", models=[MODEL], limit=LIMIT,
-                                           dispatch=False)  # fmt: skip
+    run = benchmark_run_create_from_config(
+        text=config_text(runs), fmt="yaml", models=[MODEL], limit=LIMIT, dispatch=False
+    )
     assert run.total == 1 + len(TRANSFORMATIONS) * len(SEEDS)
     # The config's runs are reused (same generator, prompts, seed and limit), not duplicated.
     assert sorted(run.plan["transform_runs"].values()) == sorted(r.pk for r in runs)
@@ -92,8 +93,12 @@ def test_benchmark_run_survives_a_killed_worker(llm_backend, benchmark_redis_url
             first.wait(timeout=10)
         killed_at = done()
         with celery_worker(redis_url=redis_url, queue=queue, log_path=log_path, env=env):
-            wait_for(lambda: BenchmarkRun.objects.get(pk=run.pk).status in ("succeeded", "failed"), 300,
-                     "run completion", log_path)  # fmt: skip
+            wait_for(
+                lambda: BenchmarkRun.objects.get(pk=run.pk).status in ("succeeded", "failed"),
+                300,
+                "run completion",
+                log_path,
+            )
     finally:
         app.conf.task_always_eager, app.conf.broker_url, app.conf.task_default_queue = previous
 
@@ -105,8 +110,9 @@ def test_benchmark_run_survives_a_killed_worker(llm_backend, benchmark_redis_url
     # Every transformation output exactly once, every generation once.
     per_side = TransformedItem.objects.filter(run__in=runs).values("run", "item", "side").annotate(n=Count("id"))
     assert len(per_side) == len(runs) * LIMIT * 2 and {row["n"] for row in per_side} == {1}
-    keys = [k for ks in TransformedItem.objects.filter(run__in=runs).values_list("generation_keys", flat=True)
-            for k in ks]  # fmt: skip
+    keys = [
+        k for ks in TransformedItem.objects.filter(run__in=runs).values_list("generation_keys", flat=True) for k in ks
+    ]
     assert Generation.objects.filter(key__in=keys).count() == len(set(keys))
 
     original = BenchmarkResult.objects.get(run=run, transformation="original")

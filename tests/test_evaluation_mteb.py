@@ -59,8 +59,12 @@ def sick_jsonl(data: Path, target: Path) -> Path:
         for name in ("SICK_train.txt", "SICK_trial.txt", "SICK_test_annotated.txt"):
             with (data / "sick" / name).open(encoding="utf-8", newline="") as handle:
                 for row in csv.DictReader(handle, delimiter="\t", quoting=csv.QUOTE_NONE):
-                    record = {"id": row["pair_ID"], "sentence1": row["sentence_A"], "sentence2": row["sentence_B"],
-                              "score": float(row["relatedness_score"])}  # fmt: skip
+                    record = {
+                        "id": row["pair_ID"],
+                        "sentence1": row["sentence_A"],
+                        "sentence2": row["sentence_B"],
+                        "score": float(row["relatedness_score"]),
+                    }
                     out.write(json.dumps(record) + "\n")
     return target
 
@@ -81,16 +85,22 @@ STS_SUBSETS = {
 }
 REFERENCE_CASES: dict[str, Case] = {
     "STSBenchmark": (
-        "sts", "en",
+        "sts",
+        "en",
         lambda d, t: (d / "stsb-multi-mt/stsb-en-test.csv", ImportOptions(columns=["sentence1", "sentence2", "score"])),
-        0.8203, 0.002,
+        0.8203,
+        0.002,
     ),
     **{
         f"STS{year % 100}": (
-            "sts", "en",
-            lambda d, t, year=year: (line_aligned_jsonl(t / "sts.jsonl", semeval_year(d, year, STS_SUBSETS[year])),
-                                     None),
-            score, 0.002,
+            "sts",
+            "en",
+            lambda d, t, year=year: (
+                line_aligned_jsonl(t / "sts.jsonl", semeval_year(d, year, STS_SUBSETS[year])),
+                None,
+            ),
+            score,
+            0.002,
         )
         for year, score in ((2012, 0.7237), (2013, 0.8060), (2014, 0.7559), (2015, 0.8539), (2016, 0.7899))
     },
@@ -99,11 +109,13 @@ REFERENCE_CASES: dict[str, Case] = {
     "STS17-es-es": ("sts", "es", lambda d, t: (sts17(d, t / "es.jsonl", "track3.es-es"), None), 0.7612, 0.002),
     "STS17-ar-ar": ("sts", "ar", lambda d, t: (sts17(d, t / "ar.jsonl", "track1.ar-ar"), None), 0.5089, 0.002),
     "Banking77": (
-        "classification", "en",
+        "classification",
+        "en",
         lambda d, t: (d / "banking77", ImportOptions(field_map={"label": "category"})),
-        0.8004, 0.01,
+        0.8004,
+        0.01,
     ),
-}  # fmt: skip
+}
 
 
 @pytest.mark.parametrize("name", list(REFERENCE_CASES))

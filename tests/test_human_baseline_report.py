@@ -49,25 +49,53 @@ LLM = [5, 4, 0, 3, 3, 0, 3, 4, 1, None]  # the last reply did not parse
 
 @pytest.fixture
 def sts_study():
-    dataset = Dataset.objects.create(name="hb-sts", task_type="sts", languages=["en"], splits={"test": len(PAIRS)},
-                                     source="test", source_format="jsonl", content_hash="0" * 64,
-                                     n_items=len(PAIRS))  # fmt: skip
-    study = BaselineStudy.objects.create(name="hb-sts-study", dataset=dataset, task_type="sts", split="test",
-                                         n_instances=len(PAIRS), instructions="Rate 0-5.")  # fmt: skip
+    dataset = Dataset.objects.create(
+        name="hb-sts",
+        task_type="sts",
+        languages=["en"],
+        splits={"test": len(PAIRS)},
+        source="test",
+        source_format="jsonl",
+        content_hash="0" * 64,
+        n_items=len(PAIRS),
+    )
+    study = BaselineStudy.objects.create(
+        name="hb-sts-study",
+        dataset=dataset,
+        task_type="sts",
+        split="test",
+        n_instances=len(PAIRS),
+        instructions="Rate 0-5.",
+    )
     now = timezone.now()
     for k, (s1, s2, gold) in enumerate(PAIRS):
-        item = DatasetItem.objects.create(dataset=dataset, split="test", item_id=f"p{k}", position=k, language="en",
-                                          payload={"sentence1": s1, "sentence2": s2}, gold=gold,
-                                          content_hash=sha256_text(s1 + s2))  # fmt: skip
-        instance = BaselineInstance.objects.create(study=study, key=f"sts-{k:04d}", position=k, item=item,
-                                                   texts=[s1, s2], gold=gold)  # fmt: skip
+        item = DatasetItem.objects.create(
+            dataset=dataset,
+            split="test",
+            item_id=f"p{k}",
+            position=k,
+            language="en",
+            payload={"sentence1": s1, "sentence2": s2},
+            gold=gold,
+            content_hash=sha256_text(s1 + s2),
+        )
+        instance = BaselineInstance.objects.create(
+            study=study, key=f"sts-{k:04d}", position=k, item=item, texts=[s1, s2], gold=gold
+        )
         for rater, values in HUMANS.items():
             if values[k] is not None:
-                BaselineAnswer.objects.create(instance=instance, rater=rater, source="human", value=values[k],
-                                              submitted_at=now)  # fmt: skip
-        BaselineAnswer.objects.create(instance=instance, rater="llm:qwen", source="llm", value=LLM[k],
-                                      valid=LLM[k] is not None, raw="?" if LLM[k] is None else str(LLM[k]),
-                                      submitted_at=now)  # fmt: skip
+                BaselineAnswer.objects.create(
+                    instance=instance, rater=rater, source="human", value=values[k], submitted_at=now
+                )
+        BaselineAnswer.objects.create(
+            instance=instance,
+            rater="llm:qwen",
+            source="llm",
+            value=LLM[k],
+            valid=LLM[k] is not None,
+            raw="?" if LLM[k] is None else str(LLM[k]),
+            submitted_at=now,
+        )
     return study
 
 
@@ -106,8 +134,9 @@ def test_report_without_models_or_answers(sts_study):
     BaselineAnswer.objects.filter(source="human").delete()
     report = baseline_report_build(study=sts_study)
     assert [row.kind for row in report.rows] == ["llm"] and report.rows[0].against_humans is None
-    empty = BaselineStudy.objects.create(name="empty", dataset=sts_study.dataset, task_type="sts", n_instances=3,
-                                         instructions="-")  # fmt: skip
+    empty = BaselineStudy.objects.create(
+        name="empty", dataset=sts_study.dataset, task_type="sts", n_instances=3, instructions="-"
+    )
     with pytest.raises(Exception, match="no instances yet"):
         baseline_report_build(study=empty)
 
@@ -134,8 +163,11 @@ def test_pages_are_for_researchers_and_rank_models_on_request(sts_study, client,
     page = client.get(list_url)
     assert page.status_code == 200 and sts_study.name in page.content.decode()
     page = client.get(detail_url).content.decode()
-    assert "humans (pooled)" in page and "Unit of observation: one sentence pair" in page and MODEL not in page.split(
-        'id="baseline-ranking"')[1].split("</table>")[0]  # fmt: skip
+    assert (
+        "humans (pooled)" in page
+        and "Unit of observation: one sentence pair" in page
+        and MODEL not in page.split('id="baseline-ranking"')[1].split("</table>")[0]
+    )
     page = client.post(detail_url, {"models": MODEL}).content.decode()
     ranking = page.split('id="baseline-ranking"')[1].split("</table>")[0]
     assert MODEL in ranking and ("outside:" in ranking or "inside" in ranking)
@@ -144,28 +176,65 @@ def test_pages_are_for_researchers_and_rank_models_on_request(sts_study, client,
     assert 'class="error"' in page and "humans (pooled)" in page
 
 
-TRAIN = [("I love this film", "pos"), ("What a wonderful day", "pos"), ("Great food and kind staff", "pos"),
-         ("This is terrible", "neg"), ("I hate waiting in line", "neg"), ("The worst service ever", "neg"),
-         ("The meeting is at ten", "neu"), ("The box is on the table", "neu"), ("It rains a lot", "neu")]  # fmt: skip
-TEST = [("An amazing concert", "pos"), ("A horrible mess", "neg"), ("The bus leaves at noon", "neu"),
-        ("I really enjoyed it", "pos"), ("Awful, never again", "neg"), ("The door is blue", "neu")]  # fmt: skip
+TRAIN = [
+    ("I love this film", "pos"),
+    ("What a wonderful day", "pos"),
+    ("Great food and kind staff", "pos"),
+    ("This is terrible", "neg"),
+    ("I hate waiting in line", "neg"),
+    ("The worst service ever", "neg"),
+    ("The meeting is at ten", "neu"),
+    ("The box is on the table", "neu"),
+    ("It rains a lot", "neu"),
+]
+TEST = [
+    ("An amazing concert", "pos"),
+    ("A horrible mess", "neg"),
+    ("The bus leaves at noon", "neu"),
+    ("I really enjoyed it", "pos"),
+    ("Awful, never again", "neg"),
+    ("The door is blue", "neu"),
+]
 
 
 def test_classification_models_fit_on_the_train_split_as_the_benchmark_does():
-    dataset = Dataset.objects.create(name="hb-cls", task_type="classification", languages=["en"],
-                                     splits={"train": len(TRAIN), "test": len(TEST)}, source="test",
-                                     source_format="jsonl", content_hash="1" * 64, n_items=15)  # fmt: skip
+    dataset = Dataset.objects.create(
+        name="hb-cls",
+        task_type="classification",
+        languages=["en"],
+        splits={"train": len(TRAIN), "test": len(TEST)},
+        source="test",
+        source_format="jsonl",
+        content_hash="1" * 64,
+        n_items=15,
+    )
     for split, rows in (("train", TRAIN), ("test", TEST)):
         for k, (text, label) in enumerate(rows):
-            DatasetItem.objects.create(dataset=dataset, split=split, item_id=f"{split}{k}", position=k, language="en",
-                                       payload={"text": text}, gold=label, content_hash=sha256_text(text))  # fmt: skip
-    study = BaselineStudy.objects.create(name="hb-cls-study", dataset=dataset, task_type="classification",
-                                         split="test", n_instances=len(TEST), instructions="Label it.")  # fmt: skip
+            DatasetItem.objects.create(
+                dataset=dataset,
+                split=split,
+                item_id=f"{split}{k}",
+                position=k,
+                language="en",
+                payload={"text": text},
+                gold=label,
+                content_hash=sha256_text(text),
+            )
+    study = BaselineStudy.objects.create(
+        name="hb-cls-study",
+        dataset=dataset,
+        task_type="classification",
+        split="test",
+        n_instances=len(TEST),
+        instructions="Label it.",
+    )
     for k, (text, label) in enumerate(TEST):
-        instance = BaselineInstance.objects.create(study=study, key=f"cls-{k:04d}", position=k, texts=[text],
-                                                   gold=label)  # fmt: skip
-        BaselineAnswer.objects.create(instance=instance, rater="anna", source="human", value=label if k else "neu",
-                                      submitted_at=timezone.now())  # fmt: skip
+        instance = BaselineInstance.objects.create(
+            study=study, key=f"cls-{k:04d}", position=k, texts=[text], gold=label
+        )
+        BaselineAnswer.objects.create(
+            instance=instance, rater="anna", source="human", value=label if k else "neu", submitted_at=timezone.now()
+        )
     rows = _rows(baseline_report_build(study=study, models=[MODEL]))
     assert rows["anna"].score == pytest.approx(5 / 6) and rows["anna"].ci_method == "wilson"
     benchmark = dataset_evaluate(dataset=dataset, encoder_alias_or_model=MODEL, split="test")

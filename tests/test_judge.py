@@ -87,19 +87,30 @@ def _two_candidates(llm_server, settings):
     """Two backend aliases on the test server: distinct model ids keep their caches apart."""
     options = {"base_url": llm_server.base_url, "max_concurrency": 4}
     settings.TRANSFORM_BACKENDS = {
-        "default": {"BACKEND": "transforms.backends.openai_compat.OpenAICompatBackend",
-                    "OPTIONS": {**options, "model": llm_server.model}},
-        "twin": {"BACKEND": "transforms.backends.openai_compat.OpenAICompatBackend",
-                 "OPTIONS": {**options, "model": llm_server.model + "-twin"}},
-    }  # fmt: skip
+        "default": {
+            "BACKEND": "transforms.backends.openai_compat.OpenAICompatBackend",
+            "OPTIONS": {**options, "model": llm_server.model},
+        },
+        "twin": {
+            "BACKEND": "transforms.backends.openai_compat.OpenAICompatBackend",
+            "OPTIONS": {**options, "model": llm_server.model + "-twin"},
+        },
+    }
     reset_backends()
 
 
 def test_run_report_judges_every_successful_text(llm_backend, sts):
     from transforms.tasks import start_run
 
-    run = transform_run_create(dataset=sts, transformation="translation", seed=5, limit=4, languages=["es", "fr"],
-                               params=GenerationParams(max_tokens=48, max_attempts=1), dispatch=False)  # fmt: skip
+    run = transform_run_create(
+        dataset=sts,
+        transformation="translation",
+        seed=5,
+        limit=4,
+        languages=["es", "fr"],
+        params=GenerationParams(max_tokens=48, max_attempts=1),
+        dispatch=False,
+    )
     start_run.delay(run.pk)
     run.refresh_from_db()
     report = judge_report_create_run(run=run, params=JudgeParams(max_attempts=1), n_resamples=200, dispatch=False)
@@ -127,10 +138,16 @@ def test_run_report_judges_every_successful_text(llm_backend, sts):
 
 def test_selection_report_crossover_with_two_candidates(llm_server, sts, settings, client, researcher):
     _two_candidates(llm_server, settings)
-    report = judge_report_create_selection(dataset=sts, candidates=["default", "twin"], limit=3, seed=2,
-                                           generation_params=GenerationParams(max_tokens=48, max_attempts=1),
-                                           params=JudgeParams(max_attempts=1), n_resamples=200,
-                                           dispatch=False)  # fmt: skip
+    report = judge_report_create_selection(
+        dataset=sts,
+        candidates=["default", "twin"],
+        limit=3,
+        seed=2,
+        generation_params=GenerationParams(max_tokens=48, max_attempts=1),
+        params=JudgeParams(max_attempts=1),
+        n_resamples=200,
+        dispatch=False,
+    )
     assert report.judges == ["default", "twin"] and report.runs.count() == 2
     report = judge_report_execute(report_id=report.pk)
     assert report.status == "succeeded", report.error
@@ -158,12 +175,14 @@ def test_selection_needs_two_candidates_on_the_same_texts(llm_backend, sts):
     with pytest.raises(ShiftlabError, match="at least two candidates"):
         judge_report_create_selection(dataset=sts, candidates=["default"], dispatch=False)
     with pytest.raises(ShiftlabError, match="uses no generator model"):
-        judge_report_create_selection(dataset=sts, transformation="random_keywords", candidates=["default", "default2"],
-                                      dispatch=False)  # fmt: skip
+        judge_report_create_selection(
+            dataset=sts, transformation="random_keywords", candidates=["default", "default2"], dispatch=False
+        )
 
 
-def test_judge_report_api_is_for_researchers(llm_backend, sts, api_client, annotator, researcher,
-                                            django_capture_on_commit_callbacks):
+def test_judge_report_api_is_for_researchers(
+    llm_backend, sts, api_client, annotator, researcher, django_capture_on_commit_callbacks
+):
     api_client.force_authenticate(annotator)
     assert api_client.get("/api/judge-reports/").status_code == 403
     assert api_client.post("/api/judge-reports/", {"kind": "evaluation", "dataset": "demo-sts"}).status_code == 403
@@ -171,8 +190,11 @@ def test_judge_report_api_is_for_researchers(llm_backend, sts, api_client, annot
     bad = api_client.post("/api/judge-reports/", {"kind": "run"}, format="json")
     assert bad.status_code == 400 and "run" in bad.json()
     with django_capture_on_commit_callbacks(execute=True):
-        created = api_client.post("/api/judge-reports/", {"kind": "evaluation", "dataset": "demo-sts", "limit": 4,
-                                                          "max_attempts": 1}, format="json")  # fmt: skip
+        created = api_client.post(
+            "/api/judge-reports/",
+            {"kind": "evaluation", "dataset": "demo-sts", "limit": 4, "max_attempts": 1},
+            format="json",
+        )
     assert created.status_code == 202, created.content
     body = api_client.get(f"/api/judge-reports/{created.json()['id']}/").json()
     assert body["status"] == "succeeded" and body["result"]["n"] == 4  # eager Celery without a broker

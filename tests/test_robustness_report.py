@@ -23,24 +23,40 @@ TRANSFORMATIONS = {"paraphrase": "lexical", "summary": "length"}
 
 @pytest.fixture
 def run(db) -> BenchmarkRun:
-    datasets = [Dataset.objects.create(name=name, task_type=task, source="test", source_format="jsonl",
-                                       content_hash=name * 4)
-                for name, task in (("sts_a", "sts"), ("sts_b", "sts"), ("cls_c", "classification"))]  # fmt: skip
-    run = BenchmarkRun.objects.create(source=BenchmarkRun.Source.CONFIG, model_names=MODELS, status="done",
-                                      name="robust")  # fmt: skip
+    datasets = [
+        Dataset.objects.create(name=name, task_type=task, source="test", source_format="jsonl", content_hash=name * 4)
+        for name, task in (("sts_a", "sts"), ("sts_b", "sts"), ("cls_c", "classification"))
+    ]
+    run = BenchmarkRun.objects.create(
+        source=BenchmarkRun.Source.CONFIG, model_names=MODELS, status="done", name="robust"
+    )
     rows = []
     for m, model in enumerate(MODELS):
         for d, dataset in enumerate(datasets):
             original = 0.5 + 0.1 * d + 0.03 * m
-            common = {"run": run, "model": model, "model_id": model, "model_revision": "r1", "dataset": dataset,
-                      "main_metric": "cosine_spearman", "n_items": 10}  # fmt: skip
+            common = {
+                "run": run,
+                "model": model,
+                "model_id": model,
+                "model_revision": "r1",
+                "dataset": dataset,
+                "main_metric": "cosine_spearman",
+                "n_items": 10,
+            }
             rows.append(BenchmarkResult(**common, transformation="original", axis="", seed=0, main_score=original))
             for t, (name, axis) in enumerate(TRANSFORMATIONS.items()):
                 for seed in (1, 2):
                     same = original - 0.001 * seed
-                    rows.append(BenchmarkResult(**common, transformation=name, axis=axis, seed=seed,
-                                                main_score=same - 0.02 * (t + 1) - 0.01 * m + 0.002 * seed * d,
-                                                original_main_score=same))  # fmt: skip
+                    rows.append(
+                        BenchmarkResult(
+                            **common,
+                            transformation=name,
+                            axis=axis,
+                            seed=seed,
+                            main_score=same - 0.02 * (t + 1) - 0.01 * m + 0.002 * seed * d,
+                            original_main_score=same,
+                        )
+                    )
     BenchmarkResult.objects.bulk_create(rows)
     return run
 
@@ -52,8 +68,14 @@ def test_report_page_renders_tables_figures_and_export_links(client, researcher,
     page = client.get(reverse("evaluation:robustness", args=[run.pk]))
     assert page.status_code == 200
     html = page.content.decode()
-    for title in ("Scores per model and axis", "Original vs transformed", "Model vs baseline",
-                  "Kendall", "Split-half reliability", "Embedding drift vs human quality"):  # fmt: skip
+    for title in (
+        "Scores per model and axis",
+        "Original vs transformed",
+        "Model vs baseline",
+        "Kendall",
+        "Split-half reliability",
+        "Embedding drift vs human quality",
+    ):
         assert title in html
     assert "<svg" in html and "unit: dataset × seed result" in html
     assert "no transformed item of this run has human quality ratings" in html
@@ -89,8 +111,11 @@ def test_api_action(researcher_client, run):
     assert response.status_code == 200
     data = response.json()
     assert data["model_comparisons"]["baseline"] == "alpha"
-    n = {t["unit"]: {r["n"] for r in t["rows"]} for t in data["shifts"]
-         if t["scope"] == "all models" and t["level"] == "transformation"}  # fmt: skip
+    n = {
+        t["unit"]: {r["n"] for r in t["rows"]}
+        for t in data["shifts"]
+        if t["scope"] == "all models" and t["level"] == "transformation"
+    }
     assert n == {"pooled": {18}, "run-aggregated": {9}}  # 3 models x 3 datasets (x 2 seeds)
 
 
@@ -98,8 +123,16 @@ def test_command_writes_the_files(run, tmp_path):
     out = io.StringIO()
     call_command("benchmark", "report", str(run.pk), "--out", str(tmp_path), stdout=out)
     names = {p.name for p in tmp_path.iterdir()}
-    assert {"robustness.csv", "robustness.json", "robustness-axes.tex", "dumbbell.svg", "shifts.svg",
-            "heatmap.svg", "heatmap.png", "shifts.pdf"} <= names  # fmt: skip
+    assert {
+        "robustness.csv",
+        "robustness.json",
+        "robustness-axes.tex",
+        "dumbbell.svg",
+        "shifts.svg",
+        "heatmap.svg",
+        "heatmap.png",
+        "shifts.pdf",
+    } <= names
     assert json.loads((tmp_path / "robustness.json").read_text())["models"] == MODELS
     first = {name: (tmp_path / name).read_bytes() for name in ("heatmap.svg", "heatmap.png", "shifts.pdf")}
     call_command("benchmark", "report", str(run.pk), "--out", str(tmp_path), stdout=io.StringIO())
@@ -129,23 +162,45 @@ def test_drift_vs_quality_from_rated_transformed_items(client, researcher, run, 
     reset_encoders()
     dataset = Dataset.objects.get(name="sts_a")
     generator = GeneratorConfig.objects.create(backend_alias="fake", model="m", params={}, content_hash="g" * 64)
-    transform_run = TransformRun.objects.create(dataset=dataset, transformation="paraphrase", generator=generator,
-                                                seed=1, run_hash="h" * 64)  # fmt: skip
+    transform_run = TransformRun.objects.create(
+        dataset=dataset, transformation="paraphrase", generator=generator, seed=1, run_hash="h" * 64
+    )
     BenchmarkResult.objects.filter(run=run, transformation="paraphrase", seed=1).update(transform_run=transform_run)
     study = Study.objects.create(name="study", design={}, design_hash="d" * 64)
     annotator = Annotator.objects.create(study=study, user=researcher)
-    texts = [("a cat sat", "a cat sat"), ("the sea is east", "the sea is to the east"), ("oats", "stoats at tea"),
-             ("it is so", "xyz"), ("a test", "a best")]  # fmt: skip
+    texts = [
+        ("a cat sat", "a cat sat"),
+        ("the sea is east", "the sea is to the east"),
+        ("oats", "stoats at tea"),
+        ("it is so", "xyz"),
+        ("a test", "a best"),
+    ]
     for i, (source, output) in enumerate(texts):
-        item = DatasetItem.objects.create(dataset=dataset, split="test", item_id=str(i), position=i, payload={},
-                                          language="en", content_hash=str(i))  # fmt: skip
-        transformed = TransformedItem.objects.create(run=transform_run, item=item, side="sentence1",
-                                                     source_text=source, output_text=output, ok=True, attempts=1,
-                                                     target_language="en")  # fmt: skip
-        study_item = StudyItem.objects.create(study=study, position=i, kind="real", transformed_item=transformed,
-                                              transformation="paraphrase", text_a=source, text_b=output)  # fmt: skip
-        Rating.objects.create(study_item=study_item, annotator=annotator, question="quality", value=5 - i,
-                              submitted_at=timezone.now())  # fmt: skip
+        item = DatasetItem.objects.create(
+            dataset=dataset, split="test", item_id=str(i), position=i, payload={}, language="en", content_hash=str(i)
+        )
+        transformed = TransformedItem.objects.create(
+            run=transform_run,
+            item=item,
+            side="sentence1",
+            source_text=source,
+            output_text=output,
+            ok=True,
+            attempts=1,
+            target_language="en",
+        )
+        study_item = StudyItem.objects.create(
+            study=study,
+            position=i,
+            kind="real",
+            transformed_item=transformed,
+            transformation="paraphrase",
+            text_a=source,
+            text_b=output,
+        )
+        Rating.objects.create(
+            study_item=study_item, annotator=annotator, question="quality", value=5 - i, submitted_at=timezone.now()
+        )
     try:
         report = robustness_report_get(run=run)
     finally:

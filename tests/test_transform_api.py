@@ -31,14 +31,22 @@ def test_annotators_get_nothing(annotator, url):
 def test_default_prompts_are_listed_and_a_new_version_becomes_active(researcher):
     client = client_for(researcher)
     listed = client.get("/api/prompt-templates/?active=1&limit=50").json()
-    assert {p["key"] for p in listed["results"]} == {"paraphrase", "translate", "style_change", "expansion",
-                                                     "summarization", "keywords"}  # fmt: skip
-    created = client.post("/api/prompt-templates/", {"key": "paraphrase", "system": "Be exact.",
-                                                     "user": "Reword: {text}"}, format="json")  # fmt: skip
+    assert {p["key"] for p in listed["results"]} == {
+        "paraphrase",
+        "translate",
+        "style_change",
+        "expansion",
+        "summarization",
+        "keywords",
+    }
+    created = client.post(
+        "/api/prompt-templates/", {"key": "paraphrase", "system": "Be exact.", "user": "Reword: {text}"}, format="json"
+    )
     assert created.status_code == 201 and created.json()["version"] == 2 and created.json()["is_active"]
     assert PromptTemplate.objects.get(key="paraphrase", is_active=True).user == "Reword: {text}"
-    again = client.post("/api/prompt-templates/", {"key": "paraphrase", "system": "Be exact.",
-                                                   "user": "Reword: {text}"}, format="json")  # fmt: skip
+    again = client.post(
+        "/api/prompt-templates/", {"key": "paraphrase", "system": "Be exact.", "user": "Reword: {text}"}, format="json"
+    )
     assert again.json()["version"] == 2  # same content: the same version, no duplicate
 
 
@@ -52,8 +60,11 @@ def test_invalid_prompt_is_rejected_with_the_reason(researcher):
 @pytest.mark.django_db(transaction=True)
 def test_run_started_over_the_api_and_shown_on_the_pages(researcher, sts, client):
     api = client_for(researcher)
-    response = api.post("/api/transform-runs/", {"dataset": "demo-sts", "transformation": "random_keywords",
-                                                 "seed": 3, "limit": 5}, format="json")  # fmt: skip
+    response = api.post(
+        "/api/transform-runs/",
+        {"dataset": "demo-sts", "transformation": "random_keywords", "seed": 3, "limit": 5},
+        format="json",
+    )
     assert response.status_code == 202, response.content
     body = response.json()
     assert body["status"] == "succeeded" and body["done"] == body["total"] == 10 and body["llm_calls"] == 0
@@ -72,8 +83,11 @@ def test_bad_run_requests_are_explained(researcher, sts):
     api = client_for(researcher)
     unknown = api.post("/api/transform-runs/", {"dataset": "nope", "transformation": "paraphrase"}, format="json")
     assert unknown.status_code == 404
-    bad = api.post("/api/transform-runs/", {"dataset": "demo-sts", "transformation": "translation",
-                                            "languages": ["en"]}, format="json")  # fmt: skip
+    bad = api.post(
+        "/api/transform-runs/",
+        {"dataset": "demo-sts", "transformation": "translation", "languages": ["en"]},
+        format="json",
+    )
     assert bad.status_code == 400 and "no target language left" in bad.json()["detail"]
     assert not TransformRun.objects.exists()
 
@@ -85,8 +99,17 @@ def test_transform_command_runs_waits_and_exports(sts, tmp_path):
     from django.core.management import CommandError, call_command
 
     out = io.StringIO()
-    call_command("transform", "--dataset", "demo-sts", "--transformation", "random_keywords", "--limit", "4",
-                 "--wait", stdout=out)  # fmt: skip
+    call_command(
+        "transform",
+        "--dataset",
+        "demo-sts",
+        "--transformation",
+        "random_keywords",
+        "--limit",
+        "4",
+        "--wait",
+        stdout=out,
+    )
     text = out.getvalue()
     assert "8 texts" in text and "succeeded: 8/8 texts" in text and "LLM calls 0" in text
     run = TransformRun.objects.get()

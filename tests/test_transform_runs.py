@@ -38,8 +38,9 @@ def run_now(dataset, transformation, *, seed=1337, limit=3, params=FAST, **kwarg
     """Create a run and execute it in-process (eager Celery, as in the single-machine default)."""
     from transforms.tasks import start_run
 
-    run = transform_run_create(dataset=dataset, transformation=transformation, seed=seed, limit=limit, params=params,
-                               dispatch=False, **kwargs)  # fmt: skip
+    run = transform_run_create(
+        dataset=dataset, transformation=transformation, seed=seed, limit=limit, params=params, dispatch=False, **kwargs
+    )
     start_run.delay(run.pk)
     run.refresh_from_db()
     return run
@@ -74,8 +75,14 @@ def test_changing_the_prompt_or_the_temperature_misses_the_cache(llm_backend, st
     prompt_template_create_version(key="paraphrase", system=active.system, user=active.user + " Keep it short.")
     after_prompt = run_now(sts, "paraphrase", limit=2)
     assert after_prompt.llm_calls >= 4
-    hotter = transform_run_create(dataset=sts, transformation="paraphrase", seed=1337, limit=2, dispatch=False,
-                                  params=GenerationParams(temperature=0.9, max_tokens=48, max_attempts=2))  # fmt: skip
+    hotter = transform_run_create(
+        dataset=sts,
+        transformation="paraphrase",
+        seed=1337,
+        limit=2,
+        dispatch=False,
+        params=GenerationParams(temperature=0.9, max_tokens=48, max_attempts=2),
+    )
     from transforms.tasks import start_run
 
     start_run.delay(hotter.pk)

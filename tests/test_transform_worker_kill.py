@@ -32,13 +32,22 @@ def wait_for(predicate, timeout: float, what: str, log_path):
 
 
 def test_killed_worker_mid_run_then_a_new_worker_completes_it(llm_server, redis_url, tmp_path, settings):
-    settings.TRANSFORM_BACKENDS = {"default": {"BACKEND": "transforms.backends.openai_compat.OpenAICompatBackend",
-                                               "OPTIONS": {"base_url": llm_server.base_url,
-                                                           "model": llm_server.model}}}  # fmt: skip
+    settings.TRANSFORM_BACKENDS = {
+        "default": {
+            "BACKEND": "transforms.backends.openai_compat.OpenAICompatBackend",
+            "OPTIONS": {"base_url": llm_server.base_url, "model": llm_server.model},
+        }
+    }
     reset_backends()
     dataset = dataset_import(source=settings.BASE_DIR / "fixtures/sts/demo-sts.csv", task="sts", name="kill-sts")
-    run = transform_run_create(dataset=dataset, transformation="paraphrase", seed=4242, limit=16, dispatch=False,
-                               params=GenerationParams(max_tokens=24, max_attempts=1))  # fmt: skip
+    run = transform_run_create(
+        dataset=dataset,
+        transformation="paraphrase",
+        seed=4242,
+        limit=16,
+        dispatch=False,
+        params=GenerationParams(max_tokens=24, max_attempts=1),
+    )
     queue = f"shiftlab-kill-{uuid.uuid4().hex[:8]}"
     env = {
         "SHIFTLAB_LLM_BASE_URL": llm_server.base_url,
@@ -64,8 +73,7 @@ def test_killed_worker_mid_run_then_a_new_worker_completes_it(llm_server, redis_
             first.wait(timeout=10)
         killed_at = TransformRun.objects.get(pk=run.pk).done
         with celery_worker(redis_url=redis_url, queue=queue, log_path=log_path, env=env):
-            wait_for(lambda: TransformRun.objects.get(pk=run.pk).status == "succeeded", 300, "run completion",
-                     log_path)  # fmt: skip
+            wait_for(lambda: TransformRun.objects.get(pk=run.pk).status == "succeeded", 300, "run completion", log_path)
     finally:
         app.conf.task_always_eager, app.conf.broker_url, app.conf.task_default_queue = previous
         reset_backends()
@@ -74,8 +82,9 @@ def test_killed_worker_mid_run_then_a_new_worker_completes_it(llm_server, redis_
     assert killed_at < run.total == run.done == 32
     per_side = TransformedItem.objects.filter(run=run).values("item", "side").annotate(n=Count("id"))
     assert len(per_side) == 32 and {row["n"] for row in per_side} == {1}
-    keys = [k for keys in TransformedItem.objects.filter(run=run).values_list("generation_keys", flat=True)
-            for k in keys]  # fmt: skip
+    keys = [
+        k for keys in TransformedItem.objects.filter(run=run).values_list("generation_keys", flat=True) for k in keys
+    ]
     assert Generation.objects.filter(key__in=keys).count() == len(set(keys))
     steps = Generation.objects.filter(key__in=keys).values("input_hash", "step", "attempt").annotate(n=Count("id"))
     assert {row["n"] for row in steps} == {1}

@@ -32,8 +32,9 @@ from transforms.services import (
 )
 
 
-class PromptTemplateViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, mixins.CreateModelMixin,
-                            viewsets.GenericViewSet):  # fmt: skip
+class PromptTemplateViewSet(
+    mixins.ListModelMixin, mixins.RetrieveModelMixin, mixins.CreateModelMixin, viewsets.GenericViewSet
+):
     """Prompt versions. POST creates (and activates) a new version of a key; versions never change."""
 
     permission_classes = [IsResearcher]
@@ -77,11 +78,22 @@ class TransformRunViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, view
         data = data_in.validated_data
         dataset = get_object_or_404(Dataset, name=data["dataset"])
         try:
-            params = GenerationParams(temperature=data["temperature"], top_p=data["top_p"],
-                                      max_tokens=data["max_tokens"], max_attempts=data["max_attempts"])  # fmt: skip
-            run = transform_run_create(dataset=dataset, transformation=data["transformation"], seed=data["seed"],
-                                       backend_alias=data["backend"], params=params, languages=data.get("languages"),
-                                       limit=data.get("limit"), created_by=request.user)  # fmt: skip
+            params = GenerationParams(
+                temperature=data["temperature"],
+                top_p=data["top_p"],
+                max_tokens=data["max_tokens"],
+                max_attempts=data["max_attempts"],
+            )
+            run = transform_run_create(
+                dataset=dataset,
+                transformation=data["transformation"],
+                seed=data["seed"],
+                backend_alias=data["backend"],
+                params=params,
+                languages=data.get("languages"),
+                limit=data.get("limit"),
+                created_by=request.user,
+            )
         except (ShiftlabError, ImproperlyConfigured) as exc:
             return Response({"detail": str(exc)}, status=status.HTTP_400_BAD_REQUEST)
         run.refresh_from_db()
@@ -142,8 +154,9 @@ class JudgeReportViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, views
         """The report's tables in long form (table, row, column, value)."""
         report = self.get_object()
         if report.result is None:
-            return Response({"detail": f"report {report.pk} is {report.status}: no result yet"},
-                            status=status.HTTP_409_CONFLICT)  # fmt: skip
+            return Response(
+                {"detail": f"report {report.pk} is {report.status}: no result yet"}, status=status.HTTP_409_CONFLICT
+            )
         response = HttpResponse(tables_csv(report_tables(report.kind, report.result)), content_type="text/csv")
         response["Content-Disposition"] = f'attachment; filename="judge-report-{report.pk}.csv"'
         return response

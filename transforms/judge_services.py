@@ -71,11 +71,18 @@ def judge_pairs(
         keys = {}
         for i in pending:
             a, b = pairs[i]
-            keys[i] = sha256_json({
-                "kind": kind.value, "model": backend.model_id, "prompt": template_hash,
-                "params": params.sampling_hash, "a": sha256_text(a), "b": sha256_text(b), "seed": seed,
-                "attempt": attempt,
-            })  # fmt: skip
+            keys[i] = sha256_json(
+                {
+                    "kind": kind.value,
+                    "model": backend.model_id,
+                    "prompt": template_hash,
+                    "params": params.sampling_hash,
+                    "a": sha256_text(a),
+                    "b": sha256_text(b),
+                    "seed": seed,
+                    "attempt": attempt,
+                }
+            )
         cached = {j.key: j for j in Judgement.objects.filter(key__in=keys.values())}
         misses = [i for i in pending if keys[i] not in cached]
         if misses:
@@ -83,12 +90,18 @@ def judge_pairs(
             for i in misses:
                 a, b = pairs[i]
                 text_hash = sha256_text(a + "\x00" + b)
-                requests.append(ChatRequest(
-                    messages=[{"role": "system", "content": system},
-                              {"role": "user", "content": user.format(text_a=a, text_b=b)}],
-                    seed=planning.sampling_seed(seed=seed, text_hash=text_hash, step=0, attempt=attempt),
-                    temperature=params.temperature, top_p=params.top_p, max_tokens=params.max_tokens,
-                ))  # fmt: skip
+                requests.append(
+                    ChatRequest(
+                        messages=[
+                            {"role": "system", "content": system},
+                            {"role": "user", "content": user.format(text_a=a, text_b=b)},
+                        ],
+                        seed=planning.sampling_seed(seed=seed, text_hash=text_hash, step=0, attempt=attempt),
+                        temperature=params.temperature,
+                        top_p=params.top_p,
+                        max_tokens=params.max_tokens,
+                    )
+                )
             results = backend.generate(requests)
             rows = []
             for i, result in zip(misses, results, strict=True):
@@ -96,10 +109,16 @@ def judge_pairs(
                     continue
                 a, b = pairs[i]
                 common = dict(
-                    key=keys[i], kind=kind.value, model=backend.model_id, prompt_hash=template_hash,
-                    params_hash=params.sampling_hash, text_a_hash=sha256_text(a), text_b_hash=sha256_text(b),
-                    seed=seed, attempt=attempt,
-                )  # fmt: skip
+                    key=keys[i],
+                    kind=kind.value,
+                    model=backend.model_id,
+                    prompt_hash=template_hash,
+                    params_hash=params.sampling_hash,
+                    text_a_hash=sha256_text(a),
+                    text_b_hash=sha256_text(b),
+                    seed=seed,
+                    attempt=attempt,
+                )
                 if isinstance(result, ChatFailure):
                     rows.append(Judgement(**common, failure=result.message[:2000]))
                 else:
@@ -108,8 +127,9 @@ def judge_pairs(
             Judgement.objects.bulk_create(rows, ignore_conflicts=True)
             if len(rows) < len(misses):
                 failure = next(r for r in results if isinstance(r, ChatFailure) and r.transient)
-                raise TransientBackendError.for_backend(backend, n_failed=len(misses) - len(rows),
-                                                        message=failure.message)  # fmt: skip
+                raise TransientBackendError.for_backend(
+                    backend, n_failed=len(misses) - len(rows), message=failure.message
+                )
             cached = {j.key: j for j in Judgement.objects.filter(key__in=keys.values())}
         still = []
         for i in pending:
@@ -166,9 +186,13 @@ def judge_report_create_evaluation(
         raise ShiftlabError("--limit must be at least 3 (a correlation needs three pairs)")
     options = _report_options(seed=seed, params=params or JudgeParams(), n_resamples=1000, limit=limit, split=split)
     with transaction.atomic():
-        report = JudgeReport.objects.create(kind=JudgeReport.Kind.EVALUATION, dataset=dataset,
-                                            judges=_check_judges([judge]), options=options,
-                                            created_by=created_by)  # fmt: skip
+        report = JudgeReport.objects.create(
+            kind=JudgeReport.Kind.EVALUATION,
+            dataset=dataset,
+            judges=_check_judges([judge]),
+            options=options,
+            created_by=created_by,
+        )
         audit_record(actor=created_by, verb="judge.report.create", obj=report, payload=options)
         _report_start(report, dispatch=dispatch)
     return report
@@ -189,9 +213,13 @@ def judge_report_create_run(
         raise ShiftlabError(f"run {run.pk} is {run.status}: judge it once it has succeeded (resume it if it failed)")
     options = _report_options(seed=seed, params=params or JudgeParams(), n_resamples=n_resamples)
     with transaction.atomic():
-        report = JudgeReport.objects.create(kind=JudgeReport.Kind.RUN, dataset=run.dataset,
-                                            judges=_check_judges(judges), options=options,
-                                            created_by=created_by)  # fmt: skip
+        report = JudgeReport.objects.create(
+            kind=JudgeReport.Kind.RUN,
+            dataset=run.dataset,
+            judges=_check_judges(judges),
+            options=options,
+            created_by=created_by,
+        )
         report.runs.set([run])
         audit_record(actor=created_by, verb="judge.report.create", obj=report, payload={"run": run.pk, **options})
         _report_start(report, dispatch=dispatch)
@@ -224,31 +252,52 @@ def judge_report_create_selection(
         raise ShiftlabError(f"alpha must lie in (0, 1), got {alpha}")
     runs = list(runs)
     if not transformation_get(runs[0].transformation if runs else transformation).uses_llm:
-        raise ShiftlabError(f"{runs[0].transformation if runs else transformation} uses no generator model: "
-                            "there is nothing to select")  # fmt: skip
+        raise ShiftlabError(
+            f"{runs[0].transformation if runs else transformation} uses no generator model: there is nothing to select"
+        )
     with transaction.atomic():  # candidate runs and the report are created together or not at all
         if candidates:
             if dataset is None:
                 raise ShiftlabError("candidate generators need a dataset to transform")
             for alias in dict.fromkeys(candidates):
-                runs.append(transform_run_create(dataset=dataset, transformation=transformation, seed=seed,
-                                                 backend_alias=alias, params=generation_params, limit=limit,
-                                                 created_by=created_by, dispatch=False))  # fmt: skip
+                runs.append(
+                    transform_run_create(
+                        dataset=dataset,
+                        transformation=transformation,
+                        seed=seed,
+                        backend_alias=alias,
+                        params=generation_params,
+                        limit=limit,
+                        created_by=created_by,
+                        dispatch=False,
+                    )
+                )
         if len(runs) < 2:
             raise ShiftlabError("a selection compares at least two candidates (generators or runs)")
         if len({(r.dataset_id, r.transformation, r.item_limit) for r in runs}) != 1:
-            raise ShiftlabError("candidate runs must share one dataset, transformation and item limit to be "
-                                "compared on the same texts")  # fmt: skip
+            raise ShiftlabError(
+                "candidate runs must share one dataset, transformation and item limit to be compared on the same texts"
+            )
         if judges is None:
             judges = [r.generator.backend_alias for r in runs]
-        options = _report_options(seed=seed, params=params or JudgeParams(), n_resamples=n_resamples, alpha=alpha,
-                                  transformation=runs[0].transformation)  # fmt: skip
-        report = JudgeReport.objects.create(kind=JudgeReport.Kind.SELECTION, dataset=runs[0].dataset,
-                                            judges=_check_judges(judges), options=options,
-                                            created_by=created_by)  # fmt: skip
+        options = _report_options(
+            seed=seed,
+            params=params or JudgeParams(),
+            n_resamples=n_resamples,
+            alpha=alpha,
+            transformation=runs[0].transformation,
+        )
+        report = JudgeReport.objects.create(
+            kind=JudgeReport.Kind.SELECTION,
+            dataset=runs[0].dataset,
+            judges=_check_judges(judges),
+            options=options,
+            created_by=created_by,
+        )
         report.runs.set(runs)
-        audit_record(actor=created_by, verb="judge.report.create", obj=report,
-                     payload={"runs": [r.pk for r in runs], **options})  # fmt: skip
+        audit_record(
+            actor=created_by, verb="judge.report.create", obj=report, payload={"runs": [r.pk for r in runs], **options}
+        )
         _report_start(report, dispatch=dispatch)
     return report
 
@@ -281,15 +330,29 @@ def judge_report_create(
     if kind == JudgeReport.Kind.EVALUATION:
         if found is None:
             raise ShiftlabError("an evaluation report needs a dataset")
-        return judge_report_create_evaluation(dataset=found, judge=(judges or ["default"])[0], limit=limit,
-                                              split=split, seed=seed, params=params, created_by=created_by,
-                                              dispatch=dispatch)  # fmt: skip
+        return judge_report_create_evaluation(
+            dataset=found,
+            judge=(judges or ["default"])[0],
+            limit=limit,
+            split=split,
+            seed=seed,
+            params=params,
+            created_by=created_by,
+            dispatch=dispatch,
+        )
     if kind == JudgeReport.Kind.RUN:
         judged = TransformRun.objects.filter(pk=run).first() if run is not None else None
         if judged is None:
             raise ShiftlabError(f"no transformation run {run}")
-        return judge_report_create_run(run=judged, judges=judges or ["default"], seed=seed, params=params,
-                                       n_resamples=resamples, created_by=created_by, dispatch=dispatch)  # fmt: skip
+        return judge_report_create_run(
+            run=judged,
+            judges=judges or ["default"],
+            seed=seed,
+            params=params,
+            n_resamples=resamples,
+            created_by=created_by,
+            dispatch=dispatch,
+        )
     if kind != JudgeReport.Kind.SELECTION:
         raise ShiftlabError(f"unknown report kind {kind!r}: use evaluation, run or selection")
     found_runs = list(TransformRun.objects.filter(pk__in=runs).select_related("generator", "dataset"))
@@ -297,10 +360,19 @@ def judge_report_create(
     if missing:
         raise ShiftlabError(f"no transformation run(s) {sorted(missing)}")
     return judge_report_create_selection(
-        dataset=found, transformation=transformation, candidates=candidates, runs=found_runs, judges=judges,
-        limit=limit, seed=seed, params=params, n_resamples=resamples, alpha=alpha, created_by=created_by,
+        dataset=found,
+        transformation=transformation,
+        candidates=candidates,
+        runs=found_runs,
+        judges=judges,
+        limit=limit,
+        seed=seed,
+        params=params,
+        n_resamples=resamples,
+        alpha=alpha,
+        created_by=created_by,
         dispatch=dispatch,
-    )  # fmt: skip
+    )
 
 
 def judge_report_resume(*, report_id: int, actor: AbstractBaseUser | None = None) -> JudgeReport:
@@ -332,12 +404,14 @@ def judge_report_execute(*, report_id: int, on_progress: Callable[[int, int], No
         JudgeReport.objects.filter(pk=report_id).update(status=JudgeReport.Status.FAILED, error=str(exc))
         raise
     except ShiftlabError as exc:
-        JudgeReport.objects.filter(pk=report_id).update(status=JudgeReport.Status.FAILED, error=str(exc),
-                                                        finished_at=timezone.now())  # fmt: skip
+        JudgeReport.objects.filter(pk=report_id).update(
+            status=JudgeReport.Status.FAILED, error=str(exc), finished_at=timezone.now()
+        )
         report.refresh_from_db()
         return report
-    JudgeReport.objects.filter(pk=report_id).update(status=JudgeReport.Status.SUCCEEDED, result=result,
-                                                    done=F("total"), finished_at=timezone.now())  # fmt: skip
+    JudgeReport.objects.filter(pk=report_id).update(
+        status=JudgeReport.Status.SUCCEEDED, result=result, done=F("total"), finished_at=timezone.now()
+    )
     report.refresh_from_db()
     return report
 
@@ -375,8 +449,11 @@ def _judge_with_progress(
     for start in range(0, len(pairs), JUDGE_CHUNK_SIZE):
         chunk = pairs[start : start + JUDGE_CHUNK_SIZE]
         todo = [p for p in chunk if p is not None]
-        judged = iter(judge_pairs(kind=kind, pairs=todo, backend_alias=judge, seed=report.options["seed"],
-                                  params=_params(report)) if todo else [])  # fmt: skip
+        judged = iter(
+            judge_pairs(kind=kind, pairs=todo, backend_alias=judge, seed=report.options["seed"], params=_params(report))
+            if todo
+            else []
+        )
         scores += [next(judged).score if p is not None else None for p in chunk]
         progress.advance(len(chunk))
     return scores
@@ -393,10 +470,15 @@ def _execute_evaluation(report: JudgeReport, progress: _Progress) -> dict:
     progress.set_total(len(items))
     pairs = [(i.payload["sentence1"], i.payload["sentence2"]) for i in items]
     scores = _judge_with_progress(report, progress, kind=JudgeKind.SIMILARITY, judge=report.judges[0], pairs=pairs)
-    result = evaluate_judge([float(i.gold) for i in items], scores,
-                            [max(word_count(a), word_count(b)) for a, b in pairs])  # fmt: skip
-    return {"judge": report.judges[0], "model": get_backend(report.judges[0]).model_id, "dataset": report.dataset.name,
-            **asdict(result)}  # fmt: skip
+    result = evaluate_judge(
+        [float(i.gold) for i in items], scores, [max(word_count(a), word_count(b)) for a, b in pairs]
+    )
+    return {
+        "judge": report.judges[0],
+        "model": get_backend(report.judges[0]).model_id,
+        "dataset": report.dataset.name,
+        **asdict(result),
+    }
 
 
 def _run_texts(run: TransformRun) -> list[TransformedItem]:
@@ -416,18 +498,32 @@ def _execute_run(report: JudgeReport, progress: _Progress) -> dict:
             kind.value: _judge_with_progress(report, progress, kind=kind, judge=judge, pairs=pairs)
             for kind in RUN_KINDS
         }
-        summary = summarize_run(judge=judge, scores={k: [v[i] for i in ok] for k, v in scores.items()},
-                                languages=languages, seed=report.options["seed"],
-                                n_resamples=report.options["n_resamples"])  # fmt: skip
+        summary = summarize_run(
+            judge=judge,
+            scores={k: [v[i] for i in ok] for k, v in scores.items()},
+            languages=languages,
+            seed=report.options["seed"],
+            n_resamples=report.options["n_resamples"],
+        )
         summaries.append({"model": get_backend(judge).model_id, **asdict(summary)})
-    return {"run": run.pk, "transformation": run.transformation, "dataset": run.dataset.name,
-            "n_texts": len(texts), "n_ok": len(ok), "judges": summaries}  # fmt: skip
+    return {
+        "run": run.pk,
+        "transformation": run.transformation,
+        "dataset": run.dataset.name,
+        "n_texts": len(texts),
+        "n_ok": len(ok),
+        "judges": summaries,
+    }
 
 
 def _candidate_names(runs: Sequence[TransformRun]) -> dict[int, str]:
     aliases = [r.generator.backend_alias for r in runs]
-    return {r.pk: r.generator.backend_alias if aliases.count(r.generator.backend_alias) == 1
-            else f"{r.generator.backend_alias}#{r.pk}" for r in runs}  # fmt: skip
+    return {
+        r.pk: r.generator.backend_alias
+        if aliases.count(r.generator.backend_alias) == 1
+        else f"{r.generator.backend_alias}#{r.pk}"
+        for r in runs
+    }
 
 
 def _seconds_per_text(texts: Sequence[TransformedItem]) -> float | None:
@@ -451,31 +547,47 @@ def _execute_selection(report: JudgeReport, progress: _Progress) -> dict:
     for run in runs:
         texts = _run_texts(run)
         summary = transform_run_summary(run=run)
-        candidates.append(CandidateStats(
-            name=names[run.pk], model=run.generator.model, run_id=run.pk, n_texts=len(texts),
-            error_rate=summary.error_rate, error_rates=summary.error_rates,
-            mean_edit_distance=summary.mean_edit_distance, seconds_per_text=_seconds_per_text(texts),
-        ))  # fmt: skip
+        candidates.append(
+            CandidateStats(
+                name=names[run.pk],
+                model=run.generator.model,
+                run_id=run.pk,
+                n_texts=len(texts),
+                error_rate=summary.error_rate,
+                error_rates=summary.error_rates,
+                mean_edit_distance=summary.mean_edit_distance,
+                seconds_per_text=_seconds_per_text(texts),
+            )
+        )
         pairs = [(t.source_text, t.output_text) if t.ok else None for t in texts]
         for judge in report.judges:
             for kind in RUN_KINDS:
                 judged = _judge_with_progress(report, progress, kind=kind, judge=judge, pairs=pairs)
                 scores[(kind, judge, names[run.pk])] = {
                     (t.item_id, t.side): s for t, s, p in zip(texts, judged, pairs, strict=True) if p is not None
-                }  # fmt: skip
+                }
     seed, n_resamples, alpha = report.options["seed"], report.options["n_resamples"], report.options["alpha"]
     kinds = {
         kind.value: compare_kind(
-            kind=kind.value, candidates=[c.name for c in candidates], judges=report.judges,
-            scores={(j, c): s for (k, j, c), s in scores.items() if k == kind}, seed=seed, n_resamples=n_resamples,
+            kind=kind.value,
+            candidates=[c.name for c in candidates],
+            judges=report.judges,
+            scores={(j, c): s for (k, j, c), s in scores.items() if k == kind},
+            seed=seed,
+            n_resamples=n_resamples,
             alpha=alpha,
         )
         for kind in RUN_KINDS
-    }  # fmt: skip
-    selection = SelectionReport(candidates=candidates, judges=list(report.judges), kinds=kinds, alpha=alpha,
-                                n_resamples=n_resamples, seed=seed)  # fmt: skip
-    return {"dataset": report.dataset.name, "transformation": report.options["transformation"],
-            "judge_models": {j: get_backend(j).model_id for j in report.judges}, **asdict(selection)}  # fmt: skip
+    }
+    selection = SelectionReport(
+        candidates=candidates, judges=list(report.judges), kinds=kinds, alpha=alpha, n_resamples=n_resamples, seed=seed
+    )
+    return {
+        "dataset": report.dataset.name,
+        "transformation": report.options["transformation"],
+        "judge_models": {j: get_backend(j).model_id for j in report.judges},
+        **asdict(selection),
+    }
 
 
 _EXECUTORS = {

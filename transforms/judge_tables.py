@@ -42,25 +42,55 @@ def report_tables(kind: str, result: dict) -> list[Table]:
 
 def _evaluation_tables(r: dict) -> list[Table]:
     return [
-        Table("overview", "Judge vs gold similarity",
-              "One row per judge; unit: sentence pair. Parse failures are left out of Spearman and MAE.",
-              ["judge", "model", "dataset", "pairs", "parsed", "parse failure rate", "Spearman", "MAE"],
-              [[r["judge"], r["model"], r["dataset"], r["n"], r["n_parsed"], r["parse_failure_rate"], r["spearman"],
-                r["mae"]]]),
-        Table("spearman_by_length", "Spearman by length",
-              "Pairs binned by the word count of their longer sentence.",
-              ["words", "n", "Spearman"], [[k, b["n"], b["value"]] for k, b in r["by_length"].items()]),
-        Table("mae_by_gold", "Mean absolute error by gold score", "Pairs binned by their gold score (0–5).",
-              ["gold score", "n", "MAE"], [[k, b["n"], b["value"]] for k, b in r["mae_by_gold"].items()]),
-    ]  # fmt: skip
+        Table(
+            "overview",
+            "Judge vs gold similarity",
+            "One row per judge; unit: sentence pair. Parse failures are left out of Spearman and MAE.",
+            ["judge", "model", "dataset", "pairs", "parsed", "parse failure rate", "Spearman", "MAE"],
+            [
+                [
+                    r["judge"],
+                    r["model"],
+                    r["dataset"],
+                    r["n"],
+                    r["n_parsed"],
+                    r["parse_failure_rate"],
+                    r["spearman"],
+                    r["mae"],
+                ]
+            ],
+        ),
+        Table(
+            "spearman_by_length",
+            "Spearman by length",
+            "Pairs binned by the word count of their longer sentence.",
+            ["words", "n", "Spearman"],
+            [[k, b["n"], b["value"]] for k, b in r["by_length"].items()],
+        ),
+        Table(
+            "mae_by_gold",
+            "Mean absolute error by gold score",
+            "Pairs binned by their gold score (0–5).",
+            ["gold score", "n", "MAE"],
+            [[k, b["n"], b["value"]] for k, b in r["mae_by_gold"].items()],
+        ),
+    ]
 
 
 _SCORE_COLUMNS = ["n", "parsed", "parse failure rate", "mean", "SD", "HL", "HL 95% CI low", "HL 95% CI high"]
 
 
 def _score_row(s: dict) -> list:
-    return [s["n"], s["n_parsed"], s["parse_failure_rate"], s["mean"], s["sd"], s["hodges_lehmann"], s["ci_low"],
-            s["ci_high"]]  # fmt: skip
+    return [
+        s["n"],
+        s["n_parsed"],
+        s["parse_failure_rate"],
+        s["mean"],
+        s["sd"],
+        s["hodges_lehmann"],
+        s["ci_low"],
+        s["ci_high"],
+    ]
 
 
 def _run_tables(r: dict) -> list[Table]:
@@ -72,50 +102,106 @@ def _run_tables(r: dict) -> list[Table]:
         for kind, s in kinds.items()
     ]
     return [
-        Table("run_scores", f"Run {r['run']}: {r['transformation']} of {r['dataset']}",
-              f"Unit: transformed text ({r['n_ok']} successful of {r['n_texts']}); HL = Hodges–Lehmann estimate "
-              "with a 95% percentile-bootstrap interval.", ["judge", "model", "question"] + _SCORE_COLUMNS, overall),
-        Table("run_by_language", "By language of the transformed text",
-              "Unit: transformed text, grouped by its target language.", ["judge", "language", "question"]
-              + _SCORE_COLUMNS, by_language),
-    ]  # fmt: skip
+        Table(
+            "run_scores",
+            f"Run {r['run']}: {r['transformation']} of {r['dataset']}",
+            f"Unit: transformed text ({r['n_ok']} successful of {r['n_texts']}); HL = Hodges–Lehmann estimate "
+            "with a 95% percentile-bootstrap interval.",
+            ["judge", "model", "question"] + _SCORE_COLUMNS,
+            overall,
+        ),
+        Table(
+            "run_by_language",
+            "By language of the transformed text",
+            "Unit: transformed text, grouped by its target language.",
+            ["judge", "language", "question"] + _SCORE_COLUMNS,
+            by_language,
+        ),
+    ]
 
 
 def _selection_tables(r: dict) -> list[Table]:
     candidates = r["candidates"]
     error_types = sorted({e for c in candidates for e in c["error_rates"]})
     tables = [
-        Table("candidates", f"Candidates: {r['transformation']} of {r['dataset']}",
-              "Unit: text to transform. Error rates count each text once (its final error); seconds per text are "
-              "the LLM latency of the kept attempt.",
-              ["candidate", "model", "run", "texts", "error rate"] + [f"error: {e}" for e in error_types]
-              + ["mean edit distance", "seconds per text"],
-              [[c["name"], c["model"], c["run_id"], c["n_texts"], c["error_rate"]]
-               + [c["error_rates"].get(e, 0.0) for e in error_types] + [c["mean_edit_distance"], c["seconds_per_text"]]
-               for c in candidates]),
-    ]  # fmt: skip
+        Table(
+            "candidates",
+            f"Candidates: {r['transformation']} of {r['dataset']}",
+            "Unit: text to transform. Error rates count each text once (its final error); seconds per text are "
+            "the LLM latency of the kept attempt.",
+            ["candidate", "model", "run", "texts", "error rate"]
+            + [f"error: {e}" for e in error_types]
+            + ["mean edit distance", "seconds per text"],
+            [
+                [c["name"], c["model"], c["run_id"], c["n_texts"], c["error_rate"]]
+                + [c["error_rates"].get(e, 0.0) for e in error_types]
+                + [c["mean_edit_distance"], c["seconds_per_text"]]
+                for c in candidates
+            ],
+        ),
+    ]
     for kind, k in r["kinds"].items():
         names = [c["name"] for c in candidates]
         tables += [
-            Table(f"crossover_{kind}", f"{kind.capitalize()}: crossover matrix (rows judge, columns candidate)",
-                  "Cell: mean judge score of the candidate's successful texts [95% percentile-bootstrap CI] (n scored; "
-                  "answers without a score on the scale are counted as unparsed).",
-                  ["judge"] + names, [[judge] + [_interval(k["crossover"][judge][c]) for c in names]
-                                      for judge in r["judges"]]),
-            Table(f"overall_{kind}", f"{kind.capitalize()}: candidates ranked",
-                  "Unit: text; its score is the mean over the judges that scored it. Candidates sharing a letter "
-                  f"are not significantly different (Holm-corrected paired bootstrap, alpha {r['alpha']}).",
-                  ["rank", "candidate", "group", "n", "mean", "95% CI low", "95% CI high"],
-                  [[i + 1, c, k["letters"][c], k["overall"][c]["n"], k["overall"][c]["mean"],
-                    k["overall"][c]["ci_low"], k["overall"][c]["ci_high"]] for i, c in enumerate(k["ranking"])]),
-            Table(f"pairwise_{kind}", f"{kind.capitalize()}: pairwise paired bootstrap tests",
-                  f"Unit: text both candidates transformed successfully; {r['n_resamples']} resamples, seed "
-                  f"{r['seed']}; p-values Holm-corrected over all pairs.",
-                  ["first", "second", "n", "mean difference", "95% CI low", "95% CI high", "p", "p (Holm)",
-                   "significant"],
-                  [[p["first"], p["second"], p["n"], p["mean_difference"], p["ci_low"], p["ci_high"], p["p_value"],
-                    p["p_holm"], p["significant"]] for p in k["pairwise"]]),
-        ]  # fmt: skip
+            Table(
+                f"crossover_{kind}",
+                f"{kind.capitalize()}: crossover matrix (rows judge, columns candidate)",
+                "Cell: mean judge score of the candidate's successful texts [95% percentile-bootstrap CI] (n scored; "
+                "answers without a score on the scale are counted as unparsed).",
+                ["judge"] + names,
+                [[judge] + [_interval(k["crossover"][judge][c]) for c in names] for judge in r["judges"]],
+            ),
+            Table(
+                f"overall_{kind}",
+                f"{kind.capitalize()}: candidates ranked",
+                "Unit: text; its score is the mean over the judges that scored it. Candidates sharing a letter "
+                f"are not significantly different (Holm-corrected paired bootstrap, alpha {r['alpha']}).",
+                ["rank", "candidate", "group", "n", "mean", "95% CI low", "95% CI high"],
+                [
+                    [
+                        i + 1,
+                        c,
+                        k["letters"][c],
+                        k["overall"][c]["n"],
+                        k["overall"][c]["mean"],
+                        k["overall"][c]["ci_low"],
+                        k["overall"][c]["ci_high"],
+                    ]
+                    for i, c in enumerate(k["ranking"])
+                ],
+            ),
+            Table(
+                f"pairwise_{kind}",
+                f"{kind.capitalize()}: pairwise paired bootstrap tests",
+                f"Unit: text both candidates transformed successfully; {r['n_resamples']} resamples, seed "
+                f"{r['seed']}; p-values Holm-corrected over all pairs.",
+                [
+                    "first",
+                    "second",
+                    "n",
+                    "mean difference",
+                    "95% CI low",
+                    "95% CI high",
+                    "p",
+                    "p (Holm)",
+                    "significant",
+                ],
+                [
+                    [
+                        p["first"],
+                        p["second"],
+                        p["n"],
+                        p["mean_difference"],
+                        p["ci_low"],
+                        p["ci_high"],
+                        p["p_value"],
+                        p["p_holm"],
+                        p["significant"],
+                    ]
+                    for p in k["pairwise"]
+                ],
+            ),
+        ]
     return tables
 
 

@@ -197,8 +197,9 @@ def summarize_scores(
     n = len(scores)
     if parsed.size == 0:
         return ScoreSummary(n, 0, 1.0 if n else 0.0, None, None, None, None, None)
-    ci = bootstrap_ci(parsed, hodges_lehmann, rng=np.random.default_rng(seed), n_resamples=n_resamples,
-                      confidence=confidence)  # fmt: skip
+    ci = bootstrap_ci(
+        parsed, hodges_lehmann, rng=np.random.default_rng(seed), n_resamples=n_resamples, confidence=confidence
+    )
     return ScoreSummary(
         n=n,
         n_parsed=int(parsed.size),

@@ -159,8 +159,12 @@ class JudgeReport(TrackedJob):
 
     kind = models.CharField(max_length=16, choices=Kind.choices)
     dataset = models.ForeignKey(Dataset, null=True, blank=True, on_delete=models.PROTECT, related_name="judge_reports")
-    runs = models.ManyToManyField(TransformRun, blank=True, related_name="judge_reports",
-                                  help_text="The judged run, or the candidates' runs of a selection.")  # fmt: skip
+    runs = models.ManyToManyField(
+        TransformRun,
+        blank=True,
+        related_name="judge_reports",
+        help_text="The judged run, or the candidates' runs of a selection.",
+    )
     judges = models.JSONField(default=list, help_text="Backend aliases of the judges.")
     options = models.JSONField(default=dict, help_text="Seed, limits, judge parameters, bootstrap settings.")
     total = models.PositiveIntegerField(default=0, help_text="Steps: texts to transform plus judge calls planned.")

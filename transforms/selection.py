@@ -131,9 +131,11 @@ def compare_kind(
             raw.append((len(common), None))
             continue
         test = paired_bootstrap_test(
-            [per_text[first][k] for k in common], [per_text[second][k] for k in common],
-            rng=np.random.default_rng(seed), n_resamples=n_resamples,
-        )  # fmt: skip
+            [per_text[first][k] for k in common],
+            [per_text[second][k] for k in common],
+            rng=np.random.default_rng(seed),
+            n_resamples=n_resamples,
+        )
         raw.append((len(common), test))
     tested = [test.p_value for _, test in raw if test is not None]
     adjusted = iter(holm(tested)) if tested else iter(())
@@ -143,7 +145,10 @@ def compare_kind(
             pairwise.append(PairComparison(first, second, n, None, None, None, None, None, False))
             continue
         p_holm = float(next(adjusted))
-        pairwise.append(PairComparison(first, second, n, test.mean_difference, test.low, test.high, test.p_value,
-                                       p_holm, p_holm < alpha))  # fmt: skip
+        pairwise.append(
+            PairComparison(
+                first, second, n, test.mean_difference, test.low, test.high, test.p_value, p_holm, p_holm < alpha
+            )
+        )
     letters = compact_letters(ranking, {frozenset((p.first, p.second)) for p in pairwise if p.significant})
     return KindComparison(kind, crossover, overall, ranking, pairwise, letters)

@@ -18,9 +18,30 @@ class TransformRunSerializer(serializers.ModelSerializer):
 
     class Meta:
         model = TransformRun
-        fields = ["id", "dataset", "transformation", "seed", "backend", "model", "params", "prompt_hashes",
-                  "languages", "run_language", "item_limit", "run_hash", "status", "total", "done", "n_failed",
-                  "llm_calls", "cache_hits", "error", "created_at", "started_at", "finished_at"]  # fmt: skip
+        fields = [
+            "id",
+            "dataset",
+            "transformation",
+            "seed",
+            "backend",
+            "model",
+            "params",
+            "prompt_hashes",
+            "languages",
+            "run_language",
+            "item_limit",
+            "run_hash",
+            "status",
+            "total",
+            "done",
+            "n_failed",
+            "llm_calls",
+            "cache_hits",
+            "error",
+            "created_at",
+            "started_at",
+            "finished_at",
+        ]
         read_only_fields = fields
 
 
@@ -42,9 +63,22 @@ class TransformedItemSerializer(serializers.ModelSerializer):
 
     class Meta:
         model = TransformedItem
-        fields = ["item_id", "side", "source_text", "output_text", "ok", "error_type", "attempt_errors", "attempts",
-                  "target_language", "pivot_language", "detected_language", "edit_distance", "length_ratio",
-                  "llm_calls"]  # fmt: skip
+        fields = [
+            "item_id",
+            "side",
+            "source_text",
+            "output_text",
+            "ok",
+            "error_type",
+            "attempt_errors",
+            "attempts",
+            "target_language",
+            "pivot_language",
+            "detected_language",
+            "edit_distance",
+            "length_ratio",
+            "llm_calls",
+        ]
         read_only_fields = fields
 
 
@@ -54,8 +88,22 @@ class JudgeReportSerializer(serializers.ModelSerializer):
 
     class Meta:
         model = JudgeReport
-        fields = ["id", "kind", "status", "dataset", "runs", "judges", "options", "total", "done", "result", "error",
-                  "created_at", "started_at", "finished_at"]  # fmt: skip
+        fields = [
+            "id",
+            "kind",
+            "status",
+            "dataset",
+            "runs",
+            "judges",
+            "options",
+            "total",
+            "done",
+            "result",
+            "error",
+            "created_at",
+            "started_at",
+            "finished_at",
+        ]
         read_only_fields = fields
 
 
@@ -65,12 +113,20 @@ class JudgeReportCreateSerializer(serializers.Serializer):
     kind = serializers.ChoiceField(choices=JudgeReport.Kind.choices)
     dataset = serializers.CharField(required=False, help_text="evaluation: an sts/str dataset; selection: to transform")
     run = serializers.IntegerField(required=False, help_text="run: the transformation run to judge")
-    runs = serializers.ListField(child=serializers.IntegerField(), required=False, default=list,
-                                 help_text="selection: existing runs as candidates")  # fmt: skip
-    candidates = serializers.ListField(child=serializers.CharField(), required=False, default=list,
-                                       help_text="selection: generator backend aliases")  # fmt: skip
-    judges = serializers.ListField(child=serializers.CharField(), required=False,
-                                   help_text="judge backend aliases (selection default: the candidates)")  # fmt: skip
+    runs = serializers.ListField(
+        child=serializers.IntegerField(),
+        required=False,
+        default=list,
+        help_text="selection: existing runs as candidates",
+    )
+    candidates = serializers.ListField(
+        child=serializers.CharField(), required=False, default=list, help_text="selection: generator backend aliases"
+    )
+    judges = serializers.ListField(
+        child=serializers.CharField(),
+        required=False,
+        help_text="judge backend aliases (selection default: the candidates)",
+    )
     transformation = serializers.ChoiceField(choices=TRANSFORMATION_CHOICES, default="paraphrase")
     limit = serializers.IntegerField(required=False, min_value=1)
     split = serializers.CharField(required=False)

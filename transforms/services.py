@@ -85,9 +85,14 @@ def prompt_templates_ensure_defaults() -> None:
         try:
             with transaction.atomic():
                 PromptTemplate.objects.create(
-                    key=key, version=1, system=prompt.system, user=prompt.user,
-                    content_hash=prompt.content_hash, is_active=True, note="Shiftlab default",
-                )  # fmt: skip
+                    key=key,
+                    version=1,
+                    system=prompt.system,
+                    user=prompt.user,
+                    content_hash=prompt.content_hash,
+                    is_active=True,
+                    note="Shiftlab default",
+                )
         except IntegrityError:  # created concurrently by another process
             pass
 
@@ -111,9 +116,14 @@ def prompt_template_create_version(
         if template is None:
             version = (PromptTemplate.objects.filter(key=key).aggregate(v=Max("version"))["v"] or 0) + 1
             template = PromptTemplate.objects.create(
-                key=key, version=version, system=system, user=user, content_hash=content_hash,
-                note=note, created_by=created_by,
-            )  # fmt: skip
+                key=key,
+                version=version,
+                system=system,
+                user=user,
+                content_hash=content_hash,
+                note=note,
+                created_by=created_by,
+            )
         template.is_active = True
         template.save(update_fields=["is_active"])
         audit_record(actor=created_by, verb="prompt.activate", obj=template, payload={"content_hash": content_hash})
@@ -170,16 +180,31 @@ def transform_run_create(
     generator = _generator_config(backend_alias, model_id, params)
     prompts = [prompt_template_active(key) for key in spec.prompt_keys]
     prompt_hashes = {p.key: p.content_hash for p in prompts}
-    run_hash = sha256_json({
-        "dataset": dataset.content_hash, "transformation": spec.name, "generator": generator.content_hash,
-        "prompts": prompt_hashes, "seed": seed, "languages": languages, "limit": limit,
-    })  # fmt: skip
+    run_hash = sha256_json(
+        {
+            "dataset": dataset.content_hash,
+            "transformation": spec.name,
+            "generator": generator.content_hash,
+            "prompts": prompt_hashes,
+            "seed": seed,
+            "languages": languages,
+            "limit": limit,
+        }
+    )
     with transaction.atomic():
         run = TransformRun.objects.create(
-            dataset=dataset, transformation=spec.name, generator=generator, prompt_hashes=prompt_hashes,
-            seed=seed, languages=languages, run_language=run_language, item_limit=limit, run_hash=run_hash,
-            total=n_items * len(fields), created_by=created_by,
-        )  # fmt: skip
+            dataset=dataset,
+            transformation=spec.name,
+            generator=generator,
+            prompt_hashes=prompt_hashes,
+            seed=seed,
+            languages=languages,
+            run_language=run_language,
+            item_limit=limit,
+            run_hash=run_hash,
+            total=n_items * len(fields),
+            created_by=created_by,
+        )
         run.prompts.set(prompts)
         audit_record(actor=created_by, verb="transform.run.create", obj=run, payload={"run_hash": run_hash})
         if dispatch:
@@ -385,8 +410,11 @@ def _plan_text(run: TransformRun, spec: Transformation, text: str, text_hash: st
 
 
 def _step_language(t: _Text, language: StepLanguage) -> str:
-    return {StepLanguage.SOURCE: t.source_language, StepLanguage.TARGET: t.target_language,
-            StepLanguage.PIVOT: t.pivot_language}[language]  # fmt: skip
+    return {
+        StepLanguage.SOURCE: t.source_language,
+        StepLanguage.TARGET: t.target_language,
+        StepLanguage.PIVOT: t.pivot_language,
+    }[language]
 
 
 def _run_llm_steps(run, spec, params, prompts, texts: list[_Text], candidates: list[str]) -> None:
@@ -406,11 +434,22 @@ def _run_llm_steps(run, spec, params, prompts, texts: list[_Text], candidates: l
                 sampling_seed = planning.sampling_seed(
                     seed=run.seed, text_hash=t.text_hash, step=step_index, attempt=t.attempt
                 )
-                keys.append(sha256_json({
-                    "input": sha256_text(t.current), "transformation": spec.name, "step": step_index,
-                    "prompt": prompt.content_hash, "model": run.generator.model, "params": params.sampling_hash,
-                    "seed": run.seed, "attempt": t.attempt, "language": language, "from": input_language,
-                }))  # fmt: skip
+                keys.append(
+                    sha256_json(
+                        {
+                            "input": sha256_text(t.current),
+                            "transformation": spec.name,
+                            "step": step_index,
+                            "prompt": prompt.content_hash,
+                            "model": run.generator.model,
+                            "params": params.sampling_hash,
+                            "seed": run.seed,
+                            "attempt": t.attempt,
+                            "language": language,
+                            "from": input_language,
+                        }
+                    )
+                )
                 requests.append((t, language, input_language, prompt, sampling_seed))
             cached = {g.key: g for g in Generation.objects.filter(key__in=keys)}
             misses = [i for i, key in enumerate(keys) if key not in cached]
@@ -429,7 +468,7 @@ def _run_llm_steps(run, spec, params, prompts, texts: list[_Text], candidates: l
                         temperature=params.temperature,
                         top_p=params.top_p,
                         max_tokens=params.max_tokens,
-                    )  # fmt: skip
+                    )
                     for i in misses
                 ]
                 results = backend.generate(chat_requests)
@@ -440,12 +479,16 @@ def _run_llm_steps(run, spec, params, prompts, texts: list[_Text], candidates: l
                         continue
                     t, language, _, prompt, sampling_seed = requests[i]
                     t.calls += 1
-                    new_rows.append(_generation_row(keys[i], t, spec, step_index, prompt, run, params, sampling_seed,
-                                                    language, result))  # fmt: skip
+                    new_rows.append(
+                        _generation_row(
+                            keys[i], t, spec, step_index, prompt, run, params, sampling_seed, language, result
+                        )
+                    )
                 Generation.objects.bulk_create(new_rows, ignore_conflicts=True)
                 if transient:
-                    raise TransientBackendError.for_backend(backend, n_failed=len(transient),
-                                                            message=transient[0].message)  # fmt: skip
+                    raise TransientBackendError.for_backend(
+                        backend, n_failed=len(transient), message=transient[0].message
+                    )
                 cached = {g.key: g for g in Generation.objects.filter(key__in=keys)}
             for (t, *_), key in zip(requests, keys, strict=True):
                 generation = cached[key]
@@ -473,13 +516,26 @@ def _run_llm_steps(run, spec, params, prompts, texts: list[_Text], candidates: l
 
 def _generation_row(key, t, spec, step_index, prompt, run, params, sampling_seed, language, result):
     common = dict(
-        key=key, input_hash=sha256_text(t.current), transformation=spec.name, step=step_index,
-        prompt_hash=prompt.content_hash, model=run.generator.model, params_hash=params.sampling_hash,
-        seed=run.seed, sampling_seed=sampling_seed, attempt=t.attempt, language=language,
-    )  # fmt: skip
+        key=key,
+        input_hash=sha256_text(t.current),
+        transformation=spec.name,
+        step=step_index,
+        prompt_hash=prompt.content_hash,
+        model=run.generator.model,
+        params_hash=params.sampling_hash,
+        seed=run.seed,
+        sampling_seed=sampling_seed,
+        attempt=t.attempt,
+        language=language,
+    )
     if isinstance(result, ChatResult):
-        return Generation(**common, output=result.text, prompt_tokens=result.prompt_tokens,
-                          completion_tokens=result.completion_tokens, latency_s=result.latency_s)  # fmt: skip
+        return Generation(
+            **common,
+            output=result.text,
+            prompt_tokens=result.prompt_tokens,
+            completion_tokens=result.completion_tokens,
+            latency_s=result.latency_s,
+        )
     return Generation(**common, failure=result.message[:2000])
 
 
@@ -488,9 +544,14 @@ def _judge(t: _Text, spec: Transformation, output: str, candidates: list[str], *
     Return True when the text needs no further attempt."""
     expected = t.target_language or t.source_language
     analysis = analyse_output(
-        t.text, output, expected_language=expected, may_grow=spec.may_grow, may_shrink=spec.may_shrink,
-        must_shrink=spec.must_shrink, language_candidates=candidates,
-    )  # fmt: skip
+        t.text,
+        output,
+        expected_language=expected,
+        may_grow=spec.may_grow,
+        may_shrink=spec.may_shrink,
+        must_shrink=spec.must_shrink,
+        language_candidates=candidates,
+    )
     if analysis.error is None:
         t.errors.append("")
         t.outcome = _outcome(t, analysis, ok=True)
@@ -521,11 +582,19 @@ def _outcome(t: _Text, analysis, *, ok: bool) -> dict:
 
 def _failed_outcome(t: _Text, error: str) -> dict:
     return {
-        "output_text": "", "ok": False, "error_type": error, "attempt_errors": list(t.errors),
-        "attempts": t.attempt + 1, "target_language": t.target_language, "pivot_language": t.pivot_language,
-        "detected_language": "", "edit_distance": None, "length_ratio": None, "generation_keys": list(t.keys),
+        "output_text": "",
+        "ok": False,
+        "error_type": error,
+        "attempt_errors": list(t.errors),
+        "attempts": t.attempt + 1,
+        "target_language": t.target_language,
+        "pivot_language": t.pivot_language,
+        "detected_language": "",
+        "edit_distance": None,
+        "length_ratio": None,
+        "generation_keys": list(t.keys),
         "llm_calls": t.calls,
-    }  # fmt: skip
+    }
 
 
 # --- export -----------------------------------------------------------------------------------
@@ -565,15 +634,19 @@ def transform_run_export(*, run: TransformRun, path: Path | str) -> ExportResult
             writer = csv.writer(handle)
             writer.writerow(["id", "split", "language", "sentence1", "sentence2", gold_name])
             for item, payload, language in rows:
-                writer.writerow([item.item_id, item.split, language, payload["sentence1"], payload["sentence2"],
-                                 item.gold])  # fmt: skip
+                writer.writerow(
+                    [item.item_id, item.split, language, payload["sentence1"], payload["sentence2"], item.gold]
+                )
     else:
         gold_name = {TaskType.SUMMARIZATION: "relevance", TaskType.RERANKING: None}.get(task, "label")
-        _write_jsonl(path, (
-            {"id": item.item_id, "split": item.split, "language": language, **payload}
-            | ({gold_name: item.gold} if gold_name else {})
-            for item, payload, language in rows
-        ))  # fmt: skip
+        _write_jsonl(
+            path,
+            (
+                {"id": item.item_id, "split": item.split, "language": language, **payload}
+                | ({gold_name: item.gold} if gold_name else {})
+                for item, payload, language in rows
+            ),
+        )
     return ExportResult(path, len(rows), skipped)
 
 

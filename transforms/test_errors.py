@@ -450,8 +450,13 @@ def test_detect_language_more_sentences():
     assert detect_language("\u00bfD\u00f3nde est\u00e1 la estaci\u00f3n de tren m\u00e1s cercana?") == "es"
     assert detect_language("Nous avons mang\u00e9 une tarte aux pommes apr\u00e8s le d\u00eener.") == "fr"
     assert detect_language("Yar\u0131n sabah erkenden \u0130stanbul'a gidece\u011fiz.") == "tr"
-    assert detect_language("\u0623\u062d\u0628 \u0642\u0631\u0627\u0621\u0629 \u0627\u0644\u0643\u062a\u0628 "
-                           "\u0641\u064a \u0627\u0644\u0645\u0633\u0627\u0621.") == "ar"  # fmt: skip
+    assert (
+        detect_language(
+            "\u0623\u062d\u0628 \u0642\u0631\u0627\u0621\u0629 \u0627\u0644\u0643\u062a\u0628 "
+            "\u0641\u064a \u0627\u0644\u0645\u0633\u0627\u0621."
+        )
+        == "ar"
+    )
     assert detect_language("\u5b69\u5b50\u4eec\u5728\u516c\u56ed\u91cc\u8e22\u8db3\u7403\u3002") == "zh"
 
 

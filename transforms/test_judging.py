@@ -11,20 +11,23 @@ from scipy import stats
 from transforms.judging import JUDGE_PROMPTS, SCALES, evaluate_judge, gold_bucket, parse_score, word_bin
 
 
-@pytest.mark.parametrize("text,expected", [
-    ("3.4", 3.4),
-    ("Score: 4.5/5", 4.5),
-    ("Similarity: 2.8 out of 5", 2.8),
-    ("On a scale of 0 to 5, I'd give 3.", 3.0),
-    ("On a 0-5 scale: 1.5", 1.5),
-    ("4,5", 4.5),
-    ("**5**", 5.0),
-    ("0", 0.0),
-    ("I'd rate it 7", None),
-    ("five", None),
-    ("", None),
-    ("-2 then 3", 3.0),
-])  # fmt: skip
+@pytest.mark.parametrize(
+    "text,expected",
+    [
+        ("3.4", 3.4),
+        ("Score: 4.5/5", 4.5),
+        ("Similarity: 2.8 out of 5", 2.8),
+        ("On a scale of 0 to 5, I'd give 3.", 3.0),
+        ("On a 0-5 scale: 1.5", 1.5),
+        ("4,5", 4.5),
+        ("**5**", 5.0),
+        ("0", 0.0),
+        ("I'd rate it 7", None),
+        ("five", None),
+        ("", None),
+        ("-2 then 3", 3.0),
+    ],
+)
 def test_parse_score_takes_the_first_number_in_range(text, expected):
     assert parse_score(text, low=0, high=5) == expected
 
@@ -41,7 +44,15 @@ def test_any_formatted_score_parses_back(value):
 
 def test_bins_follow_the_longer_sentence_and_gold_buckets():
     assert [word_bin(n) for n in (0, 4, 5, 9, 14, 19, 20, 80)] == [
-        "[0,5)", "[0,5)", "[5,10)", "[5,10)", "[10,15)", "[15,20)", "20+", "20+"]  # fmt: skip
+        "[0,5)",
+        "[0,5)",
+        "[5,10)",
+        "[5,10)",
+        "[10,15)",
+        "[15,20)",
+        "20+",
+        "20+",
+    ]
     assert [gold_bucket(s) for s in (0, 0.99, 1, 3.5, 4, 5)] == ["[0,1)", "[0,1)", "[1,2)", "[3,4)", "[4,5]", "[4,5]"]
 
 

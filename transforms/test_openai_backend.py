@@ -48,11 +48,18 @@ def server():
                 return self._reply(400, {"error": "prompt too long"})
             if fail:
                 return self._reply(503, {"error": "overloaded"})
-            self._reply(200, {
-                "choices": [{"message": {"role": "assistant", "content": f"echo {text} seed={body['seed']}"},
-                             "finish_reason": "stop"}],
-                "usage": {"prompt_tokens": 7, "completion_tokens": 3},
-            })  # fmt: skip
+            self._reply(
+                200,
+                {
+                    "choices": [
+                        {
+                            "message": {"role": "assistant", "content": f"echo {text} seed={body['seed']}"},
+                            "finish_reason": "stop",
+                        }
+                    ],
+                    "usage": {"prompt_tokens": 7, "completion_tokens": 3},
+                },
+            )
 
         def _reply(self, status, payload):
             data = json.dumps(payload).encode()
@@ -70,8 +77,9 @@ def server():
 
 
 def request(text: str, seed: int = 1) -> ChatRequest:
-    return ChatRequest(messages=[{"role": "user", "content": text}], seed=seed, temperature=0.7, top_p=0.9,
-                       max_tokens=20)  # fmt: skip
+    return ChatRequest(
+        messages=[{"role": "user", "content": text}], seed=seed, temperature=0.7, top_p=0.9, max_tokens=20
+    )
 
 
 def test_results_come_back_in_order_with_seed_and_usage(server):
@@ -116,7 +124,8 @@ def test_permanent_errors_are_not_retried(server):
 
 
 def test_unreachable_server_is_a_transient_failure():
-    backend = OpenAICompatBackend(alias="t", model="m", base_url="http://127.0.0.1:9/v1", max_retries=1,
-                                  backoff_seconds=0.01, timeout=2)  # fmt: skip
+    backend = OpenAICompatBackend(
+        alias="t", model="m", base_url="http://127.0.0.1:9/v1", max_retries=1, backoff_seconds=0.01, timeout=2
+    )
     (result,) = backend.generate([request("x")])
     assert isinstance(result, ChatFailure) and result.transient

@@ -12,16 +12,25 @@ from transforms.registry import TRANSFORMATIONS, Axis, LanguagePlan, StepLanguag
 def test_registry_has_the_ten_transformations_with_their_axes_and_steps():
     axes = {name: t.axis for name, t in TRANSFORMATIONS.items()}
     assert axes == {
-        "paraphrase": Axis.LEXICAL, "backtranslation": Axis.LEXICAL, "style_change": Axis.LEXICAL,
-        "expansion": Axis.LENGTH, "summarization": Axis.LENGTH, "summarized_expansion": Axis.LENGTH,
-        "translation": Axis.LANGUAGE, "cross_translation": Axis.LANGUAGE,
-        "keywords": Axis.EXTRA, "random_keywords": Axis.EXTRA,
-    }  # fmt: skip
+        "paraphrase": Axis.LEXICAL,
+        "backtranslation": Axis.LEXICAL,
+        "style_change": Axis.LEXICAL,
+        "expansion": Axis.LENGTH,
+        "summarization": Axis.LENGTH,
+        "summarized_expansion": Axis.LENGTH,
+        "translation": Axis.LANGUAGE,
+        "cross_translation": Axis.LANGUAGE,
+        "keywords": Axis.EXTRA,
+        "random_keywords": Axis.EXTRA,
+    }
     steps = {name: t.n_llm_steps for name, t in TRANSFORMATIONS.items()}
     assert steps["backtranslation"] == steps["summarized_expansion"] == 2
     assert steps["random_keywords"] == 0
-    assert all(n == 1 for name, n in steps.items() if name not in {"backtranslation", "summarized_expansion",
-                                                                     "random_keywords"})  # fmt: skip
+    assert all(
+        n == 1
+        for name, n in steps.items()
+        if name not in {"backtranslation", "summarized_expansion", "random_keywords"}
+    )
     bt = TRANSFORMATIONS["backtranslation"]
     assert [s.language for s in bt.steps] == [StepLanguage.PIVOT, StepLanguage.SOURCE]
     assert TRANSFORMATIONS["translation"].language_plan is LanguagePlan.PER_RUN
@@ -46,11 +55,14 @@ def test_prompt_hash_changes_with_any_edit():
     assert base.content_hash == default_prompt("paraphrase").content_hash
 
 
-@pytest.mark.parametrize("system,user,message", [
-    ("ok", "no text here", "must contain {text}"),
-    ("ok", "{text} {colour}", "unknown placeholder(s) colour"),
-    ("{oops", "{text}", "not a valid template"),
-])  # fmt: skip
+@pytest.mark.parametrize(
+    "system,user,message",
+    [
+        ("ok", "no text here", "must contain {text}"),
+        ("ok", "{text} {colour}", "unknown placeholder(s) colour"),
+        ("{oops", "{text}", "not a valid template"),
+    ],
+)
 def test_invalid_templates_are_explained(system, user, message):
     with pytest.raises(ValueError, match=message.replace("(", r"\(").replace(")", r"\)")):
         validate_template(system, user)
@@ -73,8 +85,12 @@ def test_text_language_is_reproducible_and_excludes_source(seed, text_hash):
 
 
 def test_text_languages_vary_across_texts():
-    drawn = [planning.draw_text_language(seed=1, text_hash=f"h{i}", languages=["es", "fr", "de", "tr", "ar"],
-                                         source_language="en") for i in range(100)]  # fmt: skip
+    drawn = [
+        planning.draw_text_language(
+            seed=1, text_hash=f"h{i}", languages=["es", "fr", "de", "tr", "ar"], source_language="en"
+        )
+        for i in range(100)
+    ]
     counts = {code: drawn.count(code) for code in set(drawn)}
     assert set(counts) == {"es", "fr", "de", "tr", "ar"} and min(counts.values()) >= 8
 

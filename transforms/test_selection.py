@@ -25,9 +25,12 @@ def test_summarize_scores_of_only_failures_reports_none():
 
 def test_summarize_run_breaks_down_by_language():
     result = summarize_run(
-        judge="j", scores={"quality": [5, 4, 2, None], "fluency": [5, 5, 3, 3]}, languages=["es", "es", "fr", "fr"],
-        seed=1, n_resamples=100,
-    )  # fmt: skip
+        judge="j",
+        scores={"quality": [5, 4, 2, None], "fluency": [5, 5, 3, 3]},
+        languages=["es", "es", "fr", "fr"],
+        seed=1,
+        n_resamples=100,
+    )
     assert result.by_kind["quality"].n_parsed == 3
     assert result.by_language["es"]["quality"].mean == 4.5
     assert result.by_language["fr"]["quality"].n_parsed == 1
@@ -44,8 +47,9 @@ def test_crossover_overall_and_ranking():
         ("big", "small"): {0: 2, 1: 3, 2: 2, 3: 1},
         ("small", "small"): {0: 3, 1: 3, 2: 2, 3: 2},
     }
-    result = compare_kind(kind="quality", candidates=["small", "big"], judges=["big", "small"], scores=scores,
-                          seed=0, n_resamples=500)  # fmt: skip
+    result = compare_kind(
+        kind="quality", candidates=["small", "big"], judges=["big", "small"], scores=scores, seed=0, n_resamples=500
+    )
     assert result.crossover["big"]["big"].mean == pytest.approx(14 / 3)
     assert result.crossover["small"]["big"].n == 2  # the parse failure is not scored, but counted
     assert result.crossover["small"]["big"].n_unparsed == 1
@@ -70,8 +74,9 @@ def test_holm_groups_over_three_candidates():
         ("j", "b"): dict(enumerate(base + 1.0 + rng.normal(0, 0.05, 60))),
         ("j", "c"): dict(enumerate(base)),
     }
-    result = compare_kind(kind="quality", candidates=["c", "b", "a"], judges=["j"], scores=scores, seed=3,
-                          n_resamples=999)  # fmt: skip
+    result = compare_kind(
+        kind="quality", candidates=["c", "b", "a"], judges=["j"], scores=scores, seed=3, n_resamples=999
+    )
     by_pair = {frozenset((p.first, p.second)): p for p in result.pairwise}
     assert not by_pair[frozenset("ab")].significant
     assert by_pair[frozenset("ac")].significant and by_pair[frozenset("bc")].significant
@@ -81,8 +86,7 @@ def test_holm_groups_over_three_candidates():
 
 def test_pairs_without_common_texts_are_not_tested():
     scores = {("j", "a"): {0: 4.0}, ("j", "b"): {1: 2.0}}
-    result = compare_kind(kind="quality", candidates=["a", "b"], judges=["j"], scores=scores, seed=0,
-                          n_resamples=50)  # fmt: skip
+    result = compare_kind(kind="quality", candidates=["a", "b"], judges=["j"], scores=scores, seed=0, n_resamples=50)
     (pair,) = result.pairwise
     assert pair.p_value is None and not pair.significant
     assert result.letters == {"a": "a", "b": "a"}

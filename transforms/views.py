@@ -36,10 +36,17 @@ def run_detail_view(request, pk: int):
     failed = request.GET.get("failed")
     outputs = transformed_item_list(run=run, failed=None if failed is None else failed == "1")
     page = Paginator(outputs, 25).get_page(request.GET.get("page"))
-    return render(request, "transforms/run_detail.html", {
-        "run": run, "summary": transform_run_summary(run=run), "page": page, "failed": failed,
-        "spec": TRANSFORMATIONS[run.transformation],
-    })  # fmt: skip
+    return render(
+        request,
+        "transforms/run_detail.html",
+        {
+            "run": run,
+            "summary": transform_run_summary(run=run),
+            "page": page,
+            "failed": failed,
+            "spec": TRANSFORMATIONS[run.transformation],
+        },
+    )
 
 
 @researcher_required
@@ -55,16 +62,21 @@ def judge_report_list_view(request):
             else:
                 return redirect("transforms:judge-report", pk=report.pk)
         else:
-            messages.error(request, "; ".join(f"{field}: {' '.join(map(str, errors))}"
-                                              for field, errors in data_in.errors.items()))  # fmt: skip
-    return render(request, "transforms/judge_list.html", {
-        "reports": judge_report_list()[:100],
-        "sts_datasets": Dataset.objects.filter(task_type__in=[TaskType.STS, TaskType.STR]).order_by("name"),
-        "datasets": Dataset.objects.order_by("name"),
-        "runs": transform_run_list().filter(status=TransformRun.Status.SUCCEEDED).order_by("-pk")[:200],
-        "backends": backend_aliases(),
-        "transformations": [t for t in TRANSFORMATIONS.values() if t.uses_llm],
-    })  # fmt: skip
+            messages.error(
+                request, "; ".join(f"{field}: {' '.join(map(str, errors))}" for field, errors in data_in.errors.items())
+            )
+    return render(
+        request,
+        "transforms/judge_list.html",
+        {
+            "reports": judge_report_list()[:100],
+            "sts_datasets": Dataset.objects.filter(task_type__in=[TaskType.STS, TaskType.STR]).order_by("name"),
+            "datasets": Dataset.objects.order_by("name"),
+            "runs": transform_run_list().filter(status=TransformRun.Status.SUCCEEDED).order_by("-pk")[:200],
+            "backends": backend_aliases(),
+            "transformations": [t for t in TRANSFORMATIONS.values() if t.uses_llm],
+        },
+    )
 
 
 @researcher_required

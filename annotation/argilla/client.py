@@ -282,13 +282,20 @@ def _question_body(question: Question) -> dict[str, Any]:
     if isinstance(question, RatingQuestion):
         settings_ = {"type": "rating", "options": [{"value": value} for value in question.values]}
     elif isinstance(question, LabelQuestion):
-        settings_ = {"type": "label_selection",
-                     "options": [{"value": value, "text": text} for value, text in question.labels]}  # fmt: skip
+        settings_ = {
+            "type": "label_selection",
+            "options": [{"value": value, "text": text} for value, text in question.labels],
+        }
     else:
         settings_ = {"type": "text", "use_markdown": False}
     required = question.required if isinstance(question, TextQuestion) else True
-    return {"name": question.name, "title": question.title, "description": question.description or None,
-            "required": required, "settings": settings_}  # fmt: skip
+    return {
+        "name": question.name,
+        "title": question.title,
+        "description": question.description or None,
+        "required": required,
+        "settings": settings_,
+    }
 
 
 def dataset_find(workspace: str, name: str, *, client: httpx.Client) -> UUID | None:
@@ -296,10 +303,16 @@ def dataset_find(workspace: str, name: str, *, client: httpx.Client) -> UUID | N
     workspace_id = _workspace_id(client, workspace)
     if workspace_id is None:
         return None
-    listing = _call(client, "GET", "/api/v1/me/datasets", f"list the datasets of workspace {workspace!r}",
-                    params={"workspace_id": str(workspace_id)})  # fmt: skip
-    return next((UUID(d["id"]) for d in listing["items"]
-                 if d["name"] == name and d["workspace_id"] == str(workspace_id)), None)  # fmt: skip
+    listing = _call(
+        client,
+        "GET",
+        "/api/v1/me/datasets",
+        f"list the datasets of workspace {workspace!r}",
+        params={"workspace_id": str(workspace_id)},
+    )
+    return next(
+        (UUID(d["id"]) for d in listing["items"] if d["name"] == name and d["workspace_id"] == str(workspace_id)), None
+    )
 
 
 def records_log(dataset_id: UUID, records: Iterable[RecordIn], *, client: httpx.Client) -> int:

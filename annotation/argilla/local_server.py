@@ -23,6 +23,7 @@ LAUNCHER = REPO_DIR / "annotation" / "argilla_local" / "launcher.py"
 VENV_PYTHON = REPO_DIR / ".venv-argilla" / "bin" / "python"
 INSTALL_HINT = "run `make install`, which creates .venv-argilla from requirements-argilla-server.txt"
 
+
 def argilla_server_available(python: Path = VENV_PYTHON) -> bool:
     """Whether ``python`` exists and has argilla_server (found, not imported: importing it copies the
     web app into a temporary directory)."""

@@ -123,9 +123,12 @@ class ClusteringEvaluator:
         if self.protocol == "single":
             return self._single(embeddings, gold, n_clusters)
         kmeans = MiniBatchKMeans(
-            n_clusters=n_clusters, batch_size=self.kmeans_batch_size, init="k-means++", n_init=1,
+            n_clusters=n_clusters,
+            batch_size=self.kmeans_batch_size,
+            init="k-means++",
+            n_init=1,
             random_state=self.seed,
-        )  # fmt: skip
+        )
         v_measures, amis = [], []
         for _ in range(self.n_bootstrap):
             draw = rng.choices(range(len(gold)), k=self.max_documents_per_cluster)
@@ -133,17 +136,23 @@ class ClusteringEvaluator:
             v_measures.append(clustering_v_measure(gold[draw], assigned))
             amis.append(float(adjusted_mutual_info_score(gold[draw], assigned)))
         return ClusteringResult(
-            v_measure=float(np.mean(v_measures)), v_measure_std=float(np.std(v_measures)),
-            v_measures=tuple(v_measures), ami=float(np.mean(amis)), ami_std=float(np.std(amis)),
+            v_measure=float(np.mean(v_measures)),
+            v_measure_std=float(np.std(v_measures)),
+            v_measures=tuple(v_measures),
+            ami=float(np.mean(amis)),
+            ami_std=float(np.std(amis)),
             n_documents=len(gold),
-        )  # fmt: skip
+        )
 
     def single_assignment(self, embeddings: np.ndarray, n_clusters: int) -> np.ndarray:
         """Cluster ids of the single protocol's one mini-batch k-means run over ``embeddings``."""
         kmeans = MiniBatchKMeans(
-            n_clusters=n_clusters, batch_size=self.single_batch_size, n_init="auto", compute_labels=True,
+            n_clusters=n_clusters,
+            batch_size=self.single_batch_size,
+            n_init="auto",
+            compute_labels=True,
             random_state=self.seed,
-        )  # fmt: skip
+        )
         return kmeans.fit(as_matrix(embeddings, "embeddings")).labels_
 
     def _single(self, embeddings: np.ndarray, gold: np.ndarray, n_clusters: int) -> ClusteringResult:
@@ -152,10 +161,14 @@ class ClusteringEvaluator:
         matrix = confusion_matrix(gold, assigned)
         rows, columns = linear_sum_assignment(matrix, maximize=True)
         return ClusteringResult(
-            v_measure=v_measure, v_measure_std=0.0, v_measures=(v_measure,),
-            nmi=float(normalized_mutual_info_score(gold, assigned)), ari=float(adjusted_rand_score(gold, assigned)),
-            cluster_accuracy=float(matrix[rows, columns].sum() / len(gold)), n_documents=len(gold),
-        )  # fmt: skip
+            v_measure=v_measure,
+            v_measure_std=0.0,
+            v_measures=(v_measure,),
+            nmi=float(normalized_mutual_info_score(gold, assigned)),
+            ari=float(adjusted_rand_score(gold, assigned)),
+            cluster_accuracy=float(matrix[rows, columns].sum() / len(gold)),
+            n_documents=len(gold),
+        )
 
 
 def clustering_v_measure(gold: Sequence[Hashable], assigned: Sequence[Hashable]) -> float:

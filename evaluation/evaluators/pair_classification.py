@@ -82,10 +82,12 @@ class PairClassificationEvaluator:
             raise ValueError("labels must be 0 (different) and 1 (same), with both present")
         scores = paired_scores(embeddings1, embeddings2)
         return PairClassificationResult(
-            {function: threshold_scores(scores[function], labels, higher_is_similar=HIGHER_IS_SIMILAR[function])
-             for function in SIMILARITY_FUNCTIONS},
+            {
+                function: threshold_scores(scores[function], labels, higher_is_similar=HIGHER_IS_SIMILAR[function])
+                for function in SIMILARITY_FUNCTIONS
+            },
             len(labels),
-        )  # fmt: skip
+        )
 
 
 def threshold_scores(scores: np.ndarray, labels: np.ndarray, *, higher_is_similar: bool) -> ThresholdScores:

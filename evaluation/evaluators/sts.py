@@ -76,8 +76,12 @@ class STSEvaluator:
             raise ValueError("need at least two pairs to correlate")
         scores = paired_scores(embeddings1, embeddings2)
         # Distances fall as similarity rises: negate them, as MTEB does, so correlations are positive.
-        similarity = {"cosine": scores["cosine"], "dot": scores["dot"],
-                      "manhattan": -scores["manhattan"], "euclidean": -scores["euclidean"]}  # fmt: skip
+        similarity = {
+            "cosine": scores["cosine"],
+            "dot": scores["dot"],
+            "manhattan": -scores["manhattan"],
+            "euclidean": -scores["euclidean"],
+        }
         needed = {"cosine", "manhattan", "euclidean", self.similarity_fn_name}
         correlations = {name: correlation_scores(similarity[name], gold) for name in needed}
         own = correlations[self.similarity_fn_name]

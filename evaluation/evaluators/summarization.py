@@ -64,8 +64,12 @@ class SummarizationEvaluator:
     ) -> SummarizationResult:
         if not len(human_embeddings) == len(machine_embeddings) == len(ratings):
             raise ValueError("each text needs human summaries, machine summaries and ratings")
-        correlations: dict[str, list[float]] = {"cosine_spearman": [], "cosine_pearson": [],
-                                                "dot_spearman": [], "dot_pearson": []}  # fmt: skip
+        correlations: dict[str, list[float]] = {
+            "cosine_spearman": [],
+            "cosine_pearson": [],
+            "dot_spearman": [],
+            "dot_pearson": [],
+        }
         skipped = 0
         for i, (human, machine, rated) in enumerate(zip(human_embeddings, machine_embeddings, ratings, strict=True)):
             human, machine = as_matrix(human, f"human_embeddings[{i}]"), as_matrix(machine, f"machine_embeddings[{i}]")

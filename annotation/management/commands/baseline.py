@@ -46,15 +46,26 @@ class Command(BaseCommand):
         create.add_argument("name")
         create.add_argument("--dataset", required=True, help="Name of an imported dataset.")
         create.add_argument("--task", required=True, choices=BaselineStudy.TaskType.values)
-        create.add_argument("-n", "--instances", type=int, required=True,
-                            help="Pairs (sts), items (classification, clustering) or queries (reranking).")  # fmt: skip
+        create.add_argument(
+            "-n",
+            "--instances",
+            type=int,
+            required=True,
+            help="Pairs (sts), items (classification, clustering) or queries (reranking).",
+        )
         create.add_argument("--split", default="test")
         create.add_argument("--seed", type=int, default=0)
-        create.add_argument("--options", default="{}",
-                            help='Task options as JSON, e.g. \'{"batch_size": 10}\', \'{"candidates": 8}\', '
-                                 '\'{"stratify": true}\', \'{"raters_per_instance": 3}\'.')  # fmt: skip
-        create.add_argument("--instructions", default="",
-                            help="Text for annotators, or @FILE to read it; default: the project's wording.")
+        create.add_argument(
+            "--options",
+            default="{}",
+            help="Task options as JSON, e.g. '{\"batch_size\": 10}', '{\"candidates\": 8}', "
+            "'{\"stratify\": true}', '{\"raters_per_instance\": 3}'.",
+        )
+        create.add_argument(
+            "--instructions",
+            default="",
+            help="Text for annotators, or @FILE to read it; default: the project's wording.",
+        )
         create.add_argument("--project", default="shiftlab", help="Argilla workspace (default shiftlab).")
         publish = sub.add_parser("publish", help="Publish to Argilla and provision annotator accounts.")
         publish.add_argument("study")
@@ -88,17 +99,28 @@ class Command(BaseCommand):
         except ValueError as exc:
             raise CommandError(f"--options is not valid JSON: {exc}") from exc
         if not isinstance(parsed, dict):
-            raise CommandError('--options must be a JSON object, e.g. \'{"batch_size": 10}\'')
+            raise CommandError("--options must be a JSON object, e.g. '{\"batch_size\": 10}'")
         if instructions.startswith("@"):
             try:
                 instructions = Path(instructions[1:]).read_text(encoding="utf-8")
             except OSError as exc:
                 raise CommandError(f"cannot read the instructions file: {exc}") from exc
-        study = baseline_create(name=name, dataset=dataset, task_type=task, n_instances=instances, split=split,
-                                seed=seed, options=parsed, instructions=instructions, project=project,
-                                created_by=actor)  # fmt: skip
-        self.stdout.write(f"Created {study} (id {study.pk}): {study.instances.count()} instances of {task} "
-                          f"from {dataset.name}/{split}, seed {seed}.")  # fmt: skip
+        study = baseline_create(
+            name=name,
+            dataset=dataset,
+            task_type=task,
+            n_instances=instances,
+            split=split,
+            seed=seed,
+            options=parsed,
+            instructions=instructions,
+            project=project,
+            created_by=actor,
+        )
+        self.stdout.write(
+            f"Created {study} (id {study.pk}): {study.instances.count()} instances of {task} "
+            f"from {dataset.name}/{split}, seed {seed}."
+        )
 
     def do_publish(self, *, actor, study, annotators, **_):
         result = baseline_publish(study=_study(study), annotators=_users(annotators), actor=actor)
@@ -108,9 +130,11 @@ class Command(BaseCommand):
 
     def do_sync(self, *, study, **_):
         r = baseline_sync(study=_study(study))
-        self.stdout.write(f"Synced: {r.created} new, {r.updated} changed, {r.withdrawn} withdrawn, {r.unchanged} "
-                          f"unchanged answers; ignored {r.ignored_users} answers of users outside the study"
-                          f"{f', {r.invalid} invalid values' if r.invalid else ''}.")  # fmt: skip
+        self.stdout.write(
+            f"Synced: {r.created} new, {r.updated} changed, {r.withdrawn} withdrawn, {r.unchanged} "
+            f"unchanged answers; ignored {r.ignored_users} answers of users outside the study"
+            f"{f', {r.invalid} invalid values' if r.invalid else ''}."
+        )
 
     def do_llm_annotate(self, *, actor, study, backend, **_):
         interactive = sys.stdout.isatty()
@@ -124,8 +148,10 @@ class Command(BaseCommand):
         finally:
             if interactive:
                 self.stdout.write("")
-        self.stdout.write(f"{r.rater}: {r.valid} answers, {r.invalid} did not parse, {r.skipped} answered before "
-                          f"(of {r.total} instances).")  # fmt: skip
+        self.stdout.write(
+            f"{r.rater}: {r.valid} answers, {r.invalid} did not parse, {r.skipped} answered before "
+            f"(of {r.total} instances)."
+        )
 
     def do_close(self, *, actor, study, **_):
         closed = baseline_close(study=_study(study), actor=actor)
@@ -136,9 +162,11 @@ class Command(BaseCommand):
         if not studies:
             self.stdout.write("No baseline studies yet: create one with `baseline create`.")
         for s in studies:
-            self.stdout.write(f"{s.name} [{s.status}] {s.task_type} on {s.dataset.name}/{s.split}: "
-                              f"{s.instances.count()} instances, seed {s.seed}, annotators "
-                              f"{', '.join(u.get_username() for u in s.annotators.all()) or '-'}")  # fmt: skip
+            self.stdout.write(
+                f"{s.name} [{s.status}] {s.task_type} on {s.dataset.name}/{s.split}: "
+                f"{s.instances.count()} instances, seed {s.seed}, annotators "
+                f"{', '.join(u.get_username() for u in s.annotators.all()) or '-'}"
+            )
             for c in baseline_rater_counts(study=s):
                 bad = f" ({c.invalid} did not parse)" if c.invalid else ""
                 self.stdout.write(f"  {c.rater:<24} {c.source:<6} {c.answers:>5} answers{bad}")

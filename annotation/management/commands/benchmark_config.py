@@ -19,8 +19,9 @@ class Command(BaseCommand):
     def add_arguments(self, parser):
         sub = parser.add_subparsers(dest="action", required=True)
         export = sub.add_parser("export")
-        export.add_argument("--out", action="append", required=True,
-                            help="File to write, *.yaml/*.yml or *.json; repeat for both.")
+        export.add_argument(
+            "--out", action="append", required=True, help="File to write, *.yaml/*.yml or *.json; repeat for both."
+        )
         export.add_argument("--study", type=int, action="append", help="Only approvals of these study ids.")
         export.add_argument("--name", default="")
         export.add_argument("--as", dest="actor")

@@ -57,15 +57,17 @@ class Command(BaseCommand):
         create.add_argument("name")
         create.add_argument("--runs", type=int, nargs="+", required=True)
         create.add_argument("--project", default="shiftlab", help="Argilla workspace (default shiftlab).")
-        create.add_argument("--design", default="{}", help='Design fields as JSON, e.g. \'{"raters_per_item": 3}\'.')
+        create.add_argument("--design", default="{}", help="Design fields as JSON, e.g. '{\"raters_per_item\": 3}'.")
         revise = sub.add_parser("revise", help="New version of a study with changed design fields.")
         revise.add_argument("study")
         revise.add_argument("--design", default="{}")
-        for name, text in (("lock", "Freeze the design and draw items and controls."),
-                           ("sync", "Bring submitted responses from Argilla (idempotent)."),
-                           ("validate", "Control check, flags and rejections, as declared."),
-                           ("gate", "Evaluate and store the gate of every transformation."),
-                           ("status", "Progress, control checks, agreement and the current gate.")):  # fmt: skip
+        for name, text in (
+            ("lock", "Freeze the design and draw items and controls."),
+            ("sync", "Bring submitted responses from Argilla (idempotent)."),
+            ("validate", "Control check, flags and rejections, as declared."),
+            ("gate", "Evaluate and store the gate of every transformation."),
+            ("status", "Progress, control checks, agreement and the current gate."),
+        ):
             p = sub.add_parser(name, help=text)
             p.add_argument("study")
         publish = sub.add_parser("publish", help="Publish to Argilla and provision annotators.")
@@ -126,15 +128,19 @@ class Command(BaseCommand):
 
     def do_sync(self, *, study, **_):
         result = study_sync(study=_study(study))
-        self.stdout.write(f"Synced: {result.created} new, {result.updated} edited, {result.withdrawn} withdrawn, "
-                          f"{result.unchanged} unchanged ratings; ignored {result.ignored_users} responses "
-                          "of users outside the study.")  # fmt: skip
+        self.stdout.write(
+            f"Synced: {result.created} new, {result.updated} edited, {result.withdrawn} withdrawn, "
+            f"{result.unchanged} unchanged ratings; ignored {result.ignored_users} responses "
+            "of users outside the study."
+        )
 
     def do_validate(self, *, actor, study, **_):
         result = study_validate(study=_study(study), actor=actor)
         self.stdout.write(f"Control checks: {json.dumps(result.control_status)}")
-        self.stdout.write(f"Flags: {result.flags_created} new, {result.flags_removed} withdrawn; "
-                          f"rejected: {json.dumps(result.rejected)}")  # fmt: skip
+        self.stdout.write(
+            f"Flags: {result.flags_created} new, {result.flags_removed} withdrawn; "
+            f"rejected: {json.dumps(result.rejected)}"
+        )
 
     def do_gate(self, *, actor, study, **_):
         for result in study_gate(study=_study(study), actor=actor):
@@ -143,8 +149,10 @@ class Command(BaseCommand):
     def _print_gate(self, result: GateResult) -> None:
         evidence = result.evidence
         verdict = "PASSED" if result.passed else "FAILED"
-        self.stdout.write(f"{result.transformation}: {verdict} (gate result {result.pk}), {evidence['n_items']} items, "
-                          f"{evidence['n_ratings']} ratings {'; '.join(evidence['reasons'])}")  # fmt: skip
+        self.stdout.write(
+            f"{result.transformation}: {verdict} (gate result {result.pk}), {evidence['n_items']} items, "
+            f"{evidence['n_ratings']} ratings {'; '.join(evidence['reasons'])}"
+        )
         for question, s in evidence["questions"].items():
             ac2 = f"{s['ac2']['value']:.3f} (SE {s['ac2']['se']:.3f})" if s["ac2"] else "n/a"
             alpha = f"{s['alpha']:.3f}" if s["alpha"] is not None else "n/a"
@@ -154,13 +162,17 @@ class Command(BaseCommand):
     def do_status(self, *, study, **_):
         study = _study(study)
         progress = study_progress(study=study)
-        self.stdout.write(f"{study} [{study.status}] {progress.n_real} real items + {progress.n_controls} controls, "
-                          f"{progress.n_complete} complete")  # fmt: skip
+        self.stdout.write(
+            f"{study} [{study.status}] {progress.n_real} real items + {progress.n_controls} controls, "
+            f"{progress.n_complete} complete"
+        )
         for a in progress.annotators:
             rate = f"{a.control_pass_rate:.0%}" if a.control_pass_rate is not None else "-"
-            self.stdout.write(f"  {a.annotator.user.username:<16} {a.annotator.status:<9} rated {a.items_rated:>4} "
-                              f"(controls {a.controls_rated}, check {a.control_status or '-'}, pass {rate}), "
-                              f"flags open {a.open_flags} confirmed {a.confirmed_flags}")  # fmt: skip
+            self.stdout.write(
+                f"  {a.annotator.user.username:<16} {a.annotator.status:<9} rated {a.items_rated:>4} "
+                f"(controls {a.controls_rated}, check {a.control_status or '-'}, pass {rate}), "
+                f"flags open {a.open_flags} confirmed {a.confirmed_flags}"
+            )
         for name in sorted({r.transformation for r in study.runs.all()}):
             current = gate_result_current(study=study, transformation=name)
             if current is not None:

@@ -22,8 +22,9 @@ class Command(BaseCommand):
 
     def add_arguments(self, parser: CommandParser) -> None:
         parser.add_argument("study", help="Baseline study name or id (see: manage.py baseline status).")
-        parser.add_argument("--models", default="",
-                            help="Comma-separated encoder aliases or model names, e.g. all-MiniLM-L6-v2.")  # fmt: skip
+        parser.add_argument(
+            "--models", default="", help="Comma-separated encoder aliases or model names, e.g. all-MiniLM-L6-v2."
+        )
         parser.add_argument("--batch-size", type=int, help="Encoding batch size (default: the encoder's).")
         parser.add_argument("--json", action="store_true", help="Print the whole report as JSON.")
 
@@ -54,8 +55,10 @@ class Command(BaseCommand):
             answers = "–" if row.n_answers is None else str(row.n_answers)
             invalid = "–" if row.n_invalid is None else str(row.n_invalid)
             flag = {"above": "above CI", "below": "below CI", "inside": "inside"}.get(row.against_humans or "", "")
-            lines.append(f"{row.kind:<7} {row.name[:32]:<32} {_number(row.score):>7} {interval:>17} "
-                         f"{row.n_units:>6} {answers:>8} {invalid:>8}  {flag}")  # fmt: skip
+            lines.append(
+                f"{row.kind:<7} {row.name[:32]:<32} {_number(row.score):>7} {interval:>17} "
+                f"{row.n_units:>6} {answers:>8} {invalid:>8}  {flag}"
+            )
         lines.append(f"interval of the pooled humans: {report.interval}")
         for label, agreement in (("humans", report.agreement), ("LLMs", report.llm_agreement)):
             if agreement:

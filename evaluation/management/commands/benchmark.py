@@ -29,11 +29,19 @@ class Command(BaseCommand):
         sub = parser.add_subparsers(dest="action", required=True)
         run = sub.add_parser("run", help="Start a benchmark run.")
         run.add_argument("--config", help="Validated benchmark config (*.yaml/*.yml/*.json), exactly as exported.")
-        run.add_argument("--dataset", action="append", default=[],
-                         help="A dataset (repeat). Without --config: original data only. With --config: "
-                              "benchmark these datasets instead of the config's.")  # fmt: skip
-        run.add_argument("--models", nargs="+", default=["default"],
-                         help="Encoder aliases (EVALUATION_ENCODERS) or model names (default: default).")  # fmt: skip
+        run.add_argument(
+            "--dataset",
+            action="append",
+            default=[],
+            help="A dataset (repeat). Without --config: original data only. With --config: "
+            "benchmark these datasets instead of the config's.",
+        )
+        run.add_argument(
+            "--models",
+            nargs="+",
+            default=["default"],
+            help="Encoder aliases (EVALUATION_ENCODERS) or model names (default: default).",
+        )
         run.add_argument("--transformation", action="append", default=[], help="Only these approved transformations.")
         run.add_argument("--seeds", type=int, nargs="+", help="Transformation seeds (default: the config's).")
         run.add_argument("--limit", type=int, help="Only the first N examples of each dataset.")
@@ -71,9 +79,13 @@ class Command(BaseCommand):
             if not path.is_file():
                 raise CommandError(f"no config file {path}")
             run = benchmark_run_create_from_config(
-                text=path.read_text(encoding="utf-8"), fmt=format_of(path.name), datasets=dataset or None,
-                seeds=seeds, transformations=transformation or None, **common,
-            )  # fmt: skip
+                text=path.read_text(encoding="utf-8"),
+                fmt=format_of(path.name),
+                datasets=dataset or None,
+                seeds=seeds,
+                transformations=transformation or None,
+                **common,
+            )
         else:
             if not dataset:
                 raise CommandError("pass --config CONFIG.yaml, or --dataset NAME for original data only")

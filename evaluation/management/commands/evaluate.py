@@ -46,9 +46,12 @@ class Command(BaseCommand):
         try:
             encoder = get_encoder(o["model"])
             result = dataset_evaluate(
-                dataset=dataset, encoder_alias_or_model=o["model"], split=o["split"], seed=o["seed"],
+                dataset=dataset,
+                encoder_alias_or_model=o["model"],
+                split=o["split"],
+                seed=o["seed"],
                 batch_size=o["batch_size"],
-            )  # fmt: skip
+            )
             coverage = variant_coverage(dataset=dataset, split=o["split"], encoder=encoder)
         except (ShiftlabError, ImproperlyConfigured) as exc:
             raise CommandError(str(exc)) from None
@@ -81,9 +84,14 @@ class Command(BaseCommand):
             raise CommandError("--resamples must be a positive number of bootstrap resamples, e.g. 1000.")
         try:
             comparison = dataset_compare(
-                dataset=dataset, model=o["model"], baseline=o["baseline"], split=o["split"], seed=o["seed"],
-                n_resamples=o["resamples"], batch_size=o["batch_size"],
-            )  # fmt: skip
+                dataset=dataset,
+                model=o["model"],
+                baseline=o["baseline"],
+                split=o["split"],
+                seed=o["seed"],
+                n_resamples=o["resamples"],
+                batch_size=o["batch_size"],
+            )
         except (ShiftlabError, ImproperlyConfigured) as exc:
             raise CommandError(str(exc)) from None
         if o["json"]:

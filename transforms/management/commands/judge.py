@@ -54,10 +54,21 @@ class Command(BaseCommand):
         select = sub.add_parser("select", help="Compare candidate generator models on the same texts.")
         select.add_argument("--dataset", help="Dataset the candidates transform.")
         select.add_argument("--transformation", default="paraphrase", choices=list(TRANSFORMATIONS))
-        select.add_argument("--candidate", dest="candidates", action="append", default=[],
-                            help="Generator backend alias; repeat for each candidate.")  # fmt: skip
-        select.add_argument("--run", dest="runs", type=int, action="append", default=[],
-                            help="An existing run as a candidate; repeatable.")  # fmt: skip
+        select.add_argument(
+            "--candidate",
+            dest="candidates",
+            action="append",
+            default=[],
+            help="Generator backend alias; repeat for each candidate.",
+        )
+        select.add_argument(
+            "--run",
+            dest="runs",
+            type=int,
+            action="append",
+            default=[],
+            help="An existing run as a candidate; repeatable.",
+        )
         select.add_argument("--limit", type=int, help="Only the first N items of the dataset.")
         select.add_argument("--resamples", type=int, default=1000)
         select.add_argument("--alpha", type=float, default=0.05)
@@ -92,17 +103,29 @@ class Command(BaseCommand):
 
     def _create_evaluate(self, o) -> JudgeReport:
         judge = o["backend"] or (o["judges"] or ["default"])[0]
-        return judge_report_create_evaluation(dataset=_dataset(o["dataset"]), judge=judge, limit=o["limit"],
-                                              split=o["split"], seed=o["seed"], params=self._params(o),
-                                              dispatch=False)  # fmt: skip
+        return judge_report_create_evaluation(
+            dataset=_dataset(o["dataset"]),
+            judge=judge,
+            limit=o["limit"],
+            split=o["split"],
+            seed=o["seed"],
+            params=self._params(o),
+            dispatch=False,
+        )
 
     def _create_run(self, o) -> JudgeReport:
         try:
             run = TransformRun.objects.get(pk=o["run"])
         except TransformRun.DoesNotExist:
             raise CommandError(f"No run {o['run']}. See the runs page or GET /api/transform-runs/") from None
-        return judge_report_create_run(run=run, judges=o["judges"] or ["default"], seed=o["seed"],
-                                       params=self._params(o), n_resamples=o["resamples"], dispatch=False)  # fmt: skip
+        return judge_report_create_run(
+            run=run,
+            judges=o["judges"] or ["default"],
+            seed=o["seed"],
+            params=self._params(o),
+            n_resamples=o["resamples"],
+            dispatch=False,
+        )
 
     def _create_select(self, o) -> JudgeReport:
         runs = list(TransformRun.objects.filter(pk__in=o["runs"]).select_related("generator", "dataset"))
@@ -110,11 +133,19 @@ class Command(BaseCommand):
         if missing:
             raise CommandError(f"No run(s) {sorted(missing)}")
         return judge_report_create_selection(
-            dataset=_dataset(o["dataset"]) if o["dataset"] else None, transformation=o["transformation"],
-            candidates=o["candidates"], runs=runs, judges=o["judges"], limit=o["limit"], seed=o["seed"],
-            generation_params=GenerationParams(), params=self._params(o), n_resamples=o["resamples"],
-            alpha=o["alpha"], dispatch=False,
-        )  # fmt: skip
+            dataset=_dataset(o["dataset"]) if o["dataset"] else None,
+            transformation=o["transformation"],
+            candidates=o["candidates"],
+            runs=runs,
+            judges=o["judges"],
+            limit=o["limit"],
+            seed=o["seed"],
+            generation_params=GenerationParams(),
+            params=self._params(o),
+            n_resamples=o["resamples"],
+            alpha=o["alpha"],
+            dispatch=False,
+        )
 
     def _progress(self, done: int, total: int) -> None:
         line = progress_bar(done, total)

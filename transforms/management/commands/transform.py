@@ -56,16 +56,28 @@ class Command(BaseCommand):
         except Dataset.DoesNotExist:
             raise CommandError(f"No dataset named {o['dataset']!r}. See: python manage.py corpora list") from None
         try:
-            params = GenerationParams(temperature=o["temperature"], top_p=o["top_p"], max_tokens=o["max_tokens"],
-                                      max_attempts=o["max_attempts"])  # fmt: skip
+            params = GenerationParams(
+                temperature=o["temperature"],
+                top_p=o["top_p"],
+                max_tokens=o["max_tokens"],
+                max_attempts=o["max_attempts"],
+            )
             languages = [c.strip() for c in o["languages"].split(",")] if o["languages"] else None
-            run = transform_run_create(dataset=dataset, transformation=o["transformation"], seed=o["seed"],
-                                       backend_alias=o["backend"], params=params, languages=languages,
-                                       limit=o["limit"])  # fmt: skip
+            run = transform_run_create(
+                dataset=dataset,
+                transformation=o["transformation"],
+                seed=o["seed"],
+                backend_alias=o["backend"],
+                params=params,
+                languages=languages,
+                limit=o["limit"],
+            )
         except (ShiftlabError, ImproperlyConfigured) as exc:
             raise CommandError(str(exc)) from None
-        self.stdout.write(f"Run {run.pk}: {run.transformation} on {dataset.name}, {run.total} texts, seed {run.seed}"
-                          + (f", target {run.run_language}" if run.run_language else ""))  # fmt: skip
+        self.stdout.write(
+            f"Run {run.pk}: {run.transformation} on {dataset.name}, {run.total} texts, seed {run.seed}"
+            + (f", target {run.run_language}" if run.run_language else "")
+        )
         return run
 
     def _get_run(self, run_id: int) -> TransformRun:
@@ -86,4 +98,3 @@ class Command(BaseCommand):
         if run.status == TransformRun.Status.FAILED:
             raise CommandError(run.error or "the run failed")
         return run
-
