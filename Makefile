@@ -5,7 +5,7 @@ PY := $(VENV)/bin/python
 HOST ?= 127.0.0.1
 PORT ?= 8000
 
-.PHONY: install models demo test lint services clean
+.PHONY: install models demo test test-fast lint services clean
 
 $(VENV)/.installed: requirements.txt requirements-dev.txt requirements-embedded.txt requirements-nodeps.txt
 	@$(PYTHON) -c 'import sys; assert sys.version_info[:2] >= (3, 11), "Shiftlab needs Python 3.11+ (found %s)" % sys.version.split()[0]'
@@ -39,6 +39,10 @@ demo: install
 ## Run the whole test suite: SQLite, then PostgreSQL and Redis when they are available.
 test: install
 	scripts/test.sh
+
+## The inner loop: lint, then the pure and service-layer tests on SQLite (no real model or service).
+test-fast: install
+	scripts/test.sh --fast
 
 lint: install
 	$(VENV)/bin/ruff check .

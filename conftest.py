@@ -1,3 +1,23 @@
-"""Root pytest configuration: plugins shared by the tests of every app."""
+"""Root pytest configuration: plugins shared by the tests of every app, and the ``heavy`` marker.
+
+A test is heavy when it runs a real model or a real external service: it asks for one of the
+fixtures below (the embedded LLM server, the local Argilla server, Redis for a Celery worker,
+the public benchmark data, which the tests score with a real encoder), is marked ``services``, or
+is marked ``heavy`` by hand (a real embedding model without any of those fixtures).
+``make test-fast`` runs the rest (pure and service-layer tests) for the inner loop; ``make test``
+runs everything.
+"""
+
+import pytest
 
 pytest_plugins = ["tests.llm_fixtures", "tests.argilla_fixtures"]
+
+HEAVY_FIXTURES = frozenset(
+    {"llm_test_model", "llm_server", "llm_backend", "argilla_server", "redis_url", "shared_data", "browser"}
+)
+
+
+def pytest_collection_modifyitems(config, items):
+    for item in items:
+        if item.get_closest_marker("services") or HEAVY_FIXTURES.intersection(getattr(item, "fixturenames", ())):
+            item.add_marker(pytest.mark.heavy)

@@ -1,8 +1,11 @@
-"""Inter-rater agreement of study ratings (pure module: numpy/pandas, no Django, no I/O).
+"""Agreement between raters (pure module: numpy/pandas, no Django, no I/O): every rater-agreement
+coefficient of Shiftlab lives here.
 
-The primary coefficient is Gwet's AC2 with ordinal weights, computed by ``irrCAC`` (with its
-standard error and t-based confidence interval); Krippendorff's alpha at the ordinal level,
-computed by ``krippendorff``, stands beside it; mean and sample SD describe the ratings themselves.
+For study ratings, the primary coefficient is Gwet's AC2 with ordinal weights, computed by
+``irrCAC`` (with its standard error and t-based confidence interval); Krippendorff's alpha at the
+ordinal level, computed by ``krippendorff``, stands beside it; mean and sample SD describe the
+ratings themselves. Human baselines (``evaluation.human_baseline``) use Fleiss' kappa and the mean
+of a statistic over rater pairs (``pairwise_agreement``).
 
 Input is a matrix with one row per item and one column per rater, ``NaN`` where a rater did not
 rate an item. Coefficients are ``None`` when the data cannot define them (fewer than two items
@@ -13,16 +16,20 @@ References
 Gwet, K. L. (2014). Handbook of Inter-Rater Reliability, 4th ed. Advanced Analytics.
 Krippendorff, K. (2011). Computing Krippendorff's Alpha-Reliability. Annenberg School for
 Communication, University of Pennsylvania.
+Fleiss, J. L. (1971). Measuring nominal scale agreement among many raters. Psychological
+Bulletin 76(5), 378–382.
 """
 
 from __future__ import annotations
 
 import math
 import warnings
-from collections.abc import Sequence
+from collections.abc import Callable, Hashable, Mapping, Sequence
 from dataclasses import dataclass
+from itertools import combinations
 from typing import Literal
 
+import krippendorff
 import numpy as np
 import pandas as pd
 
@@ -104,6 +111,8 @@ def gwet_ac(
     ``categories`` lists every value of the scale, used or not (the weights depend on it).
     None when fewer than two items have two ratings or more (no standard error then).
     """
+    # irrCAC is installed apart, without its dependencies (requirements-nodeps.txt: it hard-pins
+    # old scipy and pandas), so only Gwet's coefficient needs it.
     from irrCAC.raw import CAC
 
     x = _matrix(ratings, categories)
@@ -140,8 +149,6 @@ def krippendorff_alpha(
 ) -> float | None:
     """Krippendorff's alpha over an items x raters matrix; None when undefined (no variation, or
     fewer than two items with two ratings or more)."""
-    import krippendorff
-
     x = _matrix(ratings, categories)
     if _pairable_items(x) < 2:
         return None
@@ -192,3 +199,52 @@ def ratings_matrix(
             raise ValueError(f"rater {rater!r} rated item {item!r} twice")
         x[i, j] = value
     return x, list(items), list(raters)
+
+
+def fleiss_kappa(counts: Sequence[Sequence[int]] | np.ndarray) -> float | None:
+    """Fleiss' kappa from a subjects × categories table of how many raters chose each category.
+
+    Subjects may have different numbers of raters (at least two each; rows with fewer are
+    dropped): each subject's observed agreement is the share of agreeing rater pairs among its
+    own pairs, and chance agreement uses the category shares of all ratings. With the same number
+    of raters everywhere this is Fleiss' (1971) kappa exactly. Returns None when it is undefined:
+    no subject with two raters, or every rating in one category (chance agreement 1).
+    """
+    table = np.asarray(counts, dtype=float)
+    if table.ndim != 2:
+        raise ValueError(f"counts must be a subjects x categories table, got shape {table.shape}")
+    if np.any(table < 0) or not np.all(np.isfinite(table)):
+        raise ValueError("counts must be finite and non-negative")
+    raters = table.sum(axis=1)
+    table, raters = table[raters >= 2], raters[raters >= 2]
+    if table.shape[0] == 0:
+        return None
+    observed = float(np.mean(((table * table).sum(axis=1) - raters) / (raters * (raters - 1))))
+    shares = table.sum(axis=0) / raters.sum()
+    chance = float(np.sum(shares * shares))
+    if chance >= 1.0 - 1e-12:
+        return None
+    return (observed - chance) / (1.0 - chance)
+
+
+def pairwise_agreement(
+    ratings: Mapping[str, Mapping[Hashable, object]],
+    statistic: Callable[[list, list], float | None],
+    *,
+    min_common: int = 2,
+) -> tuple[float, ...]:
+    """``statistic`` of every pair of raters over the items both rated (at least ``min_common``).
+
+    ``ratings`` maps each rater to their ratings by item. Pairs are taken in sorted rater order and
+    items in sorted order, so the result does not depend on how the input was ordered; pairs
+    where the statistic is undefined (None or NaN) are left out.
+    """
+    values = []
+    for first, second in combinations(sorted(ratings), 2):
+        common = sorted(set(ratings[first]) & set(ratings[second]), key=str)
+        if len(common) < min_common:
+            continue
+        value = statistic([ratings[first][k] for k in common], [ratings[second][k] for k in common])
+        if value is not None and not np.isnan(value):
+            values.append(float(value))
+    return tuple(values)

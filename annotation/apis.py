@@ -3,7 +3,6 @@
 from dataclasses import asdict
 
 from django.contrib.auth import get_user_model
-from django.http import HttpResponse
 from django.shortcuts import get_object_or_404
 from drf_spectacular.utils import extend_schema
 from rest_framework import mixins, status, viewsets
@@ -11,7 +10,11 @@ from rest_framework.decorators import action
 from rest_framework.response import Response
 
 from annotation.argilla import ArgillaError
+from annotation.argilla_services import study_publish
 from annotation.design import DesignError, StudyDesign
+from annotation.design_services import study_create, study_design, study_lock, study_revise, study_update_design
+from annotation.export_services import benchmark_config_export, benchmark_config_verify
+from annotation.gate_services import approval_decide, study_gate
 from annotation.models import Annotator, Flag, GateResult, Study
 from annotation.selectors import benchmark_config_list, flag_list, gate_result_list, study_list, study_progress
 from annotation.serializers import (
@@ -30,22 +33,9 @@ from annotation.serializers import (
     StudyPublishSerializer,
     StudySerializer,
 )
-from annotation.services import (
-    annotator_reject,
-    approval_decide,
-    benchmark_config_export,
-    benchmark_config_verify,
-    flag_review,
-    study_create,
-    study_design,
-    study_gate,
-    study_item_translate,
-    study_lock,
-    study_publish,
-    study_revise,
-    study_update_design,
-    study_validate,
-)
+from annotation.tasks import sync_study
+from annotation.validation_services import annotator_reject, flag_review, study_item_translate, study_validate
+from annotation.views import benchmark_config_response
 from core.errors import ShiftlabError
 from core.permissions import IsResearcher
 from transforms.models import TransformRun
@@ -139,8 +129,6 @@ class StudyViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, viewsets.Ge
     @action(detail=True, methods=["post"])
     def sync(self, request, pk=None):
         """Queue a sync of submitted responses (runs at once in the single-machine default)."""
-        from annotation.tasks import sync_study
-
         study = self.get_object()
         if study.argilla_dataset_id is None:
             return Response({"detail": f"{study} is not published yet"}, status=status.HTTP_400_BAD_REQUEST)
@@ -305,11 +293,7 @@ class BenchmarkConfigViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, v
     @extend_schema(responses={(200, "application/yaml"): str})
     @action(detail=True, methods=["get"], url_path="download/(?P<fmt>json|yaml)")
     def download(self, request, pk=None, fmt="yaml"):
-        config = self.get_object()
-        text = config.json_text if fmt == "json" else config.yaml_text
-        response = HttpResponse(text, content_type="application/json" if fmt == "json" else "application/yaml")
-        response["Content-Disposition"] = f'attachment; filename="benchmark-config-{config.config_hash[:12]}.{fmt}"'
-        return response
+        return benchmark_config_response(self.get_object(), fmt)
 
     @extend_schema(request=BenchmarkConfigVerifySerializer, responses=None)
     @action(detail=False, methods=["post"])

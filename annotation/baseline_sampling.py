@@ -63,6 +63,18 @@ def _key(task_type: str, position: int) -> str:
     return f"{PREFIXES[task_type]}-{position:04d}"
 
 
+def _text_instance(task_type: str, position: int, item: SourceItem, *, group: str = "") -> DrawnInstance:
+    """A text with its gold label (classification, clustering) drawn at ``position``."""
+    return DrawnInstance(
+        key=_key(task_type, position),
+        position=position,
+        ref=item.ref,
+        texts=(item.payload["text"],),
+        gold=str(item.gold),
+        group=group,
+    )
+
+
 def _check_n(n: int, available: int, what: str) -> None:
     if n < 1:
         raise SamplingError(f"n must be at least 1, got {n}")
@@ -99,16 +111,7 @@ def sample_classification(
         chosen = [chosen[int(i)] for i in rng.permutation(len(chosen))]
     else:
         chosen = [pool[int(i)] for i in rng.choice(len(pool), size=n, replace=False)]
-    return [
-        DrawnInstance(
-            key=_key("classification", pos),
-            position=pos,
-            ref=item.ref,
-            texts=(item.payload["text"],),
-            gold=str(item.gold),
-        )
-        for pos, item in enumerate(chosen)
-    ]
+    return [_text_instance("classification", pos, item) for pos, item in enumerate(chosen)]
 
 
 def batch_sizes(n: int, batch_size: int) -> list[int]:
@@ -173,18 +176,7 @@ def sample_clustering(
                     raise SamplingError(f"batch {batch + 1}: not enough texts left to fill it; lower n")
                 chosen_labels.append(others[int(rng.integers(len(others)))])
         for j in rng.permutation(len(members)):
-            item = members[int(j)]
-            position = len(drawn)
-            drawn.append(
-                DrawnInstance(
-                    key=_key("clustering", position),
-                    position=position,
-                    ref=item.ref,
-                    texts=(item.payload["text"],),
-                    gold=str(item.gold),
-                    group=f"b{batch:02d}",
-                )
-            )
+            drawn.append(_text_instance("clustering", len(drawn), members[int(j)], group=f"b{batch:02d}"))
     return drawn
 
 

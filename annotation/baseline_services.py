@@ -1,37 +1,37 @@
 """Services of human-baseline studies (SPEC §6): the only code that writes ``BaselineStudy``,
-``BaselineInstance`` and ``BaselineAnswer``.
+``BaselineInstance`` and human ``BaselineAnswer`` rows.
 
 Order: create (seeded sample of instances, gold kept in Django) → publish (Argilla workspace,
 annotator accounts, one dataset with the task's question, records carrying the instance key and
-its texts only) → sync (submitted responses into ``BaselineAnswer``), and, independently,
-llm-annotate (an LLM answers the same instances with the same instructions). Scoring the answers
-is evaluation's job (``evaluation.human_baseline``), which only reads these rows.
+its texts only) → sync (submitted responses into ``BaselineAnswer``) → close, and, independently,
+llm-annotate (``baseline_llm_services``: an LLM answers the same instances with the same
+instructions). Scoring the answers is evaluation's job (``evaluation.human_baseline``), which only
+reads these rows.
 """
 
 from __future__ import annotations
 
 from collections import defaultdict
-from collections.abc import Callable, Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 from django.contrib.auth.base_user import AbstractBaseUser
-from django.core.exceptions import ImproperlyConfigured, ValidationError
+from django.core.exceptions import ValidationError
 from django.db import transaction
 from django.utils import timezone
 
 from annotation import baseline_sampling as sampling
 from annotation import llm_annotator
 from annotation.argilla import client as argilla
-from annotation.models import BaselineAnswer, BaselineInstance, BaselineStudy
-from annotation.services import annotator_accounts_ensure, argilla_connection, mark_published, require_annotators
+from annotation.argilla_services import PublishResult, argilla_connection, argilla_publish, require_annotators
+from annotation.models import BASELINE_TASK_TYPES, BaselineAnswer, BaselineInstance, BaselineStudy
+from annotation.sync_diff import SyncCounts, sync_diff
 from core.errors import ShiftlabError
-from core.hashing import sha256_text
 from core.services import audit_record
 from corpora.models import Dataset, DatasetItem
-
-TaskType = BaselineStudy.TaskType
+from corpora.task_types import TaskType
 
 DEFAULT_INSTRUCTIONS = {
     TaskType.STS: (
@@ -85,13 +85,6 @@ OPTION_DEFAULTS: dict[str, dict[str, Any]] = {
     TaskType.RERANKING: {"candidates": sampling.DEFAULT_CANDIDATES},
 }
 COMMON_OPTIONS = {"raters_per_instance": 3}
-LLM_MAX_TOKENS = {TaskType.STS: 16, TaskType.CLASSIFICATION: 48, TaskType.RERANKING: 8}
-LLM_TOKENS_PER_CLUSTER_LINE = 24
-LLM_CHUNK = 16  # LLM requests between two saves / progress updates
-
-
-def rater_of_llm(backend_alias: str) -> str:
-    return f"llm:{backend_alias}"
 
 
 # --- create ----------------------------------------------------------------------------------
@@ -142,8 +135,8 @@ def baseline_create(
     ``instructions`` default to the project's wording for the task. Raises ``ShiftlabError`` naming
     the wrong input.
     """
-    if task_type not in TaskType.values:
-        raise ShiftlabError(f"unknown baseline task type {task_type!r}: choose one of {', '.join(TaskType.values)}")
+    if task_type not in BASELINE_TASK_TYPES:
+        raise ShiftlabError(f"unknown baseline task type {task_type!r}: choose one of {', '.join(BASELINE_TASK_TYPES)}")
     if dataset.task_type != task_type:
         raise ShiftlabError(
             f"dataset {dataset.name} is a {dataset.task_type} dataset; a {task_type} baseline needs "
@@ -218,14 +211,6 @@ def baseline_create(
 # --- publish ---------------------------------------------------------------------------------
 
 
-@dataclass(frozen=True)
-class BaselinePublishResult:
-    study: BaselineStudy
-    dataset_id: str
-    records: int
-    new_accounts: dict[str, str] = field(default_factory=dict)  # username -> initial Argilla password
-
-
 def _questions(study: BaselineStudy) -> list[argilla.Question]:
     name = QUESTION[study.task_type]
     if study.task_type == TaskType.STS:
@@ -264,7 +249,7 @@ def baseline_publish(
     annotators: Iterable[AbstractBaseUser] = (),
     actor: AbstractBaseUser | None = None,
     client=None,
-) -> BaselinePublishResult:
+) -> PublishResult:
     """Publish the study to Argilla and provision its annotators' accounts.
 
     Idempotent like ``study_publish``: workspace, accounts and dataset are reused, records are
@@ -277,37 +262,22 @@ def baseline_publish(
     users = list(dict.fromkeys(annotators))
     require_annotators(users)
     instances = list(study.instances.order_by("position"))
-    with argilla_connection(client) as conn:
-        user_ids, new_accounts = annotator_accounts_ensure(users=users, workspace=study.project, client=conn)
-        study.annotators.add(*users)
-        dataset_id = study.argilla_dataset_id or argilla.dataset_find(study.project, study.argilla_name, client=conn)
-        if dataset_id is None:
-            fields = FIELDS[study.task_type] + ((BATCH_FIELD,) if study.task_type == TaskType.CLUSTERING else ())
-            dataset_id = argilla.dataset_create(
-                client=conn,
-                workspace=study.project,
-                name=study.argilla_name,
-                fields=fields,
-                questions=_questions(study),
-                guidelines=study.instructions,
-                min_submitted=study.options.get("raters_per_instance", COMMON_OPTIONS["raters_per_instance"]),
-            )
-        BaselineStudy.objects.filter(pk=study.pk).update(argilla_dataset_id=dataset_id)
-        records = _records(study, instances)
-        argilla.records_log(dataset_id, records, client=conn)
-    study = mark_published(
+    fields = FIELDS[study.task_type] + ((BATCH_FIELD,) if study.task_type == TaskType.CLUSTERING else ())
+    return argilla_publish(
         study,
+        users=users,
+        register=lambda user_ids: study.annotators.add(*users),
+        dataset={
+            "fields": fields,
+            "questions": _questions(study),
+            "guidelines": study.instructions,
+            "min_submitted": study.options.get("raters_per_instance", COMMON_OPTIONS["raters_per_instance"]),
+        },
+        records=_records(study, instances),
         actor=actor,
         verb="baseline.publish",
-        payload={
-            "dataset_id": str(dataset_id),
-            "records": len(records),
-            "annotators": [u.get_username() for u in users],
-            "new_accounts": sorted(new_accounts),
-        },
-    )
-    return BaselinePublishResult(
-        study=study, dataset_id=str(dataset_id), records=len(records), new_accounts=new_accounts
+        audit_new_accounts=True,
+        client=client,
     )
 
 
@@ -315,18 +285,10 @@ def baseline_publish(
 
 
 @dataclass(frozen=True)
-class BaselineSyncResult:
-    created: int = 0
-    updated: int = 0
-    withdrawn: int = 0
-    unchanged: int = 0
+class BaselineSyncResult(SyncCounts):
     invalid: int = 0  # submitted values that are no answer of the task (should not happen)
     ignored_users: int = 0  # answers of Argilla users who are not the study's annotators
     ignored_records: int = 0
-
-    @property
-    def changed(self) -> int:
-        return self.created + self.updated + self.withdrawn
 
 
 def baseline_close(*, study: BaselineStudy, actor: AbstractBaseUser | None = None, client=None) -> BaselineStudy:
@@ -380,13 +342,13 @@ def baseline_sync(*, study: BaselineStudy, client=None) -> BaselineSyncResult:
     with argilla_connection(client) as conn:
         rows = list(argilla.responses_fetch(study.argilla_dataset_id, client=conn))
         names = argilla.usernames(client=conn)
-    submitted: dict[tuple[str, str], tuple[Any, Any]] = {}  # (key, username) -> (value, at)
-    ignored_users = set()
+    responses: dict[tuple[str, str], tuple[Any, Any]] = {}  # (key, username) -> (value, at)
     for row in rows:
         username = names.get(row.user_id)
         if row.status == "submitted" and row.question == question:
-            submitted[(row.record_external_id, username)] = (row.value, row.updated_at)
-    counts: dict[str, int] = defaultdict(int)
+            responses[(row.record_external_id, username)] = (row.value, row.updated_at)
+    ignored: dict[str, int] = defaultdict(int)
+    ignored_usernames = set()
     with transaction.atomic():
         study = BaselineStudy.objects.select_for_update().get(pk=study.pk)
         instances = {i.key: i for i in study.instances.all()}
@@ -395,42 +357,37 @@ def baseline_sync(*, study: BaselineStudy, client=None) -> BaselineSyncResult:
             (a.instance_id, a.rater): a
             for a in BaselineAnswer.objects.filter(instance__study=study, source=BaselineAnswer.Source.HUMAN)
         }
-        seen = set()
-        for (key, username), (raw_value, at) in submitted.items():
+        submitted: dict[tuple[int, str], tuple[Any, Any]] = {}
+        for (key, username), (raw_value, at) in responses.items():
             instance, user = instances.get(key), users.get(username)
             if instance is None:
-                counts["ignored_records"] += 1
+                ignored["ignored_records"] += 1
                 continue
             if user is None:
-                ignored_users.add(username)
-                counts["ignored_users"] += 1
+                ignored_usernames.add(username)
+                ignored["ignored_users"] += 1
                 continue
             value = answer_value(study, raw_value)
             if value is None:
-                counts["invalid"] += 1
+                ignored["invalid"] += 1
                 continue
-            seen.add((instance.pk, username))
-            answer = existing.get((instance.pk, username))
-            if answer is None:
-                BaselineAnswer.objects.create(
-                    instance=instance,
-                    rater=username,
-                    source=BaselineAnswer.Source.HUMAN,
-                    user=user,
-                    value=value,
-                    submitted_at=at,
-                )
-                counts["created"] += 1
-            elif answer.value != value:
-                answer.value, answer.submitted_at = value, at
-                answer.save(update_fields=["value", "submitted_at", "updated_at"])
-                counts["updated"] += 1
-            else:
-                counts["unchanged"] += 1
-        gone = [a.pk for k, a in existing.items() if k not in seen]
-        if gone:
-            counts["withdrawn"] = BaselineAnswer.objects.filter(pk__in=gone).delete()[0]
-        result = BaselineSyncResult(**counts)
+            submitted[(instance.pk, username)] = (value, at)
+        diff = sync_diff(submitted, existing, is_current=lambda answer, value: answer.value == value)
+        for (instance_id, username), value, at in diff.create:
+            BaselineAnswer.objects.create(
+                instance_id=instance_id,
+                rater=username,
+                source=BaselineAnswer.Source.HUMAN,
+                user=users[username],
+                value=value,
+                submitted_at=at,
+            )
+        for answer, value, at in diff.update:
+            answer.value, answer.submitted_at = value, at
+            answer.save(update_fields=["value", "submitted_at", "updated_at"])
+        if diff.withdraw:
+            BaselineAnswer.objects.filter(pk__in=[a.pk for _, a in diff.withdraw]).delete()
+        result = BaselineSyncResult(**diff.counts(), **ignored)
         study.synced_at = timezone.now()
         study.save(update_fields=["synced_at"])
         if result.changed:
@@ -438,174 +395,6 @@ def baseline_sync(*, study: BaselineStudy, client=None) -> BaselineSyncResult:
                 actor=None,
                 verb="baseline.sync",
                 obj=study,
-                payload={**counts, "ignored_usernames": sorted(map(str, ignored_users))},
+                payload={**result.audit_payload(), "ignored_usernames": sorted(map(str, ignored_usernames))},
             )
-    return result
-
-
-# --- LLM as annotator ------------------------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class LLMAnnotateResult:
-    rater: str
-    total: int  # instances in the study
-    skipped: int  # already answered by this rater before the call
-    valid: int  # answers stored now that parsed
-    invalid: int  # answers stored now that did not parse
-    failed: int  # instances the backend could not answer (nothing stored; run again)
-
-
-@dataclass(frozen=True)
-class _Unit:
-    """One LLM request: one instance, or a whole clustering batch."""
-
-    instances: tuple[BaselineInstance, ...]
-    messages: list[dict[str, str]]
-    max_tokens: int
-
-
-def _llm_units(study: BaselineStudy, todo: Sequence[BaselineInstance]) -> list[_Unit]:
-    if study.task_type == TaskType.CLUSTERING:
-        batches: dict[str, list[BaselineInstance]] = defaultdict(list)
-        for instance in todo:
-            batches[instance.group].append(instance)
-        return [
-            _Unit(
-                tuple(batch),
-                llm_annotator.clustering_messages(study.instructions, [i.texts[0] for i in batch]),
-                16 + LLM_TOKENS_PER_CLUSTER_LINE * len(batch),
-            )
-            for batch in batches.values()
-        ]
-    labels = study.options.get("labels", ())
-    return [
-        _Unit(
-            (i,),
-            llm_annotator.instance_messages(study.task_type, study.instructions, i.texts, labels=labels),
-            LLM_MAX_TOKENS[study.task_type],
-        )
-        for i in todo
-    ]
-
-
-def _parse_unit(study: BaselineStudy, unit: _Unit, reply: str) -> list[llm_annotator.Parsed]:
-    if study.task_type == TaskType.CLUSTERING:
-        parsed = llm_annotator.parse_clusters(reply, len(unit.instances))
-        if not parsed.ok:
-            return [parsed] * len(unit.instances)
-        return [llm_annotator.Parsed(value=v) for v in parsed.value]
-    return [llm_annotator.parse_instance(study.task_type, reply, labels=study.options.get("labels", ()))]
-
-
-def baseline_llm_annotate(
-    *,
-    study: BaselineStudy,
-    backend_alias: str = "default",
-    actor: AbstractBaseUser | None = None,
-    on_progress: Callable[[int, int], None] | None = None,
-) -> LLMAnnotateResult:
-    """Have the LLM of ``backend_alias`` answer every instance the way an annotator would.
-
-    Same instructions and texts as the humans get; greedy decoding (temperature 0) with a seed
-    drawn from the study's seed and the instance key. Each reply is stored as a ``BaselineAnswer``
-    of rater ``llm:<alias>`` with its raw text; a reply that does not parse is stored with
-    ``valid=False``. Resumable and idempotent: instances this rater answered are skipped, and
-    answers are saved every few requests. Clustering is asked per batch (a batch whose reply does
-    not parse gets an invalid answer for each of its texts). ``on_progress(done, total)`` counts
-    instances. Requests the backend fails are not stored: the call then raises ``ShiftlabError``
-    after saving the rest, and running it again retries them.
-    """
-    from transforms import planning
-    from transforms.backends import get_backend
-    from transforms.backends.base import ChatFailure, ChatRequest
-
-    study = BaselineStudy.objects.get(pk=study.pk)
-    if study.status == BaselineStudy.Status.CLOSED:
-        raise ShiftlabError(f"{study} is closed: it takes no more answers, from humans or LLMs")
-    try:
-        backend = get_backend(backend_alias)
-    except ImproperlyConfigured as exc:
-        raise ShiftlabError(str(exc)) from exc
-    rater = rater_of_llm(backend_alias)
-    instances = list(study.instances.order_by("position"))
-    answered = set(
-        BaselineAnswer.objects.filter(instance__study=study, rater=rater).values_list("instance_id", flat=True)
-    )
-    todo = [i for i in instances if i.pk not in answered]
-    units = _llm_units(study, todo)
-    done, counts, failures = len(answered), defaultdict(int), []
-    if on_progress:
-        on_progress(done, len(instances))
-    for start in range(0, len(units), LLM_CHUNK):
-        chunk = units[start : start + LLM_CHUNK]
-        requests = [
-            ChatRequest(
-                messages=u.messages,
-                temperature=0.0,
-                top_p=1.0,
-                max_tokens=u.max_tokens,
-                seed=planning.sampling_seed(
-                    seed=study.seed, text_hash=sha256_text(u.instances[0].key), step=0, attempt=0
-                ),
-            )
-            for u in chunk
-        ]
-        results = backend.generate(requests)
-        rows, now = [], timezone.now()
-        chunk_failures = [r.message for r in results if isinstance(r, ChatFailure)]
-        failures.extend(chunk_failures)
-        for unit, result in zip(chunk, results, strict=True):
-            if isinstance(result, ChatFailure):
-                continue
-            for instance, parsed in zip(unit.instances, _parse_unit(study, unit, result.text), strict=True):
-                rows.append(
-                    BaselineAnswer(
-                        instance=instance,
-                        rater=rater,
-                        source=BaselineAnswer.Source.LLM,
-                        value=parsed.value if parsed.ok else None,
-                        raw=result.text,
-                        valid=parsed.ok,
-                        submitted_at=now,
-                    )
-                )
-                counts["valid" if parsed.ok else "invalid"] += 1
-        with transaction.atomic():
-            BaselineAnswer.objects.bulk_create(rows, ignore_conflicts=True)
-        done += len(rows)
-        if on_progress:
-            on_progress(done, len(instances))
-        if len(chunk_failures) == len(chunk):
-            break  # the backend answers nothing: no point sending the rest now
-    result = LLMAnnotateResult(
-        rater=rater,
-        total=len(instances),
-        skipped=len(answered),
-        valid=counts["valid"],
-        invalid=counts["invalid"],
-        failed=len(todo) - counts["valid"] - counts["invalid"],
-    )
-    if counts["valid"] or counts["invalid"]:
-        with transaction.atomic():
-            audit_record(
-                actor=actor,
-                verb="baseline.llm_annotate",
-                obj=study,
-                payload={
-                    "rater": rater,
-                    "model": backend.model_id,
-                    "valid": result.valid,
-                    "invalid": result.invalid,
-                    "failed": result.failed,
-                },
-            )
-    if result.failed:
-        saved = counts["valid"] + counts["invalid"]
-        reason = failures[0] if failures else "stopped early"
-        raise ShiftlabError(
-            f"the LLM backend {backend_alias!r} failed on {result.failed} of {len(todo)} instances "
-            f"({reason}); the {saved} answers received are saved: run llm-annotate again to retry "
-            "the rest"
-        )
     return result

@@ -14,6 +14,7 @@ from django.db.models import Q
 
 from annotation.controls import ItemKind
 from annotation.validation import FlagRule, RejectionReason
+from corpora.task_types import TaskType
 from transforms.models import TransformedItem, TransformRun
 
 study_name_validator = RegexValidator(
@@ -112,10 +113,6 @@ class StudyItem(models.Model):
 
     def __str__(self) -> str:
         return f"{self.study} #{self.position} ({self.kind})"
-
-    @property
-    def is_control(self) -> bool:
-        return self.kind != ItemKind.REAL
 
 
 class Annotator(models.Model):
@@ -306,17 +303,13 @@ class BenchmarkConfig(models.Model):
 
 # --- human performance baselines (SPEC §6) ----------------------------------------------------
 
+BASELINE_TASK_TYPES = (TaskType.STS, TaskType.CLASSIFICATION, TaskType.CLUSTERING, TaskType.RERANKING)
+
 
 class BaselineStudy(models.Model):
     """Humans (and LLMs) answer instances of an embedding task directly, so that model scores can
     be read against human performance. The sample is drawn from ``dataset`` with ``seed``; the
     answers are scored in ``evaluation.human_baseline`` with the models' own evaluators."""
-
-    class TaskType(models.TextChoices):
-        STS = "sts"
-        CLASSIFICATION = "classification"
-        CLUSTERING = "clustering"
-        RERANKING = "reranking"
 
     class Status(models.TextChoices):
         DRAFT = "draft"
@@ -325,7 +318,7 @@ class BaselineStudy(models.Model):
 
     name = models.CharField(max_length=61, unique=True, validators=[study_name_validator])
     dataset = models.ForeignKey("corpora.Dataset", on_delete=models.PROTECT, related_name="baseline_studies")
-    task_type = models.CharField(max_length=16, choices=TaskType.choices)
+    task_type = models.CharField(max_length=16, choices=[(t.value, t.name.title()) for t in BASELINE_TASK_TYPES])
     split = models.CharField(max_length=32, default="test")
     seed = models.BigIntegerField(default=0)
     n_instances = models.PositiveIntegerField(help_text="Pairs, items or queries requested.")

@@ -8,6 +8,8 @@ from dataclasses import dataclass
 from django.db.models import Count, Q, QuerySet
 
 from annotation.controls import ItemKind
+from annotation.design_services import study_design
+from annotation.gate_services import study_agreement
 from annotation.models import (
     Annotator,
     BaselineAnswer,
@@ -18,7 +20,7 @@ from annotation.models import (
     Rating,
     Study,
 )
-from annotation.services import control_checks, study_agreement, study_design
+from annotation.validation_services import control_checks
 
 
 def study_list() -> QuerySet[Study]:

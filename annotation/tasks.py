@@ -3,22 +3,20 @@
 from celery import shared_task
 
 from annotation.argilla import ArgillaUnavailable
+from core.task_policy import ARGILLA_UNAVAILABLE
 
 
 @shared_task(
     name="annotation.sync_study",
     acks_late=True,
     reject_on_worker_lost=True,
-    autoretry_for=(ArgillaUnavailable,),
-    retry_backoff=10,
-    retry_backoff_max=600,
-    max_retries=6,
+    **ARGILLA_UNAVAILABLE.task_options(ArgillaUnavailable),
 )
 def sync_study(study_id: int) -> dict:
     """Sync one study's submitted responses; idempotent, so a redelivered task is harmless."""
     from dataclasses import asdict
 
+    from annotation.argilla_services import study_sync
     from annotation.models import Study
-    from annotation.services import study_sync
 
     return asdict(study_sync(study=Study.objects.get(pk=study_id)))

@@ -1,4 +1,5 @@
-"""Pure modules of studies: design, sampling, controls, flag/rejection rules, gate, config export."""
+"""Pure modules of studies: design, sampling, controls, flag/rejection rules, gate, config export,
+sync diff."""
 
 import numpy as np
 import pytest
@@ -19,6 +20,7 @@ from annotation.controls import (
 from annotation.design import DesignError, StudyDesign
 from annotation.gating import gate_decide
 from annotation.sampling import Unit, allocate, stratified_sample
+from annotation.sync_diff import SyncCounts, sync_diff
 from annotation.validation import FlagRule, RejectionReason, flags_for_rating, llm_estimate, rejection_reason, rescale
 
 
@@ -141,3 +143,33 @@ def test_config_verification_catches_any_one_byte_edit(fmt):
             tampered = text[:position] + replacement + text[position + 1 :]
             assert not config_verify(tampered, fmt).ok, (position, replacement)
     assert not config_verify(text + " ", fmt).ok
+
+
+def test_sync_diff_creates_updates_keeps_and_withdraws():
+    stored = {"same": 1, "edited": 2, "gone": 3}
+    diff = sync_diff({"new": (5, "t1"), "same": (1, "t2"), "edited": (4, "t3")}, stored, is_current=int.__eq__)
+    assert diff.create == (("new", 5, "t1"),) and diff.update == ((2, 4, "t3"),) and diff.unchanged == 1
+    assert diff.withdraw == (("gone", 3),)
+    assert diff.counts() == {"created": 1, "updated": 1, "withdrawn": 1, "unchanged": 1}
+    already_withdrawn = sync_diff({}, stored, is_current=int.__eq__, is_live=lambda row: row != 3)
+    assert [key for key, _ in already_withdrawn.withdraw] == ["same", "edited"]
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    st.dictionaries(st.integers(0, 9), st.integers(0, 3)),
+    st.dictionaries(st.integers(0, 9), st.integers(0, 3)),
+)
+def test_sync_diff_partitions_the_answers_and_rows(submitted, stored):
+    diff = sync_diff({k: (v, None) for k, v in submitted.items()}, stored, is_current=int.__eq__)
+    assert {key for key, _, _ in diff.create} == submitted.keys() - stored.keys()
+    assert {key for key, _ in diff.withdraw} == stored.keys() - submitted.keys()
+    both = submitted.keys() & stored.keys()
+    assert len(diff.update) == sum(submitted[k] != stored[k] for k in both)
+    assert all(row != value for row, value, _ in diff.update)
+    assert len(diff.create) + len(diff.update) + diff.unchanged == len(submitted)
+
+
+def test_sync_counts_audit_only_what_happened():
+    counts = SyncCounts(created=2, unchanged=0, withdrawn=1)
+    assert counts.changed == 3 and counts.audit_payload() == {"created": 2, "withdrawn": 1}

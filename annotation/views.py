@@ -1,28 +1,23 @@
 """Pages of studies for researchers: builder, progress, review queue, gate and approval, export.
 Thin: each POST calls one service and reports its outcome as a message."""
 
+from collections.abc import Iterator
+from contextlib import contextmanager
+
 from django.contrib import messages
 from django.contrib.auth import get_user_model
 from django.http import HttpResponse
 from django.shortcuts import get_object_or_404, redirect, render
 
+from annotation.argilla_services import study_publish
 from annotation.design import QUESTIONS, DesignError, StudyDesign, StudyKind
-from annotation.models import Flag, GateResult, Study
+from annotation.design_services import study_create, study_design, study_lock, study_revise
+from annotation.export_services import benchmark_config_export
+from annotation.gate_services import approval_decide, gate_result_current, study_gate
+from annotation.models import BenchmarkConfig, Flag, GateResult, Study
 from annotation.selectors import benchmark_config_list, flag_list, gate_result_list, study_list, study_progress
-from annotation.services import (
-    approval_decide,
-    benchmark_config_export,
-    flag_review,
-    gate_result_current,
-    study_create,
-    study_design,
-    study_gate,
-    study_item_translate,
-    study_lock,
-    study_publish,
-    study_revise,
-    study_validate,
-)
+from annotation.tasks import sync_study
+from annotation.validation_services import flag_review, study_item_translate, study_validate
 from core.errors import ShiftlabError
 from core.roles import Role
 from core.views import researcher_required
@@ -40,6 +35,25 @@ DESIGN_NUMBERS = (
     "seed",
 )
 DESIGN_FLOATS = ("llm_flag_deviation", "acceptance_threshold")
+
+
+@contextmanager
+def _refusals_as_messages(request, errors: tuple[type[Exception], ...] = (ShiftlabError,)) -> Iterator[None]:
+    """A service's refusal becomes an error message on the page the view goes on to show."""
+    try:
+        yield
+    except errors as exc:
+        messages.error(request, str(exc))
+
+
+def benchmark_config_response(config: BenchmarkConfig, fmt: str) -> HttpResponse:
+    """An exported config as a file download, in ``fmt`` (json or yaml)."""
+    response = HttpResponse(
+        config.json_text if fmt == "json" else config.yaml_text,
+        content_type="application/json" if fmt == "json" else "application/yaml",
+    )
+    response["Content-Disposition"] = f'attachment; filename="benchmark-config-{config.config_hash[:12]}.{fmt}"'
+    return response
 
 
 def _design_from_post(post, base: StudyDesign) -> StudyDesign:
@@ -69,7 +83,7 @@ def _design_from_post(post, base: StudyDesign) -> StudyDesign:
 def study_list_view(request):
     """The study builder: existing studies and a form declaring a new one."""
     if request.method == "POST":
-        try:
+        with _refusals_as_messages(request, (ShiftlabError, DesignError)):
             runs = list(TransformRun.objects.filter(pk__in=request.POST.getlist("runs")))
             study = study_create(
                 name=request.POST.get("name", "").strip(),
@@ -78,9 +92,6 @@ def study_list_view(request):
                 design=_design_from_post(request.POST, StudyDesign()),
                 created_by=request.user,
             )
-        except (ShiftlabError, DesignError) as exc:
-            messages.error(request, str(exc))
-        else:
             messages.success(request, f"Study {study} created as a draft: check the design, then lock it.")
             return redirect("annotation:study", pk=study.pk)
     return render(
@@ -101,7 +112,7 @@ def study_detail_view(request, pk: int):
     study = get_object_or_404(Study, pk=pk)
     if request.method == "POST":
         action = request.POST.get("action")
-        try:
+        with _refusals_as_messages(request, (ShiftlabError, DesignError)):
             if action == "lock":
                 study_lock(study=study, actor=request.user)
                 messages.success(request, "Locked: items and controls are drawn; the design is frozen.")
@@ -121,8 +132,6 @@ def study_detail_view(request, pk: int):
                         f"New Argilla account {username}, initial password: {password} (shown once: hand it over now).",
                     )
             elif action == "sync":
-                from annotation.tasks import sync_study
-
                 sync_study.delay(study.pk)
                 messages.success(request, "Sync queued (it runs at once without a broker).")
             elif action == "validate":
@@ -138,8 +147,6 @@ def study_detail_view(request, pk: int):
                     "Gate: " + ", ".join(f"{r.transformation} {'passed' if r.passed else 'failed'}" for r in results),
                 )
                 return redirect("annotation:gate", pk=study.pk)
-        except (ShiftlabError, DesignError) as exc:
-            messages.error(request, str(exc))
         return redirect("annotation:study", pk=study.pk)
     design = study_design(study)
     annotator_users = get_user_model().objects.filter(groups__name=Role.ANNOTATOR, is_active=True).order_by("username")
@@ -164,19 +171,13 @@ def review_queue_view(request, pk: int):
     study = get_object_or_404(Study, pk=pk)
     if request.method == "POST":
         flag = get_object_or_404(Flag, pk=request.POST.get("flag"), rating__study_item__study=study)
-        try:
+        with _refusals_as_messages(request):
             if request.POST.get("action") == "translate":
                 study_item_translate(item=flag.rating.study_item, actor=request.user)
             else:
-                flag_review(
-                    flag=flag,
-                    decision=request.POST.get("decision", ""),
-                    note=request.POST.get("note", ""),
-                    actor=request.user,
-                )
-                messages.success(request, f"Flag {flag.pk} {request.POST.get('decision')}.")
-        except ShiftlabError as exc:
-            messages.error(request, str(exc))
+                decision = request.POST.get("decision", "")
+                flag_review(flag=flag, decision=decision, note=request.POST.get("note", ""), actor=request.user)
+                messages.success(request, f"Flag {flag.pk} {decision}.")
         return redirect("annotation:review", pk=study.pk)
     return render(
         request,
@@ -195,16 +196,12 @@ def gate_view(request, pk: int):
     study = get_object_or_404(Study, pk=pk)
     if request.method == "POST":
         result = get_object_or_404(GateResult, pk=request.POST.get("gate_result"), study=study)
-        try:
+        with _refusals_as_messages(request):
+            decision = request.POST.get("decision", "")
             approval_decide(
-                gate_result=result,
-                decision=request.POST.get("decision", ""),
-                comment=request.POST.get("comment", ""),
-                actor=request.user,
+                gate_result=result, decision=decision, comment=request.POST.get("comment", ""), actor=request.user
             )
-            messages.success(request, f"{result.transformation}: {request.POST.get('decision')}d.")
-        except ShiftlabError as exc:
-            messages.error(request, str(exc))
+            messages.success(request, f"{result.transformation}: {decision}d.")
         return redirect("annotation:gate", pk=study.pk)
     names = sorted({r.transformation for r in study.runs.all()})
     current = [(name, gate_result_current(study=study, transformation=name)) for name in names]
@@ -224,11 +221,9 @@ def gate_view(request, pk: int):
 def export_view(request):
     """Exported benchmark configs, and a button exporting every approved transformation."""
     if request.method == "POST":
-        try:
+        with _refusals_as_messages(request):
             config = benchmark_config_export(actor=request.user, name=request.POST.get("name", "").strip())
             messages.success(request, f"Exported config {config.config_hash[:12]}.")
-        except ShiftlabError as exc:
-            messages.error(request, str(exc))
         return redirect("annotation:exports")
     return render(request, "annotation/exports.html", {"configs": benchmark_config_list()[:100]})
 
@@ -238,9 +233,4 @@ def export_download_view(request, pk: int, fmt: str):
     config = get_object_or_404(benchmark_config_list(), pk=pk)
     if fmt not in ("json", "yaml"):
         return HttpResponse(f"unknown format {fmt!r}: use json or yaml", status=404)
-    response = HttpResponse(
-        config.json_text if fmt == "json" else config.yaml_text,
-        content_type="application/json" if fmt == "json" else "application/yaml",
-    )
-    response["Content-Disposition"] = f'attachment; filename="benchmark-config-{config.config_hash[:12]}.{fmt}"'
-    return response
+    return benchmark_config_response(config, fmt)

@@ -112,12 +112,25 @@ class Meter:
     """Where a platform run spends its time, collected by wrapping the backend, the analyser and SQL."""
 
     llm_s: float = 0.0
-    llm_batches: int = 0
+    llm_n: int = 0  # backend.generate calls: one per chunk and step
     llm_requests: int = 0
     analyse_s: float = 0.0
     analyse_n: int = 0
     sql_s: float = 0.0
     sql_n: int = 0
+
+    def timed(self, kind: str, function):
+        """``function``, adding the duration of each call to ``<kind>_s`` and the call to ``<kind>_n``."""
+
+        def wrapper(*args, **kwargs):
+            started = time.perf_counter()
+            try:
+                return function(*args, **kwargs)
+            finally:
+                setattr(self, f"{kind}_s", getattr(self, f"{kind}_s") + time.perf_counter() - started)
+                setattr(self, f"{kind}_n", getattr(self, f"{kind}_n") + 1)
+
+        return wrapper
 
 
 def read_pairs(n_pairs: int) -> tuple[Path, list[tuple[str, str, str]]]:
@@ -191,53 +204,34 @@ def platform_run(*, dataset, params, n_items: int, meter: Meter) -> tuple[Phase,
     """(b) and (d): create a paraphrase run and execute it in this process (eager Celery tasks)."""
     from django.db import connection
 
-    import transforms.services as services
+    import transforms.attempts as attempts
     from core.hashing import sha256_text
     from transforms.backends import get_backend
     from transforms.models import Generation
+    from transforms.services import transform_run_create
     from transforms.tasks import start_run
 
     backend = get_backend("default")
-    generate, analyse = backend.generate, services.analyse_output
+    generate, analyse = backend.generate, attempts.analyse_output
 
-    def timed_generate(requests, **kwargs):
-        started = time.perf_counter()
-        try:
-            return generate(requests, **kwargs)
-        finally:
-            meter.llm_s += time.perf_counter() - started
-            meter.llm_batches += 1
-            meter.llm_requests += len(requests)
+    def counted_generate(requests, **kwargs):
+        meter.llm_requests += len(requests)
+        return generate(requests, **kwargs)
 
-    def timed_analyse(*args, **kwargs):
-        started = time.perf_counter()
-        try:
-            return analyse(*args, **kwargs)
-        finally:
-            meter.analyse_s += time.perf_counter() - started
-            meter.analyse_n += 1
-
-    def timed_sql(execute, sql, sql_params, many, context):
-        started = time.perf_counter()
-        try:
-            return execute(sql, sql_params, many, context)
-        finally:
-            meter.sql_s += time.perf_counter() - started
-            meter.sql_n += 1
-
-    backend.generate, services.analyse_output = timed_generate, timed_analyse
+    backend.generate, attempts.analyse_output = meter.timed("llm", counted_generate), meter.timed("analyse", analyse)
+    timed_sql = meter.timed("sql", lambda execute, *args: execute(*args))
     before = set(Generation.objects.values_list("pk", flat=True))
     try:
         with connection.execute_wrapper(timed_sql):
             start = time.perf_counter()
-            run = services.transform_run_create(
+            run = transform_run_create(
                 dataset=dataset, transformation="paraphrase", seed=SEED, params=params, limit=n_items, dispatch=False
             )
             start_run.delay(run.pk)  # CELERY_TASK_ALWAYS_EAGER: start, chunks and finalize run here
             seconds = time.perf_counter() - start
     finally:
         del backend.generate
-        services.analyse_output = analyse
+        attempts.analyse_output = analyse
     run.refresh_from_db()
     new = list(Generation.objects.exclude(pk__in=before).filter(step=0, attempt=0))
     by_hash = {generation.input_hash: generation.output for generation in new}
@@ -343,7 +337,7 @@ def run_benchmark(args, server, model_path: Path) -> None:
     from core.hashing import sha256_text
     from corpora.services import ImportOptions, dataset_import
     from transforms import planning
-    from transforms.errors import supported_languages
+    from transforms.language_id import supported_languages
     from transforms.models import Generation
     from transforms.prompts import PromptText
     from transforms.services import GenerationParams, prompt_template_active
@@ -490,7 +484,7 @@ def run_benchmark(args, server, model_path: Path) -> None:
     other = b.seconds - meter.llm_s - meter.analyse_s - meter.sql_s
     print(
         f"where (b) spends its {b.seconds:.2f} s: backend.generate {meter.llm_s:.2f} s "
-        f"({meter.llm_batches} chunks, {meter.llm_requests} requests); analyse_output {meter.analyse_s:.3f} s "
+        f"({meter.llm_n} chunks, {meter.llm_requests} requests); analyse_output {meter.analyse_s:.3f} s "
         f"({meter.analyse_n} calls); SQL {meter.sql_s:.3f} s ({meter.sql_n} queries); rest {other:.3f} s"
     )
     print(

@@ -3,14 +3,9 @@ from django.contrib import admin
 from core.models import AuditEvent
 
 
-@admin.register(AuditEvent)
-class AuditEventAdmin(admin.ModelAdmin):
-    list_display = ("at", "actor", "verb", "object_type", "object_repr")
-    list_filter = ("verb", "object_type")
-    search_fields = ("object_repr", "verb", "actor__username")
-    date_hierarchy = "at"
+class ReadOnlyAdmin(admin.ModelAdmin):
+    """An admin that shows rows and never adds, changes or deletes them."""
 
-    # The audit log is append-only: nobody edits or deletes history through the admin.
     def has_add_permission(self, request):
         return False
 
@@ -19,3 +14,12 @@ class AuditEventAdmin(admin.ModelAdmin):
 
     def has_delete_permission(self, request, obj=None):
         return False
+
+
+# The audit log is append-only: nobody edits or deletes history through the admin.
+@admin.register(AuditEvent)
+class AuditEventAdmin(ReadOnlyAdmin):
+    list_display = ("at", "actor", "verb", "object_type", "object_repr")
+    list_filter = ("verb", "object_type")
+    search_fields = ("object_repr", "verb", "actor__username")
+    date_hierarchy = "at"

@@ -3,6 +3,7 @@ from django.db.models.signals import post_migrate
 
 
 def _sync_roles(sender, **kwargs) -> None:
+    # core.services imports the models, which cannot be imported while the app registry loads.
     from core.services import roles_sync
 
     roles_sync()

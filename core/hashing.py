@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-from collections.abc import Iterable
 from typing import Any
 
 
@@ -19,12 +18,3 @@ def canonical_json(value: Any) -> str:
 
 def sha256_json(value: Any) -> str:
     return sha256_text(canonical_json(value))
-
-
-def sha256_of_hashes(hashes: Iterable[str]) -> str:
-    """Order-sensitive digest of a sequence of hex digests."""
-    digest = hashlib.sha256()
-    for value in hashes:
-        digest.update(value.encode("ascii"))
-        digest.update(b"\n")
-    return digest.hexdigest()

@@ -8,6 +8,8 @@ import requests
 from django.conf import settings
 from django.db import connection
 
+from shiftlab.celery import app
+
 
 @dataclass(frozen=True)
 class Probe:
@@ -32,8 +34,6 @@ def probe_database() -> Probe:
 def probe_broker() -> Probe:
     if settings.CELERY_TASK_ALWAYS_EAGER:
         return Probe("eager", "no CELERY_BROKER_URL: tasks run in the web process", critical=False)
-    from shiftlab.celery import app
-
     try:
         with app.connection_for_write() as conn:
             conn.ensure_connection(max_retries=1, timeout=settings.HEALTH_CHECK_TIMEOUT)

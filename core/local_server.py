@@ -5,6 +5,7 @@ commands, test fixtures and benchmark scripts share it.
 
 from __future__ import annotations
 
+import ctypes
 import os
 import signal
 import socket
@@ -52,8 +53,6 @@ def parent_death_signal() -> Callable[[], None] | None:
     if sys.platform != "linux":
         return None
     try:
-        import ctypes
-
         prctl = ctypes.CDLL(None, use_errno=True).prctl
     except (OSError, AttributeError):
         return None

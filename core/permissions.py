@@ -1,6 +1,6 @@
 from rest_framework.permissions import BasePermission
 
-from core.roles import is_admin, is_researcher
+from core.roles import is_researcher
 
 
 class IsResearcher(BasePermission):
@@ -10,10 +10,3 @@ class IsResearcher(BasePermission):
 
     def has_permission(self, request, view) -> bool:
         return is_researcher(request.user)
-
-
-class IsAdmin(BasePermission):
-    message = "This endpoint is for admins."
-
-    def has_permission(self, request, view) -> bool:
-        return is_admin(request.user)

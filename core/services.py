@@ -2,10 +2,11 @@ from __future__ import annotations
 
 from typing import Any
 
-from django.contrib.auth.models import AbstractBaseUser
+from django.contrib.auth.models import AbstractBaseUser, Group, Permission
 from django.db import models
 
 from core.models import AuditEvent
+from core.roles import Role
 
 
 def audit_record(
@@ -35,10 +36,6 @@ def roles_sync() -> None:
     Researchers get every permission of the science apps and may read the audit log; admins get
     every permission. Annotators get none here: they work in Argilla.
     """
-    from django.contrib.auth.models import Group, Permission
-
-    from core.roles import Role
-
     Group.objects.get_or_create(name=Role.ANNOTATOR)
     researcher, _ = Group.objects.get_or_create(name=Role.RESEARCHER)
     admin, _ = Group.objects.get_or_create(name=Role.ADMIN)

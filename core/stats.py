@@ -1,7 +1,10 @@
-"""Small, general statistics shared by the judge (transforms), the robustness reports and the
-human baselines (evaluation): Hodges–Lehmann location, percentile-bootstrap intervals, paired
-bootstrap tests, Holm's correction, compact letter displays, Wilson and Fisher z intervals and
-Fleiss' kappa. Pure: numpy and the standard library only, no Django, no I/O.
+"""General statistics shared by the judge (transforms), the robustness reports and the human
+baselines (evaluation): Hodges–Lehmann location, percentile-bootstrap intervals, paired bootstrap
+and Wilcoxon tests, Holm's correction, compact letter displays, Wilson and Fisher z intervals, and
+the rank correlations (Spearman's rho, Kendall's tau-b). Pure: numpy and scipy, no Django, no I/O.
+
+Agreement between raters lives in ``annotation.agreement``; statistics of benchmark results
+(paired shifts, split-half reliability, embedding drift) in ``evaluation.stats``.
 
 Every resampling function takes an explicit ``rng: numpy.random.Generator`` so results are
 reproducible from a seed and never depend on global random state.
@@ -15,6 +18,7 @@ from itertools import combinations
 from statistics import NormalDist
 
 import numpy as np
+from scipy import stats
 
 
 def _as_sample(data: Sequence[float] | np.ndarray, *, name: str = "data", min_size: int = 1) -> np.ndarray:
@@ -121,6 +125,17 @@ def paired_bootstrap_test(
     alpha = (1.0 - confidence) / 2.0
     low, high = np.percentile(replicates, [100 * alpha, 100 * (1 - alpha)])
     return PairedTestResult(d.size, observed, float(low), float(high), float((1 + extreme.sum()) / (1 + n_resamples)))
+
+
+def wilcoxon_p_value(differences: Sequence[float] | np.ndarray) -> tuple[float | None, float | None]:
+    """Two-sided Wilcoxon signed-rank test of the differences (scipy's defaults: zero differences
+    dropped, exact distribution for small samples). Returns (None, None) when it is undefined:
+    fewer than one non-zero difference; (0, 1.0) style answers are never invented."""
+    d = np.asarray(differences, dtype=float)
+    if np.count_nonzero(d) == 0:
+        return None, None
+    result = stats.wilcoxon(d)
+    return float(result.statistic), float(result.pvalue)
 
 
 def holm(p_values: Sequence[float] | np.ndarray) -> np.ndarray:
@@ -256,32 +271,50 @@ def fisher_z_interval(
     return float(np.tanh(z - half)), float(np.tanh(z + half))
 
 
-def fleiss_kappa(counts: Sequence[Sequence[int]] | np.ndarray) -> float | None:
-    """Fleiss' kappa from a subjects × categories table of how many raters chose each category.
-
-    Subjects may have different numbers of raters (at least two each; rows with fewer are
-    dropped): each subject's observed agreement is the share of agreeing rater pairs among its
-    own pairs, and chance agreement uses the category shares of all ratings. With the same number
-    of raters everywhere this is Fleiss' (1971) kappa exactly. Returns None when it is undefined:
-    no subject with two raters, or every rating in one category (chance agreement 1).
-
-    References
-    ----------
-    Fleiss, J. L. (1971). Measuring nominal scale agreement among many raters. Psychological
-    Bulletin 76(5), 378–382.
-    """
-    table = np.asarray(counts, dtype=float)
-    if table.ndim != 2:
-        raise ValueError(f"counts must be a subjects x categories table, got shape {table.shape}")
-    if np.any(table < 0) or not np.all(np.isfinite(table)):
-        raise ValueError("counts must be finite and non-negative")
-    raters = table.sum(axis=1)
-    table, raters = table[raters >= 2], raters[raters >= 2]
-    if table.shape[0] == 0:
+def spearman_rho(a: Sequence[float], b: Sequence[float]) -> float | None:
+    """Spearman's rho between paired values (None when undefined: fewer than three pairs or a
+    constant side)."""
+    if len(a) != len(b):
+        raise ValueError(f"paired values needed, got {len(a)} and {len(b)}")
+    if len(a) < 3 or len(set(a)) < 2 or len(set(b)) < 2:
         return None
-    observed = float(np.mean(((table * table).sum(axis=1) - raters) / (raters * (raters - 1))))
-    shares = table.sum(axis=0) / raters.sum()
-    chance = float(np.sum(shares * shares))
-    if chance >= 1.0 - 1e-12:
+    return float(stats.spearmanr(a, b).statistic)
+
+
+def kendall_tau(a: Sequence[float], b: Sequence[float]) -> float | None:
+    """Kendall's tau-b between two score lists over the same models (None when undefined)."""
+    if len(a) != len(b):
+        raise ValueError("both rankings must score the same models")
+    if len(a) < 2 or len(set(a)) < 2 or len(set(b)) < 2:
         return None
-    return (observed - chance) / (1.0 - chance)
+    return float(stats.kendalltau(a, b).statistic)
+
+
+@dataclass(frozen=True)
+class CorrelationResult:
+    n: int
+    spearman: float | None
+    ci_low: float | None
+    ci_high: float | None
+
+
+def spearman_with_ci(
+    x: Sequence[float], y: Sequence[float], *, rng: np.random.Generator, n_resamples: int = 1000
+) -> CorrelationResult:
+    """Spearman's rho with a 95% percentile-bootstrap interval over resampled pairs (resamples
+    where a side is constant are skipped: rho is undefined there)."""
+    a = np.asarray(x, dtype=float)
+    b = np.asarray(y, dtype=float)
+    if a.shape != b.shape or a.ndim != 1:
+        raise ValueError("x and y must be paired 1-D arrays")
+    if a.size < 3 or np.ptp(a) == 0 or np.ptp(b) == 0:
+        return CorrelationResult(int(a.size), None, None, None)
+    rho = float(stats.spearmanr(a, b).statistic)
+    replicates = []
+    for rows in rng.integers(0, a.size, (n_resamples, a.size)):
+        if np.ptp(a[rows]) > 0 and np.ptp(b[rows]) > 0:
+            replicates.append(stats.spearmanr(a[rows], b[rows]).statistic)
+    if not replicates:
+        return CorrelationResult(int(a.size), rho, None, None)
+    low, high = np.percentile(replicates, [2.5, 97.5])
+    return CorrelationResult(int(a.size), rho, float(low), float(high))

@@ -8,8 +8,21 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from scipy import stats as scipy_stats
 from statsmodels.stats.multitest import multipletests
+from statsmodels.stats.proportion import proportion_confint
 
-from core.stats import bootstrap_ci, compact_letters, hodges_lehmann, holm, paired_bootstrap_test
+from core.stats import (
+    bootstrap_ci,
+    compact_letters,
+    fisher_z_interval,
+    hodges_lehmann,
+    holm,
+    kendall_tau,
+    paired_bootstrap_test,
+    spearman_rho,
+    spearman_with_ci,
+    wilcoxon_p_value,
+    wilson_interval,
+)
 
 
 @pytest.mark.parametrize(
@@ -137,3 +150,65 @@ def test_compact_letters_share_a_letter_exactly_when_not_significant(case):
     for first, second in pairs:
         share = bool(set(letters[first]) & set(letters[second]))
         assert share == (frozenset((first, second)) not in significant)
+
+
+def test_wilcoxon_is_undefined_without_nonzero_differences():
+    assert wilcoxon_p_value([0.0, 0.0, 0.0]) == (None, None)
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    st.integers(1, 500).flatmap(lambda n: st.tuples(st.integers(0, n), st.just(n))),
+    st.sampled_from([0.8, 0.9, 0.95, 0.99]),
+)
+def test_wilson_interval_equals_statsmodels(count_and_n, confidence):
+    count, n = count_and_n
+    low, high = wilson_interval(count, n, confidence=confidence)
+    ref_low, ref_high = proportion_confint(count, n, alpha=1 - confidence, method="wilson")
+    assert low == pytest.approx(ref_low, abs=1e-12) and high == pytest.approx(ref_high, abs=1e-12)
+
+
+def test_wilson_interval_rejects_impossible_counts():
+    with pytest.raises(ValueError, match="successes"):
+        wilson_interval(6, 5)
+    with pytest.raises(ValueError, match="positive"):
+        wilson_interval(0, 0)
+
+
+def test_fisher_z_interval_on_a_hand_computed_example():
+    # r = 0.5, n = 28: z = atanh(0.5) = 0.549306, se = 1/sqrt(25) = 0.2, half-width 1.959964 * 0.2.
+    assert fisher_z_interval(0.5, 28) == pytest.approx((0.156028, 0.735818), abs=1e-6)
+    # Spearman (Bonett & Wright): se = sqrt((1 + 0.25/2) / 25) = 0.212132, so a wider interval.
+    assert fisher_z_interval(0.5, 28, method="spearman") == pytest.approx((0.132747, 0.746533), abs=1e-6)
+    assert fisher_z_interval(0.5, 3) is None and fisher_z_interval(float("nan"), 30) is None
+    assert fisher_z_interval(1.0, 10) == (1.0, 1.0)
+    with pytest.raises(ValueError, match="method"):
+        fisher_z_interval(0.5, 10, method="kendall")
+
+
+def test_rank_correlations_equal_scipy():
+    a, b = [1.0, 2.0, 3.0, 4.0, 5.0], [2.0, 1.0, 4.0, 3.0, 5.0]
+    assert spearman_rho(a, b) == pytest.approx(scipy_stats.spearmanr(a, b).statistic)
+    assert kendall_tau(a, b) == pytest.approx(scipy_stats.kendalltau(a, b).statistic)
+    assert spearman_rho([1, 1, 1], [1, 2, 3]) is None and spearman_rho([1, 2], [1, 2]) is None
+
+
+@given(st.lists(st.tuples(st.floats(0, 1), st.floats(0, 1)), min_size=2, max_size=15))
+@settings(max_examples=100)
+def test_kendall_tau_equals_scipy(pairs):
+    a, b = zip(*pairs, strict=True)
+    ours = kendall_tau(a, b)
+    if ours is None:
+        assert len(set(a)) < 2 or len(set(b)) < 2
+    else:
+        assert ours == pytest.approx(scipy_stats.kendalltau(a, b).statistic)
+
+
+def test_spearman_with_ci_matches_scipy_and_brackets_it():
+    rng = np.random.default_rng(2)
+    x = rng.normal(size=60)
+    y = -0.5 * x + rng.normal(size=60)
+    result = spearman_with_ci(x, y, rng=np.random.default_rng(0), n_resamples=400)
+    assert result.spearman == pytest.approx(scipy_stats.spearmanr(x, y).statistic)
+    assert result.ci_low < result.spearman < result.ci_high < 0
+    assert spearman_with_ci([1, 1, 1], [1, 2, 3], rng=np.random.default_rng(0)).spearman is None

@@ -178,7 +178,7 @@ def _read_jsonl(text: str, source: str) -> list[RawRow]:
 
 
 def _read_parquet(path: Path) -> list[RawRow]:
-    import pyarrow.parquet as pq
+    import pyarrow.parquet as pq  # heavy: loaded only when a Parquet file is read
 
     try:
         table = pq.read_table(path)

@@ -1,13 +1,11 @@
 from django.db.models import QuerySet
 
+from core.selectors import filter_given
 from corpora.models import Dataset, DatasetImport, DatasetItem
 
 
 def dataset_list(*, task_type: str | None = None) -> QuerySet[Dataset]:
-    datasets = Dataset.objects.select_related("created_by")
-    if task_type:
-        datasets = datasets.filter(task_type=task_type)
-    return datasets
+    return filter_given(Dataset.objects.select_related("created_by"), task_type=task_type)
 
 
 def dataset_get(*, name: str) -> Dataset:
@@ -15,12 +13,7 @@ def dataset_get(*, name: str) -> Dataset:
 
 
 def dataset_item_list(*, dataset: Dataset, split: str | None = None, kind: str | None = None) -> QuerySet[DatasetItem]:
-    items = dataset.items.order_by("position")
-    if split:
-        items = items.filter(split=split)
-    if kind:
-        items = items.filter(kind=kind)
-    return items
+    return filter_given(dataset.items.order_by("position"), split=split, kind=kind)
 
 
 def dataset_import_list(*, limit: int = 20) -> QuerySet[DatasetImport]:

@@ -114,7 +114,7 @@ def dataset_import_job_create(
             job = DatasetImport.objects.create(
                 name=name, task_type=task, upload_dir=str(upload_dir), options=options.as_dict(), created_by=created_by
             )
-            from corpora.tasks import run_dataset_import
+            from corpora.tasks import run_dataset_import  # the tasks module imports this one
 
             transaction.on_commit(lambda: run_dataset_import.delay(job.pk))
     except BaseException:

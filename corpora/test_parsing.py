@@ -2,6 +2,8 @@
 
 import json
 
+import pyarrow as pa
+import pyarrow.parquet as pq
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
@@ -197,9 +199,6 @@ def test_jsonl_errors_name_the_line(tmp_path):
 
 
 def test_parquet_rows_keep_lists(tmp_path):
-    import pyarrow as pa
-    import pyarrow.parquet as pq
-
     path = tmp_path / "rr.parquet"
     pq.write_table(pa.table({"query": ["q"], "positive": [["p"]], "negative": [["n1", "n2"]]}), path)
     parsed = parse_tables(read_source(path), task="reranking")

@@ -17,7 +17,7 @@ from __future__ import annotations
 import math
 from collections import defaultdict
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 
 from evaluation.benchmark_plan import BENCHMARK_AXES, ORIGINAL
 
@@ -53,6 +53,15 @@ class ModelAggregate:
     axes: Mapping[str, Summary]
     total: Summary
     complete: bool  # every benchmark axis has at least one transformation
+
+    def summaries_as_dict(self) -> dict:
+        """The original score and every summary as plain data (for JSON)."""
+        return {
+            "original": self.original,
+            "total": asdict(self.total),
+            "axes": {k: asdict(v) for k, v in self.axes.items()},
+            "transformations": {k: asdict(v) for k, v in self.transformations.items()},
+        }
 
 
 def mean_sd(values: Sequence[float]) -> tuple[float | None, float | None]:

@@ -1,6 +1,8 @@
 from django.apps import AppConfig
 from django.core import checks
 
+from evaluation.encoders import check_encoder_settings
+
 
 class EvaluationConfig(AppConfig):
     default_auto_field = "django.db.models.BigAutoField"
@@ -12,8 +14,6 @@ class EvaluationConfig(AppConfig):
 
 def check_encoders(app_configs, **kwargs) -> list[checks.CheckMessage]:
     """EVALUATION_ENCODERS must name loadable backends with valid options (no model is loaded)."""
-    from evaluation.encoders import check_encoder_settings
-
     return [
         checks.Error(
             problem, hint="Fix EVALUATION_ENCODERS in settings or the SHIFTLAB_ENCODERS variable.", id="evaluation.E001"

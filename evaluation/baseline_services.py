@@ -15,6 +15,7 @@ from annotation.models import BaselineAnswer, BaselineStudy
 from core.errors import ShiftlabError
 from corpora.selectors import dataset_item_list
 from corpora.task_types import TaskType
+from evaluation.baseline_predictions import score_model_on_instances
 from evaluation.encoders import get_encoder
 from evaluation.human_baseline import (
     INTERVALS,
@@ -25,7 +26,6 @@ from evaluation.human_baseline import (
     RaterScore,
     interval_position,
     score_answers,
-    score_model_on_instances,
 )
 from evaluation.services import DEFAULT_SEED, TRAIN_SPLIT, cached_encode
 

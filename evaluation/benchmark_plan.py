@@ -81,6 +81,12 @@ class Unit:
         return cls(str(data["model"]), str(data["dataset"]), str(data["transformation"]), int(data["seed"]))
 
 
+def transform_run_key(dataset: str, transformation: str, seed: int) -> str:
+    """The key of a run plan's ``transform_runs``: the units of every model share the
+    transformation run of their (dataset, transformation, seed)."""
+    return f"{dataset}|{transformation}|{seed}"
+
+
 def plan_from_datasets(names: Sequence[str]) -> Plan:
     """Original data only: one unit per model and dataset."""
     if not names:

@@ -1,19 +1,12 @@
 """Benchmark runs: create from a validated config or from datasets, execute units (one Celery task
-each), finalise, resume. Results go to the database (one row per unit, unique) and to one
-MTEB-style JSON file per unit under ``DATA_DIR/results/<run>/``."""
+each), finalise, resume. Results go to the database (one row per unit, unique); scoring a unit
+and writing its MTEB-style result file is ``evaluation.benchmark_scoring``."""
 
 from __future__ import annotations
 
-import json
-import math
-import os
-import time
-import uuid
 from collections.abc import Sequence
-from pathlib import Path
-from typing import Any
+from typing import Any, TypedDict, Unpack
 
-from django.conf import settings
 from django.contrib.auth.models import AbstractBaseUser
 from django.core.exceptions import ImproperlyConfigured
 from django.db import IntegrityError, transaction
@@ -23,8 +16,8 @@ from django.utils import timezone
 from annotation.config_export import Format, config_verify
 from core.errors import ShiftlabError
 from core.services import audit_record
-from corpora.models import Dataset, DatasetItem
-from corpora.task_types import TaskType, task_spec
+from corpora.models import Dataset
+from corpora.task_types import TaskType
 from evaluation.benchmark_plan import (
     Plan,
     PlanError,
@@ -33,23 +26,35 @@ from evaluation.benchmark_plan import (
     plan_from_config,
     plan_from_datasets,
     spec_as_dict,
+    transform_run_key,
 )
-from evaluation.encoders import EncoderError, get_encoder, slug
+from evaluation.benchmark_scoring import benchmark_unit_score
+from evaluation.encoders import EncoderError, get_encoder
 from evaluation.models import BenchmarkResult, BenchmarkRun
-from evaluation.services import DEFAULT_SEED, TRAIN_SPLIT, examples_evaluate
-from transforms.models import TransformedItem, TransformRun
-from transforms.registry import TRANSFORMATIONS
-from transforms.services import (
-    GenerationParams,
-    TransientBackendError,
-    transform_run_create,
-    transform_run_execute_inline,
-)
+from evaluation.services import TRAIN_SPLIT
+from transforms.models import TransformRun
+from transforms.services import GenerationParams, TransientBackendError, transform_run_create
 
 MAX_ERROR_LINES = 20
 
 
 # --- creation ---------------------------------------------------------------------------------
+
+
+class RunOptions(TypedDict, total=False):
+    """What both ways of creating a run accept besides the plan and the models.
+
+    limit: score only the first ``limit`` examples of each dataset (default all);
+    split: the evaluated split (default "test"); name: shown in lists (default "");
+    created_by: the user, audited (default None); dispatch: queue the run's tasks once the
+    transaction commits (default True; False leaves it pending).
+    """
+
+    limit: int | None
+    split: str
+    name: str
+    created_by: AbstractBaseUser | None
+    dispatch: bool
 
 
 def benchmark_run_create_from_config(
@@ -60,11 +65,7 @@ def benchmark_run_create_from_config(
     datasets: Sequence[str] | None = None,
     seeds: Sequence[int] | None = None,
     transformations: Sequence[str] | None = None,
-    limit: int | None = None,
-    split: str = "test",
-    name: str = "",
-    created_by: AbstractBaseUser | None = None,
-    dispatch: bool = True,
+    **options: Unpack[RunOptions],
 ) -> BenchmarkRun:
     """A run over a validated config file's approved transformations (and the original data).
     The file must verify (hash and canonical form) or nothing is created."""
@@ -85,23 +86,12 @@ def benchmark_run_create_from_config(
         config_hash=check.declared_hash or "",
         config_document=check.document,
         models=models,
-        limit=limit,
-        split=split,
-        name=name,
-        created_by=created_by,
-        dispatch=dispatch,
+        **options,
     )
 
 
 def benchmark_run_create_from_datasets(
-    *,
-    datasets: Sequence[str],
-    models: Sequence[str],
-    limit: int | None = None,
-    split: str = "test",
-    name: str = "",
-    created_by: AbstractBaseUser | None = None,
-    dispatch: bool = True,
+    *, datasets: Sequence[str], models: Sequence[str], **options: Unpack[RunOptions]
 ) -> BenchmarkRun:
     """A run on original data only: models x datasets."""
     try:
@@ -114,11 +104,7 @@ def benchmark_run_create_from_datasets(
         config_hash="",
         config_document=None,
         models=models,
-        limit=limit,
-        split=split,
-        name=name,
-        created_by=created_by,
-        dispatch=dispatch,
+        **options,
     )
 
 
@@ -129,11 +115,11 @@ def _benchmark_run_create(
     config_hash: str,
     config_document: dict | None,
     models: Sequence[str],
-    limit: int | None,
-    split: str,
-    name: str,
-    created_by: AbstractBaseUser | None,
-    dispatch: bool,
+    limit: int | None = None,
+    split: str = "test",
+    name: str = "",
+    created_by: AbstractBaseUser | None = None,
+    dispatch: bool = True,
 ) -> BenchmarkRun:
     models = list(dict.fromkeys(m.strip() for m in models if m.strip()))
     if not models:
@@ -151,7 +137,7 @@ def _benchmark_run_create(
         # Transformation runs are made (or found) now, not in the unit tasks, so that the units of
         # several models share one run per (dataset, transformation, seed).
         transform_runs = {
-            _transform_key(name, spec.transformation, seed): _transform_run_for(
+            transform_run_key(name, spec.transformation, seed): _transform_run_for(
                 dataset=datasets[name], spec=spec, seed=seed, limit=limit, created_by=created_by
             ).pk
             for name in datasets
@@ -188,7 +174,7 @@ def _benchmark_run_create(
 
 
 def _dispatch(run_id: int) -> None:
-    from evaluation.tasks import start_benchmark_run
+    from evaluation.tasks import start_benchmark_run  # the tasks module imports this one
 
     start_benchmark_run.delay(run_id)
 
@@ -209,10 +195,6 @@ def _dataset_checked(name: str, content_hash: str | None, split: str) -> Dataset
     ):
         raise ShiftlabError(f"classification dataset {name} needs a {TRAIN_SPLIT!r} split and another split to score")
     return dataset
-
-
-def _transform_key(dataset: str, transformation: str, seed: int) -> str:
-    return f"{dataset}|{transformation}|{seed}"
 
 
 def _transform_run_for(
@@ -296,7 +278,7 @@ def benchmark_unit_execute(*, run_id: int, unit: dict[str, Any]) -> bool:
     if BenchmarkResult.objects.filter(**key).exists():
         return False
     try:
-        row = _score_unit(run, u)
+        row = benchmark_unit_score(run=run, unit=u)
     except TransientBackendError:
         raise
     except (ShiftlabError, ImproperlyConfigured, ValueError) as exc:
@@ -312,158 +294,6 @@ def benchmark_unit_execute(*, run_id: int, unit: dict[str, Any]) -> bool:
         pass
     _finalize_when_complete(run_id)
     return stored
-
-
-def _score_unit(run: BenchmarkRun, u: Unit) -> dict[str, Any]:
-    dataset = Dataset.objects.get(name=u.dataset)
-    encoder = get_encoder(u.model)
-    started = time.perf_counter()
-    examples = _scoped_examples(dataset, run.split, run.item_limit)
-    transform_run, original, left_out = None, None, 0
-    if u.is_original:
-        result = _evaluate(dataset, run.split, examples, encoder)
-    else:
-        transform_run_id = run.plan["transform_runs"][_transform_key(*_unit_run_key(u))]
-        transform_run = transform_run_execute_inline(run_id=transform_run_id)  # what it still lacks, in this task
-        kept_original, kept_transformed = _paired_examples(dataset, transform_run, examples)
-        left_out = len(examples) - len(kept_original)
-        if not kept_original:
-            raise ShiftlabError(f"every {u.transformation} output of transformation run {transform_run.pk} failed")
-        result = _evaluate(dataset, run.split, kept_transformed, encoder)
-        original = _evaluate(dataset, run.split, kept_original, encoder)
-    for scored in (result, original):
-        if scored is not None and not math.isfinite(scored.main_score):
-            raise ShiftlabError(
-                f"{result.main_metric} is undefined on the {len(examples) - left_out} items left "
-                f"({left_out} left out because their transformation failed): use more items"
-            )
-    row = {
-        "run": run,
-        "model": u.model,
-        "model_id": encoder.model_id,
-        "model_revision": encoder.revision,
-        "dataset": dataset,
-        "transformation": u.transformation,
-        "seed": u.seed,
-        "axis": "" if u.is_original else TRANSFORMATIONS[u.transformation].axis.value,
-        "transform_run": transform_run,
-        "main_metric": result.main_metric,
-        "main_score": float(result.main_score),
-        "metrics": _clean(result.metrics()),
-        "n_items": len(examples) - left_out,
-        "n_left_out": left_out,
-        "original_main_score": None if original is None else float(original.main_score),
-        "original_metrics": None if original is None else _clean(original.metrics()),
-        "evaluation_time_s": time.perf_counter() - started,
-    }
-    row["result_path"] = str(_write_result_file(row, dataset=dataset, split=run.split))
-    return row
-
-
-def _evaluate(dataset: Dataset, split: str, examples, encoder):
-    # Seeded protocols (classification, clustering) use MTEB's seed: the unit's seed is the
-    # transformation's, so original and transformed scores differ only by the texts.
-    return examples_evaluate(
-        dataset=dataset, split=split, examples=[e[:3] for e in examples], encoder=encoder, seed=DEFAULT_SEED
-    )
-
-
-def _unit_run_key(u: Unit) -> tuple[str, str, int]:
-    return u.dataset, u.transformation, u.seed
-
-
-def _scoped_examples(dataset: Dataset, split: str, limit: int | None) -> list[tuple[str, dict, object, int]]:
-    """(item_id, payload, gold, pk) of the evaluated split; with a limit, of the first ``limit``
-    examples of the dataset (the items a transformation run with the same limit covers)."""
-    items = DatasetItem.objects.filter(dataset=dataset, kind="example").order_by("position")
-    if limit:
-        items = items.filter(pk__in=list(items.values_list("pk", flat=True)[:limit]))
-    rows = items.filter(split=split).values_list("item_id", "payload", "gold", "pk")
-    examples = [(item_id, payload, gold, pk) for item_id, payload, gold, pk in rows]
-    if not examples:
-        raise ShiftlabError(f"dataset {dataset.name} has no {split!r} examples in the evaluated range")
-    return examples
-
-
-def _paired_examples(dataset: Dataset, transform_run: TransformRun, examples):
-    """The examples whose every transformed field succeeded, as original and as transformed.
-    A failed transformation leaves the item out of both, never replaced by its original text."""
-    fields = task_spec(dataset.task_type).transformable_fields
-    outputs = {
-        (item_pk, side): (ok, text)
-        for item_pk, side, ok, text in TransformedItem.objects.filter(run=transform_run).values_list(
-            "item_id", "side", "ok", "output_text"
-        )
-    }
-    kept_original, kept_transformed = [], []
-    for item_id, payload, gold, pk in examples:
-        outs = [outputs.get((pk, side)) for side in fields]
-        if any(out is None or not out[0] for out in outs):
-            continue
-        kept_original.append((item_id, payload, gold, pk))
-        transformed = {**payload, **{side: out[1] for side, out in zip(fields, outs, strict=True)}}
-        kept_transformed.append((item_id, transformed, gold, pk))
-    return kept_original, kept_transformed
-
-
-def _clean(metrics: dict) -> dict:
-    """JSON-safe metrics (NaN and infinities become null)."""
-    return json.loads(json.dumps(metrics, default=float).replace("NaN", "null").replace("Infinity", "null"))
-
-
-def result_directory(run_id: int) -> Path:
-    return Path(settings.DATA_DIR) / "results" / str(run_id)
-
-
-def _write_result_file(row: dict[str, Any], *, dataset: Dataset, split: str) -> Path:
-    """The unit's MTEB-style result file (task name, revision, scores per split), with Shiftlab's
-    unit description alongside. Written atomically; a redelivered unit rewrites the same path."""
-    run: BenchmarkRun = row["run"]
-    name = row["transformation"] if row["axis"] == "" else f"{row['transformation']}-seed{row['seed']}"
-    path = result_directory(run.pk) / slug(row["model"]) / slug(dataset.name) / f"{name}.json"
-    document = {
-        "dataset_revision": dataset.content_hash,
-        "task_name": dataset.name,
-        "mteb_version": None,
-        "evaluation_time": row["evaluation_time_s"],
-        "kg_co2_emissions": None,
-        "scores": {
-            split: [
-                {
-                    **row["metrics"],
-                    "main_score": row["main_score"],
-                    "hf_subset": "default",
-                    "languages": list(dataset.languages),
-                }
-            ]
-        },
-        "shiftlab": {
-            "benchmark_run": run.pk,
-            "config_hash": run.config_hash,
-            "model": row["model"],
-            "model_id": row["model_id"],
-            "model_revision": row["model_revision"],
-            "task_type": dataset.task_type,
-            "main_metric": row["main_metric"],
-            "transformation": row["transformation"],
-            "axis": row["axis"],
-            "seed": row["seed"],
-            "transform_run": row["transform_run"].pk if row["transform_run"] else None,
-            "n_items": row["n_items"],
-            "n_left_out": row["n_left_out"],
-            "original_same_items": None
-            if row["original_main_score"] is None
-            else {"main_score": row["original_main_score"], "metrics": row["original_metrics"]},
-        },
-    }
-    path.parent.mkdir(parents=True, exist_ok=True)
-    temporary = path.with_name(f".{path.name}.{uuid.uuid4().hex}.tmp")
-    try:
-        temporary.write_text(json.dumps(document, indent=2, sort_keys=True), encoding="utf-8")
-        os.replace(temporary, path)
-    finally:
-        temporary.unlink(missing_ok=True)
-    return path
 
 
 def _record_failure(run_id: int, u: Unit, exc: Exception) -> None:

@@ -19,8 +19,12 @@ from __future__ import annotations
 import json
 import sys
 
+import numpy as np
+
 
 def _load(options: dict):
+    # Imported here so that a missing or broken torch install is reported to the parent
+    # through the protocol (main catches it) instead of killing the worker silently.
     import torch
     from sentence_transformers import SentenceTransformer
 
@@ -49,8 +53,6 @@ def main() -> None:
         _send(protocol, {"ok": False, "error": f"{type(exc).__name__}: {exc}"})
         return
     _send(protocol, {"ok": True, "dim": model.get_sentence_embedding_dimension(), "device": str(model.device)})
-    import numpy as np
-
     for line in sys.stdin.buffer:
         request = json.loads(line)
         try:

@@ -33,6 +33,7 @@ import numpy as np
 from django.conf import settings
 from django.core.exceptions import ImproperlyConfigured
 from django.utils.module_loading import import_string
+from huggingface_hub import snapshot_download
 
 from core.errors import ShiftlabError
 
@@ -273,8 +274,6 @@ def _resolve_model_path(model: str) -> Path:
     if path.is_dir():
         return path.resolve()
     try:
-        from huggingface_hub import snapshot_download
-
         return Path(snapshot_download(repo_id=model))
     except Exception as exc:  # hub errors are many unrelated types (offline, missing, invalid id)
         raise EncoderError(

@@ -18,8 +18,8 @@ task_type                 texts                  group                  gold    
 Clustering instances of one batch are shown together and a cluster id only means something within
 its batch; reranking candidates of one query form one ranking.
 
-Scoring (``score_answers`` for raters, ``score_model_on_instances`` for a model; both end in
-``score_predictions``, which calls the evaluators' own scoring functions):
+Scoring (``score_answers`` for raters, ``evaluation.baseline_predictions`` for a model; both end
+in ``score_predictions``, which calls the evaluators' own scoring functions):
 
 - **sts**: a rater's ratings (a model's cosine similarities) correlated with gold, Spearman
   (``correlation_scores``, as STSEvaluator); pooled humans: the mean rating per pair against gold;
@@ -57,20 +57,18 @@ from __future__ import annotations
 
 import math
 from collections import Counter, defaultdict
-from collections.abc import Hashable, Iterable, Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 
 import numpy as np
 from sklearn.metrics import adjusted_rand_score
 
-from core.stats import fisher_z_interval, fleiss_kappa, wilson_interval
-from evaluation.evaluators.base import Encode, split_rows
-from evaluation.evaluators.classification import ClassificationEvaluator, classification_scores
-from evaluation.evaluators.clustering import ClusteringEvaluator, clustering_v_measure
+from annotation.agreement import fleiss_kappa, pairwise_agreement
+from core.stats import fisher_z_interval, kendall_tau, spearman_rho, wilson_interval
+from evaluation.evaluators.classification import classification_scores
+from evaluation.evaluators.clustering import clustering_v_measure
 from evaluation.evaluators.ranking import reranking_result
-from evaluation.evaluators.similarity import SIMILARITY_FUNCTIONS, paired_scores, similarity_matrix
 from evaluation.evaluators.sts import correlation_scores
-from evaluation.stats import kendall_tau, pairwise_agreement, spearman_rho
 
 TASK_TYPES = ("sts", "classification", "clustering", "reranking")
 MAIN_METRICS = {"sts": "spearman", "classification": "accuracy", "clustering": "v_measure", "reranking": "map_at_1000"}
@@ -182,7 +180,7 @@ def score_predictions(
     Instances without a prediction are left out; a clustering batch or reranking query is scored
     only when every one of its instances has a prediction.
     """
-    task = _task_type(instances)
+    task = task_type_of(instances)
     metric = MAIN_METRICS[task]
     if task == "sts":
         answered = [i for i in instances if i.key in predictions]
@@ -215,7 +213,7 @@ def score_predictions(
             *_interval(ci, "wilson"),
             metrics=asdict(scores),
         )
-    groups = [g for g in _groups(instances).values() if all(i.key in predictions for i in g)]
+    groups = [g for g in instance_groups(instances).values() if all(i.key in predictions for i in g)]
     if task == "clustering":
         groups = [g for g in groups if len({str(i.gold) for i in g}) >= 2]
         values = [clustering_v_measure([str(i.gold) for i in g], [str(predictions[i.key]) for i in g]) for g in groups]
@@ -257,7 +255,7 @@ def score_answers(
     Raises ValueError for an answer to an unknown instance, two answers of one rater to one
     instance, or an answer value the task cannot use.
     """
-    task = _task_type(instances)
+    task = task_type_of(instances)
     by_key = {i.key: i for i in instances}
     by_rater: dict[str, dict[str, float | int | str]] = defaultdict(dict)
     n_answers = 0
@@ -275,91 +273,6 @@ def score_answers(
     return BaselineScore(
         task, MAIN_METRICS[task], len(instances), n_answers, pooled, raters, _agreement(task, instances, by_rater)
     )
-
-
-def model_predictions(
-    instances: Sequence[Instance], encode: Encode, *, seed: int = 42, similarity_fn_name: str = "cosine"
-) -> dict[str, float | str]:
-    """What a model predicts for each instance, for ``score_predictions``: the cosine similarity of
-    the pair (sts; the MTEB main score's), the cluster id from the single protocol's k-means over
-    each batch with k = the number of gold labels in the batch (clustering; batches with one gold
-    label get none), or the similarity of query and candidate (reranking). Classification has no
-    per-instance prediction: its protocol averages experiments (``score_model_on_instances``)."""
-    task = _task_type(instances)
-    if task == "sts":
-        _check_texts(instances, 2)
-        left, right = split_rows(
-            encode([*(i.texts[0] for i in instances), *(i.texts[1] for i in instances)]),
-            [len(instances), len(instances)],
-        )
-        cosine = paired_scores(left, right)["cosine"]
-        return {i.key: float(c) for i, c in zip(instances, cosine, strict=True)}
-    if task == "clustering":
-        _check_texts(instances, 1)
-        groups = [g for g in _groups(instances).values() if len({str(i.gold) for i in g}) >= 2]
-        embeddings = split_rows(encode([i.texts[0] for g in groups for i in g]), [len(g) for g in groups])
-        evaluator = ClusteringEvaluator(protocol="single", seed=seed)
-        predictions: dict[str, float | str] = {}
-        for group, matrix in zip(groups, embeddings, strict=True):
-            assigned = evaluator.single_assignment(matrix, len({str(i.gold) for i in group}))
-            predictions.update({i.key: str(a) for i, a in zip(group, assigned, strict=True)})
-        return predictions
-    if task == "reranking":
-        if similarity_fn_name not in SIMILARITY_FUNCTIONS:
-            raise ValueError(f"similarity_fn_name must be one of {SIMILARITY_FUNCTIONS}, got {similarity_fn_name!r}")
-        _check_texts(instances, 2)
-        groups = list(_groups(instances).values())
-        for group in groups:
-            if len({i.texts[0] for i in group}) != 1:
-                raise ValueError(f"reranking group {group[0].group!r} holds more than one query text")
-        queries = encode([g[0].texts[0] for g in groups], prompt_type="query")
-        candidates = split_rows(
-            encode([i.texts[1] for g in groups for i in g], prompt_type="document"), [len(g) for g in groups]
-        )
-        predictions = {}
-        for group, query, matrix in zip(groups, queries, candidates, strict=True):
-            row = similarity_matrix(query[None, :], matrix, function=similarity_fn_name)[0]
-            predictions.update({i.key: float(s) for i, s in zip(group, row, strict=True)})
-        return predictions
-    raise ValueError("classification predictions come from the few-shot protocol: use score_model_on_instances")
-
-
-def score_model_on_instances(
-    instances: Sequence[Instance],
-    encode: Encode,
-    *,
-    rater: str = "model",
-    train_texts: Sequence[str] | None = None,
-    train_labels: Sequence[Hashable] | None = None,
-    seed: int = 42,
-    similarity_fn_name: str = "cosine",
-    confidence: float = 0.95,
-) -> RaterScore:
-    """Score a model on exactly these instances with the evaluators that score raters.
-
-    Classification follows ClassificationEvaluator's protocol: logistic regression fitted on
-    ``train_texts``/``train_labels`` (the dataset's train split) in each of its seeded experiments,
-    predicting the instances' texts; the score is the mean accuracy over experiments, with a
-    Wilson interval on that mean. Other tasks score ``model_predictions`` with
-    ``score_predictions``, exactly as a rater's answers are scored.
-    """
-    task = _task_type(instances)
-    if task != "classification":
-        predictions = model_predictions(instances, encode, seed=seed, similarity_fn_name=similarity_fn_name)
-        return score_predictions(instances, predictions, rater=rater, confidence=confidence)
-    if train_texts is None or train_labels is None or not len(train_texts):
-        raise ValueError("classification needs the training texts and labels the classifier is fitted on")
-    _check_texts(instances, 1)
-    result = ClassificationEvaluator(seed=seed).evaluate(
-        list(train_texts),
-        [str(label) for label in train_labels],
-        [i.texts[0] for i in instances],
-        [str(i.gold) for i in instances],
-        encode=encode,
-    )
-    n = len(instances)
-    ci = wilson_interval(result.accuracy * n, n, confidence=confidence)
-    return RaterScore(rater, "accuracy", result.accuracy, n, n, *_interval(ci, "wilson"), metrics=result.metrics())
 
 
 def _pooled(
@@ -396,7 +309,7 @@ def _pooled(
     # The batches some rater's score stands on: complete, with two gold labels or more.
     scored = [
         g
-        for g in _groups(instances).values()
+        for g in instance_groups(instances).values()
         if len({str(i.gold) for i in g}) >= 2 and any(all(i.key in by_rater[r.rater] for i in g) for r in defined)
     ]
     return RaterScore(
@@ -423,7 +336,7 @@ def _agreement(
         )
     if task == "clustering":
         aris = []
-        for group in _groups(instances).values():
+        for group in instance_groups(instances).values():
             keys = {i.key for i in group}
             within = {name: {k: v for k, v in ratings.items() if k in keys} for name, ratings in by_rater.items()}
             aris += pairwise_agreement(within, lambda a, b: float(adjusted_rand_score(a, b)))
@@ -437,7 +350,7 @@ def _agreement(
     return kappa, Agreement("mean_pairwise_kendall_tau", _mean(taus), shared, len(taus))
 
 
-def _task_type(instances: Sequence[Instance]) -> str:
+def task_type_of(instances: Sequence[Instance]) -> str:
     if not instances:
         raise ValueError("no instances to score")
     kinds = {i.task_type for i in instances}
@@ -450,18 +363,12 @@ def _task_type(instances: Sequence[Instance]) -> str:
     return kinds.pop()
 
 
-def _groups(instances: Sequence[Instance]) -> dict[str, list[Instance]]:
+def instance_groups(instances: Sequence[Instance]) -> dict[str, list[Instance]]:
     """Instances by batch or query, in first-seen order."""
     groups: dict[str, list[Instance]] = {}
     for instance in instances:
         groups.setdefault(instance.group, []).append(instance)
     return groups
-
-
-def _check_texts(instances: Sequence[Instance], n: int) -> None:
-    for instance in instances:
-        if len(instance.texts) < n:
-            raise ValueError(f"instance {instance.key} needs {n} text(s), has {len(instance.texts)}")
 
 
 def _answer_value(task: str, answer: Answer) -> float | int | str:

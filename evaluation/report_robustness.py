@@ -14,13 +14,13 @@ from django.db.models import Avg
 
 from annotation.models import Rating
 from core.errors import ShiftlabError
-from evaluation.aggregation import UnitScore
 from evaluation.embedding_cache import encode_cached
 from evaluation.encoders import get_encoder
 from evaluation.figures import FORMATS, report_figures
 from evaluation.models import BenchmarkRun
 from evaluation.robustness import DriftItem, RobustnessReport, robustness_analyse
-from evaluation.selectors import benchmark_result_list
+from evaluation.robustness_tables import robustness_csv, robustness_latex
+from evaluation.selectors import benchmark_result_list, unit_score
 from evaluation.stats import embedding_drift
 
 QUALITY_QUESTION = "quality"
@@ -30,18 +30,7 @@ CSV_NAME, JSON_NAME, LATEX_NAME = "robustness.csv", "robustness.json", "robustne
 
 def robustness_report_get(*, run: BenchmarkRun) -> RobustnessReport:
     results = list(benchmark_result_list(run=run))
-    units = [
-        UnitScore(
-            model=r.model,
-            dataset=r.dataset.name,
-            transformation=r.transformation,
-            axis=r.axis,
-            seed=r.seed,
-            score=r.main_score,
-            original_score=r.original_main_score,
-        )
-        for r in results
-    ]
+    units = [unit_score(r) for r in results]
     task_types = {r.dataset.name: r.dataset.task_type for r in results}
     drift_items, drift_note = None, None
     try:
@@ -113,9 +102,9 @@ def robustness_report_file(report: RobustnessReport, name: str) -> str | bytes |
 
 def _table_files(report: RobustnessReport) -> dict[str, str | bytes]:
     return {
-        CSV_NAME: report.as_csv(),
+        CSV_NAME: robustness_csv(report),
         JSON_NAME: json.dumps(report.as_dict(), indent=2, default=_json_default),
-        LATEX_NAME: report.as_latex(),
+        LATEX_NAME: robustness_latex(report),
     }
 
 

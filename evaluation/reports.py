@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 
 from evaluation.aggregation import ModelAggregate, Summary
 from evaluation.benchmark_plan import BENCHMARK_AXES
@@ -49,14 +49,7 @@ class BenchmarkReport:
             "source": run.source,
             "models": run.model_names,
             "aggregates": {
-                model: {
-                    "original": agg.original,
-                    "total": asdict(agg.total),
-                    "complete": agg.complete,
-                    "axes": {k: asdict(v) for k, v in agg.axes.items()},
-                    "transformations": {k: asdict(v) for k, v in agg.transformations.items()},
-                }
-                for model, agg in self.aggregates.items()
+                model: {**agg.summaries_as_dict(), "complete": agg.complete} for model, agg in self.aggregates.items()
             },
             "units": [
                 {

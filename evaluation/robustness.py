@@ -1,7 +1,8 @@
 """Robustness report of a benchmark run (pure module: no Django, no I/O).
 
 Takes the run's units as ``aggregation.UnitScore`` rows (transformed units carry the original
-data's score on the same items) and answers the questions of SPEC §5 with ``evaluation.stats``:
+data's score on the same items) and answers the questions of SPEC §5 with ``evaluation.stats``
+and ``core.stats``:
 
 - **original vs transformed**: Hodges–Lehmann shift (transformed − original) with a seeded 95%
   bootstrap CI, Wilcoxon p and Holm-adjusted p, per transformation and per axis, for each model and
@@ -18,26 +19,16 @@ data's score on the same items) and answers the questions of SPEC §5 with ``eva
 
 from __future__ import annotations
 
-import csv
-import io
-import math
 from collections import defaultdict
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 
 import numpy as np
 
+from core.stats import CorrelationResult, kendall_tau, spearman_with_ci
 from evaluation.aggregation import ModelAggregate, UnitScore, aggregate, mean_sd
 from evaluation.benchmark_plan import BENCHMARK_AXES, ORIGINAL
-from evaluation.stats import (
-    CorrelationResult,
-    ShiftResult,
-    aggregate_runs,
-    kendall_tau,
-    paired_shifts,
-    spearman_with_ci,
-    split_half_reliability,
-)
+from evaluation.stats import ShiftResult, aggregate_runs, paired_shifts, split_half_reliability
 
 ALL_MODELS = "all models"
 POOLED = "pooled"
@@ -140,15 +131,7 @@ class RobustnessReport:
             "models": list(self.models),
             "axes": list(self.axes),
             "transformations": [{"name": t, "axis": self.axis_of[t]} for t in self.transformations],
-            "aggregates": {
-                m: {
-                    "original": a.original,
-                    "total": asdict(a.total),
-                    "axes": {k: asdict(v) for k, v in a.axes.items()},
-                    "transformations": {k: asdict(v) for k, v in a.transformations.items()},
-                }
-                for m, a in self.aggregates.items()
-            },
+            "aggregates": {m: a.summaries_as_dict() for m, a in self.aggregates.items()},
             "shifts": [
                 {
                     "scope": t.scope,
@@ -169,101 +152,6 @@ class RobustnessReport:
             "drift_vs_quality": [{"transformation": d.transformation, **asdict(d.correlation)} for d in self.drift],
             "notes": dict(self.notes),
         }
-
-    def as_csv(self) -> str:
-        """Every table in long form: one row per (table, unit, scope, label, statistic)."""
-        out = io.StringIO()
-        writer = csv.writer(out, lineterminator="\n")
-        writer.writerow(["table", "unit", "scope", "label", "statistic", "value"])
-        for model, agg in self.aggregates.items():
-            writer.writerow(["scores", "mean over datasets", model, ORIGINAL, "mean", agg.original])
-            for level, summaries in (
-                ("transformation", agg.transformations),
-                ("axis", agg.axes),
-                ("total", {"total": agg.total}),
-            ):
-                for label, s in summaries.items():
-                    for stat in ("mean", "sd", "n_seeds", "delta"):
-                        writer.writerow(
-                            [
-                                f"scores per {level}",
-                                "mean over datasets, SD over seeds",
-                                model,
-                                label,
-                                stat,
-                                getattr(s, stat),
-                            ]
-                        )
-        for table in self.shifts:
-            for row in table.rows:
-                _write_shift(writer, f"shift per {table.level}", table.description, table.scope, row)
-        for row in self.comparisons:
-            _write_shift(writer, "model vs baseline", f"unit: dataset × seed; baseline {self.baseline}", "", row)
-        for tau in self.taus:
-            for stat in ("n", "mean", "sd"):
-                writer.writerow(
-                    [
-                        f"kendall tau per {tau.level}",
-                        "unit: dataset × seed ranking of the models",
-                        ALL_MODELS,
-                        tau.label,
-                        stat,
-                        getattr(tau, stat),
-                    ]
-                )
-        for rel in self.reliability:
-            for stat in ("n_datasets", "n_models", "n_splits", "median"):
-                writer.writerow(
-                    [
-                        "split-half reliability",
-                        "dataset × model mean Δ, strata: task type",
-                        ALL_MODELS,
-                        rel.axis,
-                        stat,
-                        getattr(rel, stat),
-                    ]
-                )
-        for d in self.drift:
-            for stat in ("n", "spearman", "ci_low", "ci_high"):
-                writer.writerow(
-                    [
-                        "drift vs quality",
-                        "unit: rated transformed item",
-                        self.models[0] if self.models else "",
-                        d.transformation,
-                        stat,
-                        getattr(d.correlation, stat),
-                    ]
-                )
-        return out.getvalue()
-
-    def as_latex(self) -> str:
-        """The per-axis model table (mean ± SD over seeds) as a booktabs LaTeX table."""
-        header = ["Model", "Original", *(_latex_escape(a) for a in self.axes), "Total"]
-        lines = [
-            r"\begin{table}[t]",
-            r"\centering",
-            r"\begin{tabular}{l" + "r" * (len(header) - 1) + "}",
-            r"\toprule",
-            " & ".join(header) + r" \\",
-            r"\midrule",
-        ]
-        for model in self.models:
-            agg = self.aggregates.get(model)
-            if agg is None:
-                continue
-            cells = [_latex_escape(model), _latex_number(agg.original)]
-            cells += [_latex_summary(agg.axes.get(axis)) for axis in self.axes]
-            cells.append(_latex_summary(agg.total))
-            lines.append(" & ".join(cells) + r" \\")
-        lines += [
-            r"\bottomrule",
-            r"\end{tabular}",
-            r"\caption{Main score per model and axis: mean $\pm$ sample SD over seeds; an axis is the mean "
-            r"of its transformations, the total the unweighted mean of the benchmark axes.}",
-            r"\end{table}",
-        ]
-        return "\n".join(lines) + "\n"
 
 
 def robustness_analyse(
@@ -425,47 +313,3 @@ def _axis_order(axis: str) -> tuple[int, str]:
 def _summary_delta(agg: ModelAggregate | None, transformation: str) -> float | None:
     summary = agg.transformations.get(transformation) if agg else None
     return summary.delta if summary else None
-
-
-def _write_shift(writer, table: str, unit: str, scope: str, row: ShiftResult) -> None:
-    for stat in (
-        "n",
-        "hodges_lehmann",
-        "ci_low",
-        "ci_high",
-        "median_absolute_difference",
-        "wilcoxon_statistic",
-        "p_value",
-        "p_holm",
-    ):
-        writer.writerow([table, unit, scope, row.label, stat, getattr(row, stat)])
-
-
-_LATEX_SPECIAL = str.maketrans(
-    {
-        "\\": r"\textbackslash{}",
-        "&": r"\&",
-        "%": r"\%",
-        "$": r"\$",
-        "#": r"\#",
-        "_": r"\_",
-        "{": r"\{",
-        "}": r"\}",
-        "~": r"\textasciitilde{}",
-        "^": r"\textasciicircum{}",
-    }
-)
-
-
-def _latex_escape(text: str) -> str:
-    return text.translate(_LATEX_SPECIAL)
-
-
-def _latex_number(value: float | None) -> str:
-    return "--" if value is None or math.isnan(value) else f"{value:.4f}"
-
-
-def _latex_summary(summary) -> str:
-    if summary is None or summary.mean is None:
-        return "--"
-    return _latex_number(summary.mean) + (rf" $\pm$ {summary.sd:.4f}" if summary.sd is not None else "")

@@ -21,21 +21,22 @@ def benchmark_result_list(*, run: BenchmarkRun) -> QuerySet[BenchmarkResult]:
     )
 
 
+def unit_score(result: BenchmarkResult) -> UnitScore:
+    """A stored result as the unit the aggregates and the robustness report take."""
+    return UnitScore(
+        model=result.model,
+        dataset=result.dataset.name,
+        transformation=result.transformation,
+        axis=result.axis,
+        seed=result.seed,
+        score=result.main_score,
+        original_score=result.original_main_score,
+    )
+
+
 def benchmark_run_aggregates(*, run: BenchmarkRun) -> dict[str, ModelAggregate]:
     """Per model: original, per transformation and per axis (mean ± SD over seeds), total."""
-    units = [
-        UnitScore(
-            model=r.model,
-            dataset=r.dataset.name,
-            transformation=r.transformation,
-            axis=r.axis,
-            seed=r.seed,
-            score=r.main_score,
-            original_score=r.original_main_score,
-        )
-        for r in benchmark_result_list(run=run)
-    ]
-    found = aggregate(units)
+    found = aggregate(unit_score(r) for r in benchmark_result_list(run=run))
     return {model: found[model] for model in run.model_names if model in found}
 
 

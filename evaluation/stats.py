@@ -1,28 +1,24 @@
-"""Robustness statistics of benchmark results (pure module: numpy and scipy, no Django, no I/O).
+"""Statistics specific to benchmark results (pure module: numpy and scipy, no Django, no I/O).
 
-The building blocks (Hodges–Lehmann, percentile bootstrap, Holm) live in ``core.stats``; this
-module applies them to the questions of SPEC §5: how far do scores move under a transformation,
-is the move significant, do model rankings survive it, are per-axis profiles reliable, and does
-embedding drift follow human quality judgements.
+The general building blocks (Hodges–Lehmann, percentile bootstrap, Wilcoxon, Holm, Spearman and
+Kendall) live in ``core.stats``; this module applies them to benchmark results (SPEC §5): how far
+do scores move under a transformation and is the move significant, are per-axis profiles
+reliable, how far do embeddings drift, and do two models' correlations with gold differ.
 
 Units of observation are explicit in every function: callers pass paired arrays whose rows are
 the unit (a dataset × run pair for *pooled* analyses, a dataset for *run-aggregated* ones, an
 item for drift).
-
-Rank correlations (``spearman_rho``, ``kendall_tau``) and ``pairwise_agreement`` also serve the
-agreement between raters of a human baseline (``evaluation.human_baseline``).
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Hashable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from itertools import combinations
 
 import numpy as np
 from scipy import stats
 
-from core.stats import bootstrap_ci, hodges_lehmann, holm
+from core.stats import bootstrap_ci, hodges_lehmann, holm, spearman_rho, wilcoxon_p_value
 
 
 @dataclass(frozen=True)
@@ -38,17 +34,6 @@ class ShiftResult:
     wilcoxon_statistic: float | None
     p_value: float | None
     p_holm: float | None = None
-
-
-def wilcoxon_p_value(differences: Sequence[float] | np.ndarray) -> tuple[float | None, float | None]:
-    """Two-sided Wilcoxon signed-rank test of the differences (scipy's defaults: zero differences
-    dropped, exact distribution for small samples). Returns (None, None) when it is undefined:
-    fewer than one non-zero difference; (0, 1.0) style answers are never invented."""
-    d = np.asarray(differences, dtype=float)
-    if np.count_nonzero(d) == 0:
-        return None, None
-    result = stats.wilcoxon(d)
-    return float(result.statistic), float(result.pvalue)
 
 
 def paired_shift(
@@ -99,48 +84,6 @@ def aggregate_runs(values: Mapping[tuple[str, int], float]) -> dict[str, float]:
     return {dataset: float(np.mean(v)) for dataset, v in sorted(grouped.items())}
 
 
-def kendall_tau(a: Sequence[float], b: Sequence[float]) -> float | None:
-    """Kendall's tau-b between two score lists over the same models (None when undefined)."""
-    if len(a) != len(b):
-        raise ValueError("both rankings must score the same models")
-    if len(a) < 2 or len(set(a)) < 2 or len(set(b)) < 2:
-        return None
-    return float(stats.kendalltau(a, b).statistic)
-
-
-def spearman_rho(a: Sequence[float], b: Sequence[float]) -> float | None:
-    """Spearman's rho between paired values (None when undefined: fewer than three pairs or a
-    constant side)."""
-    if len(a) != len(b):
-        raise ValueError(f"paired values needed, got {len(a)} and {len(b)}")
-    if len(a) < 3 or len(set(a)) < 2 or len(set(b)) < 2:
-        return None
-    return float(stats.spearmanr(a, b).statistic)
-
-
-def pairwise_agreement(
-    ratings: Mapping[str, Mapping[Hashable, object]],
-    statistic: Callable[[list, list], float | None],
-    *,
-    min_common: int = 2,
-) -> tuple[float, ...]:
-    """``statistic`` of every pair of raters over the items both rated (at least ``min_common``).
-
-    ``ratings`` maps each rater to their ratings by item. Pairs are taken in sorted rater order and
-    items in sorted order, so the result does not depend on how the input was ordered; pairs
-    where the statistic is undefined (None or NaN) are left out.
-    """
-    values = []
-    for first, second in combinations(sorted(ratings), 2):
-        common = sorted(set(ratings[first]) & set(ratings[second]), key=str)
-        if len(common) < min_common:
-            continue
-        value = statistic([ratings[first][k] for k in common], [ratings[second][k] for k in common])
-        if value is not None and not np.isnan(value):
-            values.append(float(value))
-    return tuple(values)
-
-
 @dataclass(frozen=True)
 class SplitHalfResult:
     n_splits: int
@@ -179,10 +122,9 @@ def split_half_reliability(
             second += list(order[half:])
         if not first or not second:
             continue
-        a, b = values[first].mean(axis=0), values[second].mean(axis=0)
-        if np.ptp(a) == 0 or np.ptp(b) == 0:
-            continue
-        spearmans.append(float(stats.spearmanr(a, b).statistic))
+        rho = spearman_rho(values[first].mean(axis=0), values[second].mean(axis=0))
+        if rho is not None:  # None: a half's model scores are all equal
+            spearmans.append(rho)
     return SplitHalfResult(n_splits, float(np.median(spearmans)) if spearmans else None, tuple(spearmans))
 
 
@@ -196,36 +138,6 @@ def embedding_drift(original: np.ndarray, transformed: np.ndarray) -> np.ndarray
     if np.any(norms == 0):
         raise ValueError("an embedding is all zeros: cosine undefined")
     return 1.0 - np.einsum("ij,ij->i", a, b) / norms
-
-
-@dataclass(frozen=True)
-class CorrelationResult:
-    n: int
-    spearman: float | None
-    ci_low: float | None
-    ci_high: float | None
-
-
-def spearman_with_ci(
-    x: Sequence[float], y: Sequence[float], *, rng: np.random.Generator, n_resamples: int = 1000
-) -> CorrelationResult:
-    """Spearman's rho with a 95% percentile-bootstrap interval over resampled pairs (resamples
-    where a side is constant are skipped: rho is undefined there)."""
-    a = np.asarray(x, dtype=float)
-    b = np.asarray(y, dtype=float)
-    if a.shape != b.shape or a.ndim != 1:
-        raise ValueError("x and y must be paired 1-D arrays")
-    if a.size < 3 or np.ptp(a) == 0 or np.ptp(b) == 0:
-        return CorrelationResult(int(a.size), None, None, None)
-    rho = float(stats.spearmanr(a, b).statistic)
-    replicates = []
-    for rows in rng.integers(0, a.size, (n_resamples, a.size)):
-        if np.ptp(a[rows]) > 0 and np.ptp(b[rows]) > 0:
-            replicates.append(stats.spearmanr(a[rows], b[rows]).statistic)
-    if not replicates:
-        return CorrelationResult(int(a.size), rho, None, None)
-    low, high = np.percentile(replicates, [2.5, 97.5])
-    return CorrelationResult(int(a.size), rho, float(low), float(high))
 
 
 @dataclass(frozen=True)

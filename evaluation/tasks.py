@@ -1,7 +1,8 @@
 """Thin Celery tasks of benchmark runs: start (fan out one task per unit), unit, finalise."""
 
-from celery import chord, group, shared_task
+from celery import shared_task
 
+from core.task_policy import TRANSIENT_BACKEND, fan_out
 from evaluation.benchmark_services import (
     benchmark_run_finalize,
     benchmark_run_mark_started,
@@ -16,20 +17,14 @@ def start_benchmark_run(run_id: int) -> None:
     """Fan the run's units without a result out as unit tasks; finalise when all are done. Also resumes."""
     benchmark_run_mark_started(run_id=run_id)
     units = benchmark_run_pending_units(run_id=run_id)
-    if not units:
-        finalize_benchmark_run.delay(run_id)
-        return
-    chord(group(execute_benchmark_unit.si(run_id, unit) for unit in units))(finalize_benchmark_run.si(run_id))
+    fan_out([execute_benchmark_unit.si(run_id, unit) for unit in units], then=finalize_benchmark_run.si(run_id))
 
 
 @shared_task(
     name="evaluation.execute_benchmark_unit",
     acks_late=True,
     reject_on_worker_lost=True,
-    autoretry_for=(TransientBackendError,),
-    retry_backoff=5,
-    retry_backoff_max=300,
-    max_retries=8,
+    **TRANSIENT_BACKEND.task_options(TransientBackendError),
 )
 def execute_benchmark_unit(run_id: int, unit: dict) -> bool:
     return benchmark_unit_execute(run_id=run_id, unit=unit)

@@ -17,88 +17,11 @@ from sklearn.metrics import adjusted_rand_score, v_measure_score
 from statsmodels.stats.inter_rater import fleiss_kappa as statsmodels_fleiss_kappa
 from statsmodels.stats.proportion import proportion_confint
 
-from core.stats import fisher_z_interval, fleiss_kappa, wilson_interval
+from core.stats import fisher_z_interval, wilson_interval
+from evaluation.baseline_predictions import model_predictions, score_model_on_instances
 from evaluation.evaluators import ClassificationEvaluator, ClusteringEvaluator, RerankingEvaluator, STSEvaluator
 from evaluation.evaluators.ranking import reranking_result
-from evaluation.human_baseline import (
-    POOLED,
-    Answer,
-    Instance,
-    interval_position,
-    model_predictions,
-    score_answers,
-    score_model_on_instances,
-    score_predictions,
-)
-from evaluation.stats import kendall_tau, pairwise_agreement, spearman_rho
-
-# --- small statistics against references ------------------------------------------------------
-
-
-@settings(max_examples=200, deadline=None)
-@given(
-    st.integers(1, 500).flatmap(lambda n: st.tuples(st.integers(0, n), st.just(n))),
-    st.sampled_from([0.8, 0.9, 0.95, 0.99]),
-)
-def test_wilson_interval_equals_statsmodels(count_and_n, confidence):
-    count, n = count_and_n
-    low, high = wilson_interval(count, n, confidence=confidence)
-    ref_low, ref_high = proportion_confint(count, n, alpha=1 - confidence, method="wilson")
-    assert low == pytest.approx(ref_low, abs=1e-12) and high == pytest.approx(ref_high, abs=1e-12)
-
-
-def test_wilson_interval_rejects_impossible_counts():
-    with pytest.raises(ValueError, match="successes"):
-        wilson_interval(6, 5)
-    with pytest.raises(ValueError, match="positive"):
-        wilson_interval(0, 0)
-
-
-def test_fisher_z_interval_on_a_hand_computed_example():
-    # r = 0.5, n = 28: z = atanh(0.5) = 0.549306, se = 1/sqrt(25) = 0.2, half-width 1.959964 * 0.2.
-    assert fisher_z_interval(0.5, 28) == pytest.approx((0.156028, 0.735818), abs=1e-6)
-    # Spearman (Bonett & Wright): se = sqrt((1 + 0.25/2) / 25) = 0.212132, so a wider interval.
-    assert fisher_z_interval(0.5, 28, method="spearman") == pytest.approx((0.132747, 0.746533), abs=1e-6)
-    assert fisher_z_interval(0.5, 3) is None and fisher_z_interval(float("nan"), 30) is None
-    assert fisher_z_interval(1.0, 10) == (1.0, 1.0)
-    with pytest.raises(ValueError, match="method"):
-        fisher_z_interval(0.5, 10, method="kendall")
-
-
-@settings(max_examples=100, deadline=None)
-@given(st.integers(2, 6), st.integers(2, 4), st.integers(2, 25), st.integers(0, 2**32 - 1))
-def test_fleiss_kappa_equals_statsmodels_for_a_fixed_number_of_raters(raters, categories, subjects, seed):
-    rng = np.random.default_rng(seed)
-    table = np.array([rng.multinomial(raters, rng.dirichlet(np.ones(categories))) for _ in range(subjects)])
-    ours = fleiss_kappa(table)
-    shares = table.sum(axis=0) / table.sum()
-    if np.isclose(np.sum(shares**2), 1.0):
-        assert ours is None
-    else:
-        assert ours == pytest.approx(statsmodels_fleiss_kappa(table, method="fleiss"), abs=1e-10)
-
-
-def test_fleiss_kappa_with_unequal_raters_per_subject_on_a_hand_case():
-    # Subject 1: 3 raters, all "a" (agreement 1); subject 2: 2 raters, split (0); subject 3: one
-    # rater only (dropped). Shares over the 5 kept ratings: a 4/5, b 1/5, chance 0.68.
-    kappa = fleiss_kappa([[3, 0], [1, 1], [1, 0]])
-    assert kappa == pytest.approx((0.5 - 0.68) / (1 - 0.68))
-    assert fleiss_kappa([[2, 0], [3, 0]]) is None  # one category only: chance agreement is 1
-    assert fleiss_kappa([[1, 0]]) is None
-
-
-def test_rank_correlations_equal_scipy():
-    a, b = [1.0, 2.0, 3.0, 4.0, 5.0], [2.0, 1.0, 4.0, 3.0, 5.0]
-    assert spearman_rho(a, b) == pytest.approx(scipy_stats.spearmanr(a, b).statistic)
-    assert kendall_tau(a, b) == pytest.approx(scipy_stats.kendalltau(a, b).statistic)
-    assert spearman_rho([1, 1, 1], [1, 2, 3]) is None and spearman_rho([1, 2], [1, 2]) is None
-
-
-def test_pairwise_agreement_uses_common_items_and_skips_undefined_pairs():
-    ratings = {"b": {"x": 1, "y": 2, "z": 3}, "a": {"x": 1, "y": 3, "z": 2, "w": 5}, "c": {"x": 4}}
-    values = pairwise_agreement(ratings, spearman_rho, min_common=3)
-    assert values == (pytest.approx(scipy_stats.spearmanr([1, 3, 2], [1, 2, 3]).statistic),)
-
+from evaluation.human_baseline import POOLED, Answer, Instance, interval_position, score_answers, score_predictions
 
 # --- fixtures: instances, answers and a fake encoder ---------------------------------------------
 

@@ -14,6 +14,7 @@ from scipy import stats
 from evaluation.aggregation import UnitScore
 from evaluation.figures import report_figures
 from evaluation.robustness import ALL_MODELS, POOLED, RUN_AGGREGATED, DriftItem, robustness_analyse
+from evaluation.robustness_tables import robustness_csv, robustness_latex
 from evaluation.stats import paired_shifts
 
 MODELS = ("alpha", "beta")
@@ -124,7 +125,7 @@ def test_drift_vs_quality_per_transformation():
 
 
 def test_exports(report):
-    rows = list(csv.DictReader(io.StringIO(report.as_csv())))
+    rows = list(csv.DictReader(io.StringIO(robustness_csv(report))))
     tables = {r["table"] for r in rows}
     assert {
         "scores per axis",
@@ -134,7 +135,7 @@ def test_exports(report):
         "kendall tau per transformation",
     } <= tables
     assert any(r["statistic"] == "p_holm" and r["label"] == "summary" for r in rows)
-    latex = report.as_latex()
+    latex = robustness_latex(report)
     assert r"\toprule" in latex and r"\bottomrule" in latex and r"$\pm$" in latex
     assert latex.count(r" \\") == 3  # header + 2 models
     assert report.as_dict()["model_comparisons"]["baseline"] == "alpha"

@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
 # The whole test suite: once on SQLite, then again on PostgreSQL when one is reachable.
+# `scripts/test.sh --fast` (make test-fast) runs only the tests not marked heavy, on SQLite.
 # Redis-backed Celery tests and browser tests skip with a reason when their service is missing,
 # unless SHIFTLAB_REQUIRE_SERVICES=1 (set by CI), which turns those skips into failures.
 set -euo pipefail
@@ -20,6 +21,13 @@ rm -rf "$SHIFTLAB_DATA_DIR"; mkdir -p "$SHIFTLAB_DATA_DIR"
 echo "== Lint (ruff) =="
 .venv/bin/ruff check .
 .venv/bin/ruff format --check . >/dev/null || { .venv/bin/ruff format --check . | tail -5; echo "Run: .venv/bin/ruff format ."; exit 1; }
+
+if [ "${1:-}" = "--fast" ]; then
+  # The inner loop: pure and service-layer tests on SQLite, no real model or external service.
+  shift
+  echo "== Fast tests on SQLite (not heavy) =="
+  exec $PY -m pytest -m "not heavy" "$@"
+fi
 
 echo "== Test suite on SQLite =="
 $PY -m pytest "$@"

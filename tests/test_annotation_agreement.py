@@ -7,8 +7,18 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from irrCAC.datasets import raw_4raters
+from scipy import stats as scipy_stats
+from statsmodels.stats.inter_rater import fleiss_kappa as statsmodels_fleiss_kappa
 
-from annotation.agreement import agreement_summary, gwet_ac, krippendorff_alpha, ratings_matrix
+from annotation.agreement import (
+    agreement_summary,
+    fleiss_kappa,
+    gwet_ac,
+    krippendorff_alpha,
+    pairwise_agreement,
+    ratings_matrix,
+)
+from core.stats import spearman_rho
 
 SCALE = (1, 2, 3, 4, 5)
 
@@ -114,3 +124,31 @@ def test_identical_raters_agree_perfectly(values, n_raters):
     assert krippendorff_alpha(x, categories=SCALE) == pytest.approx(1.0)
     summary = agreement_summary(x, categories=SCALE)
     assert summary.mean == pytest.approx(np.mean(values))
+
+
+@settings(max_examples=100, deadline=None)
+@given(st.integers(2, 6), st.integers(2, 4), st.integers(2, 25), st.integers(0, 2**32 - 1))
+def test_fleiss_kappa_equals_statsmodels_for_a_fixed_number_of_raters(raters, categories, subjects, seed):
+    rng = np.random.default_rng(seed)
+    table = np.array([rng.multinomial(raters, rng.dirichlet(np.ones(categories))) for _ in range(subjects)])
+    ours = fleiss_kappa(table)
+    shares = table.sum(axis=0) / table.sum()
+    if np.isclose(np.sum(shares**2), 1.0):
+        assert ours is None
+    else:
+        assert ours == pytest.approx(statsmodels_fleiss_kappa(table, method="fleiss"), abs=1e-10)
+
+
+def test_fleiss_kappa_with_unequal_raters_per_subject_on_a_hand_case():
+    # Subject 1: 3 raters, all "a" (agreement 1); subject 2: 2 raters, split (0); subject 3: one
+    # rater only (dropped). Shares over the 5 kept ratings: a 4/5, b 1/5, chance 0.68.
+    kappa = fleiss_kappa([[3, 0], [1, 1], [1, 0]])
+    assert kappa == pytest.approx((0.5 - 0.68) / (1 - 0.68))
+    assert fleiss_kappa([[2, 0], [3, 0]]) is None  # one category only: chance agreement is 1
+    assert fleiss_kappa([[1, 0]]) is None
+
+
+def test_pairwise_agreement_uses_common_items_and_skips_undefined_pairs():
+    ratings = {"b": {"x": 1, "y": 2, "z": 3}, "a": {"x": 1, "y": 3, "z": 2, "w": 5}, "c": {"x": 4}}
+    values = pairwise_agreement(ratings, spearman_rho, min_common=3)
+    assert values == (pytest.approx(scipy_stats.spearmanr([1, 3, 2], [1, 2, 3]).statistic),)

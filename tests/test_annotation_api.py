@@ -13,8 +13,11 @@ from rest_framework.test import APIClient
 
 from annotation.controls import ItemKind
 from annotation.design import StudyDesign
+from annotation.design_services import study_create, study_lock
+from annotation.export_services import benchmark_config_export
+from annotation.gate_services import approval_decide, study_gate
 from annotation.models import Annotator, Flag, GateResult, Rating, Study
-from annotation.services import approval_decide, study_create, study_gate, study_lock, study_validate
+from annotation.validation_services import study_validate
 from core.errors import ShiftlabError
 from core.roles import Role
 from corpora.services import dataset_import
@@ -69,8 +72,6 @@ def test_validation_gate_and_approval_rules(study, researcher):
         approval_decide(gate_result=gate, decision="reject", comment=" ", actor=researcher)
     approval_decide(gate_result=gate, decision="reject", comment="fluency too low", actor=researcher)
     with pytest.raises(ShiftlabError, match="no approved transformation"):
-        from annotation.services import benchmark_config_export
-
         benchmark_config_export(actor=researcher)
 
 

@@ -18,13 +18,8 @@ from django.core.management import call_command
 
 from annotation.argilla import client as argilla
 from annotation.argilla.client import API_KEY_HEADER
-from annotation.baseline_services import (
-    baseline_close,
-    baseline_create,
-    baseline_llm_annotate,
-    baseline_publish,
-    baseline_sync,
-)
+from annotation.baseline_llm_services import baseline_llm_annotate
+from annotation.baseline_services import baseline_close, baseline_create, baseline_publish, baseline_sync
 from annotation.models import BaselineAnswer, BaselineStudy
 from core.errors import ShiftlabError
 from core.models import AuditEvent

@@ -11,7 +11,8 @@ from collections import Counter, defaultdict
 import pytest
 from django.core.management import CommandError, call_command
 
-from annotation.baseline_services import answer_value, baseline_create, baseline_llm_annotate
+from annotation.baseline_llm_services import baseline_llm_annotate
+from annotation.baseline_services import answer_value, baseline_create
 from annotation.models import BaselineAnswer, BaselineStudy
 from core.errors import ShiftlabError
 from core.models import AuditEvent

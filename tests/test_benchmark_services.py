@@ -13,7 +13,7 @@ import yaml
 from django.conf import settings
 
 from annotation.config_export import config_render, config_seal
-from annotation.services import _run_entry
+from annotation.export_services import _run_entry
 from core.errors import ShiftlabError
 from corpora.models import Dataset, DatasetItem
 from corpora.services import dataset_import
@@ -27,9 +27,10 @@ from evaluation.benchmark_services import (
 from evaluation.encoders import get_encoder
 from evaluation.models import BenchmarkResult, BenchmarkRun
 from evaluation.services import examples_evaluate
+from transforms.chunk_services import transform_run_execute_chunk
 from transforms.models import TransformedItem, TransformRun
 from transforms.registry import TRANSFORMATIONS
-from transforms.services import transform_run_create, transform_run_execute_chunk, transform_run_finalize
+from transforms.services import transform_run_create, transform_run_finalize
 
 
 def config_text(runs: list[TransformRun], *, rejected: tuple[str, ...] = (), fmt: str = "yaml") -> str:

@@ -73,7 +73,7 @@ def test_database_failure_mid_import_rolls_back(monkeypatch, tmp_path):
 
 def test_duplicate_name_is_refused_with_a_hint():
     run("import", str(FIXTURES / "sts/demo-sts.csv"), "--task", "sts", "--name", "demo")
-    with pytest.raises(CommandError, match="already exists.*datasets delete demo"):
+    with pytest.raises(CommandError, match="already exists.*corpora delete demo"):
         run("import", str(FIXTURES / "sts/demo-sts.csv"), "--task", "sts", "--name", "demo")
 
 

@@ -15,15 +15,11 @@ from scipy import stats
 from core.errors import ShiftlabError
 from corpora.services import dataset_import
 from transforms.backends import reset_backends
-from transforms.judge_services import (
-    JudgeParams,
-    judge_pairs,
-    judge_report_create_run,
-    judge_report_create_selection,
-    judge_report_execute,
-)
+from transforms.judge_services import judge_report_create_run, judge_report_execute
 from transforms.judge_tables import format_value, report_tables
+from transforms.judgement_services import JudgeParams, judge_pairs
 from transforms.models import Generation, Judgement, JudgeReport, TransformedItem
+from transforms.selection_services import judge_report_create_selection
 from transforms.services import GenerationParams, transform_run_create
 
 pytestmark = pytest.mark.django_db

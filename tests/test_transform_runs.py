@@ -14,14 +14,15 @@ from django.db.models import Count
 from corpora.models import Dataset
 from corpora.services import dataset_import
 from transforms.backends import reset_backends
-from transforms.errors import ErrorType, clean_output
+from transforms.chunk_services import transform_run_execute_chunk
+from transforms.cleaning import clean_output
+from transforms.error_checks import ErrorType
 from transforms.models import Generation, TransformedItem, TransformRun
 from transforms.services import (
     GenerationParams,
     prompt_template_active,
     prompt_template_create_version,
     transform_run_create,
-    transform_run_execute_chunk,
     transform_run_export,
 )
 

@@ -35,6 +35,11 @@ from typing import ClassVar
 
 from core.local_server import LOCAL_OPENER, LocalServer, available_cpus, free_port, port_in_use
 
+try:
+    import fcntl
+except ImportError:  # not POSIX (Windows): model downloads are not locked
+    fcntl = None
+
 Progress = Callable[[str], None]
 
 DEFAULT_MODEL = "qwen2.5-coder-1.5b-instruct"
@@ -176,9 +181,7 @@ def _write_sidecar(path: Path, sha256: str) -> None:
 @contextlib.contextmanager
 def _lock(path: Path) -> Iterator[None]:
     """An exclusive advisory lock, so that parallel test workers download a model only once."""
-    try:
-        import fcntl
-    except ImportError:  # not POSIX: no locking
+    if fcntl is None:  # not POSIX: no locking
         yield
         return
     with open(path, "a") as fh:

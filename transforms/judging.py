@@ -13,9 +13,8 @@ from dataclasses import dataclass
 from enum import StrEnum
 
 import numpy as np
-from scipy import stats
 
-from core.stats import bootstrap_ci, hodges_lehmann
+from core.stats import bootstrap_ci, hodges_lehmann, spearman_rho
 
 
 class JudgeKind(StrEnum):
@@ -144,7 +143,7 @@ def evaluate_judge(
     by_length = {}
     for label, _, _ in WORD_BINS:
         subset = [(g, p) for g, p, w in rows if word_bin(w) == label]
-        by_length[label] = BinResult(len(subset), _spearman(subset))
+        by_length[label] = BinResult(len(subset), spearman_rho([g for g, _ in subset], [p for _, p in subset]))
     mae_by_gold = {}
     for label, _, _ in GOLD_BUCKETS:
         errors = [abs(g - p) for g, p, _ in rows if gold_bucket(g) == label]
@@ -153,21 +152,11 @@ def evaluate_judge(
         n=n,
         n_parsed=len(rows),
         parse_failure_rate=(n - len(rows)) / n if n else 0.0,
-        spearman=_spearman([(g, p) for g, p, _ in rows]),
+        spearman=spearman_rho([g for g, _, _ in rows], [p for _, p, _ in rows]),
         by_length=by_length,
         mae_by_gold=mae_by_gold,
         mae=float(np.mean([abs(g - p) for g, p, _ in rows])) if rows else None,
     )
-
-
-def _spearman(pairs: Sequence[tuple[float, float]]) -> float | None:
-    """Spearman's rho, or None when undefined (fewer than 3 pairs, or a constant side)."""
-    if len(pairs) < 3:
-        return None
-    a, b = zip(*pairs, strict=True)
-    if len(set(a)) < 2 or len(set(b)) < 2:
-        return None
-    return float(stats.spearmanr(a, b).statistic)
 
 
 # --- judged transformation runs ---------------------------------------------------------------

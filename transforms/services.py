@@ -1,43 +1,32 @@
-"""Transformation runs: creation, chunk execution with the generation cache, finalisation, export."""
+"""Transformation runs: prompt templates, creation, resumption, finalisation, export.
+
+The execution of a run's chunks (the generation cache and LLM calls) is in :mod:`transforms.chunk_services`.
+"""
 
 from __future__ import annotations
 
 import csv
 import json
-import logging
-from collections.abc import Callable, Iterable, Sequence
-from dataclasses import asdict, dataclass, field
+from collections.abc import Iterable, Sequence
+from dataclasses import asdict, dataclass
 from pathlib import Path
 
 from django.conf import settings
 from django.contrib.auth.models import AbstractBaseUser
 from django.db import IntegrityError, transaction
-from django.db.models import Count, F, Max, Q
+from django.db.models import Count, Max, Q
 from django.utils import timezone
 
 from core.errors import ShiftlabError
-from core.hashing import sha256_json, sha256_text
+from core.hashing import sha256_json
 from core.services import audit_record
 from corpora.models import Dataset, DatasetItem
 from corpora.task_types import PAIR_TASKS, TaskType, task_spec
 from transforms import planning
 from transforms.backends import get_backend
-from transforms.backends.base import ChatFailure, ChatRequest, ChatResult
-from transforms.errors import analyse_output, clean_output
-from transforms.models import Generation, GeneratorConfig, PromptTemplate, TransformedItem, TransformRun
-from transforms.prompts import DEFAULT_PROMPTS, PromptText, default_prompt, prompt_hash, validate_template
-from transforms.registry import (
-    DEFAULT_LANGUAGES,
-    LanguagePlan,
-    StepLanguage,
-    Transformation,
-    language_name,
-    transformation_get,
-)
-
-logger = logging.getLogger(__name__)
-
-BACKEND_FAILURE = "backend_failure"
+from transforms.models import GeneratorConfig, PromptTemplate, TransformedItem, TransformRun
+from transforms.prompts import DEFAULT_PROMPTS, default_prompt, prompt_hash, validate_template
+from transforms.registry import DEFAULT_LANGUAGES, LanguagePlan, language_name, transformation_get
 
 
 class TransientBackendError(ShiftlabError):
@@ -208,7 +197,7 @@ def transform_run_create(
         run.prompts.set(prompts)
         audit_record(actor=created_by, verb="transform.run.create", obj=run, payload={"run_hash": run_hash})
         if dispatch:
-            from transforms.tasks import start_run
+            from transforms.tasks import start_run  # here, not at the top: transforms.tasks imports this module
 
             transaction.on_commit(lambda: start_run.delay(run.pk))
     return run
@@ -229,7 +218,7 @@ def transform_run_resume(*, run_id: int, actor: AbstractBaseUser | None = None) 
     with transaction.atomic():
         TransformRun.objects.filter(pk=run_id).update(status=TransformRun.Status.PENDING, error="", finished_at=None)
         audit_record(actor=actor, verb="transform.run.resume", obj=run, payload={"done": run.done, "total": run.total})
-        from transforms.tasks import start_run
+        from transforms.tasks import start_run  # here, not at the top: transforms.tasks imports this module
 
         transaction.on_commit(lambda: start_run.delay(run_id))
     run.refresh_from_db()
@@ -257,7 +246,7 @@ def transform_run_mark_started(*, run_id: int) -> None:
 
 
 def transform_run_finalize(*, run_id: int) -> TransformRun:
-    _refresh_counts(run_id)
+    transform_run_refresh_counts(run_id=run_id)
     run = TransformRun.objects.get(pk=run_id)
     if run.status == TransformRun.Status.SUCCEEDED and run.done >= run.total:
         return run
@@ -269,30 +258,6 @@ def transform_run_finalize(*, run_id: int) -> TransformRun:
     return run
 
 
-def transform_run_execute_inline(*, run_id: int, on_texts: Callable[[int], None] | None = None) -> TransformRun:
-    """Execute in this process whatever a run still lacks, chunk by chunk, and finalise it: for
-    callers that need a run's outputs inside their own task (judge reports, benchmark units).
-    Chunks are idempotent, so a redelivered caller just continues. ``on_texts(n)`` hears how many
-    texts have an outcome: first those done before, then those each chunk adds. Raises
-    ShiftlabError when the run does not succeed."""
-    done = TransformedItem.objects.filter(run_id=run_id).count()
-    if on_texts:
-        on_texts(done)
-    run = TransformRun.objects.get(pk=run_id)
-    if run.status != TransformRun.Status.SUCCEEDED:
-        transform_run_mark_started(run_id=run_id)
-        for chunk in transform_run_pending_chunks(run_id=run_id):
-            transform_run_execute_chunk(run_id=run_id, item_ids=chunk)
-            now = TransformedItem.objects.filter(run_id=run_id).count()
-            if on_texts:
-                on_texts(now - done)
-            done = now
-        run = transform_run_finalize(run_id=run_id)
-    if run.status != TransformRun.Status.SUCCEEDED:
-        raise ShiftlabError(f"transformation run {run.pk} did not finish: {run.error}")
-    return run
-
-
 def _run_items(run: TransformRun):
     items = DatasetItem.objects.filter(dataset=run.dataset, kind="example").order_by("position")
     if run.item_limit:
@@ -301,300 +266,12 @@ def _run_items(run: TransformRun):
     return items
 
 
-def _refresh_counts(run_id: int) -> None:
+def transform_run_refresh_counts(*, run_id: int) -> None:
+    """Recount the run's outcomes (done, failed) from its stored texts."""
     counts = TransformedItem.objects.filter(run_id=run_id).aggregate(
         done=Count("id"), failed=Count("id", filter=Q(ok=False))
     )
     TransformRun.objects.filter(pk=run_id).update(done=counts["done"], n_failed=counts["failed"])
-
-
-# --- chunk execution --------------------------------------------------------------------------
-
-
-@dataclass
-class _Text:
-    """One unique input text of a chunk and its progress through steps and attempts."""
-
-    text: str
-    text_hash: str
-    source_language: str
-    target_language: str
-    pivot_language: str
-    attempt: int = 0
-    errors: list[str] = field(default_factory=list)
-    keys: list[str] = field(default_factory=list)
-    current: str = ""
-    failed_step: bool = False
-    outcome: dict | None = None
-    calls: int = 0
-    hits: int = 0
-
-
-def transform_run_execute_chunk(*, run_id: int, item_ids: Sequence[int]) -> int:
-    """Transform the fields of ``item_ids`` that have no outcome yet; return how many were added.
-
-    Idempotent: outcomes are unique per (run, item, field) and generations per cache key, so a
-    chunk delivered twice (e.g. after its worker was killed) adds nothing twice. LLM outputs are
-    saved as soon as they arrive, so work done before a crash is not lost.
-    """
-    run = TransformRun.objects.select_related("dataset", "generator").get(pk=run_id)
-    spec = transformation_get(run.transformation)
-    params = GenerationParams(**run.generator.params)
-    fields = task_spec(run.dataset.task_type).transformable_fields
-    done = set(TransformedItem.objects.filter(run=run, item_id__in=item_ids).values_list("item_id", "side"))
-    # One unit per missing (item, field); units with the same text and language share one _Text,
-    # so identical texts are generated once.
-    units: list[tuple[DatasetItem, str, str, tuple[str, str]]] = []
-    texts: dict[tuple[str, str], _Text] = {}
-    for item in DatasetItem.objects.filter(pk__in=item_ids).order_by("position"):
-        for side in fields:
-            if (item.pk, side) in done:
-                continue
-            text = item.payload[side]
-            source_language = _side_language(item.language, side, run.dataset.task_type)
-            key = (sha256_text(text), source_language)
-            if key not in texts:
-                texts[key] = _plan_text(run, spec, text, key[0], source_language)
-            units.append((item, side, text, key))
-    if not units:
-        return 0
-    prompts = {p.key: PromptText(p.key, p.system, p.user) for p in run.prompts.all()}
-    candidates = sorted(set(run.languages) | {t.source_language for t in texts.values()})
-    if spec.uses_llm:
-        _run_llm_steps(run, spec, params, prompts, list(texts.values()), candidates)
-    else:
-        for t in texts.values():
-            output = planning.random_keywords(t.text, seed=run.seed, text_hash=t.text_hash)
-            _judge(t, spec, output, candidates, max_attempts=1)
-    outcomes = [
-        TransformedItem(run=run, item=item, side=side, source_text=text, **texts[key].outcome)
-        for item, side, text, key in units
-    ]
-    with transaction.atomic():
-        before = TransformedItem.objects.filter(run=run).count()
-        TransformedItem.objects.bulk_create(outcomes, ignore_conflicts=True)
-        added = TransformedItem.objects.filter(run=run).count() - before
-        TransformRun.objects.filter(pk=run.pk).update(
-            llm_calls=F("llm_calls") + sum(t.calls for t in texts.values()),
-            cache_hits=F("cache_hits") + sum(t.hits for t in texts.values()),
-        )
-    _refresh_counts(run.pk)
-    # The chord's final task may wait behind other runs' chunks in the queue: finish the run as
-    # soon as its last text has an outcome (finalising twice is harmless).
-    if TransformRun.objects.filter(pk=run.pk, done__gte=F("total")).exists():
-        transform_run_finalize(run_id=run.pk)
-    return added
-
-
-def _side_language(language: str, side: str, task_type: str) -> str:
-    """Cross-lingual pair datasets carry "en-de": the first code is sentence1's, the last sentence2's."""
-    parts = language.split("-")
-    if TaskType(task_type) in PAIR_TASKS and side == "sentence2":
-        return parts[-1]
-    return parts[0]
-
-
-def _plan_text(run: TransformRun, spec: Transformation, text: str, text_hash: str, source_language: str) -> _Text:
-    target, pivot = source_language, ""
-    if spec.language_plan is LanguagePlan.PER_RUN:
-        target = run.run_language
-    elif spec.language_plan is LanguagePlan.PER_TEXT:
-        target = planning.draw_text_language(
-            seed=run.seed, text_hash=text_hash, languages=run.languages, source_language=source_language
-        )
-    elif spec.language_plan is LanguagePlan.PIVOT_PER_TEXT:
-        pivot = planning.draw_text_language(
-            seed=run.seed, text_hash=text_hash, languages=run.languages, source_language=source_language
-        )
-    return _Text(text, text_hash, source_language, target, pivot)
-
-
-def _step_language(t: _Text, language: StepLanguage) -> str:
-    return {
-        StepLanguage.SOURCE: t.source_language,
-        StepLanguage.TARGET: t.target_language,
-        StepLanguage.PIVOT: t.pivot_language,
-    }[language]
-
-
-def _run_llm_steps(run, spec, params, prompts, texts: list[_Text], candidates: list[str]) -> None:
-    backend = get_backend(run.generator.backend_alias)
-    pending = texts
-    while pending:
-        for t in pending:
-            t.current, t.keys, t.failed_step = t.text, [], False
-        for step_index, step in enumerate(spec.steps):
-            active = [t for t in pending if not t.failed_step]
-            keys, requests = [], []
-            for t in active:
-                language = _step_language(t, step.language)
-                # The language the current input is written in: the pivot after the first backtranslation step.
-                input_language = t.pivot_language if step_index and t.pivot_language else t.source_language
-                prompt = prompts[step.prompt]
-                sampling_seed = planning.sampling_seed(
-                    seed=run.seed, text_hash=t.text_hash, step=step_index, attempt=t.attempt
-                )
-                keys.append(
-                    sha256_json(
-                        {
-                            "input": sha256_text(t.current),
-                            "transformation": spec.name,
-                            "step": step_index,
-                            "prompt": prompt.content_hash,
-                            "model": run.generator.model,
-                            "params": params.sampling_hash,
-                            "seed": run.seed,
-                            "attempt": t.attempt,
-                            "language": language,
-                            "from": input_language,
-                        }
-                    )
-                )
-                requests.append((t, language, input_language, prompt, sampling_seed))
-            cached = {g.key: g for g in Generation.objects.filter(key__in=keys)}
-            misses = [i for i, key in enumerate(keys) if key not in cached]
-            for i, key in enumerate(keys):
-                if key in cached:
-                    requests[i][0].hits += 1
-            if misses:
-                chat_requests = [
-                    ChatRequest(
-                        messages=requests[i][3].messages(
-                            text=requests[i][0].current,
-                            language=language_name(requests[i][1]),
-                            source_language=language_name(requests[i][2]),
-                        ),
-                        seed=requests[i][4],
-                        temperature=params.temperature,
-                        top_p=params.top_p,
-                        max_tokens=params.max_tokens,
-                    )
-                    for i in misses
-                ]
-                results = backend.generate(chat_requests)
-                transient = [r for r in results if isinstance(r, ChatFailure) and r.transient]
-                new_rows = []
-                for i, result in zip(misses, results, strict=True):
-                    if isinstance(result, ChatFailure) and result.transient:
-                        continue
-                    t, language, _, prompt, sampling_seed = requests[i]
-                    t.calls += 1
-                    new_rows.append(
-                        _generation_row(
-                            keys[i], t, spec, step_index, prompt, run, params, sampling_seed, language, result
-                        )
-                    )
-                Generation.objects.bulk_create(new_rows, ignore_conflicts=True)
-                if transient:
-                    raise TransientBackendError.for_backend(
-                        backend, n_failed=len(transient), message=transient[0].message
-                    )
-                cached = {g.key: g for g in Generation.objects.filter(key__in=keys)}
-            for (t, *_), key in zip(requests, keys, strict=True):
-                generation = cached[key]
-                t.keys.append(key)
-                if generation.failure:
-                    t.failed_step = True
-                    t.current = ""
-                else:
-                    t.current = clean_output(generation.output)
-        still = []
-        for t in pending:
-            if t.failed_step:
-                t.errors.append(BACKEND_FAILURE)
-                if t.attempt + 1 < params.max_attempts:
-                    t.attempt += 1
-                    still.append(t)
-                else:
-                    t.outcome = _failed_outcome(t, BACKEND_FAILURE)
-                continue
-            if not _judge(t, spec, t.current, candidates, max_attempts=params.max_attempts):
-                t.attempt += 1
-                still.append(t)
-        pending = still
-
-
-def _generation_row(key, t, spec, step_index, prompt, run, params, sampling_seed, language, result):
-    common = dict(
-        key=key,
-        input_hash=sha256_text(t.current),
-        transformation=spec.name,
-        step=step_index,
-        prompt_hash=prompt.content_hash,
-        model=run.generator.model,
-        params_hash=params.sampling_hash,
-        seed=run.seed,
-        sampling_seed=sampling_seed,
-        attempt=t.attempt,
-        language=language,
-    )
-    if isinstance(result, ChatResult):
-        return Generation(
-            **common,
-            output=result.text,
-            prompt_tokens=result.prompt_tokens,
-            completion_tokens=result.completion_tokens,
-            latency_s=result.latency_s,
-        )
-    return Generation(**common, failure=result.message[:2000])
-
-
-def _judge(t: _Text, spec: Transformation, output: str, candidates: list[str], *, max_attempts: int) -> bool:
-    """Analyse the final output; record the outcome when it is good or attempts are used up.
-    Return True when the text needs no further attempt."""
-    expected = t.target_language or t.source_language
-    analysis = analyse_output(
-        t.text,
-        output,
-        expected_language=expected,
-        may_grow=spec.may_grow,
-        may_shrink=spec.may_shrink,
-        must_shrink=spec.must_shrink,
-        language_candidates=candidates,
-    )
-    if analysis.error is None:
-        t.errors.append("")
-        t.outcome = _outcome(t, analysis, ok=True)
-        return True
-    t.errors.append(analysis.error.value)
-    if t.attempt + 1 >= max_attempts:
-        t.outcome = _outcome(t, analysis, ok=False)
-        return True
-    return False
-
-
-def _outcome(t: _Text, analysis, *, ok: bool) -> dict:
-    return {
-        "output_text": analysis.text,
-        "ok": ok,
-        "error_type": "" if ok else (analysis.error.value if analysis.error else ""),
-        "attempt_errors": list(t.errors),
-        "attempts": t.attempt + 1,
-        "target_language": t.target_language,
-        "pivot_language": t.pivot_language,
-        "detected_language": analysis.detected_language or "",
-        "edit_distance": analysis.edit_distance,
-        "length_ratio": analysis.length_ratio,
-        "generation_keys": list(t.keys),
-        "llm_calls": t.calls,
-    }
-
-
-def _failed_outcome(t: _Text, error: str) -> dict:
-    return {
-        "output_text": "",
-        "ok": False,
-        "error_type": error,
-        "attempt_errors": list(t.errors),
-        "attempts": t.attempt + 1,
-        "target_language": t.target_language,
-        "pivot_language": t.pivot_language,
-        "detected_language": "",
-        "edit_distance": None,
-        "length_ratio": None,
-        "generation_keys": list(t.keys),
-        "llm_calls": t.calls,
-    }
 
 
 # --- export -----------------------------------------------------------------------------------

@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Protocol
+from dataclasses import asdict
+from typing import ClassVar, Protocol
 
 import numpy as np
 
@@ -22,6 +23,20 @@ class EvaluationResult(Protocol):
     def main_score(self) -> float: ...
 
     def metrics(self) -> dict[str, float | None]: ...
+
+
+class FieldScores:
+    """For result dataclasses whose fields are all their metrics and whose main score is the field
+    named ``main_metric``."""
+
+    main_metric: ClassVar[str]
+
+    @property
+    def main_score(self) -> float:
+        return getattr(self, self.main_metric)
+
+    def metrics(self) -> dict[str, float | None]:
+        return asdict(self)
 
 
 def as_matrix(embeddings: np.ndarray, name: str) -> np.ndarray:

@@ -17,7 +17,7 @@ from __future__ import annotations
 import warnings
 from collections import Counter
 from collections.abc import Hashable, Sequence
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 from typing import ClassVar
 
 import numpy as np
@@ -25,7 +25,7 @@ from sklearn.exceptions import ConvergenceWarning
 from sklearn.linear_model import LogisticRegression
 from sklearn.metrics import accuracy_score, average_precision_score, f1_score, precision_score, recall_score
 
-from evaluation.evaluators.base import Encode, as_matrix
+from evaluation.evaluators.base import Encode, FieldScores, as_matrix
 
 
 @dataclass(frozen=True)
@@ -42,17 +42,13 @@ class ClassificationScores:
 
 
 @dataclass(frozen=True)
-class ClassificationResult(ClassificationScores):
+class ClassificationResult(FieldScores, ClassificationScores):
     experiments: tuple[ClassificationScores, ...]
 
     main_metric: ClassVar[str] = "accuracy"
 
-    @property
-    def main_score(self) -> float:
-        return self.accuracy
-
     def metrics(self) -> dict[str, float | None]:
-        flat = asdict(self)
+        flat = super().metrics()
         flat.pop("experiments")
         flat["n_experiments"] = len(self.experiments)
         return flat

@@ -26,7 +26,7 @@ from __future__ import annotations
 
 import random
 from collections.abc import Hashable, Sequence
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 from typing import ClassVar, Literal
 
 import numpy as np
@@ -40,11 +40,11 @@ from sklearn.metrics import (
     v_measure_score,
 )
 
-from evaluation.evaluators.base import Encode, as_matrix
+from evaluation.evaluators.base import Encode, FieldScores, as_matrix
 
 
 @dataclass(frozen=True)
-class ClusteringResult:
+class ClusteringResult(FieldScores):
     v_measure: float
     v_measure_std: float
     v_measures: tuple[float, ...]
@@ -58,12 +58,8 @@ class ClusteringResult:
 
     main_metric: ClassVar[str] = "v_measure"
 
-    @property
-    def main_score(self) -> float:
-        return self.v_measure
-
     def metrics(self) -> dict[str, float | None]:
-        flat = asdict(self)
+        flat = super().metrics()
         flat.pop("v_measures")
         return flat
 

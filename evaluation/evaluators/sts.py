@@ -13,18 +13,18 @@ that anything predicting a similarity per pair, a model or a human rater, is sco
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 from typing import ClassVar
 
 import numpy as np
 from scipy.stats import pearsonr, spearmanr
 
-from evaluation.evaluators.base import Encode, as_matrix, split_rows
+from evaluation.evaluators.base import Encode, FieldScores, as_matrix, split_rows
 from evaluation.evaluators.similarity import SIMILARITY_FUNCTIONS, paired_scores
 
 
 @dataclass(frozen=True)
-class STSResult:
+class STSResult(FieldScores):
     cosine_spearman: float
     cosine_pearson: float
     manhattan_spearman: float
@@ -37,13 +37,6 @@ class STSResult:
     n_pairs: int
 
     main_metric: ClassVar[str] = "cosine_spearman"
-
-    @property
-    def main_score(self) -> float:
-        return self.cosine_spearman
-
-    def metrics(self) -> dict[str, float | None]:
-        return asdict(self)
 
 
 @dataclass(frozen=True)

@@ -11,18 +11,18 @@ is the mean cosine Spearman. The source text itself is not encoded.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 from typing import ClassVar
 
 import numpy as np
 from scipy.stats import pearsonr, spearmanr
 
-from evaluation.evaluators.base import Encode, as_matrix, split_rows
+from evaluation.evaluators.base import Encode, FieldScores, as_matrix, split_rows
 from evaluation.evaluators.similarity import similarity_matrix
 
 
 @dataclass(frozen=True)
-class SummarizationResult:
+class SummarizationResult(FieldScores):
     cosine_spearman: float
     cosine_pearson: float
     dot_spearman: float
@@ -31,13 +31,6 @@ class SummarizationResult:
     n_skipped: int
 
     main_metric: ClassVar[str] = "cosine_spearman"
-
-    @property
-    def main_score(self) -> float:
-        return self.cosine_spearman
-
-    def metrics(self) -> dict[str, float | None]:
-        return asdict(self)
 
 
 @dataclass(frozen=True)

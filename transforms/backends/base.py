@@ -60,6 +60,14 @@ class LLMBackend:
         *,
         on_result: Callable[[int, ChatResult | ChatFailure], None] | None = None,
     ) -> list[ChatResult | ChatFailure]:
+        if not requests:
+            return []
+        return self._generate(list(requests), on_result)
+
+    def _generate(
+        self, requests: list[ChatRequest], on_result: Callable[[int, ChatResult | ChatFailure], None] | None
+    ) -> list[ChatResult | ChatFailure]:
+        """Answer a non-empty batch; what each backend implements."""
         raise NotImplementedError
 
     def ping(self) -> str:

@@ -10,7 +10,7 @@ from __future__ import annotations
 import asyncio
 import random
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 
 import httpx
 
@@ -41,16 +41,11 @@ class OpenAICompatBackend(LLMBackend):
         self.max_retries = int(max_retries)
         self.backoff_seconds = float(backoff_seconds)
 
-    def generate(
-        self,
-        requests: Sequence[ChatRequest],
-        *,
-        on_result: Callable[[int, ChatResult | ChatFailure], None] | None = None,
+    def _generate(
+        self, requests: list[ChatRequest], on_result: Callable[[int, ChatResult | ChatFailure], None] | None
     ) -> list[ChatResult | ChatFailure]:
         """Send all requests; ``on_result`` runs inside the event loop and must not block."""
-        if not requests:
-            return []
-        return asyncio.run(self._generate_all(list(requests), on_result))
+        return asyncio.run(self._generate_all(requests, on_result))
 
     def ping(self) -> str:
         try:

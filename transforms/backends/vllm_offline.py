@@ -8,7 +8,7 @@ class only turns the same ``ChatRequest`` objects into one ``LLM.chat`` batch ca
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 
 from transforms.backends.base import BackendError, ChatFailure, ChatRequest, ChatResult, LLMBackend
 
@@ -22,21 +22,16 @@ class VLLMOfflineBackend(LLMBackend):
     def _engine(self):
         if self._llm is None:
             try:
-                from vllm import LLM
+                from vllm import LLM  # optional, GPU-only and heavy: imported when the engine is first needed
             except ImportError as exc:
                 raise BackendError("the vllm_offline backend needs vLLM on a GPU host: pip install vllm") from exc
             self._llm = LLM(model=self.model, **self.engine_options)
         return self._llm
 
-    def generate(
-        self,
-        requests: Sequence[ChatRequest],
-        *,
-        on_result: Callable[[int, ChatResult | ChatFailure], None] | None = None,
+    def _generate(
+        self, requests: list[ChatRequest], on_result: Callable[[int, ChatResult | ChatFailure], None] | None
     ) -> list[ChatResult | ChatFailure]:
-        if not requests:
-            return []
-        from vllm import SamplingParams
+        from vllm import SamplingParams  # optional, GPU-only and heavy: imported only when vLLM is used
 
         params = [
             SamplingParams(temperature=r.temperature, top_p=r.top_p, max_tokens=r.max_tokens, seed=r.seed)

@@ -5,14 +5,10 @@ from pathlib import Path
 from django.contrib.auth import get_user_model
 from django.core.management.base import BaseCommand, CommandError
 
-from annotation.baseline_services import (
-    baseline_close,
-    baseline_create,
-    baseline_llm_annotate,
-    baseline_publish,
-    baseline_sync,
-)
-from annotation.models import BaselineStudy
+from annotation.baseline_llm_services import baseline_llm_annotate
+from annotation.baseline_services import baseline_close, baseline_create, baseline_publish, baseline_sync
+from annotation.management.reporting import publish_report
+from annotation.models import BASELINE_TASK_TYPES, BaselineStudy
 from annotation.selectors import baseline_get, baseline_rater_counts
 from core.errors import ShiftlabError
 from core.progress import progress_bar
@@ -45,7 +41,7 @@ class Command(BaseCommand):
         create = sub.add_parser("create", help="Draw the instances of a new baseline study.")
         create.add_argument("name")
         create.add_argument("--dataset", required=True, help="Name of an imported dataset.")
-        create.add_argument("--task", required=True, choices=BaselineStudy.TaskType.values)
+        create.add_argument("--task", required=True, choices=[t.value for t in BASELINE_TASK_TYPES])
         create.add_argument(
             "-n",
             "--instances",
@@ -123,10 +119,7 @@ class Command(BaseCommand):
         )
 
     def do_publish(self, *, actor, study, annotators, **_):
-        result = baseline_publish(study=_study(study), annotators=_users(annotators), actor=actor)
-        self.stdout.write(f"Published {result.study} to Argilla dataset {result.dataset_id}: {result.records} records.")
-        for username, password in result.new_accounts.items():
-            self.stdout.write(f"New Argilla account {username}: initial password {password}")
+        publish_report(self.stdout, baseline_publish(study=_study(study), annotators=_users(annotators), actor=actor))
 
     def do_sync(self, *, study, **_):
         r = baseline_sync(study=_study(study))

@@ -4,8 +4,8 @@ from django.contrib.auth import get_user_model
 from django.core.management.base import BaseCommand, CommandError
 
 from annotation.config_export import format_of
+from annotation.export_services import benchmark_config_export, benchmark_config_verify
 from annotation.models import Study
-from annotation.services import benchmark_config_export, benchmark_config_verify
 from core.errors import ShiftlabError
 
 

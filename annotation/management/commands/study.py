@@ -3,23 +3,14 @@ import json
 from django.contrib.auth import get_user_model
 from django.core.management.base import BaseCommand, CommandError
 
+from annotation.argilla_services import study_publish, study_sync
 from annotation.design import DesignError, StudyDesign
+from annotation.design_services import study_create, study_design, study_lock, study_revise
+from annotation.gate_services import approval_decide, gate_result_current, study_gate
+from annotation.management.reporting import publish_report
 from annotation.models import Flag, GateResult, Study
 from annotation.selectors import study_progress
-from annotation.services import (
-    annotator_reject,
-    approval_decide,
-    flag_review,
-    gate_result_current,
-    study_create,
-    study_design,
-    study_gate,
-    study_lock,
-    study_publish,
-    study_revise,
-    study_sync,
-    study_validate,
-)
+from annotation.validation_services import annotator_reject, flag_review, study_validate
 from core.errors import ShiftlabError
 from transforms.models import TransformRun
 
@@ -121,10 +112,7 @@ class Command(BaseCommand):
 
     def do_publish(self, *, actor, study, annotators, **_):
         users = [_user(name) for name in annotators]
-        result = study_publish(study=_study(study), annotators=users, actor=actor)
-        self.stdout.write(f"Published {result.study} to Argilla dataset {result.dataset_id}: {result.records} records.")
-        for username, password in result.new_accounts.items():
-            self.stdout.write(f"New Argilla account {username}: initial password {password}")
+        publish_report(self.stdout, study_publish(study=_study(study), annotators=users, actor=actor))
 
     def do_sync(self, *, study, **_):
         result = study_sync(study=_study(study))

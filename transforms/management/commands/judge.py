@@ -8,16 +8,12 @@ from django.core.management.base import BaseCommand, CommandError
 from core.errors import ShiftlabError
 from core.progress import progress_bar
 from corpora.models import Dataset
-from transforms.judge_services import (
-    JudgeParams,
-    judge_report_create_evaluation,
-    judge_report_create_run,
-    judge_report_create_selection,
-    judge_report_execute,
-)
+from transforms.judge_services import judge_report_create_evaluation, judge_report_create_run, judge_report_execute
 from transforms.judge_tables import report_tables, tables_csv, tables_text
+from transforms.judgement_services import JudgeParams
 from transforms.models import JudgeReport, TransformRun
 from transforms.registry import TRANSFORMATIONS
+from transforms.selection_services import judge_report_create_selection
 from transforms.services import GenerationParams
 
 

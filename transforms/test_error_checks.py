@@ -1,4 +1,4 @@
-"""Tests of the pure output post-processing and error analysis (transforms.errors)."""
+"""Tests of the error analysis of model answers (transforms.error_checks)."""
 
 from __future__ import annotations
 
@@ -8,23 +8,20 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from transforms.errors import (
+from transforms.cleaning import clean_output
+from transforms.error_checks import (
     ERROR_PRECEDENCE,
-    LANGUAGE_MIN_CONFIDENCE,
-    MIN_WORDS_FOR_LANGUAGE,
     RUNAWAY_RATIO,
     TRUNCATED_RATIO,
     ErrorSummary,
     ErrorType,
     OutputAnalysis,
     analyse_output,
-    clean_output,
-    detect_language,
-    normalized_edit_distance,
     summarize_errors,
-    supported_languages,
-    word_count,
 )
+from transforms.test_cleaning import FRAGMENTS
+from transforms.test_language_id import SENTENCES
+from transforms.text_metrics import word_count
 
 SOURCE = "The children were playing football in the park until it started to rain."
 GOOD = "The kids played soccer in the park until the rain began."
@@ -56,7 +53,6 @@ def test_error_types_and_precedence():
     assert ERROR_PRECEDENCE == tuple(ErrorType)
     assert ErrorType.EMPTY == "empty"  # StrEnum: compares and stores as its value
     assert RUNAWAY_RATIO == 5.0 and TRUNCATED_RATIO == 0.2
-    assert MIN_WORDS_FOR_LANGUAGE == 3 and 0.5 <= LANGUAGE_MIN_CONFIDENCE < 1
 
 
 def test_analysis_is_frozen():
@@ -258,222 +254,8 @@ def test_leak_wording_that_the_source_has_is_content():
 
 
 # --------------------------------------------------------------------------------------------------
-# clean_output
+# Language checks
 # --------------------------------------------------------------------------------------------------
-
-
-@pytest.mark.parametrize(
-    ("raw", "cleaned"),
-    [
-        ("<think>\nThe user wants a paraphrase.\n</think>\n\nThe cat sat.", "The cat sat."),
-        ("<THINK>a</THINK>The cat sat.", "The cat sat."),
-        ("<thinking>plan</thinking> The cat sat.", "The cat sat."),
-        ("The user wants a paraphrase.\n</think>\n\nThe cat sat.", "The cat sat."),
-        ("<think>\nLet me think about it.\n\nThe cat sat.", "The cat sat."),
-        ("<think>unfinished reasoning", "<think>unfinished reasoning"),
-        ("  The cat sat.  \n", "The cat sat."),
-        ("\ufeffThe cat sat.\u200b", "The cat sat."),
-        ('"The cat sat."', "The cat sat."),
-        ("\u201cThe cat sat.\u201d", "The cat sat."),
-        ("\u00ab Le chat dort. \u00bb", "Le chat dort."),
-        ("\u300c\u732b\u304c\u5ea7\u3063\u305f\u3002\u300d", "\u732b\u304c\u5ea7\u3063\u305f\u3002"),
-        ("'It's fine.'", "It's fine."),
-        ("'Hello' and 'bye'", "'Hello' and 'bye'"),
-        ('"Hello," she said, "bye."', '"Hello," she said, "bye."'),
-        ("`The cat sat.`", "The cat sat."),
-        ("```\nThe cat sat.\n```", "The cat sat."),
-        ("```text\nThe cat sat.\n```", "The cat sat."),
-        ("Paraphrase: The cat sat.", "The cat sat."),
-        ("paraphrased sentence: The cat sat.", "The cat sat."),
-        ("**Paraphrased sentence:** The cat sat.", "The cat sat."),
-        ("Rewritten text: The cat sat.", "The cat sat."),
-        ("Translation: Die Katze sa\u00df.", "Die Katze sa\u00df."),
-        ("Translated text:\nDie Katze sa\u00df.", "Die Katze sa\u00df."),
-        ("German translation (formal): Die Katze sa\u00df.", "Die Katze sa\u00df."),
-        ("Summary: Cat sat.", "Cat sat."),
-        ("Expanded text: The old cat sat.", "The old cat sat."),
-        ("Keywords: cat, mat", "cat, mat"),
-        ("Output: The cat sat.", "The cat sat."),
-        ("Answer: The cat sat.", "The cat sat."),
-        ("Final answer: The cat sat.", "The cat sat."),
-        ("Text: The cat sat.", "The cat sat."),
-        ("Here is the paraphrase: The cat sat.", "The cat sat."),
-        ("Here's the translation:\nDie Katze sa\u00df.", "Die Katze sa\u00df."),
-        ("Sure! Here is a more formal version: The cat sat.", "The cat sat."),
-        ('Paraphrase: "The cat sat."', "The cat sat."),
-        ('<think>x</think>\n```\nParaphrase: "The cat sat."\n```', "The cat sat."),
-        # Content that must stay.
-        ("Note: the meeting moved.", "Note: the meeting moved."),
-        ("The answer is simple: no.", "The answer is simple: no."),
-        ("The text message said: see you soon.", "The text message said: see you soon."),
-        ("This doesn't answer your question, but: it helps.", "This doesn't answer your question, but: it helps."),
-        ("News Summary: Apple buys a chip maker.", "News Summary: Apple buys a chip maker."),
-        ("Here's the thing: we are late.", "Here's the thing: we are late."),
-        ("He said: translation is hard.", "He said: translation is hard."),
-        ("The cat sat. Paraphrase: the feline sat.", "The cat sat. Paraphrase: the feline sat."),
-        (
-            "One two three four five six seven eight nine translation: x",
-            "One two three four five six seven eight nine translation: x",
-        ),
-    ],
-)
-def test_clean_output(raw, cleaned):
-    assert clean_output(raw) == cleaned
-    assert clean_output(cleaned) == cleaned
-
-
-_FRAGMENTS = st.sampled_from(
-    [
-        "<think>",
-        "</think>",
-        "<thinking>",
-        "\n\n",
-        '"',
-        "'",
-        "\u201c",
-        "\u201d",
-        "`",
-        "```",
-        "```json\n",
-        "Paraphrase:",
-        "Here is the translation:",
-        "**Summary:**",
-        "Text:",
-        " ",
-        "The cat sat.",
-        "Let me think.",
-        "{",
-        "}",
-        "\u2026",
-    ]
-)
-
-
-@settings(max_examples=300, deadline=None)
-@given(st.lists(st.one_of(_FRAGMENTS, st.text(max_size=8)), max_size=12).map("".join))
-def test_clean_output_is_idempotent(text):
-    once = clean_output(text)
-    assert clean_output(once) == once
-    assert len(once) <= len(text)
-
-
-# --------------------------------------------------------------------------------------------------
-# word_count and normalized_edit_distance
-# --------------------------------------------------------------------------------------------------
-
-
-@pytest.mark.parametrize(
-    ("text", "count"),
-    [
-        ("", 0),
-        ("   ", 0),
-        ("The cat sat.", 3),
-        ("The cat sat .", 3),  # a lone punctuation mark is no word
-        ("state-of-the-art don't 3.5", 3),
-        ("... \u2014 !!", 0),
-        ("\u00c7ocuklar parkta oynuyordu.", 3),
-        ("\u732b\u304c\u5ea7\u3063\u305f\u3002", 5),  # Japanese: one word per letter, the full stop is none
-        ("\u6211\u7231\u4f60", 3),
-        ("iPhone\u3092\u8cb7\u3063\u305f", 5),  # a Latin run, then 4 Japanese letters
-        ("\u0e41\u0e21\u0e27\u0e19\u0e31\u0e48\u0e07", 5),  # Thai: 5 base letters, 2 marks attach to them
-    ],
-)
-def test_word_count(text, count):
-    assert word_count(text) == count
-
-
-@pytest.mark.parametrize(
-    ("a", "b", "distance"),
-    [
-        ("the cat sat", "the dog sat", 1 / 3),
-        ("the cat sat", "the cat sat", 0.0),
-        ("", "", 0.0),
-        ("", "the cat", 1.0),
-        ("the cat sat", "the black cat sat", 1 / 4),  # one insertion
-        ("the cat sat", "the cat sat down here", 2 / 5),  # two insertions
-        ("the cat sat", "cat sat", 1 / 3),  # one deletion
-        ("the cat sat", "The cat sat", 1 / 3),  # case-sensitive
-        ("the cat sat", "the cat sat.", 1 / 3),  # punctuation belongs to its word
-        ("a b c d", "d c b a", 1.0),
-        ("\u732b\u304c\u5ea7\u3063\u305f", "\u72ac\u304c\u5ea7\u3063\u305f", 1 / 5),
-    ],
-)
-def test_normalized_edit_distance(a, b, distance):
-    assert normalized_edit_distance(a, b) == pytest.approx(distance)
-
-
-_WORDS = st.lists(st.sampled_from(["the", "cat", "sat", "on", "mat", "The", "mat.", "\u732b", "..."]), max_size=10)
-
-
-@settings(max_examples=200, deadline=None)
-@given(_WORDS.map(" ".join), _WORDS.map(" ".join))
-def test_edit_distance_bounded_and_symmetric(a, b):
-    d = normalized_edit_distance(a, b)
-    assert 0.0 <= d <= 1.0
-    assert d == normalized_edit_distance(b, a)
-    assert normalized_edit_distance(a, a) == 0.0
-
-
-@settings(max_examples=200, deadline=None)
-@given(st.text(max_size=40), st.text(max_size=40))
-def test_edit_distance_properties_on_any_text(a, b):
-    d = normalized_edit_distance(a, b)
-    assert 0.0 <= d <= 1.0
-    assert d == normalized_edit_distance(b, a)
-    assert word_count(a) >= 0
-
-
-# --------------------------------------------------------------------------------------------------
-# Language identification
-# --------------------------------------------------------------------------------------------------
-
-SENTENCES = {
-    "en": "The children were playing football in the park until it started to rain.",
-    "de": "Die Kinder spielten im Park Fu\u00dfball, bis es anfing zu regnen.",
-    "es": "Los ni\u00f1os jugaban al f\u00fatbol en el parque hasta que empez\u00f3 a llover.",
-    "fr": "Les enfants jouaient au football dans le parc jusqu'\u00e0 ce qu'il commence \u00e0 pleuvoir.",
-    "tr": "\u00c7ocuklar ya\u011fmur ya\u011fmaya ba\u015flayana kadar parkta futbol oynuyordu.",
-    "ar": "\u0643\u0627\u0646 \u0627\u0644\u0623\u0637\u0641\u0627\u0644 \u064a\u0644\u0639\u0628\u0648\u0646 "
-    "\u0643\u0631\u0629 \u0627\u0644\u0642\u062f\u0645 \u0641\u064a \u0627\u0644\u062d\u062f\u064a\u0642\u0629 "
-    "\u062d\u062a\u0649 \u0628\u062f\u0623 \u0627\u0644\u0645\u0637\u0631 \u064a\u0647\u0637\u0644.",
-}
-
-
-@pytest.mark.parametrize(("language", "sentence"), sorted(SENTENCES.items()))
-def test_detect_language(language, sentence):
-    assert detect_language(sentence) == language
-    assert detect_language(sentence, candidates=sorted(SENTENCES)) == language
-
-
-def test_detect_language_more_sentences():
-    assert detect_language("Mein Bruder wohnt seit drei Jahren in einer kleinen Wohnung in Berlin.") == "de"
-    assert detect_language("\u00bfD\u00f3nde est\u00e1 la estaci\u00f3n de tren m\u00e1s cercana?") == "es"
-    assert detect_language("Nous avons mang\u00e9 une tarte aux pommes apr\u00e8s le d\u00eener.") == "fr"
-    assert detect_language("Yar\u0131n sabah erkenden \u0130stanbul'a gidece\u011fiz.") == "tr"
-    assert (
-        detect_language(
-            "\u0623\u062d\u0628 \u0642\u0631\u0627\u0621\u0629 \u0627\u0644\u0643\u062a\u0628 "
-            "\u0641\u064a \u0627\u0644\u0645\u0633\u0627\u0621."
-        )
-        == "ar"
-    )
-    assert detect_language("\u5b69\u5b50\u4eec\u5728\u516c\u56ed\u91cc\u8e22\u8db3\u7403\u3002") == "zh"
-
-
-def test_detect_language_too_short_or_empty():
-    assert detect_language("Hello world") is None  # fewer than MIN_WORDS_FOR_LANGUAGE words
-    assert detect_language("") is None
-    assert detect_language("... !!") is None
-
-
-def test_detect_language_candidates():
-    # Restricting forces the answer into the candidates; region subtags and unknown codes are tolerated.
-    assert detect_language(SENTENCES["en"], candidates=["en-GB", "xx"]) == "en"
-    assert detect_language(SENTENCES["de"], candidates=["DE", "en"]) == "de"
-    with pytest.raises(ValueError):
-        detect_language(SENTENCES["en"], candidates=["xx", "yy"])
-    assert {"en", "de", "zh", "ja", "tr", "ar"} <= supported_languages()
-    assert "wuu" not in supported_languages()  # folded into zh
 
 
 def test_wrong_language_not_flagged_for_short_text():
@@ -549,7 +331,7 @@ def test_summarize_errors_property(errors):
 @settings(max_examples=150, deadline=None)
 @given(
     st.text(max_size=60),
-    st.lists(st.one_of(_FRAGMENTS, st.text(max_size=10)), max_size=8).map("".join),
+    st.lists(st.one_of(FRAGMENTS, st.text(max_size=10)), max_size=8).map("".join),
     st.sampled_from([None, "en", "de", "zh"]),
     st.booleans(),
 )

@@ -1,0 +1,296 @@
+"""Services that talk to Argilla for human-validation studies and human baselines (through
+``annotation.argilla.client``): annotator accounts, publishing a study's dataset and records, and
+syncing the submitted responses of a validation study into ``Rating`` rows.
+"""
+
+from __future__ import annotations
+
+import secrets
+from collections import defaultdict
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from contextlib import closing, contextmanager
+from dataclasses import dataclass, field
+from typing import Any
+
+from django.contrib.auth.base_user import AbstractBaseUser
+from django.db import transaction
+from django.utils import timezone
+
+from annotation.argilla import client as argilla
+from annotation.design import StudyKind
+from annotation.design_services import study_design, study_lock
+from annotation.models import Annotator, BaselineStudy, Rating, RatingComment, RatingRevision, Study
+from annotation.sync_diff import SyncCounts, sync_diff
+from core.errors import ShiftlabError
+from core.roles import Role, has_role
+from core.services import audit_record
+
+FIELDS = {
+    StudyKind.REWRITE: (
+        argilla.TextField("original", "Original text"),
+        argilla.TextField("transformed", "Rewritten text"),
+    ),
+    StudyKind.SIMILARITY: (argilla.TextField("original", "Text 1"), argilla.TextField("transformed", "Text 2")),
+}
+COMMENT_TITLE = "Anything you want to tell the researchers about this pair? (optional)"
+DEFAULT_GUIDELINES = {
+    StudyKind.REWRITE: (
+        "Each task shows an original text and a rewritten version of it. Read both, then answer:\n\n"
+        "- **Quality** (1-5): how well does the rewrite keep the meaning of the original? 5 = the "
+        "meaning is fully kept, 1 = it is lost or changed. A rewrite may be in another language.\n"
+        "- **Fluency** (1-5): how natural and well-formed is the rewrite, as a text of its own "
+        "language? 5 = reads like careful human writing, 1 = broken.\n\n"
+        "Judge each pair on its own. Use the comment box for anything odd (offensive content, a "
+        "text you cannot read). Submit when you are sure; you may come back and change an answer."
+    ),
+    StudyKind.SIMILARITY: (
+        "Each task shows two texts. Rate how similar their meanings are, from 0 (unrelated) to 5 "
+        "(they say exactly the same thing). Judge meaning, not wording. Use the comment box for "
+        "anything odd. Submit when you are sure; you may come back and change an answer."
+    ),
+}
+
+
+@contextmanager
+def argilla_connection(client):
+    """The given Argilla connection, or a new owner connection closed afterwards."""
+    if client is not None:
+        yield client
+        return
+    with closing(argilla.client_get()) as owned:
+        yield owned
+
+
+def require_annotators(users: Iterable[AbstractBaseUser]) -> None:
+    """Only members of the annotator group may be given Argilla annotator accounts."""
+    for user in users:
+        if not has_role(user, Role.ANNOTATOR):
+            raise ShiftlabError(f"{user.get_username()} is not in the 'annotator' group: add them there first")
+
+
+def annotator_accounts_ensure(
+    *, users: Sequence[AbstractBaseUser], workspace: str, client
+) -> tuple[dict[Any, Any], dict[str, str]]:
+    """Ensure ``workspace`` and an Argilla annotator account in it for each user (a connection from
+    ``argilla_connection``). Returns (user pk -> Argilla user id, username -> initial password of each account
+    created now). Existing accounts keep their password."""
+    argilla.workspace_ensure(workspace, client=client)
+    user_ids, new_accounts = {}, {}
+    for user in users:
+        username = user.get_username()
+        password = None
+        if argilla.user_get_id(username, client=client) is None:
+            password = secrets.token_urlsafe(12)
+            new_accounts[username] = password
+        user_ids[user.pk] = argilla.user_ensure(
+            username, password or secrets.token_urlsafe(12), "annotator", workspace, client=client
+        )
+    return user_ids, new_accounts
+
+
+def _mark_published(study, *, actor: AbstractBaseUser | None, verb: str, payload: dict):
+    """Mark a study (validation or baseline) published, under a row lock; audited as ``verb`` the
+    first time and ``verb.again`` on a later publish. Returns the fresh row."""
+    with transaction.atomic():
+        study = type(study).objects.select_for_update().get(pk=study.pk)
+        first = study.published_at is None
+        study.status = type(study).Status.PUBLISHED
+        study.published_at = study.published_at or timezone.now()
+        study.save(update_fields=["status", "published_at"])
+        audit_record(actor=actor, verb=verb if first else f"{verb}.again", obj=study, payload=payload)
+    return study
+
+
+@dataclass(frozen=True)
+class PublishResult:
+    study: Study | BaselineStudy
+    dataset_id: str
+    records: int
+    new_accounts: dict[str, str] = field(default_factory=dict)  # username -> initial Argilla password
+
+
+def argilla_publish(
+    study: Study | BaselineStudy,
+    *,
+    users: Sequence[AbstractBaseUser],
+    register: Callable[[dict[Any, Any]], object],
+    dataset: Mapping[str, Any],
+    records: Sequence[argilla.RecordIn],
+    actor: AbstractBaseUser | None,
+    verb: str,
+    audit_new_accounts: bool = False,
+    client=None,
+) -> PublishResult:
+    """Publish a study (validation or baseline) to Argilla, idempotently, and mark it published.
+
+    Ensures the study's workspace and an annotator account for each of ``users`` (``register``
+    gets user pk -> Argilla user id, to record them in Django), reuses the study's dataset or
+    creates it with ``dataset`` (fields, questions, guidelines, ``min_submitted``) and stores its
+    id, then upserts ``records`` by their external id. The publish is audited as ``verb``, with
+    the usernames of the accounts created now if ``audit_new_accounts``.
+    """
+    with argilla_connection(client) as conn:
+        user_ids, new_accounts = annotator_accounts_ensure(users=users, workspace=study.project, client=conn)
+        register(user_ids)
+        dataset_id = study.argilla_dataset_id or argilla.dataset_find(study.project, study.argilla_name, client=conn)
+        if dataset_id is None:
+            dataset_id = argilla.dataset_create(
+                client=conn, workspace=study.project, name=study.argilla_name, **dataset
+            )
+        type(study).objects.filter(pk=study.pk).update(argilla_dataset_id=dataset_id)
+        argilla.records_log(dataset_id, records, client=conn)
+    payload = {
+        "dataset_id": str(dataset_id),
+        "records": len(records),
+        "annotators": [u.get_username() for u in users],
+    }
+    if audit_new_accounts:
+        payload["new_accounts"] = sorted(new_accounts)
+    study = _mark_published(study, actor=actor, verb=verb, payload=payload)
+    return PublishResult(study=study, dataset_id=str(dataset_id), records=len(records), new_accounts=new_accounts)
+
+
+def study_publish(
+    *,
+    study: Study,
+    annotators: Iterable[AbstractBaseUser] = (),
+    actor: AbstractBaseUser | None = None,
+    client=None,
+) -> PublishResult:
+    """Publish the study to Argilla (locking it first if it is a draft) and provision annotators.
+
+    Idempotent: the workspace, accounts and dataset are reused when they exist and records are
+    upserted by their opaque id, so an interrupted publish can simply be run again, and running it
+    with more annotators adds them. New Argilla accounts get a random password, returned once in
+    ``new_accounts`` for the researcher to hand over; existing accounts keep theirs.
+    """
+    if not study.is_locked:
+        study = study_lock(study=study, actor=actor)
+    design = study_design(study)
+    users = list(dict.fromkeys(annotators))
+    require_annotators(users)
+    for user in users:
+        existing = Annotator.objects.filter(study=study, user=user, status=Annotator.Status.REJECTED).first()
+        if existing:
+            raise ShiftlabError(f"{user.get_username()} was rejected in {study}: they cannot rate it again")
+    items = list(study.items.order_by("position"))
+
+    def register(user_ids: dict[Any, Any]) -> None:
+        for user in users:
+            Annotator.objects.update_or_create(study=study, user=user, defaults={"argilla_user_id": user_ids[user.pk]})
+
+    field_a, field_b = (f.name for f in FIELDS[design.kind])
+    return argilla_publish(
+        study,
+        users=users,
+        register=register,
+        dataset={
+            "fields": FIELDS[design.kind],
+            "rating_questions": [
+                argilla.RatingQuestion(q.name, q.title, q.values, q.description) for q in design.questions
+            ],
+            "comment_question": COMMENT_TITLE,
+            "guidelines": design.guidelines or DEFAULT_GUIDELINES[design.kind],
+            "min_submitted": design.raters_per_item,
+        },
+        # Opaque id and the two texts only: kind, expected answers and estimates stay in Django.
+        records=[
+            argilla.RecordIn(external_id=i.external_id, fields={field_a: i.text_a, field_b: i.text_b}) for i in items
+        ],
+        actor=actor,
+        verb="study.publish",
+        client=client,
+    )
+
+
+@dataclass(frozen=True)
+class SyncResult(SyncCounts):
+    ignored_users: int = 0
+    ignored_records: int = 0
+
+
+def study_sync(*, study: Study, client=None) -> SyncResult:
+    """Bring the submitted responses of the study's Argilla dataset into ``Rating`` rows.
+
+    Idempotent: a rating exists once per (item, annotator, question); re-syncing unchanged
+    responses writes nothing. Only submitted responses count: a response that is a draft or
+    discarded, or was deleted, makes the matching ratings inactive. A changed value updates the
+    rating, increments ``edits`` and adds a ``RatingRevision``.
+    """
+    study = Study.objects.get(pk=study.pk)
+    if study.argilla_dataset_id is None:
+        raise ShiftlabError(f"{study} is not published yet: publish it before syncing responses")
+    design = study_design(study)
+    question_names = {q.name: q for q in design.questions}
+    with argilla_connection(client) as conn:
+        rows = list(argilla.responses_fetch(study.argilla_dataset_id, client=conn))
+    responses: dict[tuple[str, Any], dict] = {}
+    for row in rows:
+        entry = responses.setdefault(
+            (row.record_external_id, row.user_id), {"status": row.status, "at": row.updated_at, "values": {}}
+        )
+        if row.question is not None:
+            entry["values"][row.question] = row.value
+    ignored: dict[str, int] = defaultdict(int)
+    now = timezone.now()
+    with transaction.atomic():
+        study = Study.objects.select_for_update().get(pk=study.pk)
+        items = {i.external_id: i for i in study.items.all()}
+        annotators = {a.argilla_user_id: a for a in study.annotators.select_related("user")}
+        existing = {
+            (r.study_item_id, r.annotator_id, r.question): r for r in Rating.objects.filter(study_item__study=study)
+        }
+        items_by_pk = {i.pk: i for i in items.values()}
+        annotators_by_pk = {a.pk: a for a in annotators.values()}
+        submitted: dict[tuple[int, int, str], tuple[int, Any]] = {}
+        for (external_id, user_id), response in responses.items():
+            item, annotator = items.get(external_id), annotators.get(user_id)
+            if item is None:
+                ignored["ignored_records"] += 1
+                continue
+            if annotator is None:
+                ignored["ignored_users"] += 1
+                continue
+            if response["status"] != "submitted":
+                continue  # its ratings, if any, are withdrawn below
+            for question, value in response["values"].items():
+                if question == "comment":
+                    RatingComment.objects.update_or_create(
+                        study_item=item, annotator=annotator, defaults={"text": str(value or "")}
+                    )
+                    continue
+                spec = question_names.get(question)
+                if spec is not None and isinstance(value, int) and spec.low <= value <= spec.high:
+                    submitted[(item.pk, annotator.pk, question)] = (value, response["at"])
+        diff = sync_diff(
+            submitted,
+            existing,
+            is_current=lambda rating, value: rating.active and rating.value == value,
+            is_live=lambda rating: rating.active,
+        )
+        for (item_id, annotator_id, question), value, at in diff.create:
+            rating = Rating.objects.create(
+                study_item_id=item_id, annotator_id=annotator_id, question=question, value=value, submitted_at=at
+            )
+            RatingRevision.objects.create(rating=rating, value=value, status="submitted", argilla_updated_at=at)
+        for rating, value, at in diff.update:
+            rating.edits += 1
+            rating.value, rating.active, rating.submitted_at = value, True, at
+            rating.save(update_fields=["value", "active", "submitted_at", "edits", "updated_at"])
+            RatingRevision.objects.create(rating=rating, value=value, status="submitted", argilla_updated_at=at)
+        for (item_id, annotator_id, _), rating in diff.withdraw:
+            item, annotator = items_by_pk[item_id], annotators_by_pk[annotator_id]
+            status = responses.get((item.external_id, annotator.argilla_user_id), {}).get("status", "missing")
+            rating.active = False
+            rating.save(update_fields=["active", "updated_at"])
+            RatingRevision.objects.create(rating=rating, value=None, status=status)
+        result = SyncResult(**diff.counts(), **ignored)
+        study.synced_at = now
+        fields = ["synced_at"]
+        if result.changed:
+            study.ratings_changed_at = now
+            fields.append("ratings_changed_at")
+        study.save(update_fields=fields)
+        if result.changed:
+            audit_record(actor=None, verb="study.sync", obj=study, payload=result.audit_payload())
+    return result

@@ -1,0 +1,233 @@
+"""Services of human-validation studies, first steps: declare a study (draft), change its design
+or revise it as a new version, and lock it (design frozen; items and controls drawn). Every step
+is audited. Publishing and syncing follow in ``argilla_services``.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from collections.abc import Sequence
+
+import numpy as np
+from django.contrib.auth.base_user import AbstractBaseUser
+from django.core.exceptions import ImproperlyConfigured
+from django.db import transaction
+from django.utils import timezone
+
+from annotation.controls import ItemKind, control_pairs, expected_value
+from annotation.controls import n_controls as controls_needed
+from annotation.design import StudyDesign
+from annotation.models import Study, StudyItem
+from annotation.sampling import Unit, stratified_sample
+from core.errors import ShiftlabError
+from core.hashing import sha256_text
+from core.services import audit_record
+from transforms.backends import get_backend
+from transforms.models import TransformedItem, TransformRun
+
+
+def study_design(study: Study) -> StudyDesign:
+    return StudyDesign.from_dict(study.design)
+
+
+def _check_runs(runs: Sequence[TransformRun]) -> list[TransformRun]:
+    runs = list(dict.fromkeys(runs))
+    if not runs:
+        raise ShiftlabError("a study needs at least one transformation run: pass the ids of succeeded runs")
+    unfinished = [f"{r.pk} ({r.status})" for r in runs if r.status != TransformRun.Status.SUCCEEDED]
+    if unfinished:
+        raise ShiftlabError(f"only succeeded runs can be validated; not succeeded: {', '.join(unfinished)}")
+    return runs
+
+
+def _check_judges(design: StudyDesign) -> None:
+    for alias in design.llm_judges:
+        try:
+            get_backend(alias)
+        except ImproperlyConfigured as exc:
+            raise ShiftlabError(f"design.llm_judges: {exc}") from exc
+
+
+def study_create(
+    *,
+    name: str,
+    runs: Sequence[TransformRun],
+    design: StudyDesign,
+    project: str = "shiftlab",
+    created_by: AbstractBaseUser | None = None,
+) -> Study:
+    """A draft study (version 1) over succeeded runs. Its design can change until it is locked."""
+    runs = _check_runs(runs)
+    _check_judges(design)
+    if Study.objects.filter(name=name).exists():
+        raise ShiftlabError(f"a study named {name!r} exists: revise it (new version) or choose another name")
+    study = Study(
+        name=name, project=project, design=design.to_dict(), design_hash=design.content_hash, created_by=created_by
+    )
+    try:
+        study.full_clean(exclude=["runs"])
+    except Exception as exc:  # ValidationError: report which field is wrong
+        raise ShiftlabError(f"invalid study: {exc}") from exc
+    with transaction.atomic():
+        study.save()
+        study.runs.set(runs)
+        audit_record(
+            actor=created_by,
+            verb="study.create",
+            obj=study,
+            payload={"runs": [r.pk for r in runs], "design": design.to_dict()},
+        )
+    return study
+
+
+def study_update_design(*, study: Study, design: StudyDesign, actor: AbstractBaseUser | None = None) -> Study:
+    """Change the design of a draft study; a locked study refuses (revise it instead)."""
+    _check_judges(design)
+    with transaction.atomic():
+        study = Study.objects.select_for_update().get(pk=study.pk)
+        if study.is_locked:
+            raise ShiftlabError(f"{study} is locked: its design cannot change. Revise it to make a new version.")
+        study.design, study.design_hash = design.to_dict(), design.content_hash
+        study.save(update_fields=["design", "design_hash"])
+        audit_record(actor=actor, verb="study.design.update", obj=study, payload=design.to_dict())
+    return study
+
+
+def study_revise(
+    *,
+    study: Study,
+    design: StudyDesign | None = None,
+    runs: Sequence[TransformRun] | None = None,
+    actor: AbstractBaseUser | None = None,
+) -> Study:
+    """A new draft version of a study with a changed design and/or runs; the old one is untouched."""
+    design = design or study_design(study)
+    runs = _check_runs(runs if runs is not None else list(study.runs.all()))
+    _check_judges(design)
+    with transaction.atomic():
+        latest = Study.objects.filter(name=study.name).order_by("-version").first()
+        revised = Study.objects.create(
+            name=study.name,
+            version=latest.version + 1,
+            previous=study,
+            project=study.project,
+            design=design.to_dict(),
+            design_hash=design.content_hash,
+            created_by=actor,
+        )
+        revised.runs.set(runs)
+        audit_record(
+            actor=actor,
+            verb="study.revise",
+            obj=revised,
+            payload={"previous": study.pk, "design": design.to_dict(), "runs": [r.pk for r in runs]},
+        )
+    return revised
+
+
+def _stratum(out: TransformedItem) -> str:
+    return f"{out.run.dataset.name}|{out.item.language}>{out.target_language}"
+
+
+def _rng(seed: int, label: str) -> np.random.Generator:
+    return np.random.default_rng([seed, int(sha256_text(label)[:12], 16)])
+
+
+def study_lock(*, study: Study, actor: AbstractBaseUser | None = None) -> Study:
+    """Freeze the design and draw the study's items: a seeded stratified sample of successfully
+    transformed texts per transformation, plus control items, in a seeded shuffled order.
+
+    Locking a locked study changes nothing.
+    """
+    with transaction.atomic():
+        study = Study.objects.select_for_update().get(pk=study.pk)
+        if study.is_locked:
+            return study
+        design = study_design(study)
+        outputs = (
+            TransformedItem.objects.filter(run__in=study.runs.all(), ok=True)
+            .exclude(output_text="")
+            .select_related("run__dataset", "item")
+            .order_by("pk")
+        )
+        by_transformation: dict[str, list[TransformedItem]] = defaultdict(list)
+        for out in outputs:
+            by_transformation[out.run.transformation].append(out)
+        transformations = sorted({r.transformation for r in study.runs.all()})
+        empty = [t for t in transformations if not by_transformation[t]]
+        if empty:
+            raise ShiftlabError(
+                f"no successfully transformed texts for {', '.join(empty)} in the study's runs: "
+                "nothing to validate there; remove those runs (revise the study) or rerun them"
+            )
+        chosen: list[TransformedItem] = []
+        sample_info = {}
+        for name in transformations:
+            pool = {o.pk: o for o in by_transformation[name]}
+            sample = stratified_sample(
+                [Unit(pk, _stratum(o)) for pk, o in pool.items()],
+                design.items_per_transformation,
+                rng=_rng(design.seed, name),
+            )
+            chosen.extend(pool[pk] for pk in sample.keys)
+            sample_info[name] = {
+                "drawn": len(sample.keys),
+                "allocation": sample.allocation,
+                "available": sample.available,
+                "shortfall": sample.shortfall,
+            }
+        n_ctrl = controls_needed(
+            len(chosen), batch_size=design.batch_size, controls_per_batch=design.controls_per_batch
+        )
+        try:
+            controls = control_pairs(
+                [o.source_text for o in chosen],
+                [o.output_text for o in chosen],
+                n_ctrl,
+                rng=_rng(design.seed, "controls"),
+            )
+        except ValueError as exc:
+            raise ShiftlabError(f"cannot build control items: {exc}") from exc
+        rows = [
+            StudyItem(
+                study=study,
+                position=0,
+                kind=ItemKind.REAL,
+                transformed_item=o,
+                transformation=o.run.transformation,
+                stratum=_stratum(o),
+                text_a=o.source_text,
+                text_b=o.output_text,
+                language_a=o.item.language,
+                language_b=o.target_language,
+            )
+            for o in chosen
+        ]
+        for pair in controls:
+            source = chosen[pair.source_index]
+            expected = {q.name: v for q in design.questions if (v := expected_value(pair.kind, q)) is not None}
+            language_b = source.item.language if pair.kind == ItemKind.EASY_POSITIVE else ""
+            rows.append(
+                StudyItem(
+                    study=study,
+                    position=0,
+                    kind=pair.kind,
+                    text_a=pair.text_a,
+                    text_b=pair.text_b,
+                    language_a=source.item.language,
+                    language_b=language_b,
+                    expected=expected,
+                )
+            )
+        order = _rng(design.seed, "order").permutation(len(rows))
+        for position, index in enumerate(order):
+            rows[int(index)].position = position
+        StudyItem.objects.bulk_create(rows)
+        sample_info["controls"] = len(controls)
+        study.sample_info = sample_info
+        study.status, study.locked_at = Study.Status.LOCKED, timezone.now()
+        study.save(update_fields=["sample_info", "status", "locked_at"])
+        audit_record(
+            actor=actor, verb="study.lock", obj=study, payload={"design_hash": study.design_hash, "sample": sample_info}
+        )
+    return study

@@ -1,0 +1,164 @@
+"""Export services: the validated benchmark config of the approved transformations (prompts,
+generator, seeds, languages, datasets and the evidence behind each approval, sealed with its own
+hash), and the verification of an exported file.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from django.contrib.auth.base_user import AbstractBaseUser
+from django.db import transaction
+from django.utils import timezone
+
+from annotation import config_export
+from annotation.models import Approval, BenchmarkConfig, GateResult, Study
+from core.errors import ShiftlabError
+from core.services import audit_record
+from transforms.models import PromptTemplate, TransformRun
+from transforms.registry import TRANSFORMATIONS
+
+
+def approved_gate_results(studies: Sequence[Study] | None = None) -> list[GateResult]:
+    """The current gate result of each (study, transformation) when it carries an approval."""
+    candidates = GateResult.objects.select_related("study", "approval").order_by(
+        "study_id", "transformation", "-created_at", "-id"
+    )
+    if studies is not None:
+        candidates = candidates.filter(study__in=studies)
+    current: dict[tuple[int, str], GateResult] = {}
+    for result in candidates:
+        current.setdefault((result.study_id, result.transformation), result)
+    return [r for r in current.values() if hasattr(r, "approval") and r.approval.decision == Approval.Decision.APPROVE]
+
+
+def _run_entry(run: TransformRun) -> dict:
+    prompts = []
+    for key, digest in sorted(run.prompt_hashes.items()):
+        template = PromptTemplate.objects.filter(key=key, content_hash=digest).first()
+        if template is None:
+            raise ShiftlabError(f"run {run.pk}: prompt {key} with hash {digest[:12]} is missing; cannot export it")
+        prompts.append(
+            {"key": key, "version": template.version, "hash": digest, "system": template.system, "user": template.user}
+        )
+    generator = run.generator
+    return {
+        "run_id": run.pk,
+        "run_hash": run.run_hash,
+        "seed": run.seed,
+        "dataset": {
+            "name": run.dataset.name,
+            "content_hash": run.dataset.content_hash,
+            "task_type": run.dataset.task_type,
+            "languages": run.dataset.languages,
+        },
+        "generator": {
+            "backend_alias": generator.backend_alias,
+            "model": generator.model,
+            "params": generator.params,
+            "hash": generator.content_hash,
+        },
+        "prompts": prompts,
+        "target_languages": run.languages,
+        "run_language": run.run_language,
+        "item_limit": run.item_limit,
+    }
+
+
+def benchmark_config_export(
+    *, actor: AbstractBaseUser | None = None, studies: Sequence[Study] | None = None, name: str = ""
+) -> BenchmarkConfig:
+    """Write the validated benchmark config of every approved transformation (of ``studies``, or
+    of all studies): prompts with hashes, generator, seeds, languages, datasets with content hashes
+    and the evidence behind each approval; it carries its own hash."""
+    approved = approved_gate_results(studies)
+    if not approved:
+        raise ShiftlabError("no approved transformation to export: gate a study and approve a transformation first")
+    transformations = []
+    datasets = {}
+    for result in sorted(approved, key=lambda r: (r.transformation, r.study.name, r.study.version)):
+        runs = [
+            _run_entry(run)
+            for run in result.study.runs.filter(transformation=result.transformation)
+            .select_related("dataset", "generator")
+            .order_by("pk")
+        ]
+        for run in runs:
+            datasets[run["dataset"]["name"]] = run["dataset"]
+        spec = TRANSFORMATIONS[result.transformation]
+        approval = result.approval
+        transformations.append(
+            {
+                "transformation": result.transformation,
+                "axis": spec.axis.value,
+                "study": {
+                    "name": result.study.name,
+                    "version": result.study.version,
+                    "design_hash": result.study.design_hash,
+                    "design": result.study.design,
+                },
+                "runs": runs,
+                "approval": {
+                    "decision": approval.decision,
+                    "by": approval.decided_by.get_username(),
+                    "at": approval.decided_at.isoformat(),
+                    "comment": approval.comment,
+                },
+                "gate": {
+                    "id": result.pk,
+                    "passed": result.passed,
+                    "evidence_hash": result.evidence_hash,
+                    "evidence": result.evidence,
+                },
+            }
+        )
+    document = config_export.config_seal(
+        {
+            "name": name,
+            "exported_at": timezone.now().isoformat(),
+            "exported_by": actor.get_username() if actor is not None else "",
+            "transformations": transformations,
+            "datasets": [datasets[k] for k in sorted(datasets)],
+        }
+    )
+    with transaction.atomic():
+        config = BenchmarkConfig.objects.create(
+            name=name,
+            document=document,
+            config_hash=document[config_export.HASH_KEY],
+            json_text=config_export.config_render(document, "json"),
+            yaml_text=config_export.config_render(document, "yaml"),
+            created_by=actor,
+        )
+        audit_record(
+            actor=actor,
+            verb="benchmark_config.export",
+            obj=config,
+            payload={
+                "config_hash": config.config_hash,
+                "transformations": [
+                    (t["transformation"], t["study"]["name"], t["study"]["version"]) for t in transformations
+                ],
+            },
+        )
+    return config
+
+
+@dataclass(frozen=True)
+class ConfigCheck:
+    verification: config_export.Verification
+    known: BenchmarkConfig | None  # the exported row with this hash, if this platform made it
+
+    @property
+    def ok(self) -> bool:
+        return self.verification.ok
+
+
+def benchmark_config_verify(*, text: str, fmt: config_export.Format) -> ConfigCheck:
+    """Verify an exported config file (hash and canonical form) and look it up among exports."""
+    verification = config_export.config_verify(text, fmt)
+    known = None
+    if verification.declared_hash:
+        known = BenchmarkConfig.objects.filter(config_hash=verification.declared_hash).first()
+    return ConfigCheck(verification=verification, known=known)

@@ -1,0 +1,246 @@
+"""Execution of a transformation run's chunks: the generation cache, LLM calls and outcomes.
+
+What each step asks for and what happens after an attempt is decided in :mod:`transforms.attempts`;
+this module reads and writes the cache, calls the backend and stores the outcomes.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+
+from django.db import transaction
+from django.db.models import F
+
+from core.errors import ShiftlabError
+from core.hashing import sha256_text
+from corpora.models import DatasetItem
+from corpora.task_types import task_spec
+from transforms import planning
+from transforms.attempts import (
+    StepCall,
+    TextState,
+    analyse_attempt,
+    finish_attempt,
+    plan_step,
+    plan_text,
+    record_step,
+    side_language,
+)
+from transforms.backends import get_backend
+from transforms.backends.base import ChatFailure, ChatRequest, ChatResult, LLMBackend
+from transforms.models import Generation, TransformedItem, TransformRun
+from transforms.prompts import PromptText
+from transforms.registry import Transformation, language_name, transformation_get
+from transforms.services import (
+    GenerationParams,
+    TransientBackendError,
+    transform_run_finalize,
+    transform_run_mark_started,
+    transform_run_pending_chunks,
+    transform_run_refresh_counts,
+)
+
+
+def transform_run_execute_chunk(*, run_id: int, item_ids: Sequence[int]) -> int:
+    """Transform the fields of ``item_ids`` that have no outcome yet; return how many were added.
+
+    Idempotent: outcomes are unique per (run, item, field) and generations per cache key, so a
+    chunk delivered twice (e.g. after its worker was killed) adds nothing twice. LLM outputs are
+    saved as soon as they arrive, so work done before a crash is not lost.
+    """
+    run = TransformRun.objects.select_related("dataset", "generator").get(pk=run_id)
+    spec = transformation_get(run.transformation)
+    params = GenerationParams(**run.generator.params)
+    fields = task_spec(run.dataset.task_type).transformable_fields
+    done = set(TransformedItem.objects.filter(run=run, item_id__in=item_ids).values_list("item_id", "side"))
+    # One unit per missing (item, field); units with the same text and language share one TextState,
+    # so identical texts are generated once.
+    units: list[tuple[DatasetItem, str, str, tuple[str, str]]] = []
+    texts: dict[tuple[str, str], TextState] = {}
+    for item in DatasetItem.objects.filter(pk__in=item_ids).order_by("position"):
+        for side in fields:
+            if (item.pk, side) in done:
+                continue
+            text = item.payload[side]
+            source_language = side_language(item.language, side, run.dataset.task_type)
+            key = (sha256_text(text), source_language)
+            if key not in texts:
+                texts[key] = plan_text(
+                    text,
+                    key[0],
+                    source_language,
+                    language_plan=spec.language_plan,
+                    run_language=run.run_language,
+                    seed=run.seed,
+                    languages=run.languages,
+                )
+            units.append((item, side, text, key))
+    if not units:
+        return 0
+    prompts = {p.key: PromptText(p.key, p.system, p.user) for p in run.prompts.all()}
+    candidates = sorted(set(run.languages) | {t.source_language for t in texts.values()})
+    if spec.uses_llm:
+        _run_llm_steps(run, spec, params, prompts, list(texts.values()), candidates)
+    else:
+        for t in texts.values():
+            output = planning.random_keywords(t.text, seed=run.seed, text_hash=t.text_hash)
+            analyse_attempt(t, spec, output, candidates, max_attempts=1)
+    outcomes = [
+        TransformedItem(run=run, item=item, side=side, source_text=text, **texts[key].outcome)
+        for item, side, text, key in units
+    ]
+    with transaction.atomic():
+        before = TransformedItem.objects.filter(run=run).count()
+        TransformedItem.objects.bulk_create(outcomes, ignore_conflicts=True)
+        added = TransformedItem.objects.filter(run=run).count() - before
+        TransformRun.objects.filter(pk=run.pk).update(
+            llm_calls=F("llm_calls") + sum(t.calls for t in texts.values()),
+            cache_hits=F("cache_hits") + sum(t.hits for t in texts.values()),
+        )
+    transform_run_refresh_counts(run_id=run.pk)
+    # The chord's final task may wait behind other runs' chunks in the queue: finish the run as
+    # soon as its last text has an outcome (finalising twice is harmless).
+    if TransformRun.objects.filter(pk=run.pk, done__gte=F("total")).exists():
+        transform_run_finalize(run_id=run.pk)
+    return added
+
+
+def transform_run_execute_inline(*, run_id: int, on_texts: Callable[[int], None] | None = None) -> TransformRun:
+    """Execute in this process whatever a run still lacks, chunk by chunk, and finalise it: for
+    callers that need a run's outputs inside their own task (judge reports, benchmark units).
+    Chunks are idempotent, so a redelivered caller just continues. ``on_texts(n)`` hears how many
+    texts have an outcome: first those done before, then those each chunk adds. Raises
+    ShiftlabError when the run does not succeed."""
+    done = TransformedItem.objects.filter(run_id=run_id).count()
+    if on_texts:
+        on_texts(done)
+    run = TransformRun.objects.get(pk=run_id)
+    if run.status != TransformRun.Status.SUCCEEDED:
+        transform_run_mark_started(run_id=run_id)
+        for chunk in transform_run_pending_chunks(run_id=run_id):
+            transform_run_execute_chunk(run_id=run_id, item_ids=chunk)
+            now = TransformedItem.objects.filter(run_id=run_id).count()
+            if on_texts:
+                on_texts(now - done)
+            done = now
+        run = transform_run_finalize(run_id=run_id)
+    if run.status != TransformRun.Status.SUCCEEDED:
+        raise ShiftlabError(f"transformation run {run.pk} did not finish: {run.error}")
+    return run
+
+
+def _run_llm_steps(
+    run: TransformRun,
+    spec: Transformation,
+    params: GenerationParams,
+    prompts: dict[str, PromptText],
+    texts: list[TextState],
+    candidates: list[str],
+) -> None:
+    """Take every text through the steps, attempt after attempt, until each has an outcome."""
+    backend = get_backend(run.generator.backend_alias)
+    pending = texts
+    while pending:
+        for t in pending:
+            t.start_attempt()
+        for step_index, step in enumerate(spec.steps):
+            prompt = prompts[step.prompt]
+            calls = plan_step(
+                [t for t in pending if not t.failed_step],
+                step=step,
+                step_index=step_index,
+                transformation=spec.name,
+                prompt_hash=prompt.content_hash,
+                model=run.generator.model,
+                params_hash=params.sampling_hash,
+                seed=run.seed,
+            )
+            generations = _step_generations(backend, run, spec, params, prompt, step_index, calls)
+            for call in calls:
+                generation = generations[call.key]
+                record_step(call.text, call.key, output=generation.output, failure=generation.failure)
+        pending = finish_attempt(pending, spec, candidates, max_attempts=params.max_attempts)
+
+
+def _cached_generations(keys: list[str]) -> dict[str, Generation]:
+    return {g.key: g for g in Generation.objects.filter(key__in=keys)}
+
+
+def _step_generations(
+    backend: LLMBackend,
+    run: TransformRun,
+    spec: Transformation,
+    params: GenerationParams,
+    prompt: PromptText,
+    step_index: int,
+    calls: list[StepCall],
+) -> dict[str, Generation]:
+    """The generation of every call, by key: from the cache, else from the backend. New answers
+    (and permanent failures) are saved before a transient failure raises TransientBackendError."""
+    keys = [call.key for call in calls]
+    cached = _cached_generations(keys)
+    misses = [call for call in calls if call.key not in cached]
+    for call in calls:
+        if call.key in cached:
+            call.text.hits += 1
+    if not misses:
+        return cached
+    results = backend.generate([_chat_request(call, prompt, params) for call in misses])
+    transient = [r for r in results if isinstance(r, ChatFailure) and r.transient]
+    new_rows = []
+    for call, result in zip(misses, results, strict=True):
+        if isinstance(result, ChatFailure) and result.transient:
+            continue
+        call.text.calls += 1
+        new_rows.append(_generation_row(call, spec, step_index, prompt, run, params, result))
+    Generation.objects.bulk_create(new_rows, ignore_conflicts=True)
+    if transient:
+        raise TransientBackendError.for_backend(backend, n_failed=len(transient), message=transient[0].message)
+    return _cached_generations(keys)
+
+
+def _chat_request(call: StepCall, prompt: PromptText, params: GenerationParams) -> ChatRequest:
+    return ChatRequest(
+        messages=prompt.messages(
+            text=call.text.current,
+            language=language_name(call.language),
+            source_language=language_name(call.input_language),
+        ),
+        seed=call.sampling_seed,
+        temperature=params.temperature,
+        top_p=params.top_p,
+        max_tokens=params.max_tokens,
+    )
+
+
+def _generation_row(
+    call: StepCall,
+    spec: Transformation,
+    step_index: int,
+    prompt: PromptText,
+    run: TransformRun,
+    params: GenerationParams,
+    result: ChatResult | ChatFailure,
+) -> Generation:
+    common = dict(
+        key=call.key,
+        input_hash=sha256_text(call.text.current),
+        transformation=spec.name,
+        step=step_index,
+        prompt_hash=prompt.content_hash,
+        model=run.generator.model,
+        params_hash=params.sampling_hash,
+        seed=run.seed,
+        sampling_seed=call.sampling_seed,
+        attempt=call.text.attempt,
+        language=call.language,
+    )
+    if isinstance(result, ChatResult):
+        return Generation(
+            **common,
+            output=result.text,
+            prompt_tokens=result.prompt_tokens,
+            completion_tokens=result.completion_tokens,
+            latency_s=result.latency_s,
+        )
+    return Generation(**common, failure=result.message[:2000])

@@ -1,0 +1,335 @@
+"""Error analysis of LLM rewrites (pure module).
+
+Every transformed text goes through :func:`analyse_output`: it cleans the answer
+(:func:`~transforms.cleaning.clean_output`), runs the error checks of the product spec in a fixed
+precedence order and reports the first that fired as the item's single error.
+:func:`summarize_errors` turns the errors of many items into rates.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import unicodedata
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from enum import StrEnum
+
+from transforms.cleaning import clean_output
+from transforms.language_id import (
+    MIN_WORDS_FOR_LANGUAGE,
+    detect_language,
+    normalise_language_code,
+    same_language,
+    supported_languages,
+)
+from transforms.leak_patterns import (
+    INSTRUCTION_ANYWHERE_RES,
+    INSTRUCTION_START_RES,
+    REASONING_START_RES,
+    THINK_TAG_RE,
+)
+from transforms.text_metrics import normalized_edit_distance, word_count
+
+__all__ = [
+    "ERROR_PRECEDENCE",
+    "RUNAWAY_RATIO",
+    "TRUNCATED_RATIO",
+    "ErrorSummary",
+    "ErrorType",
+    "OutputAnalysis",
+    "analyse_output",
+    "summarize_errors",
+]
+
+
+class ErrorType(StrEnum):
+    """The kinds of failure a transformed text can have; values are stored in the database."""
+
+    EMPTY = "empty"
+    ELLIPSIS = "ellipsis"
+    JSON_FRAGMENT = "json_fragment"
+    REASONING_LEAK = "reasoning_leak"
+    INSTRUCTION_LEAK = "instruction_leak"
+    IDENTICAL = "identical"
+    WRONG_LANGUAGE = "wrong_language"
+    RUNAWAY = "runaway"
+    TRUNCATED = "truncated"
+    SUMMARY_LONGER = "summary_longer"
+
+
+#: Order in which errors are reported: the first one that applies is the item's single error.
+ERROR_PRECEDENCE: tuple[ErrorType, ...] = tuple(ErrorType)
+
+#: ``runaway`` fires when the output has more than this many times the words of the source.
+RUNAWAY_RATIO = 5.0
+#: ``truncated`` fires when the output has fewer than this share of the words of the source.
+TRUNCATED_RATIO = 0.2
+
+_JSON_START_RE = re.compile(
+    r"""^(?:\{\s*(?:["'}\[]|[A-Za-z_]\w*\s*:|$)|\[\s*(?:["'{\[\]]|$)|["'][\w\-]{1,40}["']\s*:)"""
+)
+
+
+def _fires(patterns: Sequence[re.Pattern[str]], text: str, source: str, *, anywhere: bool = False) -> bool:
+    """Whether a pattern matches *text* but not *source*: wording the source has is content."""
+    for pattern in patterns:
+        find = pattern.search if anywhere else pattern.match
+        if find(text) is not None and find(source) is None:
+            return True
+    return False
+
+
+def _is_json_fragment(text: str) -> bool:
+    if _JSON_START_RE.match(text):
+        return True
+    if text[0] not in "[{":
+        return False
+    try:
+        value = json.loads(text)
+    except ValueError:
+        return False
+    return isinstance(value, (dict, list))
+
+
+def _is_reasoning_leak(text: str, source: str) -> bool:
+    if THINK_TAG_RE.search(text) is not None:
+        return True
+    return _fires(REASONING_START_RES, text, source)
+
+
+def _is_instruction_leak(text: str, source: str) -> bool:
+    return _fires(INSTRUCTION_START_RES, text, source) or _fires(INSTRUCTION_ANYWHERE_RES, text, source, anywhere=True)
+
+
+def _comparable(text: str) -> str:
+    """Case-folded text with whitespace collapsed and surrounding punctuation removed."""
+    collapsed = " ".join(text.casefold().split())
+    start, end = 0, len(collapsed)
+    while start < end and _is_punctuation_or_space(collapsed[start]):
+        start += 1
+    while end > start and _is_punctuation_or_space(collapsed[end - 1]):
+        end -= 1
+    return collapsed[start:end]
+
+
+def _is_punctuation_or_space(ch: str) -> bool:
+    return ch.isspace() or unicodedata.category(ch).startswith("P")
+
+
+def _is_only_punctuation(text: str) -> bool:
+    return all(_is_punctuation_or_space(ch) for ch in text)
+
+
+# --------------------------------------------------------------------------------------------------
+# Analysis
+# --------------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class OutputAnalysis:
+    """Result of analysing one model answer.
+
+    Attributes
+    ----------
+    text : str
+        The cleaned output (:func:`clean_output`).
+    error : ErrorType or None
+        The item's single error: the first of ``all_errors`` in :data:`ERROR_PRECEDENCE`, or ``None``.
+    all_errors : tuple of ErrorType
+        Every check that fired, in precedence order.
+    detected_language : str or None
+        :func:`detect_language` of the cleaned output (restricted to the candidates, if any).
+    edit_distance : float
+        ``normalized_edit_distance(source, text)``.
+    length_ratio : float
+        ``word_count(text) / max(word_count(source), 1)``.
+    """
+
+    text: str
+    error: ErrorType | None
+    all_errors: tuple[ErrorType, ...]
+    detected_language: str | None
+    edit_distance: float
+    length_ratio: float
+
+
+def analyse_output(
+    source: str,
+    raw_output: str,
+    *,
+    expected_language: str | None,
+    may_grow: bool = False,
+    may_shrink: bool = False,
+    must_shrink: bool = False,
+    language_candidates: Sequence[str] | None = None,
+) -> OutputAnalysis:
+    """Clean a model answer and run every error check on it.
+
+    Checks, in precedence order (see :class:`ErrorType`):
+
+    ``empty``
+        The cleaned output is empty.
+    ``ellipsis``
+        It has only punctuation ("...", "…", ". . .", "?").
+        An ``empty`` or ``ellipsis`` output has no content to check further, so no other check runs.
+    ``json_fragment``
+        It is, or starts like, a JSON object or array (or a quoted key followed by a colon).
+    ``reasoning_leak``
+        A think tag is left, or it opens with the model talking about its task
+        (:data:`~transforms.leak_patterns.REASONING_START_RES`).
+    ``instruction_leak``
+        It opens with chat framing or a refusal, or repeats the prompt's instructions anywhere
+        (:data:`~transforms.leak_patterns.INSTRUCTION_START_RES`, ``INSTRUCTION_ANYWHERE_RES``).
+        For both leak checks, wording that the source itself has at the same place is content, not
+        a leak (a source starting "Let me know" may be paraphrased as "Let me know").
+    ``identical``
+        The output equals the source once case, whitespace and surrounding punctuation are
+        normalised (for every transformation, translation included).
+    ``wrong_language``
+        *expected_language* is given and known to the identifier, the output has at least
+        :data:`MIN_WORDS_FOR_LANGUAGE` words, detection is confident, and the detected language is
+        another one (Norwegian Bokmål/Nynorsk and Croatian/Serbian/Bosnian count as the same).
+    ``runaway``
+        ``length_ratio > RUNAWAY_RATIO``, unless *may_grow*.
+    ``truncated``
+        ``length_ratio < TRUNCATED_RATIO``, unless *may_shrink*.
+    ``summary_longer``
+        *must_shrink* and the output has more words than the source.
+
+    Parameters
+    ----------
+    source : str
+        The text that was transformed.
+    raw_output : str
+        The model's raw answer.
+    expected_language : str or None
+        ISO 639-1 code the answer must be written in; ``None`` skips the language check.
+    may_grow : bool
+        The transformation may lengthen the text a lot (expansion): no ``runaway``.
+    may_shrink : bool
+        The transformation may shorten the text a lot (summarization, keywords): no ``truncated``.
+        It is independent of *must_shrink*; a summarization usually sets both.
+    must_shrink : bool
+        The output must be shorter than the source (summarization): ``summary_longer`` applies.
+    language_candidates : sequence of str, optional
+        Languages the detection is restricted to (the expected language is always added). Restricting
+        to the languages of the benchmark makes detection both more accurate and more often confident.
+
+    Returns
+    -------
+    OutputAnalysis
+    """
+    text = clean_output(raw_output)
+    source_words = word_count(source)
+    output_words = word_count(text)
+    length_ratio = output_words / max(source_words, 1)
+    edit_distance = normalized_edit_distance(source, text)
+
+    expected = normalise_language_code(expected_language) if expected_language else None
+    known = supported_languages()
+    candidates: list[str] | None = None
+    if language_candidates is not None:
+        candidates = [code for code in map(normalise_language_code, language_candidates) if code in known]
+        if expected in known:
+            candidates.append(expected)
+        if not candidates:
+            candidates = None
+    detected = detect_language(text, candidates=candidates) if text else None
+
+    fired: set[ErrorType] = set()
+    if not text:
+        fired.add(ErrorType.EMPTY)
+    elif _is_only_punctuation(text):
+        fired.add(ErrorType.ELLIPSIS)
+    else:
+        if _is_json_fragment(text):
+            fired.add(ErrorType.JSON_FRAGMENT)
+        if _is_reasoning_leak(text, source):
+            fired.add(ErrorType.REASONING_LEAK)
+        if _is_instruction_leak(text, source):
+            fired.add(ErrorType.INSTRUCTION_LEAK)
+        if _comparable(text) == _comparable(source):
+            fired.add(ErrorType.IDENTICAL)
+        if (
+            expected is not None
+            and expected in known
+            and detected is not None
+            and output_words >= MIN_WORDS_FOR_LANGUAGE
+            and not same_language(detected, expected)
+        ):
+            fired.add(ErrorType.WRONG_LANGUAGE)
+        if length_ratio > RUNAWAY_RATIO and not may_grow:
+            fired.add(ErrorType.RUNAWAY)
+        if length_ratio < TRUNCATED_RATIO and not may_shrink:
+            fired.add(ErrorType.TRUNCATED)
+        if must_shrink and output_words > source_words:
+            fired.add(ErrorType.SUMMARY_LONGER)
+
+    all_errors = tuple(error for error in ERROR_PRECEDENCE if error in fired)
+    return OutputAnalysis(
+        text=text,
+        error=all_errors[0] if all_errors else None,
+        all_errors=all_errors,
+        detected_language=detected,
+        edit_distance=edit_distance,
+        length_ratio=length_ratio,
+    )
+
+
+# --------------------------------------------------------------------------------------------------
+# Summaries
+# --------------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class ErrorSummary:
+    """Error rates over a set of items.
+
+    Attributes
+    ----------
+    n_items : int
+        Number of items.
+    n_failed : int
+        Items with an error (each counted once).
+    total_rate : float
+        ``n_failed / n_items`` (``0.0`` for no items).
+    rates : dict of str to float
+        For every :class:`ErrorType` value, the share of items whose single error it is; the rates
+        add up to ``total_rate``.
+    """
+
+    n_items: int
+    n_failed: int
+    total_rate: float
+    rates: dict[str, float]
+
+
+def summarize_errors(errors: Iterable[ErrorType | str | None]) -> ErrorSummary:
+    """Summarise the single errors of a set of items.
+
+    Parameters
+    ----------
+    errors : iterable of ErrorType, str or None
+        One entry per item: its error (an :class:`ErrorType` or its value), or ``None`` (or ``""``)
+        for an item without error. An unknown string raises ``ValueError``.
+
+    Returns
+    -------
+    ErrorSummary
+    """
+    counts = dict.fromkeys(ErrorType, 0)
+    n_items = 0
+    for error in errors:
+        n_items += 1
+        if error is None or error == "":
+            continue
+        counts[ErrorType(error)] += 1
+    n_failed = sum(counts.values())
+    rates = {error.value: (count / n_items if n_items else 0.0) for error, count in counts.items()}
+    return ErrorSummary(
+        n_items=n_items,
+        n_failed=n_failed,
+        total_rate=n_failed / n_items if n_items else 0.0,
+        rates=rates,
+    )

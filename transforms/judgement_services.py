@@ -1,0 +1,223 @@
+"""Cached LLM judgements of text pairs, and the steps every kind of judge report shares (options,
+judges, progress, dispatch)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import asdict, dataclass
+
+from django.db import transaction
+from django.db.models import F
+
+from core.errors import ShiftlabError
+from core.hashing import sha256_text
+from transforms import planning
+from transforms.backends import get_backend
+from transforms.backends.base import ChatFailure, ChatRequest, LLMBackend
+from transforms.cache_keys import judgement_key
+from transforms.judging import JUDGE_PROMPTS, SCALES, JudgeKind, parse_score
+from transforms.models import Judgement, JudgeReport, TransformedItem, TransformRun
+from transforms.prompts import prompt_hash
+from transforms.services import GenerationParams, TransientBackendError
+
+JUDGE_CHUNK_SIZE = 16  # judge calls between two progress updates
+RUN_KINDS = (JudgeKind.QUALITY, JudgeKind.FLUENCY)
+
+
+@dataclass(frozen=True)
+class JudgeParams(GenerationParams):
+    """Generation parameters with the judge's defaults: greedy decoding and a short answer."""
+
+    temperature: float = 0.0
+    top_p: float = 1.0
+    max_tokens: int = 16
+
+
+@dataclass(frozen=True)
+class _JudgeCall:
+    """What one judgement needs: the judge, its prompt and parameters, and where it lies in the cache."""
+
+    kind: JudgeKind
+    backend: LLMBackend
+    system: str
+    user: str
+    template_hash: str
+    params: JudgeParams
+    seed: int
+
+    def key(self, a: str, b: str, attempt: int) -> str:
+        return judgement_key(
+            kind=self.kind.value,
+            model=self.backend.model_id,
+            prompt_hash=self.template_hash,
+            params_hash=self.params.sampling_hash,
+            text_a=a,
+            text_b=b,
+            seed=self.seed,
+            attempt=attempt,
+        )
+
+
+def judge_pairs(
+    *,
+    kind: JudgeKind | str,
+    pairs: Sequence[tuple[str, str]],
+    backend_alias: str = "default",
+    seed: int = 0,
+    params: JudgeParams | None = None,
+) -> list[Judgement]:
+    """Judge every (text_a, text_b) pair; return the kept judgement of each, in order.
+
+    Cached judgements are reused (no LLM call); an answer without a number on the scale is retried
+    with a new sampling seed up to ``max_attempts`` times, then kept as a parse failure
+    (``score`` None), never replaced by a default.
+    """
+    kind = JudgeKind(kind)
+    params = params or JudgeParams()
+    system, user = JUDGE_PROMPTS[kind]
+    call = _JudgeCall(kind, get_backend(backend_alias), system, user, prompt_hash(system, user), params, seed)
+    kept: dict[int, Judgement] = {}
+    pending = list(range(len(pairs)))
+    for attempt in range(params.max_attempts):
+        if not pending:
+            break
+        keys = {i: call.key(*pairs[i], attempt) for i in pending}
+        cached = _cached_judgements(keys)
+        misses = [i for i in pending if keys[i] not in cached]
+        if misses:
+            _judge_missing(call, [(keys[i], pairs[i]) for i in misses], attempt)
+            cached = _cached_judgements(keys)
+        still = []
+        for i in pending:
+            kept[i] = cached[keys[i]]
+            if kept[i].score is None:
+                still.append(i)
+        pending = still
+    return [kept[i] for i in range(len(pairs))]
+
+
+def _cached_judgements(keys: dict[int, str]) -> dict[str, Judgement]:
+    return {j.key: j for j in Judgement.objects.filter(key__in=keys.values())}
+
+
+def _judge_missing(call: _JudgeCall, missing: list[tuple[str, tuple[str, str]]], attempt: int) -> None:
+    """Ask the judge about every (key, pair) and save the answers (and permanent failures) before a
+    transient failure raises TransientBackendError."""
+    params = call.params
+    requests = [
+        ChatRequest(
+            messages=[
+                {"role": "system", "content": call.system},
+                {"role": "user", "content": call.user.format(text_a=a, text_b=b)},
+            ],
+            seed=planning.sampling_seed(seed=call.seed, text_hash=sha256_text(a + "\x00" + b), step=0, attempt=attempt),
+            temperature=params.temperature,
+            top_p=params.top_p,
+            max_tokens=params.max_tokens,
+        )
+        for _, (a, b) in missing
+    ]
+    results = call.backend.generate(requests)
+    low, high = SCALES[call.kind]
+    rows = []
+    for (key, (a, b)), result in zip(missing, results, strict=True):
+        if isinstance(result, ChatFailure) and result.transient:
+            continue
+        common = dict(
+            key=key,
+            kind=call.kind.value,
+            model=call.backend.model_id,
+            prompt_hash=call.template_hash,
+            params_hash=params.sampling_hash,
+            text_a_hash=sha256_text(a),
+            text_b_hash=sha256_text(b),
+            seed=call.seed,
+            attempt=attempt,
+        )
+        if isinstance(result, ChatFailure):
+            rows.append(Judgement(**common, failure=result.message[:2000]))
+        else:
+            score = parse_score(result.text, low=low, high=high)
+            rows.append(Judgement(**common, output=result.text, score=score, latency_s=result.latency_s))
+    Judgement.objects.bulk_create(rows, ignore_conflicts=True)
+    if len(rows) < len(missing):
+        failure = next(r for r in results if isinstance(r, ChatFailure) and r.transient)
+        n_failed = len(missing) - len(rows)
+        raise TransientBackendError.for_backend(call.backend, n_failed=n_failed, message=failure.message)
+
+
+# --- steps shared by the report kinds -----------------------------------------------------------
+
+
+def check_judges(judges: Sequence[str]) -> list[str]:
+    """The distinct judge aliases, each a configured backend; ShiftlabError when there are none."""
+    judges = list(dict.fromkeys(judges))
+    if not judges:
+        raise ShiftlabError("name at least one judge (a backend alias in TRANSFORM_BACKENDS)")
+    for alias in judges:
+        get_backend(alias)  # raises ImproperlyConfigured naming the configured aliases
+    return judges
+
+
+def report_options(*, seed: int, params: JudgeParams, n_resamples: int, **extra) -> dict:
+    if n_resamples < 100:
+        raise ShiftlabError(f"use at least 100 bootstrap resamples (got {n_resamples})")
+    return {"seed": seed, "judge_params": asdict(params), "n_resamples": n_resamples, **extra}
+
+
+def report_start(report: JudgeReport, *, dispatch: bool) -> None:
+    """Queue the report's execution once the current transaction commits."""
+    if dispatch:
+        from transforms.tasks import execute_judge_report  # here, not at the top: transforms.tasks imports the services
+
+        transaction.on_commit(lambda: execute_judge_report.delay(report.pk))
+
+
+def report_params(report: JudgeReport) -> JudgeParams:
+    return JudgeParams(**report.options["judge_params"])
+
+
+@dataclass
+class ReportProgress:
+    """Progress of a report, kept on its row (for the page and API) and told to a callback."""
+
+    report_id: int
+    callback: Callable[[int, int], None] | None
+    done: int = 0
+    total: int = 0
+
+    def set_total(self, total: int) -> None:
+        self.total = total
+        JudgeReport.objects.filter(pk=self.report_id).update(total=total)
+
+    def advance(self, steps: int) -> None:
+        self.done += steps
+        JudgeReport.objects.filter(pk=self.report_id).update(done=F("done") + steps)
+        if self.callback:
+            self.callback(self.done, self.total)
+
+
+def judge_with_progress(
+    report: JudgeReport, progress: ReportProgress, *, kind: JudgeKind, judge: str, pairs: list[tuple[str, str] | None]
+) -> list[float | None]:
+    """Judge the pairs (None: nothing to judge, e.g. a failed transformation) chunk by chunk,
+    advancing the report's progress; returns the scores (None where nothing was judged)."""
+    scores: list[float | None] = []
+    for start in range(0, len(pairs), JUDGE_CHUNK_SIZE):
+        chunk = pairs[start : start + JUDGE_CHUNK_SIZE]
+        todo = [p for p in chunk if p is not None]
+        judged = iter(
+            judge_pairs(
+                kind=kind, pairs=todo, backend_alias=judge, seed=report.options["seed"], params=report_params(report)
+            )
+            if todo
+            else []
+        )
+        scores += [next(judged).score if p is not None else None for p in chunk]
+        progress.advance(len(chunk))
+    return scores
+
+
+def run_texts(run: TransformRun) -> list[TransformedItem]:
+    """The run's outcomes in a stable order (item position, then field)."""
+    return list(TransformedItem.objects.filter(run=run).order_by("item__position", "side"))
