@@ -2,18 +2,23 @@
 
 A test is heavy when it runs a real model or a real external service: it asks for one of the
 fixtures below (the embedded LLM server, the local Argilla server, Redis for a Celery worker,
-the public benchmark data, which the tests score with a real encoder), is marked ``services``, or
-is marked ``heavy`` by hand (a real embedding model without any of those fixtures).
+the public benchmark data, which the tests score with a real encoder, the packaged MiniLM), is
+marked ``services``, or is marked ``heavy`` by hand (a real embedding model without any of those
+fixtures).
 ``make test-fast`` runs the rest (pure and service-layer tests) for the inner loop; ``make test``
 runs everything.
 """
+
+from pathlib import Path
 
 import pytest
 
 pytest_plugins = ["tests.llm_fixtures", "tests.argilla_fixtures"]
 
+SHARED_DATA = Path(__file__).resolve().parent.parent / "shared" / "data"
+
 HEAVY_FIXTURES = frozenset(
-    {"llm_test_model", "llm_server", "llm_backend", "argilla_server", "redis_url", "shared_data", "browser"}
+    {"llm_test_model", "llm_server", "llm_backend", "argilla_server", "redis_url", "shared_data", "browser", "minilm"}
 )
 
 
@@ -21,3 +26,11 @@ def pytest_collection_modifyitems(config, items):
     for item in items:
         if item.get_closest_marker("services") or HEAVY_FIXTURES.intersection(getattr(item, "fixturenames", ())):
             item.add_marker(pytest.mark.heavy)
+
+
+@pytest.fixture
+def shared_data() -> Path:
+    """The public benchmark data next to the checkout (``../shared/data``); skips when it is absent."""
+    if not SHARED_DATA.is_dir():
+        pytest.skip(f"public benchmark data not found at {SHARED_DATA}")
+    return SHARED_DATA

@@ -20,17 +20,7 @@ from annotation.models import (
     Study,
     StudyItem,
 )
-
-
-class ReadOnlyAdmin(admin.ModelAdmin):
-    def has_add_permission(self, request):
-        return False
-
-    def has_change_permission(self, request, obj=None):
-        return False
-
-    def has_delete_permission(self, request, obj=None):
-        return False
+from core.admin import ReadOnlyAdmin
 
 
 @admin.register(Study)

@@ -33,7 +33,7 @@ def approved_gate_results(studies: Sequence[Study] | None = None) -> list[GateRe
     return [r for r in current.values() if hasattr(r, "approval") and r.approval.decision == Approval.Decision.APPROVE]
 
 
-def _run_entry(run: TransformRun) -> dict:
+def config_run_entry(run: TransformRun) -> dict:
     prompts = []
     for key, digest in sorted(run.prompt_hashes.items()):
         template = PromptTemplate.objects.filter(key=key, content_hash=digest).first()
@@ -79,7 +79,7 @@ def benchmark_config_export(
     datasets = {}
     for result in sorted(approved, key=lambda r: (r.transformation, r.study.name, r.study.version)):
         runs = [
-            _run_entry(run)
+            config_run_entry(run)
             for run in result.study.runs.filter(transformation=result.transformation)
             .select_related("dataset", "generator")
             .order_by("pk")

@@ -34,7 +34,7 @@ class ArgillaEndpoint:
 def argilla_server(tmp_path_factory) -> Iterator[ArgillaEndpoint]:
     import redis
 
-    from tests.conftest import require_or_skip  # imported late: that module needs Django set up
+    from tests.support import require_or_skip  # imported late: that module needs Django set up
 
     if not argilla_server_available():
         require_or_skip(f"the local Argilla server needs .venv-argilla: {INSTALL_HINT}")

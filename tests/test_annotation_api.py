@@ -21,7 +21,7 @@ from annotation.validation_services import study_validate
 from core.errors import ShiftlabError
 from core.roles import Role
 from corpora.services import dataset_import
-from tests.conftest import make_user
+from tests.support import make_user
 from transforms.services import transform_run_create
 from transforms.tasks import start_run
 

@@ -36,7 +36,7 @@ from core.roles import Role
 from corpora.services import dataset_import
 from evaluation.benchmark_services import benchmark_run_create_from_config
 from evaluation.tasks import start_benchmark_run
-from tests.conftest import make_user
+from tests.support import make_user, require_or_skip
 from transforms.services import GenerationParams, transform_run_create
 
 pytestmark = [pytest.mark.django_db, pytest.mark.services]
@@ -57,8 +57,6 @@ HIDDEN_WORDS = ("control", "positive", "negative", "gold", "expected", "estimate
 def chromium_page():
     """A page in headless Chromium. Playwright's sync API runs an event loop in this thread, where
     Django refuses database queries: keep database work outside this block."""
-    from tests.conftest import require_or_skip
-
     if not (CHROMIUM.is_file() and os.access(CHROMIUM, os.X_OK)):
         require_or_skip(f"browser tests need Chromium at {CHROMIUM} (apt-get install chromium)")
     from playwright.sync_api import sync_playwright

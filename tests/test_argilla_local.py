@@ -22,6 +22,7 @@ from annotation.argilla import ArgillaError
 from annotation.argilla import client as argilla
 from annotation.argilla.client import API_KEY_HEADER
 from core.health import probe_argilla
+from tests.support import require_or_skip
 
 pytestmark = pytest.mark.services
 
@@ -208,8 +209,6 @@ def test_health_probe_sees_the_local_server(argilla_server, settings):
 
 @pytest.fixture(scope="module")
 def browser():
-    from tests.conftest import require_or_skip
-
     if not (CHROMIUM.is_file() and os.access(CHROMIUM, os.X_OK)):
         require_or_skip(f"browser tests need Chromium at {CHROMIUM} (apt-get install chromium)")
     try:

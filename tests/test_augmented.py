@@ -25,7 +25,7 @@ from evaluation.encoders import EncoderError, get_encoder
 from evaluation.models import BenchmarkResult
 from evaluation.report_robustness import robustness_report_get
 from shiftlab.settings import _extra_encoders
-from tests.test_benchmark_services import config_text, keyword_run
+from tests.support import config_text, keyword_run
 from transforms.models import GeneratorConfig, TransformedItem, TransformRun
 from transforms.planning import random_keywords
 
@@ -272,6 +272,7 @@ def test_revision_follows_base_options_and_variant_source(sts, counting, setting
 # --- a real model, the evaluate command and benchmark runs ---------------------------------------
 
 
+@pytest.mark.heavy  # a real embedding model
 def test_minilm_through_get_encoder_pools_normalised_cached_vectors(sts, settings, tmp_path):
     alias = f"minilm-para-{tmp_path.name}"
     settings.EVALUATION_ENCODERS = {
@@ -291,6 +292,7 @@ def test_minilm_through_get_encoder_pools_normalised_cached_vectors(sts, setting
     np.testing.assert_allclose(np.linalg.norm(pooled, axis=1), 1.0, atol=1e-5)
 
 
+@pytest.mark.heavy  # a real embedding model
 def test_evaluate_command_scores_an_augmented_alias_and_compares_it(sts, settings, tmp_path):
     alias = f"minilm-kw-{tmp_path.name}"
     settings.EVALUATION_ENCODERS = {
@@ -336,6 +338,7 @@ def test_evaluate_command_scores_an_augmented_alias_and_compares_it(sts, setting
         call_command("evaluate", "--dataset", "aug-sts", "--model", strict, stdout=io.StringIO())
 
 
+@pytest.mark.heavy  # a real embedding model
 def test_a_benchmark_run_and_its_report_take_the_augmented_alias_as_a_model(
     sts, settings, tmp_path, django_capture_on_commit_callbacks
 ):

@@ -25,7 +25,7 @@ from core.errors import ShiftlabError
 from core.models import AuditEvent
 from core.roles import Role
 from corpora.services import ImportOptions, dataset_import
-from tests.conftest import make_user
+from tests.support import make_user
 
 pytestmark = [pytest.mark.django_db, pytest.mark.services]
 

@@ -33,6 +33,7 @@ def test_only_researchers_list_runs(who, expected, request):
     assert created.status_code in ((400,) if who == "researcher" else expected)
 
 
+@pytest.mark.heavy  # a real embedding model
 def test_researcher_runs_an_original_benchmark_and_reads_results(
     researcher_client, sts, django_capture_on_commit_callbacks
 ):
@@ -60,6 +61,7 @@ def test_bad_requests_say_what_is_wrong(researcher_client, sts):
     assert not BenchmarkRun.objects.exists()
 
 
+@pytest.mark.heavy  # a real embedding model
 def test_pages_launch_watch_and_show_results(client, researcher, annotator, sts, django_capture_on_commit_callbacks):
     client.force_login(annotator)
     assert client.get(reverse("evaluation:benchmarks")).status_code == 403

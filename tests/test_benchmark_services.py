@@ -1,7 +1,6 @@
 """Benchmark services: config verification and planning, paired deltas, result files, resume.
 
-``config_text`` builds a validated config in the exact shape ``annotation`` exports (its run
-entries come from annotation's own code); the worker test uses it too."""
+``tests.support.config_text`` builds a validated config in the exact shape ``annotation`` exports."""
 
 from __future__ import annotations
 
@@ -12,8 +11,6 @@ import pytest
 import yaml
 from django.conf import settings
 
-from annotation.config_export import config_render, config_seal
-from annotation.export_services import _run_entry
 from core.errors import ShiftlabError
 from corpora.models import Dataset, DatasetItem
 from corpora.services import dataset_import
@@ -27,48 +24,10 @@ from evaluation.benchmark_services import (
 from evaluation.encoders import get_encoder
 from evaluation.models import BenchmarkResult, BenchmarkRun
 from evaluation.services import examples_evaluate
-from transforms.chunk_services import transform_run_execute_chunk
-from transforms.models import TransformedItem, TransformRun
-from transforms.registry import TRANSFORMATIONS
-from transforms.services import transform_run_create, transform_run_finalize
-
-
-def config_text(runs: list[TransformRun], *, rejected: tuple[str, ...] = (), fmt: str = "yaml") -> str:
-    """A sealed config approving the transformations of ``runs`` (and rejecting ``rejected``)."""
-    by_name: dict[str, list[TransformRun]] = {}
-    for run in runs:
-        by_name.setdefault(run.transformation, []).append(run)
-    entries = []
-    datasets = {}
-    for name, group in sorted(by_name.items()):
-        decision = "reject" if name in rejected else "approve"
-        run_entries = [_run_entry(run) for run in group]
-        for entry in run_entries:
-            datasets[entry["dataset"]["name"]] = entry["dataset"]
-        entries.append(
-            {
-                "transformation": name,
-                "axis": TRANSFORMATIONS[name].axis.value,
-                "study": {"name": "test-study", "version": 1, "design_hash": "0" * 64, "design": {}},
-                "runs": run_entries,
-                "approval": {"decision": decision, "by": "rita", "at": "2026-01-01T00:00:00+00:00", "comment": ""},
-                "gate": {"id": 1, "passed": decision == "approve", "evidence_hash": "0" * 64, "evidence": {}},
-            }
-        )
-    document = config_seal(
-        {
-            "name": "test",
-            "exported_at": "2026-01-01T00:00:00+00:00",
-            "exported_by": "rita",
-            "transformations": entries,
-            "datasets": [datasets[k] for k in sorted(datasets)],
-        }
-    )
-    return config_render(document, fmt)
-
+from tests.support import LIMIT, config_text, keyword_run
+from transforms.models import TransformedItem
 
 MODEL = "all-MiniLM-L6-v2"
-LIMIT = 10
 
 
 @pytest.fixture
@@ -76,19 +35,6 @@ def sts(db, tmp_path, settings) -> Dataset:
     settings.EMBEDDING_CACHE_DIR = tmp_path / "embeddings"
     settings.DATA_DIR = tmp_path
     return dataset_import(source=settings.BASE_DIR / "fixtures/sts/demo-sts.csv", task="sts", name="bench-sts")
-
-
-def keyword_run(dataset, seed, *, fail_items=()):
-    """A finished random_keywords run (no LLM); the outputs of ``fail_items`` are marked failed."""
-    run = transform_run_create(
-        dataset=dataset, transformation="random_keywords", seed=seed, limit=LIMIT, dispatch=False
-    )
-    items = list(DatasetItem.objects.filter(dataset=dataset, kind="example").order_by("position")[:LIMIT])
-    transform_run_execute_chunk(run_id=run.pk, item_ids=[i.pk for i in items])
-    TransformedItem.objects.filter(run=run, item__in=[items[i] for i in fail_items], side="sentence2").update(
-        ok=False, error_type="copy"
-    )
-    return transform_run_finalize(run_id=run.pk)
 
 
 def test_a_tampered_config_is_refused(sts):
@@ -111,6 +57,7 @@ def test_plan_takes_only_approved_transformations(sts):
         plan_from_config(rejected)
 
 
+@pytest.mark.heavy  # a real embedding model
 def test_paired_delta_leaves_failed_items_out_of_both(sts, django_capture_on_commit_callbacks):
     runs = [keyword_run(sts, 1, fail_items=(0, 3)), keyword_run(sts, 2)]
     with django_capture_on_commit_callbacks(execute=True):
@@ -145,6 +92,7 @@ def test_paired_delta_leaves_failed_items_out_of_both(sts, django_capture_on_com
     assert BenchmarkResult.objects.get(run=run, transformation="original").n_items == LIMIT
 
 
+@pytest.mark.heavy  # a real embedding model
 def test_original_only_run_writes_mteb_files_and_resumes_missing_units(sts, django_capture_on_commit_callbacks):
     with django_capture_on_commit_callbacks(execute=True):
         run = benchmark_run_create_from_datasets(datasets=["bench-sts"], models=[MODEL], limit=LIMIT)

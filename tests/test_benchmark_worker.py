@@ -7,7 +7,6 @@ from __future__ import annotations
 import json
 import os
 import signal
-import time
 import uuid
 from pathlib import Path
 
@@ -19,8 +18,7 @@ from evaluation.benchmark_services import benchmark_run_create_from_config
 from evaluation.models import BenchmarkResult, BenchmarkRun
 from evaluation.selectors import benchmark_run_aggregates
 from shiftlab.celery import app
-from tests.conftest import celery_worker
-from tests.test_benchmark_services import config_text
+from tests.support import celery_worker, config_text, wait_for
 from transforms.models import Generation, TransformedItem
 from transforms.services import GenerationParams, transform_run_create
 
@@ -37,15 +35,6 @@ def benchmark_redis_url(redis_url) -> str:
     """Redis database 12: the benchmark worker tests' own (others use 13 and 15)."""
     base, _, _ = redis_url.rpartition("/")
     return f"{base}/12"
-
-
-def wait_for(predicate, timeout: float, what: str, log_path: Path):
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if predicate():
-            return
-        time.sleep(0.3)
-    raise AssertionError(f"timed out waiting for {what}\n{log_path.read_text()[-4000:]}")
 
 
 def test_benchmark_run_survives_a_killed_worker(llm_backend, benchmark_redis_url, tmp_path, settings):

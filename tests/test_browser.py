@@ -19,7 +19,7 @@ from django.conf import settings
 
 from core.roles import Role
 from corpora.models import Dataset, DatasetImport
-from tests.conftest import PASSWORD, make_user
+from tests.support import PASSWORD, make_user
 
 try:
     from playwright.sync_api import expect, sync_playwright

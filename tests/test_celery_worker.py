@@ -13,7 +13,7 @@ from django.conf import settings
 
 from corpora.models import Dataset, DatasetImport
 from shiftlab.celery import app
-from tests.conftest import celery_worker
+from tests.support import celery_worker
 
 pytestmark = [pytest.mark.services, pytest.mark.django_db(transaction=True)]
 

@@ -103,6 +103,7 @@ def _rows(report):
     return {row.name: row for row in report.rows}
 
 
+@pytest.mark.heavy  # a real embedding model
 def test_report_scores_humans_llms_and_minilm_with_the_benchmark_evaluator(sts_study):
     report = baseline_report_build(study=sts_study, models=[MODEL])
     rows = _rows(report)
@@ -141,6 +142,7 @@ def test_report_without_models_or_answers(sts_study):
         baseline_report_build(study=empty)
 
 
+@pytest.mark.heavy  # a real embedding model
 def test_command_prints_the_table_and_json(sts_study):
     out = StringIO()
     call_command("baseline_report", sts_study.name, "--models", MODEL, stdout=out)
@@ -154,6 +156,7 @@ def test_command_prints_the_table_and_json(sts_study):
         call_command("baseline_report", "nope")
 
 
+@pytest.mark.heavy  # a real embedding model
 def test_pages_are_for_researchers_and_rank_models_on_request(sts_study, client, researcher, annotator):
     list_url, detail_url = reverse("evaluation:baselines"), reverse("evaluation:baseline", args=[sts_study.pk])
     assert client.get(detail_url).status_code == 302  # to the login page
@@ -197,6 +200,7 @@ TEST = [
 ]
 
 
+@pytest.mark.heavy  # a real embedding model
 def test_classification_models_fit_on_the_train_split_as_the_benchmark_does():
     dataset = Dataset.objects.create(
         name="hb-cls",

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import os
 import signal
-import time
 import uuid
 
 import pytest
@@ -13,22 +12,13 @@ from django.db.models import Count
 
 from corpora.services import dataset_import
 from shiftlab.celery import app
-from tests.conftest import celery_worker
+from tests.support import celery_worker, wait_for
 from transforms.backends import reset_backends
 from transforms.models import Generation, TransformedItem, TransformRun
 from transforms.services import GenerationParams, transform_run_create
 
 pytestmark = [pytest.mark.services, pytest.mark.django_db(transaction=True)]
 VISIBILITY_TIMEOUT = 5
-
-
-def wait_for(predicate, timeout: float, what: str, log_path):
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if predicate():
-            return
-        time.sleep(0.3)
-    raise AssertionError(f"timed out waiting for {what}\n{log_path.read_text()[-4000:]}")
 
 
 def test_killed_worker_mid_run_then_a_new_worker_completes_it(llm_server, redis_url, tmp_path, settings):

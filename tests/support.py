@@ -1,0 +1,157 @@
+"""Plain helpers shared by the integration tests (fixtures live in the conftest files).
+
+Test modules import from here, never from one another.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+import pytest
+from django.conf import settings
+from django.contrib.auth.models import Group
+from django.db import connection
+
+from annotation.config_export import config_render, config_seal
+from annotation.export_services import config_run_entry
+from core.roles import Role
+from corpora.models import DatasetItem
+from transforms.chunk_services import transform_run_execute_chunk
+from transforms.models import TransformedItem, TransformRun
+from transforms.registry import TRANSFORMATIONS
+from transforms.services import transform_run_create, transform_run_finalize
+
+PASSWORD = "correct-horse-battery-staple"
+# Examples per transformation run made by ``keyword_run``.
+LIMIT = 10
+
+
+def require_or_skip(reason: str) -> None:
+    """Skip, or fail when CI says every service must be present."""
+    if os.environ.get("SHIFTLAB_REQUIRE_SERVICES") == "1":
+        pytest.fail(f"{reason} (SHIFTLAB_REQUIRE_SERVICES=1)")
+    pytest.skip(reason)
+
+
+def make_user(django_user_model, username: str, role: Role | None):
+    """A user with the shared test password, in the group of ``role``."""
+    user = django_user_model.objects.create_user(username=username, password=PASSWORD)
+    if role is not None:
+        user.groups.add(Group.objects.get(name=role))
+    return user
+
+
+def database_url_for_worker() -> str:
+    """The URL of the test database, for a worker process started by a test."""
+    db = connection.settings_dict
+    if connection.vendor == "sqlite":
+        return f"sqlite:///{db['NAME']}"
+    return f"postgres://{db['USER']}:{db['PASSWORD']}@{db['HOST'] or '127.0.0.1'}:{db['PORT'] or 5432}/{db['NAME']}"
+
+
+@contextmanager
+def celery_worker(
+    *, redis_url: str, queue: str, log_path: Path, env: dict[str, str] | None = None
+) -> Iterator[subprocess.Popen]:
+    """A real `celery worker` process on its own queue, using the test database."""
+    full_env = {
+        **os.environ,
+        "CELERY_BROKER_URL": redis_url,
+        "DATABASE_URL": database_url_for_worker(),
+        "SHIFTLAB_DATA_DIR": str(settings.DATA_DIR),
+        **(env or {}),
+    }
+    with log_path.open("a") as log:
+        process = subprocess.Popen(
+            [
+                sys.executable,
+                "-m",
+                "celery",
+                "-A",
+                "shiftlab",
+                "worker",
+                "--pool=solo",
+                "--queues",
+                queue,
+                "--without-gossip",
+                "--without-mingle",
+                "--without-heartbeat",
+                "--loglevel=INFO",
+            ],
+            cwd=settings.BASE_DIR,
+            env=full_env,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+        )
+        try:
+            yield process
+        finally:
+            if process.poll() is None:
+                process.terminate()
+                try:
+                    process.wait(timeout=20)
+                except subprocess.TimeoutExpired:
+                    process.kill()
+
+
+def wait_for(predicate, timeout: float, what: str, log_path: Path) -> None:
+    """Poll ``predicate`` until it holds; on time-out, fail with the end of the worker's log."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if predicate():
+            return
+        time.sleep(0.3)
+    raise AssertionError(f"timed out waiting for {what}\n{log_path.read_text()[-4000:]}")
+
+
+def config_text(runs: list[TransformRun], *, rejected: tuple[str, ...] = (), fmt: str = "yaml") -> str:
+    """A sealed config approving the transformations of ``runs`` (and rejecting ``rejected``)."""
+    by_name: dict[str, list[TransformRun]] = {}
+    for run in runs:
+        by_name.setdefault(run.transformation, []).append(run)
+    entries = []
+    datasets = {}
+    for name, group in sorted(by_name.items()):
+        decision = "reject" if name in rejected else "approve"
+        run_entries = [config_run_entry(run) for run in group]
+        for entry in run_entries:
+            datasets[entry["dataset"]["name"]] = entry["dataset"]
+        entries.append(
+            {
+                "transformation": name,
+                "axis": TRANSFORMATIONS[name].axis.value,
+                "study": {"name": "test-study", "version": 1, "design_hash": "0" * 64, "design": {}},
+                "runs": run_entries,
+                "approval": {"decision": decision, "by": "rita", "at": "2026-01-01T00:00:00+00:00", "comment": ""},
+                "gate": {"id": 1, "passed": decision == "approve", "evidence_hash": "0" * 64, "evidence": {}},
+            }
+        )
+    document = config_seal(
+        {
+            "name": "test",
+            "exported_at": "2026-01-01T00:00:00+00:00",
+            "exported_by": "rita",
+            "transformations": entries,
+            "datasets": [datasets[k] for k in sorted(datasets)],
+        }
+    )
+    return config_render(document, fmt)
+
+
+def keyword_run(dataset, seed, *, fail_items=()):
+    """A finished random_keywords run (no LLM); the outputs of ``fail_items`` are marked failed."""
+    run = transform_run_create(
+        dataset=dataset, transformation="random_keywords", seed=seed, limit=LIMIT, dispatch=False
+    )
+    items = list(DatasetItem.objects.filter(dataset=dataset, kind="example").order_by("position")[:LIMIT])
+    transform_run_execute_chunk(run_id=run.pk, item_ids=[i.pk for i in items])
+    TransformedItem.objects.filter(run=run, item__in=[items[i] for i in fail_items], side="sentence2").update(
+        ok=False, error_type="copy"
+    )
+    return transform_run_finalize(run_id=run.pk)
