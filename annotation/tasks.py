@@ -1,8 +1,12 @@
 """Thin Celery tasks of studies: syncing responses from Argilla (retried while it is unreachable)."""
 
+from dataclasses import asdict
+
 from celery import shared_task
 
 from annotation.argilla import ArgillaUnavailable
+from annotation.argilla_services import study_sync
+from annotation.models import Study
 from core.task_policy import ARGILLA_UNAVAILABLE
 
 
@@ -14,9 +18,4 @@ from core.task_policy import ARGILLA_UNAVAILABLE
 )
 def sync_study(study_id: int) -> dict:
     """Sync one study's submitted responses; idempotent, so a redelivered task is harmless."""
-    from dataclasses import asdict
-
-    from annotation.argilla_services import study_sync
-    from annotation.models import Study
-
     return asdict(study_sync(study=Study.objects.get(pk=study_id)))
