@@ -6,7 +6,7 @@ from rest_framework.response import Response
 
 from core.errors import ShiftlabError
 from core.permissions import IsResearcher
-from corpora.models import Dataset, DatasetImport
+from corpora.models import DatasetImport
 from corpora.selectors import dataset_item_list, dataset_list
 from corpora.serializers import (
     DatasetImportCreateSerializer,
@@ -14,7 +14,13 @@ from corpora.serializers import (
     DatasetItemSerializer,
     DatasetSerializer,
 )
-from corpora.services import ImportOptions, dataset_delete, dataset_import_job_create
+from corpora.services import (
+    DatasetInUseError,
+    ImportOptions,
+    UploadTooLargeError,
+    dataset_delete,
+    dataset_import_job_create,
+)
 
 
 class DatasetViewSet(
@@ -30,8 +36,14 @@ class DatasetViewSet(
     def get_queryset(self):
         return dataset_list(task_type=self.request.query_params.get("task_type"))
 
-    def perform_destroy(self, instance: Dataset) -> None:
-        dataset_delete(dataset=instance, actor=self.request.user)
+    @extend_schema(responses={204: None, 409: None})
+    def destroy(self, request, name=None):
+        """Delete a dataset and its items; 409 while runs, results or studies still use it."""
+        try:
+            dataset_delete(dataset=self.get_object(), actor=request.user)
+        except DatasetInUseError as exc:
+            return Response({"detail": str(exc)}, status=status.HTTP_409_CONFLICT)
+        return Response(status=status.HTTP_204_NO_CONTENT)
 
     @extend_schema(responses=DatasetItemSerializer(many=True))
     @action(detail=True, methods=["get"])
@@ -51,7 +63,9 @@ class DatasetImportViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, vie
     queryset = DatasetImport.objects.select_related("dataset")
     parser_classes = [MultiPartParser, FormParser]
 
-    @extend_schema(request=DatasetImportCreateSerializer, responses={202: DatasetImportSerializer})
+    @extend_schema(
+        request=DatasetImportCreateSerializer, responses={202: DatasetImportSerializer, 400: None, 413: None}
+    )
     def create(self, request):
         data_in = DatasetImportCreateSerializer(data=request.data)
         data_in.is_valid(raise_exception=True)
@@ -67,6 +81,8 @@ class DatasetImportViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, vie
             job = dataset_import_job_create(
                 files=data["files"], task=data["task_type"], name=data["name"], options=options, created_by=request.user
             )
+        except UploadTooLargeError as exc:
+            return Response({"detail": str(exc)}, status=status.HTTP_413_REQUEST_ENTITY_TOO_LARGE)
         except ShiftlabError as exc:
             return Response({"detail": str(exc)}, status=status.HTTP_400_BAD_REQUEST)
         job.refresh_from_db()

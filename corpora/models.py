@@ -77,6 +77,9 @@ class DatasetImport(models.Model):
     options = models.JSONField(default=dict, help_text="language, format, columns, split, field map.")
     status = models.CharField(max_length=16, choices=Status.choices, default=Status.PENDING, db_index=True)
     error = models.TextField(blank=True)
+    attempts = models.PositiveSmallIntegerField(
+        default=0, help_text="Times a worker started the import (a worker that dies leaves it running)."
+    )
     dataset = models.ForeignKey(Dataset, null=True, blank=True, on_delete=models.SET_NULL, related_name="imports")
     created_by = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL)
     created_at = models.DateTimeField(auto_now_add=True)

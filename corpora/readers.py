@@ -11,7 +11,7 @@ import csv
 import io
 import json
 import sys
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 
 from corpora.parsing import DatasetFormatError, Problem, RawRow, RawTable
@@ -36,8 +36,12 @@ def read_source(
     fmt: str | None = None,
     columns: Sequence[str] | None = None,
     split: str | None = None,
+    max_uncompressed_bytes: int | None = None,
 ) -> list[RawTable]:
-    """Read a file or folder into raw tables. ``columns`` names the columns of headerless files."""
+    """Read a file or folder into raw tables. ``columns`` names the columns of headerless files.
+
+    ``max_uncompressed_bytes`` bounds what a Parquet file may decode to (``None``: no bound).
+    """
     path = Path(path)
     if fmt is not None and fmt not in FORMATS:
         raise DatasetFormatError([Problem(str(path), None, f"unknown format {fmt!r}: use one of {', '.join(FORMATS)}")])
@@ -46,8 +50,16 @@ def read_source(
     if path.is_dir():
         if fmt == "beir" or (path / "corpus.jsonl").exists():
             return read_beir(path)
-        return _read_split_folder(path, fmt=fmt, columns=columns)
-    return [read_table(path, fmt=fmt or detect_format(path), columns=columns, split=split)]
+        return _read_split_folder(path, fmt=fmt, columns=columns, max_uncompressed_bytes=max_uncompressed_bytes)
+    return [
+        read_table(
+            path,
+            fmt=fmt or detect_format(path),
+            columns=columns,
+            split=split,
+            max_uncompressed_bytes=max_uncompressed_bytes,
+        )
+    ]
 
 
 def detect_format(path: Path) -> str:
@@ -67,11 +79,17 @@ def detect_format(path: Path) -> str:
 
 
 def read_table(
-    path: Path, *, fmt: str, columns: Sequence[str] | None = None, split: str | None = None, role: str = "rows"
+    path: Path,
+    *,
+    fmt: str,
+    columns: Sequence[str] | None = None,
+    split: str | None = None,
+    role: str = "rows",
+    max_uncompressed_bytes: int | None = None,
 ) -> RawTable:
     source = str(path)
     if fmt == "parquet":
-        rows = _read_parquet(path)
+        rows = _read_parquet(path, max_uncompressed_bytes=max_uncompressed_bytes)
     else:
         text = decode_utf8(path.read_bytes(), source)
         if fmt == "jsonl":
@@ -105,11 +123,21 @@ def decode_utf8(data: bytes, source: str) -> str:
         ) from None
 
 
-def _read_split_folder(path: Path, *, fmt: str | None, columns: Sequence[str] | None) -> list[RawTable]:
+def _read_split_folder(
+    path: Path, *, fmt: str | None, columns: Sequence[str] | None, max_uncompressed_bytes: int | None
+) -> list[RawTable]:
     tables = []
     for child in sorted(path.iterdir()):
         if child.is_file() and child.stem in KNOWN_SPLITS and child.suffix.lower() in _EXTENSIONS:
-            tables.append(read_table(child, fmt=fmt or detect_format(child), columns=columns, split=child.stem))
+            tables.append(
+                read_table(
+                    child,
+                    fmt=fmt or detect_format(child),
+                    columns=columns,
+                    split=child.stem,
+                    max_uncompressed_bytes=max_uncompressed_bytes,
+                )
+            )
     if not tables:
         raise DatasetFormatError(
             [
@@ -160,7 +188,10 @@ def _read_delimited(text: str, source: str, *, delimiter: str, columns: Sequence
 def _read_jsonl(text: str, source: str) -> list[RawRow]:
     rows: list[RawRow] = []
     problems: list[Problem] = []
-    for number, line in enumerate(text.splitlines(), start=1):
+    # JSON Lines ends lines with "\n" only: str.splitlines would also split inside strings holding
+    # U+2028, U+2029, U+0085 and other characters Unicode counts as line ends.
+    for number, line in enumerate(text.split("\n"), start=1):
+        line = line.removesuffix("\r")
         if not line.strip():
             continue
         try:
@@ -177,12 +208,62 @@ def _read_jsonl(text: str, source: str) -> list[RawRow]:
     return rows
 
 
-def _read_parquet(path: Path) -> list[RawRow]:
+def _read_parquet(path: Path, *, max_uncompressed_bytes: int | None) -> list[RawRow]:
     import pyarrow.parquet as pq  # heavy: loaded only when a Parquet file is read
 
+    source = str(path)
     try:
-        table = pq.read_table(path)
+        parquet = pq.ParquetFile(path)
+        metadata = parquet.metadata
     except Exception as exc:  # pyarrow raises several unrelated types for unreadable files
-        raise DatasetFormatError([Problem(str(path), None, f"not a readable Parquet file: {exc}")]) from None
-    # Parquet has no lines: a row's number (1-based) stands in for it in messages.
-    return [RawRow(str(path), number, row) for number, row in enumerate(table.to_pylist(), start=1)]
+        raise DatasetFormatError([Problem(source, None, f"not a readable Parquet file: {exc}")]) from None
+    if max_uncompressed_bytes is not None:
+        # Refuse from the metadata before decompressing anything...
+        size = sum(metadata.row_group(i).total_byte_size for i in range(metadata.num_row_groups))
+        if size > max_uncompressed_bytes:
+            raise DatasetFormatError(
+                [
+                    Problem(
+                        source,
+                        None,
+                        f"holds {megabytes(size)} uncompressed ({metadata.num_rows} rows), over the "
+                        f"{megabytes(max_uncompressed_bytes)} limit{_LIMIT_HINT}",
+                    )
+                ]
+            )
+    # ...then count while decoding: dictionary and run-length encoding keep repeated values out of
+    # the metadata's sizes, so a small file can still decode to far more than they say.
+    rows: list[RawRow] = []
+    decoded = 0
+    for batch in _parquet_batches(parquet, source):
+        decoded += batch.nbytes
+        if max_uncompressed_bytes is not None and decoded > max_uncompressed_bytes:
+            raise DatasetFormatError(
+                [
+                    Problem(
+                        source,
+                        None,
+                        f"decodes to more than {megabytes(max_uncompressed_bytes)} "
+                        f"({metadata.num_rows} rows){_LIMIT_HINT}",
+                    )
+                ]
+            )
+        # Parquet has no lines: a row's number (1-based) stands in for it in messages.
+        rows += [RawRow(source, number, row) for number, row in enumerate(batch.to_pylist(), start=len(rows) + 1)]
+    return rows
+
+
+def _parquet_batches(parquet, source: str) -> Iterator:
+    try:
+        yield from parquet.iter_batches()
+    except Exception as exc:  # as above: a file whose metadata reads can still hold broken pages
+        raise DatasetFormatError([Problem(source, None, f"not a readable Parquet file: {exc}")]) from None
+
+
+_LIMIT_HINT = ": split it into smaller files, or raise SHIFTLAB_MAX_UNCOMPRESSED_MB if the server has the memory"
+
+
+def megabytes(n_bytes: int) -> str:
+    """``n_bytes`` in MB (2**20 bytes) for messages: "500 MB", "1.5 MB"."""
+    megabytes = n_bytes / 2**20
+    return f"{megabytes:.0f} MB" if megabytes == int(megabytes) else f"{megabytes:.1f} MB"

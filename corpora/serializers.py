@@ -47,6 +47,7 @@ class DatasetImportSerializer(serializers.ModelSerializer):
             "options",
             "status",
             "error",
+            "attempts",
             "dataset",
             "created_at",
             "started_at",

@@ -3,6 +3,7 @@ from __future__ import annotations
 import logging
 import shutil
 import uuid
+from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -12,6 +13,7 @@ from django.contrib.auth.models import AbstractBaseUser
 from django.core.exceptions import ValidationError
 from django.core.files.uploadedfile import UploadedFile
 from django.db import transaction
+from django.db.models import F, ProtectedError, RestrictedError
 from django.utils import timezone
 
 from core.errors import ShiftlabError
@@ -19,11 +21,21 @@ from core.services import audit_record
 from corpora.hub import read_hub
 from corpora.models import Dataset, DatasetImport, DatasetItem, dataset_name_validator
 from corpora.parsing import ParsedDataset, RawTable, parse_tables
-from corpora.readers import read_source
+from corpora.readers import megabytes, read_source
 from corpora.task_types import TaskType, task_spec
 
 BULK_BATCH_SIZE = 2000
+# A job whose worker died this many times is failed rather than handed to another worker.
+IMPORT_MAX_ATTEMPTS = 3
 logger = logging.getLogger(__name__)
+
+
+class UploadTooLargeError(ShiftlabError):
+    """The uploaded files together exceed ``DATASET_MAX_UPLOAD_MB``."""
+
+
+class DatasetInUseError(ShiftlabError):
+    """The dataset is referenced by runs, results or studies that must not lose it."""
 
 
 @dataclass(frozen=True)
@@ -77,9 +89,28 @@ def dataset_import(
 
 
 def dataset_delete(*, dataset: Dataset, actor: AbstractBaseUser | None) -> None:
-    with transaction.atomic():
-        audit_record(actor=actor, verb="dataset.delete", obj=dataset, payload={"content_hash": dataset.content_hash})
-        dataset.delete()
+    """Delete a dataset and its items. Raises ``DatasetInUseError``, changing nothing, while
+    transformation runs, benchmark results, studies... still point at it."""
+    try:
+        with transaction.atomic():
+            audit_record(
+                actor=actor, verb="dataset.delete", obj=dataset, payload={"content_hash": dataset.content_hash}
+            )
+            dataset.delete()
+    except ProtectedError as exc:
+        raise DatasetInUseError(_in_use_message(dataset, exc.protected_objects)) from None
+    except RestrictedError as exc:
+        raise DatasetInUseError(_in_use_message(dataset, exc.restricted_objects)) from None
+
+
+def _in_use_message(dataset: Dataset, users: Iterable) -> str:
+    counts = Counter(type(obj)._meta for obj in users)
+    uses = [
+        f"{n} {meta.verbose_name if n == 1 else meta.verbose_name_plural}"
+        for meta, n in sorted(counts.items(), key=lambda pair: str(pair[0].verbose_name))
+    ]
+    listed = uses[0] if len(uses) == 1 else f"{', '.join(uses[:-1])} and {uses[-1]}"
+    return f"Dataset {dataset.name!r} is still used by {listed}: delete those first. Nothing was deleted."
 
 
 def dataset_import_job_create(
@@ -102,6 +133,7 @@ def dataset_import_job_create(
         raise ShiftlabError(
             f"Two uploaded files share a name ({', '.join(sorted(names))}): each file needs its own name."
         )
+    _check_upload_size(files, names)
     upload_dir = Path(settings.MEDIA_ROOT) / "imports" / uuid.uuid4().hex
     upload_dir.mkdir(parents=True)
     try:
@@ -128,14 +160,22 @@ def dataset_import_job_run(*, job_id: int, redelivered: bool = False) -> Dataset
 
     ``redelivered`` (the broker handed the task out again because its worker died) lets a job
     stuck in "running" be claimed again: the import is one transaction, so the dead worker
-    wrote nothing.
+    wrote nothing. After ``IMPORT_MAX_ATTEMPTS`` claims the job is failed instead: a file that
+    kills its worker would otherwise be redelivered forever.
     """
     claimable = [DatasetImport.Status.PENDING] + ([DatasetImport.Status.RUNNING] if redelivered else [])
-    claimed = DatasetImport.objects.filter(pk=job_id, status__in=claimable).update(
-        status=DatasetImport.Status.RUNNING, started_at=timezone.now()
+    claimed = DatasetImport.objects.filter(pk=job_id, status__in=claimable, attempts__lt=IMPORT_MAX_ATTEMPTS).update(
+        status=DatasetImport.Status.RUNNING, started_at=timezone.now(), attempts=F("attempts") + 1
     )
     job = DatasetImport.objects.get(pk=job_id)
     if not claimed:
+        if redelivered and job.status == DatasetImport.Status.RUNNING and job.attempts >= IMPORT_MAX_ATTEMPTS:
+            message = (
+                f"The import crashed its worker {job.attempts} times; check the file: a very large file, or a "
+                "Parquet file that decodes to far more data than its size, can exhaust the worker's memory. "
+                "Split it into smaller files and upload them again."
+            )
+            _finish(job, DatasetImport.Status.FAILED, message, Path(job.upload_dir))
         return job
     upload_dir = Path(job.upload_dir)
     entries = sorted(upload_dir.iterdir()) if upload_dir.is_dir() else []
@@ -167,6 +207,19 @@ def _finish(job: DatasetImport, status: str, error: str, upload_dir: Path) -> No
     job.save(update_fields=["status", "error", "dataset", "finished_at"])
 
 
+def _check_upload_size(files: Sequence[UploadedFile], names: Sequence[str]) -> None:
+    # Django has spooled the request to a temporary file it deletes afterwards: refusing here
+    # means nothing reaches the media folder or the database.
+    limit_mb = settings.DATASET_MAX_UPLOAD_MB
+    size = sum(f.size for f in files)
+    if size > limit_mb * 2**20:
+        raise UploadTooLargeError(
+            f"The upload is {megabytes(size)} ({', '.join(names)}), over the {limit_mb} MB limit "
+            "(SHIFTLAB_MAX_UPLOAD_MB); nothing was stored. Upload smaller files, or import the dataset on the "
+            "server with: python manage.py corpora import PATH --task TASK --name NAME"
+        )
+
+
 def _relative_message(message: str, upload_dir: Path) -> str:
     # Show "stsb.csv, line 3" rather than the server's storage path.
     return message.replace(f"{upload_dir}/", "").replace(str(upload_dir), "upload")
@@ -190,7 +243,13 @@ def _check_new_name(name: str) -> None:
 def _read(source: str | Path, options: ImportOptions) -> list[RawTable]:
     if options.fmt == "hf":
         return read_hub(str(source), config=options.hf_config, split=options.split, revision=options.hf_revision)
-    return read_source(source, fmt=options.fmt, columns=options.columns, split=options.split)
+    return read_source(
+        source,
+        fmt=options.fmt,
+        columns=options.columns,
+        split=options.split,
+        max_uncompressed_bytes=settings.DATASET_MAX_UNCOMPRESSED_MB * 2**20,
+    )
 
 
 @transaction.atomic

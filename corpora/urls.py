@@ -7,4 +7,5 @@ urlpatterns = [
     path("", views.dataset_list_view, name="list"),
     path("imports/<int:pk>/", views.dataset_import_view, name="import"),
     path("<str:name>/", views.dataset_detail_view, name="detail"),
+    path("<str:name>/delete/", views.dataset_delete_view, name="delete"),
 ]

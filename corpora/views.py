@@ -8,7 +8,7 @@ from core.views import researcher_required
 from corpora.forms import DatasetUploadForm
 from corpora.models import Dataset, DatasetImport
 from corpora.selectors import dataset_import_list, dataset_item_list, dataset_list
-from corpora.services import ImportOptions, dataset_import_job_create
+from corpora.services import DatasetInUseError, ImportOptions, dataset_delete, dataset_import_job_create
 
 
 @researcher_required
@@ -59,3 +59,19 @@ def dataset_detail_view(request, name: str):
     split = request.GET.get("split") or None
     page = Paginator(dataset_item_list(dataset=dataset, split=split), 25).get_page(request.GET.get("page"))
     return render(request, "corpora/detail.html", {"dataset": dataset, "page": page, "split": split})
+
+
+@researcher_required
+@require_http_methods(["GET", "POST"])
+def dataset_delete_view(request, name: str):
+    """GET asks for confirmation; POST deletes, or explains what still uses the dataset."""
+    dataset = get_object_or_404(Dataset, name=name)
+    if request.method == "GET":
+        return render(request, "corpora/delete.html", {"dataset": dataset})
+    try:
+        dataset_delete(dataset=dataset, actor=request.user)
+    except DatasetInUseError as exc:
+        messages.error(request, str(exc))
+        return redirect("corpora:detail", name=name)
+    messages.success(request, f"Deleted {name}.")
+    return redirect("corpora:list")

@@ -41,8 +41,17 @@ class TransientBackendError(ShiftlabError):
         )
 
 
+# Upper bounds of the generation parameters: one LLM answer is a rewritten text, not a book, and
+# every attempt is another LLM call per text.
+MAX_TOKENS_LIMIT = 8192
+MAX_ATTEMPTS_LIMIT = 10
+
+
 @dataclass(frozen=True)
 class GenerationParams:
+    """Sampling parameters of a run or a judge; every interface (API, commands, benchmarks) builds
+    one, so the checks here are the only ones."""
+
     temperature: float = 0.7
     top_p: float = 0.95
     max_tokens: int = 512
@@ -53,8 +62,10 @@ class GenerationParams:
             raise ShiftlabError(f"temperature must be between 0 and 2, got {self.temperature}")
         if not 0 < self.top_p <= 1:
             raise ShiftlabError(f"top_p must be in (0, 1], got {self.top_p}")
-        if self.max_tokens < 1 or self.max_attempts < 1:
-            raise ShiftlabError("max_tokens and max_attempts must be at least 1")
+        if not 1 <= self.max_tokens <= MAX_TOKENS_LIMIT:
+            raise ShiftlabError(f"max_tokens must be between 1 and {MAX_TOKENS_LIMIT}, got {self.max_tokens}")
+        if not 1 <= self.max_attempts <= MAX_ATTEMPTS_LIMIT:
+            raise ShiftlabError(f"max_attempts must be between 1 and {MAX_ATTEMPTS_LIMIT}, got {self.max_attempts}")
 
     @property
     def sampling_hash(self) -> str:

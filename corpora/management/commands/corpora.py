@@ -6,7 +6,7 @@ from core.errors import ShiftlabError
 from corpora.models import Dataset
 from corpora.readers import FORMATS
 from corpora.selectors import dataset_get, dataset_item_list, dataset_list
-from corpora.services import ImportOptions, dataset_delete, dataset_import
+from corpora.services import DatasetInUseError, ImportOptions, dataset_delete, dataset_import
 from corpora.task_types import TaskType
 
 
@@ -120,7 +120,10 @@ class Command(BaseCommand):
 
     def _delete(self, o) -> None:
         dataset = self._get(o["name"])
-        dataset_delete(dataset=dataset, actor=None)
+        try:
+            dataset_delete(dataset=dataset, actor=None)
+        except DatasetInUseError as exc:
+            raise CommandError(str(exc)) from None
         self.stdout.write(self.style.SUCCESS(f"Deleted {o['name']}."))
 
     def _get(self, name: str) -> Dataset:
