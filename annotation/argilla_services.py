@@ -73,13 +73,19 @@ def annotator_accounts_ensure(
 ) -> tuple[dict[Any, Any], dict[str, str]]:
     """Ensure ``workspace`` and an Argilla annotator account in it for each user (a connection from
     ``argilla_connection``). Returns (user pk -> Argilla user id, username -> initial password of each account
-    created now). Existing accounts keep their password."""
+    created now). Existing accounts keep their password; an existing account with another role than
+    annotator (an admin or owner) is refused before any account is created."""
+    roles = argilla.user_roles(client=client)
+    for user in users:
+        username = user.get_username()
+        if username in roles:
+            argilla.user_role_check(username, roles[username], "annotator", client=client)
     argilla.workspace_ensure(workspace, client=client)
     user_ids, new_accounts = {}, {}
     for user in users:
         username = user.get_username()
         password = None
-        if argilla.user_get_id(username, client=client) is None:
+        if username not in roles:
             password = secrets.token_urlsafe(12)
             new_accounts[username] = password
         user_ids[user.pk] = argilla.user_ensure(

@@ -232,5 +232,6 @@ def export_view(request):
 def export_download_view(request, pk: int, fmt: str):
     config = get_object_or_404(benchmark_config_list(), pk=pk)
     if fmt not in ("json", "yaml"):
-        return HttpResponse(f"unknown format {fmt!r}: use json or yaml", status=404)
+        # A fixed text: the path segment is never echoed (it would be reflected into the page).
+        return HttpResponse("unknown format: use json or yaml", status=404, content_type="text/plain; charset=utf-8")
     return benchmark_config_response(config, fmt)

@@ -1,9 +1,13 @@
 from __future__ import annotations
 
+from datetime import datetime, timedelta
 from typing import Any
 
+from django.conf import settings
 from django.contrib.auth.models import AbstractBaseUser, Group, Permission
-from django.db import models
+from django.db import models, transaction
+from django.utils import timezone
+from rest_framework.authtoken.models import Token
 
 from core.models import AuditEvent
 from core.roles import Role
@@ -44,3 +48,17 @@ def roles_sync() -> None:
     ) | Permission.objects.filter(content_type__app_label="core", codename="view_auditevent")
     researcher.permissions.set(researcher_perms)
     admin.permissions.set(Permission.objects.all())
+
+
+def api_token_expires_at(token: Token) -> datetime:
+    return token.created + timedelta(hours=settings.SHIFTLAB_TOKEN_TTL_HOURS)
+
+
+def api_token_issue(*, user: AbstractBaseUser) -> Token:
+    """The user's API token; an expired one is replaced by a new key (the old one stops working)."""
+    with transaction.atomic():
+        token, created = Token.objects.select_for_update().get_or_create(user=user)
+        if not created and api_token_expires_at(token) <= timezone.now():
+            token.delete()
+            token = Token.objects.create(user=user)
+    return token

@@ -44,12 +44,39 @@ def env_list(name: str, default: list[str]) -> list[str]:
 DATA_DIR = Path(env_str("SHIFTLAB_DATA_DIR", str(BASE_DIR / "var"))).resolve()
 DATA_DIR.mkdir(parents=True, exist_ok=True)
 
+# Public values: the development fallbacks below (and the local Argilla owner's password of
+# `manage.py argilla_server`), and the placeholders of .env.example. Production refuses them all
+# (shiftlab/settings_production.py); tests keep the lists in step with their sources.
+DEV_SECRET_KEY = "insecure-development-key-set-SHIFTLAB_SECRET_KEY-in-production"
+DEV_ARGILLA_API_KEY = "shiftlab-local-argilla-owner-key"
+DEVELOPMENT_SECRETS = (DEV_SECRET_KEY, DEV_ARGILLA_API_KEY, "shiftlab-local-owner")
+PLACEHOLDER_SECRETS = (
+    "change-me-generate-with-openssl-rand-hex-50",
+    "change-me-postgres-password",
+    "change-me-flower-password",
+    "change-me-llm-api-key",
+    "change-me-argilla-api-key",
+    "change-me-argilla-password",
+    "change-me-argilla-auth-secret",
+)
+# The variables of .env.example that hold secrets (Django's own and those of the other containers).
+SECRET_VARIABLES = (
+    "SHIFTLAB_SECRET_KEY",
+    "DATABASE_URL",
+    "POSTGRES_PASSWORD",
+    "FLOWER_BASIC_AUTH",
+    "SHIFTLAB_LLM_API_KEY",
+    "ARGILLA_API_KEY",
+    "ARGILLA_OWNER_PASSWORD",
+    "ARGILLA_AUTH_SECRET_KEY",
+)
+
 DEBUG = env_bool("SHIFTLAB_DEBUG", True)
 SECRET_KEY = env_str("SHIFTLAB_SECRET_KEY")
 if not SECRET_KEY:
     if not DEBUG:
         raise ImproperlyConfigured("Set SHIFTLAB_SECRET_KEY (a long random string) when SHIFTLAB_DEBUG is off.")
-    SECRET_KEY = "insecure-development-key-set-SHIFTLAB_SECRET_KEY-in-production"
+    SECRET_KEY = DEV_SECRET_KEY
 
 ALLOWED_HOSTS = env_list("SHIFTLAB_ALLOWED_HOSTS", ["127.0.0.1", "localhost", "[::1]"])
 CSRF_TRUSTED_ORIGINS = env_list("SHIFTLAB_CSRF_TRUSTED_ORIGINS", [])
@@ -75,6 +102,7 @@ INSTALLED_APPS = [
 
 MIDDLEWARE = [
     "django.middleware.security.SecurityMiddleware",
+    "core.middleware.ContentSecurityPolicyMiddleware",
     "whitenoise.middleware.WhiteNoiseMiddleware",
     "django.contrib.sessions.middleware.SessionMiddleware",
     "django.middleware.common.CommonMiddleware",
@@ -83,6 +111,15 @@ MIDDLEWARE = [
     "django.contrib.messages.middleware.MessageMiddleware",
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
 ]
+
+# Content-Security-Policy of every response (core.middleware). Pages keep scripts and styles in
+# static files; only the paths below, third-party pages built on inline code, go without.
+SHIFTLAB_CSP = env_str(
+    "SHIFTLAB_CSP",
+    "default-src 'self'; img-src 'self' data:; style-src 'self'; script-src 'self'; "
+    "frame-ancestors 'none'; base-uri 'self'; form-action 'self'",
+)
+SHIFTLAB_CSP_EXEMPT_PATHS = env_list("SHIFTLAB_CSP_EXEMPT_PATHS", ["/api/redoc/"])
 
 ROOT_URLCONF = "shiftlab.urls"
 
@@ -120,6 +157,19 @@ if DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3":
         "transaction_mode": "IMMEDIATE",
     }
 
+# Log-in failures, lockouts and API throttles are counted in this cache: with several web processes
+# (gunicorn workers) it must be one they share, e.g. SHIFTLAB_CACHE_URL=redis://redis:6379/2.
+CACHE_URL = env_str("SHIFTLAB_CACHE_URL")
+if CACHE_URL and not CACHE_URL.startswith(("redis://", "rediss://", "unix://")):
+    raise ImproperlyConfigured(
+        f"SHIFTLAB_CACHE_URL={CACHE_URL!r}: use a Redis URL (redis://host:6379/2) or leave it empty."
+    )
+CACHES = {
+    "default": {"BACKEND": "django.core.cache.backends.redis.RedisCache", "LOCATION": CACHE_URL}
+    if CACHE_URL
+    else {"BACKEND": "django.core.cache.backends.locmem.LocMemCache"}
+}
+
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 
 AUTH_PASSWORD_VALIDATORS = [
@@ -151,17 +201,40 @@ DATA_UPLOAD_MAX_MEMORY_SIZE = 10 * 1024 * 1024
 LOGIN_URL = "login"
 LOGIN_REDIRECT_URL = "home"
 LOGOUT_REDIRECT_URL = "login"
+# Messages wait for the next page in the server-side session (database-backed), never in a cookie:
+# some carry one-time secrets, e.g. the initial password of a new Argilla account.
+SESSION_ENGINE = "django.contrib.sessions.backends.db"
+MESSAGE_STORAGE = "django.contrib.messages.storage.session.SessionStorage"
+
+# Log-in protection (core/login_guard.py), for the log-in pages and the API token endpoint alike: a
+# username with this many failed log-ins within the window, or an address with the per-IP number,
+# is refused for the lockout time. The counters live in CACHES["default"].
+AUTHENTICATION_BACKENDS = ["core.login_guard.LockoutModelBackend"]
+SHIFTLAB_LOGIN_MAX_FAILURES = int(env_str("SHIFTLAB_LOGIN_MAX_FAILURES", "5"))
+SHIFTLAB_LOGIN_MAX_FAILURES_PER_IP = int(env_str("SHIFTLAB_LOGIN_MAX_FAILURES_PER_IP", "20"))
+SHIFTLAB_LOGIN_FAILURE_WINDOW_SECONDS = int(env_str("SHIFTLAB_LOGIN_FAILURE_WINDOW_SECONDS", "900"))
+SHIFTLAB_LOGIN_LOCKOUT_SECONDS = int(env_str("SHIFTLAB_LOGIN_LOCKOUT_SECONDS", "900"))
+# Requests to POST /api/auth/token/ per client address and per username (DRF rates: n/sec|min|hour|day).
+SHIFTLAB_AUTH_THROTTLE_RATES = {
+    "auth_ip": env_str("SHIFTLAB_AUTH_RATE_PER_IP", "30/min"),
+    "auth_username": env_str("SHIFTLAB_AUTH_RATE_PER_USERNAME", "10/min"),
+}
+# API tokens expire this many hours after they were issued (core/authentication.py).
+SHIFTLAB_TOKEN_TTL_HOURS = int(env_str("SHIFTLAB_TOKEN_TTL_HOURS", str(24 * 7)))
 
 REST_FRAMEWORK = {
     "DEFAULT_AUTHENTICATION_CLASSES": [
         # Token first: unauthenticated API calls then get 401 with a WWW-Authenticate header.
-        "rest_framework.authentication.TokenAuthentication",
+        "core.authentication.ExpiringTokenAuthentication",
         "rest_framework.authentication.SessionAuthentication",
     ],
     "DEFAULT_PERMISSION_CLASSES": ["rest_framework.permissions.IsAuthenticated"],
     "DEFAULT_SCHEMA_CLASS": "drf_spectacular.openapi.AutoSchema",
     "DEFAULT_PAGINATION_CLASS": "rest_framework.pagination.LimitOffsetPagination",
     "PAGE_SIZE": 50,
+    # Proxies in front of the web server whose X-Forwarded-For is trusted: the client address of
+    # throttles and log-in lockouts. 0: the address of the connection itself.
+    "NUM_PROXIES": int(env_str("SHIFTLAB_NUM_PROXIES", "0")),
 }
 
 SPECTACULAR_SETTINGS = {
@@ -314,7 +387,7 @@ ARGILLA_API_URL = env_str("ARGILLA_API_URL", "http://127.0.0.1:6900")
 ARGILLA_API_KEY = env_str("ARGILLA_API_KEY")
 if not ARGILLA_API_KEY and DEBUG:
     # Development only: the owner key `manage.py argilla_server` gives the local server it starts.
-    ARGILLA_API_KEY = "shiftlab-local-argilla-owner-key"
+    ARGILLA_API_KEY = DEV_ARGILLA_API_KEY
 
 # Seconds a health probe waits for each external service.
 HEALTH_CHECK_TIMEOUT = float(env_str("SHIFTLAB_HEALTH_TIMEOUT", "2"))
@@ -330,3 +403,11 @@ LOGGING = {
 if CELERY_TASK_ALWAYS_EAGER:
     # In-process tasks: a line per task and kombu's "no broker hostname" would drown command output.
     LOGGING["loggers"] |= {"celery.app.trace": {"level": "WARNING"}, "kombu.connection": {"level": "ERROR"}}
+
+# --- Uploads and import limits ---
+# Largest upload (all files of one upload together) the Datasets page and POST /api/dataset-imports/
+# accept; a larger one is refused before it is stored. `manage.py corpora import` (files already on the
+# server) is not bound by it.
+DATASET_MAX_UPLOAD_MB = int(env_str("SHIFTLAB_MAX_UPLOAD_MB", "500"))
+# Largest size a Parquet file may decode to, checked from its metadata and again while decoding.
+DATASET_MAX_UNCOMPRESSED_MB = int(env_str("SHIFTLAB_MAX_UNCOMPRESSED_MB", "2048"))

@@ -1,16 +1,57 @@
 """Production settings: the base settings with debug off and every deployment check satisfied.
 
-Requires ``SHIFTLAB_SECRET_KEY`` and ``SHIFTLAB_ALLOWED_HOSTS``; see docs/deployment.md.
+Requires ``SHIFTLAB_SECRET_KEY`` and ``SHIFTLAB_ALLOWED_HOSTS``; see docs/deployment.md. Never
+falls back to a development secret, whatever ``SHIFTLAB_DEBUG`` says, and refuses to start while
+any variable holds a public value: a development default or a placeholder of ``.env.example``.
 """
 
 import os
 
+from django.core.exceptions import ImproperlyConfigured
+
 os.environ.setdefault("SHIFTLAB_DEBUG", "0")
 
 from shiftlab.settings import *  # noqa: E402,F403
-from shiftlab.settings import env_bool, env_str  # noqa: E402
+from shiftlab.settings import (  # noqa: E402
+    DEVELOPMENT_SECRETS,
+    PLACEHOLDER_SECRETS,
+    SECRET_VARIABLES,
+    env_bool,
+    env_str,
+)
 
 DEBUG = False
+
+# The base settings fill these in when SHIFTLAB_DEBUG is on; production takes them from the
+# environment only.
+SECRET_KEY = env_str("SHIFTLAB_SECRET_KEY")
+if not SECRET_KEY:
+    raise ImproperlyConfigured(
+        "Set SHIFTLAB_SECRET_KEY (a long random string, e.g. from `openssl rand -hex 50`): production "
+        "never uses the development key, whatever SHIFTLAB_DEBUG says."
+    )
+ARGILLA_API_KEY = env_str("ARGILLA_API_KEY")
+
+
+def _refuse_public_secrets() -> None:
+    # Not only the variables Django reads: the containers share one .env, so the web process also
+    # stops a deployment whose database, Flower or Argilla secrets are still placeholders.
+    for name in SECRET_VARIABLES:
+        value = env_str(name)
+        placeholder = next((p for p in PLACEHOLDER_SECRETS if p in value), None)
+        if placeholder:
+            raise ImproperlyConfigured(
+                f"{name} still holds the placeholder {placeholder!r} of .env.example: replace it with a "
+                "random secret of your own (e.g. `openssl rand -hex 32`) in .env."
+            )
+        if value in DEVELOPMENT_SECRETS:
+            raise ImproperlyConfigured(
+                f"{name} is one of Shiftlab's public development defaults: set a random secret of your own "
+                "(e.g. `openssl rand -hex 32`)."
+            )
+
+
+_refuse_public_secrets()
 
 SECURE_PROXY_SSL_HEADER = ("HTTP_X_FORWARDED_PROTO", "https")
 SECURE_SSL_REDIRECT = env_bool("SHIFTLAB_SECURE_SSL_REDIRECT", True)

@@ -65,3 +65,13 @@ def llm_backend(llm_server, settings):
     reset_backends()
     yield llm_server
     reset_backends()
+
+
+@pytest.fixture(autouse=True)
+def _fresh_cache():
+    """Log-in failures, lockouts and throttle counters live in the cache: none leak between tests."""
+    from django.core.cache import cache
+
+    cache.clear()
+    yield
+    cache.clear()

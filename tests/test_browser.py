@@ -204,3 +204,58 @@ def test_annotator_gets_403_on_datasets(live_server, page, e2e_annotator):
     assert response is not None
     assert response.status == 403
     expect(page.locator("#upload-form")).to_have_count(0)
+
+
+CSP_WATCH = """
+window.__cspViolations = [];
+document.addEventListener("securitypolicyviolation", (e) =>
+  window.__cspViolations.push(
+    `${e.violatedDirective} blocked ${e.blockedURI || "inline"} (${e.sourceFile}:${e.lineNumber})`
+  )
+);
+"""
+
+
+def test_pages_break_no_content_security_policy(live_server, page, django_user_model):
+    """Every kind of page (Shiftlab's, the admin, the API browser and docs) renders under the
+    Content-Security-Policy with no violation: nothing inline is blocked."""
+    from corpora.services import dataset_import
+
+    dataset_import(source=DEMO_STS, task="sts", name="demo-sts")
+    boss = make_user(django_user_model, "boss", Role.RESEARCHER)
+    boss.is_staff = boss.is_superuser = True
+    boss.save()
+    page.add_init_script(CSP_WATCH)
+    page.goto(f"{live_server.url}/accounts/login/")
+    assert page.evaluate("window.__cspViolations") == []
+    _log_in(page, live_server.url, "boss")
+    urls = [
+        "/",
+        "/datasets/",
+        "/datasets/demo-sts/",
+        "/transforms/",
+        "/transforms/judge/",
+        "/annotation/",
+        "/annotation/exports/",
+        "/benchmarks/",
+        "/benchmarks/baselines/",
+        "/audit/",
+        "/admin/",
+        "/admin/corpora/dataset/",
+        "/admin/auth/user/add/",
+        "/api/",
+        "/api/datasets/",
+        "/api/docs/",
+        "/api/redoc/",
+    ]
+    seen = {}
+    for url in urls:
+        response = page.goto(f"{live_server.url}{url}", wait_until="networkidle")
+        assert response is not None and response.status == 200, url
+        exempt = url.startswith(tuple(settings.SHIFTLAB_CSP_EXEMPT_PATHS))
+        assert exempt or "script-src 'self'" in response.headers["content-security-policy"], url
+        if url == "/api/docs/":
+            expect(page.locator(".swagger-ui .opblock").first).to_be_visible()
+        seen[url] = page.evaluate("window.__cspViolations")
+    assert not {url: found for url, found in seen.items() if found}
+    expect(page.locator(".redoc-wrap").first).to_be_visible()

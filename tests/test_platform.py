@@ -67,11 +67,11 @@ def test_upload_page_shows_where_a_file_is_wrong(client, researcher):
     assert b"Nothing was imported" in response.content
 
 
-def test_health_reports_each_service(client, settings):
+def test_health_reports_each_service(admin_client, settings):
     settings.TRANSFORM_BACKENDS = {"default": {"OPTIONS": {"base_url": "http://127.0.0.1:9/v1"}}}
     settings.ARGILLA_API_URL = "http://127.0.0.1:9"
     settings.HEALTH_CHECK_TIMEOUT = 0.5
-    response = client.get("/health/")
+    response = admin_client.get("/health/")
     body = response.json()
     assert response.status_code == 200
     assert body["checks"]["database"]["status"] == "ok"
@@ -80,7 +80,7 @@ def test_health_reports_each_service(client, settings):
     assert body["status"] == "degraded"
 
 
-def test_health_is_down_when_the_broker_is_unreachable(client, settings):
+def test_health_is_down_when_the_broker_is_unreachable(client, admin_client, settings):
     settings.CELERY_TASK_ALWAYS_EAGER = False
     settings.CELERY_BROKER_URL = "redis://:secret@127.0.0.1:9/0"
     from shiftlab.celery import app
@@ -89,9 +89,11 @@ def test_health_is_down_when_the_broker_is_unreachable(client, settings):
     app.conf.broker_url = settings.CELERY_BROKER_URL
     try:
         settings.HEALTH_CHECK_TIMEOUT = 0.5
-        response = client.get("/health/")
+        public = client.get("/health/")
+        response = admin_client.get("/health/")
     finally:
         app.conf.broker_url = previous
+    assert public.status_code == 503 and public.json() == {"status": "down"}
     assert response.status_code == 503
     assert response.json()["checks"]["broker"]["status"] == "error"
     assert b"secret" not in response.content

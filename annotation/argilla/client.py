@@ -173,9 +173,14 @@ def _workspace_id(client: httpx.Client, name: str) -> UUID | None:
     return next((UUID(w["id"]) for w in listing["items"] if w["name"] == name), None)
 
 
-def _user_id(client: httpx.Client, username: str) -> UUID | None:
+def _user(client: httpx.Client, username: str) -> dict[str, Any] | None:
     listing = _call(client, "GET", "/api/v1/users", "list users")
-    return next((UUID(u["id"]) for u in listing["items"] if u["username"] == username), None)
+    return next((u for u in listing["items"] if u["username"] == username), None)
+
+
+def _user_id(client: httpx.Client, username: str) -> UUID | None:
+    user = _user(client, username)
+    return UUID(user["id"]) if user is not None else None
 
 
 def workspace_ensure(name: str, *, client: httpx.Client) -> UUID:
@@ -189,14 +194,18 @@ def workspace_ensure(name: str, *, client: httpx.Client) -> UUID:
 
 def user_ensure(username: str, password: str, role: Role, workspace: str, *, client: httpx.Client) -> UUID:
     """The Argilla id of ``username``, created with ``password`` and ``role`` if missing, and a
-    member of ``workspace``. An existing user keeps their password and role."""
+    member of ``workspace``. An existing user keeps their password, and must already have ``role``:
+    an account is never handed over with another role than the one asked for."""
     workspace_id = _workspace_id(client, workspace)
     if workspace_id is None:
         raise ArgillaError(f"Argilla at {client.base_url} has no workspace {workspace!r}: ensure it first.")
-    user_id = _user_id(client, username)
-    if user_id is None:
+    existing = _user(client, username)
+    if existing is None:
         body = {"username": username, "first_name": username, "role": role, "password": password}
         user_id = UUID(_call(client, "POST", "/api/v1/users", f"create user {username!r}", json=body)["id"])
+    else:
+        user_role_check(username, existing["role"], role, client=client)
+        user_id = UUID(existing["id"])
     membership = {"user_id": str(user_id)}
     action = f"add user {username!r} to workspace {workspace!r}"
     # 409: already a member.
@@ -207,6 +216,22 @@ def user_ensure(username: str, password: str, role: Role, workspace: str, *, cli
 def user_get_id(username: str, *, client: httpx.Client) -> UUID | None:
     """The Argilla id of ``username``, or None when no such user exists."""
     return _user_id(client, username)
+
+
+def user_roles(*, client: httpx.Client) -> dict[str, str]:
+    """Every Argilla user's role, by username."""
+    listing = _call(client, "GET", "/api/v1/users", "list users")
+    return {u["username"]: u["role"] for u in listing["items"]}
+
+
+def user_role_check(username: str, found: str, wanted: Role, *, client: httpx.Client) -> None:
+    """Refuse to use the existing Argilla account ``username`` (role ``found``) as a ``wanted`` one."""
+    if found != wanted:
+        raise ArgillaError(
+            f"Argilla at {client.base_url} already has a user {username!r} with role {found!r}, not {wanted!r}: "
+            f"Shiftlab will not use it as an {wanted} account. Rename the Django user, or rename or remove "
+            "that Argilla account, then try again."
+        )
 
 
 def usernames(*, client: httpx.Client) -> dict[UUID, str]:

@@ -1,0 +1,74 @@
+"""The API token endpoint: ``POST /api/auth/token/`` with a username and password, throttled per
+client address and per username, refused while ``core.login_guard`` locks the username or address
+out. The token it returns expires (core/authentication.py)."""
+
+from __future__ import annotations
+
+import hashlib
+
+from django.conf import settings
+from rest_framework import exceptions, status
+from rest_framework.authtoken.views import ObtainAuthToken
+from rest_framework.response import Response
+from rest_framework.throttling import SimpleRateThrottle
+
+from core.login_guard import client_address, login_lockout_message, login_lockout_wait
+from core.services import api_token_issue
+
+
+class LoginLockedOut(exceptions.APIException):
+    status_code = status.HTTP_429_TOO_MANY_REQUESTS
+    default_code = "locked_out"
+
+    def __init__(self, wait: int) -> None:
+        super().__init__(login_lockout_message(wait))
+        self.wait = wait  # DRF's exception handler turns it into Retry-After
+
+
+class _AuthRateThrottle(SimpleRateThrottle):
+    """Rates come from ``SHIFTLAB_AUTH_THROTTLE_RATES``, read per request (DRF binds its own rates
+    when the class is defined)."""
+
+    def get_rate(self) -> str:
+        return settings.SHIFTLAB_AUTH_THROTTLE_RATES[self.scope]
+
+
+class AuthAddressThrottle(_AuthRateThrottle):
+    scope = "auth_ip"
+
+    def get_cache_key(self, request, view) -> str:
+        return self.cache_format % {"scope": self.scope, "ident": self.get_ident(request)}
+
+
+class AuthUsernameThrottle(_AuthRateThrottle):
+    scope = "auth_username"
+
+    def get_cache_key(self, request, view) -> str | None:
+        username = str(request.data.get("username", "")).lower()
+        if not username:
+            return None
+        return self.cache_format % {"scope": self.scope, "ident": hashlib.sha256(username.encode()).hexdigest()}
+
+
+class ObtainExpiringAuthToken(ObtainAuthToken):
+    """The user's API token for a username and password; an expired token is replaced by a new one."""
+
+    throttle_classes = (AuthAddressThrottle, AuthUsernameThrottle)
+
+    def post(self, request, *args, **kwargs):
+        username, address = str(request.data.get("username", "")), client_address(request)
+        self._refuse_if_locked_out(username, address)
+        serializer = self.get_serializer(data=request.data)
+        try:
+            serializer.is_valid(raise_exception=True)
+        except exceptions.ValidationError:
+            self._refuse_if_locked_out(username, address)  # this failure may have locked them out
+            raise
+        token = api_token_issue(user=serializer.validated_data["user"])
+        return Response({"token": token.key})
+
+    @staticmethod
+    def _refuse_if_locked_out(username: str, address: str) -> None:
+        wait = login_lockout_wait(username=username, address=address)
+        if wait:
+            raise LoginLockedOut(wait)
