@@ -13,11 +13,13 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
+import httpx
 import pytest
 from django.conf import settings
 from django.contrib.auth.models import Group
 from django.db import connection
 
+from annotation.argilla.client import API_KEY_HEADER
 from annotation.config_export import config_render, config_seal
 from annotation.export_services import config_run_entry
 from core.roles import Role
@@ -30,6 +32,15 @@ from transforms.services import transform_run_create, transform_run_finalize
 PASSWORD = "correct-horse-battery-staple"
 # Examples per transformation run made by ``keyword_run``.
 LIMIT = 10
+# Argilla's search body for "records this annotator has not answered yet", as its UI sends it.
+PENDING_FOR_ME = {
+    "filters": {
+        "and": [
+            {"type": "terms", "scope": {"entity": "response", "property": "status"}, "values": ["pending"]},
+            {"type": "terms", "scope": {"entity": "record", "property": "status"}, "values": ["pending"]},
+        ]
+    }
+}
 
 
 def require_or_skip(reason: str) -> None:
@@ -108,6 +119,26 @@ def wait_for(predicate, timeout: float, what: str, log_path: Path) -> None:
             return
         time.sleep(0.3)
     raise AssertionError(f"timed out waiting for {what}\n{log_path.read_text()[-4000:]}")
+
+
+def argilla_annotator_client(owner: httpx.Client, user_id) -> httpx.Client:
+    """A client of the same Argilla server acting as the annotator ``user_id`` (their own API key)."""
+    key = owner.get(f"/api/v1/users/{user_id}").raise_for_status().json()["api_key"]
+    return httpx.Client(base_url=owner.base_url, headers={API_KEY_HEADER: key}, timeout=30, trust_env=False)
+
+
+def argilla_pending(client: httpx.Client, dataset_id, *, include=("responses", "suggestions")) -> list[dict]:
+    """The records of ``dataset_id`` the client's annotator has not answered, as the UI asks for them."""
+    found = (
+        client.post(
+            f"/api/v1/me/datasets/{dataset_id}/records/search",
+            params=[*(("include", part) for part in include), ("limit", 100)],
+            json=PENDING_FOR_ME,
+        )
+        .raise_for_status()
+        .json()
+    )
+    return [item["record"] for item in found["items"]]
 
 
 def config_text(runs: list[TransformRun], *, rejected: tuple[str, ...] = (), fmt: str = "yaml") -> str:

@@ -22,7 +22,6 @@ from django.conf import settings as django_settings
 from django.core.management import CommandError, call_command
 
 from annotation.argilla import client as argilla
-from annotation.argilla.client import API_KEY_HEADER
 from annotation.argilla_services import study_publish, study_sync
 from annotation.controls import ItemKind
 from annotation.design import StudyDesign
@@ -36,20 +35,12 @@ from core.roles import Role
 from corpora.services import dataset_import
 from evaluation.benchmark_services import benchmark_run_create_from_config
 from evaluation.tasks import start_benchmark_run
-from tests.support import make_user, require_or_skip
+from tests.support import argilla_annotator_client, argilla_pending, make_user, require_or_skip
 from transforms.services import GenerationParams, transform_run_create
 
 pytestmark = [pytest.mark.django_db, pytest.mark.services]
 
 CHROMIUM = Path("/usr/bin/chromium")
-PENDING_FOR_ME = {
-    "filters": {
-        "and": [
-            {"type": "terms", "scope": {"entity": "response", "property": "status"}, "values": ["pending"]},
-            {"type": "terms", "scope": {"entity": "record", "property": "status"}, "values": ["pending"]},
-        ]
-    }
-}
 HIDDEN_WORDS = ("control", "positive", "negative", "gold", "expected", "estimate", "llm", "judge", "kind")
 
 
@@ -100,24 +91,6 @@ def answer(item, *, careless: bool = False, low: bool = False) -> dict[str, int]
     if item.kind == ItemKind.EASY_NEGATIVE:
         return {"quality": 1, "fluency": 4}
     return {"quality": 4, "fluency": 2 if low else 4}
-
-
-def annotator_client(owner: httpx.Client, user_id) -> httpx.Client:
-    key = owner.get(f"/api/v1/users/{user_id}").raise_for_status().json()["api_key"]
-    return httpx.Client(base_url=owner.base_url, headers={API_KEY_HEADER: key}, timeout=30, trust_env=False)
-
-
-def pending(client: httpx.Client, dataset_id) -> list[dict]:
-    found = (
-        client.post(
-            f"/api/v1/me/datasets/{dataset_id}/records/search",
-            params=[("include", "responses"), ("include", "suggestions"), ("limit", 100)],
-            json=PENDING_FOR_ME,
-        )
-        .raise_for_status()
-        .json()
-    )
-    return [item["record"] for item in found["items"]]
 
 
 def respond(client: httpx.Client, record_id, status: str, values: dict | None) -> None:
@@ -225,11 +198,11 @@ def test_study_end_to_end(llm_backend, argilla_server, settings, django_user_mod
     owner = argilla.client_get()
     assert owner.get(f"/api/v1/datasets/{dataset_id}/records", params={"limit": 1}).json()["total"] == len(items)
     annotators = {a.user.username: a for a in study.annotators.select_related("user")}
-    clients = {name: annotator_client(owner, annotators[name].argilla_user_id) for name in names}
+    clients = {name: argilla_annotator_client(owner, annotators[name].argilla_user_id) for name in names}
     by_external = {i.external_id: i for i in items}
 
     # What an annotator can read in Argilla reveals no control status, gold or LLM estimate.
-    assert_nothing_hidden_leaks(clients["ann-a"], dataset_id, pending(clients["ann-a"], dataset_id))
+    assert_nothing_hidden_leaks(clients["ann-a"], dataset_id, argilla_pending(clients["ann-a"], dataset_id))
 
     # One annotator rates two records in the real Argilla web UI.
     by_text = {(i.text_a, i.text_b): i for i in items}
@@ -245,7 +218,7 @@ def test_study_end_to_end(llm_backend, argilla_server, settings, django_user_mod
     # Three annotators answer through the REST API with their own keys.
     low_planted, careless_skipped = None, set()
     for name in ("ann-a", "ann-b", "careless"):
-        records = pending(clients[name], dataset_id)
+        records = argilla_pending(clients[name], dataset_id)
         for record in records:
             item = by_external[record["external_id"]]
             # The careless rater discards one real item and leaves another as a draft.

@@ -17,7 +17,6 @@ import pytest
 from django.core.management import call_command
 
 from annotation.argilla import client as argilla
-from annotation.argilla.client import API_KEY_HEADER
 from annotation.baseline_llm_services import baseline_llm_annotate
 from annotation.baseline_services import baseline_close, baseline_create, baseline_publish, baseline_sync
 from annotation.models import BaselineAnswer, BaselineStudy
@@ -25,19 +24,11 @@ from core.errors import ShiftlabError
 from core.models import AuditEvent
 from core.roles import Role
 from corpora.services import ImportOptions, dataset_import
-from tests.support import make_user
+from tests.support import argilla_annotator_client, argilla_pending, make_user
 
 pytestmark = [pytest.mark.django_db, pytest.mark.services]
 
 ANNOTATORS = ("hb-ann-a", "hb-ann-b", "hb-ann-c")
-PENDING_FOR_ME = {
-    "filters": {
-        "and": [
-            {"type": "terms", "scope": {"entity": "response", "property": "status"}, "values": ["pending"]},
-            {"type": "terms", "scope": {"entity": "record", "property": "status"}, "values": ["pending"]},
-        ]
-    }
-}
 HIDDEN_WORDS = ("gold", "label", "score", "expected", "answer", "correct")
 RECORD_KEYS = {
     "id",
@@ -89,22 +80,11 @@ def import_banking77(shared_data, tmp_path, n_test: int = 40):
 
 
 def annotator_client(owner: httpx.Client, username: str) -> httpx.Client:
-    user_id = argilla.user_get_id(username, client=owner)
-    key = owner.get(f"/api/v1/users/{user_id}").raise_for_status().json()["api_key"]
-    return httpx.Client(base_url=owner.base_url, headers={API_KEY_HEADER: key}, timeout=30, trust_env=False)
+    return argilla_annotator_client(owner, argilla.user_get_id(username, client=owner))
 
 
 def pending(client: httpx.Client, dataset_id) -> list[dict]:
-    found = (
-        client.post(
-            f"/api/v1/me/datasets/{dataset_id}/records/search",
-            params=[("include", "responses"), ("include", "suggestions"), ("include", "vectors"), ("limit", 100)],
-            json=PENDING_FOR_ME,
-        )
-        .raise_for_status()
-        .json()
-    )
-    return [item["record"] for item in found["items"]]
+    return argilla_pending(client, dataset_id, include=("responses", "suggestions", "vectors"))
 
 
 def respond(client: httpx.Client, record_id, status: str, values: dict) -> dict:
