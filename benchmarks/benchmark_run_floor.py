@@ -57,7 +57,7 @@ def main() -> None:
     from evaluation.encoders import get_encoder
     from evaluation.models import BenchmarkRun
     from tests.llm_fixtures import models_dir
-    from tests.test_benchmark_services import config_text
+    from tests.support import config_text
     from transforms.backends import reset_backends
     from transforms.embedded import TEST_MODEL, LlamaServer, ensure_model
     from transforms.models import TransformedItem

@@ -110,6 +110,7 @@ MIDDLEWARE = [
     "django.contrib.auth.middleware.AuthenticationMiddleware",
     "django.contrib.messages.middleware.MessageMiddleware",
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
+    "core.middleware.NotFoundPageMiddleware",
 ]
 
 # Content-Security-Policy of every response (core.middleware). Pages keep scripts and styles in

@@ -23,7 +23,8 @@ from annotation.argilla.client import API_KEY_HEADER
 from annotation.config_export import config_render, config_seal
 from annotation.export_services import config_run_entry
 from core.roles import Role
-from corpora.models import DatasetItem
+from corpora.models import Dataset, DatasetItem
+from evaluation.models import BenchmarkResult, BenchmarkRun
 from transforms.chunk_services import transform_run_execute_chunk
 from transforms.models import TransformedItem, TransformRun
 from transforms.registry import TRANSFORMATIONS
@@ -186,3 +187,48 @@ def keyword_run(dataset, seed, *, fail_items=()):
         ok=False, error_type="copy"
     )
     return transform_run_finalize(run_id=run.pk)
+
+
+RESULT_MODELS = ["alpha", "beta", "gamma"]
+RESULT_TRANSFORMATIONS = {"paraphrase": "lexical", "summary": "length"}
+
+
+def benchmark_run_with_results() -> BenchmarkRun:
+    """A finished benchmark run of three models on three datasets, two transformations and two seeds,
+    built from result rows directly (no encoder, no Celery)."""
+    datasets = [
+        Dataset.objects.create(name=name, task_type=task, source="test", source_format="jsonl", content_hash=name * 4)
+        for name, task in (("sts_a", "sts"), ("sts_b", "sts"), ("cls_c", "classification"))
+    ]
+    run = BenchmarkRun.objects.create(
+        source=BenchmarkRun.Source.CONFIG, model_names=RESULT_MODELS, status="done", name="robust"
+    )
+    rows = []
+    for m, model in enumerate(RESULT_MODELS):
+        for d, dataset in enumerate(datasets):
+            original = 0.5 + 0.1 * d + 0.03 * m
+            common = {
+                "run": run,
+                "model": model,
+                "model_id": model,
+                "model_revision": "r1",
+                "dataset": dataset,
+                "main_metric": "cosine_spearman",
+                "n_items": 10,
+            }
+            rows.append(BenchmarkResult(**common, transformation="original", axis="", seed=0, main_score=original))
+            for t, (name, axis) in enumerate(RESULT_TRANSFORMATIONS.items()):
+                for seed in (1, 2):
+                    same = original - 0.001 * seed
+                    rows.append(
+                        BenchmarkResult(
+                            **common,
+                            transformation=name,
+                            axis=axis,
+                            seed=seed,
+                            main_score=same - 0.02 * (t + 1) - 0.01 * m + 0.002 * seed * d,
+                            original_main_score=same,
+                        )
+                    )
+    BenchmarkResult.objects.bulk_create(rows)
+    return run

@@ -16,49 +16,13 @@ from django.utils import timezone
 from corpora.models import Dataset
 from evaluation.models import BenchmarkResult, BenchmarkRun
 from evaluation.report_robustness import robustness_report_get
-
-MODELS = ["alpha", "beta", "gamma"]
-TRANSFORMATIONS = {"paraphrase": "lexical", "summary": "length"}
+from tests.support import RESULT_MODELS as MODELS
+from tests.support import benchmark_run_with_results
 
 
 @pytest.fixture
 def run(db) -> BenchmarkRun:
-    datasets = [
-        Dataset.objects.create(name=name, task_type=task, source="test", source_format="jsonl", content_hash=name * 4)
-        for name, task in (("sts_a", "sts"), ("sts_b", "sts"), ("cls_c", "classification"))
-    ]
-    run = BenchmarkRun.objects.create(
-        source=BenchmarkRun.Source.CONFIG, model_names=MODELS, status="done", name="robust"
-    )
-    rows = []
-    for m, model in enumerate(MODELS):
-        for d, dataset in enumerate(datasets):
-            original = 0.5 + 0.1 * d + 0.03 * m
-            common = {
-                "run": run,
-                "model": model,
-                "model_id": model,
-                "model_revision": "r1",
-                "dataset": dataset,
-                "main_metric": "cosine_spearman",
-                "n_items": 10,
-            }
-            rows.append(BenchmarkResult(**common, transformation="original", axis="", seed=0, main_score=original))
-            for t, (name, axis) in enumerate(TRANSFORMATIONS.items()):
-                for seed in (1, 2):
-                    same = original - 0.001 * seed
-                    rows.append(
-                        BenchmarkResult(
-                            **common,
-                            transformation=name,
-                            axis=axis,
-                            seed=seed,
-                            main_score=same - 0.02 * (t + 1) - 0.01 * m + 0.002 * seed * d,
-                            original_main_score=same,
-                        )
-                    )
-    BenchmarkResult.objects.bulk_create(rows)
-    return run
+    return benchmark_run_with_results()
 
 
 def test_report_page_renders_tables_figures_and_export_links(client, researcher, run):

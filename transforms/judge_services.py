@@ -27,7 +27,7 @@ from transforms.judgement_services import (
     report_start,
     run_texts,
 )
-from transforms.judging import JudgeKind, evaluate_judge, summarize_run
+from transforms.judging import JudgeKind, degenerate_judges, evaluate_judge, summarize_run
 from transforms.models import JudgeReport, TransformRun
 from transforms.selection_services import execute_selection, judge_report_create_selection
 from transforms.services import TransientBackendError
@@ -225,6 +225,7 @@ def _execute_evaluation(report: JudgeReport, progress: ReportProgress) -> dict:
         "model": get_backend(report.judges[0]).model_id,
         "dataset": report.dataset.name,
         **asdict(result),
+        "degenerate_judges": degenerate_judges({(report.judges[0], JudgeKind.SIMILARITY.value): scores}),
     }
 
 
@@ -235,11 +236,12 @@ def _execute_run(report: JudgeReport, progress: ReportProgress) -> dict:
     pairs = [(t.source_text, t.output_text) if t.ok else None for t in texts]
     ok = [i for i, t in enumerate(texts) if t.ok]
     languages = [texts[i].target_language for i in ok]
-    summaries = []
+    summaries, judged = [], {}
     for judge in report.judges:
         scores = {
             kind.value: judge_with_progress(report, progress, kind=kind, judge=judge, pairs=pairs) for kind in RUN_KINDS
         }
+        judged |= {(judge, kind): [values[i] for i in ok] for kind, values in scores.items()}
         summary = summarize_run(
             judge=judge,
             scores={k: [v[i] for i in ok] for k, v in scores.items()},
@@ -255,6 +257,7 @@ def _execute_run(report: JudgeReport, progress: ReportProgress) -> dict:
         "n_texts": len(texts),
         "n_ok": len(ok),
         "judges": summaries,
+        "degenerate_judges": degenerate_judges(judged),
     }
 
 

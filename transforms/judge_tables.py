@@ -35,6 +35,65 @@ def _interval(cell: dict) -> str:
     return f"{cell['mean']:.2f} [{cell['ci_low']:.2f}, {cell['ci_high']:.2f}] ({counts})"
 
 
+def judge_models(kind: str, result: dict) -> dict[str, str]:
+    """The model each judge alias of a stored report had when it ran."""
+    if kind == "evaluation":
+        return {result["judge"]: result["model"]}
+    if kind == "run":
+        return {j["judge"]: j["model"] for j in result["judges"]}
+    return dict(result.get("judge_models", {}))
+
+
+def _stored_degenerate_judges(kind: str, result: dict) -> list[dict]:
+    """The degenerate judges a report stored, or for a report stored before they were, those its
+    summaries show with zero variance (SD 0, or a zero-width bootstrap interval over 2+ scores)."""
+    if "degenerate_judges" in result:
+        return result["degenerate_judges"]
+    if kind == "run":
+        return [
+            {"judge": j["judge"], "kind": k, "n": s["n_parsed"], "modal_score": s["mean"], "modal_share": 1.0}
+            for j in result["judges"]
+            for k, s in j["by_kind"].items()
+            if s["n_parsed"] > 1 and s["sd"] == 0
+        ]
+    if kind == "selection":
+        found = []
+        for k, comparison in result["kinds"].items():
+            for judge, row in comparison["crossover"].items():
+                cells = [c for c in row.values() if c["n"]]
+                means = {c["mean"] for c in cells}
+                n = sum(c["n"] for c in cells)
+                if n > 1 and len(means) == 1 and all(c["ci_low"] == c["ci_high"] for c in cells):
+                    found.append(
+                        {"judge": judge, "kind": k, "n": n, "modal_score": cells[0]["mean"], "modal_share": 1.0}
+                    )
+        return found
+    return []
+
+
+def report_warnings(kind: str, result: dict) -> list[str]:
+    """A warning for every judge that gave one score to (nearly) every text: its numbers in this
+    report cannot tell texts, languages or candidates apart."""
+    models = judge_models(kind, result)
+    unit = "pair" if kind == "evaluation" else "text"
+    warnings = []
+    for d in _stored_degenerate_judges(kind, result):
+        model = models.get(d["judge"], d["judge"])
+        judge = d["judge"] if model == d["judge"] else f"{model} ({d['judge']})"
+        score, share = f"{d['modal_score']:g}", d["modal_share"]
+        if share == 1:
+            what = f"gave {d['kind']} {score} to every one of its {d['n']} scored {unit}s (no variance)"
+            power = "cannot"
+        else:
+            what = f"gave {d['kind']} {score} to {round(share * d['n'])} of its {d['n']} scored {unit}s ({share:.0%})"
+            power = "can hardly"
+        warnings.append(
+            f"Degenerate judge: {judge} {what}. Its {d['kind']} scores {power} tell {unit}s apart, so their "
+            "means, intervals and rankings say little; try another judge model or check its answers."
+        )
+    return warnings
+
+
 def report_tables(kind: str, result: dict) -> list[Table]:
     """The tables of a report of ``kind`` (evaluation, run or selection)."""
     return {"evaluation": _evaluation_tables, "run": _run_tables, "selection": _selection_tables}[kind](result)

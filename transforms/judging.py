@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import math
 import re
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from enum import StrEnum
 
@@ -232,3 +232,57 @@ def summarize_run(
             for kind, values in scores.items()
         }
     return RunJudgeSummary(judge=judge, by_kind=by_kind, by_language=by_language)
+
+
+# --- degenerate judges ------------------------------------------------------------------------
+
+DEGENERATE_MODAL_SHARE = 0.9
+
+
+@dataclass(frozen=True)
+class JudgeSpread:
+    """How much a judge's scores vary over one group of texts. ``degenerate`` when one score is
+    given to at least ``DEGENERATE_MODAL_SHARE`` of the scored texts (zero variance included): such
+    a judge cannot tell texts apart, and its means, intervals and rankings say nothing."""
+
+    n: int  # texts with a score (parse failures are not counted)
+    modal_score: float | None
+    modal_share: float | None
+    zero_variance: bool
+    degenerate: bool
+
+
+def judge_spread(scores: Sequence[float | None], *, max_modal_share: float = DEGENERATE_MODAL_SHARE) -> JudgeSpread:
+    """The modal score, its share and whether the scores are degenerate (see :class:`JudgeSpread`).
+    Fewer than two scores are never called degenerate: one answer has no spread to judge."""
+    if not 0 < max_modal_share <= 1:
+        raise ValueError(f"max_modal_share must lie in (0, 1], got {max_modal_share}")
+    parsed = [float(s) for s in scores if s is not None]
+    if not parsed:
+        return JudgeSpread(0, None, None, False, False)
+    values, counts = np.unique(parsed, return_counts=True)
+    top = int(np.argmax(counts))  # ties: the lowest score, as np.unique sorts
+    share = float(counts[top] / len(parsed))
+    zero_variance = len(parsed) > 1 and len(values) == 1
+    degenerate = len(parsed) > 1 and share >= max_modal_share
+    return JudgeSpread(len(parsed), float(values[top]), share, zero_variance, degenerate)
+
+
+def degenerate_judges(scores: Mapping[tuple[str, str], Sequence[float | None]]) -> list[dict]:
+    """The (judge, kind) groups of ``scores`` whose scores are degenerate, as rows a stored report
+    keeps: judge, kind, n, modal score, modal share and whether the variance is zero."""
+    rows = []
+    for (judge, kind), values in scores.items():
+        spread = judge_spread(values)
+        if spread.degenerate:
+            rows.append(
+                {
+                    "judge": judge,
+                    "kind": kind,
+                    "n": spread.n,
+                    "modal_score": spread.modal_score,
+                    "modal_share": spread.modal_share,
+                    "zero_variance": spread.zero_variance,
+                }
+            )
+    return rows

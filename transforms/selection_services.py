@@ -23,6 +23,7 @@ from transforms.judgement_services import (
     report_start,
     run_texts,
 )
+from transforms.judging import degenerate_judges
 from transforms.models import Generation, JudgeReport, TransformedItem, TransformRun
 from transforms.registry import transformation_get
 from transforms.selection import CandidateStats, SelectionReport, compare_kind
@@ -172,9 +173,14 @@ def execute_selection(report: JudgeReport, progress: ReportProgress) -> dict:
     selection = SelectionReport(
         candidates=candidates, judges=list(report.judges), kinds=kinds, alpha=alpha, n_resamples=n_resamples, seed=seed
     )
+    # A judge is degenerate when it gives (nearly) one score to every candidate's texts together.
+    pooled: dict[tuple[str, str], list[float | None]] = {}
+    for (kind, judge, _), judged in scores.items():
+        pooled.setdefault((judge, kind.value), []).extend(judged.values())
     return {
         "dataset": report.dataset.name,
         "transformation": report.options["transformation"],
         "judge_models": {j: get_backend(j).model_id for j in report.judges},
         **asdict(selection),
+        "degenerate_judges": degenerate_judges(pooled),
     }

@@ -1,4 +1,4 @@
-"""The judge's pure parts: score parsing, bins, and evaluation checked against scipy."""
+"""The judge's pure parts: score parsing, bins, evaluation checked against scipy, degenerate judges."""
 
 import math
 
@@ -8,7 +8,17 @@ from hypothesis import given
 from hypothesis import strategies as st
 from scipy import stats
 
-from transforms.judging import JUDGE_PROMPTS, SCALES, evaluate_judge, gold_bucket, parse_score, word_bin
+from transforms.judging import (
+    JUDGE_PROMPTS,
+    SCALES,
+    JudgeSpread,
+    degenerate_judges,
+    evaluate_judge,
+    gold_bucket,
+    judge_spread,
+    parse_score,
+    word_bin,
+)
 
 
 @pytest.mark.parametrize(
@@ -89,3 +99,29 @@ def test_undefined_correlations_are_none_not_nan():
     constant = evaluate_judge([1.0, 2.0, 3.0], [2.0, 2.0, 2.0], [3, 3, 3])
     assert constant.spearman is None
     assert not any(isinstance(b.value, float) and math.isnan(b.value) for b in constant.by_length.values())
+
+
+def test_a_judge_giving_one_score_to_every_text_is_degenerate_with_zero_variance():
+    spread = judge_spread([4.0] * 12 + [None])
+    assert spread == JudgeSpread(n=12, modal_score=4.0, modal_share=1.0, zero_variance=True, degenerate=True)
+
+
+def test_a_modal_share_of_nine_tenths_is_degenerate_and_less_is_not():
+    nearly = judge_spread([4, 4, 4, 4, 4, 4, 4, 4, 4, 3])
+    assert nearly.degenerate and not nearly.zero_variance and nearly.modal_share == pytest.approx(0.9)
+    assert not judge_spread([4, 4, 4, 4, 4, 4, 4, 4, 3, 5]).degenerate  # 80 %
+    assert not judge_spread([1, 2, 3, 4, 5]).degenerate
+
+
+def test_fewer_than_two_scores_are_never_degenerate():
+    assert judge_spread([]) == JudgeSpread(0, None, None, False, False)
+    assert judge_spread([None, None]).n == 0
+    one = judge_spread([5.0])
+    assert one.n == 1 and one.modal_share == 1.0 and not one.degenerate and not one.zero_variance
+
+
+def test_degenerate_judges_lists_only_the_flagged_groups_with_their_n():
+    rows = degenerate_judges({("default", "quality"): [4.0] * 5, ("default", "fluency"): [1.0, 3.0, 5.0, None]})
+    assert rows == [
+        {"judge": "default", "kind": "quality", "n": 5, "modal_score": 4.0, "modal_share": 1.0, "zero_variance": True}
+    ]

@@ -9,8 +9,8 @@ from corpora.models import Dataset
 from corpora.task_types import TaskType
 from transforms.backends import backend_aliases
 from transforms.judge_services import judge_report_create
-from transforms.judge_tables import format_value, report_tables
-from transforms.models import TransformRun
+from transforms.judge_tables import format_value, judge_models, report_tables, report_warnings
+from transforms.models import JudgeReport, TransformRun
 from transforms.registry import TRANSFORMATIONS
 from transforms.selectors import (
     judge_report_list,
@@ -69,7 +69,7 @@ def judge_report_list_view(request):
         request,
         "transforms/judge_list.html",
         {
-            "reports": judge_report_list()[:100],
+            "reports": [(r, _judge_models(r)) for r in judge_report_list()[:100]],
             "sts_datasets": Dataset.objects.filter(task_type__in=[TaskType.STS, TaskType.STR]).order_by("name"),
             "datasets": Dataset.objects.order_by("name"),
             "runs": transform_run_list().filter(status=TransformRun.Status.SUCCEEDED).order_by("-pk")[:200],
@@ -84,4 +84,19 @@ def judge_report_detail_view(request, pk: int):
     report = get_object_or_404(judge_report_list(), pk=pk)
     tables = report_tables(report.kind, report.result) if report.result is not None else []
     formatted = [(table, [[format_value(v) for v in row] for row in table.rows]) for table in tables]
-    return render(request, "transforms/judge_detail.html", {"report": report, "tables": formatted})
+    return render(
+        request,
+        "transforms/judge_detail.html",
+        {
+            "report": report,
+            "tables": formatted,
+            "judge_models": _judge_models(report),
+            "warnings": report_warnings(report.kind, report.result) if report.result is not None else [],
+        },
+    )
+
+
+def _judge_models(report: JudgeReport) -> dict[str, str]:
+    """The judges' models as the report stored them; before it has a result, none (the page then
+    shows the models the aliases are configured with)."""
+    return judge_models(report.kind, report.result) if report.result is not None else {}

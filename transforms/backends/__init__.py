@@ -19,6 +19,12 @@ def backend_aliases() -> list[str]:
     return list(settings.TRANSFORM_BACKENDS)
 
 
+def configured_model(alias: str) -> str:
+    """The model ``alias`` is configured with in TRANSFORM_BACKENDS (read, not loaded: pages call
+    this for aliases that may no longer be configured); "" when it names none."""
+    return str(settings.TRANSFORM_BACKENDS.get(alias, {}).get("OPTIONS", {}).get("model", ""))
+
+
 @cache
 def get_backend(alias: str = "default") -> LLMBackend:
     try:

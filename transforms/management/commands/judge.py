@@ -9,7 +9,7 @@ from core.errors import ShiftlabError
 from core.progress import progress_bar
 from corpora.models import Dataset
 from transforms.judge_services import judge_report_create_evaluation, judge_report_create_run, judge_report_execute
-from transforms.judge_tables import report_tables, tables_csv, tables_text
+from transforms.judge_tables import report_tables, report_warnings, tables_csv, tables_text
 from transforms.judgement_services import JudgeParams
 from transforms.models import JudgeReport, TransformRun
 from transforms.registry import TRANSFORMATIONS
@@ -168,6 +168,8 @@ class Command(BaseCommand):
         if as_json:
             self.stdout.write(json.dumps(report.result, indent=2))
         else:
+            for warning in report_warnings(report.kind, report.result):
+                self.stdout.write(self.style.WARNING(f"Warning: {warning}"))
             self.stdout.write(tables_text(report_tables(report.kind, report.result)))
 
 
