@@ -9,7 +9,7 @@ import secrets
 from collections import defaultdict
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from contextlib import closing, contextmanager
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from django.contrib.auth.base_user import AbstractBaseUser
@@ -215,6 +215,23 @@ class SyncResult(SyncCounts):
     ignored_records: int = 0
 
 
+def sync_summary(counts: Mapping[str, int]) -> str:
+    """A sync's counts (``SyncResult`` as a dict, as ``Study.last_sync`` holds them) in words."""
+    text = (
+        f"{counts.get('created', 0)} new, {counts.get('updated', 0)} edited, {counts.get('withdrawn', 0)} withdrawn "
+        f"({counts.get('unchanged', 0)} unchanged)"
+    )
+    ignored = [
+        f"{counts[key]} {what}"
+        for key, what in (
+            ("ignored_users", "responses of users not in the study"),
+            ("ignored_records", "responses to records not in the study"),
+        )
+        if counts.get(key)
+    ]
+    return text + (f"; ignored {' and '.join(ignored)}" if ignored else "")
+
+
 def study_sync(*, study: Study, client=None) -> SyncResult:
     """Bring the submitted responses of the study's Argilla dataset into ``Rating`` rows.
 
@@ -291,8 +308,8 @@ def study_sync(*, study: Study, client=None) -> SyncResult:
             rating.save(update_fields=["active", "updated_at"])
             RatingRevision.objects.create(rating=rating, value=None, status=status)
         result = SyncResult(**diff.counts(), **ignored)
-        study.synced_at = now
-        fields = ["synced_at"]
+        study.synced_at, study.last_sync = now, asdict(result)
+        fields = ["synced_at", "last_sync"]
         if result.changed:
             study.ratings_changed_at = now
             fields.append("ratings_changed_at")

@@ -4,6 +4,7 @@ each transformation with its stored evidence, and the researcher's approval or r
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
@@ -13,7 +14,7 @@ from django.db import transaction
 from annotation import agreement
 from annotation.controls import ControlStatus, ItemKind
 from annotation.design_services import study_design
-from annotation.gating import gate_decide
+from annotation.gating import GateState, gate_decide, gate_state_of, rating_coverage
 from annotation.models import Annotator, Approval, GateResult, RaterDecision, Rating, Study
 from annotation.validation_services import control_checks, require_researcher
 from core.errors import ShiftlabError
@@ -94,14 +95,24 @@ def study_gate(*, study: Study, actor: AbstractBaseUser | None = None) -> list[G
         for a in study.annotators.select_related("user")
         if a.status == Annotator.Status.ACTIVE and a.control_status != ControlStatus.PASSED
     ]
+    drawn = Counter(study.items.filter(kind=ItemKind.REAL).values_list("transformation", flat=True))
     results = []
     with transaction.atomic():
         for name in sorted({r.transformation for r in study.runs.all()}):
             per_question = report[f"transformation:{name}"]
-            decision = gate_decide(
-                {q: s["mean"] for q, s in per_question.items()}, threshold=design.acceptance_threshold
-            )
             mine = [r for r in ratings if r.transformation == name]
+            # A sample that fell short of the declared items per transformation needs ratings of
+            # the items it holds only.
+            coverage = rating_coverage(
+                {q.name: Counter(r.item_id for r in mine if r.question == q.name).values() for q in design.questions},
+                items=min(design.items_per_transformation, drawn[name]),
+                raters_per_item=design.raters_per_item,
+            )
+            decision = gate_decide(
+                {q: s["mean"] for q, s in per_question.items()},
+                threshold=design.acceptance_threshold,
+                coverage=coverage,
+            )
             evidence = {
                 "study": {
                     "id": study.pk,
@@ -113,7 +124,13 @@ def study_gate(*, study: Study, actor: AbstractBaseUser | None = None) -> list[G
                 "axis": transformation_get(name).axis.value,
                 "threshold": design.acceptance_threshold,
                 "passed": decision.passed,
+                "state": decision.state.value,
                 "reasons": list(decision.reasons),
+                "ratings_required": coverage.required,
+                "ratings_items": coverage.items,
+                "ratings_raters_per_item": coverage.raters_per_item,
+                "ratings_counted": coverage.counted,
+                "ratings_missing": coverage.missing,
                 "n_items": len({r.item_id for r in mine}),
                 "n_ratings": len(mine),
                 "n_raters": len({r.annotator_id for r in mine}),
@@ -136,6 +153,7 @@ def study_gate(*, study: Study, actor: AbstractBaseUser | None = None) -> list[G
                 obj=result,
                 payload={
                     "passed": decision.passed,
+                    "state": decision.state.value,
                     "reasons": list(decision.reasons),
                     "evidence_hash": result.evidence_hash,
                 },
@@ -150,7 +168,8 @@ def gate_result_current(*, study: Study, transformation: str) -> GateResult | No
 
 def approval_decide(*, gate_result: GateResult, decision: str, comment: str, actor: AbstractBaseUser) -> Approval:
     """Approve or reject a transformation on its current gate result. A failed gate cannot be
-    approved; a passed one may still be rejected. One decision per gate result."""
+    approved, a passed one may still be rejected, and a gate without enough ratings cannot be
+    decided on. One decision per gate result."""
     require_researcher(actor)
     if decision not in Approval.Decision.values:
         raise ShiftlabError(f"decision must be 'approve' or 'reject', got {decision!r}")
@@ -165,6 +184,12 @@ def approval_decide(*, gate_result: GateResult, decision: str, comment: str, act
             raise ShiftlabError(
                 f"{gate_result.transformation} in {gate_result.study} was already decided on "
                 "for this gate result; gate the study again to decide anew"
+            )
+        if gate_state_of(gate_result.evidence) is GateState.NOT_ENOUGH_RATINGS:
+            reasons = "; ".join(gate_result.evidence.get("reasons", []))
+            raise ShiftlabError(
+                f"{gate_result.transformation} has not enough ratings to decide on ({reasons}): "
+                "sync the missing ratings, validate and gate the study again"
             )
         if decision == Approval.Decision.APPROVE and not gate_result.passed:
             reasons = "; ".join(gate_result.evidence.get("reasons", []))

@@ -54,12 +54,16 @@ class Study(models.Model):
     argilla_dataset_id = models.UUIDField(null=True, blank=True)
     ratings_changed_at = models.DateTimeField(null=True, blank=True, help_text="Last sync that changed ratings.")
     synced_at = models.DateTimeField(null=True, blank=True)
+    last_sync = models.JSONField(
+        default=dict, blank=True, help_text="Counts of the last sync (created, updated, withdrawn, unchanged...)."
+    )
     validated_at = models.DateTimeField(null=True, blank=True)
     created_by = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL)
     created_at = models.DateTimeField(auto_now_add=True)
 
     class Meta:
         ordering = ["name", "-version"]
+        verbose_name_plural = "studies"
         constraints = [models.UniqueConstraint(fields=["name", "version"], name="unique_study_version")]
 
     def __str__(self) -> str:

@@ -5,7 +5,7 @@ and English translations for reviewers. Every researcher decision is audited.
 
 from __future__ import annotations
 
-from collections import defaultdict
+from collections import Counter, defaultdict
 from dataclasses import dataclass
 from typing import Any
 
@@ -96,6 +96,17 @@ class ValidationResult:
     flags_created: int
     flags_removed: int
     rejected: dict[str, str]  # username -> reason
+
+    def summary(self) -> str:
+        """What the validation did, as one sentence for the page."""
+        checks = Counter(self.control_status.values())
+        rejected = ", ".join(f"{name} ({reason.replace('_', ' ')})" for name, reason in sorted(self.rejected.items()))
+        return (
+            f"Validated: {self.flags_created} flags raised, {self.flags_removed} removed; "
+            f"raters rejected: {rejected or 'none'}; control checks: "
+            + (", ".join(f"{n} {status}" for status, n in sorted(checks.items())) or "no rater yet")
+            + f"; LLM estimates for {self.estimated_items} items."
+        )
 
 
 def study_validate(

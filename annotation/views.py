@@ -4,16 +4,18 @@ Thin: each POST calls one service and reports its outcome as a message."""
 from collections.abc import Iterator
 from contextlib import contextmanager
 
+from celery.result import EagerResult
 from django.contrib import messages
 from django.contrib.auth import get_user_model
 from django.http import HttpResponse
 from django.shortcuts import get_object_or_404, redirect, render
 
-from annotation.argilla_services import study_publish
+from annotation.argilla_services import study_publish, sync_summary
 from annotation.design import QUESTIONS, DesignError, StudyDesign, StudyKind
 from annotation.design_services import study_create, study_design, study_lock, study_revise
 from annotation.export_services import benchmark_config_export
 from annotation.gate_services import approval_decide, gate_result_current, study_gate
+from annotation.gating import gate_state_of
 from annotation.models import BenchmarkConfig, Flag, GateResult, Study
 from annotation.selectors import benchmark_config_list, flag_list, gate_result_list, study_list, study_progress
 from annotation.tasks import sync_study
@@ -132,19 +134,20 @@ def study_detail_view(request, pk: int):
                         f"New Argilla account {username}, initial password: {password} (shown once: hand it over now).",
                     )
             elif action == "sync":
-                sync_study.delay(study.pk)
-                messages.success(request, "Sync queued (it runs at once without a broker).")
+                queued = sync_study.delay(study.pk)
+                if isinstance(queued, EagerResult):  # no broker: it already ran, in this request
+                    messages.success(request, f"Synced: {sync_summary(queued.get())}.")
+                else:
+                    messages.success(
+                        request, "Sync queued: a worker runs it; reload this page to see its result under Argilla."
+                    )
             elif action == "validate":
-                result = study_validate(study=study, actor=request.user)
-                messages.success(
-                    request,
-                    f"Validated: {result.flags_created} new flags; rejected: {', '.join(result.rejected) or 'nobody'}.",
-                )
+                messages.success(request, study_validate(study=study, actor=request.user).summary())
             elif action == "gate":
                 results = study_gate(study=study, actor=request.user)
                 messages.success(
                     request,
-                    "Gate: " + ", ".join(f"{r.transformation} {'passed' if r.passed else 'failed'}" for r in results),
+                    "Gate: " + ", ".join(f"{r.transformation} {gate_state_of(r.evidence).label}" for r in results),
                 )
                 return redirect("annotation:gate", pk=study.pk)
         return redirect("annotation:study", pk=study.pk)
@@ -161,6 +164,7 @@ def study_detail_view(request, pk: int):
             "annotator_users": annotator_users,
             "open_flags": flag_list(study=study).count(),
             "runs": study.runs.select_related("dataset"),
+            "last_sync": sync_summary(study.last_sync) if study.last_sync else "",
         },
     )
 
@@ -204,7 +208,10 @@ def gate_view(request, pk: int):
             messages.success(request, f"{result.transformation}: {decision}d.")
         return redirect("annotation:gate", pk=study.pk)
     names = sorted({r.transformation for r in study.runs.all()})
-    current = [(name, gate_result_current(study=study, transformation=name)) for name in names]
+    current = []
+    for name in names:
+        result = gate_result_current(study=study, transformation=name)
+        current.append((name, result, gate_state_of(result.evidence) if result else None))
     return render(
         request,
         "annotation/gate.html",

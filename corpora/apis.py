@@ -76,6 +76,7 @@ class DatasetImportViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, vie
             columns=data.get("columns"),
             split=data.get("split"),
             field_map=data.get("field_map"),
+            interface="api",
         )
         try:
             job = dataset_import_job_create(

@@ -1,6 +1,6 @@
 from django import forms
 
-from corpora.models import dataset_name_validator
+from corpora.models import DatasetImport, dataset_name_validator
 from corpora.readers import FORMATS
 from corpora.task_types import TASK_SPECS
 
@@ -44,6 +44,21 @@ class DatasetUploadForm(forms.Form):
         label="Column mapping", required=False, help_text="FIELD=COLUMN pairs separated by commas, e.g. label=category."
     )
     description = forms.CharField(required=False, widget=forms.Textarea(attrs={"rows": 2}))
+
+    @staticmethod
+    def initial_from(job: DatasetImport) -> dict[str, str]:
+        """The form's values for importing again with the settings of ``job`` (all but the files
+        and the description, which a job does not keep)."""
+        options = job.options
+        return {
+            "name": job.name,
+            "task": job.task_type,
+            "language": options.get("language") or "en",
+            "fmt": options.get("fmt") or "",
+            "columns": ",".join(options.get("columns") or []),
+            "split": options.get("split") or "",
+            "field_map": ",".join(f"{k}={v}" for k, v in (options.get("field_map") or {}).items()),
+        }
 
     def clean_columns(self) -> list[str] | None:
         raw = self.cleaned_data["columns"].strip()

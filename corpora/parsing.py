@@ -54,12 +54,49 @@ class RawRow:
 @dataclass(frozen=True)
 class RawTable:
     """Rows of one file. ``role`` is "rows" for ordinary files, or "corpus"/"queries"/"qrels"
-    for the parts of a BEIR retrieval folder; ``split`` comes from the file name when known."""
+    for the parts of a BEIR retrieval folder; ``split`` comes from the file name when known.
+    ``header_line`` is the line a delimited file's column names were read from; without one the
+    names are the first record's keys."""
 
     source: str
     role: str
     split: str | None
     rows: Sequence[RawRow]
+    header_line: int | None = None
+
+
+@dataclass(frozen=True)
+class OptionNames:
+    """What the interface running an import calls its options (and deleting a dataset), so that a
+    message says what to change where the user is: a flag of the command, a field of the page or
+    of the API."""
+
+    columns: str
+    field_map: str
+    fmt: str  # "{formats}" stands for the formats to choose from
+    delete: str  # "{name}" stands for the dataset's name
+
+
+OPTION_NAMES = {
+    "command": OptionNames(
+        columns="--columns",
+        field_map="--map FIELD=COLUMN",
+        fmt="pass --format {formats}",
+        delete="python manage.py corpora delete {name}",
+    ),
+    "page": OptionNames(
+        columns="the Columns field",
+        field_map="the Column mapping field (FIELD=COLUMN)",
+        fmt="choose {formats} in the Format field",
+        delete="with the Delete link on its page",
+    ),
+    "api": OptionNames(
+        columns='"columns"',
+        field_map='"field_map" ({"FIELD": "COLUMN"})',
+        fmt='give "format": {formats}',
+        delete="DELETE /api/datasets/{name}/",
+    ),
+}
 
 
 @dataclass(frozen=True)
@@ -112,11 +149,11 @@ class _Collector:
         self.problems: list[Problem] = []
         self.total = 0
 
-    def add(self, row: RawRow | None, message: str, *, source: str | None = None) -> None:
+    def add(self, row: RawRow | None, message: str, *, source: str | None = None, line: int | None = None) -> None:
         self.total += 1
         if len(self.problems) < MAX_REPORTED_PROBLEMS:
             self.problems.append(
-                Problem(row.source if row else (source or "input"), row.line if row else None, message)
+                Problem(row.source if row else (source or "input"), row.line if row else line, message)
             )
 
     def raise_if_any(self) -> None:
@@ -131,15 +168,30 @@ def parse_tables(
     language: str = "en",
     split: str | None = None,
     field_map: Mapping[str, str] | None = None,
+    option_names: OptionNames = OPTION_NAMES["command"],
 ) -> ParsedDataset:
     """Validate raw tables for ``task`` and return the items to store.
 
-    ``field_map`` maps an expected field to the column that holds it (``{"label": "category"}``).
+    ``field_map`` maps an expected field to the column that holds it (``{"label": "category"}``);
+    messages name the options as ``option_names`` says.
     The split of a row is its ``split`` column, else its file's split, else ``split``, else
     "test". Raises :class:`DatasetFormatError` listing every problem found.
     """
     spec = task_spec(task)
     if not tables or all(not t.rows for t in tables):
+        headed = [t for t in tables if t.header_line is not None]
+        if headed:
+            raise DatasetFormatError(
+                [
+                    Problem(
+                        t.source,
+                        t.header_line,
+                        f"no rows below the header line; if this line is data, name the columns with "
+                        f"{option_names.columns}",
+                    )
+                    for t in headed
+                ]
+            )
         names = ", ".join(t.source for t in tables) or "input"
         raise DatasetFormatError([Problem(names, None, "no rows found: the file is empty")])
     tables = [_rename(t, field_map or {}) for t in tables]
@@ -147,7 +199,7 @@ def parse_tables(
     if spec.task is TaskType.RETRIEVAL:
         items = _parse_retrieval(tables, language, split, problems)
     else:
-        items = _parse_rows(spec.task, tables, language, split, problems)
+        items = _parse_rows(spec.task, tables, language, split, problems, option_names)
     problems.raise_if_any()
     _check_unique_ids(items, tables, problems)
     if spec.task is TaskType.CLASSIFICATION:
@@ -165,11 +217,16 @@ def _rename(table: RawTable, field_map: Mapping[str, str]) -> RawTable:
         return table
     reverse = {column: name for name, column in field_map.items()}
     rows = [RawRow(r.source, r.line, {reverse.get(k, k): v for k, v in r.fields.items()}) for r in table.rows]
-    return RawTable(table.source, table.role, table.split, rows)
+    return RawTable(table.source, table.role, table.split, rows, table.header_line)
 
 
 def _parse_rows(
-    task: TaskType, tables: Sequence[RawTable], language: str, split: str | None, problems: _Collector
+    task: TaskType,
+    tables: Sequence[RawTable],
+    language: str,
+    split: str | None,
+    problems: _Collector,
+    option_names: OptionNames,
 ) -> list[ParsedItem]:
     spec = task_spec(task)
     items: list[ParsedItem] = []
@@ -181,11 +238,14 @@ def _parse_rows(
         missing = [name for name in spec.required_fields if name not in first and not _has_alias(task, name, first)]
         if missing:
             present = ", ".join(map(str, first)) or "none"
+            # The names found come from the header line, or else from the first record.
+            line = table.header_line if table.header_line is not None else (table.rows[0].line if table.rows else None)
             problems.add(
-                table.rows[0] if table.rows else None,
+                None,
                 f"missing column(s) {', '.join(missing)} (found: {present}). Name the columns of a "
-                "headerless file with --columns, or map a column with --map FIELD=COLUMN.",
+                f"headerless file with {option_names.columns}, or map a column with {option_names.field_map}.",
                 source=table.source,
+                line=line,
             )
             continue
         counters: Counter[str] = Counter()

@@ -14,7 +14,7 @@ import sys
 from collections.abc import Iterator, Sequence
 from pathlib import Path
 
-from corpora.parsing import DatasetFormatError, Problem, RawRow, RawTable
+from corpora.parsing import OPTION_NAMES, DatasetFormatError, OptionNames, Problem, RawRow, RawTable
 
 FORMATS = ("csv", "tsv", "jsonl", "parquet", "beir", "hf")
 KNOWN_SPLITS = ("train", "dev", "validation", "test")
@@ -37,10 +37,12 @@ def read_source(
     columns: Sequence[str] | None = None,
     split: str | None = None,
     max_uncompressed_bytes: int | None = None,
+    option_names: OptionNames = OPTION_NAMES["command"],
 ) -> list[RawTable]:
     """Read a file or folder into raw tables. ``columns`` names the columns of headerless files.
 
-    ``max_uncompressed_bytes`` bounds what a Parquet file may decode to (``None``: no bound).
+    ``max_uncompressed_bytes`` bounds what a Parquet file may decode to (``None``: no bound);
+    messages name the options as ``option_names`` says.
     """
     path = Path(path)
     if fmt is not None and fmt not in FORMATS:
@@ -50,11 +52,13 @@ def read_source(
     if path.is_dir():
         if fmt == "beir" or (path / "corpus.jsonl").exists():
             return read_beir(path)
-        return _read_split_folder(path, fmt=fmt, columns=columns, max_uncompressed_bytes=max_uncompressed_bytes)
+        return _read_split_folder(
+            path, fmt=fmt, columns=columns, max_uncompressed_bytes=max_uncompressed_bytes, option_names=option_names
+        )
     return [
         read_table(
             path,
-            fmt=fmt or detect_format(path),
+            fmt=fmt or detect_format(path, option_names=option_names),
             columns=columns,
             split=split,
             max_uncompressed_bytes=max_uncompressed_bytes,
@@ -62,7 +66,7 @@ def read_source(
     ]
 
 
-def detect_format(path: Path) -> str:
+def detect_format(path: Path, *, option_names: OptionNames = OPTION_NAMES["command"]) -> str:
     fmt = _EXTENSIONS.get(path.suffix.lower())
     if fmt is None:
         raise DatasetFormatError(
@@ -71,7 +75,7 @@ def detect_format(path: Path) -> str:
                     str(path),
                     None,
                     f"cannot tell the format from {path.suffix or 'no extension'!r}: "
-                    "pass --format csv, tsv, jsonl or parquet",
+                    + option_names.fmt.format(formats="csv, tsv, jsonl or parquet"),
                 )
             ]
         )
@@ -88,6 +92,7 @@ def read_table(
     max_uncompressed_bytes: int | None = None,
 ) -> RawTable:
     source = str(path)
+    header_line = None
     if fmt == "parquet":
         rows = _read_parquet(path, max_uncompressed_bytes=max_uncompressed_bytes)
     else:
@@ -95,10 +100,10 @@ def read_table(
         if fmt == "jsonl":
             rows = _read_jsonl(text, source)
         elif fmt in ("csv", "tsv"):
-            rows = _read_delimited(text, source, delimiter="," if fmt == "csv" else "\t", columns=columns)
+            rows, header_line = _read_delimited(text, source, delimiter="," if fmt == "csv" else "\t", columns=columns)
         else:
             raise DatasetFormatError([Problem(source, None, f"format {fmt!r} is not a single-file format")])
-    return RawTable(source, role, split, rows)
+    return RawTable(source, role, split, rows, header_line)
 
 
 def read_beir(path: Path) -> list[RawTable]:
@@ -124,7 +129,12 @@ def decode_utf8(data: bytes, source: str) -> str:
 
 
 def _read_split_folder(
-    path: Path, *, fmt: str | None, columns: Sequence[str] | None, max_uncompressed_bytes: int | None
+    path: Path,
+    *,
+    fmt: str | None,
+    columns: Sequence[str] | None,
+    max_uncompressed_bytes: int | None,
+    option_names: OptionNames,
 ) -> list[RawTable]:
     tables = []
     for child in sorted(path.iterdir()):
@@ -132,7 +142,7 @@ def _read_split_folder(
             tables.append(
                 read_table(
                     child,
-                    fmt=fmt or detect_format(child),
+                    fmt=fmt or detect_format(child, option_names=option_names),
                     columns=columns,
                     split=child.stem,
                     max_uncompressed_bytes=max_uncompressed_bytes,
@@ -152,12 +162,16 @@ def _read_split_folder(
     return tables
 
 
-def _read_delimited(text: str, source: str, *, delimiter: str, columns: Sequence[str] | None) -> list[RawRow]:
+def _read_delimited(
+    text: str, source: str, *, delimiter: str, columns: Sequence[str] | None
+) -> tuple[list[RawRow], int | None]:
+    """The rows of a CSV/TSV text, and the line of its header (None when ``columns`` names them)."""
     # TSV benchmark files carry bare quote characters inside sentences: never treat them as quoting.
     quoting = csv.QUOTE_MINIMAL if delimiter == "," else csv.QUOTE_NONE
     reader = csv.reader(io.StringIO(text, newline=""), delimiter=delimiter, quoting=quoting)
     rows: list[RawRow] = []
     header: list[str] | None = list(columns) if columns else None
+    header_line: int | None = None
     problems: list[Problem] = []
     previous_end = 0
     try:
@@ -167,7 +181,7 @@ def _read_delimited(text: str, source: str, *, delimiter: str, columns: Sequence
             if not values or all(not v.strip() for v in values):
                 continue
             if header is None:
-                header = [v.strip() for v in values]
+                header, header_line = [v.strip() for v in values], line
                 duplicates = sorted({h for h in header if header.count(h) > 1})
                 if duplicates:
                     problems.append(Problem(source, line, f"header repeats column(s) {', '.join(duplicates)}"))
@@ -182,7 +196,7 @@ def _read_delimited(text: str, source: str, *, delimiter: str, columns: Sequence
         problems.append(Problem(source, reader.line_num, f"malformed {'CSV' if delimiter == ',' else 'TSV'}: {exc}"))
     if problems:
         raise DatasetFormatError(problems)
-    return rows
+    return rows, header_line
 
 
 def _read_jsonl(text: str, source: str) -> list[RawRow]:

@@ -20,7 +20,7 @@ from core.errors import ShiftlabError
 from core.services import audit_record
 from corpora.hub import read_hub
 from corpora.models import Dataset, DatasetImport, DatasetItem, dataset_name_validator
-from corpora.parsing import ParsedDataset, RawTable, parse_tables
+from corpora.parsing import OPTION_NAMES, ParsedDataset, RawTable, parse_tables
 from corpora.readers import megabytes, read_source
 from corpora.task_types import TaskType, task_spec
 
@@ -40,7 +40,9 @@ class DatasetInUseError(ShiftlabError):
 
 @dataclass(frozen=True)
 class ImportOptions:
-    """How to read a source. ``fmt`` "hf" reads ``source`` with ``datasets.load_dataset``."""
+    """How to read a source. ``fmt`` "hf" reads ``source`` with ``datasets.load_dataset``;
+    ``interface`` (a key of ``corpora.parsing.OPTION_NAMES``) is where the import was started, so
+    that its messages name that interface's options."""
 
     language: str = "en"
     fmt: str | None = None
@@ -49,6 +51,7 @@ class ImportOptions:
     field_map: Mapping[str, str] | None = None
     hf_config: str | None = None
     hf_revision: str | None = None
+    interface: str = "command"
 
     def as_dict(self) -> dict:
         return {
@@ -59,6 +62,7 @@ class ImportOptions:
             "field_map": dict(self.field_map) if self.field_map else None,
             "hf_config": self.hf_config,
             "hf_revision": self.hf_revision,
+            "interface": self.interface,
         }
 
 
@@ -70,21 +74,35 @@ def dataset_import(
     options: ImportOptions | None = None,
     description: str = "",
     created_by: AbstractBaseUser | None = None,
+    source_label: str | None = None,
 ) -> Dataset:
     """Read, validate and store a dataset in one transaction: on any problem nothing is written.
+
+    The dataset records ``source_label`` as its source, else the resolved path or the hub id.
 
     Raises ``ShiftlabError`` (``DatasetFormatError`` for bad files) with a message naming the
     file, the line and the problem.
     """
     options = options or ImportOptions()
     task = TaskType(task_spec(task).task)
-    _check_new_name(name)
+    _check_new_name(name, options.interface)
     tables = _read(source, options)
     parsed = parse_tables(
-        tables, task=task, language=options.language, split=options.split, field_map=options.field_map
+        tables,
+        task=task,
+        language=options.language,
+        split=options.split,
+        field_map=options.field_map,
+        option_names=OPTION_NAMES[options.interface],
     )
     return _store(
-        parsed, name=name, source=str(source), options=options, description=description, created_by=created_by
+        parsed,
+        name=name,
+        source=str(source),
+        source_label=source_label,
+        options=options,
+        description=description,
+        created_by=created_by,
     )
 
 
@@ -123,7 +141,7 @@ def dataset_import_job_create(
 ) -> DatasetImport:
     """Store uploaded files and queue their import. Several files form a folder: train/test files
     for classification, or corpus.jsonl + queries.jsonl + <split>.tsv for retrieval."""
-    _check_new_name(name)
+    _check_new_name(name, options.interface)
     task_spec(task)
     files = list(files)
     if not files:
@@ -183,7 +201,14 @@ def dataset_import_job_run(*, job_id: int, redelivered: bool = False) -> Dataset
     options = ImportOptions(**{k: v for k, v in job.options.items() if v is not None})
     try:
         dataset = dataset_import(
-            source=source, task=job.task_type, name=job.name, options=options, created_by=job.created_by
+            source=source,
+            task=job.task_type,
+            name=job.name,
+            options=options,
+            created_by=job.created_by,
+            # The uploaded files' names: their storage folder is the server's business and is gone
+            # once the import is over.
+            source_label=", ".join(entry.name for entry in entries),
         )
     except ShiftlabError as exc:
         job.status, job.error = DatasetImport.Status.FAILED, _relative_message(str(exc), upload_dir)
@@ -225,7 +250,7 @@ def _relative_message(message: str, upload_dir: Path) -> str:
     return message.replace(f"{upload_dir}/", "").replace(str(upload_dir), "upload")
 
 
-def _check_new_name(name: str) -> None:
+def _check_new_name(name: str, interface: str = "command") -> None:
     try:
         dataset_name_validator(name)
     except ValidationError:
@@ -236,7 +261,7 @@ def _check_new_name(name: str) -> None:
     if Dataset.objects.filter(name=name).exists():
         raise ShiftlabError(
             f"A dataset named {name!r} already exists: choose another name, or delete it first "
-            f"(python manage.py corpora delete {name})."
+            f"({OPTION_NAMES[interface].delete.format(name=name)})."
         )
 
 
@@ -249,6 +274,7 @@ def _read(source: str | Path, options: ImportOptions) -> list[RawTable]:
         columns=options.columns,
         split=options.split,
         max_uncompressed_bytes=settings.DATASET_MAX_UNCOMPRESSED_MB * 2**20,
+        option_names=OPTION_NAMES[options.interface],
     )
 
 
@@ -258,6 +284,7 @@ def _store(
     *,
     name: str,
     source: str,
+    source_label: str | None,
     options: ImportOptions,
     description: str,
     created_by: AbstractBaseUser | None,
@@ -268,7 +295,7 @@ def _store(
         description=description,
         languages=parsed.languages,
         splits=parsed.splits,
-        source=_display_source(source)[:500],
+        source=(source_label or _display_source(source))[:500],
         source_format=options.fmt or _format_of(source),
         content_hash=parsed.content_hash,
         n_items=len(parsed.items),

@@ -1,12 +1,13 @@
 """Unit tests of the file readers on real files: line splitting of JSONL, size limits of Parquet."""
 
 import json
+import re
 
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from corpora.parsing import DatasetFormatError
+from corpora.parsing import OPTION_NAMES, DatasetFormatError, parse_tables
 from corpora.readers import read_source
 
 MB = 1024 * 1024
@@ -65,3 +66,34 @@ def test_parquet_under_the_limit_reads_every_row(tmp_path):
     (table,) = read_source(path, max_uncompressed_bytes=MB)
     assert len(table.rows) == 3_000 and [r.line for r in table.rows[:2]] == [1, 2]
     assert table.rows[-1].line == 3_000 and table.rows[-1].fields["sentence2"].startswith("The same")
+
+
+def test_headerless_file_names_the_line_it_quotes(tmp_path):
+    # A headerless STS file read without column names: its first line is taken for the header.
+    lines = ["A girl is styling her hair.,A girl is brushing her hair.,2.5", "A man plays.,A man sings.,1.0"]
+    path = tmp_path / "stsb.csv"
+    path.write_text("\n" + "\n".join(lines) + "\n", encoding="utf-8")  # a blank first line, too
+    with pytest.raises(DatasetFormatError) as exc:
+        parse_tables(read_source(path), task="sts")
+    message = str(exc.value)
+    match = re.fullmatch(rf"{re.escape(str(path))}, line (\d+): missing column\(s\) .* \(found: (.*)\)\. .*", message)
+    named, quoted = int(match[1]), match[2]
+    assert named == 2 and path.read_text(encoding="utf-8").split("\n")[named - 1] == quoted.replace(", ", ",")
+    assert "--columns" in message and "--map FIELD=COLUMN" in message
+
+
+def test_import_messages_speak_the_interface_s_language(tmp_path):
+    path = tmp_path / "stsb.csv"
+    path.write_text("a,b,1\n", encoding="utf-8")
+    with pytest.raises(DatasetFormatError, match=r"stsb.csv, line 1: no rows below .* with the Columns field$"):
+        parse_tables(read_source(path), task="sts", option_names=OPTION_NAMES["page"])
+    path.write_text("a,b,1\nc,d,2\n", encoding="utf-8")
+    with pytest.raises(DatasetFormatError) as exc:
+        parse_tables(read_source(path), task="sts", option_names=OPTION_NAMES["page"])
+    message = str(exc.value)
+    assert "the Columns field" in message and "the Column mapping field (FIELD=COLUMN)" in message
+    assert "--" not in message
+    odd = tmp_path / "data.xlsx"
+    odd.write_text("x", encoding="utf-8")
+    with pytest.raises(DatasetFormatError, match="choose csv, tsv, jsonl or parquet in the Format field"):
+        read_source(odd, option_names=OPTION_NAMES["page"])

@@ -1,3 +1,5 @@
+from pathlib import PurePath
+
 from django.contrib import messages
 from django.core.paginator import Paginator
 from django.shortcuts import get_object_or_404, redirect, render
@@ -14,7 +16,11 @@ from corpora.services import DatasetInUseError, ImportOptions, dataset_delete, d
 @researcher_required
 @require_http_methods(["GET", "POST"])
 def dataset_list_view(request):
-    form = DatasetUploadForm(request.POST or None, request.FILES or None)
+    """Datasets, and the upload form; ``?again=<import id>`` fills the form with that import's
+    settings. A refused import shows the form again as it was sent (files must be chosen anew)."""
+    again = request.GET.get("again", "")
+    initial = DatasetUploadForm.initial_from(get_object_or_404(DatasetImport, pk=again)) if again.isdigit() else None
+    form = DatasetUploadForm(request.POST or None, request.FILES or None, initial=initial)
     if request.method == "POST" and form.is_valid():
         data = form.cleaned_data
         options = ImportOptions(
@@ -23,6 +29,7 @@ def dataset_list_view(request):
             columns=data["columns"],
             split=data["split"] or None,
             field_map=data["field_map"],
+            interface="page",
         )
         try:
             job = dataset_import_job_create(
@@ -35,7 +42,10 @@ def dataset_list_view(request):
             if job.status == DatasetImport.Status.SUCCEEDED:
                 messages.success(request, f"Imported {job.dataset.n_items} items into {job.name}.")
                 return redirect("corpora:list")
-            return redirect("corpora:import", pk=job.pk)
+            if job.status != DatasetImport.Status.FAILED:
+                return redirect("corpora:import", pk=job.pk)
+            # No broker: the import already ran and failed; keep what was entered.
+            form.add_error(None, f"Nothing was imported. Fix the file, choose it again and import:\n{job.error}")
     return render(
         request,
         "corpora/list.html",
@@ -58,7 +68,17 @@ def dataset_detail_view(request, name: str):
     dataset = get_object_or_404(Dataset, name=name)
     split = request.GET.get("split") or None
     page = Paginator(dataset_item_list(dataset=dataset, split=split), 25).get_page(request.GET.get("page"))
-    return render(request, "corpora/detail.html", {"dataset": dataset, "page": page, "split": split})
+    return render(
+        request,
+        "corpora/detail.html",
+        {"dataset": dataset, "page": page, "split": split, "source": dataset_source_name(dataset)},
+    )
+
+
+def dataset_source_name(dataset: Dataset) -> str:
+    """The hub id, or the file or folder name the dataset came from: never a path on the server
+    (datasets imported before uploads recorded their file names hold one)."""
+    return dataset.source if dataset.source_format == "hf" else PurePath(dataset.source).name
 
 
 @researcher_required

@@ -287,12 +287,28 @@ def test_study_end_to_end(llm_backend, argilla_server, settings, django_user_mod
     dismissed = Flag.objects.filter(rating__study_item__study=study, status="dismissed").count()
     assert AuditEvent.objects.filter(verb="study.flag.dismissed").count() == dismissed
 
+    # The design asks for 3 counted raters per item: with the careless rater rejected and ann-ui's
+    # two records, the gate says how many ratings are missing and allows no decision yet.
+    for gate in study_gate(study=study, actor=rita):
+        assert gate.evidence["state"] == "not_enough_ratings" and not gate.passed, gate.evidence["reasons"]
+        assert gate.evidence["ratings_missing"] > 0
+        with pytest.raises(ShiftlabError, match="not enough ratings"):
+            approval_decide(gate_result=gate, decision="reject", comment="too early", actor=rita)
+    # ann-ui answers the other records through the API, so every item has three raters who count.
+    records = owner.get(f"/api/v1/datasets/{dataset_id}/records", params={"limit": 1000}).raise_for_status()
+    for record in records.json()["items"]:
+        if record["external_id"] not in ui_rated:
+            respond(clients["ann-ui"], record["id"], "submitted", answer(by_external[record["external_id"]]))
+    assert study_sync(study=study).created > 0
+    assert study_validate(study=study, actor=rita).control_status["ann-ui"] == "passed"
+
     # Gate, approval (a passed transformation may still be rejected), export and verification.
     gates = {g.transformation: g for g in study_gate(study=study, actor=rita)}
     assert set(gates) == {"paraphrase", "summarization"}
     for gate in gates.values():
         evidence = gate.evidence
         assert gate.passed, evidence["reasons"]
+        assert (evidence["state"], evidence["ratings_missing"]) == ("passed", 0)
         assert evidence["n_items"] >= 1 and evidence["n_ratings"] >= 2 * evidence["n_items"]
         assert [r["annotator"] for r in evidence["rejections"]] == ["careless"]
         assert evidence["questions"]["quality"]["mean"] >= 3

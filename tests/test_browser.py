@@ -190,6 +190,8 @@ def test_malformed_csv_shows_file_and_line(live_server, page, e2e_researcher, tm
     assert str(settings.MEDIA_ROOT) not in error.inner_text()
     page.screenshot(path=str(screenshots / "datasets-import-error.png"), full_page=True)
 
+    # The refused form comes back with what was entered (files must be chosen again).
+    expect(page.locator("#upload-form input[name=name]")).to_have_value("bad-scores")
     assert not Dataset.objects.exists()
     job = DatasetImport.objects.get(name="bad-scores")
     assert job.status == DatasetImport.Status.FAILED
@@ -204,6 +206,25 @@ def test_annotator_gets_403_on_datasets(live_server, page, e2e_annotator):
     assert response is not None
     assert response.status == 403
     expect(page.locator("#upload-form")).to_have_count(0)
+
+
+def test_alpha_in_an_upper_cased_header_stays_alpha(live_server, page, e2e_researcher):
+    """Table headers are upper-cased by the style sheet; α upper-cased reads as A (issue 20)."""
+    from annotation.design import StudyDesign
+    from annotation.design_services import study_create
+    from corpora.services import dataset_import
+    from transforms.services import transform_run_create
+    from transforms.tasks import start_run
+
+    sts = dataset_import(source=DEMO_STS, task="sts", name="demo-sts")
+    run = transform_run_create(dataset=sts, transformation="random_keywords", seed=1, limit=2, dispatch=False)
+    start_run.delay(run.pk)
+    run.refresh_from_db()
+    study = study_create(name="alpha", runs=[run], design=StudyDesign(llm_judges=()), created_by=e2e_researcher)
+    _log_in(page, live_server.url, e2e_researcher.username)
+    page.goto(f"{live_server.url}/annotation/studies/{study.pk}/")
+    # innerText is the text as rendered, after text-transform.
+    assert page.locator("#agreement th").last.inner_text() == "KRIPPENDORFF'S α (ORDINAL)"
 
 
 CSP_WATCH = """

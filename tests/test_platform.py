@@ -63,8 +63,10 @@ def test_upload_page_shows_where_a_file_is_wrong(client, researcher):
     response = client.post(
         reverse("corpora:list"), {"files": upload, "name": "wrong", "task": "sts", "language": "en"}, follow=True
     )
-    assert b"wrong.csv, line 2: missing column(s) score" in response.content
+    # The header (line 1) lacks the column; the form comes back as it was sent.
+    assert b"wrong.csv, line 1: missing column(s) score" in response.content
     assert b"Nothing was imported" in response.content
+    assert b'name="name" value="wrong"' in response.content
 
 
 def test_health_reports_each_service(admin_client, settings):

@@ -7,6 +7,7 @@ from annotation.argilla_services import study_publish, study_sync
 from annotation.design import DesignError, StudyDesign
 from annotation.design_services import study_create, study_design, study_lock, study_revise
 from annotation.gate_services import approval_decide, gate_result_current, study_gate
+from annotation.gating import gate_state_of
 from annotation.management.reporting import publish_report
 from annotation.models import Flag, GateResult, Study
 from annotation.selectors import study_progress
@@ -136,7 +137,7 @@ class Command(BaseCommand):
 
     def _print_gate(self, result: GateResult) -> None:
         evidence = result.evidence
-        verdict = "PASSED" if result.passed else "FAILED"
+        verdict = gate_state_of(evidence).label.upper()
         self.stdout.write(
             f"{result.transformation}: {verdict} (gate result {result.pk}), {evidence['n_items']} items, "
             f"{evidence['n_ratings']} ratings {'; '.join(evidence['reasons'])}"
