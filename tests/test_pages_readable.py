@@ -257,3 +257,10 @@ def test_generator_selection_warns_on_the_page_and_in_judge_show(client, researc
     text = out.getvalue()
     assert "Warning: Degenerate judge: model-a (a) gave fluency 4" in text and "crossover matrix" in text
     assert "model-b (b) gave" not in text
+
+
+def test_a_generator_reads_in_words_wherever_it_is_named():
+    generator = GeneratorConfig(
+        backend_alias="default", model="qwen", params={"temperature": 0.7, "max_attempts": 1}, content_hash="x"
+    )
+    assert str(generator) == "qwen via default (temperature 0.7 · 1 attempt)"

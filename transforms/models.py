@@ -4,6 +4,7 @@ from django.db.models import Q
 
 from core.models import TrackedJob
 from corpora.models import Dataset, DatasetItem
+from transforms.describe import params_text
 from transforms.registry import TRANSFORMATIONS
 
 TRANSFORMATION_CHOICES = [(name, t.label) for name, t in TRANSFORMATIONS.items()]
@@ -45,7 +46,7 @@ class GeneratorConfig(models.Model):
     created_at = models.DateTimeField(auto_now_add=True)
 
     def __str__(self) -> str:
-        return f"{self.model} via {self.backend_alias} {self.params}"
+        return f"{self.model} via {self.backend_alias} ({params_text(self.params)})"
 
 
 class TransformRun(TrackedJob):
