@@ -18,17 +18,23 @@ import pytest
 from django.conf import settings
 from django.contrib.auth.models import Group
 from django.db import connection
+from django.utils import timezone
 
 from annotation.argilla.client import API_KEY_HEADER
 from annotation.config_export import config_render, config_seal
+from annotation.design import StudyDesign
+from annotation.design_services import study_create, study_lock
 from annotation.export_services import config_run_entry
+from annotation.models import Study
 from core.roles import Role
 from corpora.models import Dataset, DatasetItem
+from corpora.services import dataset_import
 from evaluation.models import BenchmarkResult, BenchmarkRun
 from transforms.chunk_services import transform_run_execute_chunk
 from transforms.models import TransformedItem, TransformRun
 from transforms.registry import TRANSFORMATIONS
 from transforms.services import transform_run_create, transform_run_finalize
+from transforms.tasks import start_run
 
 PASSWORD = "correct-horse-battery-staple"
 # Examples per transformation run made by ``keyword_run``.
@@ -232,3 +238,28 @@ def benchmark_run_with_results() -> BenchmarkRun:
                     )
     BenchmarkResult.objects.bulk_create(rows)
     return run
+
+
+def published_keyword_study(
+    *, researcher, name: str, limit: int, items: int, batch_size: int, **published_fields
+) -> Study:
+    """A locked study, marked published, of a random-keywords run over the first ``limit`` demo STS
+    pairs (no LLM): 2 raters per item, 2 controls per batch, no LLM judge, seed 3."""
+    sts = dataset_import(source=settings.BASE_DIR / "fixtures/sts/demo-sts.csv", task="sts", name="demo-sts")
+    run = transform_run_create(dataset=sts, transformation="random_keywords", seed=1, limit=limit, dispatch=False)
+    start_run.delay(run.pk)  # eager: the run finishes here
+    run.refresh_from_db()
+    design = StudyDesign(
+        items_per_transformation=items,
+        raters_per_item=2,
+        batch_size=batch_size,
+        controls_per_batch=2,
+        min_control_ratings=2,
+        llm_judges=(),
+        seed=3,
+    )
+    study = study_lock(study=study_create(name=name, runs=[run], design=design, created_by=researcher))
+    Study.objects.filter(pk=study.pk).update(
+        published_at=timezone.now(), status=Study.Status.PUBLISHED, **published_fields
+    )
+    return Study.objects.get(pk=study.pk)

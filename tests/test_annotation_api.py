@@ -5,25 +5,18 @@
 from datetime import UTC, datetime
 
 import pytest
-from django.conf import settings
 from django.urls import reverse
-from django.utils import timezone
 from rest_framework.authtoken.models import Token
 from rest_framework.test import APIClient
 
 from annotation.controls import ItemKind
-from annotation.design import StudyDesign
-from annotation.design_services import study_create, study_lock
 from annotation.export_services import benchmark_config_export
 from annotation.gate_services import approval_decide, study_gate
 from annotation.models import Annotator, Flag, GateResult, Rating, Study
 from annotation.validation_services import study_validate
 from core.errors import ShiftlabError
 from core.roles import Role
-from corpora.services import dataset_import
-from tests.support import make_user
-from transforms.services import transform_run_create
-from transforms.tasks import start_run
+from tests.support import make_user, published_keyword_study
 
 pytestmark = pytest.mark.django_db
 AT = datetime(2026, 1, 1, tzinfo=UTC)
@@ -31,21 +24,7 @@ AT = datetime(2026, 1, 1, tzinfo=UTC)
 
 @pytest.fixture
 def study(researcher, django_user_model) -> Study:
-    sts = dataset_import(source=settings.BASE_DIR / "fixtures/sts/demo-sts.csv", task="sts", name="demo-sts")
-    run = transform_run_create(dataset=sts, transformation="random_keywords", seed=1, limit=5, dispatch=False)
-    start_run.delay(run.pk)
-    run.refresh_from_db()
-    design = StudyDesign(
-        items_per_transformation=6,
-        raters_per_item=2,
-        batch_size=3,
-        controls_per_batch=2,
-        min_control_ratings=2,
-        llm_judges=(),
-        seed=3,
-    )
-    study = study_lock(study=study_create(name="api", runs=[run], design=design, created_by=researcher))
-    Study.objects.filter(pk=study.pk).update(published_at=timezone.now(), status=Study.Status.PUBLISHED)
+    study = published_keyword_study(researcher=researcher, name="api", limit=5, items=6, batch_size=3)
     for name, good in (("anna", True), ("bob", True), ("sloppy", False)):
         user = make_user(django_user_model, name, Role.ANNOTATOR)
         annotator = Annotator.objects.create(study=study, user=user)

@@ -12,13 +12,10 @@ from celery.result import AsyncResult
 from django.conf import settings
 from django.core.files.uploadedfile import SimpleUploadedFile
 from django.urls import reverse
-from django.utils import timezone
 
 from annotation import views as annotation_views
 from annotation.argilla import client as argilla_client
 from annotation.controls import ItemKind
-from annotation.design import StudyDesign
-from annotation.design_services import study_create, study_lock
 from annotation.gate_services import approval_decide, study_gate
 from annotation.models import Annotator, Rating, Study
 from annotation.validation_services import study_validate
@@ -26,9 +23,7 @@ from core.errors import ShiftlabError
 from core.roles import Role
 from corpora.models import DatasetImport
 from corpora.services import dataset_import
-from tests.support import make_user
-from transforms.services import transform_run_create
-from transforms.tasks import start_run
+from tests.support import make_user, published_keyword_study
 
 AT = datetime(2026, 1, 1, tzinfo=UTC)
 
@@ -36,24 +31,9 @@ AT = datetime(2026, 1, 1, tzinfo=UTC)
 @pytest.fixture
 def study(db, researcher) -> Study:
     """A published study of 4 real items (+ controls) declaring 2 raters per item; no ratings."""
-    sts = dataset_import(source=settings.BASE_DIR / "fixtures/sts/demo-sts.csv", task="sts", name="demo-sts")
-    run = transform_run_create(dataset=sts, transformation="random_keywords", seed=1, limit=4, dispatch=False)
-    start_run.delay(run.pk)
-    run.refresh_from_db()
-    design = StudyDesign(
-        items_per_transformation=4,
-        raters_per_item=2,
-        batch_size=4,
-        controls_per_batch=2,
-        min_control_ratings=2,
-        llm_judges=(),
-        seed=3,
+    return published_keyword_study(
+        researcher=researcher, name="states", limit=4, items=4, batch_size=4, argilla_dataset_id=uuid.uuid4()
     )
-    study = study_lock(study=study_create(name="states", runs=[run], design=design, created_by=researcher))
-    Study.objects.filter(pk=study.pk).update(
-        published_at=timezone.now(), status=Study.Status.PUBLISHED, argilla_dataset_id=uuid.uuid4()
-    )
-    return Study.objects.get(pk=study.pk)
 
 
 def rate(study: Study, django_user_model, name: str, *, fluency: int = 4, controls_right: bool = True) -> Annotator:
