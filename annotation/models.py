@@ -124,11 +124,16 @@ class Annotator(models.Model):
 
     class Status(models.TextChoices):
         ACTIVE = "active"
-        REJECTED = "rejected"
+        REJECTED = "rejected"  # their ratings stop counting; all their items go to others
+        WITHDRAWN = "withdrawn"  # replaced: submitted ratings still count; open items go to others
 
     study = models.ForeignKey(Study, on_delete=models.CASCADE, related_name="annotators")
     user = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.PROTECT, related_name="study_roles")
     argilla_user_id = models.UUIDField(null=True, blank=True)
+    argilla_workspace = models.CharField(
+        max_length=200, blank=True, help_text="This annotator's own workspace for this study version."
+    )
+    argilla_dataset_id = models.UUIDField(null=True, blank=True, help_text="The dataset holding only their batch.")
     status = models.CharField(max_length=16, choices=Status.choices, default=Status.ACTIVE, db_index=True)
     control_status = models.CharField(max_length=16, blank=True, help_text="Result of the last validation.")
     argilla_deactivated = models.BooleanField(default=False)
@@ -140,6 +145,32 @@ class Annotator(models.Model):
 
     def __str__(self) -> str:
         return f"{self.user.get_username()} in {self.study}"
+
+
+class Assignment(models.Model):
+    """One record in one annotator's batch: Shiftlab, not Argilla, decides who rates what.
+
+    Drawn when the study is first published (``annotation.assignment``); ``active`` is False once
+    the item was taken from this annotator (rejected, replaced, rebalanced), with the reason."""
+
+    annotator = models.ForeignKey(Annotator, on_delete=models.CASCADE, related_name="assignments")
+    study_item = models.ForeignKey(StudyItem, on_delete=models.CASCADE, related_name="assignments")
+    position = models.PositiveIntegerField(help_text="Place in the annotator's queue (controls at seeded places).")
+    batch = models.PositiveIntegerField(help_text="Index of the batch of batch_size real items it belongs to.")
+    active = models.BooleanField(default=True)
+    argilla_record_id = models.UUIDField(null=True, blank=True)
+    created_at = models.DateTimeField(auto_now_add=True)
+    ended_at = models.DateTimeField(null=True, blank=True)
+    end_reason = models.CharField(max_length=200, blank=True)
+
+    class Meta:
+        ordering = ["annotator", "position"]
+        constraints = [
+            models.UniqueConstraint(fields=["annotator", "study_item"], name="unique_assignment"),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.study_item_id} -> {self.annotator}"
 
 
 class Rating(models.Model):

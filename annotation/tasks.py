@@ -5,8 +5,8 @@ from dataclasses import asdict
 from celery import shared_task
 
 from annotation.argilla import ArgillaUnavailable
-from annotation.argilla_services import study_sync
 from annotation.models import Study
+from annotation.sync_services import study_sync
 from core.task_policy import ARGILLA_UNAVAILABLE
 
 

@@ -10,7 +10,7 @@ from django.contrib.auth import get_user_model
 from django.http import HttpResponse
 from django.shortcuts import get_object_or_404, redirect, render
 
-from annotation.argilla_services import study_publish, sync_summary
+from annotation.argilla_services import study_publish
 from annotation.design import QUESTIONS, DesignError, StudyDesign, StudyKind
 from annotation.design_services import study_create, study_design, study_lock, study_revise
 from annotation.export_services import benchmark_config_export
@@ -18,6 +18,7 @@ from annotation.gate_services import approval_decide, gate_result_current, study
 from annotation.gating import gate_state_of
 from annotation.models import BenchmarkConfig, Flag, GateResult, Study
 from annotation.selectors import benchmark_config_list, flag_list, gate_result_list, study_list, study_progress
+from annotation.sync_services import sync_summary
 from annotation.tasks import sync_study
 from annotation.validation_services import flag_review, study_item_translate, study_validate
 from core.errors import ShiftlabError

@@ -22,12 +22,13 @@ from django.conf import settings as django_settings
 from django.core.management import CommandError, call_command
 
 from annotation.argilla import client as argilla
-from annotation.argilla_services import study_publish, study_sync
+from annotation.argilla_services import study_publish
 from annotation.controls import ItemKind
 from annotation.design import StudyDesign
 from annotation.design_services import study_create, study_lock, study_revise, study_update_design
 from annotation.gate_services import approval_decide, study_gate
 from annotation.models import Annotator, Flag, Rating, RatingRevision, Study
+from annotation.sync_services import study_sync
 from annotation.validation_services import flag_review, study_validate
 from core.errors import ShiftlabError
 from core.models import AuditEvent

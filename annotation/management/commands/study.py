@@ -3,7 +3,7 @@ import json
 from django.contrib.auth import get_user_model
 from django.core.management.base import BaseCommand, CommandError
 
-from annotation.argilla_services import study_publish, study_sync
+from annotation.argilla_services import study_publish
 from annotation.design import DesignError, StudyDesign
 from annotation.design_services import study_create, study_design, study_lock, study_revise
 from annotation.gate_services import approval_decide, gate_result_current, study_gate
@@ -11,6 +11,7 @@ from annotation.gating import gate_state_of
 from annotation.management.reporting import publish_report
 from annotation.models import Flag, GateResult, Study
 from annotation.selectors import study_progress
+from annotation.sync_services import study_sync
 from annotation.validation_services import annotator_reject, flag_review, study_validate
 from core.errors import ShiftlabError
 from transforms.models import TransformRun
