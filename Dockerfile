@@ -39,9 +39,10 @@ COPY . .
 # /data, which Docker copies into the shiftlab-data volume when that volume is
 # first created. On later upgrades the volume already exists, so the compose
 # `migrate` job runs collectstatic again to refresh it.
-# The secret key is a throw-away value that exists only in this RUN step and is
-# NOT a real secret; production settings refuse to import without one.
+# The secret and signing keys are throw-away values that exist only in this RUN
+# step and are NOT real secrets; production settings refuse to import without them.
 RUN SHIFTLAB_SECRET_KEY=build-only-collectstatic-not-a-secret \
+    SHIFTLAB_CONFIG_SIGNING_KEY=build-only-collectstatic-not-a-secret \
     python manage.py collectstatic --noinput
 
 # Non-root runtime user. /data (static files; HF_HOME for the Hugging Face

@@ -7,7 +7,9 @@ from django.contrib import admin
 from annotation.models import (
     Annotator,
     Approval,
+    Assignment,
     BaselineAnswer,
+    BaselineAnswerRevision,
     BaselineInstance,
     BaselineStudy,
     BenchmarkConfig,
@@ -40,6 +42,12 @@ class StudyItemAdmin(ReadOnlyAdmin):
 class AnnotatorAdmin(ReadOnlyAdmin):
     list_display = ("user", "study", "status", "control_status", "argilla_deactivated")
     list_filter = ("status", "control_status")
+
+
+@admin.register(Assignment)
+class AssignmentAdmin(ReadOnlyAdmin):
+    list_display = ("annotator", "study_item", "position", "batch", "active", "end_reason")
+    list_filter = ("active",)
 
 
 @admin.register(Rating)
@@ -102,5 +110,10 @@ class BaselineInstanceAdmin(ReadOnlyAdmin):
 
 @admin.register(BaselineAnswer)
 class BaselineAnswerAdmin(ReadOnlyAdmin):
-    list_display = ("instance", "rater", "source", "value", "valid", "submitted_at")
-    list_filter = ("source", "valid", "rater")
+    list_display = ("instance", "rater", "source", "value", "valid", "active", "submitted_at")
+    list_filter = ("source", "valid", "active", "rater")
+
+
+@admin.register(BaselineAnswerRevision)
+class BaselineAnswerRevisionAdmin(ReadOnlyAdmin):
+    list_display = ("answer", "value", "status", "argilla_updated_at", "recorded_at")

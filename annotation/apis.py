@@ -11,6 +11,7 @@ from rest_framework.response import Response
 
 from annotation.argilla import ArgillaError
 from annotation.argilla_services import study_publish
+from annotation.control_services import study_control_detectability
 from annotation.design import DesignError, StudyDesign
 from annotation.design_services import study_create, study_design, study_lock, study_revise, study_update_design
 from annotation.export_services import benchmark_config_export, benchmark_config_verify
@@ -27,6 +28,7 @@ from annotation.serializers import (
     FlagSerializer,
     GateResultSerializer,
     RejectSerializer,
+    ReplaceSerializer,
     StudyCreateSerializer,
     StudyDesignSerializer,
     StudyItemSerializer,
@@ -34,7 +36,13 @@ from annotation.serializers import (
     StudySerializer,
 )
 from annotation.tasks import sync_study
-from annotation.validation_services import annotator_reject, flag_review, study_item_translate, study_validate
+from annotation.validation_services import (
+    annotator_reject,
+    annotator_replace,
+    flag_review,
+    study_item_translate,
+    study_validate,
+)
 from annotation.views import benchmark_config_response
 from core.errors import ShiftlabError
 from core.permissions import IsResearcher
@@ -159,7 +167,9 @@ class StudyViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, viewsets.Ge
     @extend_schema(responses=None)
     @action(detail=True, methods=["get"])
     def progress(self, request, pk=None):
-        progress = study_progress(study=self.get_object())
+        study = self.get_object()
+        progress = study_progress(study=study)
+        detectability = study_control_detectability(study=study) if study.is_locked else None
         return Response(
             {
                 "n_real": progress.n_real,
@@ -174,6 +184,7 @@ class StudyViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, viewsets.Ge
                     for a in progress.annotators
                 ],
                 "agreement": progress.agreement,
+                "control_detectability": asdict(detectability) if detectability else None,
             }
         )
 
@@ -208,6 +219,28 @@ class AnnotatorViewSet(mixins.RetrieveModelMixin, viewsets.GenericViewSet):
             return _error(exc)
         annotator.refresh_from_db()
         return Response(AnnotatorSerializer(annotator).data)
+
+    @extend_schema(request=ReplaceSerializer, responses=AnnotatorSerializer)
+    @action(detail=True, methods=["post"])
+    def replace(self, request, pk=None):
+        """Replace an annotator who leaves: their unsubmitted items go to ``username`` (who gets
+        an Argilla account if needed: its initial password is in ``new_accounts``, once)."""
+        data_in = ReplaceSerializer(data=request.data)
+        data_in.is_valid(raise_exception=True)
+        annotator = self.get_object()
+        user = get_user_model().objects.filter(username=data_in.validated_data["username"]).first()
+        if user is None:
+            return Response({"detail": f"no user {data_in.validated_data['username']!r}"}, status=400)
+        try:
+            result = annotator_replace(
+                annotator=annotator, user=user, reason=data_in.validated_data["reason"], actor=request.user
+            )
+        except ShiftlabError as exc:
+            return _error(exc)
+        newcomer = Annotator.objects.select_related("user").get(study=annotator.study, user=user)
+        return Response(
+            {**AnnotatorSerializer(newcomer).data, "moved": result.release.given, "new_accounts": result.new_accounts}
+        )
 
 
 class FlagViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, viewsets.GenericViewSet):
@@ -295,17 +328,22 @@ class BenchmarkConfigViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, v
     def download(self, request, pk=None, fmt="yaml"):
         return benchmark_config_response(self.get_object(), fmt)
 
-    @extend_schema(request=BenchmarkConfigVerifySerializer, responses=None)
+    @extend_schema(request=BenchmarkConfigVerifySerializer, responses={200: dict})
     @action(detail=False, methods=["post"])
     def verify(self, request):
+        """Three facts about a config file: its content verifies (`content_ok`: hash and canonical
+        form, with `problems`), it is one of this deployment's exports (`registered`), and its
+        signature under this server's key (`signature`: valid, absent or invalid); `accepted` says
+        whether a benchmark run would use it and `detail` why (not)."""
         data_in = BenchmarkConfigVerifySerializer(data=request.data)
         data_in.is_valid(raise_exception=True)
         check = benchmark_config_verify(text=data_in.validated_data["text"], fmt=data_in.validated_data["format"])
         return Response(
             {
                 "ok": check.ok,
+                **check.facts(),
                 "problems": list(check.verification.problems),
                 "config_hash": check.verification.declared_hash,
-                "exported_here": check.known is not None,
+                "detail": check.acceptance.reason,
             }
         )

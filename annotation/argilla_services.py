@@ -5,6 +5,7 @@ syncing the submitted responses of a validation study into ``Rating`` rows.
 
 from __future__ import annotations
 
+import re
 import secrets
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from contextlib import closing, contextmanager
@@ -16,9 +17,10 @@ from django.db import transaction
 from django.utils import timezone
 
 from annotation.argilla import client as argilla
+from annotation.assignment_services import study_assign
 from annotation.design import StudyKind
 from annotation.design_services import study_design, study_lock
-from annotation.models import Annotator, BaselineStudy, Study
+from annotation.models import Annotator, Assignment, BaselineStudy, Study
 from core.errors import ShiftlabError
 from core.roles import Role, has_role
 from core.services import audit_record
@@ -154,6 +156,110 @@ def argilla_publish(
     return PublishResult(study=study, dataset_id=str(dataset_id), records=len(records), new_accounts=new_accounts)
 
 
+def annotator_workspace(study: Study, user: AbstractBaseUser) -> str:
+    """The Argilla workspace that holds only ``user``'s batch of ``study`` (one per study version
+    and annotator: Argilla shows an annotator every record of every dataset in their workspaces)."""
+    slug = re.sub(r"[^a-z0-9]+", "-", user.get_username().lower()).strip("-")[:40] or "user"
+    return f"{study.argilla_name}-{slug}-{user.pk}"
+
+
+def _study_dataset_spec(study: Study) -> dict[str, Any]:
+    design = study_design(study)
+    return {
+        "fields": FIELDS[design.kind],
+        "rating_questions": [
+            argilla.RatingQuestion(q.name, q.title, q.values, q.description) for q in design.questions
+        ],
+        "comment_question": COMMENT_TITLE,
+        "guidelines": design.guidelines or DEFAULT_GUIDELINES[design.kind],
+        # One annotator per dataset: a record is done once its owner submitted it.
+        "min_submitted": 1,
+    }
+
+
+def study_argilla_reconcile(*, study: Study, client, roles: dict[str, str] | None = None) -> tuple[int, dict[str, str]]:
+    """Make Argilla hold exactly what Django says each annotator of ``study`` should see.
+
+    For each active annotator: their own workspace (they are its only annotator), their account,
+    a dataset with the study's fields and questions, and one record per active assignment (upserted
+    by the item's opaque id); records of assignments that ended are deleted (a record taken from
+    someone must leave their queue). Rejected and withdrawn annotators are removed from their
+    workspace. Idempotent: an interrupted run is repaired by running it again. Returns (records
+    logged, username -> initial password of each account created now).
+    """
+    design = study_design(study)
+    field_a, field_b = (f.name for f in FIELDS[design.kind])
+    roles = dict(argilla.user_roles(client=client) if roles is None else roles)
+    new_accounts: dict[str, str] = {}
+    logged = 0
+    annotators = list(study.annotators.select_related("user").order_by("pk"))
+    for annotator in annotators:
+        username = annotator.user.get_username()
+        if annotator.status != Annotator.Status.ACTIVE:
+            if annotator.argilla_workspace and not annotator.argilla_deactivated:
+                argilla.user_deactivate(username, annotator.argilla_workspace, client=client)
+                Annotator.objects.filter(pk=annotator.pk).update(argilla_deactivated=True)
+            continue
+        workspace = annotator.argilla_workspace or annotator_workspace(study, annotator.user)
+        argilla.workspace_ensure(workspace, client=client)
+        password = None
+        if username not in roles:
+            password = secrets.token_urlsafe(12)
+            new_accounts[username], roles[username] = password, "annotator"
+        user_id = argilla.user_ensure(
+            username, password or secrets.token_urlsafe(12), "annotator", workspace, client=client
+        )
+        dataset_id = annotator.argilla_dataset_id or argilla.dataset_find(workspace, study.argilla_name, client=client)
+        if dataset_id is None:
+            dataset_id = argilla.dataset_create(
+                client=client, workspace=workspace, name=study.argilla_name, **_study_dataset_spec(study)
+            )
+        Annotator.objects.filter(pk=annotator.pk).update(
+            argilla_user_id=user_id, argilla_workspace=workspace, argilla_dataset_id=dataset_id
+        )
+        rows = list(annotator.assignments.select_related("study_item").order_by("position"))
+        live = [a for a in rows if a.active]
+        # Opaque id and the two texts only: kind, expected answers and estimates stay in Django.
+        logged += argilla.records_log(
+            dataset_id,
+            [
+                argilla.RecordIn(
+                    external_id=a.study_item.external_id,
+                    fields={field_a: a.study_item.text_a, field_b: a.study_item.text_b},
+                )
+                for a in live
+            ],
+            client=client,
+        )
+        ids = argilla.record_ids(dataset_id, client=client)
+        for a in live:
+            record_id = ids.get(a.study_item.external_id)
+            if record_id is not None and a.argilla_record_id != record_id:
+                Assignment.objects.filter(pk=a.pk).update(argilla_record_id=record_id)
+        live_items = {a.study_item.external_id for a in live}
+        gone = [a for a in rows if not a.active and a.study_item.external_id in ids]
+        gone = [a for a in gone if a.study_item.external_id not in live_items]
+        if gone:
+            # An answer submitted after the move was decided is kept, never deleted: the record
+            # stays and the assignment comes back (that item then has one rater more).
+            answered = {
+                r.record_external_id
+                for r in argilla.responses_fetch(dataset_id, client=client)
+                if r.user_id == user_id and r.status == "submitted"
+            }
+            kept = [a for a in gone if a.study_item.external_id in answered]
+            Assignment.objects.filter(pk__in=[a.pk for a in kept]).update(
+                active=True, ended_at=None, end_reason="kept: answered before the move reached Argilla"
+            )
+            gone = [a for a in gone if a.study_item.external_id not in answered]
+            if gone:
+                argilla.records_delete(dataset_id, [ids[a.study_item.external_id] for a in gone], client=client)
+        Assignment.objects.filter(annotator=annotator, active=False).exclude(argilla_record_id=None).update(
+            argilla_record_id=None
+        )
+    return logged, new_accounts
+
+
 def study_publish(
     *,
     study: Study,
@@ -161,47 +267,36 @@ def study_publish(
     actor: AbstractBaseUser | None = None,
     client=None,
 ) -> PublishResult:
-    """Publish the study to Argilla (locking it first if it is a draft) and provision annotators.
+    """Publish the study to Argilla (locking it first if it is a draft): each annotator gets
+    their own workspace and dataset holding only their batch (``assignment_services``).
 
-    Idempotent: the workspace, accounts and dataset are reused when they exist and records are
-    upserted by their opaque id, so an interrupted publish can simply be run again, and running it
-    with more annotators adds them. New Argilla accounts get a random password, returned once in
+    The first publish draws the assignment over the annotators given (at least
+    ``raters_per_item``); publishing again with new annotators moves a fair share of the open work
+    to them (after a sync, so that only unsubmitted items move). Idempotent: workspaces, accounts
+    and datasets are reused and records upserted by their opaque id, so an interrupted publish can
+    simply be run again. New Argilla accounts get a random password, returned once in
     ``new_accounts`` for the researcher to hand over; existing accounts keep theirs.
     """
+    from annotation.sync_services import study_sync  # sync uses this module's connection helper
+
     if not study.is_locked:
         study = study_lock(study=study, actor=actor)
-    design = study_design(study)
     users = list(dict.fromkeys(annotators))
     require_annotators(users)
     for user in users:
-        existing = Annotator.objects.filter(study=study, user=user, status=Annotator.Status.REJECTED).first()
+        existing = Annotator.objects.filter(study=study, user=user).exclude(status=Annotator.Status.ACTIVE).first()
         if existing:
-            raise ShiftlabError(f"{user.get_username()} was rejected in {study}: they cannot rate it again")
-    items = list(study.items.order_by("position"))
-
-    def register(user_ids: dict[Any, Any]) -> None:
-        for user in users:
-            Annotator.objects.update_or_create(study=study, user=user, defaults={"argilla_user_id": user_ids[user.pk]})
-
-    field_a, field_b = (f.name for f in FIELDS[design.kind])
-    return argilla_publish(
-        study,
-        users=users,
-        register=register,
-        dataset={
-            "fields": FIELDS[design.kind],
-            "rating_questions": [
-                argilla.RatingQuestion(q.name, q.title, q.values, q.description) for q in design.questions
-            ],
-            "comment_question": COMMENT_TITLE,
-            "guidelines": design.guidelines or DEFAULT_GUIDELINES[design.kind],
-            "min_submitted": design.raters_per_item,
-        },
-        # Opaque id and the two texts only: kind, expected answers and estimates stay in Django.
-        records=[
-            argilla.RecordIn(external_id=i.external_id, fields={field_a: i.text_a, field_b: i.text_b}) for i in items
-        ],
-        actor=actor,
-        verb="study.publish",
-        client=client,
-    )
+            raise ShiftlabError(f"{user.get_username()} was {existing.status} in {study}: they cannot rate it again")
+    with argilla_connection(client) as conn:
+        roles = argilla.user_roles(client=conn)
+        for user in users:  # before anything is written: never hand over an admin's account
+            if user.get_username() in roles:
+                argilla.user_role_check(user.get_username(), roles[user.get_username()], "annotator", client=conn)
+        known = set(study.annotators.values_list("user_id", flat=True))
+        if study.published_at is not None and any(u.pk not in known for u in users):
+            study_sync(study=study, client=conn)  # only work nobody submitted may move to newcomers
+        assigned = study_assign(study=study, users=users, actor=actor)
+        records, new_accounts = study_argilla_reconcile(study=study, client=conn, roles=roles)
+    payload = {"records": records, "queues": assigned.queues, "moved": assigned.moved}
+    study = _mark_published(study, actor=actor, verb="study.publish", payload=payload)
+    return PublishResult(study=study, dataset_id="", records=records, new_accounts=new_accounts)

@@ -14,20 +14,36 @@ from __future__ import annotations
 from collections import defaultdict
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
+from datetime import datetime
 from typing import Any
 
 import numpy as np
 from django.contrib.auth.base_user import AbstractBaseUser
 from django.core.exceptions import ValidationError
 from django.db import transaction
+from django.db.models import Max
 from django.utils import timezone
 
 from annotation import baseline_sampling as sampling
 from annotation import llm_annotator
 from annotation.argilla import client as argilla
 from annotation.argilla_services import PublishResult, argilla_connection, argilla_publish, require_annotators
-from annotation.models import BASELINE_TASK_TYPES, BaselineAnswer, BaselineInstance, BaselineStudy
-from annotation.sync_diff import SyncCounts, sync_diff
+from annotation.models import (
+    BASELINE_TASK_TYPES,
+    BaselineAnswer,
+    BaselineAnswerRevision,
+    BaselineInstance,
+    BaselineStudy,
+)
+from annotation.sync_diff import Response, SyncCounts, latest_responses, sync_diff, without_nul
+from annotation.sync_services import (
+    BASELINE_SYNC_LOCK,
+    fetch_outdated,
+    invalid_entry,
+    seen_at,
+    sync_invalid_audit,
+    sync_lock,
+)
 from core.errors import ShiftlabError
 from core.services import audit_record
 from corpora.models import Dataset, DatasetItem
@@ -287,6 +303,7 @@ def baseline_publish(
 @dataclass(frozen=True)
 class BaselineSyncResult(SyncCounts):
     invalid: int = 0  # submitted values that are no answer of the task (should not happen)
+    nul_stripped: int = 0  # text answers stored without the NUL characters they held
     ignored_users: int = 0  # answers of Argilla users who are not the study's annotators
     ignored_records: int = 0
 
@@ -304,7 +321,7 @@ def baseline_close(*, study: BaselineStudy, actor: AbstractBaseUser | None = Non
             raise ShiftlabError(f"{study} is {study.status}: only a published study can be closed")
         study.status = BaselineStudy.Status.CLOSED
         study.save(update_fields=["status"])
-        answers = BaselineAnswer.objects.filter(instance__study=study).count()
+        answers = BaselineAnswer.objects.filter(instance__study=study, active=True).count()
         audit_record(
             actor=actor,
             verb="baseline.close",
@@ -331,50 +348,90 @@ def baseline_sync(*, study: BaselineStudy, client=None) -> BaselineSyncResult:
 
     Idempotent: one answer per (instance, annotator); unchanged responses write nothing, a changed
     value updates the answer, and an answer whose response is no longer submitted (discarded, back
-    to draft, deleted) is removed. Only the study's annotators count.
+    to draft, deleted) becomes inactive; each change adds a ``BaselineAnswerRevision``. Only the
+    study's annotators count. As in ``study_sync``: nothing older than what is stored replaces it,
+    a value that is no answer of the task is counted and audited and leaves the stored answer as it
+    was, and syncs of one study run one at a time.
     """
     study = BaselineStudy.objects.get(pk=study.pk)
     if study.argilla_dataset_id is None:
         raise ShiftlabError(f"{study} is not published yet: publish it before syncing answers")
     if study.status == BaselineStudy.Status.CLOSED:
         raise ShiftlabError(f"{study} is closed: its answers are final and are not synced again")
+    with sync_lock(BASELINE_SYNC_LOCK, study.pk):
+        started = timezone.now()  # a response missing from this fetch was gone by then
+        with argilla_connection(client) as conn:
+            rows = list(argilla.responses_fetch(study.argilla_dataset_id, client=conn))
+            names = argilla.usernames(client=conn)
+        responses = {(key, names.get(user_id)): response for (key, user_id), response in latest_responses(rows).items()}
+        return _baseline_store(study, responses, started)
+
+
+def _baseline_store(
+    study: BaselineStudy, responses: Mapping[tuple[str, str | None], Response], started: datetime
+) -> BaselineSyncResult:
     question = QUESTION[study.task_type]
-    with argilla_connection(client) as conn:
-        rows = list(argilla.responses_fetch(study.argilla_dataset_id, client=conn))
-        names = argilla.usernames(client=conn)
-    responses: dict[tuple[str, str], tuple[Any, Any]] = {}  # (key, username) -> (value, at)
-    for row in rows:
-        username = names.get(row.user_id)
-        if row.status == "submitted" and row.question == question:
-            responses[(row.record_external_id, username)] = (row.value, row.updated_at)
-    ignored: dict[str, int] = defaultdict(int)
+    counts: dict[str, int] = defaultdict(int)
+    invalid: list[dict[str, Any]] = []
     ignored_usernames = set()
     with transaction.atomic():
         study = BaselineStudy.objects.select_for_update().get(pk=study.pk)
+        if study.status == BaselineStudy.Status.CLOSED:
+            raise ShiftlabError(f"{study} is closed: its answers are final and are not synced again")
+        if fetch_outdated(started, study.synced_at):
+            return BaselineSyncResult(stale=sum(len(r.values) for r in responses.values() if r.status == "submitted"))
         instances = {i.key: i for i in study.instances.all()}
         users = {u.get_username(): u for u in study.annotators.all()}
         existing = {
             (a.instance_id, a.rater): a
-            for a in BaselineAnswer.objects.filter(instance__study=study, source=BaselineAnswer.Source.HUMAN)
+            for a in BaselineAnswer.objects.filter(instance__study=study, source=BaselineAnswer.Source.HUMAN).annotate(
+                last_revision_at=Max("revisions__argilla_updated_at")
+            )
         }
+        by_rater: dict[tuple[int, str], Response] = {}
         submitted: dict[tuple[int, str], tuple[Any, Any]] = {}
-        for (key, username), (raw_value, at) in responses.items():
+        held: set[tuple[int, str]] = set()
+        for (key, username), response in responses.items():
+            if response.status != "submitted":
+                if key in instances and username in users:
+                    by_rater[(instances[key].pk, username)] = response  # its answer is withdrawn below
+                continue
             instance, user = instances.get(key), users.get(username)
             if instance is None:
-                ignored["ignored_records"] += 1
+                counts["ignored_records"] += 1
                 continue
             if user is None:
                 ignored_usernames.add(username)
-                ignored["ignored_users"] += 1
+                counts["ignored_users"] += 1
                 continue
-            value = answer_value(study, raw_value)
-            if value is None:
-                ignored["invalid"] += 1
-                continue
-            submitted[(instance.pk, username)] = (value, at)
-        diff = sync_diff(submitted, existing, is_current=lambda answer, value: answer.value == value)
+            row_key = (instance.pk, username)
+            by_rater[row_key] = response
+            for name, raw in response.values.items():
+                if isinstance(raw, str) and without_nul(raw) != raw:
+                    counts["nul_stripped"] += 1
+                    raw = without_nul(raw)
+                value = answer_value(study, raw) if name == question else None
+                if value is None:
+                    held.add(row_key)
+                    invalid.append(invalid_entry(key, username, name, raw, response.at))
+                else:
+                    submitted[row_key] = (value, response.at)
+
+        def withdrawn_at(row_key: tuple[int, str]) -> Any:
+            response = by_rater.get(row_key)
+            return response.at if response is not None else started
+
+        diff = sync_diff(
+            submitted,
+            existing,
+            is_current=lambda answer, value: answer.active and answer.value == value,
+            is_live=lambda answer: answer.active,
+            seen_at=seen_at,
+            withdrawn_at=withdrawn_at,
+            held=held - submitted.keys(),  # an answer to another question beside a valid one holds nothing
+        )
         for (instance_id, username), value, at in diff.create:
-            BaselineAnswer.objects.create(
+            answer = BaselineAnswer.objects.create(
                 instance_id=instance_id,
                 rater=username,
                 source=BaselineAnswer.Source.HUMAN,
@@ -382,13 +439,22 @@ def baseline_sync(*, study: BaselineStudy, client=None) -> BaselineSyncResult:
                 value=value,
                 submitted_at=at,
             )
+            BaselineAnswerRevision.objects.create(answer=answer, value=value, status="submitted", argilla_updated_at=at)
         for answer, value, at in diff.update:
-            answer.value, answer.submitted_at = value, at
-            answer.save(update_fields=["value", "submitted_at", "updated_at"])
-        if diff.withdraw:
-            BaselineAnswer.objects.filter(pk__in=[a.pk for _, a in diff.withdraw]).delete()
-        result = BaselineSyncResult(**diff.counts(), **ignored)
-        study.synced_at = timezone.now()
+            answer.value, answer.active, answer.submitted_at = value, True, at
+            answer.save(update_fields=["value", "active", "submitted_at", "updated_at"])
+            BaselineAnswerRevision.objects.create(answer=answer, value=value, status="submitted", argilla_updated_at=at)
+        for answer, at in diff.touch:
+            answer.submitted_at = at
+            answer.save(update_fields=["submitted_at", "updated_at"])
+        for row_key, answer, at in diff.withdraw:
+            response = by_rater.get(row_key)
+            answer.active = False
+            answer.save(update_fields=["active", "updated_at"])
+            status = response.status if response is not None else "missing"
+            BaselineAnswerRevision.objects.create(answer=answer, value=None, status=status, argilla_updated_at=at)
+        result = BaselineSyncResult(**diff.counts(), invalid=len(invalid), **counts)
+        study.synced_at = started
         study.save(update_fields=["synced_at"])
         if result.changed:
             audit_record(
@@ -397,4 +463,6 @@ def baseline_sync(*, study: BaselineStudy, client=None) -> BaselineSyncResult:
                 obj=study,
                 payload={**result.audit_payload(), "ignored_usernames": sorted(map(str, ignored_usernames))},
             )
+        if invalid:
+            sync_invalid_audit(obj=study, verb="baseline.sync.invalid", found=invalid)
     return result

@@ -2,11 +2,25 @@
 
 Two kinds of control ("dummy") items, shown in exactly the same two fields as real items:
 
-- **easy positive**: a text against a near-identical copy of itself (only its final punctuation
-  differs). Every question's expected answer is the top of its scale.
-- **easy negative**: a text against an unrelated text (the transformed output of the item whose
-  words overlap least with it). Meaning questions (quality, similarity) expect the bottom of the
-  scale; fluency has no expectation, since an unrelated text can be perfectly fluent.
+- **easy positive**: a text against a meaning-preserving rewrite of it, never a punctuation or
+  case edit: a pair from the researcher's control pool, a pair validated in an earlier study, or a
+  gold paraphrase pair of a dataset. Every question's expected answer is the top of its scale.
+- **easy negative**: a text against an unrelated text (different dataset items, little word
+  overlap): a pair from the control pool, or two texts not in the study, typically the source of
+  one held-back item and the output of another held-back item of the same run. Meaning questions
+  (quality, similarity) expect the bottom of the scale; fluency has no expectation, since an
+  unrelated text can be perfectly fluent.
+
+Controls must not stand out among the real items, so :func:`draw_controls`
+
+- never uses a text that appears anywhere else in the study (in a real item or another control);
+- gives the controls the language patterns of the real items (text A in ``en``, text B in ``de``
+  for an en→de study), in proportion to the real items of each pattern;
+- makes each control copy the shape of a randomly drawn real item of its pattern: the word count
+  of text A, the length ratio B/A and, for easy positives, how much B rewrites A (normalised word
+  edit distance); the closest of up to 256 candidates is taken;
+- takes candidates from the first source (tier) that still has one, so a researcher's pool is
+  used before validated pairs, and validated pairs before dataset gold pairs.
 
 A rater passes when every expected control rating is within ``margin`` of its expected end, and
 needs at least ``min_ratings`` such ratings to be checked at all.
@@ -14,14 +28,17 @@ needs at least ``min_ratings`` such ratings to be checked at all.
 
 from __future__ import annotations
 
+import math
 import re
-from collections.abc import Sequence
+from collections import Counter
+from collections.abc import Collection, Hashable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from enum import StrEnum
 
 import numpy as np
 
 from annotation.design import Question
+from transforms.text_metrics import normalized_edit_distance, word_count
 
 
 class ItemKind(StrEnum):
@@ -30,64 +47,304 @@ class ItemKind(StrEnum):
     EASY_NEGATIVE = "easy_negative"
 
 
+# An easy negative's texts share at most this Jaccard overlap of content words (4+ letters).
+MAX_NEGATIVE_OVERLAP = 0.2
+# Candidates scored per control when matching a real item's shape (bounds the work on big pools).
+_SHAPE_CANDIDATES = 256
+_NEGATIVE_A_CANDIDATES = 24
+
+_WORD = re.compile(r"\w+", re.UNICODE)
+
+
+@dataclass(frozen=True)
+class Shape:
+    """What a control imitates of a real item: its languages, its texts' word counts and how much
+    the second text rewrites the first (normalised word edit distance, matched by positives only:
+    a negative's texts are unrelated by definition)."""
+
+    language_a: str
+    language_b: str
+    words_a: int
+    words_b: int
+    edit: float = 0.0
+
+    @property
+    def pattern(self) -> tuple[str, str]:
+        return (self.language_a, self.language_b)
+
+
+@dataclass(frozen=True)
+class PairCandidate:
+    """A ready-made control pair. Empty languages (a pool pair without them) fit any same-language
+    pattern; ``symmetric`` pairs (dataset gold pairs) may be shown in either order."""
+
+    text_a: str
+    text_b: str
+    language_a: str
+    language_b: str
+    origin: str
+    symmetric: bool = False
+
+
+@dataclass(frozen=True)
+class TextCandidate:
+    """A text that easy negatives may pair with another. Only texts of one ``pool`` (one run, one
+    dataset) are paired, never two of one ``group`` (one dataset item: its texts are related).
+    ``side`` "a" or "b" keeps a text to that side (a run's sources are shown as text A and its
+    outputs as text B, like the real items); "" allows either."""
+
+    text: str
+    language: str
+    group: Hashable
+    pool: Hashable
+    origin: str
+    side: str = ""
+
+
 @dataclass(frozen=True)
 class ControlPair:
     kind: ItemKind
     text_a: str
     text_b: str
-    source_index: int  # index of the text the control was built from, in the input order
+    language_a: str
+    language_b: str
+    origin: str
 
 
-_WORD = re.compile(r"\w+", re.UNICODE)
+@dataclass(frozen=True)
+class Shortage:
+    kind: ItemKind
+    pattern: tuple[str, str]
+    needed: int
+    found: int
+    found_by_origin: tuple[tuple[str, int], ...]
 
 
-def near_copy(text: str) -> str:
-    """The text with only its final punctuation changed: same words, same meaning."""
-    stripped = text.rstrip()
-    if stripped.endswith((".", "!", "?", "。")):
-        return stripped[:-1].rstrip()
-    return stripped + "."
+class ControlShortage(ValueError):
+    """Too few control candidates for some kind and language pattern; nothing was drawn."""
+
+    def __init__(self, shortages: Sequence[Shortage]):
+        self.shortages = tuple(shortages)
+        super().__init__(
+            "; ".join(
+                f"{s.kind.value} {s.pattern[0]}>{s.pattern[1]}: {s.needed} needed, {s.found} found"
+                for s in self.shortages
+            )
+        )
 
 
-def _words(text: str) -> frozenset[str]:
-    return frozenset(w.lower() for w in _WORD.findall(text))
+def _word_list(text: str) -> list[str]:
+    return [w.lower() for w in _WORD.findall(text)]
 
 
-def _overlap(a: frozenset[str], b: frozenset[str]) -> float:
-    union = a | b
-    return len(a & b) / len(union) if union else 1.0
+def is_punctuation_edit(a: str, b: str) -> bool:
+    """Whether two texts have the same words (ignoring case and punctuation): not a rewrite."""
+    return _word_list(a) == _word_list(b)
 
 
-def control_pairs(
-    sources: Sequence[str], outputs: Sequence[str], n: int, *, rng: np.random.Generator
+def content_overlap(a: str, b: str) -> float:
+    """Jaccard overlap of the texts' lower-cased words of four or more letters (0 when both have none)."""
+    wa = {w for w in _word_list(a) if len(w) >= 4}
+    wb = {w for w in _word_list(b) if len(w) >= 4}
+    union = wa | wb
+    return len(wa & wb) / len(union) if union else 0.0
+
+
+def _allocate(counts: dict[str, int], n: int) -> dict[str, int]:
+    """``n`` controls shared over patterns in proportion to their real items (largest remainder,
+    ties by pattern); unlike a sample, a pattern may get more controls than it has real items."""
+    total = sum(counts.values())
+    quotas = {key: n * count / total for key, count in counts.items()}
+    shares = {key: math.floor(q) for key, q in quotas.items()}
+    for key in sorted(counts, key=lambda k: (-(quotas[k] - shares[k]), k))[: n - sum(shares.values())]:
+        shares[key] += 1
+    return shares
+
+
+def _distance(words_a: int, words_b: int, target: Shape) -> float:
+    """How far a pair's shape is from a real item's: log word count of A plus log ratio B/A."""
+    a, b = max(words_a, 1), max(words_b, 1)
+    ta, tb = max(target.words_a, 1), max(target.words_b, 1)
+    return abs(math.log(a / ta)) + abs(math.log((b / a) / (tb / ta)))
+
+
+class _Tiers:
+    """Candidate tiers, materialised only when every earlier tier has run dry."""
+
+    def __init__(self, tiers: Iterable[Sequence], prepare):
+        self._source: Iterator[Sequence] = iter(tiers)
+        self._prepare = prepare
+        self._done: list = []
+        self._exhausted = False
+
+    def __iter__(self):
+        k = 0
+        while True:
+            if k == len(self._done):
+                if self._exhausted:
+                    return
+                tier = next(self._source, None)
+                if tier is None:
+                    self._exhausted = True
+                    return
+                self._done.append(self._prepare(tier))
+            yield self._done[k]
+            k += 1
+
+
+@dataclass(frozen=True)
+class _Oriented:
+    text_a: str
+    text_b: str
+    language_a: str
+    language_b: str
+    words_a: int
+    words_b: int
+    origin: str
+
+
+def _orient(
+    pairs: Sequence[PairCandidate], patterns: Collection[tuple[str, str]], taken: Collection[str], *, rewrites: bool
+):
+    """Pair candidates per real pattern they can serve (both orders of a symmetric pair); with
+    ``rewrites``, pairs whose texts differ only in punctuation or case are left out."""
+    out: dict[tuple[str, str], list[_Oriented]] = {p: [] for p in patterns}
+    for pair in pairs:
+        if not isinstance(pair, PairCandidate):
+            continue
+        if pair.text_a in taken or pair.text_b in taken or pair.text_a.strip() == pair.text_b.strip():
+            continue
+        if rewrites and is_punctuation_edit(pair.text_a, pair.text_b):
+            continue
+        orders = [(pair.text_a, pair.text_b, pair.language_a, pair.language_b)]
+        if pair.symmetric:
+            orders.append((pair.text_b, pair.text_a, pair.language_b, pair.language_a))
+        for text_a, text_b, lang_a, lang_b in orders:
+            for pattern in patterns:
+                wildcard = not lang_a and not lang_b and pattern[0] == pattern[1]
+                if wildcard or (lang_a, lang_b) == pattern:
+                    out[pattern].append(
+                        _Oriented(text_a, text_b, *pattern, word_count(text_a), word_count(text_b), pair.origin)
+                    )
+    return out
+
+
+def _texts(texts: Sequence[TextCandidate], taken: Collection[str]):
+    """Text candidates by language, each with its word count."""
+    out: dict[str, list[tuple[TextCandidate, int]]] = {}
+    for text in texts:
+        if isinstance(text, TextCandidate) and text.text not in taken and text.text.strip():
+            out.setdefault(text.language, []).append((text, word_count(text.text)))
+    return out
+
+
+def _subset(n: int, k: int, rng: np.random.Generator) -> Sequence[int]:
+    return range(n) if n <= k else sorted(int(i) for i in rng.choice(n, size=k, replace=False))
+
+
+def _best_pair(candidates: list[_Oriented], used: set[str], target: Shape, rng: np.random.Generator, *, rewrites: bool):
+    free = [c for c in candidates if c.text_a not in used and c.text_b not in used]
+    if not free:
+        return None
+    picks = _subset(len(free), _SHAPE_CANDIDATES, rng)
+
+    def distance(c: _Oriented) -> float:
+        shape = _distance(c.words_a, c.words_b, target)
+        return shape + abs(normalized_edit_distance(c.text_a, c.text_b) - target.edit) if rewrites else shape
+
+    return min((free[i] for i in picks), key=distance)
+
+
+def _best_text_pair(by_language, used: set[str], target: Shape, rng: np.random.Generator):
+    side_a = [t for t in by_language.get(target.language_a, []) if t[0].side != "b" and t[0].text not in used]
+    side_b = [t for t in by_language.get(target.language_b, []) if t[0].side != "a" and t[0].text not in used]
+    if not side_a or not side_b:
+        return None
+    by_pool: dict[Hashable, list[tuple[TextCandidate, int]]] = {}
+    for t in side_b:
+        by_pool.setdefault(t[0].pool, []).append(t)
+    scored = []
+    for i in _subset(len(side_a), _NEGATIVE_A_CANDIDATES, rng):
+        a, words_a = side_a[i]
+        partners = by_pool.get(a.pool, [])
+        for j in _subset(len(partners), _SHAPE_CANDIDATES, rng):
+            b, words_b = partners[j]
+            if b.group != a.group and b.text != a.text:
+                scored.append((_distance(words_a, words_b, target), len(scored), a, b, words_a, words_b))
+    for _, _, a, b, words_a, words_b in sorted(scored, key=lambda s: s[:2]):
+        if content_overlap(a.text, b.text) <= MAX_NEGATIVE_OVERLAP:
+            return _Oriented(a.text, b.text, a.language, b.language, words_a, words_b, a.origin)
+    return None
+
+
+def draw_controls(
+    real: Sequence[Shape],
+    *,
+    n: int,
+    positives: Iterable[Sequence[PairCandidate]],
+    negatives: Iterable[Sequence[PairCandidate | TextCandidate]],
+    taken: Collection[str],
+    rng: np.random.Generator,
 ) -> list[ControlPair]:
-    """``n`` controls alternating easy positive and easy negative, built from the study's own texts.
+    """``n`` controls for a study whose real items have the shapes ``real``: ``ceil(n / 2)`` easy
+    positives and ``floor(n / 2)`` easy negatives (see the module docstring).
 
-    ``sources[i]`` and ``outputs[i]`` are the original and transformed text of sampled item ``i``.
-    Positives pair a source with its near copy; negatives pair a source with the output of the
-    item least similar to it (by word overlap), so the negative looks like any real item.
+    ``positives`` and ``negatives`` are tiers of candidates in order of preference; a tier is
+    read only when the earlier ones cannot serve a control. Negative tiers may hold ready pairs
+    and texts to pair. ``taken`` holds the texts of the real items. Raises
+    :class:`ControlShortage` (listing every kind and pattern that is short) when too few
+    candidates remain.
     """
-    if len(sources) != len(outputs):
-        raise ValueError("sources and outputs must have the same length")
     if n == 0:
         return []
-    if len(sources) < 2:
-        raise ValueError("control items need at least two sampled items (a negative pairs two different texts)")
-    order = rng.permutation(len(sources))
-    words = [_words(s) for s in sources]
-    out_words = [_words(o) for o in outputs]
-    pairs = []
-    for k in range(n):
-        i = int(order[k % len(order)])
-        if k % 2 == 0:
-            pairs.append(ControlPair(ItemKind.EASY_POSITIVE, sources[i], near_copy(sources[i]), i))
-        else:
-            others = [j for j in range(len(sources)) if j != i and outputs[j].strip() != sources[i].strip()]
-            if not others:
-                raise ValueError("no unrelated text available for an easy negative control")
-            j = min(others, key=lambda j: (_overlap(words[i], out_words[j]), j))
-            pairs.append(ControlPair(ItemKind.EASY_NEGATIVE, sources[i], outputs[j], i))
-    return pairs
+    if not real:
+        raise ValueError("controls imitate real items: give at least one real item's shape")
+    patterns = Counter(s.pattern for s in real)
+    keys = {f"{a}>{b}": (a, b) for a, b in patterns}
+    by_pattern: dict[tuple[str, str], list[Shape]] = {}
+    for shape in real:
+        by_pattern.setdefault(shape.pattern, []).append(shape)
+    taken = frozenset(taken)
+    used: set[str] = set()
+    controls: list[ControlPair] = []
+    shortages: list[Shortage] = []
+    plans = (
+        (
+            ItemKind.EASY_POSITIVE,
+            (n + 1) // 2,
+            _Tiers(positives, lambda t: (_orient(t, patterns, taken, rewrites=True), {})),
+        ),
+        (
+            ItemKind.EASY_NEGATIVE,
+            n // 2,
+            _Tiers(negatives, lambda t: (_orient(t, patterns, taken, rewrites=False), _texts(t, taken))),
+        ),
+    )
+    for kind, count, tiers in plans:
+        allocation = _allocate({key: patterns[p] for key, p in keys.items()}, count)
+        for key in sorted(allocation):
+            pattern, found = keys[key], Counter()
+            for _ in range(allocation[key]):
+                target = by_pattern[pattern][int(rng.integers(len(by_pattern[pattern])))]
+                pick = None
+                for pairs, texts in tiers:
+                    pick = _best_pair(pairs[pattern], used, target, rng, rewrites=kind == ItemKind.EASY_POSITIVE)
+                    if pick is None and texts:
+                        pick = _best_text_pair(texts, used, target, rng)
+                    if pick is not None:
+                        break
+                if pick is None:
+                    break
+                used.update((pick.text_a, pick.text_b))
+                found[pick.origin] += 1
+                controls.append(ControlPair(kind, pick.text_a, pick.text_b, *pattern, pick.origin))
+            if sum(found.values()) < allocation[key]:
+                shortages.append(
+                    Shortage(kind, pattern, allocation[key], sum(found.values()), tuple(sorted(found.items())))
+                )
+    if shortages:
+        raise ControlShortage(shortages)
+    return controls
 
 
 def n_controls(n_real: int, *, batch_size: int, controls_per_batch: int) -> int:

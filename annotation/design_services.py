@@ -8,19 +8,18 @@ from __future__ import annotations
 from collections import defaultdict
 from collections.abc import Sequence
 
-import numpy as np
 from django.contrib.auth.base_user import AbstractBaseUser
 from django.core.exceptions import ImproperlyConfigured
 from django.db import transaction
 from django.utils import timezone
 
-from annotation.controls import ItemKind, control_pairs, expected_value
+from annotation.control_services import source_language, study_controls_draw
+from annotation.controls import ItemKind, PairCandidate, expected_value
 from annotation.controls import n_controls as controls_needed
 from annotation.design import StudyDesign
 from annotation.models import Study, StudyItem
-from annotation.sampling import Unit, stratified_sample
+from annotation.sampling import Unit, seeded_rng, stratified_sample
 from core.errors import ShiftlabError
-from core.hashing import sha256_text
 from core.services import audit_record
 from transforms.backends import get_backend
 from transforms.models import TransformedItem, TransformRun
@@ -129,15 +128,23 @@ def _stratum(out: TransformedItem) -> str:
     return f"{out.run.dataset.name}|{out.item.language}>{out.target_language}"
 
 
-def _rng(seed: int, label: str) -> np.random.Generator:
-    return np.random.default_rng([seed, int(sha256_text(label)[:12], 16)])
+def _source_key(out: TransformedItem) -> str:
+    return " ".join(out.source_text.split()).lower()
 
 
-def study_lock(*, study: Study, actor: AbstractBaseUser | None = None) -> Study:
+def study_lock(
+    *,
+    study: Study,
+    actor: AbstractBaseUser | None = None,
+    control_pool: Sequence[tuple[ItemKind, PairCandidate]] = (),
+) -> Study:
     """Freeze the design and draw the study's items: a seeded stratified sample of successfully
     transformed texts per transformation, plus control items, in a seeded shuffled order.
 
-    Locking a locked study changes nothing.
+    Controls are drawn from ``control_pool`` (``annotation.control_pool.control_pool_read``)
+    first, then from the other sources ``annotation.control_services`` lists; when too few exist
+    the lock is refused with what is missing, and nothing is written. Locking a locked study
+    changes nothing.
     """
     with transaction.atomic():
         study = Study.objects.select_for_update().get(pk=study.pk)
@@ -162,32 +169,45 @@ def study_lock(*, study: Study, actor: AbstractBaseUser | None = None) -> Study:
             )
         chosen: list[TransformedItem] = []
         sample_info = {}
+        # Each original text is drawn for one transformation only while the pools allow: an
+        # original shown twice (its paraphrase and its summary, say) tells real items from
+        # controls, whose texts appear nowhere else, and shows annotators the same text twice.
+        used_sources: set[str] = set()
         for name in transformations:
             pool = {o.pk: o for o in by_transformation[name]}
+            fresh = {pk: o for pk, o in pool.items() if _source_key(o) not in used_sources}
             sample = stratified_sample(
-                [Unit(pk, _stratum(o)) for pk, o in pool.items()],
+                [Unit(pk, _stratum(o)) for pk, o in fresh.items()],
                 design.items_per_transformation,
-                rng=_rng(design.seed, name),
+                rng=seeded_rng(design.seed, name),
             )
-            chosen.extend(pool[pk] for pk in sample.keys)
+            keys, allocation = list(sample.keys), dict(sample.allocation)
+            shared = 0
+            if sample.shortfall and len(fresh) < len(pool):  # top up with originals drawn already
+                extra = stratified_sample(
+                    [Unit(pk, _stratum(o)) for pk, o in pool.items() if pk not in fresh],
+                    sample.shortfall,
+                    rng=seeded_rng(design.seed, f"{name}-shared-originals"),
+                )
+                keys.extend(extra.keys)
+                shared = len(extra.keys)
+                for stratum, n in extra.allocation.items():
+                    allocation[stratum] = allocation.get(stratum, 0) + n
+            chosen.extend(pool[pk] for pk in keys)
+            used_sources.update(_source_key(pool[pk]) for pk in keys)
+            available: dict[str, int] = defaultdict(int)
+            for o in pool.values():
+                available[_stratum(o)] += 1
             sample_info[name] = {
-                "drawn": len(sample.keys),
-                "allocation": sample.allocation,
-                "available": sample.available,
-                "shortfall": sample.shortfall,
+                "drawn": len(keys),
+                "allocation": allocation,
+                "available": dict(available),
+                "shortfall": design.items_per_transformation - len(keys),
+                "shared_originals": shared,
             }
         n_ctrl = controls_needed(
             len(chosen), batch_size=design.batch_size, controls_per_batch=design.controls_per_batch
         )
-        try:
-            controls = control_pairs(
-                [o.source_text for o in chosen],
-                [o.output_text for o in chosen],
-                n_ctrl,
-                rng=_rng(design.seed, "controls"),
-            )
-        except ValueError as exc:
-            raise ShiftlabError(f"cannot build control items: {exc}") from exc
         rows = [
             StudyItem(
                 study=study,
@@ -198,15 +218,24 @@ def study_lock(*, study: Study, actor: AbstractBaseUser | None = None) -> Study:
                 stratum=_stratum(o),
                 text_a=o.source_text,
                 text_b=o.output_text,
-                language_a=o.item.language,
+                language_a=source_language(o),
                 language_b=o.target_language,
             )
             for o in chosen
         ]
+        sampled = {o.pk for o in chosen}
+        controls = study_controls_draw(
+            study=study,
+            design=design,
+            real=[(r.text_a, r.text_b, r.language_a, r.language_b) for r in rows],
+            held_back=[o for o in outputs if o.pk not in sampled],
+            n=n_ctrl,
+            pool=control_pool,
+        )
+        sources: dict[str, dict[str, int]] = defaultdict(lambda: defaultdict(int))
         for pair in controls:
-            source = chosen[pair.source_index]
             expected = {q.name: v for q in design.questions if (v := expected_value(pair.kind, q)) is not None}
-            language_b = source.item.language if pair.kind == ItemKind.EASY_POSITIVE else ""
+            sources[pair.kind.value][pair.origin] += 1
             rows.append(
                 StudyItem(
                     study=study,
@@ -214,16 +243,17 @@ def study_lock(*, study: Study, actor: AbstractBaseUser | None = None) -> Study:
                     kind=pair.kind,
                     text_a=pair.text_a,
                     text_b=pair.text_b,
-                    language_a=source.item.language,
-                    language_b=language_b,
+                    language_a=pair.language_a,
+                    language_b=pair.language_b,
                     expected=expected,
                 )
             )
-        order = _rng(design.seed, "order").permutation(len(rows))
+        order = seeded_rng(design.seed, "order").permutation(len(rows))
         for position, index in enumerate(order):
             rows[int(index)].position = position
         StudyItem.objects.bulk_create(rows)
         sample_info["controls"] = len(controls)
+        sample_info["control_sources"] = {kind: dict(sorted(by.items())) for kind, by in sorted(sources.items())}
         study.sample_info = sample_info
         study.status, study.locked_at = Study.Status.LOCKED, timezone.now()
         study.save(update_fields=["sample_info", "status", "locked_at"])

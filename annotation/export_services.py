@@ -1,18 +1,22 @@
 """Export services: the validated benchmark config of the approved transformations (prompts,
-generator, seeds, languages, datasets and the evidence behind each approval, sealed with its own
-hash), and the verification of an exported file.
+generator, seeds, languages, datasets and the evidence behind each approval, signed with the
+deployment's key and sealed with its own hash), the verification of a config file, and the check
+a benchmark run makes before it uses one.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
+from pathlib import Path
 
+from django.conf import settings
 from django.contrib.auth.base_user import AbstractBaseUser
 from django.db import transaction
 from django.utils import timezone
 
 from annotation import config_export
+from annotation.config_schema import MAX_CONFIG_BYTES
 from annotation.models import Approval, BenchmarkConfig, GateResult, Study
 from core.errors import ShiftlabError
 from core.services import audit_record
@@ -71,7 +75,8 @@ def benchmark_config_export(
 ) -> BenchmarkConfig:
     """Write the validated benchmark config of every approved transformation (of ``studies``, or
     of all studies): prompts with hashes, generator, seeds, languages, datasets with content hashes
-    and the evidence behind each approval; it carries its own hash."""
+    and the evidence behind each approval; it is signed with ``CONFIG_SIGNING_KEY`` and carries its
+    own hash, which is registered as a ``BenchmarkConfig`` row."""
     approved = approved_gate_results(studies)
     if not approved:
         raise ShiftlabError("no approved transformation to export: gate a study and approve a transformation first")
@@ -120,15 +125,23 @@ def benchmark_config_export(
             "exported_by": actor.get_username() if actor is not None else "",
             "transformations": transformations,
             "datasets": [datasets[k] for k in sorted(datasets)],
-        }
+        },
+        key=settings.CONFIG_SIGNING_KEY,
     )
+    texts = {fmt: config_export.config_render(document, fmt) for fmt in ("json", "yaml")}
+    largest = max(len(text.encode("utf-8")) for text in texts.values())
+    if largest > MAX_CONFIG_BYTES:
+        raise ShiftlabError(
+            f"the config would have {largest} bytes, more than the {MAX_CONFIG_BYTES} a benchmark run reads: "
+            "export fewer studies at a time (--study)"
+        )
     with transaction.atomic():
         config = BenchmarkConfig.objects.create(
             name=name,
             document=document,
             config_hash=document[config_export.HASH_KEY],
-            json_text=config_export.config_render(document, "json"),
-            yaml_text=config_export.config_render(document, "yaml"),
+            json_text=texts["json"],
+            yaml_text=texts["yaml"],
             created_by=actor,
         )
         audit_record(
@@ -147,18 +160,62 @@ def benchmark_config_export(
 
 @dataclass(frozen=True)
 class ConfigCheck:
+    """A config file checked against this deployment: what its text proves (content hash and
+    canonical form, signature under this server's key), whether it is one of this deployment's
+    exports, and whether a benchmark run may use it."""
+
     verification: config_export.Verification
-    known: BenchmarkConfig | None  # the exported row with this hash, if this platform made it
+    known: BenchmarkConfig | None  # the exported row with this hash, if this deployment made it
+    acceptance: config_export.Acceptance
 
     @property
     def ok(self) -> bool:
+        """The content verifies (safe parsing, shape, hash and canonical form)."""
         return self.verification.ok
+
+    @property
+    def registered(self) -> bool:
+        return self.known is not None
+
+    @property
+    def accepted(self) -> bool:
+        return self.acceptance.accepted
+
+    def facts(self) -> dict:
+        """The three facts and the decision, for the command, the API and pages; registration and
+        signature are not checked (None) when the content does not verify."""
+        checked = self.ok
+        return {
+            "content_ok": self.ok,
+            "registered": self.registered if checked else None,
+            "signature": self.verification.signature.value if checked else None,
+            "signature_problem": self.verification.signature_problem,
+            "accepted": self.accepted,
+        }
 
 
 def benchmark_config_verify(*, text: str, fmt: config_export.Format) -> ConfigCheck:
-    """Verify an exported config file (hash and canonical form) and look it up among exports."""
-    verification = config_export.config_verify(text, fmt)
+    """Verify a config file (safe parsing, shape, hash, canonical form, signature under
+    ``CONFIG_SIGNING_KEY``), look it up among this deployment's exports, and decide whether a
+    benchmark run may use it."""
+    verification = config_export.config_verify(text, fmt, key=settings.CONFIG_SIGNING_KEY)
     known = None
-    if verification.declared_hash:
+    if verification.ok:
         known = BenchmarkConfig.objects.filter(config_hash=verification.declared_hash).first()
-    return ConfigCheck(verification=verification, known=known)
+    acceptance = config_export.config_acceptance(verification, registered=known is not None)
+    return ConfigCheck(verification=verification, known=known, acceptance=acceptance)
+
+
+def benchmark_config_file_read(*, path: Path) -> str:
+    """The text of a config file, refused before reading when it is larger than any config."""
+    if not path.is_file():
+        raise ShiftlabError(f"no config file {path}")
+    size = path.stat().st_size
+    if size > MAX_CONFIG_BYTES:
+        raise ShiftlabError(f"{path} has {size} bytes, more than the {MAX_CONFIG_BYTES} a benchmark config may have")
+    try:
+        return path.read_text(encoding="utf-8")
+    except UnicodeDecodeError:
+        raise ShiftlabError(
+            f"{path} is not UTF-8 text: use the file as {config_export.EXPORT_COMMAND} wrote it"
+        ) from None

@@ -34,12 +34,13 @@ class CountedRating:
 
 def counted_ratings(study: Study) -> list[CountedRating]:
     """Ratings that enter agreement and the gate: active ratings of real items by annotators who
-    are not rejected and whose control check passed (so unchecked raters do not count yet)."""
+    are not rejected (a withdrawn annotator's submitted ratings still count) and whose control
+    check passed (so unchecked raters do not count yet)."""
     checks = control_checks(study)
     ok = {
         a.pk
         for a in study.annotators.all()
-        if a.status == Annotator.Status.ACTIVE and checks[a.pk].status == ControlStatus.PASSED
+        if a.status != Annotator.Status.REJECTED and checks[a.pk].status == ControlStatus.PASSED
     }
     ratings = Rating.objects.filter(
         study_item__study=study, study_item__kind=ItemKind.REAL, active=True, annotator_id__in=ok
@@ -88,12 +89,14 @@ def study_gate(*, study: Study, actor: AbstractBaseUser | None = None) -> list[G
             "detail": d.detail,
             "at": d.decided_at.isoformat(),
         }
-        for d in RaterDecision.objects.filter(annotator__study=study).select_related("annotator__user")
+        for d in RaterDecision.objects.filter(annotator__study=study, decision="reject").select_related(
+            "annotator__user"
+        )
     ]
     unchecked = [
         a.user.get_username()
         for a in study.annotators.select_related("user")
-        if a.status == Annotator.Status.ACTIVE and a.control_status != ControlStatus.PASSED
+        if a.status != Annotator.Status.REJECTED and a.control_status != ControlStatus.PASSED
     ]
     drawn = Counter(study.items.filter(kind=ItemKind.REAL).values_list("transformation", flat=True))
     results = []

@@ -423,7 +423,9 @@ class BaselineInstance(models.Model):
 
 class BaselineAnswer(models.Model):
     """One rater's current answer to one instance: a human's submitted Argilla response, or an
-    LLM's reply. An LLM reply that did not parse is kept with ``valid=False`` (and no value)."""
+    LLM's reply. An LLM reply that did not parse is kept with ``valid=False`` (and no value).
+    A human answer whose response stopped being submitted in Argilla (discarded, back to draft,
+    deleted) is kept with ``active=False``; every change is kept in ``BaselineAnswerRevision``."""
 
     class Source(models.TextChoices):
         HUMAN = "human"
@@ -438,6 +440,7 @@ class BaselineAnswer(models.Model):
     value = models.JSONField(null=True, blank=True, help_text="None only for an LLM reply that did not parse.")
     raw = models.TextField(blank=True, help_text="The LLM's reply as received.")
     valid = models.BooleanField(default=True)
+    active = models.BooleanField(default=True, help_text="False once the human's response was withdrawn.")
     submitted_at = models.DateTimeField()
     updated_at = models.DateTimeField(auto_now=True)
 
@@ -447,3 +450,21 @@ class BaselineAnswer(models.Model):
 
     def __str__(self) -> str:
         return f"{self.rater} on {self.instance_id}: {self.value!r}"
+
+
+class BaselineAnswerRevision(models.Model):
+    """One observed state of a human answer: its first value, each edit, each withdrawal."""
+
+    answer = models.ForeignKey(BaselineAnswer, on_delete=models.CASCADE, related_name="revisions")
+    value = models.JSONField(null=True, blank=True, help_text="None for a withdrawal.")
+    status = models.CharField(max_length=16, help_text="Argilla response status seen, or 'missing'.")
+    argilla_updated_at = models.DateTimeField(
+        null=True, blank=True, help_text="The response's updated_at; for a missing one, when the fetch started."
+    )
+    recorded_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["answer", "recorded_at", "id"]
+
+    def __str__(self) -> str:
+        return f"answer {self.answer_id}: {self.value!r} ({self.status})"

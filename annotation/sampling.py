@@ -14,6 +14,14 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from core.hashing import sha256_text
+
+
+def seeded_rng(seed: int, label: str) -> np.random.Generator:
+    """A generator for one named use of a study's seed (sampling per transformation, controls,
+    order, assignment...), so that each use draws independently of the others."""
+    return np.random.default_rng([seed, int(sha256_text(label)[:12], 16)])
+
 
 @dataclass(frozen=True)
 class Unit:

@@ -12,6 +12,7 @@ from annotation.design_services import study_design
 from annotation.gate_services import study_agreement
 from annotation.models import (
     Annotator,
+    Assignment,
     BaselineAnswer,
     BaselineStudy,
     BenchmarkConfig,
@@ -48,6 +49,8 @@ def benchmark_config_list() -> QuerySet[BenchmarkConfig]:
 @dataclass(frozen=True)
 class AnnotatorProgress:
     annotator: Annotator
+    assigned: int  # records in their batch now (real items and controls)
+    controls_assigned: int
     items_rated: int
     real_rated: int
     controls_rated: int
@@ -94,6 +97,12 @@ def study_progress(*, study: Study) -> StudyProgress:
         )
     )
     flag_counts = {f["rating__annotator_id"]: f for f in flags}
+    batches = (
+        Assignment.objects.filter(annotator__study=study, active=True)
+        .values("annotator_id")
+        .annotate(n=Count("id"), controls=Count("id", filter=~Q(study_item__kind=ItemKind.REAL)))
+    )
+    assigned = {b["annotator_id"]: b for b in batches}
     rows = []
     for annotator in study.annotators.select_related("user"):
         row, check = per_annotator[annotator.pk], checks.get(annotator.pk)
@@ -101,6 +110,8 @@ def study_progress(*, study: Study) -> StudyProgress:
         rows.append(
             AnnotatorProgress(
                 annotator=annotator,
+                assigned=assigned.get(annotator.pk, {}).get("n", 0),
+                controls_assigned=assigned.get(annotator.pk, {}).get("controls", 0),
                 items_rated=len(row["items"]),
                 real_rated=len(row["real"]),
                 controls_rated=len(row["controls"]),
@@ -141,9 +152,9 @@ class RaterCount:
 
 
 def baseline_rater_counts(*, study: BaselineStudy) -> list[RaterCount]:
-    """Answers per rater (humans and LLMs) of one baseline study."""
+    """Current answers per rater (humans and LLMs) of one baseline study; withdrawn ones do not count."""
     rows = (
-        BaselineAnswer.objects.filter(instance__study=study)
+        BaselineAnswer.objects.filter(instance__study=study, active=True)
         .values("rater", "source")
         .annotate(answers=Count("id"), invalid=Count("id", filter=Q(valid=False)))
         .order_by("source", "rater")

@@ -73,11 +73,25 @@ class AnnotatorSerializer(serializers.ModelSerializer):
 
     class Meta:
         model = Annotator
-        fields = ["id", "username", "status", "control_status", "argilla_user_id", "argilla_deactivated"]
+        fields = [
+            "id",
+            "username",
+            "status",
+            "control_status",
+            "argilla_user_id",
+            "argilla_workspace",
+            "argilla_dataset_id",
+            "argilla_deactivated",
+        ]
         read_only_fields = fields
 
 
 class RejectSerializer(serializers.Serializer):
+    reason = serializers.CharField()
+
+
+class ReplaceSerializer(serializers.Serializer):
+    username = serializers.CharField(help_text="The annotator who takes over the unsubmitted items.")
     reason = serializers.CharField()
 
 

@@ -1,20 +1,25 @@
 """What a sync of Argilla responses changes in the stored rows (pure).
 
 Study syncs (``Rating``) and baseline syncs (``BaselineAnswer``) share one skeleton: each resolves
-the submitted answers of its Argilla dataset to its own row keys, then this diff says which rows
+the submitted answers of its Argilla datasets to its own row keys, then this diff says which rows
 to create, which to update, how many stayed the same and which stored rows lost their submitted
 answer (discarded, back to draft, deleted) and are withdrawn. Each sync applies it to its model.
+
+Time decides between two observations of one answer: a sync never replaces what it stored with
+something Argilla said earlier (an overlapping sync that fetched before the last edit, say).
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
-from dataclasses import asdict, dataclass
+from collections.abc import Callable, Collection, Iterable, Mapping
+from dataclasses import asdict, dataclass, field
 from typing import Any, Generic, TypeVar
 
 K = TypeVar("K")  # a row's key, e.g. (item id, annotator id, question)
 V = TypeVar("V")  # an answer's value
 R = TypeVar("R")  # a stored row
+
+NUL = "\x00"
 
 
 @dataclass(frozen=True)
@@ -25,6 +30,7 @@ class SyncCounts:
     updated: int = 0
     withdrawn: int = 0
     unchanged: int = 0
+    stale: int = 0  # answers and withdrawals older than what is stored: skipped
 
     @property
     def changed(self) -> int:
@@ -36,11 +42,47 @@ class SyncCounts:
 
 
 @dataclass(frozen=True)
+class Response:
+    """One user's response to one record: its status, Argilla's ``updated_at`` and its values."""
+
+    status: str
+    at: Any
+    values: dict[str, Any] = field(default_factory=dict)
+
+
+def latest_responses(rows: Iterable[Any]) -> dict[tuple[str, Any], Response]:
+    """Group fetched answer rows (``argilla.client.ResponseRow``) into one response per (record
+    external id, user id). When one record appears in several datasets of a study, the newest
+    response wins; rows of older ones are dropped."""
+    found: dict[tuple[str, Any], Response] = {}
+    for row in rows:
+        key = (row.record_external_id, row.user_id)
+        response = found.get(key)
+        if response is None or row.updated_at > response.at:
+            response = found[key] = Response(row.status, row.updated_at)
+        elif row.updated_at < response.at:
+            continue
+        if row.question is not None:
+            response.values[row.question] = row.value
+    return found
+
+
+def without_nul(text: str) -> str:
+    """``text`` with its NUL characters removed: PostgreSQL refuses them in text and JSON, and
+    nobody types one on purpose."""
+    return text.replace(NUL, "")
+
+
+@dataclass(frozen=True)
 class SyncDiff(Generic[K, V, R]):
     create: tuple[tuple[K, V, Any], ...]  # (key, value, submitted at) of answers without a row
     update: tuple[tuple[R, V, Any], ...]  # (row, new value, submitted at) of changed answers
-    withdraw: tuple[tuple[K, R], ...]  # rows whose answer is no longer submitted
+    withdraw: tuple[tuple[K, R, Any], ...]  # (key, row, withdrawn at) of rows no longer submitted
     unchanged: int
+    # (row, submitted at) of unchanged answers that Argilla saw again later (re-submitted with the
+    # same value, or another part of the response edited): the row's time moves on, nothing else.
+    touch: tuple[tuple[R, Any], ...] = ()
+    stale: int = 0
 
     def counts(self) -> dict[str, int]:
         return {
@@ -48,7 +90,12 @@ class SyncDiff(Generic[K, V, R]):
             "updated": len(self.update),
             "withdrawn": len(self.withdraw),
             "unchanged": self.unchanged,
+            "stale": self.stale,
         }
+
+
+def _older(at: Any, than: Any) -> bool:
+    return at is not None and than is not None and at < than
 
 
 def sync_diff(
@@ -57,21 +104,50 @@ def sync_diff(
     *,
     is_current: Callable[[R, V], bool],
     is_live: Callable[[R], bool] = lambda row: True,
+    seen_at: Callable[[R], Any] = lambda row: None,
+    withdrawn_at: Callable[[K], Any] = lambda key: None,
+    held: Collection[K] = frozenset(),
 ) -> SyncDiff[K, V, R]:
     """Diff the submitted answers (key -> (value, submitted at)) against the stored rows.
 
     A key without a row is created; a row for which ``is_current(row, value)`` is False is
     updated; a stored row whose key is not submitted any more is withdrawn if ``is_live(row)``
     (a row already withdrawn stays as it is). Orders follow ``submitted`` and ``stored``.
+
+    Staleness: ``seen_at(row)`` is the time of the newest state stored for the row (None:
+    unknown). An answer submitted before it, or a withdrawal that happened before it
+    (``withdrawn_at(key)``; for a response that is missing altogether, the time its fetch
+    started), is older than what is stored: it is skipped and counted as ``stale``. Keys in
+    ``held`` have an answer that could not be read (a value off the question's scale): their
+    rows stay exactly as they are.
     """
-    create, update, unchanged = [], [], 0
+    create, update, touch, unchanged, stale = [], [], [], 0, 0
     for key, (value, at) in submitted.items():
         row = stored.get(key)
         if row is None:
             create.append((key, value, at))
         elif is_current(row, value):
             unchanged += 1
+            if _older(seen_at(row), at):
+                touch.append((row, at))
+        elif _older(at, seen_at(row)):
+            stale += 1
         else:
             update.append((row, value, at))
-    withdraw = tuple((key, row) for key, row in stored.items() if key not in submitted and is_live(row))
-    return SyncDiff(create=tuple(create), update=tuple(update), withdraw=withdraw, unchanged=unchanged)
+    withdraw = []
+    for key, row in stored.items():
+        if key in submitted or key in held or not is_live(row):
+            continue
+        at = withdrawn_at(key)
+        if _older(at, seen_at(row)):
+            stale += 1
+        else:
+            withdraw.append((key, row, at))
+    return SyncDiff(
+        create=tuple(create),
+        update=tuple(update),
+        withdraw=tuple(withdraw),
+        unchanged=unchanged,
+        touch=tuple(touch),
+        stale=stale,
+    )

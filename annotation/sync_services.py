@@ -1,24 +1,35 @@
 """Syncing the submitted responses of a validation study's Argilla datasets into ``Rating`` rows
-(idempotent; see ``sync_study`` and docs/annotation.md)."""
+(idempotent; see ``study_sync`` and docs/annotation.md)."""
 
 from __future__ import annotations
 
 from collections import defaultdict
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
 from dataclasses import asdict, dataclass
+from datetime import datetime
 from typing import Any
 from uuid import UUID
 
-from django.db import transaction
+from django.db import connection, transaction
+from django.db.models import Max, Model
 from django.utils import timezone
 
 from annotation.argilla import client as argilla
 from annotation.argilla_services import argilla_connection
 from annotation.design_services import study_design
 from annotation.models import Rating, RatingComment, RatingRevision, Study
-from annotation.sync_diff import SyncCounts, sync_diff
+from annotation.sync_diff import Response, SyncCounts, latest_responses, sync_diff, without_nul
 from core.errors import ShiftlabError
+from core.selectors import audit_event_list
 from core.services import audit_record
+
+COMMENT = "comment"  # the optional free-text question of every study dataset
+# Keys of PostgreSQL advisory locks (namespace, object id): one sync per study at a time.
+STUDY_SYNC_LOCK = 0x53594E43
+BASELINE_SYNC_LOCK = 0x42534E43
+INVALID_LISTED = 200  # invalid answers named in one audit event; the rest in the next sync's
+RAW_VALUE_CHARS = 80
 
 
 def study_argilla_datasets(study: Study) -> list[UUID]:
@@ -32,8 +43,14 @@ def study_argilla_datasets(study: Study) -> list[UUID]:
 
 @dataclass(frozen=True)
 class SyncResult(SyncCounts):
+    invalid: int = 0  # answers off their question's scale, or to questions the study lacks
+    nul_stripped: int = 0  # comments stored without the NUL characters they held
     ignored_users: int = 0
     ignored_records: int = 0
+
+
+def _some(n: int, one: str, many: str) -> str:
+    return f"{n} {one if n == 1 else many}"
 
 
 def sync_summary(counts: Mapping[str, int]) -> str:
@@ -42,6 +59,14 @@ def sync_summary(counts: Mapping[str, int]) -> str:
         f"{counts.get('created', 0)} new, {counts.get('updated', 0)} edited, {counts.get('withdrawn', 0)} withdrawn "
         f"({counts.get('unchanged', 0)} unchanged)"
     )
+    notes = []
+    if counts.get("invalid"):
+        what = _some(counts["invalid"], "answer", "answers")
+        notes.append(f"{what} outside the question's scale ignored (stored ratings kept; see the audit log)")
+    if counts.get("stale"):
+        notes.append(f"{_some(counts['stale'], 'answer', 'answers')} older than the stored rating skipped")
+    if counts.get("nul_stripped"):
+        notes.append(f"NUL characters removed from {_some(counts['nul_stripped'], 'comment', 'comments')}")
     ignored = [
         f"{counts[key]} {what}"
         for key, what in (
@@ -50,68 +75,166 @@ def sync_summary(counts: Mapping[str, int]) -> str:
         )
         if counts.get(key)
     ]
-    return text + (f"; ignored {' and '.join(ignored)}" if ignored else "")
+    if ignored:
+        notes.append(f"ignored {' and '.join(ignored)}")
+    return "; ".join([text, *notes])
+
+
+@contextmanager
+def sync_lock(namespace: int, pk: int) -> Iterator[None]:
+    """Serialise the syncs of one study, from the fetch to the last write.
+
+    On PostgreSQL: a transaction-level advisory lock, held until the transaction it opens ends, so
+    a second sync waits and then fetches what the first one left behind (an id colliding modulo
+    2**31 only makes two syncs wait for each other). SQLite serialises writes by itself, and a
+    write transaction held open through a fetch would block every other writer: there the syncs'
+    fetches may overlap, and the staleness rule of ``sync_diff`` keeps an older answer from winning.
+    """
+    if connection.vendor != "postgresql":
+        yield
+        return
+    with transaction.atomic():
+        with connection.cursor() as cursor:
+            cursor.execute("SELECT pg_advisory_xact_lock(%s::integer, %s::integer)", [namespace, pk % 2**31])
+        yield
+
+
+def sync_invalid_audit(*, obj: Model, verb: str, found: list[dict[str, Any]]) -> None:
+    """Audit the invalid answers of one sync (``found``: item, annotator, question, value, at)
+    that no earlier ``verb`` event of ``obj`` named, so that re-syncing reports each one once."""
+    named = {
+        (entry["item"], entry["annotator"], entry["question"], entry["at"])
+        for payload in audit_event_list(object_type=obj._meta.label_lower, object_id=str(obj.pk))
+        .filter(verb=verb)
+        .values_list("payload", flat=True)
+        for entry in payload.get("answers", ())
+    }
+    new = [e for e in found if (e["item"], e["annotator"], e["question"], e["at"]) not in named]
+    if new:
+        payload = {"invalid": len(found), "answers": new[:INVALID_LISTED], "not_listed": len(new[INVALID_LISTED:])}
+        audit_record(actor=None, verb=verb, obj=obj, payload=payload)
+
+
+def invalid_entry(item: str, annotator: str, question: str, value: Any, at: Any) -> dict[str, Any]:
+    """An invalid answer as the audit log keeps it: the raw value as ``repr``, shortened (which
+    also escapes NUL characters, which PostgreSQL would refuse in the JSON payload)."""
+    raw = repr(value)
+    raw = raw if len(raw) <= RAW_VALUE_CHARS else raw[: RAW_VALUE_CHARS - 1] + "…"
+    return {"item": item, "annotator": annotator, "question": question, "value": raw, "at": at.isoformat()}
+
+
+def fetch_outdated(started: Any, synced_at: Any) -> bool:
+    """Whether a fetch started before the one whose result is stored (``synced_at``): an
+    overlapping sync that fetched later has written already, and everything this fetch saw is at
+    best as new as that. Its sync writes nothing (its answers count as stale); the next one
+    brings whatever changed since."""
+    return synced_at is not None and started < synced_at
+
+
+def seen_at(row: Any) -> Any:
+    """The Argilla time of the newest state stored for a row annotated with ``last_revision_at``:
+    its submission, or a later withdrawal."""
+    times = [t for t in (row.submitted_at, row.last_revision_at) if t is not None]
+    return max(times) if times else None
+
+
+def _on_scale(value: Any, values: tuple[int, ...]) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool) and value in values
 
 
 def study_sync(*, study: Study, client=None) -> SyncResult:
-    """Bring the submitted responses of the study's Argilla dataset into ``Rating`` rows.
+    """Bring the submitted responses of the study's Argilla datasets into ``Rating`` rows.
 
     Idempotent: a rating exists once per (item, annotator, question); re-syncing unchanged
     responses writes nothing. Only submitted responses count: a response that is a draft or
     discarded, or was deleted, makes the matching ratings inactive. A changed value updates the
-    rating, increments ``edits`` and adds a ``RatingRevision``.
+    rating, increments ``edits`` and adds a ``RatingRevision``. Nothing older than what is stored
+    replaces it (``sync_diff``); values off the question's scale are counted and audited, never
+    stored, and leave the stored rating as it was. Syncs of one study run one at a time
+    (``sync_lock``).
     """
     study = Study.objects.get(pk=study.pk)
-    datasets = study_argilla_datasets(study)
-    if study.published_at is None or not datasets:
+    if study.published_at is None or not study_argilla_datasets(study):
         raise ShiftlabError(f"{study} is not published yet: publish it before syncing responses")
-    design = study_design(study)
-    question_names = {q.name: q for q in design.questions}
-    with argilla_connection(client) as conn:
-        rows = [row for dataset_id in datasets for row in argilla.responses_fetch(dataset_id, client=conn)]
-    responses: dict[tuple[str, Any], dict] = {}
-    for row in rows:
-        entry = responses.setdefault(
-            (row.record_external_id, row.user_id), {"status": row.status, "at": row.updated_at, "values": {}}
-        )
-        if row.question is not None:
-            entry["values"][row.question] = row.value
-    ignored: dict[str, int] = defaultdict(int)
-    now = timezone.now()
+    scales = {q.name: q.values for q in study_design(study).questions}
+    with sync_lock(STUDY_SYNC_LOCK, study.pk):
+        started = timezone.now()  # a response missing from this fetch was gone by then
+        with argilla_connection(client) as conn:
+            rows = [
+                row
+                for dataset_id in study_argilla_datasets(study)
+                for row in argilla.responses_fetch(dataset_id, client=conn)
+            ]
+        return _study_store(study, scales, latest_responses(rows), started)
+
+
+def _study_store(
+    study: Study,
+    scales: Mapping[str, tuple[int, ...]],
+    responses: Mapping[tuple[str, Any], Response],
+    started: datetime,
+) -> SyncResult:
+    counts: dict[str, int] = defaultdict(int)
+    invalid: list[dict[str, Any]] = []
     with transaction.atomic():
         study = Study.objects.select_for_update().get(pk=study.pk)
+        if fetch_outdated(started, study.synced_at):
+            fetched = [q for r in responses.values() if r.status == "submitted" for q in r.values if q != COMMENT]
+            return SyncResult(stale=len(fetched))
         items = {i.external_id: i for i in study.items.all()}
         annotators = {a.argilla_user_id: a for a in study.annotators.select_related("user")}
         existing = {
-            (r.study_item_id, r.annotator_id, r.question): r for r in Rating.objects.filter(study_item__study=study)
+            (r.study_item_id, r.annotator_id, r.question): r
+            for r in Rating.objects.filter(study_item__study=study).annotate(
+                last_revision_at=Max("revisions__argilla_updated_at")
+            )
         }
-        items_by_pk = {i.pk: i for i in items.values()}
-        annotators_by_pk = {a.pk: a for a in annotators.values()}
+        pair_seen: dict[tuple[int, int], Any] = {}  # newest stored time of each item x annotator
+        for (item_id, annotator_id, _), rating in existing.items():
+            times = [t for t in (pair_seen.get((item_id, annotator_id)), seen_at(rating)) if t is not None]
+            pair_seen[(item_id, annotator_id)] = max(times, default=None)
+        comments = {(c.study_item_id, c.annotator_id): c for c in RatingComment.objects.filter(study_item__study=study)}
+        by_pair: dict[tuple[int, int], Response] = {}
         submitted: dict[tuple[int, int, str], tuple[int, Any]] = {}
+        held: set[tuple[int, int, str]] = set()
         for (external_id, user_id), response in responses.items():
             item, annotator = items.get(external_id), annotators.get(user_id)
             if item is None:
-                ignored["ignored_records"] += 1
+                counts["ignored_records"] += 1
                 continue
             if annotator is None:
-                ignored["ignored_users"] += 1
+                counts["ignored_users"] += 1
                 continue
-            if response["status"] != "submitted":
+            pair = (item.pk, annotator.pk)
+            by_pair[pair] = response
+            if response.status != "submitted":
                 continue  # its ratings, if any, are withdrawn below
-            for question, value in response["values"].items():
-                if question == "comment":
-                    RatingComment.objects.update_or_create(
-                        study_item=item, annotator=annotator, defaults={"text": str(value or "")}
-                    )
-                    continue
-                spec = question_names.get(question)
-                if spec is not None and isinstance(value, int) and spec.low <= value <= spec.high:
-                    submitted[(item.pk, annotator.pk, question)] = (value, response["at"])
+            for question, value in response.values.items():
+                if question == COMMENT:
+                    text = str(value or "")
+                    counts["nul_stripped"] += without_nul(text) != text
+                    seen = pair_seen.get(pair)
+                    if seen is None or response.at >= seen:  # an older response's comment is stale
+                        _comment_store(comments, pair, without_nul(text))
+                elif question in scales and _on_scale(value, scales[question]):
+                    submitted[(*pair, question)] = (value, response.at)
+                else:
+                    held.add((*pair, question))
+                    username = annotator.user.get_username()
+                    invalid.append(invalid_entry(external_id, username, question, value, response.at))
+
+        def withdrawn_at(key: tuple[int, int, str]) -> Any:
+            response = by_pair.get(key[:2])
+            return response.at if response is not None else started
+
         diff = sync_diff(
             submitted,
             existing,
             is_current=lambda rating, value: rating.active and rating.value == value,
             is_live=lambda rating: rating.active,
+            seen_at=seen_at,
+            withdrawn_at=withdrawn_at,
+            held=held,
         )
         for (item_id, annotator_id, question), value, at in diff.create:
             rating = Rating.objects.create(
@@ -123,19 +246,35 @@ def study_sync(*, study: Study, client=None) -> SyncResult:
             rating.value, rating.active, rating.submitted_at = value, True, at
             rating.save(update_fields=["value", "active", "submitted_at", "edits", "updated_at"])
             RatingRevision.objects.create(rating=rating, value=value, status="submitted", argilla_updated_at=at)
-        for (item_id, annotator_id, _), rating in diff.withdraw:
-            item, annotator = items_by_pk[item_id], annotators_by_pk[annotator_id]
-            status = responses.get((item.external_id, annotator.argilla_user_id), {}).get("status", "missing")
+        for rating, at in diff.touch:
+            rating.submitted_at = at
+            rating.save(update_fields=["submitted_at", "updated_at"])
+        for key, rating, at in diff.withdraw:
+            response = by_pair.get(key[:2])
             rating.active = False
             rating.save(update_fields=["active", "updated_at"])
-            RatingRevision.objects.create(rating=rating, value=None, status=status)
-        result = SyncResult(**diff.counts(), **ignored)
-        study.synced_at, study.last_sync = now, asdict(result)
+            # A missing response's revision keeps the time its fetch started: the response was gone
+            # by then, and an older sync must not bring the rating back.
+            status = response.status if response is not None else "missing"
+            RatingRevision.objects.create(rating=rating, value=None, status=status, argilla_updated_at=at)
+        result = SyncResult(**diff.counts(), invalid=len(invalid), **counts)
+        study.synced_at, study.last_sync = started, asdict(result)
         fields = ["synced_at", "last_sync"]
         if result.changed:
-            study.ratings_changed_at = now
+            study.ratings_changed_at = timezone.now()
             fields.append("ratings_changed_at")
         study.save(update_fields=fields)
         if result.changed:
             audit_record(actor=None, verb="study.sync", obj=study, payload=result.audit_payload())
+        if invalid:
+            sync_invalid_audit(obj=study, verb="study.sync.invalid", found=invalid)
     return result
+
+
+def _comment_store(comments: dict[tuple[int, int], RatingComment], pair: tuple[int, int], text: str) -> None:
+    current = comments.get(pair)
+    if current is None:
+        comments[pair] = RatingComment.objects.create(study_item_id=pair[0], annotator_id=pair[1], text=text)
+    elif current.text != text:
+        current.text = text
+        current.save(update_fields=["text", "updated_at"])

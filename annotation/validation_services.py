@@ -16,7 +16,8 @@ from django.utils import timezone
 
 from annotation.argilla import ArgillaError
 from annotation.argilla import client as argilla
-from annotation.argilla_services import argilla_connection
+from annotation.argilla_services import argilla_connection, require_annotators, study_argilla_reconcile
+from annotation.assignment_services import ReleaseResult, annotator_release
 from annotation.controls import ControlRating, ControlStatus, ItemKind, control_check
 from annotation.design import JUDGE_KIND_OF_QUESTION
 from annotation.design_services import study_design
@@ -218,7 +219,13 @@ def study_validate(
     return result
 
 
-def _reject(annotator: Annotator, *, reason: RejectionReason, detail: str, actor) -> RaterDecision:
+@dataclass(frozen=True)
+class RejectResult:
+    decision: RaterDecision
+    release: ReleaseResult | None  # where their items went (None: they had no assignment)
+
+
+def _reject(annotator: Annotator, *, reason: RejectionReason, detail: str, actor) -> RejectResult:
     annotator.status = Annotator.Status.REJECTED
     annotator.save(update_fields=["status"])
     decision = RaterDecision.objects.create(annotator=annotator, reason=reason, detail=detail, decided_by=actor)
@@ -228,27 +235,35 @@ def _reject(annotator: Annotator, *, reason: RejectionReason, detail: str, actor
         obj=annotator,
         payload={"reason": reason.value, "detail": detail, "study": annotator.study_id},
     )
-    return decision
+    release = None
+    if annotator.assignments.exists():  # every item of theirs needs another rater now
+        release = annotator_release(annotator=annotator, reason=f"rejected ({reason.value})", actor=actor)
+    return RejectResult(decision=decision, release=release)
 
 
 def _deactivate_in_argilla(annotator: Annotator, *, client=None) -> bool:
-    """Take a rejected annotator out of the project's Argilla workspace; False if Argilla failed
-    (the rejection stands in Django and the page offers to retry)."""
+    """Take a rejected annotator out of their Argilla workspace for this study (other studies are
+    untouched) and publish the items they lost to their new raters; False if Argilla failed (the
+    rejection stands in Django, and publishing the study again finishes the job)."""
+    annotator = Annotator.objects.select_related("user", "study").get(pk=annotator.pk)
+    workspace = annotator.argilla_workspace or annotator.study.project
     try:
         with argilla_connection(client) as conn:
-            argilla.user_deactivate(annotator.user.get_username(), annotator.study.project, client=conn)
+            if annotator.argilla_workspace:
+                study_argilla_reconcile(study=annotator.study, client=conn)
+            else:  # a study published before per-annotator batches: the project's shared workspace
+                argilla.user_deactivate(annotator.user.get_username(), workspace, client=conn)
+                Annotator.objects.filter(pk=annotator.pk).update(argilla_deactivated=True)
     except ArgillaError as exc:
         audit_record(actor=None, verb="study.annotator.deactivate.failed", obj=annotator, payload={"error": str(exc)})
         return False
-    Annotator.objects.filter(pk=annotator.pk).update(argilla_deactivated=True)
-    audit_record(
-        actor=None, verb="study.annotator.deactivate", obj=annotator, payload={"project": annotator.study.project}
-    )
+    audit_record(actor=None, verb="study.annotator.deactivate", obj=annotator, payload={"workspace": workspace})
     return True
 
 
-def annotator_reject(*, annotator: Annotator, detail: str, actor: AbstractBaseUser, client=None) -> RaterDecision:
-    """A researcher rejects an annotator by hand, with a reason; their ratings stop counting."""
+def annotator_reject(*, annotator: Annotator, detail: str, actor: AbstractBaseUser, client=None) -> RejectResult:
+    """A researcher rejects an annotator by hand, with a reason; their ratings stop counting and
+    their items go to others (``RejectResult.release``); they lose access to this study only."""
     require_researcher(actor)
     if not detail.strip():
         raise ShiftlabError("give a reason for rejecting the annotator")
@@ -256,9 +271,57 @@ def annotator_reject(*, annotator: Annotator, detail: str, actor: AbstractBaseUs
         annotator = Annotator.objects.select_for_update().select_related("user", "study").get(pk=annotator.pk)
         if annotator.status == Annotator.Status.REJECTED:
             raise ShiftlabError(f"{annotator} is already rejected")
-        decision = _reject(annotator, reason=RejectionReason.MANUAL, detail=detail.strip(), actor=actor)
+        result = _reject(annotator, reason=RejectionReason.MANUAL, detail=detail.strip(), actor=actor)
     _deactivate_in_argilla(annotator, client=client)
-    return decision
+    return result
+
+
+@dataclass(frozen=True)
+class ReplaceResult:
+    release: ReleaseResult
+    new_accounts: dict[str, str]  # username -> initial Argilla password of an account created now
+
+
+def annotator_replace(
+    *, annotator: Annotator, user: AbstractBaseUser, reason: str, actor: AbstractBaseUser, client=None
+) -> ReplaceResult:
+    """Replace an annotator who leaves a study (not for bad work: reject them for that) by
+    ``user``: the leaver is withdrawn (their submitted ratings still count, they lose access to
+    this study only) and every item they have not submitted goes to ``user``, with controls."""
+    require_researcher(actor)
+    if not reason.strip():
+        raise ShiftlabError("give a reason for replacing the annotator")
+    require_annotators([user])
+    with transaction.atomic():
+        annotator = Annotator.objects.select_for_update().select_related("user", "study").get(pk=annotator.pk)
+        study = annotator.study
+        if annotator.status != Annotator.Status.ACTIVE:
+            raise ShiftlabError(f"{annotator} is {annotator.status} already: only an active annotator can be replaced")
+        if not annotator.assignments.exists():
+            raise ShiftlabError(f"{study} has no assignment yet: publish it with the annotators you want instead")
+        if Annotator.objects.filter(study=study, user=user).exists():
+            raise ShiftlabError(f"{user.get_username()} is already an annotator of {study}")
+        annotator.status = Annotator.Status.WITHDRAWN
+        annotator.save(update_fields=["status"])
+        RaterDecision.objects.create(
+            annotator=annotator, decision="withdraw", reason=RejectionReason.MANUAL, detail=reason, decided_by=actor
+        )
+        newcomer = Annotator.objects.create(study=study, user=user)
+        result = annotator_release(
+            annotator=annotator,
+            reason=f"replaced by {user.get_username()}: {reason.strip()}"[:200],
+            actor=actor,
+            to=newcomer,
+        )
+        audit_record(
+            actor=actor,
+            verb="study.annotator.replace",
+            obj=annotator,
+            payload={"by": user.get_username(), "reason": reason.strip(), "moved": result.given},
+        )
+    with argilla_connection(client) as conn:
+        _, new_accounts = study_argilla_reconcile(study=study, client=conn)
+    return ReplaceResult(release=result, new_accounts=new_accounts)
 
 
 def flag_review(*, flag: Flag, decision: str, actor: AbstractBaseUser, note: str = "", client=None) -> Flag:

@@ -11,16 +11,24 @@ from django.http import HttpResponse
 from django.shortcuts import get_object_or_404, redirect, render
 
 from annotation.argilla_services import study_publish
+from annotation.config_export import config_render
+from annotation.control_services import study_control_detectability
 from annotation.design import QUESTIONS, DesignError, StudyDesign, StudyKind
 from annotation.design_services import study_create, study_design, study_lock, study_revise
 from annotation.export_services import benchmark_config_export
 from annotation.gate_services import approval_decide, gate_result_current, study_gate
 from annotation.gating import gate_state_of
-from annotation.models import BenchmarkConfig, Flag, GateResult, Study
+from annotation.models import Annotator, BenchmarkConfig, Flag, GateResult, Study
 from annotation.selectors import benchmark_config_list, flag_list, gate_result_list, study_list, study_progress
 from annotation.sync_services import sync_summary
 from annotation.tasks import sync_study
-from annotation.validation_services import flag_review, study_item_translate, study_validate
+from annotation.validation_services import (
+    annotator_reject,
+    annotator_replace,
+    flag_review,
+    study_item_translate,
+    study_validate,
+)
 from core.errors import ShiftlabError
 from core.roles import Role
 from core.views import researcher_required
@@ -51,8 +59,10 @@ def _refusals_as_messages(request, errors: tuple[type[Exception], ...] = (Shiftl
 
 def benchmark_config_response(config: BenchmarkConfig, fmt: str) -> HttpResponse:
     """An exported config as a file download, in ``fmt`` (json or yaml)."""
+    # YAML is rendered again from the stored document: exports written before anchors were
+    # refused carry YAML aliases; the re-rendered file has the same content and hash, without them.
     response = HttpResponse(
-        config.json_text if fmt == "json" else config.yaml_text,
+        config.json_text if fmt == "json" else config_render(config.document, "yaml"),
         content_type="application/json" if fmt == "json" else "application/yaml",
     )
     response["Content-Disposition"] = f'attachment; filename="benchmark-config-{config.config_hash[:12]}.{fmt}"'
@@ -134,6 +144,27 @@ def study_detail_view(request, pk: int):
                         request,
                         f"New Argilla account {username}, initial password: {password} (shown once: hand it over now).",
                     )
+            elif action in ("reject", "replace"):
+                annotator = get_object_or_404(Annotator, pk=request.POST.get("annotator"), study=study)
+                reason = request.POST.get("reason", "")
+                if action == "reject":
+                    rejected = annotator_reject(annotator=annotator, detail=reason, actor=request.user)
+                    moved = rejected.release.summary() if rejected.release else "they had no items"
+                    messages.success(request, f"Rejected {annotator.user.get_username()}: {moved}.")
+                else:
+                    user = get_object_or_404(get_user_model(), pk=request.POST.get("user"))
+                    replaced = annotator_replace(annotator=annotator, user=user, reason=reason, actor=request.user)
+                    messages.success(
+                        request,
+                        f"{user.get_username()} replaces {annotator.user.get_username()}: "
+                        f"{replaced.release.summary()}.",
+                    )
+                    for username, password in replaced.new_accounts.items():
+                        messages.info(
+                            request,
+                            f"New Argilla account {username}, initial password: {password} "
+                            "(shown once: hand it over now).",
+                        )
             elif action == "sync":
                 queued = sync_study.delay(study.pk)
                 if isinstance(queued, EagerResult):  # no broker: it already ran, in this request
@@ -166,6 +197,7 @@ def study_detail_view(request, pk: int):
             "open_flags": flag_list(study=study).count(),
             "runs": study.runs.select_related("dataset"),
             "last_sync": sync_summary(study.last_sync) if study.last_sync else "",
+            "detectability": study_control_detectability(study=study) if study.is_locked else None,
         },
     )
 

@@ -47,7 +47,8 @@ class BenchmarkRunViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, view
             narrowing = {"datasets": d.get("datasets"), "seeds": d.get("seeds")}
             if d.get("config_id") is not None:
                 config = get_object_or_404(BenchmarkConfig, pk=d["config_id"])
-                run = benchmark_run_create_from_config(text=config.yaml_text, fmt="yaml", **narrowing, **common)
+                # The JSON rendering: YAML exported before anchors were refused may hold some.
+                run = benchmark_run_create_from_config(text=config.json_text, fmt="json", **narrowing, **common)
             elif d.get("config_text") is not None:
                 run = benchmark_run_create_from_config(
                     text=d["config_text"], fmt=d["config_format"], **narrowing, **common

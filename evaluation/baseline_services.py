@@ -102,15 +102,16 @@ def baseline_report_build(
     """Score the study's human answers (pooled and per rater), each LLM rater, and each of
     ``models`` (aliases or model names) on the study's instances; rows best first.
 
-    Only valid answers count; LLM replies that did not parse are counted per rater. Raises
-    ``ShiftlabError`` when the study has no instances, an answer cannot be scored, or a model
-    cannot be (e.g. classification without a train split to fit on).
+    Only current, valid answers count (a human answer withdrawn in Argilla does not); LLM replies
+    that did not parse are counted per rater. Raises ``ShiftlabError`` when the study has no
+    instances, an answer cannot be scored, or a model cannot be (e.g. classification without a
+    train split to fit on).
     """
     instances = baseline_instances(study=study)
     if not instances:
         raise ShiftlabError(f"Baseline study {study.name} has no instances yet: create its sample first.")
     answer_rows = list(
-        BaselineAnswer.objects.filter(instance__study=study).values_list(
+        BaselineAnswer.objects.filter(instance__study=study, active=True).values_list(
             "rater", "source", "instance__key", "value", "valid"
         )
     )

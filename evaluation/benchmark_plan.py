@@ -2,7 +2,7 @@
 
 A plan is models x datasets x (original + approved transformations) x seeds. Everything here is
 plain data: the services turn a plan into transformation runs and Celery tasks. The shape of the
-exported config (``annotation/config_export.py``) is read in one place, ``plan_from_config``.
+exported config, typed by ``annotation/config_schema.py``, is read in one place, ``plan_from_config``.
 """
 
 from __future__ import annotations
@@ -11,6 +11,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from annotation.config_schema import BenchmarkConfigDocument, TransformationEntry
 from transforms.registry import TRANSFORMATIONS, Axis
 
 ORIGINAL = "original"
@@ -95,20 +96,17 @@ def plan_from_datasets(names: Sequence[str]) -> Plan:
 
 
 def plan_from_config(
-    document: Mapping[str, Any],
+    config: BenchmarkConfigDocument,
     *,
     datasets: Sequence[str] | None = None,
     seeds: Sequence[int] | None = None,
     transformations: Sequence[str] | None = None,
 ) -> Plan:
-    """The plan of a verified config: its approved transformations (only those), each with the
-    generator, prompts and languages of its runs and the union of their seeds, applied to the
-    config's datasets. ``datasets``, ``seeds`` and ``transformations`` narrow or replace them."""
-    specs = []
-    for entry in document.get("transformations") or []:
-        if (entry.get("approval") or {}).get("decision") != "approve":
-            continue
-        specs.append(_transformation_spec(entry, seeds))
+    """The plan of a verified, typed config (``annotation.config_schema``): its approved
+    transformations (only those), each with the generator, prompts and languages of its runs and
+    the union of their seeds, applied to the config's datasets. ``datasets``, ``seeds`` and
+    ``transformations`` narrow or replace them."""
+    specs = [_transformation_spec(entry, seeds) for entry in config.approved]
     if transformations:
         unknown = set(transformations) - {s.transformation for s in specs}
         if unknown:
@@ -119,7 +117,7 @@ def plan_from_config(
         specs = [s for s in specs if s.transformation in transformations]
     if not specs:
         raise PlanError("the config approves no transformation: approve one and export the config again")
-    listed = {d["name"]: DatasetRef(d["name"], d.get("content_hash")) for d in document.get("datasets") or []}
+    listed = {d.name: DatasetRef(d.name, d.content_hash or None) for d in config.datasets}
     if datasets:
         refs = tuple(listed.get(name, DatasetRef(name)) for name in dict.fromkeys(datasets))
     else:
@@ -129,36 +127,29 @@ def plan_from_config(
     return Plan(datasets=refs, transformations=tuple(specs))
 
 
-def _transformation_spec(entry: Mapping[str, Any], seeds: Sequence[int] | None) -> TransformationSpec:
-    name = entry.get("transformation")
+def _transformation_spec(entry: TransformationEntry, seeds: Sequence[int] | None) -> TransformationSpec:
+    name = entry.transformation
     if name not in TRANSFORMATIONS:
         raise PlanError(f"the config names an unknown transformation {name!r}")
-    runs = entry.get("runs") or []
-    if not runs:
-        raise PlanError(f"the config gives no run (generator, prompts, seeds) for {name}")
-    first = runs[0]
-    generator = first["generator"]
-    for run in runs[1:]:
-        if run["generator"]["hash"] != generator["hash"] or _prompts(run) != _prompts(first):
+    first = entry.runs[0]  # the typed config has at least one run per transformation
+    generator = first.generator
+    for run in entry.runs[1:]:
+        if run.generator.hash != generator.hash or run.prompt_hashes != first.prompt_hashes:
             raise PlanError(
                 f"the approved runs of {name} differ in generator or prompts: export one setting per transformation"
             )
-    chosen = tuple(dict.fromkeys(int(s) for s in seeds)) if seeds else tuple(sorted({int(r["seed"]) for r in runs}))
+    chosen = tuple(dict.fromkeys(int(s) for s in seeds)) if seeds else tuple(sorted({r.seed for r in entry.runs}))
     return TransformationSpec(
         transformation=name,
         axis=TRANSFORMATIONS[name].axis.value,
         seeds=chosen,
-        backend_alias=generator["backend_alias"],
-        generator_model=generator["model"],
-        generator_params=dict(generator["params"]),
-        generator_hash=generator["hash"],
-        prompt_hashes=_prompts(first),
-        languages=tuple(first.get("target_languages") or ()),
+        backend_alias=generator.backend_alias,
+        generator_model=generator.model,
+        generator_params=dict(generator.params),
+        generator_hash=generator.hash,
+        prompt_hashes=first.prompt_hashes,
+        languages=first.target_languages,
     )
-
-
-def _prompts(run: Mapping[str, Any]) -> dict[str, str]:
-    return {p["key"]: p["hash"] for p in run.get("prompts") or []}
 
 
 def spec_as_dict(spec: TransformationSpec) -> dict[str, Any]:

@@ -13,7 +13,8 @@ from django.db import IntegrityError, transaction
 from django.db.models import F
 from django.utils import timezone
 
-from annotation.config_export import Format, config_verify
+from annotation.config_export import Format
+from annotation.export_services import benchmark_config_verify
 from core.errors import ShiftlabError
 from core.services import audit_record
 from corpora.models import Dataset
@@ -68,23 +69,22 @@ def benchmark_run_create_from_config(
     **options: Unpack[RunOptions],
 ) -> BenchmarkRun:
     """A run over a validated config file's approved transformations (and the original data).
-    The file must verify (hash and canonical form) or nothing is created."""
-    check = config_verify(text, fmt)
-    if not check.ok:
-        raise ShiftlabError(
-            "the benchmark config does not verify, so it is not used: "
-            + "; ".join(check.problems)
-            + ". Use the file exactly as `python manage.py benchmark_config export` wrote it."
-        )
+    The file must verify (safe parsing, shape, hash, canonical form) and be either one of this
+    deployment's exports or signed with its key; otherwise nothing is created."""
+    check = benchmark_config_verify(text=text, fmt=fmt)
+    if not check.accepted:
+        raise ShiftlabError(f"the benchmark config is refused: {check.acceptance.reason}.")
     try:
-        plan = plan_from_config(check.document, datasets=datasets, seeds=seeds, transformations=transformations)
+        plan = plan_from_config(
+            check.verification.config, datasets=datasets, seeds=seeds, transformations=transformations
+        )
     except PlanError as exc:
         raise ShiftlabError(f"cannot plan a benchmark from this config: {exc}") from None
     return _benchmark_run_create(
         plan=plan,
         source=BenchmarkRun.Source.CONFIG,
-        config_hash=check.declared_hash or "",
-        config_document=check.document,
+        config_hash=check.verification.declared_hash or "",
+        config_document=check.verification.document,
         models=models,
         **options,
     )
@@ -219,13 +219,20 @@ def _transform_run_for(
     if matching:
         return matching[0]
     try:
+        params = GenerationParams(**spec.generator_params)
+    except TypeError as exc:
+        raise ShiftlabError(
+            f"{spec.transformation}: the config's generator parameters {dict(spec.generator_params)} are not ones "
+            f"this server knows ({exc})"
+        ) from None
+    try:
         with transaction.atomic():
             run = transform_run_create(
                 dataset=dataset,
                 transformation=spec.transformation,
                 seed=seed,
                 backend_alias=spec.backend_alias,
-                params=GenerationParams(**spec.generator_params),
+                params=params,
                 languages=languages or None,
                 limit=limit,
                 created_by=created_by,

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from django.db.models import Count, QuerySet
+from django.db.models import Count, Q, QuerySet
 
 from annotation.models import BaselineStudy
 from evaluation.aggregation import ModelAggregate, UnitScore, aggregate
@@ -41,9 +41,11 @@ def benchmark_run_aggregates(*, run: BenchmarkRun) -> dict[str, ModelAggregate]:
 
 
 def baseline_study_list() -> QuerySet[BaselineStudy]:
-    """Baseline studies newest first, with their drawn instances (``n_drawn``) and answers counted."""
+    """Baseline studies newest first, with their drawn instances (``n_drawn``) and current
+    answers (``n_answers``; withdrawn ones do not count) counted."""
+    answers = Count("instances__answers", filter=Q(instances__answers__active=True))
     return (
         BaselineStudy.objects.select_related("dataset")
-        .annotate(n_drawn=Count("instances", distinct=True), n_answers=Count("instances__answers"))
+        .annotate(n_drawn=Count("instances", distinct=True), n_answers=answers)
         .order_by("-created_at", "-id")
     )

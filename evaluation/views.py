@@ -3,6 +3,8 @@ from django.core.exceptions import ImproperlyConfigured
 from django.http import Http404, HttpResponse
 from django.shortcuts import get_object_or_404, redirect, render
 
+from annotation.config_export import format_of
+from annotation.config_schema import MAX_CONFIG_BYTES
 from annotation.models import BenchmarkConfig
 from core.errors import ShiftlabError
 from core.views import researcher_required
@@ -29,11 +31,19 @@ def benchmark_list_view(request):
             "created_by": request.user,
             "name": request.POST.get("name", ""),
         }
+        upload = request.FILES.get("config_file")
         try:
-            if request.POST.get("config"):
-                config = get_object_or_404(BenchmarkConfig, pk=request.POST["config"])
+            if upload is not None and request.POST.get("config"):
+                raise ShiftlabError("choose an exported config or upload a config file, not both")
+            if upload is not None:
                 run = benchmark_run_create_from_config(
-                    text=config.yaml_text, fmt="yaml", datasets=datasets or None, **common
+                    text=_uploaded_config_text(upload), fmt=format_of(upload.name), datasets=datasets or None, **common
+                )
+            elif request.POST.get("config"):
+                config = get_object_or_404(BenchmarkConfig, pk=request.POST["config"])
+                # The JSON rendering: YAML exported before anchors were refused may hold some.
+                run = benchmark_run_create_from_config(
+                    text=config.json_text, fmt="json", datasets=datasets or None, **common
                 )
             else:
                 run = benchmark_run_create_from_datasets(datasets=datasets, **common)
@@ -51,6 +61,17 @@ def benchmark_list_view(request):
             "encoders": encoder_aliases(),
         },
     )
+
+
+def _uploaded_config_text(upload) -> str:
+    if upload.size > MAX_CONFIG_BYTES:
+        raise ShiftlabError(
+            f"{upload.name} has {upload.size} bytes, more than the {MAX_CONFIG_BYTES} a benchmark config may have"
+        )
+    try:
+        return upload.read().decode("utf-8")
+    except UnicodeDecodeError:
+        raise ShiftlabError(f"{upload.name} is not UTF-8 text: upload the file exactly as it was exported") from None
 
 
 @researcher_required

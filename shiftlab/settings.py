@@ -49,9 +49,11 @@ DATA_DIR.mkdir(parents=True, exist_ok=True)
 # (shiftlab/settings_production.py); tests keep the lists in step with their sources.
 DEV_SECRET_KEY = "insecure-development-key-set-SHIFTLAB_SECRET_KEY-in-production"
 DEV_ARGILLA_API_KEY = "shiftlab-local-argilla-owner-key"
-DEVELOPMENT_SECRETS = (DEV_SECRET_KEY, DEV_ARGILLA_API_KEY, "shiftlab-local-owner")
+DEV_CONFIG_SIGNING_KEY = "public-development-config-signing-key-set-SHIFTLAB_CONFIG_SIGNING_KEY-in-production"
+DEVELOPMENT_SECRETS = (DEV_SECRET_KEY, DEV_ARGILLA_API_KEY, DEV_CONFIG_SIGNING_KEY, "shiftlab-local-owner")
 PLACEHOLDER_SECRETS = (
     "change-me-generate-with-openssl-rand-hex-50",
+    "change-me-config-signing-key",
     "change-me-postgres-password",
     "change-me-flower-password",
     "change-me-llm-api-key",
@@ -62,6 +64,7 @@ PLACEHOLDER_SECRETS = (
 # The variables of .env.example that hold secrets (Django's own and those of the other containers).
 SECRET_VARIABLES = (
     "SHIFTLAB_SECRET_KEY",
+    "SHIFTLAB_CONFIG_SIGNING_KEY",
     "DATABASE_URL",
     "POSTGRES_PASSWORD",
     "FLOWER_BASIC_AUTH",
@@ -77,6 +80,16 @@ if not SECRET_KEY:
     if not DEBUG:
         raise ImproperlyConfigured("Set SHIFTLAB_SECRET_KEY (a long random string) when SHIFTLAB_DEBUG is off.")
     SECRET_KEY = DEV_SECRET_KEY
+# Signs exported benchmark configs (HMAC-SHA256, annotation/config_export.py): a run accepts a config
+# this deployment exported or one signed with this key, so deployments that share it share configs.
+CONFIG_SIGNING_KEY = env_str("SHIFTLAB_CONFIG_SIGNING_KEY")
+if not CONFIG_SIGNING_KEY:
+    if not DEBUG:
+        raise ImproperlyConfigured(
+            "Set SHIFTLAB_CONFIG_SIGNING_KEY (a long random string) when SHIFTLAB_DEBUG is off: it signs "
+            "exported benchmark configs."
+        )
+    CONFIG_SIGNING_KEY = DEV_CONFIG_SIGNING_KEY
 
 ALLOWED_HOSTS = env_list("SHIFTLAB_ALLOWED_HOSTS", ["127.0.0.1", "localhost", "[::1]"])
 CSRF_TRUSTED_ORIGINS = env_list("SHIFTLAB_CSRF_TRUSTED_ORIGINS", [])

@@ -30,6 +30,12 @@ if not SECRET_KEY:
         "Set SHIFTLAB_SECRET_KEY (a long random string, e.g. from `openssl rand -hex 50`): production "
         "never uses the development key, whatever SHIFTLAB_DEBUG says."
     )
+CONFIG_SIGNING_KEY = env_str("SHIFTLAB_CONFIG_SIGNING_KEY")
+if not CONFIG_SIGNING_KEY:
+    raise ImproperlyConfigured(
+        "Set SHIFTLAB_CONFIG_SIGNING_KEY (a long random string, e.g. from `openssl rand -hex 32`; the same on "
+        "deployments that exchange benchmark configs): production never uses the development key."
+    )
 ARGILLA_API_KEY = env_str("ARGILLA_API_KEY")
 
 

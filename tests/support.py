@@ -149,7 +149,8 @@ def argilla_pending(client: httpx.Client, dataset_id, *, include=("responses", "
 
 
 def config_text(runs: list[TransformRun], *, rejected: tuple[str, ...] = (), fmt: str = "yaml") -> str:
-    """A sealed config approving the transformations of ``runs`` (and rejecting ``rejected``)."""
+    """A config approving the transformations of ``runs`` (and rejecting ``rejected``), sealed and
+    signed with this deployment's key but not registered: what a deployment sharing the key exports."""
     by_name: dict[str, list[TransformRun]] = {}
     for run in runs:
         by_name.setdefault(run.transformation, []).append(run)
@@ -177,9 +178,43 @@ def config_text(runs: list[TransformRun], *, rejected: tuple[str, ...] = (), fmt
             "exported_by": "rita",
             "transformations": entries,
             "datasets": [datasets[k] for k in sorted(datasets)],
-        }
+        },
+        key=settings.CONFIG_SIGNING_KEY,
     )
     return config_render(document, fmt)
+
+
+def minimal_config_body() -> dict:
+    """The smallest well-formed benchmark config body (what the export writes before sealing it),
+    without a database."""
+    dataset = {"name": "demo-sts", "content_hash": "c" * 64, "task_type": "sts", "languages": ["en"]}
+    run = {
+        "run_id": 1,
+        "run_hash": "r" * 64,
+        "seed": 1,
+        "dataset": dataset,
+        "generator": {"backend_alias": "default", "model": "m", "params": {"temperature": 0.7}, "hash": "g" * 64},
+        "prompts": [{"key": "paraphrase", "version": 1, "hash": "p" * 64, "system": "Be kind.", "user": "déjà vu"}],
+        "target_languages": [],
+        "run_language": "",
+        "item_limit": None,
+    }
+    return {
+        "name": "test",
+        "exported_at": "2026-01-01T00:00:00+00:00",
+        "exported_by": "rita",
+        "transformations": [
+            {
+                "transformation": "paraphrase",
+                "axis": "lexical",
+                "study": {"name": "s", "version": 1, "design_hash": "0" * 64, "design": {"seed": 3}},
+                "runs": [run],
+                "approval": {"decision": "approve", "by": "rita", "at": "2026-01-01T00:00:00+00:00", "comment": "ok"},
+                "gate": {"id": 1, "passed": True, "evidence_hash": "0" * 64, "evidence": {"mean": 4.25}},
+            }
+        ],
+        "datasets": [dataset],
+    }
 
 
 def keyword_run(dataset, seed, *, fail_items=()):

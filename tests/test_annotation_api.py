@@ -68,6 +68,7 @@ def _endpoints(study: Study, flag: Flag, gate: GateResult) -> list[tuple[str, st
         ("post", f"/api/studies/{study.pk}/validate/", {}),
         ("post", f"/api/studies/{study.pk}/gate/", {}),
         ("post", f"/api/study-annotators/{annotator.pk}/reject/", {"reason": "x"}),
+        ("post", f"/api/study-annotators/{annotator.pk}/replace/", {"username": "anna", "reason": "x"}),
         ("get", "/api/study-flags/", {}),
         ("get", f"/api/study-flags/{flag.pk}/", {}),
         ("post", f"/api/study-flags/{flag.pk}/review/", {"decision": "dismissed"}),

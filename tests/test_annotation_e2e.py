@@ -13,6 +13,7 @@ import json
 import os
 import re
 import time
+from collections import Counter
 from contextlib import contextmanager
 from pathlib import Path
 
@@ -27,7 +28,7 @@ from annotation.controls import ItemKind
 from annotation.design import StudyDesign
 from annotation.design_services import study_create, study_lock, study_revise, study_update_design
 from annotation.gate_services import approval_decide, study_gate
-from annotation.models import Annotator, Flag, Rating, RatingRevision, Study
+from annotation.models import Annotator, Assignment, Flag, Rating, RatingRevision, Study
 from annotation.sync_services import study_sync
 from annotation.validation_services import flag_review, study_validate
 from core.errors import ShiftlabError
@@ -190,20 +191,27 @@ def test_study_end_to_end(llm_backend, argilla_server, settings, django_user_mod
     assert {i.transformation for i in real} == {"paraphrase", "summarization"}
     assert len(controls) == 2 * -(-len(real) // 4) and {c.kind for c in controls} == {"easy_positive", "easy_negative"}
 
-    # Publish twice: the second run changes nothing and creates no account.
+    # Publish twice: the second run changes nothing and creates no account. Each annotator gets
+    # their own dataset holding their batch: 3 raters per real item, controls in every batch.
     first = study_publish(study=study, annotators=users.values(), actor=rita)
-    assert set(first.new_accounts) == set(names) and first.records == len(items)
+    assigned = Assignment.objects.filter(annotator__study=study, active=True)
+    assert set(first.new_accounts) == set(names) and first.records == assigned.count()
+    assert set(Counter(assigned.filter(study_item__kind="real").values_list("study_item", flat=True)).values()) == {3}
     assert study_publish(study=study, annotators=users.values(), actor=rita).new_accounts == {}
     study.refresh_from_db()
-    dataset_id = study.argilla_dataset_id
     owner = argilla.client_get()
-    assert owner.get(f"/api/v1/datasets/{dataset_id}/records", params={"limit": 1}).json()["total"] == len(items)
     annotators = {a.user.username: a for a in study.annotators.select_related("user")}
+    datasets = {name: annotators[name].argilla_dataset_id for name in names}
+    for name in names:
+        total = owner.get(f"/api/v1/datasets/{datasets[name]}/records", params={"limit": 1}).json()["total"]
+        assert total == assigned.filter(annotator=annotators[name]).count()
     clients = {name: argilla_annotator_client(owner, annotators[name].argilla_user_id) for name in names}
     by_external = {i.external_id: i for i in items}
 
     # What an annotator can read in Argilla reveals no control status, gold or LLM estimate.
-    assert_nothing_hidden_leaks(clients["ann-a"], dataset_id, argilla_pending(clients["ann-a"], dataset_id))
+    assert_nothing_hidden_leaks(
+        clients["ann-a"], datasets["ann-a"], argilla_pending(clients["ann-a"], datasets["ann-a"])
+    )
 
     # One annotator rates two records in the real Argilla web UI.
     by_text = {(i.text_a, i.text_b): i for i in items}
@@ -214,12 +222,12 @@ def test_study_end_to_end(llm_backend, argilla_server, settings, django_user_mod
         page.locator("input[name=Password]").fill(ui_password)
         page.get_by_role("button", name="Sign in").click()
         page.wait_for_url(f"{argilla_server.url}/")
-        ui_rated = rate_in_ui(page, argilla_server.url, dataset_id, by_text, owner, ui_user_id, 2)
+        ui_rated = rate_in_ui(page, argilla_server.url, datasets["ann-ui"], by_text, owner, ui_user_id, 2)
 
     # Three annotators answer through the REST API with their own keys.
     low_planted, careless_skipped = None, set()
     for name in ("ann-a", "ann-b", "careless"):
-        records = argilla_pending(clients[name], dataset_id)
+        records = argilla_pending(clients[name], datasets[name])
         for record in records:
             item = by_external[record["external_id"]]
             # The careless rater discards one real item and leaves another as a draft.
@@ -247,7 +255,9 @@ def test_study_end_to_end(llm_backend, argilla_server, settings, django_user_mod
     assert {r.study_item.external_id for r in Rating.objects.filter(annotator=annotators["ann-ui"])} == set(ui_rated)
 
     # An edit after submission updates the rating once and keeps its history.
-    edited = next(r for r in pending_all(clients["ann-a"], dataset_id) if by_external[r["external_id"]].kind == "real")
+    edited = next(
+        r for r in pending_all(clients["ann-a"], datasets["ann-a"]) if by_external[r["external_id"]].kind == "real"
+    )
     response_id = edited["responses"][0]["id"]
     clients["ann-a"].put(
         f"/api/v1/responses/{response_id}",
@@ -295,11 +305,11 @@ def test_study_end_to_end(llm_backend, argilla_server, settings, django_user_mod
         assert gate.evidence["ratings_missing"] > 0
         with pytest.raises(ShiftlabError, match="not enough ratings"):
             approval_decide(gate_result=gate, decision="reject", comment="too early", actor=rita)
-    # ann-ui answers the other records through the API, so every item has three raters who count.
-    records = owner.get(f"/api/v1/datasets/{dataset_id}/records", params={"limit": 1000}).raise_for_status()
-    for record in records.json()["items"]:
-        if record["external_id"] not in ui_rated:
-            respond(clients["ann-ui"], record["id"], "submitted", answer(by_external[record["external_id"]]))
+    # The careless rater's items went to the others' queues; ann-ui answers the rest of theirs
+    # through the API, so every item has three raters who count.
+    for name in ("ann-ui", "ann-a", "ann-b"):
+        for record in argilla_pending(clients[name], datasets[name]):
+            respond(clients[name], record["id"], "submitted", answer(by_external[record["external_id"]]))
     assert study_sync(study=study).created > 0
     assert study_validate(study=study, actor=rita).control_status["ann-ui"] == "passed"
 

@@ -221,9 +221,13 @@ def test_human_baseline_end_to_end(argilla_server, settings, django_user_model, 
     third = baseline_sync(study=sts_study)
     assert (third.created, third.updated, third.withdrawn, third.unchanged) == (0, 1, 1, 88)
     assert BaselineAnswer.objects.get(rater=name, instance__key=key, instance__study=sts_study).value == changed
-    assert not BaselineAnswer.objects.filter(
+    withdrawn = BaselineAnswer.objects.get(
         rater=ANNOTATORS[2], instance__key=sorted(sts_gold)[1], instance__study=sts_study
-    ).exists()
+    )
+    assert not withdrawn.active and [(r.value, r.status) for r in withdrawn.revisions.all()] == [
+        (withdrawn.value, "submitted"),
+        (None, "discarded"),
+    ]
     assert baseline_sync(study=sts_study).changed == 0
 
     # The human scores, intervals and agreement, as the report service computes them (the evaluator
@@ -271,7 +275,9 @@ def human_scores_match_references(sts_study, cls_study) -> dict[str, float]:
 
     def answers_of(study):
         by_key: dict[str, dict[str, object]] = {}
-        for a in BaselineAnswer.objects.filter(instance__study=study, source="human").select_related("instance"):
+        for a in BaselineAnswer.objects.filter(instance__study=study, source="human", active=True).select_related(
+            "instance"
+        ):
             by_key.setdefault(a.instance.key, {})[a.rater] = a.value
         gold = {i.key: i.gold for i in study.instances.all()}
         return by_key, gold

@@ -11,6 +11,7 @@ import pytest
 import yaml
 from django.conf import settings
 
+from annotation.config_schema import config_read
 from core.errors import ShiftlabError
 from corpora.models import Dataset, DatasetItem
 from corpora.services import dataset_import
@@ -48,11 +49,10 @@ def test_a_tampered_config_is_refused(sts):
 
 def test_plan_takes_only_approved_transformations(sts):
     runs = [keyword_run(sts, 1), keyword_run(sts, 2)]
-    document = yaml.safe_load(config_text(runs))
-    plan = plan_from_config(document)
+    plan = plan_from_config(config_read(yaml.safe_load(config_text(runs))))
     assert [(s.transformation, s.seeds) for s in plan.transformations] == [("random_keywords", (1, 2))]
     assert [u.transformation for u in plan.units(["a", "b"])] == ["original", "random_keywords", "random_keywords"] * 2
-    rejected = yaml.safe_load(config_text(runs, rejected=("random_keywords",)))
+    rejected = config_read(yaml.safe_load(config_text(runs, rejected=("random_keywords",))))
     with pytest.raises(PlanError, match="approves no transformation"):
         plan_from_config(rejected)
 

@@ -40,7 +40,7 @@ XSS = "<img src=x onerror=alert(1)>"
 
 
 def test_export_download_never_echoes_an_unknown_format(client, researcher):
-    config = BenchmarkConfig.objects.create(document={}, config_hash="a" * 64, json_text="{}", yaml_text="x: 1\n")
+    config = BenchmarkConfig.objects.create(document={"x": 1}, config_hash="a" * 64, json_text="{}", yaml_text="x: 1\n")
     client.force_login(researcher)
     response = client.get(f"/annotation/exports/{config.pk}/{XSS}/")
     assert response.status_code == 404
@@ -103,6 +103,7 @@ def _production(tmp_path, *args: str, **env: str) -> subprocess.CompletedProcess
 def _real_secrets() -> dict[str, str]:
     return {
         "SHIFTLAB_SECRET_KEY": secrets.token_urlsafe(50),
+        "SHIFTLAB_CONFIG_SIGNING_KEY": secrets.token_hex(32),
         "ARGILLA_API_KEY": secrets.token_hex(16),
         "ARGILLA_OWNER_PASSWORD": secrets.token_hex(12),
         "ARGILLA_AUTH_SECRET_KEY": secrets.token_hex(32),
@@ -126,6 +127,8 @@ def test_public_secret_lists_match_their_sources():
     [
         ("SHIFTLAB_SECRET_KEY", "change-me-generate-with-openssl-rand-hex-50"),
         ("SHIFTLAB_SECRET_KEY", "insecure-development-key-set-SHIFTLAB_SECRET_KEY-in-production"),
+        ("SHIFTLAB_CONFIG_SIGNING_KEY", "change-me-config-signing-key"),
+        ("SHIFTLAB_CONFIG_SIGNING_KEY", settings.DEV_CONFIG_SIGNING_KEY),
         ("ARGILLA_API_KEY", "shiftlab-local-argilla-owner-key"),
         ("ARGILLA_API_KEY", "change-me-argilla-api-key"),
         ("ARGILLA_OWNER_PASSWORD", "shiftlab-local-owner"),
@@ -143,6 +146,8 @@ def test_production_refuses_placeholder_and_development_secrets(tmp_path, variab
 def test_production_never_falls_back_to_development_secrets_even_with_debug_on(tmp_path):
     done = _production(tmp_path, "check", SHIFTLAB_DEBUG="1")
     assert done.returncode != 0 and "Set SHIFTLAB_SECRET_KEY" in done.stderr, done.stderr[-2000:]
+    unsigned = _production(tmp_path, "check", SHIFTLAB_DEBUG="1", SHIFTLAB_SECRET_KEY=secrets.token_urlsafe(50))
+    assert unsigned.returncode != 0 and "Set SHIFTLAB_CONFIG_SIGNING_KEY" in unsigned.stderr, unsigned.stderr[-2000:]
     shown = _production(
         tmp_path,
         "shell",
@@ -150,6 +155,7 @@ def test_production_never_falls_back_to_development_secrets_even_with_debug_on(t
         "from django.conf import settings; print(repr(settings.ARGILLA_API_KEY), settings.DEBUG)",
         SHIFTLAB_DEBUG="1",
         SHIFTLAB_SECRET_KEY=secrets.token_urlsafe(50),
+        SHIFTLAB_CONFIG_SIGNING_KEY=secrets.token_hex(32),
     )
     assert shown.returncode == 0, shown.stderr[-2000:]
     assert shown.stdout.splitlines()[-1].split() == ["''", "False"]

@@ -103,7 +103,7 @@ def test_sync_says_what_it_found_and_the_study_page_keeps_it(client, researcher,
         for (external_id, question), value in answers.items():
             yield argilla_client.ResponseRow(external_id, anna.argilla_user_id, question, value, "submitted", AT)
 
-    monkeypatch.setattr("annotation.argilla_services.argilla_connection", _no_connection)
+    monkeypatch.setattr("annotation.sync_services.argilla_connection", _no_connection)
     monkeypatch.setattr(argilla_client, "responses_fetch", responses_fetch)
     client.force_login(researcher)
     url = reverse("annotation:study", args=[study.pk])
@@ -119,6 +119,9 @@ def test_sync_says_what_it_found_and_the_study_page_keeps_it(client, researcher,
         "updated": 1,
         "withdrawn": 0,
         "unchanged": 5,
+        "stale": 0,
+        "invalid": 0,
+        "nul_stripped": 0,
         "ignored_users": 0,
         "ignored_records": 0,
     }

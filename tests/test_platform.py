@@ -148,6 +148,7 @@ def test_production_settings_pass_check_deploy(tmp_path):
         SHIFTLAB_DATA_DIR=str(tmp_path),
         DJANGO_SETTINGS_MODULE="shiftlab.settings_production",
         SHIFTLAB_SECRET_KEY="x" * 64 + "-a-long-random-production-secret-key",
+        SHIFTLAB_CONFIG_SIGNING_KEY="y" * 64 + "-a-long-random-config-signing-key",
         SHIFTLAB_ALLOWED_HOSTS="shiftlab.example.org",
     )
     assert done.returncode == 0, done.stdout + done.stderr

@@ -393,3 +393,32 @@ def _response_rows(record: Mapping[str, Any]) -> Iterator[ResponseRow]:
             yield ResponseRow(question=None, value=None, **common)
         for question, value in values.items():
             yield ResponseRow(question=question, value=value.get("value"), **common)
+
+
+def record_ids(dataset_id: UUID, *, client: httpx.Client) -> dict[str, UUID]:
+    """Argilla's record id of every record of the dataset, by Shiftlab's external id."""
+    action = f"list the records of dataset {dataset_id}"
+    found: dict[str, UUID] = {}
+    offset, total = 0, None
+    while total is None or offset < total:
+        params = {"offset": offset, "limit": _RECORDS_PAGE}
+        page = _call(client, "GET", f"/api/v1/datasets/{dataset_id}/records", action, params=params)
+        total = page["total"]
+        if not page["items"]:
+            break
+        found.update({r["external_id"]: UUID(r["id"]) for r in page["items"] if r.get("external_id")})
+        offset += len(page["items"])
+    return found
+
+
+_RECORDS_DELETE = 100  # the server's limit per request
+
+
+def records_delete(dataset_id: UUID, ids: Sequence[UUID], *, client: httpx.Client) -> int:
+    """Delete records (and their responses) by Argilla record id; return how many were asked for."""
+    ids = list(ids)
+    for start in range(0, len(ids), _RECORDS_DELETE):
+        chunk = ",".join(str(i) for i in ids[start : start + _RECORDS_DELETE])
+        action = f"delete {len(ids[start : start + _RECORDS_DELETE])} records of dataset {dataset_id}"
+        _call(client, "DELETE", f"/api/v1/datasets/{dataset_id}/records", action, params={"ids": chunk})
+    return len(ids)

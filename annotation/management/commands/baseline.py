@@ -126,7 +126,9 @@ class Command(BaseCommand):
         self.stdout.write(
             f"Synced: {r.created} new, {r.updated} changed, {r.withdrawn} withdrawn, {r.unchanged} "
             f"unchanged answers; ignored {r.ignored_users} answers of users outside the study"
-            f"{f', {r.invalid} invalid values' if r.invalid else ''}."
+            f"{f', {r.invalid} invalid values (stored answers kept)' if r.invalid else ''}"
+            f"{f', {r.stale} older than the stored answer' if r.stale else ''}"
+            f"{f', NUL characters removed from {r.nul_stripped}' if r.nul_stripped else ''}."
         )
 
     def do_llm_annotate(self, *, actor, study, backend, **_):

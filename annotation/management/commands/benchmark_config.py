@@ -4,7 +4,11 @@ from django.contrib.auth import get_user_model
 from django.core.management.base import BaseCommand, CommandError
 
 from annotation.config_export import format_of
-from annotation.export_services import benchmark_config_export, benchmark_config_verify
+from annotation.export_services import (
+    benchmark_config_export,
+    benchmark_config_file_read,
+    benchmark_config_verify,
+)
 from annotation.models import Study
 from core.errors import ShiftlabError
 
@@ -12,8 +16,10 @@ from core.errors import ShiftlabError
 class Command(BaseCommand):
     help = (
         "Validated benchmark configs. `export`: every approved transformation (or those of --study) as "
-        "YAML and/or JSON, with its own hash; `verify FILE`: the hash matches the content and the file "
-        "is exactly as exported (exit status 1 otherwise)."
+        "YAML and/or JSON, signed with this server's key and with its own hash; `verify FILE`: reports whether "
+        "the content hash matches and the file is exactly as exported, whether this deployment exported it, "
+        "and whether its signature is valid under this server's key (exit status 1 unless a benchmark run "
+        "would accept it)."
     )
 
     def add_arguments(self, parser):
@@ -49,12 +55,19 @@ class Command(BaseCommand):
 
     def do_verify(self, *, file, **_):
         path = Path(file)
-        if not path.is_file():
-            raise CommandError(f"no file {path}")
-        check = benchmark_config_verify(text=path.read_text(encoding="utf-8"), fmt=format_of(path.name))
+        check = benchmark_config_verify(text=benchmark_config_file_read(path=path), fmt=format_of(path.name))
+        verification = check.verification
+        if check.ok:
+            self.stdout.write(f"content: OK, hash {verification.declared_hash} matches, canonical form")
+            self.stdout.write(f"registered here: {'yes' if check.registered else 'no'}")
+            why = f" ({verification.signature_problem})" if verification.signature_problem else ""
+            self.stdout.write(f"signature: {verification.signature.value}{why}")
+        else:
+            for problem in verification.problems:
+                self.stderr.write(f"content: FAILED: {problem}")
+            self.stdout.write("registered here, signature: not checked (the content does not verify)")
         if not check.ok:
-            for problem in check.verification.problems:
-                self.stderr.write(f"FAILED: {problem}")
             raise CommandError(f"{path} does not verify")
-        where = "exported by this platform" if check.known else "not among this platform's exports"
-        self.stdout.write(f"OK: {path} verifies, hash {check.verification.declared_hash} ({where})")
+        if not check.accepted:
+            raise CommandError(f"{path} verifies but a benchmark run refuses it: {check.acceptance.reason}")
+        self.stdout.write(f"OK: {path} verifies and a benchmark run accepts it ({check.acceptance.reason})")

@@ -1,9 +1,12 @@
 import json
+from dataclasses import asdict
 
 from django.contrib.auth import get_user_model
 from django.core.management.base import BaseCommand, CommandError
 
 from annotation.argilla_services import study_publish
+from annotation.control_pool import control_pool_read
+from annotation.control_services import study_control_detectability
 from annotation.design import DesignError, StudyDesign
 from annotation.design_services import study_create, study_design, study_lock, study_revise
 from annotation.gate_services import approval_decide, gate_result_current, study_gate
@@ -11,8 +14,8 @@ from annotation.gating import gate_state_of
 from annotation.management.reporting import publish_report
 from annotation.models import Flag, GateResult, Study
 from annotation.selectors import study_progress
-from annotation.sync_services import study_sync
-from annotation.validation_services import annotator_reject, flag_review, study_validate
+from annotation.sync_services import study_sync, sync_summary
+from annotation.validation_services import annotator_reject, annotator_replace, flag_review, study_validate
 from core.errors import ShiftlabError
 from transforms.models import TransformRun
 
@@ -66,6 +69,13 @@ class Command(BaseCommand):
         publish = sub.add_parser("publish", help="Publish to Argilla and provision annotators.")
         publish.add_argument("study")
         publish.add_argument("--annotators", nargs="*", default=[], help="Usernames in the annotator group.")
+        for name in ("lock", "publish"):
+            sub.choices[name].add_argument(
+                "--control-pool",
+                metavar="FILE",
+                help="Control pairs to use first when locking (JSONL or CSV: text_a, text_b, "
+                "kind easy_positive/easy_negative, optional language_a, language_b).",
+            )
         review = sub.add_parser("review", help="Confirm or dismiss a flag.")
         review.add_argument("flag", type=int)
         review.add_argument("decision", choices=[Flag.Status.CONFIRMED, Flag.Status.DISMISSED])
@@ -74,6 +84,13 @@ class Command(BaseCommand):
         reject.add_argument("study")
         reject.add_argument("username")
         reject.add_argument("--reason", required=True)
+        replace = sub.add_parser(
+            "replace-annotator", help="Replace an annotator who leaves: their unsubmitted items go to USER."
+        )
+        replace.add_argument("study")
+        replace.add_argument("username")
+        replace.add_argument("by", metavar="USER", help="The annotator who takes over.")
+        replace.add_argument("--reason", required=True)
         decide = sub.add_parser("decide", help="Approve or reject a transformation on its current gate result.")
         decide.add_argument("study")
         decide.add_argument("transformation")
@@ -108,21 +125,29 @@ class Command(BaseCommand):
         new = study_revise(study=old, design=self._design(design, study_design(old)), actor=actor)
         self.stdout.write(f"Created {new} (id {new.pk}) from {old}.")
 
-    def do_lock(self, *, actor, study, **_):
-        study = study_lock(study=_study(study), actor=actor)
+    def do_lock(self, *, actor, study, control_pool=None, **_):
+        study = self._lock(_study(study), control_pool, actor)
         self.stdout.write(f"Locked {study}: {json.dumps(study.sample_info)}")
 
-    def do_publish(self, *, actor, study, annotators, **_):
+    def _lock(self, study: Study, control_pool: str | None, actor) -> Study:
+        """Lock ``study`` with the pool file's pairs; a pool for a locked study is refused, since its
+        controls are drawn already."""
+        if control_pool is None:
+            return study_lock(study=study, actor=actor)
+        if study.is_locked:
+            raise CommandError(f"{study} is locked: its controls are drawn; revise it to use --control-pool")
+        return study_lock(study=study, actor=actor, control_pool=control_pool_read(control_pool))
+
+    def do_publish(self, *, actor, study, annotators, control_pool=None, **_):
         users = [_user(name) for name in annotators]
-        publish_report(self.stdout, study_publish(study=_study(study), annotators=users, actor=actor))
+        study = _study(study)
+        if control_pool is not None:
+            study = self._lock(study, control_pool, actor)
+        publish_report(self.stdout, study_publish(study=study, annotators=users, actor=actor))
 
     def do_sync(self, *, study, **_):
         result = study_sync(study=_study(study))
-        self.stdout.write(
-            f"Synced: {result.created} new, {result.updated} edited, {result.withdrawn} withdrawn, "
-            f"{result.unchanged} unchanged ratings; ignored {result.ignored_users} responses "
-            "of users outside the study."
-        )
+        self.stdout.write(f"Synced: {sync_summary(asdict(result))}.")
 
     def do_validate(self, *, actor, study, **_):
         result = study_validate(study=_study(study), actor=actor)
@@ -156,11 +181,14 @@ class Command(BaseCommand):
             f"{study} [{study.status}] {progress.n_real} real items + {progress.n_controls} controls, "
             f"{progress.n_complete} complete"
         )
+        if study.is_locked:
+            self.stdout.write(study_control_detectability(study=study).summary())
         for a in progress.annotators:
             rate = f"{a.control_pass_rate:.0%}" if a.control_pass_rate is not None else "-"
             self.stdout.write(
-                f"  {a.annotator.user.username:<16} {a.annotator.status:<9} rated {a.items_rated:>4} "
-                f"(controls {a.controls_rated}, check {a.control_status or '-'}, pass {rate}), "
+                f"  {a.annotator.user.username:<16} {a.annotator.status:<9} assigned {a.assigned:>4}, "
+                f"submitted {a.items_rated:>4} (controls {a.controls_rated} of {a.controls_assigned}, "
+                f"check {a.control_status or '-'}, pass {rate}), "
                 f"flags open {a.open_flags} confirmed {a.confirmed_flags}"
             )
         for name in sorted({r.transformation for r in study.runs.all()}):
@@ -184,8 +212,20 @@ class Command(BaseCommand):
         annotator = _study(study).annotators.filter(user__username=username).first()
         if annotator is None:
             raise CommandError(f"{username} does not annotate {study}")
-        annotator_reject(annotator=annotator, detail=reason, actor=actor)
-        self.stdout.write(f"Rejected {username}.")
+        result = annotator_reject(annotator=annotator, detail=reason, actor=actor)
+        moved = result.release.summary() if result.release else "they had no items"
+        self.stdout.write(f"Rejected {username} (no access to {annotator.study} any more): {moved}.")
+
+    def do_replace_annotator(self, *, actor, study, username, by, reason, **_):
+        if actor is None:
+            raise CommandError("say who replaces: --as USERNAME (a researcher)")
+        annotator = _study(study).annotators.filter(user__username=username).first()
+        if annotator is None:
+            raise CommandError(f"{username} does not annotate {study}")
+        result = annotator_replace(annotator=annotator, user=_user(by), reason=reason, actor=actor)
+        self.stdout.write(f"{by} replaces {username} in {annotator.study}: {result.release.summary()}.")
+        for name, password in result.new_accounts.items():
+            self.stdout.write(f"New Argilla account {name}, initial password: {password} (shown once).")
 
     def do_decide(self, *, actor, study, transformation, decision, comment, **_):
         if actor is None:

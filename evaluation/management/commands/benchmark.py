@@ -5,6 +5,7 @@ from django.contrib.auth import get_user_model
 from django.core.management.base import BaseCommand, CommandError
 
 from annotation.config_export import format_of
+from annotation.export_services import benchmark_config_file_read
 from core.errors import ShiftlabError
 from core.progress import follow_job, progress_bar
 from evaluation.benchmark_services import (
@@ -28,7 +29,11 @@ class Command(BaseCommand):
     def add_arguments(self, parser):
         sub = parser.add_subparsers(dest="action", required=True)
         run = sub.add_parser("run", help="Start a benchmark run.")
-        run.add_argument("--config", help="Validated benchmark config (*.yaml/*.yml/*.json), exactly as exported.")
+        run.add_argument(
+            "--config",
+            help="Validated benchmark config (*.yaml/*.yml/*.json), exactly as exported by this deployment or "
+            "signed with its SHIFTLAB_CONFIG_SIGNING_KEY.",
+        )
         run.add_argument(
             "--dataset",
             action="append",
@@ -76,10 +81,8 @@ class Command(BaseCommand):
         common = {"models": models, "limit": limit, "split": split, "name": name, "created_by": user}
         if config:
             path = Path(config)
-            if not path.is_file():
-                raise CommandError(f"no config file {path}")
             run = benchmark_run_create_from_config(
-                text=path.read_text(encoding="utf-8"),
+                text=benchmark_config_file_read(path=path),
                 fmt=format_of(path.name),
                 datasets=dataset or None,
                 seeds=seeds,

@@ -1,0 +1,279 @@
+"""Control items of a study: gathering the candidates ``study_lock`` draws them from, and how
+easily the drawn controls can be told from the real items.
+
+Easy positives come, in this order of preference, from
+1. the researcher's control pool file (``annotation.control_pool``);
+2. pairs validated in earlier studies: real items of another study whose transformation was
+   approved on its current gate result and whose counted ratings (active, by annotators not
+   rejected whose control check passed at the last validation) are all at the top of every
+   question, from at least the design's raters per item;
+3. gold paraphrase pairs of the study's own datasets: STS pairs whose gold score is in the top
+   tenth of the scale (≥ 4.5 on 0–5), pair-classification pairs labelled 1;
+4. the same from the other imported datasets whose languages fit the study's.
+
+Easy negatives come from
+1. the pool file;
+2. the study's runs' outputs that were not sampled: the source of one held-back item against
+   the output of another held-back item of the same run (the real items' languages and style);
+3. other texts of the study's datasets, paired with each other.
+
+Nothing of this reaches Argilla: controls become ``StudyItem`` rows like the real items.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from collections.abc import Iterator, Sequence
+
+from annotation.control_pool import POOL_ORIGIN
+from annotation.controls import (
+    ControlPair,
+    ControlShortage,
+    ControlStatus,
+    ItemKind,
+    PairCandidate,
+    Shape,
+    TextCandidate,
+    draw_controls,
+)
+from annotation.design import StudyDesign
+from annotation.detectability import ControlDetectability, Record, control_detectability
+from annotation.models import Annotator, Approval, GateResult, Rating, Study
+from annotation.sampling import seeded_rng
+from core.errors import ShiftlabError
+from corpora.models import Dataset, DatasetItem
+from corpora.task_types import TaskType, task_spec
+from transforms.attempts import side_language
+from transforms.models import TransformedItem
+from transforms.text_metrics import normalized_edit_distance, word_count
+
+GOLD_TASKS = (TaskType.STS, TaskType.PAIR_CLASSIFICATION)
+# An STS pair is a paraphrase when its gold score is in the top tenth of the scale (4.5 on 0-5).
+GOLD_TOP_FRACTION = 0.9
+
+
+def source_language(out: TransformedItem) -> str:
+    """The language of a transformed text's source (the sentence's own side of a cross-lingual pair)."""
+    return side_language(out.item.language, out.side, out.run.dataset.task_type)
+
+
+def origin_label(origin: str) -> str:
+    """An origin key of a control candidate in words."""
+    kind, _, ref = origin.partition(":")
+    return {
+        POOL_ORIGIN: "control pool file",
+        "validated": f"pairs validated in study {ref}",
+        "gold": f"gold pairs of {ref}",
+        "held_back": f"unsampled outputs of run {ref}",
+        "texts": f"other texts of {ref}",
+    }.get(kind, origin)
+
+
+def _gold_threshold(dataset: Dataset) -> float | None:
+    """The gold score from which an STS pair counts as a paraphrase: the top tenth of the
+    scale, taken as 0-1 or 0-5 when the observed scores fit in it, else their observed range."""
+    if dataset.task_type == TaskType.PAIR_CLASSIFICATION:
+        return 1.0
+    low, high = dataset.metadata.get("gold_min"), dataset.metadata.get("gold_max")
+    if low is None or high is None:
+        return None
+    top = 1.0 if high <= 1 else 5.0 if high <= 5 else float(high)
+    bottom = 0.0 if low >= 0 else float(low)
+    return bottom + GOLD_TOP_FRACTION * (top - bottom)
+
+
+def _gold_pairs(datasets: Sequence[Dataset]) -> list[PairCandidate]:
+    pairs = []
+    for dataset in datasets:
+        threshold = _gold_threshold(dataset)
+        if threshold is None:
+            continue
+        first, second = task_spec(dataset.task_type).transformable_fields
+        items = DatasetItem.objects.filter(dataset=dataset, kind="example").order_by("split", "position")
+        for item in items.only("payload", "gold", "language").iterator(chunk_size=2000):
+            if not isinstance(item.gold, int | float) or item.gold < threshold:
+                continue
+            pairs.append(
+                PairCandidate(
+                    str(item.payload.get(first, "")).strip(),
+                    str(item.payload.get(second, "")).strip(),
+                    side_language(item.language, first, dataset.task_type),
+                    side_language(item.language, second, dataset.task_type),
+                    origin=f"gold:{dataset.name}",
+                    symmetric=True,
+                )
+            )
+    return [p for p in pairs if p.text_a and p.text_b]
+
+
+def _fits(dataset: Dataset, patterns: set[tuple[str, str]]) -> bool:
+    for language in dataset.languages:
+        sides = tuple(side_language(language, f, dataset.task_type) for f in ("sentence1", "sentence2"))
+        if sides in patterns or sides[::-1] in patterns:
+            return True
+    return False
+
+
+def _validated_pairs(study: Study) -> list[PairCandidate]:
+    """Real items of other studies that raters found perfect, in approved transformations."""
+    current: dict[tuple[int, str], int] = {}
+    results = GateResult.objects.exclude(study=study).order_by("study_id", "transformation", "-created_at", "-id")
+    for row in results.values("id", "study_id", "transformation"):
+        current.setdefault((row["study_id"], row["transformation"]), row["id"])
+    approved = set(
+        Approval.objects.filter(gate_result_id__in=current.values(), decision=Approval.Decision.APPROVE).values_list(
+            "gate_result_id", flat=True
+        )
+    )
+    pairs = []
+    for (study_id, transformation), result_id in sorted(current.items()):
+        if result_id not in approved:
+            continue
+        other = Study.objects.get(pk=study_id)
+        design = StudyDesign.from_dict(other.design)
+        ratings = (
+            Rating.objects.filter(
+                study_item__study=other,
+                study_item__kind=ItemKind.REAL,
+                study_item__transformation=transformation,
+                active=True,
+                annotator__control_status=ControlStatus.PASSED,
+            )
+            .exclude(annotator__status=Annotator.Status.REJECTED)
+            .select_related("study_item")
+            .order_by("study_item__position", "annotator_id", "question")
+        )
+        by_item: dict[int, dict[str, list[int]]] = defaultdict(lambda: defaultdict(list))
+        items = {}
+        for rating in ratings:
+            by_item[rating.study_item_id][rating.question].append(rating.value)
+            items[rating.study_item_id] = rating.study_item
+        for item_id, answers in by_item.items():
+            perfect = all(
+                len(answers.get(q.name, [])) >= design.raters_per_item and set(answers[q.name]) == {q.high}
+                for q in design.questions
+            )
+            if perfect:
+                item = items[item_id]
+                pairs.append(
+                    PairCandidate(
+                        item.text_a, item.text_b, item.language_a, item.language_b, origin=f"validated:{other}"
+                    )
+                )
+    return pairs
+
+
+def _held_back_texts(held_back: Sequence[TransformedItem]) -> list[TextCandidate]:
+    texts = []
+    for out in held_back:
+        common = {"group": out.item_id, "pool": f"run:{out.run_id}", "origin": f"held_back:{out.run_id}"}
+        texts.append(TextCandidate(out.source_text, source_language(out), side="a", **common))
+        texts.append(TextCandidate(out.output_text, out.target_language, side="b", **common))
+    return texts
+
+
+def _dataset_texts(datasets: Sequence[Dataset]) -> list[TextCandidate]:
+    texts = []
+    for dataset in datasets:
+        fields = task_spec(dataset.task_type).transformable_fields
+        items = DatasetItem.objects.filter(dataset=dataset, kind="example").order_by("split", "position")
+        for item in items.only("payload", "language").iterator(chunk_size=2000):
+            for field in fields:
+                text = item.payload.get(field)
+                if isinstance(text, str) and text.strip():
+                    texts.append(
+                        TextCandidate(
+                            text.strip(),
+                            side_language(item.language, field, dataset.task_type),
+                            group=item.pk,
+                            pool=f"dataset:{dataset.pk}",
+                            origin=f"texts:{dataset.name}",
+                        )
+                    )
+    return texts
+
+
+def _positive_tiers(study: Study, pool, patterns: set[tuple[str, str]]) -> Iterator[list[PairCandidate]]:
+    yield [pair for kind, pair in pool if kind == ItemKind.EASY_POSITIVE]
+    yield _validated_pairs(study)
+    own = Dataset.objects.filter(transform_runs__in=study.runs.all()).distinct().order_by("name")
+    yield _gold_pairs([d for d in own if d.task_type in GOLD_TASKS])
+    others = Dataset.objects.filter(task_type__in=GOLD_TASKS).exclude(pk__in=[d.pk for d in own]).order_by("name")
+    yield _gold_pairs([d for d in others if _fits(d, patterns)])
+
+
+def _negative_tiers(study: Study, pool, held_back: Sequence[TransformedItem]) -> Iterator[list]:
+    yield [pair for kind, pair in pool if kind == ItemKind.EASY_NEGATIVE]
+    yield _held_back_texts(held_back)
+    yield _dataset_texts(list(Dataset.objects.filter(transform_runs__in=study.runs.all()).distinct().order_by("name")))
+
+
+def _shortage_message(study: Study, exc: ControlShortage) -> str:
+    parts = []
+    for s in exc.shortages:
+        where = (
+            f"text A in {s.pattern[0] or '(no language)'} and text B in {s.pattern[1] or '(no language)'}"
+            if s.pattern[0] != s.pattern[1]
+            else f"both texts in {s.pattern[0] or '(no language)'}"
+        )
+        found = ", ".join(f"{origin_label(o)}: {n}" for o, n in s.found_by_origin) or "no source had any"
+        what = (
+            "a text against a meaning-preserving rewrite of it, not a punctuation edit"
+            if s.kind == ItemKind.EASY_POSITIVE
+            else "a text against an unrelated text of another item"
+        )
+        parts.append(
+            f"{s.needed} {s.kind.value.replace('_', ' ')} controls with {where} are needed ({what}, "
+            f"appearing nowhere else in the study), {s.found} found ({found})"
+        )
+    example = exc.shortages[0]
+    return (
+        f"cannot build control items for {study}; nothing was written. "
+        + "; ".join(parts)
+        + ". Supply pairs in a control pool file (JSONL or CSV with columns text_a, text_b, "
+        f"kind={example.kind.value}, language_a={example.pattern[0] or 'xx'}, "
+        f"language_b={example.pattern[1] or 'xx'}) and lock with "
+        f"`manage.py study lock {study.name}@{study.version} --control-pool FILE`, import a dataset with "
+        "gold paraphrase pairs in these languages (STS or pair classification), or sample fewer items "
+        "(design.items_per_transformation). See docs/annotation.md, 'Sampling and control items'."
+    )
+
+
+def study_controls_draw(
+    *,
+    study: Study,
+    design: StudyDesign,
+    real: Sequence[tuple[str, str, str, str]],
+    held_back: Sequence[TransformedItem],
+    n: int,
+    pool: Sequence[tuple[ItemKind, PairCandidate]] = (),
+) -> list[ControlPair]:
+    """``n`` controls for ``study`` whose real items are ``real`` (text A, text B, language A,
+    language B); ``held_back`` are the successful outputs of its runs that were not sampled.
+    Raises ``ShiftlabError`` saying what is missing and how to supply it."""
+    shapes = [Shape(la, lb, word_count(a), word_count(b), normalized_edit_distance(a, b)) for a, b, la, lb in real]
+    patterns = {s.pattern for s in shapes}
+    try:
+        return draw_controls(
+            shapes,
+            n=n,
+            positives=_positive_tiers(study, pool, patterns),
+            negatives=_negative_tiers(study, pool, held_back),
+            taken={t for a, b, _, _ in real for t in (a, b)},
+            rng=seeded_rng(design.seed, "controls"),
+        )
+    except ControlShortage as exc:
+        raise ShiftlabError(_shortage_message(study, exc)) from exc
+
+
+def study_control_detectability(*, study: Study) -> ControlDetectability:
+    """How well cheap features tell the study's controls from its real items (cross-validated
+    AUC, seeded with the design's seed); see ``annotation.detectability``."""
+    design = StudyDesign.from_dict(study.design)
+    records = [
+        Record(kind, a, b, la, lb)
+        for kind, a, b, la, lb in study.items.order_by("position").values_list(
+            "kind", "text_a", "text_b", "language_a", "language_b"
+        )
+    ]
+    return control_detectability(records, rng=seeded_rng(design.seed, "detectability"))

@@ -1,0 +1,219 @@
+"""Control items drawn when a study is locked: where they come from, what they never reuse, the
+refusal when none can be had, the pool file on the command line, and the detectability check.
+Random-keyword runs (no LLM) over the demo datasets."""
+
+import json
+from datetime import UTC, datetime
+from io import StringIO
+
+import pytest
+from django.conf import settings
+from django.core.management import call_command
+from django.core.management.base import CommandError
+
+from annotation.control_pool import control_pool_read
+from annotation.control_services import study_control_detectability
+from annotation.controls import ItemKind, is_punctuation_edit
+from annotation.design import StudyDesign
+from annotation.design_services import study_create, study_lock
+from annotation.models import Annotator, Approval, GateResult, Rating, Study
+from core.errors import ShiftlabError
+from core.roles import Role
+from corpora.services import dataset_import
+from tests.support import make_user
+from transforms.models import TransformedItem
+from transforms.services import transform_run_create
+from transforms.tasks import start_run
+
+pytestmark = pytest.mark.django_db
+FIXTURES = settings.BASE_DIR / "fixtures"
+AT = datetime(2026, 1, 1, tzinfo=UTC)
+
+
+def keyword_run(dataset, *, limit, seed=1):
+    run = transform_run_create(
+        dataset=dataset, transformation="random_keywords", seed=seed, limit=limit, dispatch=False
+    )
+    start_run.delay(run.pk)  # eager: the run finishes here
+    run.refresh_from_db()
+    return run
+
+
+def demo_sts():
+    return dataset_import(source=FIXTURES / "sts/demo-sts.csv", task="sts", name="demo-sts")
+
+
+def draft(name, run, **design):
+    values = {"items_per_transformation": 6, "batch_size": 3, "controls_per_batch": 2, "llm_judges": (), "seed": 3}
+    return study_create(name=name, runs=[run], design=StudyDesign(**{**values, **design}))
+
+
+def write_pool(path, rows):
+    path.write_text("".join(json.dumps(row) + "\n" for row in rows))
+    return path
+
+
+def test_controls_are_fresh_rewrites_and_unrelated_texts_never_seen_elsewhere_in_the_study():
+    study = study_lock(study=draft("fresh", keyword_run(demo_sts(), limit=8)))
+    items = list(study.items.all())
+    real = [i for i in items if i.kind == ItemKind.REAL]
+    controls = [i for i in items if i.kind != ItemKind.REAL]
+    assert len(controls) == 2 * -(-len(real) // 3) == 4
+    assert sorted(c.kind for c in controls) == ["easy_negative"] * 2 + ["easy_positive"] * 2
+    texts = [t for i in items for t in (i.text_a, i.text_b)]
+    control_texts = [t for c in controls for t in (c.text_a, c.text_b)]
+    assert all(texts.count(t) == 1 for t in control_texts)
+    for c in controls:
+        assert (c.language_a, c.language_b) == ("en", "en")
+        if c.kind == ItemKind.EASY_POSITIVE:
+            assert not is_punctuation_edit(c.text_a, c.text_b) and c.expected == {"quality": 5, "fluency": 5}
+        else:
+            assert c.expected == {"quality": 1}
+    # Positives are demo-sts gold pairs (≥ 4.5 of 5); negatives pair held-back texts of the run.
+    assert study.sample_info["control_sources"] == {
+        "easy_negative": {"held_back:" + str(study.runs.get().pk): 2},
+        "easy_positive": {"gold:demo-sts": 2},
+    }
+    again = study_lock(study=draft("fresh-twin", study.runs.get()))
+    assert [(i.kind, i.text_a, i.text_b) for i in again.items.all()] == [(i.kind, i.text_a, i.text_b) for i in items]
+
+
+def test_lock_refuses_without_positives_says_what_is_missing_and_writes_nothing(tmp_path):
+    intents = dataset_import(source=FIXTURES / "classification/demo-intents", task="classification", name="intents")
+    study = draft("no-gold", keyword_run(intents, limit=20), items_per_transformation=8, batch_size=4)
+    with pytest.raises(ShiftlabError) as raised:
+        study_lock(study=study)
+    message = str(raised.value)
+    assert "2 easy positive controls with both texts in en are needed" in message
+    assert "0 found (no source had any)" in message
+    assert "--control-pool FILE" in message and "study lock no-gold@1" in message
+    study.refresh_from_db()
+    assert (study.status, study.locked_at, study.items.count()) == (Study.Status.DRAFT, None, 0)
+
+    pool = write_pool(
+        tmp_path / "pool.jsonl",
+        [
+            {
+                "text_a": "I would like to close my account.",
+                "text_b": "Please shut down my account.",
+                "kind": "easy_positive",
+            },
+            {
+                "text_a": "How do I change my PIN?",
+                "text_b": "What is the way to set a new PIN?",
+                "kind": "easy_positive",
+            },
+        ],
+    )
+    study = study_lock(study=study, control_pool=control_pool_read(pool))
+    positives = study.items.filter(kind=ItemKind.EASY_POSITIVE)
+    assert sorted(p.text_a for p in positives) == ["How do I change my PIN?", "I would like to close my account."]
+    assert study.sample_info["control_sources"]["easy_positive"] == {"pool": 2}
+
+
+def test_translation_studies_need_positives_in_their_language_pair(tmp_path):
+    run = keyword_run(demo_sts(), limit=8)
+    # Pretend the run translated into German: real items become en→de.
+    TransformedItem.objects.filter(run=run).update(target_language="de")
+    study = draft("to-german", run)
+    with pytest.raises(ShiftlabError, match="2 easy positive controls with text A in en and text B in de"):
+        study_lock(study=study)
+    pool = write_pool(
+        tmp_path / "pool.jsonl",
+        [
+            {
+                "text_a": f"The meeting starts at {h} o'clock.",
+                "text_b": f"Die Besprechung beginnt um {h} Uhr.",
+                "kind": "easy_positive",
+                "language_a": "en",
+                "language_b": "de",
+            }
+            for h in (9, 10, 11)
+        ]
+        + [{"text_a": "It is sunny.", "text_b": "The weather is fine and bright.", "kind": "easy_positive"}],
+    )
+    study = study_lock(study=study, control_pool=control_pool_read(pool))
+    controls = study.items.exclude(kind=ItemKind.REAL)
+    assert {(c.kind, c.language_a, c.language_b) for c in controls} == {
+        ("easy_positive", "en", "de"),
+        ("easy_negative", "en", "de"),
+    }
+    assert "It is sunny." not in {c.text_a for c in controls}  # a same-language pair does not fit
+
+
+def test_pairs_validated_in_an_earlier_approved_study_come_before_dataset_gold(django_user_model):
+    sts = demo_sts()
+    earlier = study_lock(study=draft("earlier", keyword_run(sts, limit=8), items_per_transformation=4))
+    rita = make_user(django_user_model, "rita", Role.RESEARCHER)
+    raters = [
+        Annotator.objects.create(
+            study=earlier, user=make_user(django_user_model, n, Role.ANNOTATOR), control_status="passed"
+        )
+        for n in ("ann", "bob", "cid")
+    ]
+    perfect = list(earlier.items.filter(kind=ItemKind.REAL).order_by("position")[:2])
+    for item in perfect:
+        for rater in raters:
+            for question in ("quality", "fluency"):
+                Rating.objects.create(study_item=item, annotator=rater, question=question, value=5, submitted_at=AT)
+    result = GateResult.objects.create(
+        study=earlier, transformation="random_keywords", passed=True, evidence={}, evidence_hash="0" * 64
+    )
+    Approval.objects.create(gate_result=result, decision="approve", comment="ok", decided_by=rita)
+    later_run = keyword_run(sts, limit=20, seed=2)
+    study = study_lock(study=draft("later", later_run, items_per_transformation=4, batch_size=2, controls_per_batch=2))
+    positives = study.items.filter(kind=ItemKind.EASY_POSITIVE)
+    validated = {(i.text_a, i.text_b) for i in perfect}
+    used = {(p.text_a, p.text_b) for p in positives} & validated
+    taken = {t for i in study.items.filter(kind=ItemKind.REAL) for t in (i.text_a, i.text_b)}
+    usable = {pair for pair in validated if not set(pair) & taken}
+    assert usable  # the later sample leaves some validated pairs free
+    assert used == usable and study.sample_info["control_sources"]["easy_positive"].get(
+        "validated:earlier v1", 0
+    ) == len(usable)
+
+
+def test_command_locks_with_a_pool_and_status_prints_the_detectability(tmp_path):
+    intents = dataset_import(source=FIXTURES / "classification/demo-intents", task="classification", name="intents")
+    draft("cli", keyword_run(intents, limit=20), items_per_transformation=8, batch_size=4)
+    bad = write_pool(tmp_path / "bad.jsonl", [{"text_a": "Hi there.", "text_b": "hi there", "kind": "easy_positive"}])
+    with pytest.raises(CommandError, match="line 1: text_b differs from text_a only in punctuation"):
+        call_command("study", "lock", "cli", "--control-pool", str(bad))
+    pool = write_pool(
+        tmp_path / "pool.jsonl",
+        [
+            {"text_a": f"Where is branch number {k}?", "text_b": f"How do I find branch {k}?", "kind": "easy_positive"}
+            for k in range(3)
+        ],
+    )
+    out = StringIO()
+    call_command("study", "lock", "cli", "--control-pool", str(pool), stdout=out)
+    assert '"easy_positive": {"pool": 2}' in out.getvalue()
+    with pytest.raises(CommandError, match="is locked: its controls are drawn"):
+        call_command("study", "lock", "cli", "--control-pool", str(pool))
+    out = StringIO()
+    call_command("study", "status", "cli", stdout=out)
+    assert (
+        "Controls detectability (cross-validated AUC, 0.5 = indistinguishable): all n/a (needs at least 5 controls"
+        in out.getvalue()
+    )
+
+
+def test_detectability_of_a_locked_study():
+    # The study's own dataset has too few gold pairs left: the other English pair dataset helps.
+    dataset_import(
+        source=FIXTURES / "pair_classification/demo-paraphrase-pairs.jsonl",
+        task="pair_classification",
+        name="demo-paraphrase-pairs",
+    )
+    study = study_lock(
+        study=draft("bigger", keyword_run(demo_sts(), limit=30), items_per_transformation=30, batch_size=5)
+    )
+    assert study.sample_info["control_sources"]["easy_positive"] == {
+        "gold:demo-paraphrase-pairs": 3,
+        "gold:demo-sts": 3,
+    }
+    result = study_control_detectability(study=study)
+    assert (result.all.n_controls, result.easy_positive.n_controls, result.all.n_real) == (12, 6, 30)
+    assert result.all.auc is not None and 0 <= result.all.auc <= 1
+    assert result == study_control_detectability(study=study)
