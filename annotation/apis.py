@@ -11,6 +11,7 @@ from rest_framework.response import Response
 
 from annotation.argilla import ArgillaError
 from annotation.argilla_services import study_publish
+from annotation.control_pool import control_pool_from_upload
 from annotation.control_services import study_control_detectability
 from annotation.design import DesignError, StudyDesign
 from annotation.design_services import study_create, study_design, study_lock, study_revise, study_update_design
@@ -110,8 +111,12 @@ class StudyViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, viewsets.Ge
     @extend_schema(request=None, responses=StudySerializer)
     @action(detail=True, methods=["post"])
     def lock(self, request, pk=None):
+        """Lock the design and draw items; an optional multipart file ``control_pool`` supplies
+        control pairs (see docs/annotation.md)."""
+        upload = request.FILES.get("control_pool")
         try:
-            study = study_lock(study=self.get_object(), actor=request.user)
+            pool = control_pool_from_upload(upload.read(), upload.name) if upload else ()
+            study = study_lock(study=self.get_object(), actor=request.user, control_pool=pool)
         except ShiftlabError as exc:
             return _error(exc)
         return Response(StudySerializer(study).data)

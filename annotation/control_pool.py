@@ -15,6 +15,7 @@ Every problem is reported with its line; nothing is used when one is found.
 
 from __future__ import annotations
 
+import tempfile
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -37,6 +38,18 @@ def control_pool_read(path: Path | str) -> tuple[tuple[ItemKind, PairCandidate],
     if fmt not in ("csv", "tsv", "jsonl"):
         raise DatasetFormatError([Problem(str(path), None, "a control pool is a .jsonl, .csv or .tsv file")])
     return control_pool_parse(read_table(path, fmt=fmt).rows, source=str(path))
+
+
+def control_pool_from_upload(data: bytes, filename: str) -> tuple[tuple[ItemKind, PairCandidate], ...]:
+    """The pairs of an uploaded control pool (the page's and the API's lock); problems name the
+    uploaded file's name and line, as for a file on disk."""
+    suffix = Path(filename).suffix.lower()
+    if suffix not in (".jsonl", ".csv", ".tsv"):
+        raise DatasetFormatError([Problem(filename, None, "a control pool is a .jsonl, .csv or .tsv file")])
+    with tempfile.TemporaryDirectory() as folder:
+        path = Path(folder) / f"control-pool{suffix}"
+        path.write_bytes(data)
+        return control_pool_parse(read_table(path, fmt=detect_format(path)).rows, source=filename)
 
 
 def _text(value: object) -> str:

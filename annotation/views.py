@@ -12,6 +12,7 @@ from django.shortcuts import get_object_or_404, redirect, render
 
 from annotation.argilla_services import study_publish
 from annotation.config_export import config_render
+from annotation.control_pool import control_pool_from_upload
 from annotation.control_services import study_control_detectability
 from annotation.design import QUESTIONS, DesignError, StudyDesign, StudyKind
 from annotation.design_services import study_create, study_design, study_lock, study_revise
@@ -127,7 +128,9 @@ def study_detail_view(request, pk: int):
         action = request.POST.get("action")
         with _refusals_as_messages(request, (ShiftlabError, DesignError)):
             if action == "lock":
-                study_lock(study=study, actor=request.user)
+                upload = request.FILES.get("control_pool")
+                pool = control_pool_from_upload(upload.read(), upload.name) if upload else ()
+                study_lock(study=study, actor=request.user, control_pool=pool)
                 messages.success(request, "Locked: items and controls are drawn; the design is frozen.")
             elif action == "revise":
                 revised = study_revise(

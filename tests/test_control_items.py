@@ -217,3 +217,51 @@ def test_detectability_of_a_locked_study():
     assert (result.all.n_controls, result.easy_positive.n_controls, result.all.n_real) == (12, 6, 30)
     assert result.all.auc is not None and 0 <= result.all.auc <= 1
     assert result == study_control_detectability(study=study)
+
+
+def test_the_page_and_the_api_lock_with_an_uploaded_pool_and_show_the_refusal_without_one(client, django_user_model):
+    from django.core.files.uploadedfile import SimpleUploadedFile
+    from rest_framework.test import APIClient
+
+    rita = make_user(django_user_model, "rita", Role.RESEARCHER)
+    client.force_login(rita)
+    intents = dataset_import(source=FIXTURES / "classification/demo-intents", task="classification", name="intents")
+    run = keyword_run(intents, limit=20)
+    study = draft("page-pool", run, items_per_transformation=8, batch_size=4)
+    refused = client.post(f"/annotation/studies/{study.pk}/", {"action": "lock"}, follow=True).content.decode()
+    assert "easy positive controls with both texts in en are needed" in refused
+    bad = SimpleUploadedFile("pool.jsonl", b'{"text_a": "a", "text_b": "", "kind": "easy_positive"}\n')
+    answer = client.post(f"/annotation/studies/{study.pk}/", {"action": "lock", "control_pool": bad}, follow=True)
+    assert "pool.jsonl" in answer.content.decode() and Study.objects.get(pk=study.pk).locked_at is None
+    rows = [
+        {
+            "text_a": "I would like to close my account.",
+            "text_b": "Please shut down my account.",
+            "kind": "easy_positive",
+        },
+        {"text_a": "How do I change my PIN?", "text_b": "What is the way to set a new PIN?", "kind": "easy_positive"},
+    ]
+    good = "".join(json.dumps(r) + "\n" for r in rows).encode()
+    client.post(
+        f"/annotation/studies/{study.pk}/",
+        {"action": "lock", "control_pool": SimpleUploadedFile("pool.jsonl", good)},
+    )
+    assert Study.objects.get(pk=study.pk).sample_info["control_sources"]["easy_positive"] == {"pool": 2}
+
+    api = APIClient()
+    api.force_authenticate(rita)
+    other = draft("api-pool", run, items_per_transformation=8, batch_size=4)
+    assert api.post(f"/api/studies/{other.pk}/lock/").status_code == 400
+    locked = api.post(
+        f"/api/studies/{other.pk}/lock/",
+        {
+            "control_pool": SimpleUploadedFile(
+                "pool.csv",
+                b"text_a,text_b,kind\n"
+                + b"".join(f'"{r["text_a"]}","{r["text_b"]}",easy_positive\n'.encode() for r in rows),
+            )
+        },
+        format="multipart",
+    )
+    assert locked.status_code == 200, locked.content
+    assert Study.objects.get(pk=other.pk).sample_info["control_sources"]["easy_positive"] == {"pool": 2}
