@@ -7,6 +7,7 @@ from django.contrib import admin
 from annotation.models import (
     Annotator,
     Approval,
+    ArgillaWebhook,
     Assignment,
     BaselineAnswer,
     BaselineAnswerRevision,
@@ -117,3 +118,9 @@ class BaselineAnswerAdmin(ReadOnlyAdmin):
 @admin.register(BaselineAnswerRevision)
 class BaselineAnswerRevisionAdmin(ReadOnlyAdmin):
     list_display = ("answer", "value", "status", "argilla_updated_at", "recorded_at")
+
+
+@admin.register(ArgillaWebhook)
+class ArgillaWebhookAdmin(ReadOnlyAdmin):
+    list_display = ("url", "argilla_id", "events", "created_at")
+    exclude = ("secret",)

@@ -9,6 +9,7 @@ from rest_framework import mixins, status, viewsets
 from rest_framework.decorators import action
 from rest_framework.response import Response
 
+from annotation.adaptive_services import study_adaptive_decisions
 from annotation.argilla import ArgillaError
 from annotation.argilla_services import study_publish
 from annotation.control_pool import control_pool_from_upload
@@ -18,6 +19,7 @@ from annotation.design_services import study_create, study_design, study_lock, s
 from annotation.export_services import benchmark_config_export, benchmark_config_verify
 from annotation.gate_services import approval_decide, study_gate
 from annotation.models import Annotator, Flag, GateResult, Study
+from annotation.quality_services import quality_report_data, study_annotator_quality
 from annotation.selectors import benchmark_config_list, flag_list, gate_result_list, study_list, study_progress
 from annotation.serializers import (
     AnnotatorSerializer,
@@ -190,6 +192,10 @@ class StudyViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, viewsets.Ge
                 ],
                 "agreement": progress.agreement,
                 "control_detectability": asdict(detectability) if detectability else None,
+                "adaptive": {
+                    name: {**d.to_dict(), "summary": d.summary()}
+                    for name, d in study_adaptive_decisions(study=study).items()
+                },
             }
         )
 
@@ -203,6 +209,13 @@ class StudyViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, viewsets.Ge
     @action(detail=True, methods=["get"])
     def annotators(self, request, pk=None):
         return Response(AnnotatorSerializer(self.get_object().annotators.select_related("user"), many=True).data)
+
+    @extend_schema(responses=None)
+    @action(detail=True, methods=["get"], url_path="annotator-quality")
+    def annotator_quality(self, request, pk=None):
+        """Per annotator: time per item, straight-lining, control pass rate, deviation from peers
+        and the LLM, and the rater model's competence with its 95% interval (computed now)."""
+        return Response(quality_report_data(study_annotator_quality(study=self.get_object())))
 
 
 class AnnotatorViewSet(mixins.RetrieveModelMixin, viewsets.GenericViewSet):

@@ -20,7 +20,7 @@ from annotation.argilla import client as argilla
 from annotation.assignment_services import study_assign
 from annotation.design import StudyKind
 from annotation.design_services import study_design, study_lock
-from annotation.models import Annotator, Assignment, BaselineStudy, Study
+from annotation.models import Annotator, Assignment, BaselineStudy, Rating, Study
 from core.errors import ShiftlabError
 from core.roles import Role, has_role
 from core.services import audit_record
@@ -177,6 +177,20 @@ def _study_dataset_spec(study: Study) -> dict[str, Any]:
     }
 
 
+def _released(live: list[Assignment], annotator: Annotator, ahead: int) -> list[Assignment]:
+    """The active assignments whose records Argilla should hold now: all of them, or with
+    ``ahead`` > 0, every batch that holds a record already (never taken back) plus the next
+    ``ahead`` batches the annotator has not finished, in queue order."""
+    if ahead == 0:
+        return live
+    done = set(
+        Rating.objects.filter(annotator=annotator, active=True).values_list("study_item_id", flat=True).distinct()
+    )
+    unfinished = sorted({a.batch for a in live if a.study_item_id not in done})
+    shown = {a.batch for a in live if a.argilla_record_id is not None} | set(unfinished[:ahead])
+    return [a for a in live if a.batch in shown]
+
+
 def study_argilla_reconcile(*, study: Study, client, roles: dict[str, str] | None = None) -> tuple[int, dict[str, str]]:
     """Make Argilla hold exactly what Django says each annotator of ``study`` should see.
 
@@ -218,7 +232,7 @@ def study_argilla_reconcile(*, study: Study, client, roles: dict[str, str] | Non
             argilla_user_id=user_id, argilla_workspace=workspace, argilla_dataset_id=dataset_id
         )
         rows = list(annotator.assignments.select_related("study_item").order_by("position"))
-        live = [a for a in rows if a.active]
+        live = _released([a for a in rows if a.active], annotator, design.batches_released)
         # Opaque id and the two texts only: kind, expected answers and estimates stay in Django.
         logged += argilla.records_log(
             dataset_id,
@@ -260,6 +274,19 @@ def study_argilla_reconcile(*, study: Study, client, roles: dict[str, str] | Non
     return logged, new_accounts
 
 
+def study_release_batches(*, study: Study, client=None) -> int:
+    """Give annotators their next batches (designs declaring ``batches_released``): after a sync,
+    each annotator who finished a released batch gets the next one in their Argilla queue, so
+    queues advance in the common item order. Returns the records logged; 0 when the design
+    releases everything at publish, or the study is not published with per-annotator batches."""
+    study = Study.objects.get(pk=study.pk)
+    if study_design(study).batches_released == 0 or study.published_at is None or study.argilla_dataset_id:
+        return 0
+    with argilla_connection(client) as conn:
+        logged, _ = study_argilla_reconcile(study=study, client=conn)
+    return logged
+
+
 def study_publish(
     *,
     study: Study,
@@ -278,6 +305,7 @@ def study_publish(
     ``new_accounts`` for the researcher to hand over; existing accounts keep theirs.
     """
     from annotation.sync_services import study_sync  # sync uses this module's connection helper
+    from annotation.webhook_services import argilla_webhook_ensure  # it imports the sync task
 
     if not study.is_locked:
         study = study_lock(study=study, actor=actor)
@@ -297,6 +325,7 @@ def study_publish(
             study_sync(study=study, client=conn)  # only work nobody submitted may move to newcomers
         assigned = study_assign(study=study, users=users, actor=actor)
         records, new_accounts = study_argilla_reconcile(study=study, client=conn, roles=roles)
-    payload = {"records": records, "queues": assigned.queues, "moved": assigned.moved}
+        live = argilla_webhook_ensure(client=conn, actor=actor)  # never raises: sync is the fallback
+    payload = {"records": records, "queues": assigned.queues, "moved": assigned.moved, "live_responses": live.detail}
     study = _mark_published(study, actor=actor, verb="study.publish", payload=payload)
     return PublishResult(study=study, dataset_id="", records=records, new_accounts=new_accounts)

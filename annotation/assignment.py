@@ -98,7 +98,8 @@ def draw_assignment(
 
     Real items are taken in a seeded order and each goes to the ``raters_per_item`` annotators
     with the fewest items so far (ties broken at random), so loads differ by at most one. Each
-    queue is shuffled, cut into batches of ``batch_size`` real items, and each batch receives
+    queue follows that order, is cut into batches of ``batch_size`` real items (shuffled inside
+    the batch), and each batch receives
     ``controls_per_batch`` controls no other batch of that annotator has (alternating easy
     positives and easy negatives where both exist). Raises ``ValueError`` when there are fewer
     annotators than ``raters_per_item`` or too few controls for the largest queue.
@@ -123,9 +124,11 @@ def draw_assignment(
         )
     queues = {}
     for a in annotators:
-        items = [mine[a][i] for i in rng.permutation(len(mine[a]))]
+        # Each queue keeps the common (seeded) item order across batches, shuffled only inside a
+        # batch: annotators working at a similar pace then complete the same items about together,
+        # which is what lets a sequential gate settle before every item is rated.
         queues[a] = _batches(
-            items,
+            mine[a],
             _control_order(positives, negatives, rng),
             first_batch=0,
             batch_size=batch_size,

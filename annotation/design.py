@@ -97,8 +97,16 @@ class StudyDesign:
     llm_flag_deviation: float = 2.0
     low_rating_max: int = 2
     max_confirmed_flags: int = 3
+    min_seconds_per_item: float = 3.0  # an item submitted faster than this is "too fast"
+    flag_too_fast_share: float = 0.0  # flag a rater when more of their items are too fast; 0 = off
+    flag_straight_line_run: int = 0  # flag a run of this many identical answers to a question; 0 = off
+    flag_low_competence: float = 0.0  # flag when the competence interval lies below this; 0 = off
     acceptance_threshold: float = 3.0
     seed: int = 0
+    adaptive: bool = False
+    adaptive_alpha: float = 0.05
+    adaptive_min_items: int = 10
+    batches_released: int = 0  # unfinished batches each annotator's Argilla queue holds; 0 = all
     guidelines: str = ""
 
     def __post_init__(self) -> None:
@@ -114,7 +122,12 @@ class StudyDesign:
             ("llm_flag_deviation", self.llm_flag_deviation, 0, 5),
             ("low_rating_max", self.low_rating_max, -1, 5),
             ("max_confirmed_flags", self.max_confirmed_flags, 1, 10_000),
+            ("min_seconds_per_item", self.min_seconds_per_item, 0, 3_600),
+            ("flag_too_fast_share", self.flag_too_fast_share, 0, 1),
+            ("flag_straight_line_run", self.flag_straight_line_run, 0, 100_000),
+            ("flag_low_competence", self.flag_low_competence, 0, 1),
             ("acceptance_threshold", self.acceptance_threshold, 0, 5),
+            ("batches_released", self.batches_released, 0, 10_000),
         )
         for name, value, low, high in checks:
             if isinstance(value, bool) or not isinstance(value, int | float) or not low <= value <= high:
@@ -123,6 +136,22 @@ class StudyDesign:
             raise DesignError("design.min_control_ratings > 0 needs controls: set controls_per_batch to at least 1")
         if isinstance(self.seed, bool) or not isinstance(self.seed, int) or self.seed < 0:
             raise DesignError(f"design.seed must be a non-negative integer, got {self.seed!r}")
+        if not isinstance(self.adaptive, bool):
+            raise DesignError(f"design.adaptive must be true or false, got {self.adaptive!r}")
+        if (
+            isinstance(self.adaptive_alpha, bool)
+            or not isinstance(self.adaptive_alpha, int | float)
+            or not (0 < self.adaptive_alpha <= 0.5)
+        ):
+            raise DesignError(f"design.adaptive_alpha must be a number in (0, 0.5], got {self.adaptive_alpha!r}")
+        if (
+            isinstance(self.adaptive_min_items, bool)
+            or not isinstance(self.adaptive_min_items, int)
+            or not 1 <= self.adaptive_min_items <= 100_000
+        ):
+            raise DesignError(
+                f"design.adaptive_min_items must be a whole number from 1 to 100000, got {self.adaptive_min_items!r}"
+            )
 
     @property
     def questions(self) -> tuple[Question, ...]:

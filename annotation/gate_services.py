@@ -7,15 +7,18 @@ from __future__ import annotations
 from collections import Counter
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from datetime import datetime
 
 from django.contrib.auth.base_user import AbstractBaseUser
 from django.db import transaction
 
 from annotation import agreement
 from annotation.controls import ControlStatus, ItemKind
+from annotation.design import StudyDesign
 from annotation.design_services import study_design
 from annotation.gating import GateState, gate_decide, gate_state_of, rating_coverage
 from annotation.models import Annotator, Approval, GateResult, RaterDecision, Rating, Study
+from annotation.sequential import ItemRating, JointDecision, Settled, item_means, settle_questions
 from annotation.validation_services import control_checks, require_researcher
 from core.errors import ShiftlabError
 from core.hashing import sha256_json
@@ -30,6 +33,7 @@ class CountedRating:
     question: str
     value: int
     transformation: str
+    submitted_at: datetime | None = None
 
 
 def counted_ratings(study: Study) -> list[CountedRating]:
@@ -46,9 +50,28 @@ def counted_ratings(study: Study) -> list[CountedRating]:
         study_item__study=study, study_item__kind=ItemKind.REAL, active=True, annotator_id__in=ok
     ).select_related("study_item")
     return [
-        CountedRating(r.study_item_id, r.annotator_id, r.question, r.value, r.study_item.transformation)
+        CountedRating(r.study_item_id, r.annotator_id, r.question, r.value, r.study_item.transformation, r.submitted_at)
         for r in ratings.order_by("study_item__position", "annotator_id", "question")
     ]
+
+
+def sequential_decision(design: StudyDesign, ratings: Sequence[CountedRating]) -> JointDecision:
+    """The sequential gate of one transformation (adaptive designs) from its counted ratings:
+    per-item means of items with ``raters_per_item`` counted raters, in the order they completed
+    (``annotation.sequential``). Reads only; withdrawing is ``adaptive_services``'."""
+    questions = [q.name for q in design.questions]
+    _, per_question = item_means(
+        (ItemRating(r.item_id, r.annotator_id, r.question, r.value, r.submitted_at) for r in ratings),
+        questions=questions,
+        raters_per_item=design.raters_per_item,
+    )
+    return settle_questions(
+        per_question,
+        threshold=design.acceptance_threshold,
+        alpha=design.adaptive_alpha,
+        scales={q.name: (q.low, q.high) for q in design.questions},
+        min_items=design.adaptive_min_items,
+    )
 
 
 def study_agreement(study: Study, ratings: Sequence[CountedRating] | None = None) -> dict[str, dict]:
@@ -111,10 +134,14 @@ def study_gate(*, study: Study, actor: AbstractBaseUser | None = None) -> list[G
                 items=min(design.items_per_transformation, drawn[name]),
                 raters_per_item=design.raters_per_item,
             )
+            sequential = sequential_decision(design, mine) if design.adaptive else None
             decision = gate_decide(
                 {q: s["mean"] for q, s in per_question.items()},
                 threshold=design.acceptance_threshold,
                 coverage=coverage,
+                settled=None
+                if sequential is None or sequential.state is Settled.UNDECIDED
+                else sequential.state is Settled.PASS,
             )
             evidence = {
                 "study": {
@@ -142,6 +169,8 @@ def study_gate(*, study: Study, actor: AbstractBaseUser | None = None) -> list[G
                 "raters_not_counted_unchecked_controls": unchecked,
                 "sample": study.sample_info.get(name, {}),
             }
+            if sequential is not None:
+                evidence["sequential"] = {**sequential.to_dict(), "summary": sequential.summary()}
             result = GateResult.objects.create(
                 study=study,
                 transformation=name,

@@ -59,12 +59,22 @@ def rating_coverage(
 
 
 def gate_decide(
-    means: Mapping[str, float | None], *, threshold: float, coverage: RatingCoverage | None = None
+    means: Mapping[str, float | None],
+    *,
+    threshold: float,
+    coverage: RatingCoverage | None = None,
+    settled: bool | None = None,
 ) -> GateDecision:
     """``means`` maps every question of the study to its mean rating (None: no ratings);
-    ``coverage`` (None: no declared requirement) says whether enough ratings count."""
+    ``coverage`` (None: no declared requirement) says whether enough ratings count; ``settled``
+    (adaptive designs: True/False once the sequential rule settled the transformation above/below
+    the threshold, ``annotation.sequential``) decides instead of the means, without waiting for
+    the ratings its withdrawn items would have had."""
     if not means:
         raise ValueError("the gate needs at least one question")
+    if settled is not None:
+        reasons = () if settled else ("settled below the threshold by the sequential rule (adaptive stopping)",)
+        return GateDecision(passed=settled, reasons=reasons, state=GateState.PASSED if settled else GateState.FAILED)
     unrated = [f"{question}: no ratings" for question, mean in sorted(means.items()) if mean is None]
     if coverage is not None and coverage.missing:
         reasons = [

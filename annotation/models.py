@@ -468,3 +468,21 @@ class BaselineAnswerRevision(models.Model):
 
     def __str__(self) -> str:
         return f"answer {self.answer_id}: {self.value!r} ({self.status})"
+
+
+class ArgillaWebhook(models.Model):
+    """The webhook this deployment registered in Argilla (webhooks there are server-wide): Argilla
+    POSTs response events to ``url``, signed with ``secret``, and the receiver checks the signature
+    (``annotation.webhook_services``). One row per deployment; a new public URL replaces it."""
+
+    url = models.URLField(max_length=500, unique=True, help_text="Shiftlab's receiver, as registered.")
+    argilla_id = models.UUIDField(unique=True)
+    secret = models.TextField(help_text="Argilla's signing secret (base64); never shown.")
+    events = models.JSONField(default=list)
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["-created_at"]
+
+    def __str__(self) -> str:
+        return f"Argilla webhook {self.argilla_id} to {self.url}"

@@ -20,6 +20,13 @@ from annotation.controls import ControlStatus
 class FlagRule(StrEnum):
     LLM_DEVIATION = "llm_deviation"
     LOW_RATING = "low_rating"
+    # Annotator-level rules (annotation.quality), attached to the annotator's latest rating.
+    TOO_FAST = "too_fast"
+    STRAIGHT_LINING = "straight_lining"
+    LOW_COMPETENCE = "low_competence"
+
+
+ANNOTATOR_RULES = frozenset({FlagRule.TOO_FAST, FlagRule.STRAIGHT_LINING, FlagRule.LOW_COMPETENCE})
 
 
 class RejectionReason(StrEnum):

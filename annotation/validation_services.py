@@ -22,7 +22,14 @@ from annotation.controls import ControlRating, ControlStatus, ItemKind, control_
 from annotation.design import JUDGE_KIND_OF_QUESTION
 from annotation.design_services import study_design
 from annotation.models import Annotator, Flag, RaterDecision, Rating, Study, StudyItem
-from annotation.validation import RejectionReason, flags_for_rating, llm_estimate, rejection_reason
+from annotation.quality_services import annotator_flags_apply
+from annotation.validation import (
+    ANNOTATOR_RULES,
+    RejectionReason,
+    flags_for_rating,
+    llm_estimate,
+    rejection_reason,
+)
 from core.errors import ShiftlabError
 from core.roles import Role, has_role
 from core.services import audit_record
@@ -133,7 +140,7 @@ def study_validate(
             "study_item"
         )
         flags = defaultdict(dict)
-        for flag in Flag.objects.filter(rating__study_item__study=study):
+        for flag in Flag.objects.filter(rating__study_item__study=study).exclude(rule__in=ANNOTATOR_RULES):
             flags[flag.rating_id][flag.rule] = flag
         for rating in ratings:
             question = design.question(rating.question)
@@ -166,6 +173,8 @@ def study_validate(
                 if rule not in hits and flag.status == Flag.Status.OPEN:
                     flag.delete()
                     removed += 1
+        annotator_created, annotator_removed = annotator_flags_apply(study=study)
+        created, removed = created + annotator_created, removed + annotator_removed
         confirmed = defaultdict(int)
         for flag in Flag.objects.filter(rating__study_item__study=study, status=Flag.Status.CONFIRMED):
             confirmed[flag.rating.annotator_id] += 1

@@ -10,6 +10,7 @@ from django.contrib.auth import get_user_model
 from django.http import HttpResponse
 from django.shortcuts import get_object_or_404, redirect, render
 
+from annotation.adaptive_services import study_adaptive_decisions
 from annotation.argilla_services import study_publish
 from annotation.config_export import config_render
 from annotation.control_pool import control_pool_from_upload
@@ -20,6 +21,7 @@ from annotation.export_services import benchmark_config_export
 from annotation.gate_services import approval_decide, gate_result_current, study_gate
 from annotation.gating import gate_state_of
 from annotation.models import Annotator, BenchmarkConfig, Flag, GateResult, Study
+from annotation.quality_services import quality_figures, study_annotator_quality
 from annotation.selectors import benchmark_config_list, flag_list, gate_result_list, study_list, study_progress
 from annotation.sync_services import sync_summary
 from annotation.tasks import sync_study
@@ -201,6 +203,7 @@ def study_detail_view(request, pk: int):
             "runs": study.runs.select_related("dataset"),
             "last_sync": sync_summary(study.last_sync) if study.last_sync else "",
             "detectability": study_control_detectability(study=study) if study.is_locked else None,
+            "adaptive": study_adaptive_decisions(study=study),
         },
     )
 
@@ -278,3 +281,15 @@ def export_download_view(request, pk: int, fmt: str):
         # A fixed text: the path segment is never echoed (it would be reflected into the page).
         return HttpResponse("unknown format: use json or yaml", status=404, content_type="text/plain; charset=utf-8")
     return benchmark_config_response(config, fmt)
+
+
+@researcher_required
+def study_annotators_view(request, pk: int):
+    """Annotator quality of a study, computed now from its ratings: a table and three figures."""
+    study = get_object_or_404(Study, pk=pk)
+    report = study_annotator_quality(study=study)
+    return render(
+        request,
+        "annotation/study_annotators.html",
+        {"study": study, "design": study_design(study), "report": report, "figures": quality_figures(report)},
+    )

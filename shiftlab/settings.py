@@ -402,6 +402,16 @@ ARGILLA_API_KEY = env_str("ARGILLA_API_KEY")
 if not ARGILLA_API_KEY and DEBUG:
     # Development only: the owner key `manage.py argilla_server` gives the local server it starts.
     ARGILLA_API_KEY = DEV_ARGILLA_API_KEY
+# Where Argilla's worker reaches this deployment (scheme, host, optional port and prefix), e.g.
+# https://shiftlab.example.org. Publishing a study then registers an Argilla webhook to
+# <it>/annotation/argilla/webhook/, and responses are synced as they come. Empty: no webhook;
+# responses arrive with each sync (annotation/webhook_services.py).
+SHIFTLAB_PUBLIC_URL = env_str("SHIFTLAB_PUBLIC_URL").strip().rstrip("/")
+if SHIFTLAB_PUBLIC_URL and not SHIFTLAB_PUBLIC_URL.startswith(("http://", "https://")):
+    raise ImproperlyConfigured(
+        f"SHIFTLAB_PUBLIC_URL={SHIFTLAB_PUBLIC_URL!r}: give the URL Argilla reaches Shiftlab at, with its "
+        "scheme (https://shiftlab.example.org), or leave it empty."
+    )
 
 # Seconds a health probe waits for each external service.
 HEALTH_CHECK_TIMEOUT = float(env_str("SHIFTLAB_HEALTH_TIMEOUT", "2"))

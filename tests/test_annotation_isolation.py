@@ -204,3 +204,34 @@ def test_each_annotator_sees_only_their_own_batch_and_reassignment_keeps_it_so(
     assert _my_datasets(clients["iso-3"]) == {
         str(Annotator.objects.get(study=first, user=users["iso-3"]).argilla_dataset_id)
     }
+
+
+def test_released_batches_advance_as_each_annotator_finishes(argilla_server, settings, django_user_model):
+    from annotation.tasks import sync_study
+
+    settings.ARGILLA_API_URL, settings.ARGILLA_API_KEY = argilla_server.url, argilla_server.api_key
+    rita = make_user(django_user_model, "rita-rel", Role.RESEARCHER)
+    users = [make_user(django_user_model, n, Role.ANNOTATOR) for n in ("rel-1", "rel-2")]
+    sts = dataset_import(source=django_settings.BASE_DIR / "fixtures/sts/demo-sts.csv", task="sts", name="demo-sts")
+    run = transform_run_create(dataset=sts, transformation="random_keywords", seed=2, limit=20, dispatch=False)
+    start_run.delay(run.pk)
+    run.refresh_from_db()
+    design = DESIGN.revised(batches_released=1)
+    study = study_create(name="iso-release", runs=[run], design=design, created_by=rita)
+    study_publish(study=study, annotators=users, actor=rita)
+    owner = argilla.client_get()
+    annotators = {a.user.username: a for a in Study.objects.get(pk=study.pk).annotators.select_related("user")}
+    clients = {n: argilla_annotator_client(owner, a.argilla_user_id) for n, a in annotators.items()}
+
+    def batches_shown(name):
+        listed = {r["external_id"] for r in _my_records(clients[name], annotators[name].argilla_dataset_id)}
+        rows = Assignment.objects.filter(annotator=annotators[name], active=True).select_related("study_item")
+        assert listed <= {a.study_item.external_id for a in rows}
+        return sorted({a.batch for a in rows if a.study_item.external_id in listed})
+
+    assert batches_shown("rel-1") == batches_shown("rel-2") == [0]
+    items = {i.external_id: i for i in study.items.all()}
+    for record in _my_records(clients["rel-1"], annotators["rel-1"].argilla_dataset_id):
+        _submit(clients["rel-1"], record, items[record["external_id"]])
+    sync_study.delay(study.pk)  # eager here: sync, then release
+    assert batches_shown("rel-1") == [0, 1] and batches_shown("rel-2") == [0]

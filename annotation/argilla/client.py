@@ -422,3 +422,70 @@ def records_delete(dataset_id: UUID, ids: Sequence[UUID], *, client: httpx.Clien
         action = f"delete {len(ids[start : start + _RECORDS_DELETE])} records of dataset {dataset_id}"
         _call(client, "DELETE", f"/api/v1/datasets/{dataset_id}/records", action, params={"ids": chunk})
     return len(ids)
+
+
+# Webhooks. Argilla's are server-wide: one sees the events of every dataset, and only owners may
+# manage them. The server signs each delivery as Standard Webhooks says (``webhook-id``,
+# ``webhook-timestamp``, ``webhook-signature`` headers) with the webhook's secret, which it
+# generates and returns (base64, without the ``whsec_`` prefix).
+
+
+@dataclass(frozen=True)
+class Webhook:
+    """A webhook of the Argilla server: it POSTs the listed ``events`` to ``url``, signed with ``secret``."""
+
+    id: UUID
+    url: str
+    events: tuple[str, ...]
+    enabled: bool
+    secret: str = field(repr=False)
+    description: str = ""
+
+
+def _webhook(raw: Mapping[str, Any]) -> Webhook:
+    return Webhook(
+        id=UUID(raw["id"]),
+        url=raw["url"],
+        events=tuple(raw["events"]),
+        enabled=raw["enabled"],
+        secret=raw["secret"],
+        description=raw.get("description") or "",
+    )
+
+
+def webhooks_list(*, client: httpx.Client) -> list[Webhook]:
+    """Every webhook of the server, oldest first."""
+    listing = _call(client, "GET", "/api/v1/webhooks", "list webhooks")
+    return [_webhook(w) for w in listing["items"]]
+
+
+def webhook_create(url: str, events: Sequence[str], *, description: str = "", client: httpx.Client) -> Webhook:
+    """Register a webhook sending ``events`` (e.g. ``response.created``) to ``url``; it comes back
+    with the secret Argilla generated to sign its deliveries. The server keeps at most 10."""
+    body: dict[str, Any] = {"url": url, "events": list(events)}
+    if description:
+        body["description"] = description
+    return _webhook(_call(client, "POST", "/api/v1/webhooks", f"create a webhook to {url}", json=body))
+
+
+def webhook_update(
+    webhook_id: UUID,
+    *,
+    client: httpx.Client,
+    url: str | None = None,
+    events: Sequence[str] | None = None,
+    enabled: bool | None = None,
+) -> Webhook:
+    """Change the given attributes of a webhook (its secret stays)."""
+    body = {
+        key: value
+        for key, value in (("url", url), ("events", list(events) if events is not None else None), ("enabled", enabled))
+        if value is not None
+    }
+    return _webhook(_call(client, "PATCH", f"/api/v1/webhooks/{webhook_id}", f"update webhook {webhook_id}", json=body))
+
+
+def webhook_delete(webhook_id: UUID, *, client: httpx.Client) -> bool:
+    """Delete a webhook; False if the server had no such webhook."""
+    deleted = _call(client, "DELETE", f"/api/v1/webhooks/{webhook_id}", f"delete webhook {webhook_id}", accept=(404,))
+    return deleted is not None

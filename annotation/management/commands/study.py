@@ -4,7 +4,8 @@ from dataclasses import asdict
 from django.contrib.auth import get_user_model
 from django.core.management.base import BaseCommand, CommandError
 
-from annotation.argilla_services import study_publish
+from annotation.adaptive_services import study_adaptive_check, study_adaptive_decisions
+from annotation.argilla_services import study_publish, study_release_batches
 from annotation.control_pool import control_pool_read
 from annotation.control_services import study_control_detectability
 from annotation.design import DesignError, StudyDesign
@@ -13,6 +14,7 @@ from annotation.gate_services import approval_decide, gate_result_current, study
 from annotation.gating import gate_state_of
 from annotation.management.reporting import publish_report
 from annotation.models import Flag, GateResult, Study
+from annotation.quality_services import study_annotator_quality
 from annotation.selectors import study_progress
 from annotation.sync_services import study_sync, sync_summary
 from annotation.validation_services import annotator_reject, annotator_replace, flag_review, study_validate
@@ -76,6 +78,10 @@ class Command(BaseCommand):
                 help="Control pairs to use first when locking (JSONL or CSV: text_a, text_b, "
                 "kind easy_positive/easy_negative, optional language_a, language_b).",
             )
+        annotators = sub.add_parser(
+            "annotators", help="Annotator quality: time, straight-lining, controls, competence."
+        )
+        annotators.add_argument("study")
         review = sub.add_parser("review", help="Confirm or dismiss a flag.")
         review.add_argument("flag", type=int)
         review.add_argument("decision", choices=[Flag.Status.CONFIRMED, Flag.Status.DISMISSED])
@@ -146,8 +152,14 @@ class Command(BaseCommand):
         publish_report(self.stdout, study_publish(study=study, annotators=users, actor=actor))
 
     def do_sync(self, *, study, **_):
-        result = study_sync(study=_study(study))
+        study = _study(study)
+        result = study_sync(study=study)
         self.stdout.write(f"Synced: {sync_summary(asdict(result))}.")
+        adaptive = study_adaptive_check(study=study)  # as the sync task does
+        if adaptive.decisions:
+            self.stdout.write(f"Adaptive stopping: {adaptive.summary()}.")
+        if released := study_release_batches(study=study):
+            self.stdout.write(f"Annotators' queues: {released} records released or kept.")
 
     def do_validate(self, *, actor, study, **_):
         result = study_validate(study=_study(study), actor=actor)
@@ -191,10 +203,37 @@ class Command(BaseCommand):
                 f"check {a.control_status or '-'}, pass {rate}), "
                 f"flags open {a.open_flags} confirmed {a.confirmed_flags}"
             )
+        for name, decision in study_adaptive_decisions(study=study).items():
+            self.stdout.write(f"  adaptive {name}: {decision.summary()}")
         for name in sorted({r.transformation for r in study.runs.all()}):
             current = gate_result_current(study=study, transformation=name)
             if current is not None:
                 self._print_gate(current)
+
+    def do_annotators(self, *, study, **_):
+        report = study_annotator_quality(study=_study(study))
+        self.stdout.write(
+            f"{'annotator':<16} {'status':<9} {'items':>5} {'med s':>6} {'fast':>5} {'run':>4} {'H bits':>6} "
+            f"{'controls':>9} {'|d| peers':>9} {'rho':>5} {'|d| LLM':>7}  competence [95% CI]"
+        )
+
+        def fmt(value, spec):
+            return "-" if value is None else format(value, spec)
+
+        for row in report.rows:
+            q, c = row.quality, row.competence
+            competence = f"{c.competence:.2f} [{fmt(c.ci_low, '.2f')}, {fmt(c.ci_high, '.2f')}]" if c else "-"
+            if q is None:
+                self.stdout.write(f"{row.username:<16} {row.annotator.status:<9} {0:>5}  no rating yet  {competence}")
+                continue
+            controls = f"{q.controls.n_within}/{q.controls.n_checked}" if q.controls.n_checked else "-"
+            self.stdout.write(
+                f"{row.username:<16} {row.annotator.status:<9} {q.n_items:>5} "
+                f"{fmt(q.timing.median_seconds, '.1f'):>6} {fmt(q.timing.share_too_fast, '.0%'):>5} "
+                f"{q.straight_lining.longest_run:>4} {fmt(q.straight_lining.entropy_bits, '.2f'):>6} {controls:>9} "
+                f"{fmt(q.deviation.peer_mad, '.2f'):>9} {fmt(q.deviation.peer_spearman, '.2f'):>5} "
+                f"{fmt(q.deviation.llm_mad, '.2f'):>7}  {competence}"
+            )
 
     def do_review(self, *, actor, flag, decision, note, **_):
         if actor is None:

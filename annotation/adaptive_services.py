@@ -1,0 +1,188 @@
+"""Adaptive stopping of a study (``design.adaptive``): after each sync, the sequential gate of each
+transformation (``annotation.sequential``) is computed from the counted ratings; once it is
+settled, the transformation's items that annotators have not submitted yet leave their queues.
+
+- ``study_adaptive_decisions``: the current decision of each transformation (reads only).
+- ``study_adaptive_check``: stores the decisions in ``Study.sample_info["adaptive"]``, ends the
+  open assignments of settled transformations (``study.adaptive.settled``, audited with the
+  evidence), gives them back if a later change of counted ratings (a rejected rater) unsettles the
+  transformation (``study.adaptive.unsettled``), and pushes the change to Argilla
+  (``argilla_services.study_argilla_reconcile``). Argilla being unreachable never undoes a
+  decision: the assignments stay ended in Django and the next check (every sync) or publish
+  removes the records.
+
+Non-adaptive designs are left exactly as they are.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections import Counter, defaultdict
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+from django.contrib.auth.base_user import AbstractBaseUser
+from django.db import transaction
+from django.utils import timezone
+
+from annotation.argilla import ArgillaError
+from annotation.argilla_services import argilla_connection, study_argilla_reconcile
+from annotation.controls import ItemKind
+from annotation.design_services import study_design
+from annotation.gate_services import CountedRating, counted_ratings, sequential_decision
+from annotation.models import Annotator, Assignment, Rating, Study
+from annotation.sequential import JointDecision, Settled
+from core.services import audit_record
+
+logger = logging.getLogger(__name__)
+
+SETTLED_PREFIX = "settled: "  # end_reason of assignments withdrawn by the sequential gate
+
+
+@dataclass(frozen=True)
+class AdaptiveResult:
+    decisions: dict[str, JointDecision] = field(default_factory=dict)
+    withdrawn: dict[str, int] = field(default_factory=dict)  # transformation -> assignments ended now
+    restored: dict[str, int] = field(default_factory=dict)  # transformation -> assignments given back now
+    argilla_error: str = ""  # why Argilla could not be updated (the decision stands)
+
+    def summary(self) -> str:
+        parts = [f"{name}: {d.summary()}" for name, d in sorted(self.decisions.items())]
+        parts += [f"{name}: {n} open assignments withdrawn" for name, n in sorted(self.withdrawn.items())]
+        parts += [f"{name}: {n} assignments given back" for name, n in sorted(self.restored.items())]
+        if self.argilla_error:
+            parts.append(f"Argilla not updated yet ({self.argilla_error}); the next sync retries")
+        return "; ".join(parts)
+
+
+def study_adaptive_decisions(
+    *, study: Study, ratings: Sequence[CountedRating] | None = None
+) -> dict[str, JointDecision]:
+    """Transformation -> its sequential decision now; empty for a non-adaptive design."""
+    design = study_design(study)
+    if not design.adaptive or not study.is_locked:
+        return {}
+    ratings = counted_ratings(study) if ratings is None else ratings
+    by_transformation: dict[str, list[CountedRating]] = defaultdict(list)
+    for r in ratings:
+        by_transformation[r.transformation].append(r)
+    return {
+        name: sequential_decision(design, by_transformation[name])
+        for name in sorted({r.transformation for r in study.runs.all()})
+    }
+
+
+def _open_assignments(study: Study, transformation: str) -> list[Assignment]:
+    """Active assignments of the transformation's real items whose annotator has not submitted them."""
+    rows = list(
+        Assignment.objects.filter(
+            annotator__study=study,
+            active=True,
+            study_item__kind=ItemKind.REAL,
+            study_item__transformation=transformation,
+        )
+    )
+    submitted = set(
+        Rating.objects.filter(
+            study_item__study=study, study_item__transformation=transformation, active=True
+        ).values_list("annotator_id", "study_item_id")
+    )
+    return [a for a in rows if (a.annotator_id, a.study_item_id) not in submitted]
+
+
+def _withdrawn(study: Study, transformation: str):
+    return Assignment.objects.filter(
+        annotator__study=study,
+        active=False,
+        study_item__transformation=transformation,
+        end_reason__startswith=SETTLED_PREFIX,
+    )
+
+
+def _argilla_pending(study: Study) -> bool:
+    """Whether Argilla still shows a withdrawn record, or lacks one given back."""
+    if study.published_at is None:
+        return False
+    ended = Assignment.objects.filter(annotator__study=study, active=False, end_reason__startswith=SETTLED_PREFIX)
+    restored = Assignment.objects.filter(
+        annotator__study=study,
+        annotator__status=Annotator.Status.ACTIVE,
+        active=True,
+        argilla_record_id=None,
+        end_reason__startswith="given back",
+    )
+    return ended.exclude(argilla_record_id=None).exists() or restored.exists()
+
+
+def study_adaptive_check(*, study: Study, actor: AbstractBaseUser | None = None, client=None) -> AdaptiveResult:
+    """Decide, store, withdraw or give back, and push to Argilla (see the module docstring).
+
+    Idempotent: a check with nothing new writes the decisions only. ``client`` is an Argilla
+    connection (None: a new owner connection, opened only when Argilla needs an update).
+    """
+    design = study_design(study)
+    if not design.adaptive:
+        return AdaptiveResult()
+    withdrawn: dict[str, int] = {}
+    restored: dict[str, int] = {}
+    with transaction.atomic():
+        study = Study.objects.select_for_update().get(pk=study.pk)
+        decisions = study_adaptive_decisions(study=study)
+        before = study.sample_info.get("adaptive", {})
+        now = timezone.now()
+        for name, decision in decisions.items():
+            state = decision.state
+            previous = before.get(name, {}).get("state", Settled.UNDECIDED.value)
+            if state is not Settled.UNDECIDED:
+                rows = _open_assignments(study, name)
+                reason = f"{SETTLED_PREFIX}{state.value} at {decision.n} items"
+                Assignment.objects.filter(pk__in=[a.pk for a in rows]).update(
+                    active=False, ended_at=now, end_reason=reason
+                )
+                if rows or state.value != previous:
+                    withdrawn[name] = len(rows)
+                    per_annotator = Counter(a.annotator_id for a in rows)
+                    names = dict(study.annotators.values_list("pk", "user__username"))
+                    audit_record(
+                        actor=actor,
+                        verb="study.adaptive.settled",
+                        obj=study,
+                        payload={
+                            "transformation": name,
+                            "decision": decision.to_dict(),
+                            "summary": decision.summary(),
+                            "withdrawn": len(rows),
+                            "withdrawn_per_annotator": {names[k]: n for k, n in sorted(per_annotator.items())},
+                            "design_hash": study.design_hash,
+                        },
+                    )
+            elif previous != Settled.UNDECIDED.value:
+                # Counted ratings changed since it settled (a rater rejected): it needs its items again.
+                back = _withdrawn(study, name).filter(annotator__status=Annotator.Status.ACTIVE)
+                count = back.update(
+                    active=True, ended_at=None, end_reason="given back: no longer settled after ratings changed"
+                )
+                restored[name] = count
+                audit_record(
+                    actor=actor,
+                    verb="study.adaptive.unsettled",
+                    obj=study,
+                    payload={"transformation": name, "decision": decision.to_dict(), "given_back": count},
+                )
+        study.sample_info = {
+            **study.sample_info,
+            "adaptive": {
+                name: {**d.to_dict(), "summary": d.summary(), "checked_at": now.isoformat()}
+                for name, d in decisions.items()
+            },
+        }
+        study.save(update_fields=["sample_info"])
+    error = ""
+    if any(withdrawn.values()) or any(restored.values()) or _argilla_pending(study):
+        try:
+            with argilla_connection(client) as conn:
+                study_argilla_reconcile(study=study, client=conn)
+        except ArgillaError as exc:
+            error = str(exc)
+            logger.warning("%s: adaptive withdrawal not pushed to Argilla yet: %s", study, exc)
+    return AdaptiveResult(decisions=decisions, withdrawn=withdrawn, restored=restored, argilla_error=error)

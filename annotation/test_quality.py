@@ -1,0 +1,100 @@
+"""Annotator quality figures on hand-computed examples."""
+
+import math
+
+import pytest
+from scipy import stats
+
+from annotation.quality import (
+    RatingRecord,
+    annotator_flag_hits,
+    annotator_quality,
+    control_rate,
+    entropy_bits,
+    item_times,
+    longest_run,
+    peer_consensus,
+    timing,
+)
+
+
+def rec(annotator, item, value, at, question="quality", **kw):
+    return RatingRecord(annotator=annotator, item=item, question=question, value=value, submitted_at=at, **kw)
+
+
+def test_gaps_are_time_on_the_later_item_and_long_pauses_are_breaks():
+    gaps, breaks = item_times([100.0, 0.0, 10.0, 4000.0, 4002.0], max_gap_seconds=1800)
+    assert gaps == [10.0, 90.0, 2.0] and breaks == 1  # 100 -> 4000 is a break
+    result = timing([0, 10, 100, 4000, 4002], min_seconds=3, max_gap_seconds=1800)
+    assert result.n_timed == 3 and result.median_seconds == 10.0
+    assert result.share_too_fast == pytest.approx(1 / 3)
+    assert timing([5.0], min_seconds=3).median_seconds is None  # the first item is never timed
+
+
+def test_runs_and_entropy():
+    assert longest_run([]) == 0 and longest_run([3]) == 1
+    assert longest_run([1, 3, 3, 3, 2, 3, 3]) == 3
+    assert entropy_bits([1, 2, 3, 4]) == pytest.approx(2.0)
+    assert entropy_bits([3, 3, 3]) == 0.0
+    assert entropy_bits([1, 1, 2, 2]) == pytest.approx(1.0)
+    assert entropy_bits([]) is None
+
+
+def test_wilson_interval_matches_newcombe():
+    # Newcombe (1998), Statistics in Medicine 17, 857-872, table I: 81/263 -> 0.2553 to 0.3662.
+    records = [rec("a", n, 5, n, kind="easy_positive", expected=5) for n in range(81)]
+    records += [rec("a", 100 + n, 2, n, kind="easy_positive", expected=5) for n in range(263 - 81)]
+    rate = control_rate(records, margin=1)
+    assert (rate.n_within, rate.n_checked) == (81, 263)
+    assert rate.ci_low == pytest.approx(0.2553, abs=5e-5) and rate.ci_high == pytest.approx(0.3662, abs=5e-5)
+    assert control_rate([rec("a", 1, 4, 0, kind="easy_positive", expected=5)], margin=1).rate == 1.0  # within ±1
+
+
+def test_leave_one_out_consensus_and_deviation():
+    records = [
+        rec("a", "i1", 5, 0),
+        rec("b", "i1", 3, 0),
+        rec("c", "i1", 1, 0),
+        rec("a", "i2", 2, 10),
+        rec("b", "i2", 2, 10),
+    ]
+    consensus = peer_consensus(records)
+    assert consensus[("a", "i1", "quality")] == 2.0  # mean of b's 3 and c's 1
+    assert consensus[("c", "i1", "quality")] == 4.0
+    assert consensus[("a", "i2", "quality")] == 2.0
+    assert peer_consensus(records, exclude={"c"})[("a", "i1", "quality")] == 3.0  # c is nobody's peer
+    quality = annotator_quality(records, min_seconds=3, control_margin=1)
+    assert quality["a"].deviation.n_shared == 2
+    assert quality["a"].deviation.peer_mad == pytest.approx((3 + 0) / 2)
+    assert quality["a"].deviation.peer_spearman is None  # fewer than 5 shared ratings
+
+
+def test_peer_spearman_and_llm_deviation():
+    good = [rec("g", n, v, n, estimate=v + 0.5) for n, v in enumerate([1, 2, 3, 4, 5, 1])]
+    peer = [rec("p", n, v, n) for n, v in enumerate([1, 2, 3, 4, 5, 2])]
+    quality = annotator_quality(good + peer, min_seconds=3, control_margin=1)["g"]
+    reference = stats.spearmanr([1, 2, 3, 4, 5, 1], [1, 2, 3, 4, 5, 2]).statistic
+    assert quality.deviation.peer_spearman == pytest.approx(reference) == pytest.approx(65 / 68)
+    assert quality.deviation.llm_mad == pytest.approx(0.5) and quality.deviation.n_llm == 6
+
+
+def test_a_straight_liner_is_flagged_only_by_declared_rules():
+    records = [rec("s", n, 3, 2.0 * n) for n in range(12)] + [rec("s", n, 3, 2.0 * n, "fluency") for n in range(12)]
+    quality = annotator_quality(records, min_seconds=3, control_margin=1)["s"]
+    assert quality.straight_lining.longest_run == 12 and quality.straight_lining.entropy_bits == 0.0
+    assert quality.timing.share_too_fast == 1.0 and quality.n_items == 12
+    off = annotator_flag_hits(quality, competence_high=0.3, too_fast_share=0, straight_line_run=0, low_competence=0)
+    assert off == []
+    on = annotator_flag_hits(quality, competence_high=0.3, too_fast_share=0.5, straight_line_run=10, low_competence=0.5)
+    assert [(h.rule, h.figure) for h in on] == [("too_fast", 1.0), ("straight_lining", 12.0), ("low_competence", 0.3)]
+    assert not annotator_flag_hits(
+        quality, competence_high=0.6, too_fast_share=0, straight_line_run=13, low_competence=0.5
+    )
+
+
+def test_distribution_counts_answers_per_question():
+    records = [rec("a", 1, 4, 0), rec("a", 2, 4, 5), rec("a", 1, 2, 0, "fluency")]
+    quality = annotator_quality(records, min_seconds=3, control_margin=1)["a"]
+    assert quality.distribution == {"fluency": {2: 1}, "quality": {4: 2}}
+    assert quality.straight_lining.entropy_bits == pytest.approx(0.0)
+    assert not math.isnan(quality.timing.median_seconds)

@@ -1,0 +1,139 @@
+"""The sequential gate of adaptive stopping (pure): an anytime-valid confidence sequence."""
+
+from datetime import UTC, datetime, timedelta
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from annotation.sequential import (
+    ItemRating,
+    Settled,
+    capital,
+    confidence_sequence,
+    item_means,
+    settle,
+    settle_questions,
+)
+
+SCALE = (1, 5)
+BOTH = {"quality": SCALE, "fluency": SCALE}
+
+
+def _item_means(rng: np.random.Generator, centre: float, size: tuple[int, ...]) -> np.ndarray:
+    """Per-item means of 3 ratings on 1-5: an item effect shared by its raters, plus rater noise."""
+    latent = centre + rng.normal(0, 0.8, size + (1,)) + rng.normal(0, 0.5, size + (3,))
+    return np.clip(np.rint(latent), 1, 5).mean(axis=-1)
+
+
+def test_capital_matches_the_hand_computed_bets():
+    # x = 1 against m = 1/2: the plug-in bet is far above the truncation c/m = 1, so each
+    # observation multiplies K+ by 1 + 1 * (1 - 1/2) and K- by 1 - 1 * (1 - 1/2).
+    log_up, log_down = capital([1.0, 1.0, 1.0], 0.5, alpha=0.05)
+    assert np.allclose(log_up, np.log([1.5, 1.5**2, 1.5**3]))
+    assert np.allclose(log_down, np.log([0.5, 0.5, 0.5]))  # the running maximum of 0.5, 0.25, 0.125
+    # A bet is the predictable plug-in sqrt(2 log(2/alpha) / (s2 t log(1 + t))) when below c/m.
+    x = np.array([0.2, 0.4, 0.3])
+    log_up, _ = capital(x, 0.01, alpha=0.05)
+    first = np.sqrt(2 * np.log(40) / (0.25 * 1 * np.log(2)))
+    assert np.isclose(log_up[0], np.log1p(min(first, 50) * (0.2 - 0.01)))
+
+
+def test_coverage_holds_under_optional_stopping():
+    """A researcher who looks after every item and stops as soon as the interval misses the true
+    mean is wrong at most alpha of the time (simulation error: 3 standard errors)."""
+    rng = np.random.default_rng(2024)
+    alpha, runs, horizon = 0.1, 1500, 300
+    # The true mean of one item's mean, for these simulated ratings, by a large sample.
+    truth = float(_item_means(np.random.default_rng(7), 3.3, (400_000,)).mean())
+    m = (truth - 1) / 4
+    missed = 0
+    for _ in range(runs):
+        x = (_item_means(rng, 3.3, (horizon,)) - 1) / 4
+        log_up, log_down = capital(x, m, alpha=alpha)
+        missed += bool(log_up[-1] >= np.log(2 / alpha) or log_down[-1] >= np.log(2 / alpha))
+    assert missed / runs <= alpha + 3 * np.sqrt(alpha * (1 - alpha) / runs)
+
+
+def test_error_at_the_threshold_stays_below_alpha_per_side():
+    rng = np.random.default_rng(11)
+    alpha, runs = 0.1, 1000
+    passes = fails = 0
+    for _ in range(runs):
+        # A symmetric distribution around the threshold: its mean is exactly 3.
+        x = 3 + rng.choice([-2, -1, -1 / 3, 0, 1 / 3, 1, 2], size=200)
+        state = settle(x, threshold=3.0, alpha=alpha, scale=SCALE, min_items=1).state
+        passes += state is Settled.PASS
+        fails += state is Settled.FAIL
+    bound = alpha / 2 + 3 * np.sqrt(alpha / 2 / runs)
+    assert passes / runs <= bound and fails / runs <= bound
+
+
+def test_settles_quickly_far_from_the_threshold():
+    rng = np.random.default_rng(5)
+    high = [settle(_item_means(rng, 4.4, (100,)), threshold=3.0, alpha=0.05, scale=SCALE) for _ in range(20)]
+    low = [settle(_item_means(rng, 1.6, (100,)), threshold=3.0, alpha=0.05, scale=SCALE) for _ in range(20)]
+    assert all(d.state is Settled.PASS for d in high) and np.median([d.n for d in high]) <= 20
+    assert all(d.state is Settled.FAIL for d in low) and np.median([d.n for d in low]) <= 20
+    assert all(d.lower > 3.0 for d in high) and all(d.upper < 3.0 for d in low)
+
+
+@pytest.mark.parametrize("min_items", [1, 5, 10, 30])
+def test_never_settles_before_min_items(min_items):
+    perfect = [5.0] * 40
+    decision = settle(perfect, threshold=3.0, alpha=0.05, scale=SCALE, min_items=min_items)
+    assert decision.state is Settled.PASS and decision.n >= min_items
+    early = settle(perfect[: min_items - 1], threshold=3.0, alpha=0.05, scale=SCALE, min_items=min_items)
+    assert early.state is Settled.UNDECIDED
+
+
+@settings(max_examples=40, deadline=None)
+@given(st.lists(st.integers(1, 5), min_size=1, max_size=60), st.sampled_from([0.01, 0.05, 0.2]))
+def test_intervals_are_nested_and_on_the_scale(values, alpha):
+    lower, upper = confidence_sequence(values, alpha=alpha, scale=SCALE)
+    assert np.all(lower <= upper) and np.all(lower >= 1) and np.all(upper <= 5)
+    assert np.all(np.diff(lower) >= -1e-12) and np.all(np.diff(upper) <= 1e-12)  # running intersection
+
+
+def test_a_transformation_fails_at_the_first_question_below_and_passes_when_all_are_above():
+    good, bad = [5.0] * 30, [1.0] * 30
+    failed = settle_questions({"quality": good, "fluency": bad}, threshold=3.0, alpha=0.05, scales=BOTH)
+    assert failed.state is Settled.FAIL and failed.alpha_per_question == 0.025
+    assert failed.n == failed.questions["fluency"].n
+    passed = settle_questions({"quality": good, "fluency": [4.0, 5.0] * 15}, threshold=3.0, alpha=0.05, scales=BOTH)
+    assert passed.state is Settled.PASS and passed.n == max(d.n for d in passed.questions.values())
+    assert passed.summary().startswith(f"settled: pass at {passed.n} items (interval fluency [")
+    mixed = settle_questions({"quality": good, "fluency": [3.0] * 30}, threshold=3.0, alpha=0.05, scales=BOTH)
+    assert mixed.state is Settled.UNDECIDED and mixed.summary().startswith("not settled yet (30 items")
+
+
+def test_item_means_take_complete_items_in_the_order_they_completed():
+    at = datetime(2026, 1, 1, tzinfo=UTC)
+    ratings = [
+        # item 1: raters 10, 11 (complete at +5), and a third rater later, not used
+        ItemRating(1, 10, "q", 4, at + timedelta(minutes=1)),
+        ItemRating(1, 11, "q", 2, at + timedelta(minutes=5)),
+        ItemRating(1, 12, "q", 5, at + timedelta(minutes=9)),
+        # item 2: complete at +3
+        ItemRating(2, 10, "q", 5, at + timedelta(minutes=2)),
+        ItemRating(2, 12, "q", 5, at + timedelta(minutes=3)),
+        # item 3: one rater only
+        ItemRating(3, 10, "q", 1, at),
+    ]
+    items, means = item_means(ratings, questions=["q"], raters_per_item=2)
+    assert items == [2, 1] and means == {"q": [5.0, 3.0]}
+    # A rater who answered only one of two questions does not count for the item.
+    two = [*ratings, ItemRating(2, 10, "r", 4, at), ItemRating(2, 12, "r", 4, at)]
+    items, means = item_means(two, questions=["q", "r"], raters_per_item=2)
+    assert items == [2] and means == {"q": [5.0], "r": [4.0]}
+
+
+def test_inputs_are_checked():
+    with pytest.raises(ValueError, match="scale"):
+        settle([6.0], threshold=3, alpha=0.05, scale=SCALE)
+    with pytest.raises(ValueError, match="alpha"):
+        settle([3.0], threshold=3, alpha=1.5, scale=SCALE)
+    with pytest.raises(ValueError, match="same items"):
+        settle_questions({"a": [3.0], "b": []}, threshold=3, alpha=0.05, scales={"a": SCALE, "b": SCALE})
+    assert settle([], threshold=3, alpha=0.05, scale=SCALE).state is Settled.UNDECIDED

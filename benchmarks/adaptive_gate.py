@@ -1,0 +1,274 @@
+"""Adaptive stopping (issue 18): how many ratings the sequential gate saves, how often its early
+decision differs from the decision on the complete study, and its error rate at the threshold.
+
+Usage: .venv/bin/python benchmarks/adaptive_gate.py [--studies 150] [--orders 4] [--null 4000] [--seed 0]
+
+Complete studies are replayed in random orders through ``annotation.sequential.settle_questions``
+(the code the service runs), checked after every completed item (the finest a study can look),
+with the defaults of a design: threshold 3.0, alpha 0.05, at least 10 items, 100 items per
+transformation, 3 raters per item.
+
+- **(a) simulated raters**, calibrated on real ratings in ``../shared/data``: a panel of five
+  raters with the per-rater biases and the residual noise of BIOSSES' five raters (0-4, shifted to
+  1-5), items spread like SummEval's expert coherence ratings within one system (the spread of the
+  per-item means, less the rater noise). Rating = clip(round(centre + item + rater bias + noise),
+  1, 5). A rewrite study: quality and fluency, each transformation's centres drawn uniformly in
+  [2, 4] (true means spread around 3.0). Two replays per order:
+  *item order*: items complete one after the other (annotators working through a common order);
+  *queues*: each of the five annotators works through their own shuffled queue (the whole queue
+  in Argilla at once, shown in Argilla's own order) at random relative speeds, an item completes
+  at its third rating, and at settlement every assignment not yet submitted is withdrawn: ratings
+  submitted on items that never completed are spent too;
+  *released batches of 20 / 10*: the same, but queues follow one common item order, shuffled
+  only inside batches (as ``annotation.assignment`` draws them, shown one batch at a time with
+  the design's ``batches_released``).
+- **(b) real ratings**: SummEval (16 summarisation systems as transformations, 100 articles as
+  items, each item's observation the mean of its three experts' ratings, 1-5), coherence alone and
+  coherence + relevance; and BIOSSES as one transformation (100 pairs x 5 raters, 0-4 shifted to
+  1-5). The ratings of the local Argilla end-to-end test are a handful of items, too few to replay.
+- **error at the threshold**: studies whose expected rating is exactly 3.0 (the centre is solved
+  so that the expected rating, over items, raters and noise, is 3.0): the share of replays that
+  settle pass or fail before the end. The rule allows alpha in all, alpha/2 for each side.
+
+Ratings saved = 1 - ratings spent / ratings of the complete study; "differ" = settled early on
+the other side of the threshold than the complete study's mean. Runs in about 90 s on 2 cores.
+"""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import json
+import statistics
+import sys
+import time
+from math import erf, sqrt
+from pathlib import Path
+
+import numpy as np
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+from annotation.sequential import Settled, settle_questions  # noqa: E402
+
+DATA = ROOT.parent / "shared" / "data"
+THRESHOLD, ALPHA, MIN_ITEMS, ITEMS, RATERS_PER_ITEM, PANEL = 3.0, 0.05, 10, 100, 3, 5
+SCALE = (1, 5)
+# Queues in one common order, released batch by batch (design ``batches_released``), by batch size.
+RELEASED = {"released batches of 20": 20, "released batches of 10": 10}
+
+
+def calibration() -> tuple[np.ndarray, float, float]:
+    """Rater biases and residual noise from BIOSSES' five raters; item spread from SummEval."""
+    with (DATA / "biosses" / "biosses.tsv").open() as f:
+        rows = list(csv.DictReader(f, delimiter="\t"))
+    scores = np.array([[float(r[c]) for c in "ABCDE"] for r in rows])
+    biases = scores.mean(axis=0) - scores.mean()
+    residual = scores - scores.mean(axis=1, keepdims=True) - biases
+    noise = float(np.sqrt((residual**2).sum() / (residual.size - scores.shape[0] - scores.shape[1] + 1)))
+    per_system: dict[str, list[float]] = {}
+    for line in (DATA / "summeval" / "summeval.jsonl").open():
+        r = json.loads(line)
+        per_system.setdefault(r["summary_id"], []).append(r["coherence"])
+    within = statistics.mean(statistics.variance(v) for v in per_system.values())
+    item_sd = sqrt(max(within - noise**2 / 3, 0.05))
+    return biases, noise, item_sd
+
+
+def _cdf(x: float) -> float:
+    return 0.5 * (1 + erf(x / sqrt(2)))
+
+
+def expected_rating(centre: float, biases: np.ndarray, sd: float) -> float:
+    """E[clip(round(centre + bias + N(0, sd)), 1, 5)], a rater drawn uniformly from the panel."""
+    total = 0.0
+    for b in biases:
+        mu = centre + b
+        cuts = [_cdf((k + 0.5 - mu) / sd) for k in range(1, 5)]  # P(value <= k)
+        probs = np.diff([0.0, *cuts, 1.0])
+        total += float(np.dot(probs, np.arange(1, 6)))
+    return total / len(biases)
+
+
+def centre_for(target: float, biases: np.ndarray, sd: float) -> float:
+    low, high = 0.0, 6.0
+    for _ in range(60):
+        mid = (low + high) / 2
+        low, high = (mid, high) if expected_rating(mid, biases, sd) < target else (low, mid)
+    return (low + high) / 2
+
+
+def simulate(centres: dict[str, float], biases, noise, item_sd, rng, *, items=ITEMS):
+    """One complete study of one transformation: ratings[question] of shape (items, raters per
+    item), and the raters of each item (distinct members of the panel)."""
+    raters = np.array([rng.choice(PANEL, RATERS_PER_ITEM, replace=False) for _ in range(items)])
+    ratings = {}
+    for name, centre in centres.items():
+        latent = centre + rng.normal(0, item_sd, (items, 1)) + biases[raters] + rng.normal(0, noise, raters.shape)
+        ratings[name] = np.clip(np.rint(latent), 1, 5)
+    return ratings, raters
+
+
+def decide(per_item: dict[str, np.ndarray]):
+    return settle_questions(
+        {q: v.tolist() for q, v in per_item.items()},
+        threshold=THRESHOLD,
+        alpha=ALPHA,
+        scales=dict.fromkeys(per_item, SCALE),
+        min_items=MIN_ITEMS,
+    )
+
+
+def queue_replay(raters: np.ndarray, rng, *, batch_size: int | None = None) -> tuple[np.ndarray, np.ndarray]:
+    """Annotators working through their queues at random speeds: the order items complete in, and
+    how many ratings had been submitted when each of them completed. Without ``batch_size`` each
+    queue is shuffled on its own (the whole queue in Argilla at once, in Argilla's own order);
+    with it, queues follow one common item order in batches shuffled inside (``assignment`` draws
+    them so, and ``batches_released`` shows them one batch at a time)."""
+    if batch_size is None:
+        queues = [rng.permutation(np.flatnonzero((raters == a).any(axis=1))).tolist() for a in range(PANEL)]
+    else:
+        common = rng.permutation(len(raters))
+        queues = []
+        for a in range(PANEL):
+            mine = [int(i) for i in common if (raters[i] == a).any()]
+            queue: list[int] = []
+            for start in range(0, len(mine), batch_size):
+                chunk = mine[start : start + batch_size]
+                queue.extend(chunk[j] for j in rng.permutation(len(chunk)))
+            queues.append(queue)
+    speed = rng.uniform(0.5, 1.5, PANEL)
+    done = np.zeros(len(raters), dtype=int)
+    order, spent, submitted = [], [], 0
+    while any(queues):
+        busy = [a for a in range(PANEL) if queues[a]]
+        a = busy[rng.choice(len(busy), p=speed[busy] / speed[busy].sum())]
+        item = queues[a].pop(0)
+        submitted += 1
+        done[item] += 1
+        if done[item] == RATERS_PER_ITEM:
+            order.append(item)
+            spent.append(submitted)
+    return np.array(order), np.array(spent)
+
+
+def replay(ratings, order):
+    """The decision of one replay in ``order``, and the complete study's decision."""
+    per_item = {q: v.mean(axis=1)[order] for q, v in ratings.items()}
+    decision = decide(per_item)
+    full = all(v.mean() >= THRESHOLD for v in ratings.values())
+    return decision, full
+
+
+def scenario_a(args, biases, noise, item_sd, rng) -> dict:
+    rows = {name: [0, 0, 0, 0] for name in ("item order", "queues", *RELEASED)}  # replays, spent, total, differ
+    for _ in range(args.studies):
+        centres = {"quality": rng.uniform(2, 4), "fluency": rng.uniform(2, 4)}
+        ratings, raters = simulate(centres, biases, noise, item_sd, rng)
+        total = ITEMS * RATERS_PER_ITEM
+        for _ in range(args.orders):
+            decision, full = replay(ratings, rng.permutation(ITEMS))
+            settled = decision.state is not Settled.UNDECIDED
+            row = rows["item order"]
+            row[0] += 1
+            row[1] += decision.n * RATERS_PER_ITEM if settled else total
+            row[2] += total
+            row[3] += settled and (decision.state is Settled.PASS) != full
+            for name, batch_size in (("queues", None), *RELEASED.items()):
+                order, spent = queue_replay(raters, rng, batch_size=batch_size)
+                decision, full = replay(ratings, order)
+                settled = decision.state is not Settled.UNDECIDED
+                row = rows[name]
+                row[0] += 1
+                row[1] += spent[decision.n - 1] if settled else total
+                row[2] += total
+                row[3] += settled and (decision.state is Settled.PASS) != full
+    return rows
+
+
+def real_studies(args, rng) -> dict:
+    """SummEval systems and BIOSSES replayed in random orders (the observations are real per-item means)."""
+    per_system: dict[str, dict[str, list[float]]] = {}
+    for line in (DATA / "summeval" / "summeval.jsonl").open():
+        r = json.loads(line)
+        system = per_system.setdefault(r["summary_id"], {"coherence": [], "relevance": []})
+        system["coherence"].append(r["coherence"])
+        system["relevance"].append(r["relevance"])
+    with (DATA / "biosses" / "biosses.tsv").open() as f:
+        biosses = np.array([[float(r[c]) + 1 for c in "ABCDE"] for r in csv.DictReader(f, delimiter="\t")])
+    studies = {
+        "SummEval coherence (16 systems, 3 experts)": [{"coherence": v["coherence"]} for v in per_system.values()],
+        "SummEval coherence + relevance": list(per_system.values()),
+        "BIOSSES as one transformation (5 raters)": [{"similarity": biosses.mean(axis=1).tolist()}],
+    }
+    rows = {}
+    for name, transformations in studies.items():
+        replays = spent = total = differ = 0
+        for t in transformations:
+            values = {q: np.array(v) for q, v in t.items()}
+            n_items = len(next(iter(values.values())))
+            full = all(v.mean() >= THRESHOLD for v in values.values())
+            for _ in range(args.real_orders):
+                order = rng.permutation(n_items)
+                decision = decide({q: v[order] for q, v in values.items()})
+                settled = decision.state is not Settled.UNDECIDED
+                replays += 1
+                spent += decision.n if settled else n_items
+                total += n_items
+                differ += settled and (decision.state is Settled.PASS) != full
+        rows[name] = [replays, spent, total, differ]
+    return rows
+
+
+def at_threshold(biases, noise, item_sd, rng, *, replays: int, questions: int, items: int) -> tuple[int, int, int]:
+    """Replays of studies whose every question's expected rating is exactly the threshold."""
+    centre = centre_for(THRESHOLD, biases, sqrt(item_sd**2 + noise**2))
+    names = ["quality", "fluency"][:questions]
+    passes = fails = 0
+    for _ in range(replays):
+        ratings, _ = simulate(dict.fromkeys(names, centre), biases, noise, item_sd, rng, items=items)
+        decision = decide({q: v.mean(axis=1) for q, v in ratings.items()})
+        passes += decision.state is Settled.PASS
+        fails += decision.state is Settled.FAIL
+    return replays, passes, fails
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--studies", type=int, default=150, help="simulated studies per scenario (a)")
+    parser.add_argument("--orders", type=int, default=4, help="random orders per simulated study")
+    parser.add_argument("--real-orders", type=int, default=100, help="random orders per real transformation")
+    parser.add_argument("--null", type=int, default=4000, help="replays at the threshold")
+    parser.add_argument("--seed", type=int, default=0)
+    args = parser.parse_args()
+    if not DATA.is_dir():
+        sys.exit(f"public data not found at {DATA}: this benchmark calibrates on it")
+    rng = np.random.default_rng(args.seed)
+    started = time.perf_counter()
+    biases, noise, item_sd = calibration()
+    print(
+        f"calibration: BIOSSES rater biases {np.round(biases, 3).tolist()}, residual SD {noise:.3f}; "
+        f"SummEval coherence item SD {item_sd:.3f}"
+    )
+    print(f"rule: threshold {THRESHOLD}, alpha {ALPHA}, min items {MIN_ITEMS}, {ITEMS} items x {RATERS_PER_ITEM}")
+    print()
+    print(f"{'replay':<52} {'replays':>8} {'saved':>7} {'differ':>7}")
+    a = scenario_a(args, biases, noise, item_sd, rng)
+    for name, (replays, spent, total, differ) in a.items():
+        label = f"(a) simulated, quality+fluency, {name}"
+        print(f"{label:<52} {replays:>8} {1 - spent / total:>7.1%} {differ / replays:>7.1%}")
+    for name, (replays, spent, total, differ) in real_studies(args, rng).items():
+        label = f"(b) {name}"
+        print(f"{label:<52} {replays:>8} {1 - spent / total:>7.1%} {differ / replays:>7.1%}")
+    print()
+    print(f"{'true mean exactly at the threshold':<52} {'replays':>8} {'pass':>7} {'fail':>7} {'either':>7}")
+    for questions, items, replays in ((1, ITEMS, args.null), (2, ITEMS, args.null), (1, 1000, args.null // 4)):
+        n, passes, fails = at_threshold(biases, noise, item_sd, rng, replays=replays, questions=questions, items=items)
+        label = f"{questions} question{'s' if questions > 1 else ''}, {items} items (alpha {ALPHA})"
+        print(f"{label:<52} {n:>8} {passes / n:>7.2%} {fails / n:>7.2%} {(passes + fails) / n:>7.2%}")
+    print(f"\n{time.perf_counter() - started:.0f} s")
+
+
+if __name__ == "__main__":
+    main()
