@@ -160,3 +160,8 @@ def baseline_rater_counts(*, study: BaselineStudy) -> list[RaterCount]:
         .order_by("source", "rater")
     )
     return [RaterCount(**row) for row in rows]
+
+
+def study_sync_due_list() -> list[int]:
+    """Ids of the validation studies a periodic sync should visit: every published one."""
+    return list(Study.objects.filter(status=Study.Status.PUBLISHED).order_by("pk").values_list("pk", flat=True))

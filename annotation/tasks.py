@@ -9,6 +9,7 @@ from annotation.adaptive_services import study_adaptive_check
 from annotation.argilla import ArgillaUnavailable
 from annotation.argilla_services import study_release_batches
 from annotation.models import Study
+from annotation.selectors import study_sync_due_list
 from annotation.sync_services import study_sync
 from core.task_policy import ARGILLA_UNAVAILABLE
 
@@ -28,3 +29,14 @@ def sync_study(study_id: int) -> dict:
     study_adaptive_check(study=study)
     study_release_batches(study=study)
     return result
+
+
+@shared_task(name="annotation.sync_published_studies", acks_late=True, reject_on_worker_lost=True)
+def sync_published_studies() -> int:
+    """Queue one ``sync_study`` per published validation study (run by Celery beat every
+    ``SHIFTLAB_SYNC_EVERY_SECONDS``: the fallback for webhooks that never arrived, and what
+    releases annotators' next batches when no webhook does). Returns how many were queued."""
+    ids = study_sync_due_list()
+    for study_id in ids:
+        sync_study.delay(study_id)
+    return len(ids)

@@ -294,6 +294,21 @@ CELERY_TASK_DEFAULT_QUEUE = env_str("SHIFTLAB_CELERY_QUEUE", "celery")
 CELERY_TASK_TIME_LIMIT = int(env_str("SHIFTLAB_TASK_TIME_LIMIT", str(6 * 3600)))
 CELERY_TASK_SOFT_TIME_LIMIT = CELERY_TASK_TIME_LIMIT - 60
 CELERY_BROKER_CONNECTION_RETRY_ON_STARTUP = True
+# The fallback for Argilla webhooks: `celery -A shiftlab beat` queues a sync of every published
+# validation study this often (it also releases annotators' next batches); 0 turns it off.
+SHIFTLAB_SYNC_EVERY_SECONDS = int(env_str("SHIFTLAB_SYNC_EVERY_SECONDS", "300"))
+if SHIFTLAB_SYNC_EVERY_SECONDS < 0:
+    raise ImproperlyConfigured("SHIFTLAB_SYNC_EVERY_SECONDS must be 0 (off) or a number of seconds.")
+CELERY_BEAT_SCHEDULE = (
+    {
+        "sync-published-studies": {
+            "task": "annotation.sync_published_studies",
+            "schedule": float(SHIFTLAB_SYNC_EVERY_SECONDS),
+        }
+    }
+    if SHIFTLAB_SYNC_EVERY_SECONDS
+    else {}
+)
 # A task whose worker died unacknowledged is handed out again after this many seconds.
 CELERY_BROKER_TRANSPORT_OPTIONS = {
     "visibility_timeout": int(env_str("SHIFTLAB_BROKER_VISIBILITY_TIMEOUT", str(CELERY_TASK_TIME_LIMIT + 600)))
