@@ -38,7 +38,7 @@ from annotation.controls import (
 )
 from annotation.design import StudyDesign
 from annotation.detectability import ControlDetectability, Record, control_detectability
-from annotation.models import Annotator, Approval, GateResult, Rating, Study
+from annotation.models import Annotator, Approval, GateResult, Rating, Study, StudyItem
 from annotation.sampling import seeded_rng
 from core.errors import ShiftlabError
 from corpora.models import Dataset, DatasetItem
@@ -266,14 +266,17 @@ def study_controls_draw(
         raise ShiftlabError(_shortage_message(study, exc)) from exc
 
 
+def items_detectability(items: Sequence[StudyItem], *, seed: int) -> ControlDetectability:
+    """The detectability check over a study's items (in position order), seeded by the design."""
+    records = [Record(i.kind, i.text_a, i.text_b, i.language_a, i.language_b) for i in items]
+    return control_detectability(records, rng=seeded_rng(seed, "detectability"))
+
+
 def study_control_detectability(*, study: Study) -> ControlDetectability:
     """How well cheap features tell the study's controls from its real items (cross-validated
-    AUC, seeded with the design's seed); see ``annotation.detectability``."""
-    design = StudyDesign.from_dict(study.design)
-    records = [
-        Record(kind, a, b, la, lb)
-        for kind, a, b, la, lb in study.items.order_by("position").values_list(
-            "kind", "text_a", "text_b", "language_a", "language_b"
-        )
-    ]
-    return control_detectability(records, rng=seeded_rng(design.seed, "detectability"))
+    AUC; see ``annotation.detectability``). Computed once at lock, when the items are drawn, and
+    read from ``Study.sample_info``; computed here for a study locked before that."""
+    if stored := study.sample_info.get("detectability"):
+        return ControlDetectability.from_dict(stored)
+    items = study.items.order_by("position").only("kind", "text_a", "text_b", "language_a", "language_b")
+    return items_detectability(list(items), seed=StudyDesign.from_dict(study.design).seed)

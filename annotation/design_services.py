@@ -7,13 +7,14 @@ from __future__ import annotations
 
 from collections import defaultdict
 from collections.abc import Sequence
+from dataclasses import asdict
 
 from django.contrib.auth.base_user import AbstractBaseUser
 from django.core.exceptions import ImproperlyConfigured
 from django.db import transaction
 from django.utils import timezone
 
-from annotation.control_services import source_language, study_controls_draw
+from annotation.control_services import items_detectability, source_language, study_controls_draw
 from annotation.controls import ItemKind, PairCandidate, expected_value
 from annotation.controls import n_controls as controls_needed
 from annotation.design import StudyDesign
@@ -254,6 +255,8 @@ def study_lock(
         StudyItem.objects.bulk_create(rows)
         sample_info["controls"] = len(controls)
         sample_info["control_sources"] = {kind: dict(sorted(by.items())) for kind, by in sorted(sources.items())}
+        by_position = sorted(rows, key=lambda row: row.position)
+        sample_info["detectability"] = asdict(items_detectability(by_position, seed=design.seed))
         study.sample_info = sample_info
         study.status, study.locked_at = Study.Status.LOCKED, timezone.now()
         study.save(update_fields=["sample_info", "status", "locked_at"])

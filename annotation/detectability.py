@@ -84,6 +84,11 @@ class ControlDetectability:
     easy_positive: DetectabilityScore
     easy_negative: DetectabilityScore
 
+    @classmethod
+    def from_dict(cls, data: dict) -> ControlDetectability:
+        """The result back from ``dataclasses.asdict`` (as ``Study.sample_info`` stores it)."""
+        return cls(**{name: DetectabilityScore(**data[name]) for name in ("all", "easy_positive", "easy_negative")})
+
     def summary(self) -> str:
         return (
             "Controls detectability (cross-validated AUC, 0.5 = indistinguishable): "

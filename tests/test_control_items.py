@@ -217,6 +217,12 @@ def test_detectability_of_a_locked_study():
     assert (result.all.n_controls, result.easy_positive.n_controls, result.all.n_real) == (12, 6, 30)
     assert result.all.auc is not None and 0 <= result.all.auc <= 1
     assert result == study_control_detectability(study=study)
+    # Stored at lock; a study locked before that gets the same figures computed from its items.
+    assert "detectability" in study.sample_info
+    Study.objects.filter(pk=study.pk).update(
+        sample_info={k: v for k, v in study.sample_info.items() if k != "detectability"}
+    )
+    assert study_control_detectability(study=Study.objects.get(pk=study.pk)) == result
 
 
 def test_the_page_and_the_api_lock_with_an_uploaded_pool_and_show_the_refusal_without_one(client, django_user_model):
