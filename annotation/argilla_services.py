@@ -17,10 +17,10 @@ from django.db import transaction
 from django.utils import timezone
 
 from annotation.argilla import client as argilla
-from annotation.assignment_services import study_assign
+from annotation.assignment_services import study_assign, submitted_items
 from annotation.design import StudyKind
 from annotation.design_services import study_design, study_lock
-from annotation.models import Annotator, Assignment, BaselineStudy, Rating, Study
+from annotation.models import Annotator, Assignment, BaselineStudy, Study
 from core.errors import ShiftlabError
 from core.roles import Role, has_role
 from core.services import audit_record
@@ -183,12 +183,19 @@ def _released(live: list[Assignment], annotator: Annotator, ahead: int) -> list[
     ``ahead`` batches the annotator has not finished, in queue order."""
     if ahead == 0:
         return live
-    done = set(
-        Rating.objects.filter(annotator=annotator, active=True).values_list("study_item_id", flat=True).distinct()
-    )
+    done = submitted_items(annotator)
     unfinished = sorted({a.batch for a in live if a.study_item_id not in done})
     shown = {a.batch for a in live if a.argilla_record_id is not None} | set(unfinished[:ahead])
     return [a for a in live if a.batch in shown]
+
+
+def _behind(annotator: Annotator, ahead: int) -> bool:
+    """Whether Argilla lacks a record ``annotator`` should see now, or holds one they lost."""
+    rows = list(annotator.assignments.only("active", "batch", "study_item_id", "argilla_record_id"))
+    live = _released([a for a in rows if a.active], annotator, ahead)
+    return any(a.argilla_record_id is None for a in live) or any(
+        not a.active and a.argilla_record_id is not None for a in rows
+    )
 
 
 def study_argilla_reconcile(*, study: Study, client, roles: dict[str, str] | None = None) -> tuple[int, dict[str, str]]:
@@ -198,14 +205,15 @@ def study_argilla_reconcile(*, study: Study, client, roles: dict[str, str] | Non
     a dataset with the study's fields and questions, and one record per active assignment (upserted
     by the item's opaque id); records of assignments that ended are deleted (a record taken from
     someone must leave their queue). Rejected and withdrawn annotators are removed from their
-    workspace. Idempotent: an interrupted run is repaired by running it again. Returns (records
-    logged, username -> initial password of each account created now).
+    workspace. Records already sent are not sent again. Idempotent: an interrupted run is repaired
+    by running it again. Returns (records the annotators' datasets hold now, username -> initial
+    password of each account created now).
     """
     design = study_design(study)
     field_a, field_b = (f.name for f in FIELDS[design.kind])
     roles = dict(argilla.user_roles(client=client) if roles is None else roles)
     new_accounts: dict[str, str] = {}
-    logged = 0
+    held = 0
     annotators = list(study.annotators.select_related("user").order_by("pk"))
     for annotator in annotators:
         username = annotator.user.get_username()
@@ -233,25 +241,29 @@ def study_argilla_reconcile(*, study: Study, client, roles: dict[str, str] | Non
         )
         rows = list(annotator.assignments.select_related("study_item").order_by("position"))
         live = _released([a for a in rows if a.active], annotator, design.batches_released)
-        # Opaque id and the two texts only: kind, expected answers and estimates stay in Django.
-        logged += argilla.records_log(
-            dataset_id,
-            [
-                argilla.RecordIn(
-                    external_id=a.study_item.external_id,
-                    fields={field_a: a.study_item.text_a, field_b: a.study_item.text_b},
-                )
-                for a in live
-            ],
-            client=client,
-        )
-        ids = argilla.record_ids(dataset_id, client=client)
-        for a in live:
-            record_id = ids.get(a.study_item.external_id)
-            if record_id is not None and a.argilla_record_id != record_id:
-                Assignment.objects.filter(pk=a.pk).update(argilla_record_id=record_id)
+        held += len(live)
+        # Only records not sent yet go out (a record's texts never change); an interrupted run
+        # left them without a record id, so running again sends them.
+        pending = [a for a in live if a.argilla_record_id is None]
+        if pending:
+            # Opaque id and the two texts only: kind, expected answers and estimates stay in Django.
+            argilla.records_log(
+                dataset_id,
+                [
+                    argilla.RecordIn(
+                        external_id=a.study_item.external_id,
+                        fields={field_a: a.study_item.text_a, field_b: a.study_item.text_b},
+                    )
+                    for a in pending
+                ],
+                client=client,
+            )
+            ids = argilla.record_ids(dataset_id, client=client)
+            for a in pending:
+                if (record_id := ids.get(a.study_item.external_id)) is not None:
+                    Assignment.objects.filter(pk=a.pk).update(argilla_record_id=record_id)
         live_items = {a.study_item.external_id for a in live}
-        gone = [a for a in rows if not a.active and a.study_item.external_id in ids]
+        gone = [a for a in rows if not a.active and a.argilla_record_id is not None]
         gone = [a for a in gone if a.study_item.external_id not in live_items]
         if gone:
             # An answer submitted after the move was decided is kept, never deleted: the record
@@ -267,24 +279,25 @@ def study_argilla_reconcile(*, study: Study, client, roles: dict[str, str] | Non
             )
             gone = [a for a in gone if a.study_item.external_id not in answered]
             if gone:
-                argilla.records_delete(dataset_id, [ids[a.study_item.external_id] for a in gone], client=client)
-        Assignment.objects.filter(annotator=annotator, active=False).exclude(argilla_record_id=None).update(
-            argilla_record_id=None
-        )
-    return logged, new_accounts
+                argilla.records_delete(dataset_id, [a.argilla_record_id for a in gone], client=client)
+                Assignment.objects.filter(pk__in=[a.pk for a in gone]).update(argilla_record_id=None)
+    return held, new_accounts
 
 
 def study_release_batches(*, study: Study, client=None) -> int:
     """Give annotators their next batches (designs declaring ``batches_released``): after a sync,
     each annotator who finished a released batch gets the next one in their Argilla queue, so
-    queues advance in the common item order. Returns the records logged; 0 when the design
+    queues advance in the common item order. Returns the records the queues hold; 0 when the design
     releases everything at publish, or the study is not published with per-annotator batches."""
     study = Study.objects.get(pk=study.pk)
-    if study_design(study).batches_released == 0 or study.published_at is None or study.argilla_dataset_id:
+    ahead = study_design(study).batches_released
+    if ahead == 0 or study.published_at is None or study.argilla_dataset_id:
         return 0
+    if not any(_behind(a, ahead) for a in study.annotators.filter(status=Annotator.Status.ACTIVE)):
+        return 0  # nothing to send or delete: no Argilla call
     with argilla_connection(client) as conn:
-        logged, _ = study_argilla_reconcile(study=study, client=conn)
-    return logged
+        held, _ = study_argilla_reconcile(study=study, client=conn)
+    return held
 
 
 def study_publish(

@@ -75,11 +75,16 @@ def _end(rows: Iterable[Assignment], reason: str) -> int:
     return len(ids)
 
 
-def open_items(annotator: Annotator) -> list[int]:
-    """The real items assigned to ``annotator`` that they have not submitted (no active rating)."""
-    done = set(
+def submitted_items(annotator: Annotator) -> set[int]:
+    """The items (real and controls) ``annotator`` has an active, i.e. submitted, rating of."""
+    return set(
         Rating.objects.filter(annotator=annotator, active=True).values_list("study_item_id", flat=True).distinct()
     )
+
+
+def open_items(annotator: Annotator) -> list[int]:
+    """The real items assigned to ``annotator`` that they have not submitted (no active rating)."""
+    done = submitted_items(annotator)
     assigned = annotator.assignments.filter(active=True, study_item__kind=ItemKind.REAL).order_by("position")
     return [item for item in assigned.values_list("study_item_id", flat=True) if item not in done]
 

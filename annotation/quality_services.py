@@ -7,7 +7,6 @@ from __future__ import annotations
 from collections import defaultdict
 from dataclasses import asdict, dataclass
 
-import numpy as np
 from django.db.models import Min
 
 from annotation import plots
@@ -17,6 +16,7 @@ from annotation.design_services import study_design
 from annotation.models import Annotator, Flag, Rating, Study
 from annotation.quality import AnnotatorQuality, RatingRecord, annotator_flag_hits, annotator_quality
 from annotation.rater_model import RaterEstimate, RaterModelFit, fit_rater_model
+from annotation.sampling import seeded_rng
 from annotation.validation import ANNOTATOR_RULES
 
 N_BOOT = 1000
@@ -82,7 +82,7 @@ def study_rater_model(study: Study, *, records: list[RatingRecord] | None = None
         question = design.questions[0]
         return None, (question.low, question.high)
     scale, triples = max(by_scale.items(), key=lambda kv: len(kv[1]))
-    fit = fit_rater_model(triples, scale=scale, rng=np.random.default_rng(design.seed), n_boot=n_boot)
+    fit = fit_rater_model(triples, scale=scale, rng=seeded_rng(design.seed, "rater-model"), n_boot=n_boot)
     return fit, scale
 
 

@@ -154,17 +154,14 @@ def study_sync(*, study: Study, client=None) -> SyncResult:
     (``sync_lock``).
     """
     study = Study.objects.get(pk=study.pk)
-    if study.published_at is None or not study_argilla_datasets(study):
+    datasets = study_argilla_datasets(study)
+    if study.published_at is None or not datasets:
         raise ShiftlabError(f"{study} is not published yet: publish it before syncing responses")
     scales = {q.name: q.values for q in study_design(study).questions}
     with sync_lock(STUDY_SYNC_LOCK, study.pk):
         started = timezone.now()  # a response missing from this fetch was gone by then
         with argilla_connection(client) as conn:
-            rows = [
-                row
-                for dataset_id in study_argilla_datasets(study)
-                for row in argilla.responses_fetch(dataset_id, client=conn)
-            ]
+            rows = [row for dataset_id in datasets for row in argilla.responses_fetch(dataset_id, client=conn)]
         return _study_store(study, scales, latest_responses(rows), started)
 
 

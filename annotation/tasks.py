@@ -25,10 +25,10 @@ def sync_study(study_id: int) -> dict:
     transformations the sequential gate has settled, and (designs releasing batches one by one)
     give annotators their next batches; idempotent, so a redelivered task is harmless."""
     study = Study.objects.get(pk=study_id)
-    result = asdict(study_sync(study=study))
+    result = study_sync(study=study)
     study_adaptive_check(study=study)
     study_release_batches(study=study)
-    return result
+    return asdict(result)
 
 
 @shared_task(name="annotation.sync_published_studies", acks_late=True, reject_on_worker_lost=True)

@@ -414,14 +414,14 @@ def record_ids(dataset_id: UUID, *, client: httpx.Client) -> dict[str, UUID]:
 _RECORDS_DELETE = 100  # the server's limit per request
 
 
-def records_delete(dataset_id: UUID, ids: Sequence[UUID], *, client: httpx.Client) -> int:
-    """Delete records (and their responses) by Argilla record id; return how many were asked for."""
+def records_delete(dataset_id: UUID, ids: Sequence[UUID], *, client: httpx.Client) -> None:
+    """Delete records (and their responses) by Argilla record id."""
     ids = list(ids)
     for start in range(0, len(ids), _RECORDS_DELETE):
-        chunk = ",".join(str(i) for i in ids[start : start + _RECORDS_DELETE])
-        action = f"delete {len(ids[start : start + _RECORDS_DELETE])} records of dataset {dataset_id}"
-        _call(client, "DELETE", f"/api/v1/datasets/{dataset_id}/records", action, params={"ids": chunk})
-    return len(ids)
+        chunk = ids[start : start + _RECORDS_DELETE]
+        action = f"delete {len(chunk)} records of dataset {dataset_id}"
+        params = {"ids": ",".join(str(i) for i in chunk)}
+        _call(client, "DELETE", f"/api/v1/datasets/{dataset_id}/records", action, params=params)
 
 
 # Webhooks. Argilla's are server-wide: one sees the events of every dataset, and only owners may

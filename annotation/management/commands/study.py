@@ -159,7 +159,7 @@ class Command(BaseCommand):
         if adaptive.decisions:
             self.stdout.write(f"Adaptive stopping: {adaptive.summary()}.")
         if released := study_release_batches(study=study):
-            self.stdout.write(f"Annotators' queues: {released} records released or kept.")
+            self.stdout.write(f"Annotators' queues in Argilla now hold {released} records.")
 
     def do_validate(self, *, actor, study, **_):
         result = study_validate(study=_study(study), actor=actor)
