@@ -17,7 +17,7 @@ from django.db import transaction
 from django.utils import timezone
 
 from annotation.argilla import client as argilla
-from annotation.assignment_services import study_assign, submitted_items
+from annotation.assignment_services import study_assign, study_pull, submitted_items
 from annotation.design import StudyKind
 from annotation.design_services import study_design, study_lock
 from annotation.models import Annotator, Assignment, BaselineStudy, Study
@@ -293,6 +293,7 @@ def study_release_batches(*, study: Study, client=None) -> int:
     ahead = study_design(study).batches_released
     if ahead == 0 or study.published_at is None or study.argilla_dataset_id:
         return 0
+    study_pull(study=study)  # pull designs: who finished their batches draws the next ones first
     if not any(_behind(a, ahead) for a in study.annotators.filter(status=Annotator.Status.ACTIVE)):
         return 0  # nothing to send or delete: no Argilla call
     with argilla_connection(client) as conn:

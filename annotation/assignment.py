@@ -8,6 +8,9 @@
 - ``receivers``: who takes over items taken from someone (the least-loaded annotator who does not
   already hold the item).
 - ``rebalance``: which open items move to an annotator who joins later.
+- ``pull_items`` and ``next_batch``: the "pull" mode of a design, where nothing is drawn ahead: an
+  annotator who finished their released batches gets a new batch of the items closest to
+  completion, so items complete in about the common order whatever the annotators' paces.
 
 Items and annotators are opaque integer keys (database ids); randomness comes from an explicit
 ``numpy.random.Generator``, so the same inputs and seed always give the same assignment.
@@ -70,7 +73,8 @@ def controls_needed(n_real: int, *, batch_size: int, controls_per_batch: int) ->
     return -(-n_real // batch_size) * controls_per_batch if n_real else 0
 
 
-def _check(annotators: Sequence[int], raters_per_item: int, batch_size: int) -> None:
+def check_panel(annotators: Sequence[int], raters_per_item: int, batch_size: int) -> None:
+    """Raises ``ValueError`` when the panel cannot give every item ``raters_per_item`` raters."""
     if len(set(annotators)) != len(annotators):
         raise ValueError("each annotator may appear only once")
     if raters_per_item < 1 or batch_size < 1:
@@ -104,7 +108,7 @@ def draw_assignment(
     positives and easy negatives where both exist). Raises ``ValueError`` when there are fewer
     annotators than ``raters_per_item`` or too few controls for the largest queue.
     """
-    _check(annotators, raters_per_item, batch_size)
+    check_panel(annotators, raters_per_item, batch_size)
     load = {a: 0 for a in annotators}
     tiebreak = {a: float(x) for a, x in zip(annotators, rng.random(len(annotators)), strict=True)}
     mine: dict[int, list[int]] = {a: [] for a in annotators}
@@ -223,3 +227,53 @@ def rebalance(
         taken.add(item)
         moved.append((item, source))
     return moved
+
+
+def pull_items(
+    order: Sequence[int],
+    raters: Mapping[int, int],
+    held: set[int] | frozenset[int],
+    *,
+    raters_per_item: int,
+    batch_size: int,
+    closed: set[int] | frozenset[int] = frozenset(),
+) -> list[int]:
+    """The real items of an annotator's next batch in pull mode: items that still need raters
+    (``raters[item]`` < ``raters_per_item``: raters holding or having answered it), that this
+    annotator never held (``held``) and that are not ``closed`` (a settled transformation's),
+    those with the most raters first, then in the study's common ``order``. Finishing items that
+    others started first is what lets a sequential gate settle before every item is rated."""
+    rank = {item: k for k, item in enumerate(order)}
+    open_ = [i for i in order if i not in held and i not in closed and raters.get(i, 0) < raters_per_item]
+    return sorted(open_, key=lambda i: (-raters.get(i, 0), rank[i]))[:batch_size]
+
+
+def next_batch(
+    queue: Sequence[Slot],
+    items: Sequence[int],
+    positives: Sequence[int],
+    negatives: Sequence[int],
+    *,
+    controls_per_batch: int,
+    rng: np.random.Generator,
+) -> list[Slot]:
+    """``items`` as a new batch after the last of ``queue``, with ``controls_per_batch`` controls
+    the queue does not hold yet, at seeded random places. Raises ``ValueError`` when the study has
+    too few unused controls (the annotator has then done as much as the controls allow)."""
+    held = {s.item for s in queue}
+    unused_pos = [c for c in positives if c not in held]
+    unused_neg = [c for c in negatives if c not in held]
+    if controls_per_batch > len(unused_pos) + len(unused_neg):
+        raise ValueError(
+            f"a new batch needs {controls_per_batch} distinct controls, but only "
+            f"{len(unused_pos) + len(unused_neg)} are left"
+        )
+    last = max((s.batch for s in queue), default=-1)
+    return _batches(
+        list(items),
+        _control_order(unused_pos, unused_neg, rng),
+        first_batch=last + 1,
+        batch_size=max(len(items), 1),
+        controls_per_batch=controls_per_batch,
+        rng=rng,
+    )

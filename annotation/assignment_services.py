@@ -5,6 +5,10 @@ and published by ``argilla_services`` so that each annotator can open only their
   at a later publish with new annotators, move a fair share of the open work to each newcomer.
 - ``annotator_release``: take the work of a rejected annotator (all their items: their ratings no
   longer count) or of a withdrawn one (open items only) and give it to others.
+- ``study_pull``: designs with ``assignment = "pull"`` draw nothing ahead: each annotator holds at
+  most ``batches_released`` unfinished batches, and one who finished gets the next batch of the
+  items closest to completion (``assignment.pull_items``). Publishing, joining, releasing and every
+  sync go through it.
 
 Everything here writes Django rows only, in one transaction, with an audit record; the caller
 pushes the result to Argilla (``argilla_services.study_argilla_reconcile``).
@@ -20,7 +24,16 @@ from django.contrib.auth.base_user import AbstractBaseUser
 from django.db import transaction
 from django.utils import timezone
 
-from annotation.assignment import Slot, draw_assignment, queue_extend, rebalance, receivers
+from annotation.assignment import (
+    Slot,
+    check_panel,
+    draw_assignment,
+    next_batch,
+    pull_items,
+    queue_extend,
+    rebalance,
+    receivers,
+)
 from annotation.controls import ItemKind
 from annotation.design_services import study_design
 from annotation.models import Annotator, Assignment, Rating, Study, StudyItem
@@ -89,6 +102,93 @@ def open_items(annotator: Annotator) -> list[int]:
     return [item for item in assigned.values_list("study_item_id", flat=True) if item not in done]
 
 
+def _unfinished_batches(annotator: Annotator) -> int:
+    done = submitted_items(annotator)
+    rows = annotator.assignments.filter(active=True).values_list("batch", "study_item_id")
+    return len({batch for batch, item in rows if item not in done})
+
+
+def _pull(study: Study, design) -> dict[str, int]:
+    """Pull mode: give each active annotator new batches until they hold ``batches_released``
+    unfinished ones, one batch per annotator per round (so that an item's raters come in a group),
+    while items need raters and the annotator has unused controls. Returns username -> items given.
+    The caller holds the study's row lock."""
+    real = list(study.items.filter(kind=ItemKind.REAL).order_by("position").values_list("pk", "transformation"))
+    ids = [pk for pk, _ in real]
+    order = [ids[int(k)] for k in seeded_rng(design.seed, "pull-order").permutation(len(ids))]
+    settled = {
+        name for name, d in study.sample_info.get("adaptive", {}).items() if d.get("state", "undecided") != "undecided"
+    }
+    closed = {pk for pk, transformation in real if transformation in settled}
+    raters: dict[int, set[int]] = defaultdict(set)  # item -> annotators holding it or counted on it
+    for item, annotator in Assignment.objects.filter(
+        annotator__study=study, active=True, study_item__kind=ItemKind.REAL
+    ).values_list("study_item_id", "annotator_id"):
+        raters[item].add(annotator)
+    for item, annotator in (
+        Rating.objects.filter(study_item__study=study, study_item__kind=ItemKind.REAL, active=True)
+        .exclude(annotator__status=Annotator.Status.REJECTED)
+        .values_list("study_item_id", "annotator_id")
+    ):
+        raters[item].add(annotator)
+    positives, negatives = _controls(study)
+    active = list(study.annotators.filter(status=Annotator.Status.ACTIVE).select_related("user").order_by("pk"))
+    room = {a.pk: design.batches_released - _unfinished_batches(a) for a in active}
+    given: dict[str, int] = {}
+    while any(room[a.pk] > 0 for a in active):
+        for annotator in active:
+            if room[annotator.pk] <= 0:
+                continue
+            rows = list(annotator.assignments.select_related("study_item").order_by("position"))
+            queue = [Slot(a.study_item_id, a.study_item.kind != ItemKind.REAL, a.batch) for a in rows]
+            items = pull_items(
+                order,
+                {item: len(who) for item, who in raters.items()},
+                {s.item for s in queue},
+                raters_per_item=design.raters_per_item,
+                batch_size=design.batch_size,
+                closed=closed,
+            )
+            try:
+                slots = next_batch(
+                    queue,
+                    items,
+                    positives,
+                    negatives,
+                    controls_per_batch=design.controls_per_batch,
+                    rng=seeded_rng(design.seed, f"pull-{annotator.pk}-{len(queue)}"),
+                )
+            except ValueError:
+                slots = []  # out of unused controls: this annotator has done what the controls allow
+            if not items or not slots:
+                room[annotator.pk] = 0
+                continue
+            _append(annotator, slots)
+            for item in items:
+                raters[item].add(annotator.pk)
+            room[annotator.pk] -= 1
+            name = annotator.user.get_username()
+            given[name] = given.get(name, 0) + len(items)
+    return given
+
+
+def study_pull(*, study: Study, actor: AbstractBaseUser | None = None) -> dict[str, int]:
+    """Pull mode (``design.assignment == "pull"``): hand each active annotator who finished their
+    released batches the next ones (see ``_pull``); audited when anything was given. Returns
+    username -> items given now; {} for fixed designs or when nobody needs work."""
+    design = study_design(study)
+    if design.assignment != "pull":
+        return {}
+    with transaction.atomic():
+        study = Study.objects.select_for_update().get(pk=study.pk)
+        if not study.is_locked:
+            return {}
+        given = _pull(study, design)
+        if given:
+            audit_record(actor=actor, verb="study.assignment.pull", obj=study, payload={"given": given})
+    return given
+
+
 @dataclass(frozen=True)
 class AssignResult:
     drawn: bool  # True: the first draw; False: newcomers joined an existing assignment
@@ -115,7 +215,15 @@ def study_assign(*, study: Study, users: Sequence[AbstractBaseUser], actor: Abst
                 known[user.pk] = Annotator.objects.create(study=study, user=user)
         newcomers = [known[u.pk] for u in users if not known[u.pk].assignments.exists()]
         first = not Assignment.objects.filter(annotator__study=study).exists()
-        if first:
+        moved: dict[str, int] = {}
+        if design.assignment == "pull":
+            active = list(study.annotators.filter(status=Annotator.Status.ACTIVE).values_list("pk", flat=True))
+            try:
+                check_panel(active, design.raters_per_item, design.batch_size)
+            except ValueError as exc:
+                raise ShiftlabError(f"cannot assign {study}: {exc}") from exc
+            _pull(study, design)  # newcomers simply start pulling: nothing needs to move
+        elif first:
             positives, negatives = _controls(study)
             active = list(study.annotators.filter(status=Annotator.Status.ACTIVE).order_by("pk"))
             real = list(study.items.filter(kind=ItemKind.REAL).order_by("position").values_list("pk", flat=True))
@@ -134,9 +242,7 @@ def study_assign(*, study: Study, users: Sequence[AbstractBaseUser], actor: Abst
                 raise ShiftlabError(f"cannot assign {study}: {exc}") from exc
             for annotator in active:
                 _append(annotator, queues[annotator.pk])
-            moved: dict[str, int] = {}
         else:
-            moved = {}
             for newcomer in newcomers:
                 others = study.annotators.filter(status=Annotator.Status.ACTIVE).exclude(pk=newcomer.pk)
                 pending = {a.pk: open_items(a) for a in others.order_by("pk")}
@@ -204,6 +310,19 @@ def annotator_release(
         else:
             items = open_items(annotator)
         ended = _end(annotator.assignments.filter(active=True), reason)
+        if design.assignment == "pull":
+            # The items go back to the pool; whoever has room (a replacement ``to`` included)
+            # takes them now, the others when they finish their batches.
+            study = Study.objects.get(pk=study.pk)
+            counts = _pull(study, design)
+            result = ReleaseResult(ended=ended, given=counts, unplaced=0)
+            audit_record(
+                actor=actor,
+                verb="study.assignment.release",
+                obj=annotator,
+                payload={"reason": reason, "ended": ended, "given": counts, "unplaced": 0, "mode": "pull"},
+            )
+            return result
         active = study.annotators.filter(status=Annotator.Status.ACTIVE).exclude(pk=annotator.pk).order_by("pk")
         candidates = [to] if to is not None else list(active)
         holders: dict[int, set[int]] = defaultdict(set)

@@ -12,12 +12,13 @@ from dataclasses import asdict
 from django.contrib.auth.base_user import AbstractBaseUser
 from django.core.exceptions import ImproperlyConfigured
 from django.db import transaction
+from django.db.models import Count
 from django.utils import timezone
 
 from annotation.control_services import items_detectability, source_language, study_controls_draw
 from annotation.controls import ItemKind, PairCandidate, expected_value
 from annotation.controls import n_controls as controls_needed
-from annotation.design import StudyDesign
+from annotation.design import DesignContext, DesignProblem, StudyDesign, design_problems
 from annotation.models import Study, StudyItem
 from annotation.sampling import Unit, seeded_rng, stratified_sample
 from core.errors import ShiftlabError
@@ -40,6 +41,38 @@ def _check_runs(runs: Sequence[TransformRun]) -> list[TransformRun]:
     return runs
 
 
+class DesignRefused(ShiftlabError):
+    """A design that cannot work with the study's runs (``annotation.design.design_problems``);
+    ``problems`` names the field to change for each reason, for forms to show next to it."""
+
+    def __init__(self, problems: Sequence[DesignProblem]):
+        self.problems = tuple(problems)
+        super().__init__("; ".join(f"design.{p.field}: {p.message}" for p in self.problems))
+
+
+def design_context(*, runs: Sequence[TransformRun], annotators: int | None = None) -> DesignContext:
+    """What a design over ``runs`` is checked against: the successfully transformed texts of each
+    transformation (the texts ``study_lock`` draws from) and, when given, the annotator count."""
+    counts = (
+        TransformedItem.objects.filter(run__in=list(runs), ok=True)
+        .exclude(output_text="")
+        .order_by()
+        .values_list("run__transformation")
+        .annotate(n=Count("pk"))
+    )
+    available = {name: 0 for name in {r.transformation for r in runs}}
+    available.update(dict(counts))
+    return DesignContext(available=available, annotators=annotators)
+
+
+def study_design_check(*, design: StudyDesign, runs: Sequence[TransformRun], annotators: int | None = None) -> None:
+    """Refuse (``DesignRefused``) a design that cannot work over ``runs``; every interface that
+    declares or changes a design goes through here."""
+    problems = design_problems(design, design_context(runs=runs, annotators=annotators))
+    if problems:
+        raise DesignRefused(problems)
+
+
 def _check_judges(design: StudyDesign) -> None:
     for alias in design.llm_judges:
         try:
@@ -55,10 +88,14 @@ def study_create(
     design: StudyDesign,
     project: str = "shiftlab",
     created_by: AbstractBaseUser | None = None,
+    annotators: int | None = None,
 ) -> Study:
-    """A draft study (version 1) over succeeded runs. Its design can change until it is locked."""
+    """A draft study (version 1) over succeeded runs. Its design can change until it is locked.
+    A design that cannot work over the runs (and with ``annotators`` annotators, when given) is
+    refused with ``DesignRefused``."""
     runs = _check_runs(runs)
     _check_judges(design)
+    study_design_check(design=design, runs=runs, annotators=annotators)
     if Study.objects.filter(name=name).exists():
         raise ShiftlabError(f"a study named {name!r} exists: revise it (new version) or choose another name")
     study = Study(
@@ -87,6 +124,7 @@ def study_update_design(*, study: Study, design: StudyDesign, actor: AbstractBas
         study = Study.objects.select_for_update().get(pk=study.pk)
         if study.is_locked:
             raise ShiftlabError(f"{study} is locked: its design cannot change. Revise it to make a new version.")
+        study_design_check(design=design, runs=list(study.runs.all()))
         study.design, study.design_hash = design.to_dict(), design.content_hash
         study.save(update_fields=["design", "design_hash"])
         audit_record(actor=actor, verb="study.design.update", obj=study, payload=design.to_dict())
@@ -104,6 +142,7 @@ def study_revise(
     design = design or study_design(study)
     runs = _check_runs(runs if runs is not None else list(study.runs.all()))
     _check_judges(design)
+    study_design_check(design=design, runs=runs)
     with transaction.atomic():
         latest = Study.objects.filter(name=study.name).order_by("-version").first()
         revised = Study.objects.create(

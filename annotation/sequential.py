@@ -32,8 +32,20 @@ null is composite, the test stays valid), and the same holds for wrongly failing
 exactly at the threshold the rule settles either way with probability at most ``alpha`` in all.
 
 Several questions: a transformation passes once every question is settled above, and fails as
-soon as one is settled below. Each question is tested at ``alpha / n_questions`` (Bonferroni), so
-the chance that any question settles on the wrong side stays at most ``alpha``.
+soon as one is settled below. The two sides need different corrections:
+
+- *fail* ("some question is below") is a union of questions: a wrong fail needs any one question
+  whose mean is at or above ``tau`` to settle below, so each question's "below" gambler plays at
+  ``alpha / (2 n_questions)`` (Bonferroni: at most ``alpha/2`` in all);
+- *pass* ("every question is above") is an intersection: a wrong pass needs *every* question to
+  settle above, including one whose mean is below ``tau``, which happens with probability at most
+  that question's own level. So each question's "above" gambler plays at ``alpha / 2``, with no
+  correction (the intersection-union principle, Berger [3]_).
+
+Whatever the true means, the chance of a wrong pass and the chance of a wrong fail each stay at
+most ``alpha/2``, as with a single question. The reported interval of a question is the hull of the
+candidate means neither of its gamblers has rejected at their levels (lower end at ``alpha/2``,
+upper end at ``alpha/(2 n_questions)``).
 
 No decision is taken before ``min_items`` observations: a few early items can look decisive by
 chance (the bound still holds, but a degenerate early stop, say on the first ten identical items,
@@ -55,6 +67,8 @@ References
    Journal of the Royal Statistical Society Series B, 86(1):1-27, 2024 (read paper 2023).
    doi:10.1093/jrsssb/qkad009
 .. [2] J. Ville, "Etude critique de la notion de collectif", Gauthier-Villars, 1939.
+.. [3] R. L. Berger, "Multiparameter hypothesis testing and acceptance sampling", Technometrics,
+   24(4):295-300, 1982. doi:10.1080/00401706.1982.10487790
 """
 
 from __future__ import annotations
@@ -101,8 +115,9 @@ class JointDecision:
     n: int  # items at which it settled, or items observed so far
     observed: int  # items with the full number of counted raters so far
     alpha: float
-    alpha_per_question: float
+    alpha_per_question: float  # each question's level on the fail side (its "below" gambler)
     questions: dict[str, Decision] = field(default_factory=dict)
+    alpha_pass_per_question: float | None = None  # on the pass side (None: alpha_per_question)
 
     def to_dict(self) -> dict:
         return {
@@ -111,6 +126,7 @@ class JointDecision:
             "observed": self.observed,
             "alpha": self.alpha,
             "alpha_per_question": self.alpha_per_question,
+            "alpha_pass_per_question": self.alpha_pass_per_question or self.alpha_per_question,
             "questions": {name: d.to_dict() for name, d in self.questions.items()},
         }
 
@@ -167,11 +183,16 @@ def capital(x: Sequence[float] | np.ndarray, m: float | np.ndarray, *, alpha: fl
 
 
 def confidence_sequence(
-    observations: Sequence[float] | np.ndarray, *, alpha: float, scale: tuple[float, float]
+    observations: Sequence[float] | np.ndarray,
+    *,
+    alpha: float,
+    scale: tuple[float, float],
+    alpha_above: float | None = None,
 ) -> tuple[np.ndarray, np.ndarray]:
     """The running ``1 - alpha`` confidence sequence for the mean: lower and upper bounds after
     each observation, on the rating scale (the hull of the candidate means on a grid of
-    ``GRID_POINTS`` that no gambler has rejected so far).
+    ``GRID_POINTS`` that no gambler has rejected so far). With ``alpha_above`` the "above" gamblers
+    (who set the lower end) play at that level instead (``alpha_above/2`` for that side).
 
     Examples
     --------
@@ -186,7 +207,8 @@ def confidence_sequence(
     grid = np.linspace(0.0, 1.0, GRID_POINTS)
     log_up, log_down = capital((x - low) / (high - low), grid, alpha=alpha)
     level = np.log(2 / alpha)
-    kept = (log_up < level) & (log_down < level)
+    level_up = np.log(2 / (alpha if alpha_above is None else alpha_above))
+    kept = (log_up < level_up) & (log_down < level)
     # An empty set can only happen when the data contradict every mean (probability <= alpha):
     # report the running mean as a degenerate interval then.
     lower = np.where(kept.any(axis=1), grid[np.argmax(kept, axis=1)], np.nan)
@@ -204,6 +226,7 @@ def settle(
     alpha: float,
     scale: tuple[float, float],
     min_items: int = 10,
+    alpha_pass: float | None = None,
 ) -> Decision:
     """Whether the mean of ``observations`` (per-item means on the rating ``scale``, in the order
     the items completed) is settled at or above ``threshold`` (pass), below it (fail), or not yet.
@@ -211,7 +234,9 @@ def settle(
     The first time at or after ``min_items`` observations that a gambler's capital against
     ``threshold`` has reached ``2/alpha`` settles it; a wrong pass (true mean below the threshold)
     or a wrong fail (mean at or above it) each happens with probability at most ``alpha/2``, however
-    often one looks. ``n`` is the observation at which it settled (or the number seen).
+    often one looks. ``n`` is the observation at which it settled (or the number seen). With
+    ``alpha_pass`` the pass side plays at that level instead (a wrong pass at most ``alpha_pass/2``);
+    the bet sizes stay those of ``alpha``.
 
     Examples
     --------
@@ -229,10 +254,11 @@ def settle(
     tau = float(np.clip((threshold - low) / (high - low), 0.0, 1.0))
     log_up, log_down = capital((x - low) / (high - low), tau, alpha=alpha)
     level = np.log(2 / alpha)
+    level_up = np.log(2 / (alpha if alpha_pass is None else alpha_pass))
     start = min_items - 1
     state, n = Settled.UNDECIDED, x.size
     if x.size >= min_items:
-        passed = np.flatnonzero(log_up[start:] >= level)
+        passed = np.flatnonzero(log_up[start:] >= level_up)
         failed = np.flatnonzero(log_down[start:] >= level)
         first_pass = passed[0] if passed.size else np.inf
         first_fail = failed[0] if failed.size else np.inf
@@ -240,7 +266,7 @@ def settle(
             state, n = Settled.PASS, int(start + first_pass + 1)
         elif first_fail < first_pass:
             state, n = Settled.FAIL, int(start + first_fail + 1)
-    lower, upper = confidence_sequence(x[:n], alpha=alpha, scale=(low, high))
+    lower, upper = confidence_sequence(x[:n], alpha=alpha, scale=(low, high), alpha_above=alpha_pass)
     return Decision(state, n, round(float(lower[-1]), 4), round(float(upper[-1]), 4))
 
 
@@ -252,8 +278,9 @@ def settle_questions(
     scales: Mapping[str, tuple[float, float]],
     min_items: int = 10,
 ) -> JointDecision:
-    """The decision of a transformation: each question's ``settle`` at ``alpha / n_questions``;
-    it fails at the first question settled below, passes once every question is settled above.
+    """The decision of a transformation: each question's ``settle``, its fail side at
+    ``alpha / n_questions`` and its pass side at ``alpha`` (see the module docstring); it fails at
+    the first question settled below, passes once every question is settled above.
 
     ``per_question`` maps each question to its per-item means, all in the same item order.
     """
@@ -264,7 +291,9 @@ def settle_questions(
         raise ValueError("every question needs the same items, in the same order")
     share = alpha / len(per_question)
     decisions = {
-        name: settle(values, threshold=threshold, alpha=share, scale=scales[name], min_items=min_items)
+        name: settle(
+            values, threshold=threshold, alpha=share, scale=scales[name], min_items=min_items, alpha_pass=alpha
+        )
         for name, values in sorted(per_question.items())
     }
     observed = lengths.pop()
@@ -275,7 +304,7 @@ def settle_questions(
         state, n = Settled.PASS, max(d.n for d in decisions.values())
     else:
         state, n = Settled.UNDECIDED, observed
-    return JointDecision(state, n, observed, alpha, share, decisions)
+    return JointDecision(state, n, observed, alpha, share, decisions, alpha_pass_per_question=alpha)
 
 
 class ItemRating(NamedTuple):

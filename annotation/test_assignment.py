@@ -8,7 +8,16 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from annotation.assignment import controls_needed, draw_assignment, queue_extend, rebalance, receivers
+from annotation.assignment import (
+    Slot,
+    controls_needed,
+    draw_assignment,
+    next_batch,
+    pull_items,
+    queue_extend,
+    rebalance,
+    receivers,
+)
 
 
 def _draw(n_real, n_annotators, r, batch_size, cpb, seed=0):
@@ -119,3 +128,67 @@ def test_a_newcomer_takes_a_fair_share_of_the_open_work_without_duplicates():
     assert len(moved_items) == len(set(moved_items))
     left = {a: len(v) - sum(1 for _, src in moves if src == a) for a, v in open_items.items()}
     assert max(left.values()) - len(moves) <= 1
+
+
+# --- pull mode ------------------------------------------------------------------------------------
+
+
+def test_pull_takes_items_closest_to_completion_then_the_common_order():
+    order = [5, 3, 9, 1, 7, 2]
+    raters = {3: 1, 9: 2, 7: 1, 2: 3}  # 2 is complete (3 raters); 9 needs one more
+    assert pull_items(order, raters, set(), raters_per_item=3, batch_size=4) == [9, 3, 7, 5]
+    # never an item the annotator held, nor one of a settled transformation (closed)
+    assert pull_items(order, raters, {9, 5}, raters_per_item=3, batch_size=4, closed={7}) == [3, 1]
+    assert pull_items(order, {i: 3 for i in order}, set(), raters_per_item=3, batch_size=4) == []
+
+
+def test_a_pulled_batch_is_one_new_batch_with_unused_controls():
+    queue = [Slot(1, False, 0), Slot(100, True, 0), Slot(2, False, 0), Slot(3, False, 1), Slot(101, True, 1)]
+    slots = next_batch(queue, [7, 8], [100, 102], [101, 103], controls_per_batch=2, rng=np.random.default_rng(0))
+    assert {s.batch for s in slots} == {2}
+    assert sorted(s.item for s in slots if not s.control) == [7, 8]
+    assert sorted(s.item for s in slots if s.control) == [102, 103]  # the two it has not had
+    with pytest.raises(ValueError, match="needs 3 distinct controls, but only 2 are left"):
+        next_batch(queue, [7], [100, 102], [101, 103], controls_per_batch=3, rng=np.random.default_rng(0))
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    st.integers(1, 40),
+    st.integers(2, 6),
+    st.integers(1, 3),
+    st.integers(1, 6),
+    st.lists(st.floats(0.1, 1.0), min_size=6, max_size=6),
+    st.integers(0, 2**16),
+)
+def test_pulling_until_done_gives_every_item_exactly_r_raters(n_items, panel, r, batch_size, speeds, seed):
+    """Annotators at any paces pulling one batch whenever they finish theirs: every item ends
+    with exactly r distinct raters, and nobody gets an item twice."""
+    if r > panel:
+        return
+    rng = np.random.default_rng(seed)
+    order = [int(i) for i in rng.permutation(n_items)]
+    raters: dict[int, set[int]] = {}
+    queues: dict[int, list[int]] = {a: [] for a in range(panel)}
+    held: dict[int, set[int]] = {a: set() for a in range(panel)}
+
+    def pull(a):
+        items = pull_items(
+            order, {i: len(v) for i, v in raters.items()}, held[a], raters_per_item=r, batch_size=batch_size
+        )
+        for i in items:
+            raters.setdefault(i, set()).add(a)
+            held[a].add(i)
+        queues[a] = items
+
+    for a in range(panel):
+        pull(a)
+    weights = np.array(speeds[:panel])
+    while any(queues.values()):
+        busy = [a for a in range(panel) if queues[a]]
+        a = busy[rng.choice(len(busy), p=weights[busy] / weights[busy].sum())]
+        queues[a].pop()
+        if not queues[a]:
+            pull(a)
+    assert sorted(raters) == sorted(order)
+    assert all(len(v) == r for v in raters.values())

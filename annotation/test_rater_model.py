@@ -51,6 +51,20 @@ def test_recovers_the_ranking_of_known_competence():
     assert max(fit.rater(r).competence for r in range(16, 20)) < min(careful)
 
 
+def test_the_recovery_holds_across_simulated_studies_not_only_one():
+    """Six independent simulated studies: the rank correlation is >= 0.9 in the typical study
+    (median) and in five of six, never below 0.8 (the worst of seeds 0-11 is 0.83, seed 3: a
+    study whose fitted biases all drift by about +0.35 categories, which costs the careful raters
+    with a small true bias)."""
+    rhos = []
+    for seed in range(6):
+        ratings, truth = simulate(seed=seed)
+        fit = fit_rater_model(ratings, scale=(1, 5), rng=np.random.default_rng(1), n_boot=0)
+        rhos.append(spearman_rho([fit.rater(r).competence for r in range(N_RATERS)], truth))
+    assert np.median(rhos) >= 0.9 and min(rhos) >= 0.8
+    assert sum(rho >= 0.9 for rho in rhos) >= 5
+
+
 def test_agreeing_raters_are_competent_and_input_is_checked():
     ratings = [(u, r, 1 + u % 5) for u in range(30) for r in "abc"] + [(u, "d", 3) for u in range(30)]
     fit = fit_rater_model(ratings, scale=(1, 5), rng=np.random.default_rng(0), n_boot=50)

@@ -137,3 +137,29 @@ def test_inputs_are_checked():
     with pytest.raises(ValueError, match="same items"):
         settle_questions({"a": [3.0], "b": []}, threshold=3, alpha=0.05, scales={"a": SCALE, "b": SCALE})
     assert settle([], threshold=3, alpha=0.05, scale=SCALE).state is Settled.UNDECIDED
+
+
+def test_the_pass_side_of_several_questions_needs_no_correction_and_stays_valid():
+    """Intersection-union: every question must settle above for a pass, so each plays its pass
+    side at alpha/2 (not alpha/(2q)); the fail side keeps Bonferroni."""
+    rng = np.random.default_rng(7)
+    fluency = np.clip(np.rint(rng.normal(3.6, 0.9, 100)), 1, 5)
+    quality = np.clip(np.rint(rng.normal(4.2, 0.9, 100)), 1, 5)
+    joint = settle_questions({"quality": quality, "fluency": fluency}, threshold=3.0, alpha=0.05, scales=BOTH)
+    bonferroni = settle(fluency, threshold=3.0, alpha=0.025, scale=SCALE)
+    assert joint.state is Settled.PASS and bonferroni.state is Settled.PASS
+    assert joint.questions["fluency"].n < bonferroni.n  # settles earlier than at alpha/(2q) on both sides
+    assert joint.alpha_pass_per_question == 0.05 and joint.alpha_per_question == 0.025
+    # The pass level is log(2/alpha): the capital at the threshold crossed it at n and not before.
+    log_up, _ = capital((fluency - 1) / 4, 0.5, alpha=0.025)
+    n = joint.questions["fluency"].n
+    assert log_up[n - 1] >= np.log(2 / 0.05) > log_up[n - 2]
+    # A question whose mean is just below the threshold makes a pass wrong: it stays under alpha/2
+    # (one question well above, one at 2.95 on a 1-5 scale, 1000 replays of 100 items).
+    wrong = 0
+    for _ in range(1000):
+        above = np.clip(np.rint(rng.normal(4.5, 0.8, 100)), 1, 5)
+        below = np.clip(rng.normal(2.95, 0.6, 100), 1, 5)
+        d = settle_questions({"a": above, "b": below}, threshold=3.0, alpha=0.05, scales={"a": SCALE, "b": SCALE})
+        wrong += d.state is Settled.PASS
+    assert wrong / 1000 <= 0.025

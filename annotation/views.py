@@ -1,5 +1,6 @@
-"""Pages of studies for researchers: builder, progress, review queue, gate and approval, export.
-Thin: each POST calls one service and reports its outcome as a message."""
+"""Pages of studies for researchers: builder, progress, annotator access, review queue, gate and
+approval, export. Thin: each POST calls one service and reports its outcome as a message, or
+answers with the page itself where it shows a form's errors or a password once."""
 
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -9,18 +10,35 @@ from django.contrib import messages
 from django.contrib.auth import get_user_model
 from django.http import HttpResponse
 from django.shortcuts import get_object_or_404, redirect, render
+from django.urls import reverse
+from django.views.decorators.http import require_http_methods
 
 from annotation.adaptive_services import study_adaptive_decisions
 from annotation.argilla_services import study_publish
 from annotation.config_export import config_render
 from annotation.control_pool import control_pool_from_upload
 from annotation.control_services import study_control_detectability
-from annotation.design import QUESTIONS, DesignError, StudyDesign, StudyKind
-from annotation.design_services import study_create, study_design, study_lock, study_revise
+from annotation.design import (
+    QUESTIONS,
+    REPLAYED_SAVING,
+    DesignError,
+    design_implications,
+    design_problems,
+)
+from annotation.design_services import (
+    DesignRefused,
+    design_context,
+    study_create,
+    study_design,
+    study_lock,
+    study_revise,
+)
 from annotation.export_services import benchmark_config_export
+from annotation.forms import PasswordSetForm, StudyCreateForm, StudyDesignForm
 from annotation.gate_services import approval_decide, gate_result_current, study_gate
 from annotation.gating import gate_state_of
 from annotation.models import Annotator, BenchmarkConfig, Flag, GateResult, Study
+from annotation.onboarding_services import annotator_password_set, annotator_ui_url, study_sync_job
 from annotation.quality_services import quality_figures, study_annotator_quality
 from annotation.selectors import benchmark_config_list, flag_list, gate_result_list, study_list, study_progress
 from annotation.sync_services import sync_summary
@@ -35,20 +53,6 @@ from annotation.validation_services import (
 from core.errors import ShiftlabError
 from core.roles import Role
 from core.views import researcher_required
-from transforms.models import TransformRun
-
-DESIGN_NUMBERS = (
-    "items_per_transformation",
-    "raters_per_item",
-    "batch_size",
-    "controls_per_batch",
-    "min_control_ratings",
-    "control_margin",
-    "low_rating_max",
-    "max_confirmed_flags",
-    "seed",
-)
-DESIGN_FLOATS = ("llm_flag_deviation", "acceptance_threshold")
 
 
 @contextmanager
@@ -72,140 +76,195 @@ def benchmark_config_response(config: BenchmarkConfig, fmt: str) -> HttpResponse
     return response
 
 
-def _design_from_post(post, base: StudyDesign) -> StudyDesign:
-    values = base.to_dict()
-    for name in DESIGN_NUMBERS:
-        if post.get(name, "").strip():
-            try:
-                values[name] = int(post[name])
-            except ValueError:
-                raise DesignError(f"design.{name} must be a whole number, got {post[name]!r}") from None
-    for name in DESIGN_FLOATS:
-        if post.get(name, "").strip():
-            try:
-                values[name] = float(post[name])
-            except ValueError:
-                raise DesignError(f"design.{name} must be a number, got {post[name]!r}") from None
-    if post.get("kind"):
-        values["kind"] = post["kind"]
-    if "llm_judges" in post:
-        values["llm_judges"] = [a.strip() for a in post["llm_judges"].split(",") if a.strip()]
-    if "guidelines" in post:
-        values["guidelines"] = post["guidelines"]
-    return StudyDesign.from_dict(values)
+def _annotator_users():
+    return get_user_model().objects.filter(groups__name=Role.ANNOTATOR, is_active=True).order_by("username")
 
 
 @researcher_required
+@require_http_methods(["GET", "POST"])
 def study_list_view(request):
-    """The study builder: existing studies and a form declaring a new one."""
-    if request.method == "POST":
-        with _refusals_as_messages(request, (ShiftlabError, DesignError)):
-            runs = list(TransformRun.objects.filter(pk__in=request.POST.getlist("runs")))
-            study = study_create(
-                name=request.POST.get("name", "").strip(),
-                project=request.POST.get("project", "").strip() or "shiftlab",
-                runs=runs,
-                design=_design_from_post(request.POST, StudyDesign()),
-                created_by=request.user,
-            )
-            messages.success(request, f"Study {study} created as a draft: check the design, then lock it.")
-            return redirect("annotation:study", pk=study.pk)
+    """The study builder: existing studies and the design form. "Check the design" shows what it
+    implies; "Create draft" declares it. A refused design keeps the input, reasons beside fields."""
+    form = StudyCreateForm(request.POST or None)
+    implications = None
+    if request.method == "POST" and form.is_valid():
+        runs, design = list(form.cleaned_data["runs"]), form.design()
+        context = design_context(runs=runs, annotators=_annotator_users().count())
+        problems = design_problems(design, context)
+        form.add_problems(problems)
+        if not problems:
+            implications = design_implications(design, context)
+        if not problems and request.POST.get("action") != "check":
+            try:
+                study = study_create(
+                    name=form.cleaned_data["name"],
+                    project=form.cleaned_data["project"],
+                    runs=runs,
+                    design=design,
+                    created_by=request.user,
+                    annotators=context.annotators,
+                )
+            except DesignRefused as exc:
+                form.add_problems(exc.problems)
+            except ShiftlabError as exc:
+                form.add_error("llm_judges" if str(exc).startswith("design.llm_judges") else None, str(exc))
+            else:
+                messages.success(request, f"Study {study} created as a draft: check the design, then lock it.")
+                return redirect("annotation:study", pk=study.pk)
     return render(
         request,
         "annotation/study_list.html",
         {
             "studies": study_list()[:200],
-            "default": StudyDesign(),
-            "kinds": list(StudyKind),
-            "runs": TransformRun.objects.filter(status=TransformRun.Status.SUCCEEDED).select_related("dataset")[:200],
+            "form": form,
+            "implications": implications,
+            "design": form.design() if implications else None,
+            "replayed_saving": REPLAYED_SAVING,
         },
     )
 
 
 @researcher_required
+@require_http_methods(["GET", "POST"])
 def study_detail_view(request, pk: int):
-    """Design, progress (per-annotator counts, control pass rates, live agreement) and actions."""
+    """Design, progress (per-annotator counts, control pass rates, live agreement), annotator
+    access and actions. Publish, password and revise answer with the page itself: a password is
+    shown in that response only (never in a message, which the session would keep)."""
     study = get_object_or_404(Study, pk=pk)
-    if request.method == "POST":
-        action = request.POST.get("action")
-        with _refusals_as_messages(request, (ShiftlabError, DesignError)):
-            if action == "lock":
-                upload = request.FILES.get("control_pool")
-                pool = control_pool_from_upload(upload.read(), upload.name) if upload else ()
-                study_lock(study=study, actor=request.user, control_pool=pool)
-                messages.success(request, "Locked: items and controls are drawn; the design is frozen.")
-            elif action == "revise":
-                revised = study_revise(
-                    study=study, design=_design_from_post(request.POST, study_design(study)), actor=request.user
-                )
-                messages.success(request, f"New version {revised} created as a draft.")
-                return redirect("annotation:study", pk=revised.pk)
-            elif action == "publish":
-                users = get_user_model().objects.filter(pk__in=request.POST.getlist("annotators"))
-                result = study_publish(study=study, annotators=users, actor=request.user)
-                messages.success(request, f"Published {result.records} records to Argilla.")
-                for username, password in result.new_accounts.items():
-                    messages.info(
-                        request,
-                        f"New Argilla account {username}, initial password: {password} (shown once: hand it over now).",
-                    )
-            elif action in ("reject", "replace"):
-                annotator = get_object_or_404(Annotator, pk=request.POST.get("annotator"), study=study)
-                reason = request.POST.get("reason", "")
-                if action == "reject":
-                    rejected = annotator_reject(annotator=annotator, detail=reason, actor=request.user)
-                    moved = rejected.release.summary() if rejected.release else "they had no items"
-                    messages.success(request, f"Rejected {annotator.user.get_username()}: {moved}.")
-                else:
-                    user = get_object_or_404(get_user_model(), pk=request.POST.get("user"))
-                    replaced = annotator_replace(annotator=annotator, user=user, reason=reason, actor=request.user)
-                    messages.success(
-                        request,
-                        f"{user.get_username()} replaces {annotator.user.get_username()}: "
-                        f"{replaced.release.summary()}.",
-                    )
-                    for username, password in replaced.new_accounts.items():
-                        messages.info(
-                            request,
-                            f"New Argilla account {username}, initial password: {password} "
-                            "(shown once: hand it over now).",
-                        )
-            elif action == "sync":
-                queued = sync_study.delay(study.pk)
-                if isinstance(queued, EagerResult):  # no broker: it already ran, in this request
-                    messages.success(request, f"Synced: {sync_summary(queued.get())}.")
-                else:
-                    messages.success(
-                        request, "Sync queued: a worker runs it; reload this page to see its result under Argilla."
-                    )
-            elif action == "validate":
-                messages.success(request, study_validate(study=study, actor=request.user).summary())
-            elif action == "gate":
-                results = study_gate(study=study, actor=request.user)
-                messages.success(
-                    request,
-                    "Gate: " + ", ".join(f"{r.transformation} {gate_state_of(r.evidence).label}" for r in results),
-                )
-                return redirect("annotation:gate", pk=study.pk)
-        return redirect("annotation:study", pk=study.pk)
+    if request.method == "GET":
+        return _study_page(request, study)
+    action = request.POST.get("action")
+    if action == "publish":
+        return _study_publish(request, study)
+    if action == "password":
+        return _annotator_password(request, study)
+    if action == "revise":
+        return _study_revise(request, study)
+    if action in ("reject", "replace"):
+        return _annotator_change(request, study, action)
+    sync_job = ""
+    with _refusals_as_messages(request, (ShiftlabError, DesignError)):
+        if action == "lock":
+            upload = request.FILES.get("control_pool")
+            pool = control_pool_from_upload(upload.read(), upload.name) if upload else ()
+            study_lock(study=study, actor=request.user, control_pool=pool)
+            messages.success(request, "Locked: items and controls are drawn; the design is frozen.")
+        elif action == "sync":
+            queued = sync_study.delay(study.pk)
+            if isinstance(queued, EagerResult):  # no broker: it already ran, in this request
+                messages.success(request, f"Synced: {sync_summary(queued.get())}.")
+            else:
+                sync_job = queued.id
+                messages.success(request, "Sync queued: a worker runs it; this page shows when it has finished.")
+        elif action == "validate":
+            messages.success(request, study_validate(study=study, actor=request.user).summary())
+        elif action == "gate":
+            results = study_gate(study=study, actor=request.user)
+            messages.success(
+                request,
+                "Gate: " + ", ".join(f"{r.transformation} {gate_state_of(r.evidence).label}" for r in results),
+            )
+            return redirect("annotation:gate", pk=study.pk)
+    url = reverse("annotation:study", args=[study.pk])
+    return redirect(f"{url}?sync={sync_job}#sync-job" if sync_job else url)
+
+
+def _study_page(request, study: Study, **extra):
     design = study_design(study)
-    annotator_users = get_user_model().objects.filter(groups__name=Role.ANNOTATOR, is_active=True).order_by("username")
-    return render(
-        request,
-        "annotation/study_detail.html",
-        {
-            "study": study,
-            "design": design,
-            "questions": QUESTIONS[design.kind],
-            "progress": study_progress(study=study),
-            "annotator_users": annotator_users,
-            "open_flags": flag_list(study=study).count(),
-            "runs": study.runs.select_related("dataset"),
-            "last_sync": sync_summary(study.last_sync) if study.last_sync else "",
-            "detectability": study_control_detectability(study=study) if study.is_locked else None,
-            "adaptive": study_adaptive_decisions(study=study),
-        },
+    sync_job = study_sync_job(study=study, task_id=request.GET.get("sync", "")) if request.GET.get("sync") else None
+    progress = study_progress(study=study)
+    links = {a.pk: annotator_ui_url(a) for a in study.annotators.select_related("study")}
+    context = {
+        "study": study,
+        "design": design,
+        "questions": QUESTIONS[design.kind],
+        "progress": progress,
+        "access": [(row, links.get(row.annotator.pk, "")) for row in progress.annotators],
+        "annotator_users": _annotator_users(),
+        "open_flags": flag_list(study=study).count(),
+        "runs": study.runs.select_related("dataset"),
+        "last_sync": sync_summary(study.last_sync) if study.last_sync else "",
+        "sync_job": sync_job,
+        "detectability": study_control_detectability(study=study) if study.is_locked else None,
+        "adaptive": study_adaptive_decisions(study=study),
+        "revise_form": StudyDesignForm(base=design, prefix="revise"),
+        **extra,
+    }
+    return render(request, "annotation/study_detail.html", context)
+
+
+def _study_publish(request, study: Study):
+    users = get_user_model().objects.filter(pk__in=request.POST.getlist("annotators"))
+    try:
+        result = study_publish(study=study, annotators=users, actor=request.user)
+    except ShiftlabError as exc:
+        messages.error(request, str(exc))
+        return redirect("annotation:study", pk=study.pk)
+    messages.success(request, f"Published {result.records} records to Argilla.")
+    study.refresh_from_db()
+    return _study_page(request, study, new_accounts=_accounts(study, result.new_accounts))
+
+
+def _accounts(study: Study, passwords: dict[str, str]) -> list[tuple[str, str, str]]:
+    """(username, password, annotation page) of each account given a password now."""
+    annotators = {a.user.get_username(): a for a in study.annotators.select_related("user", "study")}
+    return [
+        (name, password, annotator_ui_url(annotators[name]) if name in annotators else "")
+        for name, password in sorted(passwords.items())
+    ]
+
+
+def _annotator_password(request, study: Study):
+    form = PasswordSetForm(request.POST)
+    if form.is_valid():
+        annotator = get_object_or_404(Annotator, pk=form.cleaned_data["annotator"], study=study)
+        try:
+            password = annotator_password_set(
+                annotator=annotator, actor=request.user, password=form.cleaned_data["password"]
+            )
+        except ShiftlabError as exc:
+            form.add_error("password", str(exc))
+        else:
+            accounts = _accounts(study, {annotator.user.get_username(): password})
+            return _study_page(request, study, new_accounts=accounts, password_set=True)
+    return _study_page(request, study, password_form=form, password_for=form.data.get("annotator", ""))
+
+
+def _study_revise(request, study: Study):
+    form = StudyDesignForm(request.POST, base=study_design(study), prefix="revise")
+    if form.is_valid():
+        try:
+            revised = study_revise(study=study, design=form.design(), actor=request.user)
+        except DesignRefused as exc:
+            form.add_problems(exc.problems)
+        except ShiftlabError as exc:
+            form.add_error(None, str(exc))
+        else:
+            messages.success(request, f"New version {revised} created as a draft.")
+            return redirect("annotation:study", pk=revised.pk)
+    return _study_page(request, study, revise_form=form)
+
+
+def _annotator_change(request, study: Study, action: str):
+    annotator = get_object_or_404(Annotator, pk=request.POST.get("annotator"), study=study)
+    reason = request.POST.get("reason", "")
+    try:
+        if action == "reject":
+            rejected = annotator_reject(annotator=annotator, detail=reason, actor=request.user)
+            moved = rejected.release.summary() if rejected.release else "they had no items"
+            messages.success(request, f"Rejected {annotator.user.get_username()}: {moved}.")
+            return redirect("annotation:study", pk=study.pk)
+        user = get_object_or_404(get_user_model(), pk=request.POST.get("user"))
+        replaced = annotator_replace(annotator=annotator, user=user, reason=reason, actor=request.user)
+    except ShiftlabError as exc:
+        messages.error(request, str(exc))
+        return redirect("annotation:study", pk=study.pk)
+    messages.success(
+        request, f"{user.get_username()} replaces {annotator.user.get_username()}: {replaced.release.summary()}."
     )
+    if not replaced.new_accounts:
+        return redirect("annotation:study", pk=study.pk)
+    return _study_page(request, study, new_accounts=_accounts(study, replaced.new_accounts))
 
 
 @researcher_required

@@ -21,7 +21,11 @@ transformation, 3 raters per item.
   submitted on items that never completed are spent too;
   *released batches of 20 / 10*: the same, but queues follow one common item order, shuffled
   only inside batches (as ``annotation.assignment`` draws them, shown one batch at a time with
-  the design's ``batches_released``).
+  the design's ``batches_released``);
+  *pull, batches of 20 / 10 / 5*: the design's ``assignment = "pull"``: nothing is drawn ahead; an
+  annotator who finished their batch gets the next one from ``annotation.assignment.pull_items``
+  (the function the service calls: items closest to completion first), so the work follows the
+  faster annotators and items complete in about one order.
 - **(b) real ratings**: SummEval (16 summarisation systems as transformations, 100 articles as
   items, each item's observation the mean of its three experts' ratings, 1-5), coherence alone and
   coherence + relevance; and BIOSSES as one transformation (100 pairs x 5 raters, 0-4 shifted to
@@ -31,7 +35,8 @@ transformation, 3 raters per item.
   settle pass or fail before the end. The rule allows alpha in all, alpha/2 for each side.
 
 Ratings saved = 1 - ratings spent / ratings of the complete study; "differ" = settled early on
-the other side of the threshold than the complete study's mean. Runs in about 90 s on 2 cores.
+the other side of the threshold than the complete study's mean. Took 897 s on a 2-core machine
+shared with other jobs (the pull replays call ``pull_items`` for every batch).
 """
 
 from __future__ import annotations
@@ -50,6 +55,7 @@ import numpy as np
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
+from annotation.assignment import pull_items  # noqa: E402
 from annotation.sequential import Settled, settle_questions  # noqa: E402
 
 DATA = ROOT.parent / "shared" / "data"
@@ -57,6 +63,8 @@ THRESHOLD, ALPHA, MIN_ITEMS, ITEMS, RATERS_PER_ITEM, PANEL = 3.0, 0.05, 10, 100,
 SCALE = (1, 5)
 # Queues in one common order, released batch by batch (design ``batches_released``), by batch size.
 RELEASED = {"released batches of 20": 20, "released batches of 10": 10}
+# Pull assignment (design ``assignment = "pull"``, one batch released at a time), by batch size.
+PULLED = {"pull, batches of 20": 20, "pull, batches of 10": 10, "pull, batches of 5": 5}
 
 
 def calibration() -> tuple[np.ndarray, float, float]:
@@ -99,10 +107,11 @@ def centre_for(target: float, biases: np.ndarray, sd: float) -> float:
     return (low + high) / 2
 
 
-def simulate(centres: dict[str, float], biases, noise, item_sd, rng, *, items=ITEMS):
+def simulate(centres: dict[str, float], biases, noise, item_sd, rng, *, items=ITEMS, raters=None):
     """One complete study of one transformation: ratings[question] of shape (items, raters per
-    item), and the raters of each item (distinct members of the panel)."""
-    raters = np.array([rng.choice(PANEL, RATERS_PER_ITEM, replace=False) for _ in range(items)])
+    item), and the raters of each item (distinct members of the panel; drawn unless given)."""
+    if raters is None:
+        raters = np.array([rng.choice(PANEL, RATERS_PER_ITEM, replace=False) for _ in range(items)])
     ratings = {}
     for name, centre in centres.items():
         latent = centre + rng.normal(0, item_sd, (items, 1)) + biases[raters] + rng.normal(0, noise, raters.shape)
@@ -153,6 +162,45 @@ def queue_replay(raters: np.ndarray, rng, *, batch_size: int | None = None) -> t
     return np.array(order), np.array(spent)
 
 
+def pull_replay(rng, *, batch_size: int, items: int = ITEMS) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Annotators at random speeds pulling a batch of ``batch_size`` whenever they finished
+    theirs (``pull_items``, a common order, one batch each at a time): the order items complete in,
+    the ratings submitted when each completed, and who rated each item (items x raters)."""
+    order = [int(i) for i in rng.permutation(items)]
+    raters = np.full((items, RATERS_PER_ITEM), -1)
+    count = np.zeros(items, dtype=int)  # raters holding or having rated each item
+    held: list[set[int]] = [set() for _ in range(PANEL)]
+    queues: list[list[int]] = [[] for _ in range(PANEL)]
+
+    def pull(a: int) -> None:
+        batch = pull_items(
+            order, dict(enumerate(count.tolist())), held[a], raters_per_item=RATERS_PER_ITEM, batch_size=batch_size
+        )
+        for i in batch:
+            raters[i, count[i]] = a
+            count[i] += 1
+            held[a].add(i)
+        queues[a] = [batch[j] for j in rng.permutation(len(batch))]
+
+    for a in range(PANEL):
+        pull(a)
+    speed = rng.uniform(0.5, 1.5, PANEL)
+    done = np.zeros(items, dtype=int)
+    completed, spent, submitted = [], [], 0
+    while any(queues):
+        busy = [a for a in range(PANEL) if queues[a]]
+        a = busy[rng.choice(len(busy), p=speed[busy] / speed[busy].sum())]
+        item = queues[a].pop(0)
+        submitted += 1
+        done[item] += 1
+        if done[item] == RATERS_PER_ITEM:
+            completed.append(item)
+            spent.append(submitted)
+        if not queues[a]:
+            pull(a)
+    return np.array(completed), np.array(spent), raters
+
+
 def replay(ratings, order):
     """The decision of one replay in ``order``, and the complete study's decision."""
     per_item = {q: v.mean(axis=1)[order] for q, v in ratings.items()}
@@ -161,29 +209,33 @@ def replay(ratings, order):
     return decision, full
 
 
+def tally(row: list[int], decision, full: bool, spent: int, total: int) -> None:
+    """Add one replay to ``row`` (replays, ratings spent, ratings of the complete study, decisions
+    differing): ``spent`` counts when the decision settled; an undecided replay spends everything."""
+    settled = decision.state is not Settled.UNDECIDED
+    row[0] += 1
+    row[1] += spent if settled else total
+    row[2] += total
+    row[3] += settled and (decision.state is Settled.PASS) != full
+
+
 def scenario_a(args, biases, noise, item_sd, rng) -> dict:
-    rows = {name: [0, 0, 0, 0] for name in ("item order", "queues", *RELEASED)}  # replays, spent, total, differ
+    rows = {name: [0, 0, 0, 0] for name in ("item order", "queues", *RELEASED, *PULLED)}
+    total = ITEMS * RATERS_PER_ITEM
     for _ in range(args.studies):
         centres = {"quality": rng.uniform(2, 4), "fluency": rng.uniform(2, 4)}
         ratings, raters = simulate(centres, biases, noise, item_sd, rng)
-        total = ITEMS * RATERS_PER_ITEM
         for _ in range(args.orders):
             decision, full = replay(ratings, rng.permutation(ITEMS))
-            settled = decision.state is not Settled.UNDECIDED
-            row = rows["item order"]
-            row[0] += 1
-            row[1] += decision.n * RATERS_PER_ITEM if settled else total
-            row[2] += total
-            row[3] += settled and (decision.state is Settled.PASS) != full
+            tally(rows["item order"], decision, full, decision.n * RATERS_PER_ITEM, total)
             for name, batch_size in (("queues", None), *RELEASED.items()):
                 order, spent = queue_replay(raters, rng, batch_size=batch_size)
                 decision, full = replay(ratings, order)
-                settled = decision.state is not Settled.UNDECIDED
-                row = rows[name]
-                row[0] += 1
-                row[1] += spent[decision.n - 1] if settled else total
-                row[2] += total
-                row[3] += settled and (decision.state is Settled.PASS) != full
+                tally(rows[name], decision, full, int(spent[decision.n - 1]), total)
+            for name, batch_size in PULLED.items():
+                order, spent, pulled = pull_replay(rng, batch_size=batch_size)
+                decision, full = replay(simulate(centres, biases, noise, item_sd, rng, raters=pulled)[0], order)
+                tally(rows[name], decision, full, int(spent[decision.n - 1]), total)
     return rows
 
 

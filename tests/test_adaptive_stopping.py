@@ -64,7 +64,7 @@ def _study(researcher, django_user_model, *, adaptive: bool) -> Study:
         llm_judges=(),
         seed=3,
         adaptive=adaptive,
-        adaptive_alpha=0.5,  # few items in a test: settles after 6 perfect items
+        adaptive_alpha=0.5,  # few items in a test: settles after 4 perfect items
         adaptive_min_items=4,
     )
     study = study_lock(study=study_create(name="adaptive", runs=[run], design=design, created_by=researcher))
@@ -119,11 +119,13 @@ def test_a_settled_transformation_leaves_the_queues_and_the_gate_passes(
     result = adaptive_services.study_adaptive_check(study=study, actor=researcher, client=object())
 
     [decision] = result.decisions.values()
-    assert decision.state.value == "pass" and decision.n == 6 and decision.observed == COMPLETE
+    # Each perfect item multiplies the pass-side capital by 1.5 (the bet is truncated at 1/2 / 0.5):
+    # 1.5^3 = 3.4 < 2/alpha = 4 <= 1.5^4 (the pass side plays at alpha, intersection-union), so 4 items.
+    assert decision.state.value == "pass" and decision.n == 4 and decision.observed == COMPLETE
     assert result.withdrawn == {"random_keywords": len(open_before)} and len(open_before) > 0
     ended = Assignment.objects.filter(annotator__study=study, active=False)
     assert {a.pk for a in ended} == {a.pk for a in open_before}
-    assert {a.end_reason for a in ended} == {"settled: pass at 6 items"}
+    assert {a.end_reason for a in ended} == {"settled: pass at 4 items"}
     # Every real assignment left is one its annotator submitted; controls stay.
     assert all((a.annotator_id, a.study_item_id) in submitted for a in real_active.all())
     assert controls_before.count() == n_controls
@@ -145,7 +147,7 @@ def test_a_settled_transformation_leaves_the_queues_and_the_gate_passes(
     assert Assignment.objects.filter(annotator__study=study, active=False).count() == len(open_before)
 
     # Page, API and command show the decision.
-    line = "settled: pass at 6 items (interval fluency ["
+    line = "settled: pass at 4 items (interval fluency ["
     client.force_login(researcher)
     assert line in client.get(reverse("annotation:study", args=[study.pk])).content.decode()
     api = APIClient()

@@ -213,6 +213,19 @@ def user_ensure(username: str, password: str, role: Role, workspace: str, *, cli
     return user_id
 
 
+# --- H8a (issue 20): annotator onboarding sets or resets an annotator's password -------------
+def user_password_set(username: str, password: str, *, client: httpx.Client) -> UUID:
+    """Give the existing annotator account ``username`` the password ``password``; refuses any
+    other role (an owner's or admin's password is never changed from Shiftlab)."""
+    existing = _user(client, username)
+    if existing is None:
+        raise ArgillaError(f"Argilla at {client.base_url} has no user {username!r}: publish the study with them first")
+    user_role_check(username, existing["role"], "annotator", client=client)
+    action = f"set the password of user {username!r}"
+    _call(client, "PATCH", f"/api/v1/users/{existing['id']}", action, json={"password": password})
+    return UUID(existing["id"])
+
+
 def user_get_id(username: str, *, client: httpx.Client) -> UUID | None:
     """The Argilla id of ``username``, or None when no such user exists."""
     return _user_id(client, username)
