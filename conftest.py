@@ -30,7 +30,11 @@ def pytest_collection_modifyitems(config, items):
 
 @pytest.fixture
 def shared_data() -> Path:
-    """The public benchmark data next to the checkout (``../shared/data``); skips when it is absent."""
+    """The public benchmark data next to the checkout (``../shared/data``); skips when it is absent,
+    and fails instead where every service and data set must be present (CI)."""
     if not SHARED_DATA.is_dir():
-        pytest.skip(f"public benchmark data not found at {SHARED_DATA}")
+        # Imported here: tests.support needs Django, which is set up after this file loads.
+        from tests.support import require_or_skip
+
+        require_or_skip(f"public benchmark data not found at {SHARED_DATA}")
     return SHARED_DATA

@@ -1,61 +1,15 @@
 """Figures of annotator quality as inline SVG markup (matplotlib, Agg backend; no Django, no I/O).
-
-The pages run under a strict Content-Security-Policy (``style-src 'self'``), which blocks the
-``style`` attributes and the ``<style>`` element matplotlib writes. :func:`csp_safe_svg` turns
-each declaration into the equivalent SVG presentation attribute, so the figure looks the same
-inline. Output is deterministic (no date, fixed hash salt)."""
+Rendered CSP-safe by :func:`core.plots.svg_of`."""
 
 from __future__ import annotations
 
-import io
-import re
 from collections.abc import Sequence
 
-import matplotlib
+import matplotlib.pyplot as plt
+import numpy as np
 
-matplotlib.use("Agg")
-
-import matplotlib.pyplot as plt  # noqa: E402  (the backend is chosen first)
-import numpy as np  # noqa: E402
-
-_RC = {"svg.hashsalt": "shiftlab", "svg.fonttype": "none", "font.size": 9}
-_STYLE_ATTRIBUTE = re.compile(r'\sstyle="([^"]*)"')
-_STYLE_ELEMENT = re.compile(r"<style[^>]*>.*?</style>", re.DOTALL)
-_FONT = re.compile(
-    r"^(?:(?P<style>italic|oblique|normal)\s+)?(?:(?P<weight>\d{3}|bold|normal)\s+)?(?P<size>[\d.]+px)\s+(?P<family>.+)$"
-)
-
-
-def csp_safe_svg(svg: str) -> str:
-    """SVG text without its XML prologue, ``<style>`` elements or ``style`` attributes."""
-    svg = _STYLE_ELEMENT.sub("", svg[svg.index("<svg") :])
-    return _STYLE_ATTRIBUTE.sub(lambda m: _attributes(m.group(1)), svg)
-
-
-def _attributes(style: str) -> str:
-    out = []
-    for declaration in style.split(";"):
-        name, _, value = declaration.partition(":")
-        name, value = name.strip(), value.strip()
-        if not name:
-            continue
-        if name == "font" and (font := _FONT.match(value)):
-            out.append(f'font-size="{font["size"]}"')
-            out.append(f'font-family="{font["family"].replace(chr(34), chr(39))}"')
-            if font["weight"]:
-                out.append(f'font-weight="{font["weight"]}"')
-            if font["style"]:
-                out.append(f'font-style="{font["style"]}"')
-        else:
-            out.append(f'{name}="{value.replace(chr(34), chr(39))}"')
-    return " " + " ".join(out) if out else ""
-
-
-def _render(figure) -> str:
-    out = io.BytesIO()
-    figure.savefig(out, format="svg", metadata={"Date": None}, bbox_inches="tight")
-    plt.close(figure)
-    return csp_safe_svg(out.getvalue().decode("utf-8"))
+from core.plots import PLOT_RC as _RC
+from core.plots import svg_of as _render
 
 
 def time_vs_deviation(

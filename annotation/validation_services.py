@@ -37,7 +37,7 @@ from transforms.backends import get_backend
 from transforms.backends.base import ChatFailure, ChatRequest
 from transforms.judgement_services import judge_pairs
 from transforms.judging import SCALES, JudgeKind
-from transforms.registry import LANGUAGE_NAMES
+from transforms.languages import language_name
 
 
 def require_researcher(actor: AbstractBaseUser | None) -> None:
@@ -409,7 +409,7 @@ def study_item_translate(
                 {"role": "system", "content": TRANSLATION_SYSTEM},
                 {
                     "role": "user",
-                    "content": TRANSLATION_USER.format(language=LANGUAGE_NAMES.get(lang, lang), text=text),
+                    "content": TRANSLATION_USER.format(language=language_name(lang, default=lang), text=text),
                 },
             ],
             seed=0,

@@ -17,7 +17,12 @@ from evaluation.benchmark_services import (
 from evaluation.report_robustness import JSON_NAME, robustness_report_files, robustness_report_get
 from evaluation.reports import benchmark_report
 from evaluation.selectors import benchmark_result_list, benchmark_run_list
-from evaluation.serializers import BenchmarkResultSerializer, BenchmarkRunCreateSerializer, BenchmarkRunSerializer
+from evaluation.serializers import (
+    BenchmarkResultSerializer,
+    BenchmarkRunCreateSerializer,
+    BenchmarkRunSerializer,
+    RobustnessOptionsSerializer,
+)
 
 
 class BenchmarkRunViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, viewsets.GenericViewSet):
@@ -72,12 +77,16 @@ class BenchmarkRunViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, view
         """Aggregates per model (original, per transformation and axis with SD over seeds, total) and every unit."""
         return Response(benchmark_report(run=self.get_object()).as_dict())
 
-    @extend_schema(responses={200: dict})
+    @extend_schema(parameters=[RobustnessOptionsSerializer], responses={200: dict})
     @action(detail=True, methods=["get"])
     def robustness(self, request, pk=None):
         """The robustness report: shift statistics (pooled and run-aggregated, Holm-adjusted), model vs
-        baseline, Kendall's τ, split-half reliability, drift vs quality, and notes on empty sections."""
-        files = robustness_report_files(robustness_report_get(run=self.get_object()), figures=False)
+        baseline, Kendall's τ, split-half reliability, drift vs quality, rankings with rank intervals and
+        letters, and notes on empty sections. Query parameters choose the statistics' units."""
+        chosen = RobustnessOptionsSerializer(data=request.query_params)
+        chosen.is_valid(raise_exception=True)
+        report = robustness_report_get(run=self.get_object(), options=chosen.options())
+        files = robustness_report_files(report, figures=False)
         return Response(json.loads(files[JSON_NAME]))
 
     @extend_schema(request=None, responses={202: BenchmarkRunSerializer})

@@ -2,13 +2,15 @@
 (pure module: numpy only, no Django, no I/O).
 
 A text is represented by its original embedding ``o`` and the embeddings ``v_1..v_m`` of m
-variants (paraphrases, summaries, keyword lists). Two poolings:
+variants (paraphrases, summaries, keyword lists). Three poolings:
 
 - ``mean``: ``(o + v_1 + ... + v_m) / (1 + m)``, every text counts equally;
-- ``weighted``: ``w * o + (1 - w) * mean(v_1..v_m)``, with ``w`` in (0, 1]; ``w = 1`` is the
-  plain encoder and ``w = 1 / (1 + m)`` the mean pooling.
+- ``weighted``: ``w * o + (1 - w) * mean(v_1..v_m)``, with ``w`` in [0, 1]; ``w = 1`` is the
+  plain encoder, ``w = 1 / (1 + m)`` the mean pooling and ``w = 0`` the variants only;
+- ``max``: the element-wise maximum of ``o, v_1, ..., v_m`` (max pooling over the set).
 
-A text with no variant keeps its original embedding under both poolings. The pooled rows are
+A text with no variant keeps its original embedding under every pooling (also with ``w = 0``:
+there is nothing else to represent it). The pooled rows are
 scaled back to unit length only when every input row already had unit length (the base model
 normalises its outputs, as all-MiniLM-L6-v2 does): such a model's users may score with the dot
 product, and the mean of unit vectors is shorter than one. Unnormalised models keep the plain
@@ -25,7 +27,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-POOLINGS = ("mean", "weighted")
+POOLINGS = ("mean", "weighted", "max")
 UNIT_NORM_TOLERANCE = 1e-3
 
 
@@ -68,9 +70,9 @@ def pool_embeddings(
         One row per variant, in any order.
     owners : (m,) ints
         ``owners[j]`` is the row of ``originals`` whose text variant ``j`` was generated from.
-    pooling : "mean" or "weighted"
-    weight : float in (0, 1], only for ``weighted``
-        The original's share; the variants share ``1 - weight`` equally.
+    pooling : "mean", "weighted" or "max"
+    weight : float in [0, 1], only for ``weighted``
+        The original's share; the variants share ``1 - weight`` equally (0: variants only).
     normalise : bool
         Scale every pooled row to unit length.
 
@@ -88,6 +90,9 @@ def pool_embeddings(
     counts = np.bincount(owners, minlength=n).astype(np.float64)[:, None]
     if pooling == "mean":
         pooled = (originals + sums) / (1.0 + counts)
+    elif pooling == "max":
+        pooled = originals.copy()
+        np.maximum.at(pooled, owners, variants)
     else:
         has_variants = counts > 0
         variant_mean = np.divide(sums, counts, out=np.zeros_like(sums), where=has_variants)
@@ -109,7 +114,7 @@ def _validate(originals: np.ndarray, variants: np.ndarray, owners: np.ndarray, *
         raise ValueError(f"owners must index the {originals.shape[0]} originals")
     if pooling not in POOLINGS:
         raise ValueError(f"pooling must be one of {', '.join(POOLINGS)}, got {pooling!r}")
-    if pooling == "weighted" and (weight is None or not 0.0 < weight <= 1.0):
-        raise ValueError(f"weighted pooling needs a weight in (0, 1], got {weight!r}")
-    if pooling == "mean" and weight is not None:
-        raise ValueError("mean pooling takes no weight: use pooling='weighted' to weight the original")
+    if pooling == "weighted" and (weight is None or not 0.0 <= weight <= 1.0):
+        raise ValueError(f"weighted pooling needs a weight in [0, 1], got {weight!r}")
+    if pooling != "weighted" and weight is not None:
+        raise ValueError(f"{pooling} pooling takes no weight: use pooling='weighted' to weight the original")

@@ -43,7 +43,7 @@ from evaluation.augmented import POOLINGS, VariantCoverage, is_unit_norm, pool_e
 from evaluation.embedding_cache import encode_cached
 from evaluation.encoders import Encoder, EncoderError, get_encoder
 from transforms.models import TransformedItem, TransformRun
-from transforms.planning import random_keywords
+from transforms.planning import KEYWORD_SAMPLINGS, KeywordSampling, random_keywords
 from transforms.registry import TRANSFORMATIONS, LanguagePlan
 
 # Transformations whose outputs stay in the text's language: variants of the same text.
@@ -84,7 +84,9 @@ class AugmentedEncoder:
     transformation, default 1); ``seeds`` (run seeds in order of preference, default 1..k);
     ``runs`` (explicit succeeded run ids, in order of preference, instead of seeds for the LLM
     transformations); ``generator`` (with seeds: read only runs by this LLM model); ``pooling``
-    ("mean" or "weighted"); ``weight`` (the original's share for "weighted", in (0, 1]);
+    ("mean", "weighted" or "max"); ``weight`` (the original's share for "weighted", in [0, 1]; 0 is
+    "variants only"); ``keyword_sampling`` (how random_keywords draws: "default", or
+    "augmentation-paper" for the paper's 16.1 of 58.2 words without punctuation);
     ``missing`` ("error": refuse texts lacking a variant, naming the command that generates them;
     "original": pool what exists); ``batch_size`` (for the base).
     """
@@ -103,6 +105,7 @@ class AugmentedEncoder:
         weight: float | None = None,
         missing: str = "error",
         batch_size: int | None = None,
+        keyword_sampling: str = "default",
     ):
         where = f"EVALUATION_ENCODERS[{alias!r}]['OPTIONS']"
         if not isinstance(base, str) or not base.strip():
@@ -135,15 +138,19 @@ class AugmentedEncoder:
         if pooling not in POOLINGS:
             raise ImproperlyConfigured(f"{where}['pooling'] is {pooling!r}: use one of {', '.join(POOLINGS)}.")
         if pooling == "weighted" and (
-            isinstance(weight, bool) or not isinstance(weight, int | float) or not 0 < weight <= 1
+            isinstance(weight, bool) or not isinstance(weight, int | float) or not 0 <= weight <= 1
         ):
             raise ImproperlyConfigured(
-                f"{where}['weight'] must be a number in (0, 1] for weighted pooling "
-                f"(the original's share), got {weight!r}."
+                f"{where}['weight'] must be a number in [0, 1] for weighted pooling "
+                f"(the original's share; 0 for the variants only), got {weight!r}."
             )
-        if pooling == "mean" and weight is not None:
+        if pooling != "weighted" and weight is not None:
             raise ImproperlyConfigured(
                 f"{where}['weight'] applies to pooling 'weighted' only: remove it or set pooling to 'weighted'."
+            )
+        if keyword_sampling not in KEYWORD_SAMPLINGS:
+            raise ImproperlyConfigured(
+                f"{where}['keyword_sampling'] is {keyword_sampling!r}: use one of {', '.join(KEYWORD_SAMPLINGS)}."
             )
         if missing not in MISSING_POLICIES:
             raise ImproperlyConfigured(f"{where}['missing'] is {missing!r}: use one of {', '.join(MISSING_POLICIES)}.")
@@ -160,6 +167,7 @@ class AugmentedEncoder:
         self.weight = float(weight) if weight is not None else None
         self.missing = missing
         self.batch_size = batch_size
+        self.keyword_sampling = keyword_sampling
         self.texts_missing_variants = 0
         """Texts encoded so far (cache misses only) that lacked a requested variant."""
         self._source: _Source | None = None
@@ -198,7 +206,7 @@ class AugmentedEncoder:
     @property
     def options(self) -> dict:
         """The options that shape the output (for the revision and for reports)."""
-        return {
+        options = {
             "transformations": list(self.transformations),
             "k": self.k,
             "seeds": list(self.seeds),
@@ -208,6 +216,9 @@ class AugmentedEncoder:
             "weight": self.weight,
             "missing": self.missing,
         }
+        if self.keyword_sampling != "default":  # absent by default: revisions made before it stay valid
+            options["keyword_sampling"] = self.keyword_sampling
+        return options
 
     @property
     def prompts(self) -> Mapping[str, str]:
@@ -342,12 +353,15 @@ class AugmentedEncoder:
                     outputs.setdefault((run_id, source_text), output)
         variants: list[list[str]] = []
         incomplete: list[str] = []
+        sampling = KEYWORD_SAMPLINGS[self.keyword_sampling]
         for text in texts:
             found: list[str] = []
             short = False
             for transformation in self.transformations:
                 candidates = (
-                    _slot_variant(slot, text, outputs) for slot in source.slots if slot.transformation == transformation
+                    _slot_variant(slot, text, outputs, sampling)
+                    for slot in source.slots
+                    if slot.transformation == transformation
                 )
                 chosen = [variant for variant in candidates if variant][: self.k]
                 short = short or len(chosen) < self.k
@@ -390,9 +404,11 @@ class AugmentedEncoder:
         )
 
 
-def _slot_variant(slot: _Slot, text: str, outputs: Mapping[tuple[int, str], str]) -> str | None:
+def _slot_variant(
+    slot: _Slot, text: str, outputs: Mapping[tuple[int, str], str], sampling: KeywordSampling
+) -> str | None:
     if slot.transformation == "random_keywords":
-        return random_keywords(text, seed=slot.seed, text_hash=sha256_text(text)) or None
+        return random_keywords(text, seed=slot.seed, text_hash=sha256_text(text), sampling=sampling) or None
     return next((outputs[(pk, text)] for pk in slot.run_ids if (pk, text) in outputs), None)
 
 

@@ -28,7 +28,8 @@ FIGURES = {
     ),
     "shifts": (
         "Hodges–Lehmann shift per transformation (95% CI)",
-        "unit: dataset × seed result, models pooled (when several); ★ = significant after Holm across transformations",
+        "unit: dataset × seed result; with several models, the all-models table (models averaged per unit "
+        "unless wilcoxon_unit=per_model); ★ = significant after Holm across transformations",
     ),
     "heatmap": (
         "Mean Δ per model and transformation",
@@ -37,6 +38,12 @@ FIGURES = {
     "drift": (
         "Embedding drift vs human quality",
         "unit: rated transformed item; drift = 1 − cos(original, transformed) with the run's first model",
+    ),
+    "ranks": (
+        "Model ranks with 95% bootstrap intervals and significance letters",
+        "unit: dataset (datasets and their seeds resampled); dot = rank on the mean score, bar = central 95% "
+        "of the bootstrap ranks; models sharing a letter are not significantly different (Wilcoxon over "
+        "datasets, Holm)",
     ),
 }
 
@@ -67,6 +74,8 @@ def report_figures(report: RobustnessReport, *, fmt: str = "svg") -> dict[str, s
         builders["heatmap"] = lambda: _heatmap(report)
     if report.drift:
         builders["drift"] = lambda: _drift(report)
+    if report.rankings:
+        builders["ranks"] = lambda: _ranks(report)
     with plt.rc_context(_RC):
         return {name: _render(build(), fmt) for name, build in builders.items()}
 
@@ -147,4 +156,31 @@ def _drift(report: RobustnessReport):
         panel.set_title(summary.transformation + (f" (ρ = {rho:+.2f})" if rho is not None else ""))
         panel.set_xlabel("drift 1 − cos")
     panels[0][0].set_ylabel("mean quality")
+    return figure
+
+
+def _ranks(report: RobustnessReport):
+    rankings = report.rankings
+    figure, panels = plt.subplots(
+        1,
+        len(rankings),
+        figsize=(2.6 * len(rankings) + 1.0, 0.45 * len(report.models) + 1.4),
+        squeeze=False,
+        sharey=True,
+    )
+    y = {model: i for i, model in enumerate(report.models)}
+    n_models = len(report.models)
+    for panel, ranking in zip(panels[0], rankings, strict=True):
+        for row in ranking.rows:
+            i = y[row.model]
+            panel.plot([row.rank_low, row.rank_high], [i, i], color="tab:blue", linewidth=2, alpha=0.5)
+            panel.scatter([row.rank], [i], color="tab:blue", zorder=2)
+            panel.annotate(row.letters, (row.rank_high, i), xytext=(6, 0), textcoords="offset points", va="center")
+        panel.set_title(ranking.scope)
+        panel.set_xlim(0.5, n_models + 0.9)
+        panel.set_xticks(range(1, n_models + 1))
+        panel.set_xlabel("rank (1 = best)")
+        panel.grid(axis="x", alpha=0.3)
+    panels[0][0].set_yticks(list(y.values()), list(y))
+    panels[0][0].invert_yaxis()
     return figure

@@ -5,30 +5,34 @@ from __future__ import annotations
 
 import dataclasses
 import json
+from collections import defaultdict
 from pathlib import Path
 
 import numpy as np
 from django.conf import settings
 from django.core.exceptions import ImproperlyConfigured
-from django.db.models import Avg
 
-from annotation.models import Rating
+from annotation.gate_services import counted_ratings
+from annotation.models import Study, StudyItem
 from core.errors import ShiftlabError
 from evaluation.embedding_cache import encode_cached
 from evaluation.encoders import get_encoder
 from evaluation.figures import FORMATS, report_figures
 from evaluation.models import BenchmarkRun
-from evaluation.robustness import DriftItem, RobustnessReport, robustness_analyse
-from evaluation.robustness_tables import robustness_csv, robustness_latex
+from evaluation.robustness import DriftItem, ReportOptions, RobustnessReport, robustness_analyse
+from evaluation.robustness_tables import robustness_csv, robustness_latex, robustness_ranks_latex
 from evaluation.selectors import benchmark_result_list, unit_score
 from evaluation.stats import embedding_drift
 
 QUALITY_QUESTION = "quality"
 REPORT_SEED = 0  # bootstrap and split seed: a report is reproducible from the run alone
 CSV_NAME, JSON_NAME, LATEX_NAME = "robustness.csv", "robustness.json", "robustness-axes.tex"
+RANKS_LATEX_NAME = "robustness-ranks.tex"
+TABLE_NAMES = (CSV_NAME, JSON_NAME, LATEX_NAME, RANKS_LATEX_NAME)
 
 
-def robustness_report_get(*, run: BenchmarkRun) -> RobustnessReport:
+def robustness_report_get(*, run: BenchmarkRun, options: ReportOptions | None = None) -> RobustnessReport:
+    """The report of ``run`` under ``options`` (the statistics' units; default ``ReportOptions()``)."""
     results = list(benchmark_result_list(run=run))
     units = [unit_score(r) for r in results]
     task_types = {r.dataset.name: r.dataset.task_type for r in results}
@@ -38,7 +42,12 @@ def robustness_report_get(*, run: BenchmarkRun) -> RobustnessReport:
     except (ShiftlabError, ImproperlyConfigured, OSError, ValueError) as exc:
         drift_note = f"drift vs quality could not be computed: {exc}"
     report = robustness_analyse(
-        units, models=run.model_names, task_types=task_types, seed=REPORT_SEED, drift_items=drift_items
+        units,
+        models=run.model_names,
+        task_types=task_types,
+        seed=REPORT_SEED,
+        drift_items=drift_items,
+        options=options,
     )
     if drift_note:
         report = dataclasses.replace(report, notes={**report.notes, "drift": drift_note})
@@ -46,38 +55,39 @@ def robustness_report_get(*, run: BenchmarkRun) -> RobustnessReport:
 
 
 def robustness_drift_items(*, run: BenchmarkRun) -> list[DriftItem]:
-    """Transformed items of the run's transformation runs with active "quality" ratings: drift
-    (1 − cos of the original and transformed text, the run's first model) and mean quality."""
+    """Transformed items of the run's transformation runs with counted "quality" ratings: drift
+    (1 − cos of the original and transformed text, the run's first model) and mean quality.
+
+    Only the ratings that count for the gate (``annotation.gate_services.counted_ratings``: active
+    ratings of real items by raters who are not rejected and whose control check passed) enter the
+    mean; a rejected rater's ratings would otherwise pull the quality of every item they rated."""
     run_ids = set(benchmark_result_list(run=run).exclude(transform_run=None).values_list("transform_run", flat=True))
-    rated = (
-        Rating.objects.filter(
-            active=True,
-            question=QUALITY_QUESTION,
-            study_item__transformed_item__ok=True,
-            study_item__transformed_item__run__in=run_ids,
-        )
-        .values(
-            "study_item__transformed_item",
-            "study_item__transformed_item__run__transformation",
-            "study_item__transformed_item__source_text",
-            "study_item__transformed_item__output_text",
-        )
-        .annotate(quality=Avg("value"))
-        .order_by("study_item__transformed_item")
-    )
-    rows = list(rated)  # one row per transformed item: its mean over every study that rated it
+    rated_items = StudyItem.objects.filter(transformed_item__ok=True, transformed_item__run__in=run_ids)
+    values: dict[int, list[int]] = defaultdict(list)  # study item -> counted quality ratings
+    for study in Study.objects.filter(items__in=rated_items).distinct().order_by("pk"):
+        for rating in counted_ratings(study):
+            if rating.question == QUALITY_QUESTION:
+                values[rating.item_id].append(rating.value)
+    per_item: dict[int, list[int]] = defaultdict(list)  # transformed item -> its ratings in every study
+    texts: dict[int, tuple[str, str, str]] = {}
+    for study_item, transformed, transformation, source, output in rated_items.filter(pk__in=list(values)).values_list(
+        "pk",
+        "transformed_item",
+        "transformed_item__run__transformation",
+        "transformed_item__source_text",
+        "transformed_item__output_text",
+    ):
+        per_item[transformed] += values[study_item]
+        texts[transformed] = (transformation, source, output)
+    rows = sorted(per_item)
     if not rows or not run.model_names:
         return []
     encoder = get_encoder(run.model_names[0])
-    original = encode_cached(encoder, [r["study_item__transformed_item__source_text"] for r in rows])
-    transformed = encode_cached(encoder, [r["study_item__transformed_item__output_text"] for r in rows])
-    drifts = embedding_drift(original, transformed)
+    original = encode_cached(encoder, [texts[r][1] for r in rows])
+    transformed_vectors = encode_cached(encoder, [texts[r][2] for r in rows])
+    drifts = embedding_drift(original, transformed_vectors)
     return [
-        DriftItem(
-            transformation=r["study_item__transformed_item__run__transformation"],
-            drift=float(d),
-            quality=float(r["quality"]),
-        )
+        DriftItem(transformation=texts[r][0], drift=float(d), quality=float(np.mean(per_item[r])))
         for r, d in zip(rows, drifts, strict=True)
     ]
 
@@ -105,15 +115,18 @@ def _table_files(report: RobustnessReport) -> dict[str, str | bytes]:
         CSV_NAME: robustness_csv(report),
         JSON_NAME: json.dumps(report.as_dict(), indent=2, default=_json_default),
         LATEX_NAME: robustness_latex(report),
+        RANKS_LATEX_NAME: robustness_ranks_latex(report),
     }
 
 
-def robustness_report_write(*, run: BenchmarkRun, out: Path | None = None) -> list[Path]:
+def robustness_report_write(
+    *, run: BenchmarkRun, out: Path | None = None, options: ReportOptions | None = None
+) -> list[Path]:
     """Writes the report's files under ``out`` (default DATA_DIR/reports/<run>/)."""
     directory = Path(out) if out is not None else Path(settings.DATA_DIR) / "reports" / str(run.pk)
     directory.mkdir(parents=True, exist_ok=True)
     written = []
-    for name, content in robustness_report_files(robustness_report_get(run=run)).items():
+    for name, content in robustness_report_files(robustness_report_get(run=run, options=options)).items():
         path = directory / name
         if isinstance(content, bytes):
             path.write_bytes(content)

@@ -9,28 +9,36 @@ and ``core.stats``:
   for all models pooled. Two units of observation: *pooled* (one dataset × seed result) and
   *run-aggregated* (a dataset's results averaged over seeds first). Holm's family is one table:
   the transformations (or the axes) of one scope and unit;
-- **model vs baseline**: per transformation, each model's Δ against the first model's Δ, paired
-  over (dataset, seed); Holm over every (model, transformation) comparison;
-- **Kendall's τ** between the original and the transformed model ranking of each dataset × seed,
-  mean ± SD per transformation and per axis;
-- **split-half reliability** of per-axis profiles (dataset × model mean Δ, strata = task type);
-- **drift vs quality**: Spearman between per-item embedding drift and mean human quality.
+- **model vs baseline**: per transformation, each model's Δ (or transformed score) against the
+  first model's, paired over (dataset, seed); Holm over every (model, transformation) comparison;
+- **Kendall's τ** between the original and the transformed model ranking of each dataset × seed
+  (or dataset, seeds averaged), mean ± SD per transformation and per axis;
+- **split-half reliability** of per-axis profiles (dataset × model mean Δ or score, strata = task
+  type);
+- **drift vs quality**: Spearman between per-item embedding drift and mean human quality;
+- **rankings**: models ranked on the original data and per axis, with bootstrap rank intervals
+  and significance letters (``evaluation.ranking``).
+
+Where the papers and this report could use different units, ``ReportOptions`` chooses (see its
+docstring for which default is which and why); the chosen unit is named in every table.
 """
 
 from __future__ import annotations
 
 from collections import defaultdict
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, fields
 
 import numpy as np
 
 from core.stats import CorrelationResult, kendall_tau, spearman_with_ci
 from evaluation.aggregation import ModelAggregate, UnitScore, aggregate, mean_sd
 from evaluation.benchmark_plan import BENCHMARK_AXES, ORIGINAL
+from evaluation.ranking import Ranking, rank_models
 from evaluation.stats import ShiftResult, aggregate_runs, paired_shifts, split_half_reliability
 
 ALL_MODELS = "all models"
+MODEL_MEAN = "model mean"  # the pseudo-model of the all-models tables when models are averaged first
 POOLED = "pooled"
 RUN_AGGREGATED = "run-aggregated"
 UNIT_DESCRIPTIONS = {
@@ -39,6 +47,102 @@ UNIT_DESCRIPTIONS = {
     (RUN_AGGREGATED, "transformation"): "unit: dataset, scores averaged over seeds first",
     (RUN_AGGREGATED, "axis"): "unit: dataset, scores averaged over the axis' transformations and seeds first",
 }
+
+
+# Report options: name -> allowed values, the default first (the default's reason is in ReportOptions).
+OPTION_CHOICES: dict[str, tuple[str, ...]] = {
+    "tau_unit": ("per_seed", "seed_mean"),
+    "axis_tau": ("pooled", "axis_mean_scores"),
+    "split_half_on": ("deltas", "scores"),
+    "wilcoxon_unit": ("model_mean", "per_model"),
+    "baseline_compare": ("delta", "transformed"),
+}
+MAX_SPLITS = 100_000
+
+
+class ReportOptionError(ValueError):
+    """An unknown report option or value; the message names the option and what it accepts."""
+
+
+@dataclass(frozen=True)
+class ReportOptions:
+    """Units of the report's statistics, where the papers and this report could differ.
+
+    - ``tau_unit``: ``per_seed`` (default) ranks models on each dataset × seed result and reports
+      mean ± SD of τ over those; ``seed_mean`` ranks them on each dataset's scores averaged over
+      seeds (the multi-axis paper). Both are sound: per seed says how stable one draw of the
+      transformation leaves the ranking, seed means how stable the expected ranking is.
+    - ``axis_tau``: ``pooled`` (default) pools the τ of the axis' transformations;
+      ``axis_mean_scores`` ranks models on the axis' scores averaged over its transformations
+      (the multi-axis paper). Both sound: the first is the typical transformation, the second the
+      axis score a leaderboard shows.
+    - ``split_half_on``: ``deltas`` (default: the robustness profile) or ``scores`` (transformed
+      scores, the multi-axis paper); ``split_half_splits``: random splits (default 100, the paper
+      1000; more splits only make the median's Monte Carlo error smaller).
+    - ``wilcoxon_unit`` (all-models tables only): ``model_mean`` (default) averages the models'
+      results per dataset × transformation × seed first (the papers); ``per_model`` (before
+      November 2026) made every model × dataset × seed result a unit. The models are scored on the
+      same transformed texts, so their results are not independent: counting each model as a unit
+      multiplies n by the number of models and makes p-values too small. That was a bug, hence
+      the new default; ``per_model`` stays for comparison with old reports.
+    - ``baseline_compare``: ``delta`` (default) compares a model's Δ with the baseline's (is it
+      more robust?); ``transformed`` compares their transformed scores (is it better on the
+      transformed data? the paraphrasing paper). Both sound; they answer different questions.
+    """
+
+    tau_unit: str = "per_seed"
+    axis_tau: str = "pooled"
+    split_half_on: str = "deltas"
+    split_half_splits: int = 100
+    wilcoxon_unit: str = "model_mean"
+    baseline_compare: str = "delta"
+
+    def __post_init__(self) -> None:
+        for name, choices in OPTION_CHOICES.items():
+            if getattr(self, name) not in choices:
+                raise ReportOptionError(
+                    f"report option {name}={getattr(self, name)!r} is unknown: use one of {', '.join(choices)}"
+                )
+        splits = self.split_half_splits
+        if isinstance(splits, bool) or not isinstance(splits, int) or not 1 <= splits <= MAX_SPLITS:
+            raise ReportOptionError(
+                f"report option split_half_splits must be an integer from 1 to {MAX_SPLITS}, got {splits!r}"
+            )
+
+    @classmethod
+    def from_mapping(cls, values: Mapping[str, object] | None) -> ReportOptions:
+        """Options from plain data (a preset's ``report_options``, a query string, a command line);
+        unset or None values keep the default; an integer given as text is accepted for the splits."""
+        values = {k: v for k, v in (values or {}).items() if v is not None and v != ""}
+        unknown = sorted(set(values) - {f.name for f in fields(cls)})
+        if unknown:
+            known = ", ".join(f.name for f in fields(cls))
+            raise ReportOptionError(f"unknown report option(s) {', '.join(unknown)}: the options are {known}")
+        if isinstance(values.get("split_half_splits"), str):
+            text = values["split_half_splits"]
+            if not text.strip().isdigit():
+                raise ReportOptionError(f"report option split_half_splits must be an integer, got {text!r}")
+            values["split_half_splits"] = int(text)
+        return cls(**values)
+
+    def as_dict(self) -> dict[str, object]:
+        return asdict(self)
+
+    def tau_unit_text(self, level: str) -> str:
+        cell = "dataset × seed" if self.tau_unit == "per_seed" else "dataset (scores averaged over seeds first)"
+        if level == "transformation":
+            return f"unit: {cell} ranking of the models"
+        if self.axis_tau == "pooled":
+            return f"unit: {cell} × transformation of the axis (the transformations' τ pooled)"
+        return f"unit: {cell} ranking on the axis' scores (averaged over its transformations first)"
+
+    def comparison_text(self, baseline: str | None) -> str:
+        what = "Δ model − Δ baseline" if self.baseline_compare == "delta" else "transformed score model − baseline"
+        return f"unit: dataset × seed, {what}; baseline {baseline}"
+
+    def split_half_text(self) -> str:
+        what = "mean Δ" if self.split_half_on == "deltas" else "mean transformed score"
+        return f"dataset × model {what} on the axis, strata: task type, {self.split_half_splits} splits"
 
 
 @dataclass(frozen=True)
@@ -50,11 +154,18 @@ class ShiftTable:
     unit: str  # POOLED or RUN_AGGREGATED
     level: str  # "transformation" or "axis"
     rows: tuple[ShiftResult, ...]
+    wilcoxon_unit: str = "model_mean"  # how the all-models table treats models (ReportOptions)
 
     @property
     def description(self) -> str:
-        pooled = ", models pooled (a model × dataset is one unit)" if self.scope == ALL_MODELS else ""
-        return UNIT_DESCRIPTIONS[(self.unit, self.level)] + pooled
+        models = ""
+        if self.scope == ALL_MODELS:
+            models = (
+                ", models averaged first (one value per unit, the mean over the models)"
+                if self.wilcoxon_unit == "model_mean"
+                else ", models pooled (a model × dataset is one unit)"
+            )
+        return UNIT_DESCRIPTIONS[(self.unit, self.level)] + models
 
 
 @dataclass(frozen=True)
@@ -107,6 +218,8 @@ class RobustnessReport:
     drift: tuple[DriftSummary, ...]
     seed: int
     notes: Mapping[str, str] = field(default_factory=dict)  # section -> why it is empty
+    options: ReportOptions = field(default_factory=ReportOptions)
+    rankings: tuple[Ranking, ...] = ()
 
     def shift_table(self, *, scope: str, unit: str, level: str) -> ShiftTable | None:
         return next((t for t in self.shifts if (t.scope, t.unit, t.level) == (scope, unit, level)), None)
@@ -128,6 +241,7 @@ class RobustnessReport:
     def as_dict(self) -> dict:
         return {
             "seed": self.seed,
+            "options": self.options.as_dict(),
             "models": list(self.models),
             "axes": list(self.axes),
             "transformations": [{"name": t, "axis": self.axis_of[t]} for t in self.transformations],
@@ -144,12 +258,13 @@ class RobustnessReport:
             ],
             "model_comparisons": {
                 "baseline": self.baseline,
-                "unit": "dataset × seed, Δ model − Δ baseline",
+                "unit": self.options.comparison_text(self.baseline),
                 "rows": [asdict(r) for r in self.comparisons],
             },
-            "kendall_tau": [asdict(t) for t in self.taus],
-            "split_half_reliability": [asdict(r) for r in self.reliability],
+            "kendall_tau": [{**asdict(t), "unit": self.options.tau_unit_text(t.level)} for t in self.taus],
+            "split_half_reliability": [{**asdict(r), "unit": self.options.split_half_text()} for r in self.reliability],
             "drift_vs_quality": [{"transformation": d.transformation, **asdict(d.correlation)} for d in self.drift],
+            "rankings": [r.as_dict() for r in self.rankings],
             "notes": dict(self.notes),
         }
 
@@ -161,13 +276,15 @@ def robustness_analyse(
     task_types: Mapping[str, str],
     seed: int = 0,
     n_resamples: int = 1000,
-    n_splits: int = 100,
     drift_items: Sequence[DriftItem] | None = None,
+    options: ReportOptions | None = None,
 ) -> RobustnessReport:
     """The robustness report of one run's units (see the module docstring). ``models`` orders the
     models (the first is the baseline); ``task_types`` maps each dataset to its task type (the
     strata of split-half reliability); ``drift_items`` are the rated items, None when the run has
-    none. Every bootstrap and split uses a generator seeded with ``seed``."""
+    none; ``options`` the statistics' units (default ``ReportOptions()``). Every bootstrap and
+    split uses a generator seeded with ``seed``."""
+    options = options or ReportOptions()
     units = list(units)
     rows = [u for u in units if u.transformation != ORIGINAL and u.original_score is not None]
     present = {u.model for u in units}
@@ -181,7 +298,12 @@ def robustness_analyse(
 
     shifts = []
     for scope in (ALL_MODELS, *models) if len(models) > 1 else models:
-        scoped = [u for u in rows if scope == ALL_MODELS or u.model == scope]
+        if scope != ALL_MODELS:
+            scoped = [u for u in rows if u.model == scope]
+        elif options.wilcoxon_unit == "model_mean":
+            scoped = _model_means(rows, models)
+        else:
+            scoped = rows
         for level in ("transformation", "axis"):
             groups = _group(scoped, (lambda u: u.transformation) if level == "transformation" else (lambda u: u.axis))
             order = transformations if level == "transformation" else axes
@@ -192,14 +314,18 @@ def robustness_analyse(
                     if label in groups
                 }
                 results = paired_shifts(pairs, seed=seed, n_resamples=n_resamples)
-                shifts.append(ShiftTable(scope, unit, level, tuple(results)))
+                shifts.append(ShiftTable(scope, unit, level, tuple(results), options.wilcoxon_unit))
 
     baseline = models[0] if models else None
     comparisons: tuple[ShiftResult, ...] = ()
     if len(models) < 2:
         notes["comparisons"] = f"the run has {len(models)} model(s): no model comparison"
     else:
-        delta = {(u.model, u.transformation, u.dataset, u.seed): u.delta for u in rows}
+        # what is compared: each model's Δ (more robust?) or its transformed score (better on it?)
+        delta = {
+            (u.model, u.transformation, u.dataset, u.seed): u.delta if options.baseline_compare == "delta" else u.score
+            for u in rows
+        }
         pairs = {}
         for model in models[1:]:
             for t in transformations:
@@ -215,7 +341,7 @@ def robustness_analyse(
     if len(models) < 2:
         notes["taus"] = "Kendall's τ needs at least 2 models"
     else:
-        taus = _taus(rows, models, transformations, axes, axis_of)
+        taus = _taus(rows, models, transformations, axes, axis_of, options)
 
     reliability: list[ReliabilitySummary] = []
     datasets = sorted({u.dataset for u in rows})
@@ -237,7 +363,9 @@ def robustness_analyse(
             if len(complete) < 2:
                 reliability.append(ReliabilitySummary(axis, len(complete), len(models), 0, None))
                 continue
-            matrix = np.array([[np.mean([u.delta for u in cells[(d, m)]]) for m in models] for d in complete])
+            value = (lambda u: u.delta) if options.split_half_on == "deltas" else (lambda u: u.score)
+            matrix = np.array([[np.mean([value(u) for u in cells[(d, m)]]) for m in models] for d in complete])
+            n_splits = options.split_half_splits
             result = split_half_reliability(
                 matrix, [task_types.get(d, "") for d in complete], n_splits=n_splits, rng=np.random.default_rng(seed)
             )
@@ -252,6 +380,10 @@ def robustness_analyse(
             qualities = [d.quality for d in items]
             correlation = spearman_with_ci(drifts, qualities, rng=np.random.default_rng(seed), n_resamples=n_resamples)
             drift.append(DriftSummary(t, correlation, tuple(drifts), tuple(qualities)))
+
+    rankings, ranking_note = _rankings(units, models, axes, seed=seed, n_resamples=n_resamples)
+    if ranking_note:
+        notes["rankings"] = ranking_note
 
     found = aggregate(units)
     return RobustnessReport(
@@ -268,24 +400,115 @@ def robustness_analyse(
         drift=tuple(drift),
         seed=seed,
         notes=notes,
+        options=options,
+        rankings=rankings,
     )
 
 
-def _taus(rows, models, transformations, axes, axis_of) -> tuple[TauSummary, ...]:
-    by_unit = _group(rows, lambda u: (u.transformation, u.dataset, u.seed))
+def _taus(rows, models, transformations, axes, axis_of, options: ReportOptions) -> tuple[TauSummary, ...]:
+    """τ-b between the original (same items) and the transformed ranking of the models, per cell:
+    a dataset × seed, or a dataset with its scores averaged over seeds (``options.tau_unit``)."""
+    per_seed = options.tau_unit == "per_seed"
+    cells = _group(rows, lambda u: (u.transformation, u.dataset, u.seed if per_seed else None))
+    # (transformation, cell) -> model -> (original, transformed), averaged over the cell's seeds
+    means: dict[tuple, dict[str, tuple[float, float]]] = defaultdict(dict)
+    for (t, dataset, cell_seed), members in cells.items():
+        for model, of_model in _group(members, lambda u: u.model).items():
+            pair = (float(np.mean([u.original_score for u in of_model])), float(np.mean([u.score for u in of_model])))
+            means[(t, (dataset, cell_seed))][model] = pair
+
+    def tau(of_model: Mapping[str, tuple[float, float]]) -> float | None:
+        if not all(m in of_model for m in models):
+            return None
+        return kendall_tau([of_model[m][0] for m in models], [of_model[m][1] for m in models])
+
     values: dict[str, list[float]] = defaultdict(list)
-    for (t, _dataset, _seed), members in by_unit.items():
+    for (t, _cell), of_model in sorted(means.items(), key=lambda item: repr(item[0])):
+        value = tau(of_model)
+        if value is not None:
+            values[t].append(value)
+    out = [TauSummary(t, "transformation", len(values[t]), *mean_sd(values[t])) for t in transformations]
+    for axis in axes:
+        members = [t for t in transformations if axis_of[t] == axis]
+        if options.axis_tau == "pooled":
+            found = [v for t in members for v in values[t]]
+        else:
+            # rank on the axis' scores: each model's mean over the axis' transformations in the cell
+            by_cell: dict[tuple, dict[str, list[tuple[float, float]]]] = defaultdict(lambda: defaultdict(list))
+            for (t, cell), of_model in means.items():
+                if t in members:
+                    for model, pair in of_model.items():
+                        by_cell[cell][model].append(pair)
+            found = []
+            for _cell, of_model in sorted(by_cell.items(), key=lambda item: repr(item[0])):
+                if len({len(pairs) for pairs in of_model.values()}) != 1:
+                    continue  # models scored on different transformations of this cell: not comparable
+                value = tau({m: tuple(np.mean(pairs, axis=0)) for m, pairs in of_model.items()})
+                if value is not None:
+                    found.append(value)
+        out.append(TauSummary(axis, "axis", len(found), *mean_sd(found)))
+    return tuple(out)
+
+
+def _model_means(rows: Sequence[UnitScore], models: Sequence[str]) -> list[UnitScore]:
+    """One ``MODEL_MEAN`` unit per dataset × transformation × seed that every model has: the mean
+    over the models of the transformed and of the original score."""
+    out = []
+    for (dataset, t, unit_seed), members in sorted(
+        _group(rows, lambda u: (u.dataset, u.transformation, u.seed)).items()
+    ):
         of_model = {u.model: u for u in members}
         if not all(m in of_model for m in models):
             continue
-        tau = kendall_tau([of_model[m].original_score for m in models], [of_model[m].score for m in models])
-        if tau is not None:
-            values[t].append(tau)
-    out = [TauSummary(t, "transformation", len(values[t]), *mean_sd(values[t])) for t in transformations]
-    for axis in axes:
-        pooled = [v for t in transformations if axis_of[t] == axis for v in values[t]]
-        out.append(TauSummary(axis, "axis", len(pooled), *mean_sd(pooled)))
-    return tuple(out)
+        chosen = [of_model[m] for m in models]
+        out.append(
+            UnitScore(
+                MODEL_MEAN,
+                dataset,
+                t,
+                chosen[0].axis,
+                unit_seed,
+                float(np.mean([u.score for u in chosen])),
+                float(np.mean([u.original_score for u in chosen])),
+            )
+        )
+    return out
+
+
+def _rankings(
+    units: Sequence[UnitScore], models: Sequence[str], axes: Sequence[str], *, seed: int, n_resamples: int
+) -> tuple[tuple[Ranking, ...], str | None]:
+    """The models ranked on the original data and on each axis (``evaluation.ranking``), on the
+    datasets where every model has every seed; a note when a ranking cannot be made."""
+    if len(models) < 2:
+        return (), f"ranking needs at least 2 models; the run has {len(models)}"
+    rankings, skipped = [], []
+    scopes = [(ORIGINAL, [u for u in units if u.transformation == ORIGINAL])]
+    scopes += [(axis, [u for u in units if u.transformation != ORIGINAL and u.axis == axis]) for axis in axes]
+    for scope, members in scopes:
+        # the axis score of a model at a dataset × seed: the mean over the axis' transformations
+        cells = {
+            key: float(np.mean([u.score for u in group]))
+            for key, group in _group(members, lambda u: (u.model, u.dataset, u.seed)).items()
+        }
+        seeds = sorted({key[2] for key in cells})
+        datasets = sorted({key[1] for key in cells if all((m, key[1], s) in cells for m in models for s in seeds)})
+        if len(datasets) < 2:
+            skipped.append(f"{scope} ({len(datasets)} complete dataset(s))")
+            continue
+        scores = np.array([[[cells[(m, d, s)] for s in seeds] for d in datasets] for m in models])
+        rankings.append(
+            rank_models(
+                scores, models, scope=scope, datasets=datasets, rng=np.random.default_rng(seed), n_resamples=n_resamples
+            )
+        )
+    note = None
+    if skipped:
+        note = (
+            "rank intervals resample datasets, so a ranking needs at least 2 datasets on which every model "
+            "has every seed; not ranked: " + ", ".join(skipped)
+        )
+    return tuple(rankings), note
 
 
 def _pairs(units: Sequence[UnitScore], *, run_aggregated: bool) -> tuple[list[float], list[float]]:

@@ -1,5 +1,6 @@
 """A robustness report as tables (pure module): every table in long-form CSV, and the per-axis
-model table as booktabs LaTeX. The JSON form is ``RobustnessReport.as_dict``."""
+model table and the rankings as booktabs LaTeX. The JSON form is ``RobustnessReport.as_dict``.
+Each file records the report options (the statistics' units) it was computed with."""
 
 from __future__ import annotations
 
@@ -29,6 +30,8 @@ def robustness_csv(report: RobustnessReport) -> str:
     out = io.StringIO()
     writer = csv.writer(out, lineterminator="\n")
     writer.writerow(["table", "unit", "scope", "label", "statistic", "value"])
+    for name, value in report.options.as_dict().items():
+        writer.writerow(["options", "", "", name, "value", value])
 
     def write(table: str, unit: str, scope: str, label: str, row: object, statistics: Sequence[str]) -> None:
         for statistic in statistics:
@@ -53,20 +56,26 @@ def robustness_csv(report: RobustnessReport) -> str:
     for table in report.shifts:
         for row in table.rows:
             write(f"shift per {table.level}", table.description, table.scope, row.label, row, SHIFT_STATISTICS)
+    options = report.options
     for row in report.comparisons:
-        unit = f"unit: dataset × seed; baseline {report.baseline}"
-        write("model vs baseline", unit, "", row.label, row, SHIFT_STATISTICS)
+        write("model vs baseline", options.comparison_text(report.baseline), "", row.label, row, SHIFT_STATISTICS)
     for tau in report.taus:
-        unit = "unit: dataset × seed ranking of the models"
+        unit = options.tau_unit_text(tau.level)
         write(f"kendall tau per {tau.level}", unit, ALL_MODELS, tau.label, tau, ("n", "mean", "sd"))
     for rel in report.reliability:
-        unit = "dataset × model mean Δ, strata: task type"
         statistics = ("n_datasets", "n_models", "n_splits", "median")
-        write("split-half reliability", unit, ALL_MODELS, rel.axis, rel, statistics)
+        write("split-half reliability", options.split_half_text(), ALL_MODELS, rel.axis, rel, statistics)
     for d in report.drift:
         scope = report.models[0] if report.models else ""
         statistics = ("n", "spearman", "ci_low", "ci_high")
         write("drift vs quality", "unit: rated transformed item", scope, d.transformation, d.correlation, statistics)
+    for ranking in report.rankings:
+        for rank in ranking.rows:
+            statistics = ("score", "rank", "rank_low", "rank_high", "letters")
+            write("rank", ranking.unit, ranking.scope, rank.model, rank, statistics)
+        for pair in ranking.pairs:
+            statistics = ("n", "mean_difference", "wilcoxon_statistic", "p_value", "p_holm", "significant")
+            write("rank pair test", ranking.unit, ranking.scope, f"{pair.first} vs {pair.second}", pair, statistics)
     return out.getvalue()
 
 
@@ -74,6 +83,7 @@ def robustness_latex(report: RobustnessReport) -> str:
     """The per-axis model table (mean ± SD over seeds) as a booktabs LaTeX table."""
     header = ["Model", "Original", *(_latex_escape(a) for a in report.axes), "Total"]
     lines = [
+        _latex_options(report),
         r"\begin{table}[t]",
         r"\centering",
         r"\begin{tabular}{l" + "r" * (len(header) - 1) + "}",
@@ -113,6 +123,60 @@ _LATEX_SPECIAL = str.maketrans(
         "^": r"\textasciicircum{}",
     }
 )
+
+
+def robustness_ranks_latex(report: RobustnessReport) -> str:
+    """The rankings as a booktabs LaTeX table: per model and ranking, rank, its bootstrap interval
+    and the significance letters."""
+    rankings = report.rankings
+    lines = [
+        _latex_options(report),
+        r"\begin{table}[t]",
+        r"\centering",
+        r"\begin{tabular}{l" + "c" * len(rankings) + "}",
+        r"\toprule",
+        " & ".join(["Model", *(_latex_escape(r.scope) for r in rankings)]) + r" \\",
+        r"\midrule",
+    ]
+    of = [{row.model: row for row in r.rows} for r in rankings]
+    for model in report.models:
+        cells = [_latex_escape(model)]
+        for ranks in of:
+            row = ranks.get(model)
+            cells.append(
+                "--"
+                if row is None
+                else f"{row.rank} [{row.rank_low}, {row.rank_high}] \\textsuperscript{{{row.letters}}}"
+            )
+        lines.append(" & ".join(cells) + r" \\")
+    first = rankings[0] if rankings else None
+    detail = (
+        f"{first.n_resamples} resamples of the datasets (and of the seeds within each), central "
+        f"{first.confidence:.0%} interval; letters: two-sided Wilcoxon signed-rank tests over datasets, Holm over "
+        f"all pairs of a column, $\\alpha = {first.alpha}$"
+        if first
+        else "no ranking: see the report's notes"
+    )
+    lines += [
+        r"\bottomrule",
+        r"\end{tabular}",
+        r"\caption{Rank of each model (1 = best) on the mean score over datasets, with its bootstrap rank "
+        r"interval (" + _latex_escape_text(detail) + r"). Models sharing a letter are not significantly "
+        r"different.}",
+        r"\end{table}",
+    ]
+    return "\n".join(lines) + "\n"
+
+
+def _latex_options(report: RobustnessReport) -> str:
+    options = ", ".join(f"{k}={v}" for k, v in report.options.as_dict().items())
+    return f"% Shiftlab robustness report, seed {report.seed}; options: {options}"
+
+
+def _latex_escape_text(text: str) -> str:
+    """Escape a caption fragment that may carry inline maths ($...$) written by this module."""
+    parts = text.split("$")
+    return "$".join(_latex_escape(part) if i % 2 == 0 else part for i, part in enumerate(parts))
 
 
 def _latex_escape(text: str) -> str:

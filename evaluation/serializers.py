@@ -1,6 +1,8 @@
 from rest_framework import serializers
 
+from core.limits import MAX_COUNT, MAX_ID, MAX_SEED
 from evaluation.models import BenchmarkResult, BenchmarkRun
+from evaluation.robustness import MAX_SPLITS, OPTION_CHOICES, ReportOptions
 
 
 class BenchmarkRunSerializer(serializers.ModelSerializer):
@@ -38,12 +40,12 @@ class BenchmarkRunCreateSerializer(serializers.Serializer):
     original data only, from ``datasets``."""
 
     models = serializers.ListField(child=serializers.CharField(max_length=200), min_length=1)
-    config_id = serializers.IntegerField(required=False)
+    config_id = serializers.IntegerField(required=False, min_value=1, max_value=MAX_ID)
     config_text = serializers.CharField(required=False, trim_whitespace=False)
     config_format = serializers.ChoiceField(choices=["json", "yaml"], default="yaml")
     datasets = serializers.ListField(child=serializers.CharField(max_length=200), required=False)
-    seeds = serializers.ListField(child=serializers.IntegerField(), required=False)
-    limit = serializers.IntegerField(required=False, min_value=1)
+    seeds = serializers.ListField(child=serializers.IntegerField(min_value=0, max_value=MAX_SEED), required=False)
+    limit = serializers.IntegerField(required=False, min_value=1, max_value=MAX_COUNT)
     split = serializers.CharField(default="test", max_length=32)
     name = serializers.CharField(default="", allow_blank=True, max_length=100)
 
@@ -56,6 +58,21 @@ class BenchmarkRunCreateSerializer(serializers.Serializer):
         if not sources and data.get("seeds"):
             raise serializers.ValidationError("seeds need a config: transformations must be validated")
         return data
+
+
+# --- robustness report options (the statistics' units; evaluation.robustness.ReportOptions) ---
+class RobustnessOptionsSerializer(serializers.Serializer):
+    """Query parameters of the robustness report; an unset option keeps its default."""
+
+    tau_unit = serializers.ChoiceField(choices=OPTION_CHOICES["tau_unit"], required=False)
+    axis_tau = serializers.ChoiceField(choices=OPTION_CHOICES["axis_tau"], required=False)
+    split_half_on = serializers.ChoiceField(choices=OPTION_CHOICES["split_half_on"], required=False)
+    split_half_splits = serializers.IntegerField(min_value=1, max_value=MAX_SPLITS, required=False)
+    wilcoxon_unit = serializers.ChoiceField(choices=OPTION_CHOICES["wilcoxon_unit"], required=False)
+    baseline_compare = serializers.ChoiceField(choices=OPTION_CHOICES["baseline_compare"], required=False)
+
+    def options(self) -> ReportOptions:
+        return ReportOptions.from_mapping(self.validated_data)
 
 
 class BenchmarkResultSerializer(serializers.ModelSerializer):

@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 
@@ -26,6 +27,8 @@ from evaluation.evaluators import (
     STSEvaluator,
     SummarizationEvaluator,
 )
+from evaluation.evaluators.options import METADATA_KEY as PROTOCOL_METADATA_KEY
+from evaluation.evaluators.options import protocol_options
 from evaluation.evaluators.similarity import paired_scores
 from evaluation.stats import CorrelationDifference, spearman_difference_with_ci
 
@@ -71,8 +74,10 @@ def examples_evaluate(
     """Score ``encoder`` on the given examples of ``dataset`` (``(item_id, payload, gold)``, as
     stored or with transformed texts in their payloads). What a protocol needs besides the
     examples comes from the dataset unchanged: the original ``train`` split for classification,
-    the document corpus for retrieval."""
+    the document corpus for retrieval. Protocol options stored on the dataset (classification
+    draws, clustering settings: ``evaluation.evaluators.options``) apply to its evaluator."""
     task = TaskType(dataset.task_type)
+    protocol = dataset_protocol_options(dataset)
     encode = cached_encode(encoder, task=task, batch_size=batch_size)
     rows = [(payload, gold) for _, payload, gold in examples]
     similarity = encoder.similarity_fn_name
@@ -93,12 +98,12 @@ def examples_evaluate(
         )
         train_texts, train_labels = _columns(train, "text")
         test_texts, test_labels = _columns(rows, "text")
-        return ClassificationEvaluator(seed=seed).evaluate(
+        return ClassificationEvaluator(seed=seed, **protocol).evaluate(
             train_texts, train_labels, test_texts, test_labels, encode=encode
         )
     if task is TaskType.CLUSTERING:
         texts, labels = _columns(rows, "text")
-        return ClusteringEvaluator(seed=seed).evaluate(texts, labels, encode=encode)
+        return ClusteringEvaluator(seed=seed, **protocol).evaluate(texts, labels, encode=encode)
     if task is TaskType.RERANKING:
         queries, positives, negatives, _ = _columns(rows, "query", "positive", "negative")
         return RerankingEvaluator(similarity_fn_name=similarity).evaluate(queries, positives, negatives, encode=encode)
@@ -112,6 +117,35 @@ def examples_evaluate(
         human, machine, ratings = _columns(rows, "human_summaries", "machine_summaries")
         return SummarizationEvaluator().evaluate(human, machine, ratings, encode=encode)
     raise AssertionError(f"no evaluator for task type {task}")  # pragma: no cover - TaskType is closed
+
+
+# -- Per-dataset protocol options (issue 15) --------------------------------------------------------
+
+
+def dataset_protocol_options(dataset: Dataset) -> dict[str, Any]:
+    """The evaluator options stored under ``dataset.metadata["evaluation"]``, validated."""
+    try:
+        return protocol_options(dataset.task_type, (dataset.metadata or {}).get(PROTOCOL_METADATA_KEY))
+    except ValueError as exc:
+        raise ShiftlabError(f"Dataset {dataset.name} has unusable protocol options: {exc}.") from None
+
+
+def dataset_protocol_set(*, dataset: Dataset, options: Mapping[str, Any]) -> Dataset:
+    """Store protocol options on ``dataset`` (replacing earlier ones; an empty mapping restores
+    the defaults). Raises ``ShiftlabError`` naming the bad option; nothing is written then."""
+    try:
+        checked = protocol_options(dataset.task_type, options)
+    except ValueError as exc:
+        raise ShiftlabError(f"Cannot set protocol options on {dataset.name}: {exc}.") from None
+    metadata = {**(dataset.metadata or {}), PROTOCOL_METADATA_KEY: checked}
+    if not checked:
+        metadata.pop(PROTOCOL_METADATA_KEY)
+    Dataset.objects.filter(pk=dataset.pk).update(metadata=metadata)
+    dataset.metadata = metadata
+    return dataset
+
+
+# -- end of per-dataset protocol options -------------------------------------------------------------
 
 
 @dataclass(frozen=True)

@@ -48,13 +48,33 @@ def test_no_variants_at_all_returns_the_originals():
     np.testing.assert_allclose(pooled, ORIGINALS)
 
 
-@given(st.integers(1, 4), st.floats(0.01, 1.0))
+def test_max_pooling_takes_each_coordinates_largest_value():
+    originals = np.array([[0.5, -1.0, 2.0], [1.0, 1.0, 1.0], [-3.0, 0.0, 4.0]])
+    variants = np.array([[1.0, -2.0, 0.0], [0.0, 0.5, 3.0], [2.0, -5.0, 0.5]])
+    # Text 0 owns variants 0 and 1: max of (0.5,-1,2), (1,-2,0), (0,0.5,3) is (1, 0.5, 3).
+    # Text 1 owns variant 2: max of (1,1,1), (2,-5,0.5) is (2, 1, 1). Text 2 has none: itself.
+    pooled = pool_embeddings(originals, variants, [0, 0, 1], pooling="max")
+    np.testing.assert_allclose(pooled, [[1.0, 0.5, 3.0], [2.0, 1.0, 1.0], [-3.0, 0.0, 4.0]])
+
+
+def test_max_pooling_of_unit_rows_is_scaled_back_to_unit_length():
+    pooled = pool_embeddings(np.array([[1.0, 0.0]]), np.array([[0.0, 1.0]]), [0], pooling="max", normalise=True)
+    np.testing.assert_allclose(pooled, [[np.sqrt(0.5), np.sqrt(0.5)]], rtol=1e-6)
+
+
+def test_weight_zero_keeps_only_the_variants():
+    pooled = pool_embeddings(ORIGINALS, VARIANTS, OWNERS, pooling="weighted", weight=0.0)
+    # mean((0,1),(1,1)) = (0.5, 1); (3,3); no variant: the original stays (nothing else represents it).
+    np.testing.assert_allclose(pooled, [[0.5, 1.0], [3.0, 3.0], [2.0, 2.0]])
+
+
+@given(st.integers(1, 4), st.floats(0.0, 1.0))
 def test_pooling_is_invariant_to_variant_order(seed, weight):
     rng = np.random.default_rng(seed)
     originals, variants = rng.normal(size=(3, 4)), rng.normal(size=(6, 4))
     owners = rng.integers(0, 3, 6)
     order = rng.permutation(6)
-    for pooling, w in (("mean", None), ("weighted", weight)):
+    for pooling, w in (("mean", None), ("weighted", weight), ("max", None)):
         a = pool_embeddings(originals, variants, owners, pooling=pooling, weight=w)
         b = pool_embeddings(originals, variants[order], owners[order], pooling=pooling, weight=w)
         np.testing.assert_allclose(a, b, rtol=1e-5, atol=1e-6)
@@ -63,10 +83,12 @@ def test_pooling_is_invariant_to_variant_order(seed, weight):
 @pytest.mark.parametrize(
     "kwargs,message",
     [
-        ({"pooling": "max"}, "pooling must be one of"),
+        ({"pooling": "median"}, "pooling must be one of"),
         ({"pooling": "weighted"}, "needs a weight"),
-        ({"pooling": "weighted", "weight": 0.0}, "needs a weight"),
+        ({"pooling": "weighted", "weight": -0.1}, "needs a weight"),
+        ({"pooling": "weighted", "weight": 1.5}, "needs a weight"),
         ({"pooling": "mean", "weight": 0.5}, "takes no weight"),
+        ({"pooling": "max", "weight": 0.5}, "max pooling takes no weight"),
     ],
 )
 def test_bad_pooling_options_are_refused(kwargs, message):

@@ -18,6 +18,7 @@ from evaluation.evaluators import (
     STSEvaluator,
     SummarizationEvaluator,
 )
+from evaluation.evaluators.options import mteb_protocol_options, protocol_options
 from evaluation.evaluators.pair_classification import threshold_scores
 from evaluation.evaluators.ranking import query_scores, ranking_result
 
@@ -222,3 +223,46 @@ def test_inputs_are_checked():
         PairClassificationEvaluator().score(np.ones((2, 2)), np.ones((2, 2)), [1, 2])
     with pytest.raises(ValueError, match="similarity_fn_name"):
         RetrievalEvaluator(similarity_fn_name="jaccard")
+    with pytest.raises(ValueError, match="n_bootstrap, .* must be positive"):
+        ClusteringEvaluator(n_bootstrap=0)  # zero draws would average nothing into NaN
+
+
+def test_protocol_options_are_validated_per_task_type():
+    assert protocol_options("classification", {"samples_per_label": 16}) == {"samples_per_label": 16}
+    assert protocol_options("sts", None) == {} and protocol_options("clustering", {}) == {}
+    assert protocol_options("clustering", {"max_fraction_of_documents_to_embed": 1}) == {
+        "max_fraction_of_documents_to_embed": 1
+    }
+    with pytest.raises(ValueError, match="retrieval datasets have no protocol options"):
+        protocol_options("retrieval", {"k_values": [10]})
+    with pytest.raises(ValueError, match="unknown classification protocol option.*use max_iter, n_experiments"):
+        protocol_options("classification", {"seed": 1})
+    with pytest.raises(ValueError, match="n_experiments must be int, got True"):
+        protocol_options("classification", {"n_experiments": True})
+    with pytest.raises(ValueError, match="max_documents_to_embed must be int or null"):
+        protocol_options("clustering", {"max_documents_to_embed": 2.5})
+    with pytest.raises(ValueError, match="not both"):
+        protocol_options("clustering", {"max_fraction_of_documents_to_embed": 0.1, "max_documents_to_embed": 10})
+
+
+def test_protocol_options_read_from_mteb_tasks():
+    mteb = pytest.importorskip("mteb", reason="mteb comes with the dev requirements")
+    assert mteb_protocol_options(mteb.get_task("Banking77Classification")) == {
+        "samples_per_label": 8,
+        "n_experiments": 10,
+        "max_iter": 100,
+    }
+    assert mteb_protocol_options(mteb.get_task("TwentyNewsgroupsClustering")) == {"protocol": "single"}
+    assert mteb_protocol_options(mteb.get_task("TwentyNewsgroupsClustering.v2")) == {
+        "protocol": "bootstrap",
+        "n_bootstrap": 10,
+        "max_documents_per_cluster": 16_384,
+        "kmeans_batch_size": 512,
+        "max_fraction_of_documents_to_embed": 0.04,
+        "max_documents_to_embed": None,
+    }
+    assert mteb_protocol_options(mteb.get_task("STSBenchmark")) == {}
+    # The defaults of Shiftlab's evaluators are MTEB's: its classification task's settings change nothing.
+    assert ClassificationEvaluator(**mteb_protocol_options(mteb.get_task("Banking77Classification"))) == (
+        ClassificationEvaluator()
+    )

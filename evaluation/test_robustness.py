@@ -13,7 +13,15 @@ from scipy import stats
 
 from evaluation.aggregation import UnitScore
 from evaluation.figures import report_figures
-from evaluation.robustness import ALL_MODELS, POOLED, RUN_AGGREGATED, DriftItem, robustness_analyse
+from evaluation.robustness import (
+    ALL_MODELS,
+    POOLED,
+    RUN_AGGREGATED,
+    DriftItem,
+    ReportOptionError,
+    ReportOptions,
+    robustness_analyse,
+)
 from evaluation.robustness_tables import robustness_csv, robustness_latex
 from evaluation.stats import paired_shifts
 
@@ -46,8 +54,8 @@ def report():
 
 def test_pooled_and_run_aggregated_units_differ_in_n(report):
     n = {(t.scope, t.unit, t.level): [r.n for r in t.rows] for t in report.shifts}
-    assert n[(ALL_MODELS, POOLED, "transformation")] == [12, 12]  # 2 models x 3 datasets x 2 seeds
-    assert n[(ALL_MODELS, RUN_AGGREGATED, "transformation")] == [6, 6]  # seeds averaged
+    assert n[(ALL_MODELS, POOLED, "transformation")] == [6, 6]  # 3 datasets x 2 seeds, models averaged
+    assert n[(ALL_MODELS, RUN_AGGREGATED, "transformation")] == [3, 3]  # seeds averaged too
     assert n[("alpha", POOLED, "transformation")] == [6, 6]
     assert n[("alpha", RUN_AGGREGATED, "transformation")] == [3, 3]
     assert n[("beta", RUN_AGGREGATED, "axis")] == [3, 3]
@@ -59,8 +67,13 @@ def test_shifts_match_paired_shifts_with_holm_across_transformations(report):
     rows = [u for u in units() if u.transformation != "original"]
     pairs = {}
     for name in ("paraphrase", "summary"):
-        chosen = sorted((u for u in rows if u.transformation == name), key=lambda u: (u.model, u.dataset, u.seed))
-        pairs[name] = ([u.original_score for u in chosen], [u.score for u in chosen])
+        # the default unit: per dataset x seed, the mean over the two models
+        cells = [(d, s) for d in sorted(DATASETS) for s in SEEDS]
+        of = {(u.model, u.dataset, u.seed): u for u in rows if u.transformation == name}
+        pairs[name] = (
+            [np.mean([of[(m, d, s)].original_score for m in MODELS]) for d, s in cells],
+            [np.mean([of[(m, d, s)].score for m in MODELS]) for d, s in cells],
+        )
     assert list(table.rows) == paired_shifts(pairs, seed=3, n_resamples=200)
     p = [r.p_value for r in table.rows]
     assert [r.p_holm for r in table.rows] == pytest.approx(
@@ -106,7 +119,11 @@ def test_sections_without_enough_models_say_why():
 
 def test_split_half_reliability_with_three_models():
     found = robustness_analyse(
-        units(("a", "b", "c")), models=["a", "b", "c"], task_types=TASK_TYPES, n_resamples=50, n_splits=20
+        units(("a", "b", "c")),
+        models=["a", "b", "c"],
+        task_types=TASK_TYPES,
+        n_resamples=50,
+        options=ReportOptions(split_half_splits=20),
     )
     assert [r.axis for r in found.reliability] == ["lexical", "length"]
     assert all(r.n_datasets == 3 and r.n_splits == 20 for r in found.reliability)
@@ -143,7 +160,7 @@ def test_exports(report):
 
 def test_figures_are_valid_deterministic_svg(report):
     figures = report_figures(report)
-    assert set(figures) == {"dumbbell", "shifts", "heatmap"}
+    assert set(figures) == {"dumbbell", "shifts", "heatmap", "ranks"}
     for svg in figures.values():
         ET.fromstring(svg.encode())
         assert "<dc:date>" not in svg
@@ -154,9 +171,174 @@ def test_figures_are_valid_deterministic_svg(report):
 
 def test_figures_as_png_and_pdf_are_deterministic(report):
     png, pdf = report_figures(report, fmt="png"), report_figures(report, fmt="pdf")
-    assert set(png) == set(pdf) == {"dumbbell", "shifts", "heatmap"}
+    assert set(png) == set(pdf) == {"dumbbell", "shifts", "heatmap", "ranks"}
     assert all(data.startswith(b"\x89PNG\r\n\x1a\n") for data in png.values())
     assert all(data.startswith(b"%PDF-") for data in pdf.values())
     assert report_figures(report, fmt="png") == png and report_figures(report, fmt="pdf") == pdf
     with pytest.raises(ValueError, match="svg, png, pdf"):
         report_figures(report, fmt="gif")
+
+
+# --- the statistics' units as options: worked examples computed here with scipy ---
+OPT_MODELS = ("a", "b", "c")
+OPT_DATASETS = ("d1", "d2")
+OPT_SEEDS = (1, 2)
+OPT_TRANSFORMATIONS = ("paraphrase", "synonyms")  # one axis: lexical
+
+
+@pytest.fixture(scope="module")
+def cube():
+    """(model, dataset, transformation, seed) -> (original score on the same items, transformed score)."""
+    rng = np.random.default_rng(11)
+    return {
+        (m, d, t, s): (0.6 + 0.05 * i + float(rng.normal(0, 0.03)), 0.5 + float(rng.normal(0, 0.06)))
+        for i, m in enumerate(OPT_MODELS)
+        for d in OPT_DATASETS
+        for t in OPT_TRANSFORMATIONS
+        for s in OPT_SEEDS
+    }
+
+
+def cube_units(cube):
+    rows = [UnitScore(m, d, "original", "", 0, 0.6) for m in OPT_MODELS for d in OPT_DATASETS]
+    rows += [UnitScore(m, d, t, "lexical", s, after, before) for (m, d, t, s), (before, after) in cube.items()]
+    return rows
+
+
+def analyse(cube, **options):
+    return robustness_analyse(
+        cube_units(cube),
+        models=OPT_MODELS,
+        task_types={d: "sts" for d in OPT_DATASETS},
+        n_resamples=50,
+        options=ReportOptions(**options),
+    )
+
+
+def test_default_options_and_their_record_in_every_export(cube):
+    found = analyse(cube)
+    assert found.options == ReportOptions() and found.options.as_dict() == {
+        "tau_unit": "per_seed",
+        "axis_tau": "pooled",
+        "split_half_on": "deltas",
+        "split_half_splits": 100,
+        "wilcoxon_unit": "model_mean",
+        "baseline_compare": "delta",
+    }
+    chosen = analyse(cube, tau_unit="seed_mean", split_half_splits=1000)
+    assert chosen.as_dict()["options"]["tau_unit"] == "seed_mean"
+    rows = list(csv.DictReader(io.StringIO(robustness_csv(chosen))))
+    assert {r["label"]: r["value"] for r in rows if r["table"] == "options"}["split_half_splits"] == "1000"
+    assert {r["unit"] for r in rows if r["table"] == "kendall tau per transformation"} == {
+        "unit: dataset (scores averaged over seeds first) ranking of the models"
+    }
+    assert "tau_unit=seed_mean" in robustness_latex(chosen).splitlines()[0]
+
+
+def test_tau_on_seed_averaged_scores(cube):
+    expected = [
+        stats.kendalltau(
+            [np.mean([cube[(m, d, "paraphrase", s)][0] for s in OPT_SEEDS]) for m in OPT_MODELS],
+            [np.mean([cube[(m, d, "paraphrase", s)][1] for s in OPT_SEEDS]) for m in OPT_MODELS],
+        ).statistic
+        for d in OPT_DATASETS
+    ]
+    tau = {t.label: t for t in analyse(cube, tau_unit="seed_mean").taus}["paraphrase"]
+    assert (
+        tau.n == 2
+        and tau.mean == pytest.approx(np.mean(expected))
+        and tau.sd == pytest.approx(np.std(expected, ddof=1))
+    )
+    per_seed = {t.label: t for t in analyse(cube).taus}["paraphrase"]
+    assert per_seed.n == 4  # today's unit: dataset x seed
+
+
+def test_axis_tau_on_axis_averaged_scores(cube):
+    def axis_tau(cells):
+        return stats.kendalltau(
+            [np.mean([cube[(m, d, t, s)][0] for t in OPT_TRANSFORMATIONS for d, s in cells]) for m in OPT_MODELS],
+            [np.mean([cube[(m, d, t, s)][1] for t in OPT_TRANSFORMATIONS for d, s in cells]) for m in OPT_MODELS],
+        ).statistic
+
+    seed_means = [axis_tau([(d, s) for s in OPT_SEEDS]) for d in OPT_DATASETS]
+    found = {t.label: t for t in analyse(cube, tau_unit="seed_mean", axis_tau="axis_mean_scores").taus}["lexical"]
+    assert found.n == 2 and found.mean == pytest.approx(np.mean(seed_means))
+    per_seed = [axis_tau([(d, s)]) for d in OPT_DATASETS for s in OPT_SEEDS]
+    found = {t.label: t for t in analyse(cube, axis_tau="axis_mean_scores").taus}["lexical"]
+    assert found.n == 4 and found.mean == pytest.approx(np.mean(per_seed))
+    pooled = {t.label: t for t in analyse(cube).taus}["lexical"]
+    assert pooled.n == 8  # 2 transformations x 2 datasets x 2 seeds, each with its own τ
+
+
+def test_split_half_on_scores_or_deltas(cube):
+    # two datasets of one task type: every split puts one dataset in each half, so the median is
+    # Spearman's rho between the two datasets' model profiles
+    def profile(d, value):
+        return [
+            np.mean([value(*cube[(m, d, t, s)]) for t in OPT_TRANSFORMATIONS for s in OPT_SEEDS]) for m in OPT_MODELS
+        ]
+
+    for option, value in (("scores", lambda before, after: after), ("deltas", lambda before, after: after - before)):
+        expected = stats.spearmanr(profile("d1", value), profile("d2", value)).statistic
+        (found,) = analyse(cube, split_half_on=option, split_half_splits=7).reliability
+        assert found.median == pytest.approx(expected) and found.n_splits == 7
+
+
+def test_wilcoxon_unit_model_mean_or_per_model(cube):
+    def diffs(cells):
+        return [
+            np.mean([cube[(m, d, "paraphrase", s)][1] - cube[(m, d, "paraphrase", s)][0] for m in ms])
+            for d, s, ms in cells
+        ]
+
+    cells = [(d, s) for d in OPT_DATASETS for s in OPT_SEEDS]
+    averaged = analyse(cube).shift_table(scope=ALL_MODELS, unit=POOLED, level="transformation").rows[0]
+    expected = stats.wilcoxon(diffs([(d, s, OPT_MODELS) for d, s in cells]))
+    assert averaged.n == 4 and averaged.p_value == pytest.approx(expected.pvalue)
+    table = analyse(cube, wilcoxon_unit="per_model").shift_table(scope=ALL_MODELS, unit=POOLED, level="transformation")
+    expected = stats.wilcoxon(diffs([(d, s, (m,)) for m in OPT_MODELS for d, s in cells]))
+    assert table.rows[0].n == 12 and table.rows[0].p_value == pytest.approx(expected.pvalue)
+    assert "a model × dataset is one unit" in table.description
+
+
+def test_baseline_compare_transformed_or_delta(cube):
+    cells = [(d, s) for d in OPT_DATASETS for s in OPT_SEEDS]
+    transformed = {c.label: c for c in analyse(cube, baseline_compare="transformed").comparisons}["b | paraphrase"]
+    expected = stats.wilcoxon(
+        [cube[("b", d, "paraphrase", s)][1] - cube[("a", d, "paraphrase", s)][1] for d, s in cells]
+    )
+    assert transformed.n == 4 and transformed.p_value == pytest.approx(expected.pvalue)
+
+    def delta(m, d, s):
+        before, after = cube[(m, d, "paraphrase", s)]
+        return after - before
+
+    default = {c.label: c for c in analyse(cube).comparisons}["b | paraphrase"]
+    expected = stats.wilcoxon([delta("b", d, s) - delta("a", d, s) for d, s in cells])
+    assert default.p_value == pytest.approx(expected.pvalue)
+
+
+@pytest.mark.parametrize(
+    ("values", "message"),
+    [
+        ({"tau_unit": "per_dataset"}, "tau_unit='per_dataset' is unknown: use one of per_seed, seed_mean"),
+        ({"kendall": "x"}, "unknown report option(s) kendall"),
+        ({"split_half_splits": "many"}, "split_half_splits must be an integer"),
+        ({"split_half_splits": 0}, "from 1 to 100000"),
+    ],
+)
+def test_bad_options_are_refused_with_the_accepted_values(values, message):
+    with pytest.raises(ReportOptionError) as caught:
+        ReportOptions.from_mapping(values)
+    assert message in str(caught.value)
+
+
+def test_options_from_plain_data_keep_defaults_for_unset_values():
+    preset = {
+        "tau_unit": "seed_mean",
+        "axis_tau": "axis_mean_scores",
+        "split_half_on": "scores",
+        "split_half_splits": 1000,
+    }
+    assert ReportOptions.from_mapping(preset) == ReportOptions(**preset)
+    assert ReportOptions.from_mapping({"split_half_splits": "250", "tau_unit": None}).split_half_splits == 250

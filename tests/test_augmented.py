@@ -27,7 +27,7 @@ from evaluation.report_robustness import robustness_report_get
 from shiftlab.settings import _extra_encoders
 from tests.support import config_text, keyword_run
 from transforms.models import GeneratorConfig, TransformedItem, TransformRun
-from transforms.planning import random_keywords
+from transforms.planning import PAPER_KEYWORD_SAMPLING, random_keywords
 
 MODEL = "all-MiniLM-L6-v2"
 AUGMENTED = "evaluation.augmented_encoder.AugmentedEncoder"
@@ -127,10 +127,12 @@ def augmented(base: str, **options) -> AugmentedEncoder:
         ({"k": 0}, "'k'"),
         ({"k": 2, "seeds": [1]}, "at least 2 seeds"),
         ({"runs": []}, "'runs'"),
-        ({"pooling": "max"}, "'pooling'"),
-        ({"pooling": "weighted"}, "in \\(0, 1\\]"),
-        ({"pooling": "weighted", "weight": 1.5}, "in \\(0, 1\\]"),
+        ({"pooling": "median"}, "'pooling'"),
+        ({"pooling": "weighted"}, "in \\[0, 1\\]"),
+        ({"pooling": "weighted", "weight": 1.5}, "in \\[0, 1\\]"),
         ({"weight": 0.5}, "weighted' only"),
+        ({"pooling": "max", "weight": 0.5}, "weighted' only"),
+        ({"keyword_sampling": "half"}, "'keyword_sampling'"),
         ({"missing": "skip"}, "'missing'"),
         ({"generator": "llm", "runs": [1]}, "'generator'"),
     ],
@@ -267,6 +269,23 @@ def test_revision_follows_base_options_and_variant_source(sts, counting, setting
     assert augmented(other_base, missing="original").revision != augmented(counting, missing="original").revision
     assert encoder.model_id == f"augmented:{get_encoder(counting).model_id}"
     assert cache_directory(encoder) != cache_directory(get_encoder(counting))
+
+
+def test_max_pooling_variants_only_and_the_papers_keywords_through_the_encoder(sts, counting):
+    cached_run(sts, n=1, prefix="Reworded:")
+    text = texts_of(sts, 1)[0]
+    base = get_encoder(counting)
+    original, variant = base.encode([text, f"Reworded: {text}"])
+    pooled = augmented(counting, pooling="max").encode([text])[0]
+    np.testing.assert_allclose(pooled, np.maximum(original, variant), rtol=1e-6)
+    only = augmented(counting, pooling="weighted", weight=0.0).encode([text])[0]
+    np.testing.assert_allclose(only, variant, rtol=1e-6)
+    paper = augmented(counting, transformations=["random_keywords"], keyword_sampling="augmentation-paper")
+    keywords = random_keywords(text, seed=1, text_hash=sha256_text(text), sampling=PAPER_KEYWORD_SAMPLING)
+    assert "," not in keywords
+    np.testing.assert_allclose(paper.encode([text])[0], (original + base.encode([keywords])[0]) / 2, rtol=1e-6)
+    default = augmented(counting, transformations=["random_keywords"])
+    assert paper.revision != default.revision and "keyword_sampling" not in default.options
 
 
 # --- a real model, the evaluate command and benchmark runs ---------------------------------------

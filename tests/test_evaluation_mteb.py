@@ -17,10 +17,13 @@ import pytest
 from django.conf import settings
 from django.core.management import CommandError, call_command
 
+from core.errors import ShiftlabError
+from corpora.models import Dataset
 from corpora.services import ImportOptions, dataset_import
+from corpora.task_types import TaskType
 from evaluation.encoders import get_encoder
 from evaluation.management.commands.seed_demo import DEMO_DATASETS
-from evaluation.services import dataset_evaluate
+from evaluation.services import cached_encode, dataset_evaluate, dataset_protocol_set
 
 MODEL = "all-MiniLM-L6-v2"
 FIXTURES = settings.BASE_DIR / "fixtures"
@@ -135,11 +138,88 @@ def test_line_aligned_loader_skips_unscored_pairs(shared_data, tmp_path):
 
 
 @pytest.mark.parametrize("name,task,relative", DEMO_DATASETS)
-def test_every_task_type_evaluates_on_its_demo_fixture(name, task, relative, minilm):
+def test_every_task_type_scores_its_demo_fixture_as_mteb_does(name, task, relative, minilm):
+    """The service's score of each demo dataset equals what mteb's own evaluator gives the same
+    stored items with the same vectors (tests/mteb_reference.py)."""
+    pytest.importorskip("mteb", reason="mteb comes with the dev requirements")
+    from tests.mteb_reference import mteb_dataset_score
+
     dataset = dataset_import(source=FIXTURES / relative, task=task, name=name)
     result = dataset_evaluate(dataset=dataset, encoder_alias_or_model=MODEL)
-    assert 0.0 <= result.main_score <= 1.0
+    reference = mteb_dataset_score(dataset, cached_encode(minilm, task=TaskType(task), batch_size=None))
+    assert result.main_score == pytest.approx(reference, abs=1e-4), (
+        f"{name}: {result.main_score:.6f} vs {reference:.6f}"
+    )
     assert result.metrics()[result.main_metric] == result.main_score
+
+
+@pytest.mark.parametrize(
+    "name,task,relative,options,took_effect",
+    [
+        (
+            "demo-intents",
+            "classification",
+            "classification/demo-intents",
+            {"samples_per_label": 2, "n_experiments": 3},
+            lambda result: len(result.experiments) == 3,
+        ),
+        (
+            "demo-topics",
+            "clustering",
+            "clustering/demo-topics.jsonl",
+            {"protocol": "single"},
+            lambda result: result.cluster_accuracy is not None,
+        ),
+        (
+            "demo-topics",
+            "clustering",
+            "clustering/demo-topics.jsonl",
+            {"n_bootstrap": 3, "max_documents_per_cluster": 64, "max_fraction_of_documents_to_embed": 0.5},
+            lambda result: len(result.v_measures) == 3 and result.n_documents < 40,
+        ),
+    ],
+)
+def test_protocol_options_stored_on_a_dataset_change_its_evaluation_as_in_mteb(
+    name, task, relative, options, took_effect, minilm
+):
+    pytest.importorskip("mteb", reason="mteb comes with the dev requirements")
+    from tests.mteb_reference import mteb_dataset_score
+
+    dataset = dataset_import(source=FIXTURES / relative, task=task, name=name)
+    dataset = dataset_protocol_set(dataset=dataset, options=options)
+    assert Dataset.objects.get(pk=dataset.pk).metadata["evaluation"] == options
+    result = dataset_evaluate(dataset=Dataset.objects.get(pk=dataset.pk), encoder_alias_or_model=MODEL)
+    assert took_effect(result)
+    reference = mteb_dataset_score(
+        dataset, cached_encode(minilm, task=TaskType(task), batch_size=None), protocol=options
+    )
+    assert result.main_score == pytest.approx(reference, abs=1e-4)
+
+
+def test_protocol_options_are_refused_with_the_option_named():
+    sts = dataset_import(source=FIXTURES / "sts/demo-sts.csv", task="sts", name="demo-sts")
+    with pytest.raises(ShiftlabError, match="sts datasets have no protocol options"):
+        dataset_protocol_set(dataset=sts, options={"n_experiments": 3})
+    topics = dataset_import(source=FIXTURES / "clustering/demo-topics.jsonl", task="clustering", name="demo-topics")
+    with pytest.raises(ShiftlabError, match="unknown clustering protocol option.*n_clusters"):
+        dataset_protocol_set(dataset=topics, options={"n_clusters": 3})
+    with pytest.raises(ShiftlabError, match="protocol must be 'bootstrap' or 'single'"):
+        dataset_protocol_set(dataset=topics, options={"protocol": "kmeans"})
+    with pytest.raises(ShiftlabError, match="n_bootstrap must be int"):
+        dataset_protocol_set(dataset=topics, options={"n_bootstrap": "3"})
+    assert "evaluation" not in Dataset.objects.get(pk=topics.pk).metadata  # nothing written
+    Dataset.objects.filter(pk=topics.pk).update(metadata={"evaluation": {"n_bootstrap": 0}})
+    with pytest.raises(ShiftlabError, match="demo-topics has unusable protocol options"):
+        dataset_evaluate(dataset=Dataset.objects.get(pk=topics.pk), encoder_alias_or_model=MODEL)
+
+
+def test_missing_benchmark_data_fails_where_it_is_required(request, monkeypatch, tmp_path):
+    import conftest
+
+    monkeypatch.setattr(conftest, "SHARED_DATA", tmp_path / "absent")
+    monkeypatch.setenv("SHIFTLAB_REQUIRE_SERVICES", "1")
+    with pytest.raises(pytest.fail.Exception, match="public benchmark data not found"):
+        request.getfixturevalue("shared_data")
 
 
 def test_evaluate_command_prints_the_main_score_and_json(minilm):

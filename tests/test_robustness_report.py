@@ -39,12 +39,19 @@ def test_report_page_renders_tables_figures_and_export_links(client, researcher,
         "Kendall",
         "Split-half reliability",
         "Embedding drift vs human quality",
+        "Rankings with rank intervals and letter groups",
     ):
         assert title in html
     assert "<svg" in html and "unit: dataset × seed result" in html
     assert "no transformed item of this run has human quality ratings" in html
     assert "robustness.csv" in html and "robustness-axes.tex" in html
     assert all(f"heatmap.{fmt}" in html for fmt in ("svg", "png", "pdf"))
+    assert "robustness-ranks.tex?tau_unit=per_seed" in html and 'id="figure-ranks"' in html
+    assert "With 3 datasets no pair can reach p &lt; 0.05" in html
+    chosen = client.get(reverse("evaluation:robustness", args=[run.pk]), {"baseline_compare": "transformed"})
+    assert "the model's transformed score minus the baseline" in chosen.content.decode()
+    refused = client.get(reverse("evaluation:robustness", args=[run.pk]), {"tau_unit": "nonsense"})
+    assert refused.status_code == 200 and "use one of per_seed, seed_mean" in refused.content.decode()
 
 
 def test_exports(client, researcher, run):
@@ -63,6 +70,11 @@ def test_exports(client, researcher, run):
     assert pdf["Content-Type"] == "application/pdf" and pdf.content.startswith(b"%PDF-")
     assert client.get(url("drift.png")).status_code == 404  # no rated items: no drift figure
     assert client.get(url("nothing.exe")).status_code == 404
+    ranks = client.get(url("robustness-ranks.tex"), {"split_half_splits": "40"}).content.decode()
+    assert ranks.startswith("% Shiftlab robustness report") and "split_half_splits=40" in ranks
+    assert r"\textsuperscript{a}" in ranks
+    bad = client.get(url("robustness.csv"), {"split_half_splits": "-1"})
+    assert bad.status_code == 400 and "split_half_splits" in bad.content.decode()
 
 
 def test_page_is_for_researchers(client, annotator, run):
@@ -80,7 +92,24 @@ def test_api_action(researcher_client, run):
         for t in data["shifts"]
         if t["scope"] == "all models" and t["level"] == "transformation"
     }
-    assert n == {"pooled": {18}, "run-aggregated": {9}}  # 3 models x 3 datasets (x 2 seeds)
+    assert n == {"pooled": {6}, "run-aggregated": {3}}  # 3 datasets (x 2 seeds), the 3 models averaged
+    assert data["options"]["wilcoxon_unit"] == "model_mean"
+    assert [r["scope"] for r in data["rankings"]] == ["original", "lexical", "length"]
+    assert [row["model"] for row in data["rankings"][0]["rows"]] == list(reversed(MODELS))  # originals rise with m
+
+    response = researcher_client.get(
+        f"/api/benchmark-runs/{run.pk}/robustness/", {"wilcoxon_unit": "per_model", "tau_unit": "seed_mean"}
+    )
+    data = response.json()
+    n = {
+        t["unit"]: {r["n"] for r in t["rows"]}
+        for t in data["shifts"]
+        if t["scope"] == "all models" and t["level"] == "transformation"
+    }
+    assert n == {"pooled": {18}, "run-aggregated": {9}}  # every model x dataset (x seed) a unit
+    assert data["options"]["tau_unit"] == "seed_mean" and {t["n"] for t in data["kendall_tau"]} >= {3}
+    bad = researcher_client.get(f"/api/benchmark-runs/{run.pk}/robustness/", {"axis_tau": "mean"})
+    assert bad.status_code == 400 and "axis_tau" in bad.json()
 
 
 def test_command_writes_the_files(run, tmp_path):
@@ -98,6 +127,13 @@ def test_command_writes_the_files(run, tmp_path):
         "shifts.pdf",
     } <= names
     assert json.loads((tmp_path / "robustness.json").read_text())["models"] == MODELS
+    assert "robustness-ranks.tex" in names and "ranks.svg" in names
+    call_command(
+        "benchmark", "report", str(run.pk), "--out", str(tmp_path / "paper"), "--split-half-on", "scores",
+        "--split-half-splits", "1000", stdout=io.StringIO(),
+    )  # fmt: skip
+    options = json.loads((tmp_path / "paper" / "robustness.json").read_text())["options"]
+    assert options["split_half_on"] == "scores" and options["split_half_splits"] == 1000
     first = {name: (tmp_path / name).read_bytes() for name in ("heatmap.svg", "heatmap.png", "shifts.pdf")}
     call_command("benchmark", "report", str(run.pk), "--out", str(tmp_path), stdout=io.StringIO())
     assert {name: (tmp_path / name).read_bytes() for name in first} == first  # deterministic files
@@ -115,7 +151,10 @@ class CountingEncoder:
         return np.array([[t.count(c) + 0.5 for c in "aeiost"] for t in texts], dtype=np.float32)
 
 
-def test_drift_vs_quality_from_rated_transformed_items(client, researcher, run, settings, tmp_path):
+def _rated_paraphrases(run, researcher, *, settings, tmp_path, extra_rater=None):
+    """Five paraphrased items of ``sts_a`` (seed 1) rated 5, 4, 3, 2, 1 for quality by ``researcher``
+    in a study without controls; ``extra_rater`` (a user) rates them 1, 2, 3, 4, 5. Returns the
+    study's annotators."""
     from annotation.models import Annotator, Rating, Study, StudyItem
     from corpora.models import DatasetItem
     from evaluation.encoders import reset_encoders
@@ -130,8 +169,13 @@ def test_drift_vs_quality_from_rated_transformed_items(client, researcher, run, 
         dataset=dataset, transformation="paraphrase", generator=generator, seed=1, run_hash="h" * 64
     )
     BenchmarkResult.objects.filter(run=run, transformation="paraphrase", seed=1).update(transform_run=transform_run)
-    study = Study.objects.create(name="study", design={}, design_hash="d" * 64)
-    annotator = Annotator.objects.create(study=study, user=researcher)
+    # no controls: every rater's control check passes, so only the rater's status decides what counts
+    study = Study.objects.create(
+        name="study", design={"controls_per_batch": 0, "min_control_ratings": 0}, design_hash="d" * 64
+    )
+    annotators = [Annotator.objects.create(study=study, user=researcher)]
+    if extra_rater is not None:
+        annotators.append(Annotator.objects.create(study=study, user=extra_rater))
     texts = [
         ("a cat sat", "a cat sat"),
         ("the sea is east", "the sea is to the east"),
@@ -162,14 +206,47 @@ def test_drift_vs_quality_from_rated_transformed_items(client, researcher, run, 
             text_a=source,
             text_b=output,
         )
-        Rating.objects.create(
-            study_item=study_item, annotator=annotator, question="quality", value=5 - i, submitted_at=timezone.now()
-        )
-    try:
-        report = robustness_report_get(run=run)
-    finally:
-        reset_encoders()
+        for annotator, value in zip(annotators, (5 - i, 1 + i), strict=False):
+            Rating.objects.create(
+                study_item=study_item, annotator=annotator, question="quality", value=value, submitted_at=timezone.now()
+            )
+    return annotators
+
+
+@pytest.fixture
+def fresh_encoders():
+    from evaluation.encoders import reset_encoders
+
+    yield
+    reset_encoders()
+
+
+def test_drift_vs_quality_from_rated_transformed_items(researcher, run, settings, tmp_path, fresh_encoders):
+    _rated_paraphrases(run, researcher, settings=settings, tmp_path=tmp_path)
+    report = robustness_report_get(run=run)
     (summary,) = report.drift
     assert summary.transformation == "paraphrase" and summary.correlation.n == 5
     assert summary.qualities == (5.0, 4.0, 3.0, 2.0, 1.0) and summary.drifts[0] == pytest.approx(0, abs=1e-6)
     assert "drift" not in report.notes
+
+
+def test_drift_vs_quality_leaves_out_rejected_raters(researcher, annotator, run, settings, tmp_path, fresh_encoders):
+    from annotation.models import Annotator
+
+    _, second = _rated_paraphrases(run, researcher, settings=settings, tmp_path=tmp_path, extra_rater=annotator)
+    both = robustness_report_get(run=run).drift[0].qualities
+    assert both == (3.0, 3.0, 3.0, 3.0, 3.0)  # the two raters' means, while both count
+    Annotator.objects.filter(pk=second.pk).update(status=Annotator.Status.REJECTED)
+    (summary,) = robustness_report_get(run=run).drift
+    assert summary.qualities == (5.0, 4.0, 3.0, 2.0, 1.0)  # the rejected rater's ratings no longer count
+
+
+def test_original_only_run_still_ranks_its_models(client, researcher, run):
+    original_only = BenchmarkRun.objects.create(source=BenchmarkRun.Source.DATASETS, model_names=MODELS, status="done")
+    for result in run.results.filter(transformation="original"):
+        result.pk, result.run = None, original_only
+        result.save()
+    client.force_login(researcher)
+    html = client.get(reverse("evaluation:robustness", args=[original_only.pk])).content.decode()
+    assert 'id="original-only"' in html and 'id="rankings"' in html and 'class="rank-table"' in html
+    assert "[1, 1]" in html  # gamma leads on every dataset: its interval is the single rank 1

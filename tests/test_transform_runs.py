@@ -146,14 +146,32 @@ def test_chunk_delivered_twice_adds_nothing_twice(llm_backend, sts):
     assert {row["n"] for row in per_side} == {1} and len(per_side) == 4
 
 
-def test_export_writes_a_file_the_importer_reads(llm_backend, sts, tmp_path):
+def test_export_writes_a_file_the_importer_reads(sts, tmp_path):
+    """A deterministic transformation (every item succeeds): the file holds exactly the rewritten
+    pairs with their gold scores, and the importer reads them back unchanged."""
+    run = run_now(sts, "random_keywords", limit=6)
+    result = transform_run_export(run=run, path=tmp_path / "out.csv")
+    assert (result.n_items, result.n_skipped) == (6, 0)
+    expected = {}
+    for out in TransformedItem.objects.filter(run=run).select_related("item"):
+        expected.setdefault(out.item.item_id, {"gold": out.item.gold})[out.side] = out.output_text
+    exported = dataset_import(source=result.path, task="sts", name="exported")
+    assert exported.n_items == 6
+    back = {
+        i.item_id: {"gold": i.gold, **{k: i.payload[k] for k in ("sentence1", "sentence2")}}
+        for i in exported.items.all()
+    }
+    assert back == expected
+
+
+def test_export_leaves_out_exactly_the_items_with_a_failed_text(llm_backend, sts, tmp_path):
     run = run_now(sts, "paraphrase", limit=4)
     result = transform_run_export(run=run, path=tmp_path / "out.csv")
-    n_ok_items = 4 - result.n_skipped
-    assert result.n_items == n_ok_items
-    if n_ok_items:
+    failed = set(TransformedItem.objects.filter(run=run, ok=False).values_list("item_id", flat=True))
+    assert result.n_skipped == len(failed) and result.n_items == 4 - len(failed)
+    if result.n_items:
         exported = dataset_import(source=result.path, task="sts", name="exported")
-        assert exported.n_items == n_ok_items
+        assert exported.n_items == result.n_items
 
 
 def test_identical_texts_are_generated_once_per_run(llm_backend, tmp_path):

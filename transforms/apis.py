@@ -3,7 +3,7 @@ from dataclasses import asdict
 from django.core.exceptions import ImproperlyConfigured
 from django.http import HttpResponse
 from django.shortcuts import get_object_or_404
-from drf_spectacular.utils import extend_schema
+from drf_spectacular.utils import OpenApiParameter, extend_schema
 from rest_framework import mixins, status, viewsets
 from rest_framework.decorators import action
 from rest_framework.response import Response
@@ -15,6 +15,7 @@ from transforms.judge_services import judge_report_create, judge_report_resume
 from transforms.judge_tables import report_tables, tables_csv
 from transforms.models import PromptTemplate
 from transforms.selectors import judge_report_list, transform_run_list, transform_run_summary, transformed_item_list
+from transforms.sensitivity_services import prompt_sensitivity_report
 from transforms.serializers import (
     JudgeReportCreateSerializer,
     JudgeReportSerializer,
@@ -24,11 +25,11 @@ from transforms.serializers import (
     TransformRunSerializer,
 )
 from transforms.services import (
-    GenerationParams,
     prompt_template_create_version,
     prompt_templates_ensure_defaults,
-    transform_run_create,
     transform_run_resume,
+    transform_run_settings,
+    transform_runs_create,
 )
 
 
@@ -73,31 +74,36 @@ class TransformRunViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, view
 
     @extend_schema(request=TransformRunCreateSerializer, responses={202: TransformRunSerializer})
     def create(self, request):
+        """Start a run; with a preset and no seed, one run per preset seed (the answer is then a list)."""
         data_in = TransformRunCreateSerializer(data=request.data)
         data_in.is_valid(raise_exception=True)
         data = data_in.validated_data
         dataset = get_object_or_404(Dataset, name=data["dataset"])
         try:
-            params = GenerationParams(
-                temperature=data["temperature"],
-                top_p=data["top_p"],
-                max_tokens=data["max_tokens"],
-                max_attempts=data["max_attempts"],
+            settings = transform_run_settings(
+                preset=data.get("preset", ""),
+                seed=data.get("seed"),
+                temperature=data.get("temperature"),
+                top_p=data.get("top_p"),
+                max_tokens=data.get("max_tokens"),
+                max_attempts=data.get("max_attempts"),
+                languages=data.get("languages"),
             )
-            run = transform_run_create(
+            runs = transform_runs_create(
                 dataset=dataset,
                 transformation=data["transformation"],
-                seed=data["seed"],
+                settings=settings,
                 backend_alias=data["backend"],
-                params=params,
-                languages=data.get("languages"),
                 limit=data.get("limit"),
+                language_check=data["language_check"],
                 created_by=request.user,
             )
         except (ShiftlabError, ImproperlyConfigured) as exc:
             return Response({"detail": str(exc)}, status=status.HTTP_400_BAD_REQUEST)
-        run.refresh_from_db()
-        return Response(TransformRunSerializer(run).data, status=status.HTTP_202_ACCEPTED)
+        for run in runs:
+            run.refresh_from_db()
+        body = TransformRunSerializer(runs, many=True).data if len(runs) > 1 else TransformRunSerializer(runs[0]).data
+        return Response(body, status=status.HTTP_202_ACCEPTED)
 
     @extend_schema(responses=TransformedItemSerializer(many=True))
     @action(detail=True, methods=["get"])
@@ -118,6 +124,24 @@ class TransformRunViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, view
     @action(detail=True, methods=["get"])
     def summary(self, request, pk=None):
         return Response(asdict(transform_run_summary(run=self.get_object())))
+
+    @extend_schema(
+        parameters=[OpenApiParameter("runs", str, description="Run ids separated by commas, e.g. 3,4,5.")],
+        responses={200: dict},
+    )
+    @action(detail=False, methods=["get"])
+    def sensitivity(self, request):
+        """The prompt-sensitivity report of runs of one transformation under different prompt versions."""
+        raw = request.query_params.get("runs", "")
+        try:
+            run_ids = [int(part) for part in raw.split(",") if part.strip()]
+        except ValueError:
+            return Response({"runs": [f"run ids separated by commas, got {raw!r}"]}, status=status.HTTP_400_BAD_REQUEST)
+        try:
+            result = prompt_sensitivity_report(run_ids=run_ids)
+        except ShiftlabError as exc:
+            return Response({"detail": str(exc)}, status=status.HTTP_400_BAD_REQUEST)
+        return Response(asdict(result))
 
 
 class JudgeReportViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, viewsets.GenericViewSet):

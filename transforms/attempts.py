@@ -16,6 +16,7 @@ from transforms import planning
 from transforms.cache_keys import generation_key
 from transforms.cleaning import clean_output
 from transforms.error_checks import OutputAnalysis, analyse_output
+from transforms.languages import identifier_code
 from transforms.registry import LanguagePlan, Step, StepLanguage, Transformation
 
 __all__ = [
@@ -69,8 +70,14 @@ class StepCall:
 
 
 def side_language(language: str, side: str, task_type: str) -> str:
-    """Cross-lingual pair datasets carry "en-de": the first code is sentence1's, the last sentence2's."""
+    """Cross-lingual pair datasets carry "en-de": the first code is sentence1's, the last sentence2's.
+    A script subtag belongs to the language ("zh-Hant", "sr-Latn" are one language, kept whole); a
+    region subtag is dropped ("pt-BR" -> "pt")."""
     parts = language.split("-")
+    if len(parts) == 2 and len(parts[1]) == 4 and parts[1].isalpha():
+        return language
+    if len(parts) == 2 and (parts[1].isdigit() or (len(parts[1]) == 2 and parts[1].isupper())):
+        return parts[0]  # a region ("pt-BR", "es-419"), not a second language
     if TaskType(task_type) in PAIR_TASKS and side == "sentence2":
         return parts[-1]
     return parts[0]
@@ -119,6 +126,7 @@ def plan_step(
     model: str,
     params_hash: str,
     seed: int,
+    model_identity: str = "",
 ) -> list[StepCall]:
     """The call of every text for one step, in order, from each text's current input."""
     calls = []
@@ -137,6 +145,7 @@ def plan_step(
             attempt=t.attempt,
             language=language,
             input_language=input_language,
+            model_identity=model_identity,
         )
         sampling_seed = planning.sampling_seed(seed=seed, text_hash=t.text_hash, step=step_index, attempt=t.attempt)
         calls.append(StepCall(t, key, language, input_language, sampling_seed))
@@ -154,7 +163,12 @@ def record_step(t: TextState, key: str, *, output: str, failure: str) -> None:
 
 
 def finish_attempt(
-    texts: Sequence[TextState], spec: Transformation, candidates: list[str], *, max_attempts: int
+    texts: Sequence[TextState],
+    spec: Transformation,
+    candidates: list[str],
+    *,
+    max_attempts: int,
+    check_language: bool = True,
 ) -> list[TextState]:
     """Record the outcome of every text whose attempt is final; return the texts to try again."""
     retry = []
@@ -167,18 +181,27 @@ def finish_attempt(
             else:
                 t.outcome = _outcome(t, None, error_type=BACKEND_FAILURE)
             continue
-        if not analyse_attempt(t, spec, t.current, candidates, max_attempts=max_attempts):
+        if not analyse_attempt(
+            t, spec, t.current, candidates, max_attempts=max_attempts, check_language=check_language
+        ):
             t.attempt += 1
             retry.append(t)
     return retry
 
 
 def analyse_attempt(
-    t: TextState, spec: Transformation, output: str, candidates: list[str], *, max_attempts: int
+    t: TextState,
+    spec: Transformation,
+    output: str,
+    candidates: list[str],
+    *,
+    max_attempts: int,
+    check_language: bool = True,
 ) -> bool:
     """Analyse the final output; record the outcome when it is good or attempts are used up.
-    Return True when the text needs no further attempt."""
-    expected = t.target_language or t.source_language
+    Return True when the text needs no further attempt. Without ``check_language`` (a run made
+    with --no-language-check) the output's language is detected and stored but never an error."""
+    expected = identifier_code(t.target_language or t.source_language) if check_language else None
     analysis = analyse_output(
         t.text,
         output,
@@ -186,7 +209,8 @@ def analyse_attempt(
         may_grow=spec.may_grow,
         may_shrink=spec.may_shrink,
         must_shrink=spec.must_shrink,
-        language_candidates=candidates,
+        keep_sentence_type=spec.keeps_sentence_type,
+        language_candidates=[code for code in map(identifier_code, candidates) if code],
     )
     if analysis.error is None:
         t.errors.append("")

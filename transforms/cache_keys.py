@@ -24,6 +24,7 @@ def generation_key(
     attempt: int,
     language: str,
     input_language: str,
+    model_identity: str = "",
 ) -> str:
     """Cache key of one LLM step of a transformation.
 
@@ -49,26 +50,32 @@ def generation_key(
         Language the step writes in.
     input_language : str
         Language the step's input is written in.
+    model_identity : str
+        What identifies the model's weights beyond its name (a GGUF file's SHA-256, what the
+        server reports), so that new weights served under the same name miss the cache. Empty when
+        unknown: the key is then exactly the key made before identities existed, so runs without
+        one keep finding their cached generations.
 
     Returns
     -------
     str
         SHA-256 hex digest.
     """
-    return sha256_json(
-        {
-            "input": sha256_text(input_text),
-            "transformation": transformation,
-            "step": step,
-            "prompt": prompt_hash,
-            "model": model,
-            "params": params_hash,
-            "seed": seed,
-            "attempt": attempt,
-            "language": language,
-            "from": input_language,
-        }
-    )
+    fields = {
+        "input": sha256_text(input_text),
+        "transformation": transformation,
+        "step": step,
+        "prompt": prompt_hash,
+        "model": model,
+        "params": params_hash,
+        "seed": seed,
+        "attempt": attempt,
+        "language": language,
+        "from": input_language,
+    }
+    if model_identity:
+        fields["model_identity"] = model_identity
+    return sha256_json(fields)
 
 
 def judgement_key(

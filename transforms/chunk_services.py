@@ -28,9 +28,10 @@ from transforms.attempts import (
 )
 from transforms.backends import get_backend
 from transforms.backends.base import ChatFailure, ChatRequest, ChatResult, LLMBackend
+from transforms.languages import language_name, normalise_code
 from transforms.models import Generation, TransformedItem, TransformRun
 from transforms.prompts import PromptText
-from transforms.registry import Transformation, language_name, transformation_get
+from transforms.registry import Transformation, transformation_get
 from transforms.services import (
     GenerationParams,
     TransientBackendError,
@@ -62,7 +63,10 @@ def transform_run_execute_chunk(*, run_id: int, item_ids: Sequence[int]) -> int:
             if (item.pk, side) in done:
                 continue
             text = item.payload[side]
-            source_language = side_language(item.language, side, run.dataset.task_type)
+            # Normalised ("swa" -> "sw") so that drawn targets never repeat the source under another
+            # code; codes a run could use before normalisation existed are already canonical.
+            raw_language = side_language(item.language, side, run.dataset.task_type)
+            source_language = normalise_code(raw_language, default=raw_language)
             key = (sha256_text(text), source_language)
             if key not in texts:
                 texts[key] = plan_text(
@@ -84,7 +88,7 @@ def transform_run_execute_chunk(*, run_id: int, item_ids: Sequence[int]) -> int:
     else:
         for t in texts.values():
             output = planning.random_keywords(t.text, seed=run.seed, text_hash=t.text_hash)
-            analyse_attempt(t, spec, output, candidates, max_attempts=1)
+            analyse_attempt(t, spec, output, candidates, max_attempts=1, check_language=run.language_check)
     outcomes = [
         TransformedItem(run=run, item=item, side=side, source_text=text, **texts[key].outcome)
         for item, side, text, key in units
@@ -154,12 +158,15 @@ def _run_llm_steps(
                 model=run.generator.model,
                 params_hash=params.sampling_hash,
                 seed=run.seed,
+                model_identity=run.model_identity,
             )
             generations = _step_generations(backend, run, spec, params, prompt, step_index, calls)
             for call in calls:
                 generation = generations[call.key]
                 record_step(call.text, call.key, output=generation.output, failure=generation.failure)
-        pending = finish_attempt(pending, spec, candidates, max_attempts=params.max_attempts)
+        pending = finish_attempt(
+            pending, spec, candidates, max_attempts=params.max_attempts, check_language=run.language_check
+        )
 
 
 def _cached_generations(keys: list[str]) -> dict[str, Generation]:

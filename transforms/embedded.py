@@ -151,6 +151,19 @@ def sha256_file(path: Path) -> str:
     return digest.hexdigest()
 
 
+def file_sha256(path: Path) -> str:
+    """The SHA-256 of a model file: from its sidecar when the file is unchanged since the hash was
+    recorded, else computed (and recorded)."""
+    path = Path(path)
+    known = _read_sidecar(path)
+    if known is not None:
+        return known
+    digest = sha256_file(path)
+    with contextlib.suppress(OSError):  # a read-only model folder: the hash is just not remembered
+        _write_sidecar(path, digest)
+    return digest
+
+
 def _sidecar(path: Path) -> Path:
     return path.with_name(path.name + ".sha256")
 

@@ -34,11 +34,13 @@ from transforms.text_metrics import normalized_edit_distance, word_count
 __all__ = [
     "ERROR_PRECEDENCE",
     "RUNAWAY_RATIO",
+    "SentenceType",
     "TRUNCATED_RATIO",
     "ErrorSummary",
     "ErrorType",
     "OutputAnalysis",
     "analyse_output",
+    "sentence_type",
     "summarize_errors",
 ]
 
@@ -56,6 +58,7 @@ class ErrorType(StrEnum):
     RUNAWAY = "runaway"
     TRUNCATED = "truncated"
     SUMMARY_LONGER = "summary_longer"
+    SENTENCE_TYPE = "sentence_type"
 
 
 #: Order in which errors are reported: the first one that applies is the item's single error.
@@ -122,6 +125,87 @@ def _is_only_punctuation(text: str) -> bool:
 
 
 # --------------------------------------------------------------------------------------------------
+# Sentence type (statement or question)
+# --------------------------------------------------------------------------------------------------
+
+
+class SentenceType(StrEnum):
+    STATEMENT = "statement"
+    QUESTION = "question"
+
+
+# Question marks of the scripts the identifier knows: Latin "?", full-width "？" (Chinese, Japanese),
+# Arabic/Persian/Urdu "؟", Ethiopic "፧", Greek U+037E. Two count only in their own language: a
+# final ";" in Greek (NFC folds U+037E into it; elsewhere it is a semicolon) and a final "か" in
+# Japanese (a question particle written with "。").
+_QUESTION_MARKS = frozenset("?？؟፧;\u037e")
+_STATEMENT_MARKS = frozenset(".!。！।॥۔…")
+_CLOSERS = frozenset("\"'”’»›)]」』")
+# Words that open a question in languages whose texts often come without a final question mark
+# (search queries, forum titles). Only the first word is looked at, and only when the text has no
+# final mark at all.
+_QUESTION_OPENERS = {
+    "en": frozenset(
+        "what why how who whom whose when where which is are was were do does did can could would should "
+        "isn't aren't wasn't weren't don't doesn't didn't can't couldn't won't wouldn't shouldn't".split()
+    ),
+    "de": frozenset(
+        "was warum wieso weshalb wie wer wen wem wessen wann wo woher wohin welche welcher welches".split()
+    ),
+    "fr": frozenset("qu'est-ce pourquoi comment qui quand où quel quelle quels quelles est-ce".split()),
+    # Spanish opens a question with "¿" (handled for every language); without it, the accented
+    # interrogatives only ("como", "donde" open statements too).
+    "es": frozenset("qué cómo quién quiénes cuándo dónde cuál cuáles cuánto cuánta cuántos cuántas".split()),
+}
+
+
+def sentence_type(text: str, language: str | None = None) -> SentenceType | None:
+    """Whether *text* ends as a question or a statement; ``None`` when that cannot be told.
+
+    The last sentence decides, by its final mark. A text that ends in a quotation whose last mark
+    is a question mark ('She asked, "Is it raining?"') is reported speech as often as a question:
+    ``None``. A text without a final mark is a question when its first word opens questions in
+    *language* (English, German, French, Spanish), a statement when it does not, and ``None``
+    in other languages.
+    """
+    stripped = text.rstrip()
+    quoted = False
+    while stripped and stripped[-1] in _CLOSERS:
+        stripped, quoted = stripped[:-1].rstrip(), True
+    if not stripped:
+        return None
+    last = stripped[-1]
+    if last == ";" and language != "el":
+        return None
+    if last in _QUESTION_MARKS or (language == "ja" and stripped.endswith(("か。", "か"))):
+        return None if quoted else SentenceType.QUESTION
+    if last in _STATEMENT_MARKS:
+        return SentenceType.STATEMENT
+    if quoted:
+        return None
+    if stripped.startswith("¿"):
+        return SentenceType.QUESTION
+    openers = _QUESTION_OPENERS.get(language or "")
+    if openers is None:
+        return None
+    words = stripped.split(maxsplit=1)
+    first = words[0].casefold().lstrip("¡\"'“‘(") if words else ""
+    return SentenceType.QUESTION if first in openers else SentenceType.STATEMENT
+
+
+def _changes_sentence_type(source: str, text: str, language: str | None) -> bool:
+    """A statement that became a question, or a question that became a statement (an answer
+    included: a question followed by its answer ends as a statement)."""
+    before, after = sentence_type(source, language), sentence_type(text, language)
+    if before is None or after is None or before == after:
+        return False
+    if before is SentenceType.STATEMENT:
+        # A statement that quotes or embeds a question may end as a question when rephrased.
+        return not any(mark in source for mark in "?？؟")
+    return True
+
+
+# --------------------------------------------------------------------------------------------------
 # Analysis
 # --------------------------------------------------------------------------------------------------
 
@@ -162,6 +246,7 @@ def analyse_output(
     may_grow: bool = False,
     may_shrink: bool = False,
     must_shrink: bool = False,
+    keep_sentence_type: bool = False,
     language_candidates: Sequence[str] | None = None,
 ) -> OutputAnalysis:
     """Clean a model answer and run every error check on it.
@@ -196,6 +281,11 @@ def analyse_output(
         ``length_ratio < TRUNCATED_RATIO``, unless *may_shrink*.
     ``summary_longer``
         *must_shrink* and the output has more words than the source.
+    ``sentence_type``
+        *keep_sentence_type* and a statement became a question or a question a statement (an
+        answered question, "Where is it? It is here.", ends as a statement): see
+        :func:`sentence_type`, read in the expected language (else the detected one). Only for
+        rewrites in the source's own language, where the marks of a question stay the same.
 
     Parameters
     ----------
@@ -212,6 +302,9 @@ def analyse_output(
         It is independent of *must_shrink*; a summarization usually sets both.
     must_shrink : bool
         The output must be shorter than the source (summarization): ``summary_longer`` applies.
+    keep_sentence_type : bool
+        The transformation keeps the meaning in the same language (paraphrase, style change,
+        length changes, backtranslation): ``sentence_type`` applies.
     language_candidates : sequence of str, optional
         Languages the detection is restricted to (the expected language is always added). Restricting
         to the languages of the benchmark makes detection both more accurate and more often confident.
@@ -265,6 +358,8 @@ def analyse_output(
             fired.add(ErrorType.TRUNCATED)
         if must_shrink and output_words > source_words:
             fired.add(ErrorType.SUMMARY_LONGER)
+        if keep_sentence_type and _changes_sentence_type(source, text, expected or detected):
+            fired.add(ErrorType.SENTENCE_TYPE)
 
     all_errors = tuple(error for error in ERROR_PRECEDENCE if error in fired)
     return OutputAnalysis(

@@ -5,7 +5,7 @@ and the entry points for every report kind (generator selection is in
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from dataclasses import asdict
+from dataclasses import asdict, dataclass
 
 from django.contrib.auth.base_user import AbstractBaseUser
 from django.db import transaction
@@ -27,11 +27,46 @@ from transforms.judgement_services import (
     report_start,
     run_texts,
 )
-from transforms.judging import JudgeKind, degenerate_judges, evaluate_judge, summarize_run
+from transforms.judging import JudgeKind, degenerate_judges, evaluate_judge, score_counts, summarize_run
 from transforms.models import JudgeReport, TransformRun
+from transforms.presets import resolve_preset
 from transforms.selection_services import execute_selection, judge_report_create_selection
-from transforms.services import TransientBackendError
+from transforms.services import GenerationParams, TransientBackendError, transform_run_settings
 from transforms.text_metrics import word_count
+
+
+@dataclass(frozen=True)
+class JudgeReportSettings:
+    """A judge request's settings once a preset has filled the unset ones."""
+
+    seed: int
+    params: JudgeParams
+    generation_params: GenerationParams | None  # for the candidates' runs of a selection
+    preset: str
+
+
+def judge_report_settings(
+    *, preset: str = "", seed: int | None = None, temperature: float | None = None, max_attempts: int | None = None
+) -> JudgeReportSettings:
+    """Resolve a judge request: an unset seed is the preset's first seed (else 0), an unset
+    temperature the preset's (else the judge's greedy default); a selection's candidates are
+    generated with the preset's settings. A value that conflicts with the preset is an error."""
+    try:
+        resolved = resolve_preset(preset or None, seeds=None if seed is None else [seed], temperature=temperature)
+    except ValueError as exc:
+        raise ShiftlabError(str(exc)) from None
+    params = JudgeParams(
+        temperature=JudgeParams.temperature if resolved.temperature is None else resolved.temperature,
+        max_attempts=JudgeParams.max_attempts if max_attempts is None else max_attempts,
+    )
+    chosen_seed = resolved.seeds[0] if resolved.seeds else 0
+    generation = transform_run_settings(preset=resolved.preset, seed=chosen_seed).params if resolved.preset else None
+    return JudgeReportSettings(chosen_seed, params, generation, resolved.preset)
+
+
+def _preset_option(preset: str) -> dict:
+    """The report option naming its preset; none for a report without one (older reports' options)."""
+    return {"preset": preset} if preset else {}
 
 
 def judge_report_create_evaluation(
@@ -42,6 +77,7 @@ def judge_report_create_evaluation(
     split: str | None = None,
     seed: int = 0,
     params: JudgeParams | None = None,
+    preset: str = "",
     created_by: AbstractBaseUser | None = None,
     dispatch: bool = True,
 ) -> JudgeReport:
@@ -50,7 +86,9 @@ def judge_report_create_evaluation(
         raise ShiftlabError(f"judge evaluation needs an sts or str dataset; {dataset.name} is {dataset.task_type}")
     if limit is not None and limit < 3:
         raise ShiftlabError("--limit must be at least 3 (a correlation needs three pairs)")
-    options = report_options(seed=seed, params=params or JudgeParams(), n_resamples=1000, limit=limit, split=split)
+    options = report_options(
+        seed=seed, params=params or JudgeParams(), n_resamples=1000, limit=limit, split=split, **_preset_option(preset)
+    )
     with transaction.atomic():
         report = JudgeReport.objects.create(
             kind=JudgeReport.Kind.EVALUATION,
@@ -71,13 +109,16 @@ def judge_report_create_run(
     seed: int = 0,
     params: JudgeParams | None = None,
     n_resamples: int = 1000,
+    preset: str = "",
     created_by: AbstractBaseUser | None = None,
     dispatch: bool = True,
 ) -> JudgeReport:
     """Declare (and by default queue) quality and fluency judgements of a finished run's outputs."""
     if run.status != TransformRun.Status.SUCCEEDED:
         raise ShiftlabError(f"run {run.pk} is {run.status}: judge it once it has succeeded (resume it if it failed)")
-    options = report_options(seed=seed, params=params or JudgeParams(), n_resamples=n_resamples)
+    options = report_options(
+        seed=seed, params=params or JudgeParams(), n_resamples=n_resamples, **_preset_option(preset)
+    )
     with transaction.atomic():
         report = JudgeReport.objects.create(
             kind=JudgeReport.Kind.RUN,
@@ -103,20 +144,26 @@ def judge_report_create(
     candidates: Sequence[str] = (),
     judges: Sequence[str] | None = None,
     transformation: str = "paraphrase",
+    transformations: Sequence[str] = (),
+    criteria: Sequence[str] | None = None,
+    top_k: int = 3,
     limit: int | None = None,
     split: str | None = None,
-    seed: int = 0,
-    temperature: float = JudgeParams.temperature,
+    seed: int | None = None,
+    temperature: float | None = None,
     max_attempts: int = JudgeParams.max_attempts,
     resamples: int = 1000,
     alpha: float = 0.05,
+    preset: str = "",
 ) -> JudgeReport:
-    """Any kind of report from plain values (names and ids), as the API and the page receive them."""
+    """Any kind of report from plain values (names and ids), as the API and the page receive them.
+    ``None`` is unset: filled from ``preset``, else seed 0 and the judge's default temperature."""
     try:
         found = Dataset.objects.get(name=dataset) if dataset else None
     except Dataset.DoesNotExist:
         raise ShiftlabError(f"no dataset named {dataset!r}") from None
-    params = JudgeParams(temperature=temperature, max_attempts=max_attempts)
+    settings = judge_report_settings(preset=preset, seed=seed, temperature=temperature, max_attempts=max_attempts)
+    seed, params = settings.seed, settings.params
     if kind == JudgeReport.Kind.EVALUATION:
         if found is None:
             raise ShiftlabError("an evaluation report needs a dataset")
@@ -127,6 +174,7 @@ def judge_report_create(
             split=split,
             seed=seed,
             params=params,
+            preset=settings.preset,
             created_by=created_by,
             dispatch=dispatch,
         )
@@ -140,6 +188,7 @@ def judge_report_create(
             seed=seed,
             params=params,
             n_resamples=resamples,
+            preset=settings.preset,
             created_by=created_by,
             dispatch=dispatch,
         )
@@ -152,14 +201,19 @@ def judge_report_create(
     return judge_report_create_selection(
         dataset=found,
         transformation=transformation,
+        transformations=transformations,
+        criteria=criteria,
+        top_k=top_k,
         candidates=candidates,
         runs=found_runs,
         judges=judges,
         limit=limit,
         seed=seed,
+        generation_params=settings.generation_params,
         params=params,
         n_resamples=resamples,
         alpha=alpha,
+        preset=settings.preset,
         created_by=created_by,
         dispatch=dispatch,
     )
@@ -226,6 +280,7 @@ def _execute_evaluation(report: JudgeReport, progress: ReportProgress) -> dict:
         "dataset": report.dataset.name,
         **asdict(result),
         "degenerate_judges": degenerate_judges({(report.judges[0], JudgeKind.SIMILARITY.value): scores}),
+        "score_counts": score_counts({(report.judges[0], JudgeKind.SIMILARITY.value): scores}),
     }
 
 
@@ -258,6 +313,7 @@ def _execute_run(report: JudgeReport, progress: ReportProgress) -> dict:
         "n_ok": len(ok),
         "judges": summaries,
         "degenerate_judges": degenerate_judges(judged),
+        "score_counts": score_counts(judged),
     }
 
 

@@ -182,86 +182,135 @@ def _run_tables(r: dict) -> list[Table]:
 def _selection_tables(r: dict) -> list[Table]:
     candidates = r["candidates"]
     error_types = sorted({e for c in candidates for e in c["error_rates"]})
+    pooled = r.get("pooled") or {}
+    by_transformation = r.get("by_transformation") or {r["transformation"]: r["kinds"]}
+    # Over several transformations each candidate has one run per transformation.
+    lead = ["transformation"] if pooled else []
+    of = ", ".join(by_transformation) if pooled else r["transformation"]
     tables = [
         Table(
             "candidates",
-            f"Candidates: {r['transformation']} of {r['dataset']}",
+            f"Candidates: {of} of {r['dataset']}",
             "Unit: text to transform. Error rates count each text once (its final error); seconds per text are "
             "the LLM latency of the kept attempt.",
-            ["candidate", "model", "run", "texts", "error rate"]
+            lead
+            + ["candidate", "model", "run", "texts", "error rate"]
             + [f"error: {e}" for e in error_types]
             + ["mean edit distance", "seconds per text"],
             [
-                [c["name"], c["model"], c["run_id"], c["n_texts"], c["error_rate"]]
+                ([c.get("transformation", "")] if pooled else [])
+                + [c["name"], c["model"], c["run_id"], c["n_texts"], c["error_rate"]]
                 + [c["error_rates"].get(e, 0.0) for e in error_types]
                 + [c["mean_edit_distance"], c["seconds_per_text"]]
                 for c in candidates
             ],
         ),
     ]
-    for kind, k in r["kinds"].items():
-        names = [c["name"] for c in candidates]
-        tables += [
-            Table(
-                f"crossover_{kind}",
-                f"{kind.capitalize()}: crossover matrix (rows judge, columns candidate)",
-                "Cell: mean judge score of the candidate's successful texts [95% percentile-bootstrap CI] (n scored; "
-                "answers without a score on the scale are counted as unparsed).",
-                ["judge"] + names,
-                [[judge] + [_interval(k["crossover"][judge][c]) for c in names] for judge in r["judges"]],
-            ),
-            Table(
-                f"overall_{kind}",
-                f"{kind.capitalize()}: candidates ranked",
-                "Unit: text; its score is the mean over the judges that scored it. Candidates sharing a letter "
-                f"are not significantly different (Holm-corrected paired bootstrap, alpha {r['alpha']}).",
-                ["rank", "candidate", "group", "n", "mean", "95% CI low", "95% CI high"],
-                [
-                    [
-                        i + 1,
-                        c,
-                        k["letters"][c],
-                        k["overall"][c]["n"],
-                        k["overall"][c]["mean"],
-                        k["overall"][c]["ci_low"],
-                        k["overall"][c]["ci_high"],
-                    ]
-                    for i, c in enumerate(k["ranking"])
-                ],
-            ),
-            Table(
-                f"pairwise_{kind}",
-                f"{kind.capitalize()}: pairwise paired bootstrap tests",
-                f"Unit: text both candidates transformed successfully; {r['n_resamples']} resamples, seed "
-                f"{r['seed']}; p-values Holm-corrected over all pairs.",
-                [
-                    "first",
-                    "second",
-                    "n",
-                    "mean difference",
-                    "95% CI low",
-                    "95% CI high",
-                    "p",
-                    "p (Holm)",
-                    "significant",
-                ],
-                [
-                    [
-                        p["first"],
-                        p["second"],
-                        p["n"],
-                        p["mean_difference"],
-                        p["ci_low"],
-                        p["ci_high"],
-                        p["p_value"],
-                        p["p_holm"],
-                        p["significant"],
-                    ]
-                    for p in k["pairwise"]
-                ],
-            ),
-        ]
+    for transformation, kinds in by_transformation.items():
+        names = [c["name"] for c in candidates if not pooled or c.get("transformation") == transformation]
+        for kind, k in kinds.items():
+            tables += _kind_tables(r, kind, k, names, transformation if pooled else "")
+    for kind, p in pooled.items():
+        tables += _pooled_tables(kind, p)
     return tables
+
+
+def _kind_tables(r: dict, kind: str, k: dict, names: list[str], transformation: str) -> list[Table]:
+    """Crossover, ranking and pairwise tests of one judged dimension (on one transformation of a
+    pooled selection: its name goes into the keys and titles)."""
+    key = f"{transformation}_{kind}" if transformation else kind
+    title = f"{transformation}, {kind}" if transformation else kind.capitalize()
+    return [
+        Table(
+            f"crossover_{key}",
+            f"{title}: crossover matrix (rows judge, columns candidate)",
+            "Cell: mean judge score of the candidate's successful texts [95% percentile-bootstrap CI] (n scored; "
+            "answers without a score on the scale are counted as unparsed).",
+            ["judge"] + names,
+            [[judge] + [_interval(k["crossover"][judge][c]) for c in names] for judge in r["judges"]],
+        ),
+        Table(
+            f"overall_{key}",
+            f"{title}: candidates ranked",
+            "Unit: text; its score is the mean over the judges that scored it. Candidates sharing a letter "
+            f"are not significantly different (Holm-corrected paired bootstrap, alpha {r['alpha']}).",
+            ["rank", "candidate", "group", "n", "mean", "95% CI low", "95% CI high"],
+            [
+                [
+                    i + 1,
+                    c,
+                    k["letters"][c],
+                    k["overall"][c]["n"],
+                    k["overall"][c]["mean"],
+                    k["overall"][c]["ci_low"],
+                    k["overall"][c]["ci_high"],
+                ]
+                for i, c in enumerate(k["ranking"])
+            ],
+        ),
+        Table(
+            f"pairwise_{key}",
+            f"{title}: pairwise paired bootstrap tests",
+            f"Unit: text both candidates transformed successfully; {r['n_resamples']} resamples, seed "
+            f"{r['seed']}; p-values Holm-corrected over all pairs.",
+            ["first", "second", "n", "mean difference", "95% CI low", "95% CI high", "p", "p (Holm)", "significant"],
+            [
+                [
+                    p["first"],
+                    p["second"],
+                    p["n"],
+                    p["mean_difference"],
+                    p["ci_low"],
+                    p["ci_high"],
+                    p["p_value"],
+                    p["p_holm"],
+                    p["significant"],
+                ]
+                for p in k["pairwise"]
+            ],
+        ),
+    ]
+
+
+def _pooled_tables(kind: str, p: dict) -> list[Table]:
+    """A selection pooled over transformations: the pooled ranking, the top-k crossover and the
+    pairs of candidates whose order differs between transformations."""
+    transformations, top_k = p["transformations"], p["top_k"]
+    return [
+        Table(
+            f"pooled_{kind}",
+            f"{kind.capitalize()}: pooled over {len(transformations)} transformations",
+            "Pooled score: the mean over transformations of the candidate's mean per-text score on each (every "
+            "transformation weighs the same); 95% percentile-bootstrap CI resampling texts within each "
+            "transformation.",
+            ["rank", "candidate", "pooled mean", "95% CI low", "95% CI high"]
+            + [f"mean: {t}" for t in transformations]
+            + ["in top k everywhere"],
+            [
+                [i + 1, c, p["overall"][c]["mean"], p["overall"][c]["ci_low"], p["overall"][c]["ci_high"]]
+                + [p["by_transformation"][t][c] for t in transformations]
+                + [c in p["top_k_everywhere"]]
+                for i, c in enumerate(p["ranking"])
+            ],
+        ),
+        Table(
+            f"top_k_{kind}",
+            f"{kind.capitalize()}: top-{p['k']} crossover",
+            "The best candidates by mean score on each transformation and pooled, best first.",
+            ["ranking"] + [f"#{i + 1}" for i in range(p["k"])],
+            [[name] + members + [None] * (p["k"] - len(members)) for name, members in top_k.items()],
+        ),
+        Table(
+            f"crossings_{kind}",
+            f"{kind.capitalize()}: where rankings cross",
+            "Pairs of candidates whose order (by mean score) differs between transformations.",
+            ["first", "second", "first ahead on", "second ahead on"],
+            [
+                [c["first"], c["second"], ", ".join(c["first_ahead_on"]), ", ".join(c["second_ahead_on"])]
+                for c in p["crossings"]
+            ],
+        ),
+    ]
 
 
 def tables_csv(tables: Sequence[Table]) -> str:

@@ -6,11 +6,12 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass
 
-from django.db import transaction
 from django.db.models import F
 
 from core.errors import ShiftlabError
 from core.hashing import sha256_text
+from core.job_services import job_fail
+from core.task_policy import dispatch_on_commit
 from transforms import planning
 from transforms.backends import get_backend
 from transforms.backends.base import ChatFailure, ChatRequest, LLMBackend
@@ -166,11 +167,29 @@ def report_options(*, seed: int, params: JudgeParams, n_resamples: int, **extra)
 
 
 def report_start(report: JudgeReport, *, dispatch: bool) -> None:
-    """Queue the report's execution once the current transaction commits."""
+    """Queue the report's execution once the current transaction commits; if its task fails for
+    good (or cannot be queued) the report is failed with the reason."""
     if dispatch:
-        from transforms.tasks import execute_judge_report  # here, not at the top: transforms.tasks imports the services
+        # here, not at the top: transforms.tasks imports the services
+        from transforms.tasks import execute_judge_report, judge_report_failed
 
-        transaction.on_commit(lambda: execute_judge_report.delay(report.pk))
+        report_id = report.pk
+        dispatch_on_commit(
+            lambda: execute_judge_report.apply_async((report_id,), link_error=judge_report_failed.s(report_id)),
+            on_broker_down=lambda message: judge_report_fail(report_id=report_id, reason=message),
+        )
+
+
+def judge_report_fail(*, report_id: int, reason: str) -> None:
+    """Fail an unfinished report with ``reason`` and say how to go on."""
+    job_fail(
+        model=JudgeReport,
+        job_id=report_id,
+        message=(
+            f"{reason}. Judgements made so far are cached: fix the cause, then resume the report "
+            f"(POST /api/judge-reports/{report_id}/resume/)."
+        ),
+    )
 
 
 def report_params(report: JudgeReport) -> JudgeParams:

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import math
 import re
+from collections import Counter
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from enum import StrEnum
@@ -285,4 +286,23 @@ def degenerate_judges(scores: Mapping[tuple[str, str], Sequence[float | None]]) 
                     "zero_variance": spread.zero_variance,
                 }
             )
+    return rows
+
+
+def score_counts(scores: Mapping[tuple[str, str], Sequence[float | None]]) -> list[dict]:
+    """How often each (judge, kind) group of ``scores`` gave each score, as rows a stored report
+    keeps for its distribution plots: judge, kind, counts (score as text -> number of texts, JSON
+    keys being text) and the number of unparsed answers."""
+    rows = []
+    for (judge, kind), values in scores.items():
+        parsed = [float(v) for v in values if v is not None]
+        counts = Counter(parsed)
+        rows.append(
+            {
+                "judge": judge,
+                "kind": kind,
+                "counts": {f"{score:g}": counts[score] for score in sorted(counts)},
+                "n_unparsed": len(values) - len(parsed),
+            }
+        )
     return rows

@@ -59,6 +59,14 @@ class TransformRun(TrackedJob):
     languages = models.JSONField(default=list, help_text="Candidate target/pivot languages.")
     run_language = models.CharField(max_length=16, blank=True, help_text="Target of a translation run.")
     item_limit = models.PositiveIntegerField(null=True, blank=True, help_text="Only the first N examples.")
+    preset = models.CharField(max_length=32, blank=True, help_text="The paper protocol the run follows (a preset).")
+    model_identity = models.CharField(
+        max_length=200, blank=True, help_text="What identifies the generator's weights (server metadata, file hash)."
+    )
+    language_check = models.BooleanField(default=True, help_text="Whether outputs' languages are checked.")
+    unchecked_languages = models.JSONField(
+        default=list, help_text="Languages of the run the language identifier cannot check."
+    )
     run_hash = models.CharField(max_length=64, db_index=True, help_text="Hash of everything that defines outputs.")
     total = models.PositiveIntegerField(default=0, help_text="Texts to transform (items x transformed fields).")
     n_failed = models.PositiveIntegerField(default=0)

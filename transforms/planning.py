@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Sequence
+from dataclasses import dataclass
 
 import numpy as np
 
@@ -51,12 +52,36 @@ def sampling_seed(*, seed: int, text_hash: str, step: int, attempt: int) -> int:
     return int(_rng("sampling", seed, text_hash, step, attempt).integers(0, 2**31 - 1))
 
 
-def random_keywords(text: str, *, seed: int, text_hash: str) -> str:
-    """The non-LLM baseline: distinct words of the text drawn at random, at least three (or all
-    the text has), about 30% of its words, kept in their original order."""
-    words = list(dict.fromkeys(_WORD.findall(text)))
+@dataclass(frozen=True)
+class KeywordSampling:
+    """How the random-keyword baseline draws words: ``share`` of the text's words (at least
+    ``minimum``, or all it has), from its distinct words or from every word token, joined by
+    ``separator``. Words never carry punctuation; the separator decides whether the output does."""
+
+    share: float
+    minimum: int
+    separator: str
+    distinct: bool
+
+
+#: Shiftlab's baseline: about 30% of the distinct words, at least three, as a comma-separated list.
+DEFAULT_KEYWORD_SAMPLING = KeywordSampling(RANDOM_KEYWORD_SHARE, MIN_RANDOM_KEYWORDS, ", ", distinct=True)
+#: The augmentation paper's baseline: its random keywords kept 16.1 of 58.2 words on average
+#: (about 27.7%), with punctuation removed: word tokens joined by spaces.
+PAPER_KEYWORD_SAMPLING = KeywordSampling(16.1 / 58.2, MIN_RANDOM_KEYWORDS, " ", distinct=False)
+KEYWORD_SAMPLINGS = {"default": DEFAULT_KEYWORD_SAMPLING, "augmentation-paper": PAPER_KEYWORD_SAMPLING}
+
+
+def random_keywords(
+    text: str, *, seed: int, text_hash: str, sampling: KeywordSampling = DEFAULT_KEYWORD_SAMPLING
+) -> str:
+    """The non-LLM baseline: words of the text drawn at random (see :class:`KeywordSampling`),
+    kept in their original order."""
+    words = _WORD.findall(text)
+    if sampling.distinct:
+        words = list(dict.fromkeys(words))
     if not words:
         return ""
-    k = min(len(words), max(MIN_RANDOM_KEYWORDS, round(RANDOM_KEYWORD_SHARE * len(words))))
+    k = min(len(words), max(sampling.minimum, round(sampling.share * len(words))))
     chosen = sorted(_rng("random-keywords", seed, text_hash).choice(len(words), size=k, replace=False))
-    return ", ".join(words[i] for i in chosen)
+    return sampling.separator.join(words[i] for i in chosen)

@@ -45,6 +45,9 @@ class Transformation:
     may_grow: bool = False
     may_shrink: bool = False
     must_shrink: bool = False
+    # The rewrite keeps the meaning in the source's language, so a statement stays a statement and a
+    # question a question (the ``sentence_type`` error check).
+    keeps_sentence_type: bool = False
 
     @property
     def uses_llm(self) -> bool:
@@ -71,6 +74,7 @@ TRANSFORMATIONS: dict[str, Transformation] = {
             (Step("paraphrase", _SRC),),
             LanguagePlan.SAME,
             "Same meaning and language, different wording.",
+            keeps_sentence_type=True,
         ),
         Transformation(
             "backtranslation",
@@ -79,6 +83,7 @@ TRANSFORMATIONS: dict[str, Transformation] = {
             (Step("translate", _PIV), Step("translate", _SRC)),
             LanguagePlan.PIVOT_PER_TEXT,
             "Translated to a pivot language drawn per text (never the source) and back: two LLM calls.",
+            keeps_sentence_type=True,
         ),
         Transformation(
             "style_change",
@@ -87,6 +92,7 @@ TRANSFORMATIONS: dict[str, Transformation] = {
             (Step("style_change", _SRC),),
             LanguagePlan.SAME,
             "Formal text becomes informal and informal text formal; the meaning is kept.",
+            keeps_sentence_type=True,
         ),
         Transformation(
             "expansion",
@@ -96,6 +102,7 @@ TRANSFORMATIONS: dict[str, Transformation] = {
             LanguagePlan.SAME,
             "Longer text with the core meaning kept; a question stays a question.",
             may_grow=True,
+            keeps_sentence_type=True,
         ),
         Transformation(
             "summarization",
@@ -106,6 +113,7 @@ TRANSFORMATIONS: dict[str, Transformation] = {
             "Shorter text; a question stays a question and is never answered.",
             may_shrink=True,
             must_shrink=True,
+            keeps_sentence_type=True,
         ),
         Transformation(
             "summarized_expansion",
@@ -114,6 +122,7 @@ TRANSFORMATIONS: dict[str, Transformation] = {
             (Step("expansion", _SRC), Step("summarization", _SRC)),
             LanguagePlan.SAME,
             "Expansion followed by summarisation of the expanded text: two LLM calls.",
+            keeps_sentence_type=True,
         ),
         Transformation(
             "translation",
@@ -154,39 +163,9 @@ TRANSFORMATIONS: dict[str, Transformation] = {
 
 DEFAULT_LANGUAGES: tuple[str, ...] = ("es", "fr", "de", "tr", "ar")
 
-LANGUAGE_NAMES: dict[str, str] = {
-    "ar": "Arabic",
-    "de": "German",
-    "en": "English",
-    "es": "Spanish",
-    "fr": "French",
-    "it": "Italian",
-    "ja": "Japanese",
-    "nl": "Dutch",
-    "pl": "Polish",
-    "pt": "Portuguese",
-    "ru": "Russian",
-    "tr": "Turkish",
-    "zh": "Chinese",
-    "hi": "Hindi",
-    "ko": "Korean",
-    "sv": "Swedish",
-    "fi": "Finnish",
-    "cs": "Czech",
-}
-
 
 def transformation_get(name: str) -> Transformation:
     try:
         return TRANSFORMATIONS[name]
     except KeyError:
         raise ValueError(f"unknown transformation {name!r}: choose one of {', '.join(TRANSFORMATIONS)}") from None
-
-
-def language_name(code: str) -> str:
-    try:
-        return LANGUAGE_NAMES[code]
-    except KeyError:
-        raise ValueError(
-            f"no language name known for {code!r}: use one of {', '.join(sorted(LANGUAGE_NAMES))}"
-        ) from None

@@ -14,7 +14,6 @@ from corpora.models import Dataset
 from transforms.backends import get_backend
 from transforms.chunk_services import transform_run_execute_inline
 from transforms.judgement_services import (
-    RUN_KINDS,
     JudgeParams,
     ReportProgress,
     check_judges,
@@ -23,10 +22,18 @@ from transforms.judgement_services import (
     report_start,
     run_texts,
 )
-from transforms.judging import degenerate_judges
+from transforms.judging import JudgeKind, degenerate_judges, score_counts
 from transforms.models import Generation, JudgeReport, TransformedItem, TransformRun
 from transforms.registry import transformation_get
-from transforms.selection import CandidateStats, SelectionReport, compare_kind
+from transforms.selection import (
+    DEFAULT_CRITERIA,
+    CandidateStats,
+    SelectionReport,
+    compare_kind,
+    pool_transformations,
+    selection_criteria,
+    text_scores,
+)
 from transforms.selectors import transform_run_summary
 from transforms.services import GenerationParams, transform_run_create
 
@@ -35,6 +42,7 @@ def judge_report_create_selection(
     *,
     dataset: Dataset | None = None,
     transformation: str = "paraphrase",
+    transformations: Sequence[str] = (),
     candidates: Sequence[str] = (),
     runs: Sequence[TransformRun] = (),
     judges: Sequence[str] | None = None,
@@ -44,53 +52,69 @@ def judge_report_create_selection(
     params: JudgeParams | None = None,
     n_resamples: int = 1000,
     alpha: float = 0.05,
+    criteria: Sequence[str] | None = None,
+    top_k: int = 3,
+    preset: str = "",
     created_by: AbstractBaseUser | None = None,
     dispatch: bool = True,
 ) -> JudgeReport:
     """Declare (and by default queue) a generator selection report.
 
-    Candidates are backend aliases (a run of ``transformation`` on ``dataset`` is created for each;
-    the report executes it, reusing the generation cache) and/or existing runs of one dataset and
-    transformation. The judges default to the candidates' own backends: the crossover design.
+    Candidates are backend aliases (a run of each of ``transformations`` (default:
+    ``transformation``) on ``dataset`` is created for each; the report executes it, reusing the
+    generation cache) and/or existing runs of one dataset. The judges default to the candidates' own
+    backends: the crossover design. ``criteria`` are the judged dimensions (default quality and
+    fluency; similarity for paraphrase-like transformations only). Over several transformations
+    the report also pools them, with the top ``top_k`` crossover.
     """
     if not 0 < alpha < 1:
         raise ShiftlabError(f"alpha must lie in (0, 1), got {alpha}")
+    if top_k < 1:
+        raise ShiftlabError(f"top_k must be at least 1, got {top_k}")
     runs = list(runs)
-    if not transformation_get(runs[0].transformation if runs else transformation).uses_llm:
-        raise ShiftlabError(
-            f"{runs[0].transformation if runs else transformation} uses no generator model: there is nothing to select"
-        )
+    wanted = list(dict.fromkeys(transformations or ([] if runs and not candidates else [transformation])))
+    names = list(dict.fromkeys([r.transformation for r in runs] + wanted))
+    no_llm = [name for name in names if not transformation_get(name).uses_llm]
+    if no_llm:
+        raise ShiftlabError(f"{', '.join(no_llm)} uses no generator model: there is nothing to select")
+    try:
+        chosen = selection_criteria(names, criteria)
+    except ValueError as exc:
+        raise ShiftlabError(str(exc)) from None
     with transaction.atomic():  # candidate runs and the report are created together or not at all
         if candidates:
             if dataset is None:
                 raise ShiftlabError("candidate generators need a dataset to transform")
-            for alias in dict.fromkeys(candidates):
-                runs.append(
-                    transform_run_create(
-                        dataset=dataset,
-                        transformation=transformation,
-                        seed=seed,
-                        backend_alias=alias,
-                        params=generation_params,
-                        limit=limit,
-                        created_by=created_by,
-                        dispatch=False,
+            for name in wanted:
+                for alias in dict.fromkeys(candidates):
+                    runs.append(
+                        transform_run_create(
+                            dataset=dataset,
+                            transformation=name,
+                            seed=seed,
+                            backend_alias=alias,
+                            params=generation_params,
+                            limit=limit,
+                            preset=preset,
+                            created_by=created_by,
+                            dispatch=False,
+                        )
                     )
-                )
-        if len(runs) < 2:
-            raise ShiftlabError("a selection compares at least two candidates (generators or runs)")
-        if len({(r.dataset_id, r.transformation, r.item_limit) for r in runs}) != 1:
-            raise ShiftlabError(
-                "candidate runs must share one dataset, transformation and item limit to be compared on the same texts"
-            )
+        _check_candidate_runs(runs)
         if judges is None:
-            judges = [r.generator.backend_alias for r in runs]
+            judges = list(dict.fromkeys(r.generator.backend_alias for r in runs))
+        names = list(dict.fromkeys(r.transformation for r in runs))
+        extra = {"transformations": names, "top_k": top_k} if len(names) > 1 else {}
+        if tuple(chosen) != DEFAULT_CRITERIA:
+            extra["criteria"] = list(chosen)
         options = report_options(
             seed=seed,
             params=params or JudgeParams(),
             n_resamples=n_resamples,
             alpha=alpha,
             transformation=runs[0].transformation,
+            **extra,
+            **({"preset": preset} if preset else {}),
         )
         report = JudgeReport.objects.create(
             kind=JudgeReport.Kind.SELECTION,
@@ -107,11 +131,30 @@ def judge_report_create_selection(
     return report
 
 
+def _check_candidate_runs(runs: Sequence[TransformRun]) -> None:
+    """Candidates are compared on the same texts: one dataset and item limit; over several
+    transformations, the same candidates (generator backends) on each."""
+    by_transformation: dict[str, list[str]] = {}
+    for run in runs:
+        by_transformation.setdefault(run.transformation, []).append(run.generator.backend_alias)
+    if any(len(aliases) < 2 for aliases in by_transformation.values()):
+        raise ShiftlabError("a selection compares at least two candidates (generators or runs)")
+    if len({(r.dataset_id, r.item_limit) for r in runs}) != 1:
+        raise ShiftlabError("candidate runs must share one dataset and item limit to be compared on the same texts")
+    if len(by_transformation) > 1 and len({frozenset(a) for a in by_transformation.values()}) != 1:
+        listed = "; ".join(f"{t}: {', '.join(sorted(a))}" for t, a in by_transformation.items())
+        raise ShiftlabError(
+            f"a selection pooled over transformations needs the same candidate backends on each ({listed})"
+        )
+
+
 def _candidate_names(runs: Sequence[TransformRun]) -> dict[int, str]:
-    aliases = [r.generator.backend_alias for r in runs]
+    """A candidate is named by its backend alias (with the run id when one transformation has
+    several runs of the same alias); the same alias names it on every transformation."""
+    aliases = [(r.transformation, r.generator.backend_alias) for r in runs]
     return {
         r.pk: r.generator.backend_alias
-        if aliases.count(r.generator.backend_alias) == 1
+        if aliases.count((r.transformation, r.generator.backend_alias)) == 1
         else f"{r.generator.backend_alias}#{r.pk}"
         for r in runs
     }
@@ -130,8 +173,9 @@ def _seconds_per_text(texts: Sequence[TransformedItem]) -> float | None:
 def execute_selection(report: JudgeReport, progress: ReportProgress) -> dict:
     runs = list(report.runs.select_related("generator", "dataset").order_by("pk"))
     names = _candidate_names(runs)
+    kinds = [JudgeKind(k) for k in report.options.get("criteria", DEFAULT_CRITERIA)]
     n_texts = sum(r.total for r in runs)
-    progress.set_total(n_texts + n_texts * len(report.judges) * len(RUN_KINDS))
+    progress.set_total(n_texts + n_texts * len(report.judges) * len(kinds))
     # The candidates' runs were created undispatched: the report executes them itself.
     runs = [transform_run_execute_inline(run_id=run.pk, on_texts=progress.advance) for run in runs]
     candidates, scores = [], {}
@@ -148,39 +192,81 @@ def execute_selection(report: JudgeReport, progress: ReportProgress) -> dict:
                 error_rates=summary.error_rates,
                 mean_edit_distance=summary.mean_edit_distance,
                 seconds_per_text=_seconds_per_text(texts),
+                transformation=run.transformation,
             )
         )
         pairs = [(t.source_text, t.output_text) if t.ok else None for t in texts]
         for judge in report.judges:
-            for kind in RUN_KINDS:
+            for kind in kinds:
                 judged = judge_with_progress(report, progress, kind=kind, judge=judge, pairs=pairs)
-                scores[(kind, judge, names[run.pk])] = {
+                scores[(run.transformation, kind, judge, names[run.pk])] = {
                     (t.item_id, t.side): s for t, s, p in zip(texts, judged, pairs, strict=True) if p is not None
                 }
     seed, n_resamples, alpha = report.options["seed"], report.options["n_resamples"], report.options["alpha"]
-    kinds = {
-        kind.value: compare_kind(
-            kind=kind.value,
-            candidates=[c.name for c in candidates],
-            judges=report.judges,
-            scores={(j, c): s for (k, j, c), s in scores.items() if k == kind},
-            seed=seed,
-            n_resamples=n_resamples,
-            alpha=alpha,
-        )
-        for kind in RUN_KINDS
-    }
+    transformations = list(dict.fromkeys(c.transformation for c in candidates))
+    by_transformation, per_text = {}, {}
+    for name in transformations:
+        names_here = [c.name for c in candidates if c.transformation == name]
+        by_transformation[name] = {}
+        for kind in kinds:
+            kind_scores = {(j, c): s for (t, k, j, c), s in scores.items() if t == name and k == kind}
+            by_transformation[name][kind.value] = compare_kind(
+                kind=kind.value,
+                candidates=names_here,
+                judges=report.judges,
+                scores=kind_scores,
+                seed=seed,
+                n_resamples=n_resamples,
+                alpha=alpha,
+            )
+            per_text.setdefault(kind.value, {})[name] = text_scores(
+                candidates=names_here, judges=report.judges, scores=kind_scores
+            )
     selection = SelectionReport(
-        candidates=candidates, judges=list(report.judges), kinds=kinds, alpha=alpha, n_resamples=n_resamples, seed=seed
+        candidates=candidates,
+        judges=list(report.judges),
+        kinds=by_transformation[transformations[0]],
+        alpha=alpha,
+        n_resamples=n_resamples,
+        seed=seed,
     )
+    pooled = {}
+    if len(transformations) > 1:
+        everyone = list(dict.fromkeys(c.name for c in candidates))
+        pooled = {
+            kind: asdict(
+                pool_transformations(
+                    kind=kind,
+                    candidates=everyone,
+                    per_text=texts_by_transformation,
+                    k=report.options.get("top_k", 3),
+                    seed=seed,
+                    n_resamples=n_resamples,
+                )
+            )
+            for kind, texts_by_transformation in per_text.items()
+        }
     # A judge is degenerate when it gives (nearly) one score to every candidate's texts together.
-    pooled: dict[tuple[str, str], list[float | None]] = {}
-    for (kind, judge, _), judged in scores.items():
-        pooled.setdefault((judge, kind.value), []).extend(judged.values())
+    by_judge: dict[tuple[str, str], list[float | None]] = {}
+    for (_, kind, judge, _), judged in scores.items():
+        by_judge.setdefault((judge, kind.value), []).extend(judged.values())
     return {
         "dataset": report.dataset.name,
         "transformation": report.options["transformation"],
         "judge_models": {j: get_backend(j).model_id for j in report.judges},
         **asdict(selection),
-        "degenerate_judges": degenerate_judges(pooled),
+        **(
+            {
+                "transformations": transformations,
+                "by_transformation": {
+                    name: {kind: asdict(c) for kind, c in comparisons.items()}
+                    for name, comparisons in by_transformation.items()
+                },
+                "pooled": pooled,
+            }
+            if pooled
+            else {}
+        ),
+        "degenerate_judges": degenerate_judges(by_judge),
+        "score_counts": score_counts(by_judge),
     }

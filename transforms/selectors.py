@@ -23,6 +23,10 @@ class RunSummary:
     mean_length_ratio: float | None
     attempt_error_rates: dict[str, float]
     languages: dict[str, int]
+    # "applied", or "skipped" for a run made with --no-language-check (then no text can have the
+    # wrong_language error); unchecked_languages: those of the run the identifier cannot check.
+    language_check: str = "applied"
+    unchecked_languages: tuple[str, ...] = ()
 
 
 def transform_run_summary(*, run: TransformRun) -> RunSummary:
@@ -43,10 +47,19 @@ def transform_run_summaries(*, runs: Sequence[TransformRun]) -> dict[int, RunSum
         .values("run_id")
         .annotate(edit=Avg("edit_distance"), ratio=Avg("length_ratio"))
     }
-    return {run_id: _summary(rows[run_id], means.get(run_id, {})) for run_id in ids}
+    return {run.pk: _summary(rows[run.pk], means.get(run.pk, {}), run) for run in runs}
 
 
-def _summary(rows: list, means: dict) -> RunSummary:
+def transform_run_edit_distances(*, run: TransformRun) -> list[float]:
+    """The edit distance of every successful text of the run (for its histogram)."""
+    return list(
+        TransformedItem.objects.filter(run=run, ok=True, edit_distance__isnull=False).values_list(
+            "edit_distance", flat=True
+        )
+    )
+
+
+def _summary(rows: list, means: dict, run: TransformRun) -> RunSummary:
     n = len(rows)
     final = Counter(error for ok, error, _, _ in rows if not ok)
     attempts = Counter(e for _, _, errors, _ in rows for e in errors if e)
@@ -61,6 +74,8 @@ def _summary(rows: list, means: dict) -> RunSummary:
         mean_length_ratio=means.get("ratio"),
         attempt_error_rates={k: v / n_attempts for k, v in sorted(attempts.items())} if n_attempts else {},
         languages=dict(sorted(Counter(language for *_, language in rows).items())),
+        language_check="applied" if run.language_check else "skipped",
+        unchecked_languages=tuple(run.unchecked_languages),
     )
 
 

@@ -1,6 +1,8 @@
 from rest_framework import serializers
 
+from core.limits import MAX_COUNT, MAX_ID, MAX_SEED
 from transforms.models import TRANSFORMATION_CHOICES, JudgeReport, PromptTemplate, TransformedItem, TransformRun
+from transforms.presets import preset_choices
 
 
 class PromptTemplateSerializer(serializers.ModelSerializer):
@@ -30,6 +32,10 @@ class TransformRunSerializer(serializers.ModelSerializer):
             "languages",
             "run_language",
             "item_limit",
+            "preset",
+            "model_identity",
+            "language_check",
+            "unchecked_languages",
             "run_hash",
             "status",
             "total",
@@ -48,14 +54,22 @@ class TransformRunSerializer(serializers.ModelSerializer):
 class TransformRunCreateSerializer(serializers.Serializer):
     dataset = serializers.CharField()
     transformation = serializers.ChoiceField(choices=TRANSFORMATION_CHOICES)
-    seed = serializers.IntegerField(default=1337)
+    # Settings left out are unset: a preset fills them, else the defaults (seed 1337, temperature
+    # 0.7, top_p 0.95, max_tokens 512, max_attempts 3).
+    seed = serializers.IntegerField(
+        required=False, min_value=0, max_value=MAX_SEED, help_text="Without a seed, a preset makes one run per seed."
+    )
     backend = serializers.CharField(default="default")
-    limit = serializers.IntegerField(required=False, min_value=1)
-    languages = serializers.ListField(child=serializers.CharField(max_length=8), required=False)
-    temperature = serializers.FloatField(default=0.7)
-    top_p = serializers.FloatField(default=0.95)
-    max_tokens = serializers.IntegerField(default=512)
-    max_attempts = serializers.IntegerField(default=3)
+    limit = serializers.IntegerField(required=False, min_value=1, max_value=MAX_COUNT)
+    languages = serializers.ListField(child=serializers.CharField(max_length=16), required=False)
+    temperature = serializers.FloatField(required=False)
+    top_p = serializers.FloatField(required=False)
+    max_tokens = serializers.IntegerField(required=False, min_value=1, max_value=MAX_COUNT)
+    max_attempts = serializers.IntegerField(required=False, min_value=1, max_value=MAX_COUNT)
+    preset = serializers.ChoiceField(choices=preset_choices(), required=False, help_text="A paper's protocol.")
+    language_check = serializers.BooleanField(
+        default=True, help_text="false allows languages the language identifier cannot check (check skipped)."
+    )
 
 
 class TransformedItemSerializer(serializers.ModelSerializer):
@@ -112,9 +126,11 @@ class JudgeReportCreateSerializer(serializers.Serializer):
 
     kind = serializers.ChoiceField(choices=JudgeReport.Kind.choices)
     dataset = serializers.CharField(required=False, help_text="evaluation: an sts/str dataset; selection: to transform")
-    run = serializers.IntegerField(required=False, help_text="run: the transformation run to judge")
+    run = serializers.IntegerField(
+        required=False, min_value=1, max_value=MAX_ID, help_text="run: the transformation run to judge"
+    )
     runs = serializers.ListField(
-        child=serializers.IntegerField(),
+        child=serializers.IntegerField(min_value=1, max_value=MAX_ID),
         required=False,
         default=list,
         help_text="selection: existing runs as candidates",
@@ -128,11 +144,29 @@ class JudgeReportCreateSerializer(serializers.Serializer):
         help_text="judge backend aliases (selection default: the candidates)",
     )
     transformation = serializers.ChoiceField(choices=TRANSFORMATION_CHOICES, default="paraphrase")
-    limit = serializers.IntegerField(required=False, min_value=1)
+    # selection over several transformations (pooled, with the top-k crossover) and its criteria
+    transformations = serializers.ListField(
+        child=serializers.ChoiceField(choices=TRANSFORMATION_CHOICES),
+        required=False,
+        default=list,
+        help_text="selection: transform with every candidate on each and pool (default: transformation)",
+    )
+    criteria = serializers.ListField(
+        child=serializers.ChoiceField(choices=["quality", "fluency", "similarity"]),
+        required=False,
+        help_text="selection: judged dimensions (default quality, fluency; similarity for paraphrase-like ones)",
+    )
+    top_k = serializers.IntegerField(
+        default=3, min_value=1, max_value=MAX_COUNT, help_text="selection: k of the pooled top-k crossover"
+    )
+    limit = serializers.IntegerField(required=False, min_value=1, max_value=MAX_COUNT)
     split = serializers.CharField(required=False)
-    seed = serializers.IntegerField(default=0)
-    temperature = serializers.FloatField(default=0.0)
-    max_attempts = serializers.IntegerField(default=3, min_value=1)
+    seed = serializers.IntegerField(
+        required=False, min_value=0, max_value=MAX_SEED, help_text="default 0, or the preset's first seed"
+    )
+    temperature = serializers.FloatField(required=False, help_text="default 0.0, or the preset's")
+    preset = serializers.ChoiceField(choices=preset_choices(), required=False, help_text="A paper's protocol.")
+    max_attempts = serializers.IntegerField(default=3, min_value=1, max_value=MAX_COUNT)
     resamples = serializers.IntegerField(default=1000, min_value=100, max_value=100_000)
     alpha = serializers.FloatField(default=0.05)
 

@@ -19,14 +19,19 @@ from django.utils import timezone
 
 from core.errors import ShiftlabError
 from core.hashing import sha256_json
+from core.job_services import job_fail
 from core.services import audit_record
+from core.task_policy import dispatch_on_commit
 from corpora.models import Dataset, DatasetItem
 from corpora.task_types import PAIR_TASKS, TaskType, task_spec
 from transforms import planning
+from transforms.attempts import side_language
 from transforms.backends import get_backend
+from transforms.languages import language_name, normalise_code, primary_language, unchecked_languages
 from transforms.models import GeneratorConfig, PromptTemplate, TransformedItem, TransformRun
+from transforms.presets import resolve_preset
 from transforms.prompts import DEFAULT_PROMPTS, default_prompt, prompt_hash, validate_template
-from transforms.registry import DEFAULT_LANGUAGES, LanguagePlan, language_name, transformation_get
+from transforms.registry import DEFAULT_LANGUAGES, LanguagePlan, Transformation, transformation_get
 
 
 class TransientBackendError(ShiftlabError):
@@ -147,21 +152,27 @@ def transform_run_create(
     params: GenerationParams | None = None,
     languages: Sequence[str] | None = None,
     limit: int | None = None,
+    preset: str = "",
+    language_check: bool = True,
     created_by: AbstractBaseUser | None = None,
     dispatch: bool = True,
 ) -> TransformRun:
-    """Declare a run and (by default) queue it. Outputs already in the cache are reused."""
+    """Declare a run and (by default) queue it. Outputs already in the cache are reused.
+
+    ``preset`` names the paper protocol the run follows: its settings fill ``params`` when none are
+    given, and settings that differ from it are refused. A run whose outputs' language the
+    identifier cannot check is refused unless ``language_check`` is False (the check is then skipped
+    for the whole run, and the run records it)."""
     try:
         spec = transformation_get(transformation)
     except ValueError as exc:
         raise ShiftlabError(str(exc)) from None
-    params = params or GenerationParams()
-    languages = list(languages or DEFAULT_LANGUAGES)
-    for code in languages:
-        try:
-            language_name(code)
-        except ValueError as exc:
-            raise ShiftlabError(str(exc)) from None
+    if params is None:
+        params = transform_run_settings(preset=preset, seed=seed).params
+    if preset:
+        _check_preset(preset, seed=seed, params=params, languages=languages)
+    languages = _run_languages(spec, dataset, languages)
+    _check_named(spec, dataset)
     if limit is not None and limit < 1:
         raise ShiftlabError("--limit must be at least 1")
     fields = task_spec(dataset.task_type).transformable_fields
@@ -172,25 +183,40 @@ def transform_run_create(
     run_language = ""
     if spec.language_plan is LanguagePlan.PER_RUN:
         # Exclude every language of the dataset so no text is "translated" into its own language.
-        remaining = [code for code in languages if code not in {lang.split("-")[0] for lang in dataset.languages}]
+        sources = {_primary_or_none(code) for code in _source_languages(dataset)}
+        remaining = [code for code in languages if _primary_or_none(code) not in sources]
         if not remaining:
             raise ShiftlabError(f"no target language left after removing the dataset's {dataset.languages}")
         run_language = planning.draw_run_language(seed=seed, languages=remaining, source_language="")
-    model_id = get_backend(backend_alias).model_id if spec.uses_llm else "none"
+    unchecked = _unchecked_output_languages(spec, dataset, languages, run_language)
+    if unchecked and language_check:
+        named = ", ".join(f"{code} ({language_name(code, default='unknown')})" for code in unchecked)
+        raise ShiftlabError(
+            f"the language identifier cannot check outputs in {named}, so wrong-language outputs would go "
+            "unnoticed. Choose other languages, or run without the language check (--no-language-check; "
+            'API: "language_check": false): the run then records that the check was skipped'
+        )
+    backend = get_backend(backend_alias) if spec.uses_llm else None
+    model_id = backend.model_id if backend else "none"
+    model_identity = backend.model_identity() if backend else ""
     generator = _generator_config(backend_alias, model_id, params)
     prompts = [prompt_template_active(key) for key in spec.prompt_keys]
     prompt_hashes = {p.key: p.content_hash for p in prompts}
-    run_hash = sha256_json(
-        {
-            "dataset": dataset.content_hash,
-            "transformation": spec.name,
-            "generator": generator.content_hash,
-            "prompts": prompt_hashes,
-            "seed": seed,
-            "languages": languages,
-            "limit": limit,
-        }
-    )
+    defining = {
+        "dataset": dataset.content_hash,
+        "transformation": spec.name,
+        "generator": generator.content_hash,
+        "prompts": prompt_hashes,
+        "seed": seed,
+        "languages": languages,
+        "limit": limit,
+    }
+    # Added only when they differ from what runs made before they existed had: old hashes stay valid.
+    if model_identity:
+        defining["model_identity"] = model_identity
+    if not language_check:
+        defining["language_check"] = False
+    run_hash = sha256_json(defining)
     with transaction.atomic():
         run = TransformRun.objects.create(
             dataset=dataset,
@@ -201,6 +227,10 @@ def transform_run_create(
             languages=languages,
             run_language=run_language,
             item_limit=limit,
+            preset=preset,
+            model_identity=model_identity,
+            language_check=language_check,
+            unchecked_languages=unchecked if not language_check else [],
             run_hash=run_hash,
             total=n_items * len(fields),
             created_by=created_by,
@@ -208,10 +238,149 @@ def transform_run_create(
         run.prompts.set(prompts)
         audit_record(actor=created_by, verb="transform.run.create", obj=run, payload={"run_hash": run_hash})
         if dispatch:
-            from transforms.tasks import start_run  # here, not at the top: transforms.tasks imports this module
-
-            transaction.on_commit(lambda: start_run.delay(run.pk))
+            _dispatch_start(run.pk)
     return run
+
+
+@dataclass(frozen=True)
+class RunSettings:
+    """What a run request resolves to once a preset has filled the unset settings: one run per seed."""
+
+    params: GenerationParams
+    seeds: tuple[int, ...]
+    languages: list[str] | None
+    preset: str
+
+
+DEFAULT_SEED = 1337
+
+
+def transform_run_settings(
+    *,
+    preset: str = "",
+    seed: int | None = None,
+    temperature: float | None = None,
+    top_p: float | None = None,
+    max_tokens: int | None = None,
+    max_attempts: int | None = None,
+    languages: Sequence[str] | None = None,
+) -> RunSettings:
+    """Resolve a run request: ``None`` means unset, filled from ``preset`` and then from the defaults.
+    Without a seed, a preset runs each of its seeds; without either, the one default seed."""
+    try:
+        resolved = resolve_preset(
+            preset or None,
+            seeds=None if seed is None else [seed],
+            temperature=temperature,
+            top_p=top_p,
+            languages=languages,
+        )
+    except ValueError as exc:  # an unknown preset, or a PresetConflict naming the field
+        raise ShiftlabError(str(exc)) from None
+    defaults = GenerationParams()
+    params = GenerationParams(
+        temperature=defaults.temperature if resolved.temperature is None else resolved.temperature,
+        top_p=defaults.top_p if resolved.top_p is None else resolved.top_p,
+        max_tokens=defaults.max_tokens if max_tokens is None else max_tokens,
+        max_attempts=defaults.max_attempts if max_attempts is None else max_attempts,
+    )
+    seeds = resolved.seeds or (DEFAULT_SEED,)
+    languages = list(resolved.languages) if resolved.languages is not None else None
+    return RunSettings(params=params, seeds=tuple(seeds), languages=languages, preset=resolved.preset)
+
+
+def transform_runs_create(
+    *,
+    dataset: Dataset,
+    transformation: str,
+    settings: RunSettings,
+    backend_alias: str = "default",
+    limit: int | None = None,
+    language_check: bool = True,
+    created_by: AbstractBaseUser | None = None,
+) -> list[TransformRun]:
+    """One run per seed of ``settings`` (``transform_run_settings``): what the API, the command and
+    the page start for a request, so that a preset without a seed gives one run per paper seed."""
+    return [
+        transform_run_create(
+            dataset=dataset,
+            transformation=transformation,
+            seed=seed,
+            backend_alias=backend_alias,
+            params=settings.params,
+            languages=settings.languages,
+            limit=limit,
+            preset=settings.preset,
+            language_check=language_check,
+            created_by=created_by,
+        )
+        for seed in settings.seeds
+    ]
+
+
+def _check_preset(preset: str, *, seed: int, params: GenerationParams, languages: Sequence[str] | None) -> None:
+    try:
+        resolve_preset(preset, seeds=[seed], temperature=params.temperature, top_p=params.top_p, languages=languages)
+    except ValueError as exc:
+        raise ShiftlabError(str(exc)) from None
+
+
+def _run_languages(spec: Transformation, dataset: Dataset, languages: Sequence[str] | None) -> list[str]:
+    """The run's target/pivot languages, normalised ("eng" -> "en"). By default, a backtranslation
+    of non-English texts may also pivot through English."""
+    try:
+        codes = [normalise_code(code) for code in languages] if languages else list(DEFAULT_LANGUAGES)
+    except ValueError as exc:
+        raise ShiftlabError(f"--languages: {exc}") from None
+    if (
+        not languages
+        and spec.language_plan is LanguagePlan.PIVOT_PER_TEXT
+        and "en" not in codes
+        and any(_primary_or_none(code) not in {"en", None} for code in _source_languages(dataset))
+    ):
+        codes.append("en")
+    return list(dict.fromkeys(codes))
+
+
+def _primary_or_none(code: str) -> str | None:
+    try:
+        return primary_language(code)
+    except ValueError:
+        return None
+
+
+def _source_languages(dataset: Dataset) -> list[str]:
+    """The languages the dataset's transformable texts are written in (both sides of "en-de" pairs),
+    normalised where known ("swa" -> "sw")."""
+    fields = task_spec(dataset.task_type).transformable_fields
+    sides = (side_language(lang, side, dataset.task_type) for lang in dataset.languages for side in fields)
+    return list(dict.fromkeys(normalise_code(code, default=code) for code in sides))
+
+
+def _check_named(spec: Transformation, dataset: Dataset) -> None:
+    """The prompts name the texts' language: refuse a dataset whose language code is unknown."""
+    if not spec.uses_llm:
+        return
+    unknown = [code for code in _source_languages(dataset) if _primary_or_none(code) is None]
+    if unknown:
+        raise ShiftlabError(
+            f"dataset {dataset.name} has texts in {', '.join(map(repr, unknown))}, which is not a language code "
+            "Shiftlab knows, so the prompts cannot name it: re-import it with an ISO 639-1/639-3 code or a BCP-47 "
+            "tag (e.g. 'sw', 'amh', 'zh-Hant')"
+        )
+
+
+def _unchecked_output_languages(
+    spec: Transformation, dataset: Dataset, languages: list[str], run_language: str
+) -> list[str]:
+    """The languages the run's outputs are written in that the identifier cannot check."""
+    if spec.language_plan is LanguagePlan.PER_RUN:
+        written = [run_language]
+    elif spec.language_plan is LanguagePlan.PER_TEXT:
+        written = languages
+    else:  # the source language: rewrites, and backtranslations once back from the pivot
+        written = _source_languages(dataset)
+    return unchecked_languages(written)
 
 
 def _generator_config(alias: str, model: str, params: GenerationParams) -> GeneratorConfig:
@@ -229,11 +398,31 @@ def transform_run_resume(*, run_id: int, actor: AbstractBaseUser | None = None) 
     with transaction.atomic():
         TransformRun.objects.filter(pk=run_id).update(status=TransformRun.Status.PENDING, error="", finished_at=None)
         audit_record(actor=actor, verb="transform.run.resume", obj=run, payload={"done": run.done, "total": run.total})
-        from transforms.tasks import start_run  # here, not at the top: transforms.tasks imports this module
-
-        transaction.on_commit(lambda: start_run.delay(run_id))
+        _dispatch_start(run_id)
     run.refresh_from_db()
     return run
+
+
+def _dispatch_start(run_id: int) -> None:
+    """Queue the run's start task after commit; any task of the run failing for good fails the run."""
+    from transforms.tasks import run_failed, start_run  # here, not at the top: transforms.tasks imports this module
+
+    dispatch_on_commit(
+        lambda: start_run.apply_async((run_id,), link_error=run_failed.s(run_id)),
+        on_broker_down=lambda message: transform_run_fail(run_id=run_id, reason=message),
+    )
+
+
+def transform_run_fail(*, run_id: int, reason: str) -> None:
+    """Fail an unfinished run with ``reason`` and say how to go on (task failures, broker outages, the sweeper)."""
+    job_fail(
+        model=TransformRun,
+        job_id=run_id,
+        message=(
+            f"{reason}. Texts done so far are kept: fix the cause, then resume the run "
+            f"(python manage.py transform --run {run_id} --resume, or POST /api/transform-runs/{run_id}/resume/)."
+        ),
+    )
 
 
 def transform_run_pending_chunks(*, run_id: int, chunk_size: int | None = None) -> list[list[int]]:

@@ -3,14 +3,19 @@ reports."""
 
 from celery import shared_task
 
-from core.task_policy import TRANSIENT_BACKEND, fan_out
+from core.sweeper import StuckJobKind, stuck_job_kind_register
+from core.task_policy import TRANSIENT_BACKEND, failure_reason, fan_out
 from transforms.chunk_services import transform_run_execute_chunk
-from transforms.judge_services import judge_report_execute
+from transforms.judge_services import judge_report_execute, judge_report_resume
+from transforms.judgement_services import judge_report_fail
+from transforms.models import JudgeReport, TransformRun
 from transforms.services import (
     TransientBackendError,
+    transform_run_fail,
     transform_run_finalize,
     transform_run_mark_started,
     transform_run_pending_chunks,
+    transform_run_resume,
 )
 
 _RETRY_TRANSIENT_BACKEND = TRANSIENT_BACKEND.task_options(TransientBackendError)
@@ -21,7 +26,9 @@ def start_run(run_id: int) -> None:
     """Fan the run's missing items out as chunk tasks; finalise when all are done. Also resumes."""
     transform_run_mark_started(run_id=run_id)
     chunks = transform_run_pending_chunks(run_id=run_id)
-    fan_out([execute_chunk.si(run_id, ids) for ids in chunks], then=finalize_run.si(run_id))
+    fan_out(
+        [execute_chunk.si(run_id, ids) for ids in chunks], then=finalize_run.si(run_id), on_error=run_failed.s(run_id)
+    )
 
 
 @shared_task(name="transforms.execute_chunk", acks_late=True, reject_on_worker_lost=True, **_RETRY_TRANSIENT_BACKEND)
@@ -39,3 +46,35 @@ def finalize_run(run_id: int) -> None:
 )
 def execute_judge_report(report_id: int) -> None:
     judge_report_execute(report_id=report_id)
+
+
+@shared_task(name="transforms.run_failed")
+def run_failed(request, exc, traceback, run_id: int) -> None:
+    """Errback of a run's tasks: a chunk that failed for good (or the start or final task) fails the run."""
+    transform_run_fail(run_id=run_id, reason=f"A task of the run failed: {failure_reason(exc)}")
+
+
+@shared_task(name="transforms.judge_report_failed")
+def judge_report_failed(request, exc, traceback, report_id: int) -> None:
+    """Errback of ``execute_judge_report``: an unexpected error fails the report instead of leaving it running."""
+    judge_report_fail(report_id=report_id, reason=f"The report's task failed: {failure_reason(exc)}")
+
+
+stuck_job_kind_register(
+    StuckJobKind(
+        label="transformation run",
+        model=TransformRun,
+        task_names=frozenset({"transforms.start_run", "transforms.execute_chunk", "transforms.finalize_run"}),
+        resume=lambda run: transform_run_resume(run_id=run.pk),
+        fail=lambda run_id, reason: transform_run_fail(run_id=run_id, reason=reason),
+    )
+)
+stuck_job_kind_register(
+    StuckJobKind(
+        label="judge report",
+        model=JudgeReport,
+        task_names=frozenset({"transforms.execute_judge_report"}),
+        resume=lambda report: judge_report_resume(report_id=report.pk),
+        fail=lambda report_id, reason: judge_report_fail(report_id=report_id, reason=reason),
+    )
+)

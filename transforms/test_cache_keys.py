@@ -6,6 +6,9 @@ again): restore the key, do not update the literal.
 
 from __future__ import annotations
 
+import hashlib
+import json
+
 import pytest
 
 from transforms.cache_keys import generation_key, judgement_key
@@ -123,3 +126,45 @@ def test_judgement_key_is_pinned(fields, key):
 def test_judgement_key_depends_on_pair_order():
     fields = dict(kind="quality", model="m", prompt_hash="p", params_hash="s", seed=0, attempt=0)
     assert judgement_key(text_a="a", text_b="b", **fields) != judgement_key(text_a="b", text_b="a", **fields)
+
+
+PINNED_GENERATION = dict(
+    input_text="A man is playing a guitar.",
+    transformation="paraphrase",
+    step=0,
+    prompt_hash=PARAPHRASE_PROMPT,
+    model="smollm2-135m-instruct",
+    params_hash=DEFAULT_SAMPLING,
+    seed=42,
+    attempt=0,
+    language="en",
+    input_language="en",
+)
+
+
+def test_a_run_without_model_identity_keeps_the_old_key():
+    old = "55e3239fd89c090282a7b50d1ecd0a4820cc0e72f41c799c65921ae869d06224"
+    assert generation_key(**PINNED_GENERATION, model_identity="") == old
+
+
+def test_the_model_identity_separates_weights_served_under_one_name():
+    first = generation_key(**PINNED_GENERATION, model_identity="sha256:" + "a" * 64)
+    second = generation_key(**PINNED_GENERATION, model_identity="sha256:" + "b" * 64)
+    assert len({first, second, generation_key(**PINNED_GENERATION)}) == 3
+    # Pinned too, and written out independently: the old fields plus "model_identity".
+    document = {
+        "input": hashlib.sha256(b"A man is playing a guitar.").hexdigest(),
+        "transformation": "paraphrase",
+        "step": 0,
+        "prompt": PARAPHRASE_PROMPT,
+        "model": "smollm2-135m-instruct",
+        "params": DEFAULT_SAMPLING,
+        "seed": 42,
+        "attempt": 0,
+        "language": "en",
+        "from": "en",
+        "model_identity": "sha256:" + "a" * 64,
+    }
+    text = json.dumps(document, sort_keys=True, separators=(",", ":"))
+    assert first == hashlib.sha256(text.encode()).hexdigest()
+    assert first == "757a800e4efddb685455d7264dd1dd0275acd7a147a1baaa5d3e44a9aebb8ee3"

@@ -16,9 +16,12 @@ from transforms.error_checks import (
     ErrorSummary,
     ErrorType,
     OutputAnalysis,
+    SentenceType,
     analyse_output,
+    sentence_type,
     summarize_errors,
 )
+from transforms.registry import TRANSFORMATIONS
 from transforms.test_cleaning import FRAGMENTS
 from transforms.test_language_id import SENTENCES
 from transforms.text_metrics import word_count
@@ -49,6 +52,7 @@ def test_error_types_and_precedence():
         "runaway",
         "truncated",
         "summary_longer",
+        "sentence_type",
     ]
     assert ERROR_PRECEDENCE == tuple(ErrorType)
     assert ErrorType.EMPTY == "empty"  # StrEnum: compares and stores as its value
@@ -344,3 +348,110 @@ def test_analyse_output_invariants(source, raw, expected_language, must_shrink):
     assert 0.0 <= result.edit_distance <= 1.0
     assert result.length_ratio >= 0.0
     assert (result.error == ErrorType.EMPTY) == (result.text == "")
+
+
+# --------------------------------------------------------------------------------------------------
+# Sentence type: a meaning-preserving rewrite keeps a statement a statement and a question a question
+# --------------------------------------------------------------------------------------------------
+
+Q, S = SentenceType.QUESTION, SentenceType.STATEMENT
+
+
+@pytest.mark.parametrize(
+    ("text", "language", "expected"),
+    [
+        ("The volcano erupted last night.", "en", S),
+        ("Did the volcano explode last night?", "en", Q),
+        ("Wow, it erupted!", "en", S),
+        ("Where is it? I cannot find it.", "en", S),  # the last sentence decides
+        ("¿Dónde está la estación?", "es", Q),
+        ("¿Dónde está la estación", "es", Q),  # opened with ¿, never closed
+        ("dónde está la estación", "es", Q),
+        ("como cada año llegó tarde", "es", S),  # "como" opens statements too
+        ("هل ثار البركان الليلة الماضية؟", "ar", Q),
+        ("火山は昨夜噴火しましたか。", "ja", Q),  # a question particle before a full stop
+        ("火山は昨夜噴火しました。", "ja", S),
+        ("火山昨晚喷发了吗？", "zh", Q),
+        ("Πού είναι ο σταθμός;", "el", Q),  # the Greek question mark, folded to a semicolon
+        ("Πού είναι ο σταθμός\u037e", "el", Q),
+        ("He left; she stayed;", "en", None),  # a semicolon outside Greek says nothing
+        ("how do i learn python", "en", Q),  # a search query without its mark
+        ("a man is playing a guitar", "en", S),
+        ("wie lernt man Python", "de", Q),
+        ("Pourquoi le ciel est bleu", "fr", Q),
+        ("un homme joue de la guitare", "tr", None),  # no opener list for the language: unknown
+        ('She asked, "Is it raining?"', "en", None),  # reported speech or a question: unknown
+        ('He said, "Go home."', "en", S),
+        ("", "en", None),
+    ],
+)
+def test_sentence_type(text, language, expected):
+    assert sentence_type(text, language) == expected
+
+
+@pytest.mark.parametrize(
+    ("source", "output"),
+    [
+        # Issue 20: a paraphrase run turned a statement into a question and marked it ok.
+        ("The volcano erupted last night.", "Did the volcano explode last night?"),
+        ("How do volcanoes form?", "Volcanoes form when magma rises through the crust."),
+        # An answered question: the question is kept and its answer added after it.
+        ("Where is the train station?", "Where is the train station? It is next to the market."),
+        ("how do i learn python", "Practice every day to learn Python."),
+        ("¿Dónde está la estación?", "La estación está junto al mercado."),
+        ("Πού είναι ο σταθμός;", "Ο σταθμός είναι δίπλα στην αγορά."),
+    ],
+)
+def test_sentence_type_change_is_an_error(source, output):
+    language = "es" if "¿" in source else "el" if "σ" in source else "en"
+    result = analyse_output(source, output, expected_language=language, keep_sentence_type=True)
+    assert result.error == ErrorType.SENTENCE_TYPE, result.all_errors
+
+
+@pytest.mark.parametrize(
+    ("source", "output", "language"),
+    [
+        ("The volcano erupted last night.", "Last night the volcano blew up.", "en"),
+        ("How do volcanoes form?", "What makes a volcano form?", "en"),
+        ("how do i learn python", "What is the best way to learn Python?", "en"),
+        ("Where is it? I cannot find it.", "I cannot find it. Where is it?", "en"),
+        ('She asked, "Is it raining?"', "She wanted to know whether it was raining.", "en"),
+        # A statement that embeds a question may end as one when reordered.
+        ('"Why?" was all he said.', 'All he said was "Why?"', "en"),
+        ("¿Dónde está la estación?", "¿En qué lugar queda la estación?", "es"),
+        ("火山は昨夜噴火しましたか。", "昨夜、火山は噴火しましたか？", "ja"),
+        ("Πού είναι ο σταθμός;", "Πού βρίσκεται ο σταθμός;", "el"),
+    ],
+)
+def test_sentence_type_kept_is_ok(source, output, language):
+    result = analyse_output(source, output, expected_language=language, keep_sentence_type=True)
+    assert ErrorType.SENTENCE_TYPE not in result.all_errors
+
+
+def test_sentence_type_is_checked_only_when_asked():
+    """Off by default, and off for translation: a Japanese question may end in "か。" where the
+    English source ends in "?", so the marks of the two languages are not compared."""
+    source, output = "The volcano erupted last night.", "Did the volcano explode last night?"
+    assert analyse_output(source, output, expected_language="en").error is None
+    checked = {name for name, t in TRANSFORMATIONS.items() if t.keeps_sentence_type}
+    assert checked == {
+        "paraphrase",
+        "backtranslation",
+        "style_change",
+        "expansion",
+        "summarization",
+        "summarized_expansion",
+    }
+    translated = analyse_output("Where is the station?", "駅はどこですか。", expected_language="ja")
+    assert translated.error is None
+
+
+def test_sentence_type_reads_the_detected_language_without_an_expected_one():
+    result = analyse_output(
+        "Πού είναι ο σταθμός των τρένων στην πόλη;",
+        "Ο σταθμός των τρένων είναι δίπλα στην αγορά της πόλης.",
+        expected_language=None,
+        keep_sentence_type=True,
+    )
+    assert result.detected_language == "el"
+    assert result.error == ErrorType.SENTENCE_TYPE

@@ -111,3 +111,24 @@ def test_random_keywords_are_words_of_the_text_at_least_three():
     assert len(words) >= 3 and all(w in text.split() for w in words)
     assert planning.random_keywords(text, seed=3, text_hash="x") == ", ".join(words)
     assert planning.random_keywords("Two words", seed=1, text_hash="y") == "Two, words"
+
+
+def test_the_augmentation_papers_keyword_share_keeps_16_of_58_words_without_punctuation():
+    # 58 word tokens (the paper's mean text length), with punctuation between them.
+    words = [f"w{i}" for i in range(58)]
+    text = ", ".join(words[:29]) + ". " + "; ".join(words[29:]) + "!"
+    kept = planning.random_keywords(text, seed=1, text_hash="t", sampling=planning.PAPER_KEYWORD_SAMPLING)
+    # round(16.1 / 58.2 * 58) = round(16.04) = 16 words, in text order, separated by spaces only.
+    assert len(kept.split(" ")) == 16
+    assert not any(mark in kept for mark in ",.;!")
+    tokens = kept.split(" ")
+    assert tokens == sorted(tokens, key=words.index) and set(tokens) <= set(words)
+    assert planning.PAPER_KEYWORD_SAMPLING.share == pytest.approx(0.2766, abs=1e-4)
+
+
+def test_the_papers_share_counts_repeated_words_and_the_default_does_not():
+    text = "rain rain rain rain rain rain rain rain rain rain sun"
+    default = planning.random_keywords(text, seed=2, text_hash="r")
+    paper = planning.random_keywords(text, seed=2, text_hash="r", sampling=planning.PAPER_KEYWORD_SAMPLING)
+    assert sorted(default.split(", ")) == ["rain", "sun"]  # two distinct words: all of them
+    assert len(paper.split(" ")) == 3  # max(3, round(0.2766 * 11)) word tokens

@@ -2,10 +2,17 @@
 
 import numpy as np
 import pytest
+from scipy import stats
 
 from core.stats import holm
 from transforms.judging import summarize_run, summarize_scores
-from transforms.selection import compare_kind
+from transforms.selection import (
+    compare_kind,
+    paraphrase_like,
+    pool_transformations,
+    selection_criteria,
+    text_scores,
+)
 
 
 def test_summarize_scores_counts_parse_failures_and_uses_hodges_lehmann():
@@ -90,3 +97,76 @@ def test_pairs_without_common_texts_are_not_tested():
     (pair,) = result.pairwise
     assert pair.p_value is None and not pair.significant
     assert result.letters == {"a": "a", "b": "a"}
+
+
+def test_similarity_is_a_criterion_for_paraphrase_like_transformations_only():
+    assert selection_criteria(["paraphrase"]) == ("quality", "fluency")
+    assert selection_criteria(["paraphrase", "backtranslation", "style_change"], ["similarity", "quality"]) == (
+        "similarity",
+        "quality",
+    )
+    assert paraphrase_like("backtranslation") and not paraphrase_like("summarization")
+    with pytest.raises(ValueError, match="translation, expansion change length or language"):
+        selection_criteria(["paraphrase", "translation", "expansion"], ["similarity"])
+    with pytest.raises(ValueError, match="unknown criteria"):
+        selection_criteria(["paraphrase"], ["meaning"])
+
+
+def test_per_text_scores_average_the_judges_that_scored():
+    scores = {("j1", "a"): {0: 4, 1: None}, ("j2", "a"): {0: 2, 1: 3}}
+    assert text_scores(candidates=["a"], judges=["j1", "j2"], scores=scores) == {"a": {0: 3.0, 1: 3.0}}
+
+
+def test_pooled_ranking_top_k_and_crossings_on_a_worked_example():
+    # Three candidates on two transformations (judged similarity, 0-5).
+    per_text = {
+        "paraphrase": {"a": {0: 5, 1: 4}, "b": {0: 4, 1: 4, 2: 4}, "c": {0: 1, 1: 2}},
+        "style_change": {"a": {0: 2, 1: 3}, "b": {0: 4, 1: 5}, "c": {0: 3, 1: 3, 2: 3}},
+    }
+    pooled = pool_transformations(kind="similarity", candidates=["a", "b", "c"], per_text=per_text, k=2, seed=0)
+    # Means: paraphrase a 4.5, b 4, c 1.5; style_change a 2.5, b 4.5, c 3.
+    assert pooled.by_transformation == {
+        "paraphrase": {"a": 4.5, "b": 4.0, "c": 1.5},
+        "style_change": {"a": 2.5, "b": 4.5, "c": 3.0},
+    }
+    assert pooled.rankings == {"paraphrase": ["a", "b", "c"], "style_change": ["b", "c", "a"]}
+    # Pooled: the mean of the two means, each transformation weighing the same.
+    assert {c: cell.mean for c, cell in pooled.overall.items()} == pytest.approx({"a": 3.5, "b": 4.25, "c": 2.25})
+    assert pooled.ranking == ["b", "a", "c"]
+    assert pooled.top_k == {"paraphrase": ["a", "b"], "style_change": ["b", "c"], "pooled": ["b", "a"]}
+    assert pooled.top_k_everywhere == ["b"]
+    crossings = {(x.first, x.second): (x.first_ahead_on, x.second_ahead_on) for x in pooled.crossings}
+    assert crossings == {
+        ("b", "a"): (["style_change"], ["paraphrase"]),
+        ("a", "c"): (["paraphrase"], ["style_change"]),
+    }  # b is ahead of c on both: no crossing
+    assert pooled.overall["b"].n == 5
+
+
+def test_pooled_interval_matches_scipys_independent_bootstrap():
+    rng = np.random.default_rng(7)
+    first, second = rng.normal(3.5, 0.8, 40), rng.normal(2.5, 0.5, 25)
+    per_text = {"paraphrase": {"a": dict(enumerate(first))}, "style_change": {"a": dict(enumerate(second))}}
+    pooled = pool_transformations(kind="quality", candidates=["a"], per_text=per_text, k=1, seed=1, n_resamples=20000)
+    reference = stats.bootstrap(
+        (first, second),
+        lambda x, y, axis=-1: (x.mean(axis=axis) + y.mean(axis=axis)) / 2,
+        paired=False,
+        n_resamples=20000,
+        method="percentile",
+        rng=np.random.default_rng(2),
+    ).confidence_interval
+    cell = pooled.overall["a"]
+    assert cell.mean == pytest.approx((first.mean() + second.mean()) / 2)
+    assert cell.ci_low == pytest.approx(reference.low, abs=0.02) and cell.ci_high == pytest.approx(
+        reference.high, abs=0.02
+    )
+
+
+def test_a_candidate_missing_a_transformation_has_no_pooled_score():
+    per_text = {"paraphrase": {"a": {0: 4}, "b": {0: 3}}, "style_change": {"a": {0: 4}}}
+    pooled = pool_transformations(kind="quality", candidates=["a", "b"], per_text=per_text, k=1, seed=0)
+    assert pooled.overall["b"].mean is None and pooled.ranking == ["a", "b"]
+    assert pooled.top_k["style_change"] == ["a"] and pooled.crossings == []
+    with pytest.raises(ValueError, match="at least two transformations"):
+        pool_transformations(kind="quality", candidates=["a"], per_text={"paraphrase": {"a": {0: 1}}}, seed=0)

@@ -4,7 +4,8 @@ Each evaluator is a frozen dataclass holding its options (the seed lives here, a
 ``evaluate(..., encode=...)`` turns texts into embeddings through the ``encode`` callable it is
 given, so encoding (and caching) stays outside; its ``score(...)`` takes embeddings directly.
 Results are frozen dataclasses with ``main_score``, ``main_metric`` and ``metrics()`` (a flat
-dict named as MTEB names its scores).
+dict named as MTEB names its scores). ``options`` holds the protocol options a dataset may set
+(classification draws, clustering settings) and reads them from an ``mteb`` task.
 
 Reference: MTEB, https://github.com/embeddings-benchmark/mteb (``mteb/_evaluators`` and
 ``mteb/abstasks``, version 2.26), whose protocols these modules re-implement.

@@ -78,6 +78,11 @@ class ClusteringEvaluator:
     def __post_init__(self) -> None:
         if self.protocol not in ("bootstrap", "single"):
             raise ValueError(f"protocol must be 'bootstrap' or 'single', got {self.protocol!r}")
+        counts = ("n_bootstrap", "max_documents_per_cluster", "kmeans_batch_size", "single_batch_size")
+        if any(getattr(self, name) < 1 for name in counts):
+            raise ValueError(f"{', '.join(counts)} must be positive")
+        if self.max_documents_to_embed is not None and self.max_documents_to_embed < 1:
+            raise ValueError("max_documents_to_embed must be positive")
         if self.max_fraction_of_documents_to_embed is not None and self.max_documents_to_embed is not None:
             raise ValueError("set max_fraction_of_documents_to_embed or max_documents_to_embed, not both")
         if self.max_fraction_of_documents_to_embed is not None and not 0 < self.max_fraction_of_documents_to_embed <= 1:

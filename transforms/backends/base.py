@@ -54,6 +54,11 @@ class LLMBackend:
         """What identifies the model in cache keys."""
         return self.model
 
+    def model_identity(self) -> str:
+        """What identifies the served weights beyond the model's name (a file hash, the server's
+        metadata), for cache keys; "" when the backend cannot tell. Asked once per run."""
+        return ""
+
     def generate(
         self,
         requests: Sequence[ChatRequest],

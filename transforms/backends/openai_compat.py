@@ -1,8 +1,8 @@
 """Any OpenAI-compatible chat-completions server: vLLM (`vllm serve`), llama.cpp's server, Ollama.
 
 Requests go out concurrently (bounded by ``max_concurrency``) over one HTTP connection pool;
-transient failures (timeouts, connection errors, HTTP 408/409/425/429/5xx) are retried with
-exponential backoff and jitter; anything else fails the request at once.
+transient failures (timeouts, connection errors, HTTP 408/409/425/429/5xx, a reply whose body is not
+JSON) are retried with exponential backoff and jitter; anything else fails the request at once.
 """
 
 from __future__ import annotations
@@ -11,12 +11,19 @@ import asyncio
 import random
 import time
 from collections.abc import Callable
+from pathlib import Path
 
 import httpx
 
+from core.hashing import sha256_json
 from transforms.backends.base import BackendError, ChatFailure, ChatRequest, ChatResult, LLMBackend
+from transforms.embedded import EmbeddedModelError, file_sha256, get_model
 
 TRANSIENT_STATUS = frozenset({408, 409, 425, 429, 500, 502, 503, 504})
+# Fields of a /v1/models entry that describe the served weights: vLLM's root, parent and context
+# length, llama.cpp's "meta" (parameter count, file size, vocabulary). "created" is left out: vLLM
+# sets it to the time of the request.
+_IDENTITY_FIELDS = ("root", "parent", "max_model_len", "meta")
 
 
 class OpenAICompatBackend(LLMBackend):
@@ -31,9 +38,13 @@ class OpenAICompatBackend(LLMBackend):
         timeout: float = 300.0,
         max_retries: int = 4,
         backoff_seconds: float = 0.5,
+        identity: str = "",
+        model_file: str = "",
         **options,
     ):
         super().__init__(alias=alias, model=model, **options)
+        self.identity = identity
+        self.model_file = model_file
         self.base_url = base_url.rstrip("/")
         self.api_key = api_key
         self.max_concurrency = int(max_concurrency)
@@ -46,6 +57,35 @@ class OpenAICompatBackend(LLMBackend):
     ) -> list[ChatResult | ChatFailure]:
         """Send all requests; ``on_result`` runs inside the event loop and must not block."""
         return asyncio.run(self._generate_all(requests, on_result))
+
+    def model_identity(self) -> str:
+        """What identifies the served weights, first found of: the ``identity`` option (set by whoever
+        deploys the server); the SHA-256 of the ``model_file`` option (the GGUF file served); what the
+        server's ``/models`` says of the model (vLLM, llama.cpp's own server); the pinned SHA-256 of
+        the embedded model of that name (``llm_server`` serves only files verified against it).
+        "" when none applies or the server does not answer."""
+        if self.identity:
+            return self.identity
+        if self.model_file:
+            return f"sha256:{file_sha256(Path(self.model_file))}"
+        reported = self._reported_identity()
+        if reported:
+            return reported
+        try:
+            return f"sha256:{get_model(self.model).sha256}"
+        except EmbeddedModelError:
+            return ""
+
+    def _reported_identity(self) -> str:
+        try:
+            response = httpx.get(f"{self.base_url}/models", headers=self._headers(), timeout=5)
+            response.raise_for_status()
+            entries = response.json().get("data", [])
+        except (httpx.HTTPError, ValueError, AttributeError):
+            return ""
+        entry = next((e for e in entries if isinstance(e, dict) and e.get("id") == self.model), None)
+        described = {name: entry[name] for name in _IDENTITY_FIELDS if entry and entry.get(name) is not None}
+        return f"server:{sha256_json(described)}" if described else ""
 
     def ping(self) -> str:
         try:
@@ -95,7 +135,13 @@ class OpenAICompatBackend(LLMBackend):
                 continue
             if response.status_code >= 400:
                 return ChatFailure(f"HTTP {response.status_code}: {response.text[:300]}", transient=False)
-            return _parse(response.json(), time.perf_counter() - started)
+            try:
+                payload = response.json()
+            except ValueError:
+                # A proxy's error page or a reply cut off mid-body: the server may answer properly next time.
+                last_error = f"HTTP {response.status_code} with a body that is not JSON: {response.text[:200]!r}"
+                continue
+            return _parse(payload, time.perf_counter() - started)
         return ChatFailure(f"gave up after {self.max_retries + 1} tries: {last_error}", transient=True)
 
     def _headers(self) -> dict[str, str]:

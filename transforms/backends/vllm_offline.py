@@ -28,6 +28,14 @@ class VLLMOfflineBackend(LLMBackend):
             self._llm = LLM(model=self.model, **self.engine_options)
         return self._llm
 
+    def model_identity(self) -> str:
+        """The ``identity`` option, else the revision the engine loads (``engine_options["revision"]``);
+        "" when neither is set (a local path or a moving branch cannot be told apart)."""
+        if self.options.get("identity"):
+            return str(self.options["identity"])
+        revision = self.engine_options.get("revision")
+        return f"revision:{revision}" if revision else ""
+
     def _generate(
         self, requests: list[ChatRequest], on_result: Callable[[int, ChatResult | ChatFailure], None] | None
     ) -> list[ChatResult | ChatFailure]:

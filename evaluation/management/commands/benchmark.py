@@ -16,6 +16,8 @@ from evaluation.benchmark_services import (
 from evaluation.models import BenchmarkRun
 from evaluation.report_robustness import robustness_report_write
 from evaluation.reports import benchmark_report
+from evaluation.robustness import OPTION_CHOICES, ReportOptions
+from transforms.presets import PRESETS, preset_get, resolve_preset, resolve_report_options
 
 
 class Command(BaseCommand):
@@ -23,7 +25,8 @@ class Command(BaseCommand):
         "Benchmark runs: models x datasets x (original + approved transformations) x seeds, one Celery task "
         "per unit. `run --config FILE` (a validated config, verified first) or `run --dataset NAME` (original "
         "data only); `status RUN`; `resume RUN` (re-queues units without a result); `results RUN [--json]`; "
-        "`report RUN [--out DIR]` (robustness report: CSV, JSON, LaTeX table and SVG figures)."
+        "`report RUN [--out DIR] [--tau-unit ...]` (robustness report: CSV, JSON, LaTeX tables and figures; "
+        "the statistics' units as options); `export RUN --format mteb|hf --out DIR [--push REPO]`."
     )
 
     def add_arguments(self, parser):
@@ -54,6 +57,8 @@ class Command(BaseCommand):
         run.add_argument("--name", default="")
         run.add_argument("--as", dest="actor", help="Username recorded as the creator.")
         run.add_argument("--wait", action="store_true", help="Show progress until the run ends.")
+        # --- presets (issue 15): a paper's protocol fills --seeds (with --config) ---
+        run.add_argument("--preset", choices=list(PRESETS), help="A paper's protocol: its seeds unless --seeds.")
         for name in ("status", "resume", "results"):
             action = sub.add_parser(name)
             action.add_argument("run", type=int)
@@ -65,6 +70,31 @@ class Command(BaseCommand):
         report = sub.add_parser("report", help="Write the robustness report's files.")
         report.add_argument("run", type=int)
         report.add_argument("--out", type=Path, help="Output folder (default: DATA_DIR/reports/RUN/).")
+        # The statistics' units (evaluation.robustness.ReportOptions); unset options keep their default.
+        for name, choices in OPTION_CHOICES.items():
+            report.add_argument(
+                f"--{name.replace('_', '-')}", dest=name, choices=choices, help=f"Default: {choices[0]}."
+            )
+        report.add_argument(
+            "--split-half-splits", dest="split_half_splits", type=int, help="Random splits (default: 100)."
+        )
+        # --- presets (issue 15): a paper's statistics units fill the options left unset ---
+        report.add_argument("--preset", choices=list(PRESETS), help="A paper's protocol: its statistics' units.")
+
+        # --- export (issue 17): mteb results folder, Hugging Face dataset folder ---
+        export = sub.add_parser("export", help="Write the run as an mteb results folder or a Hugging Face dataset.")
+        export.add_argument("run", type=int)
+        export.add_argument(
+            "--format",
+            dest="export_format",
+            required=True,
+            choices=["mteb", "hf"],
+            help="mteb: TaskResult files that mteb.ResultCache(DIR).load_results() reads; hf: Parquet + dataset card.",
+        )
+        export.add_argument("--out", type=Path, required=True, help="Output folder.")
+        export.add_argument(
+            "--push", metavar="REPO", help="With --format hf: upload the folder to this hub dataset repo."
+        )
 
     def handle(self, *args, action, **options):
         try:
@@ -72,7 +102,19 @@ class Command(BaseCommand):
         except (ShiftlabError, ValueError) as exc:
             raise CommandError(str(exc)) from None
 
-    def do_run(self, *, config, dataset, models, transformation, seeds, limit, split, name, actor, wait, **_):
+    def do_run(
+        self, *, config, dataset, models, transformation, seeds, limit, split, name, actor, wait, preset=None, **_
+    ):
+        if preset:  # issue 15: the preset's seeds; an explicit --seeds must be among them
+            if not config:
+                raise CommandError("--preset sets the transformation seeds, which need --config")
+            seeds = list(resolve_preset(preset, seeds=seeds).seeds)
+            if preset_get(preset).encoder_dtype:
+                self.stdout.write(
+                    f"Note: preset {preset} loads encoders in {preset_get(preset).encoder_dtype}; the benchmark "
+                    "uses each model's configured dtype (SHIFTLAB_ENCODER_DTYPE, or an alias's dtype in "
+                    "SHIFTLAB_ENCODERS)."
+                )
         user = None
         if actor:
             user = get_user_model().objects.filter(username=actor).first()
@@ -122,9 +164,31 @@ class Command(BaseCommand):
         else:
             self.stdout.write(report.as_text())
 
-    def do_report(self, *, run, out=None, **_):
-        for path in robustness_report_write(run=self._get(run), out=out):
+    def do_report(self, *, run, out=None, preset=None, **options):
+        given = {name: options.get(name) for name in (*OPTION_CHOICES, "split_half_splits")}
+        chosen = ReportOptions.from_mapping(resolve_report_options(preset, given))  # preset: issue 15
+        for path in robustness_report_write(run=self._get(run), out=out, options=chosen):
             self.stdout.write(str(path))
+
+    def do_export(self, *, run, export_format, out, push=None, **_):
+        # mteb and pyarrow load only for this action: the other actions stay quick to start.
+        from evaluation.export_services import benchmark_export_hf, benchmark_export_hf_push, benchmark_export_mteb
+
+        found = self._get(run)
+        if export_format == "mteb":
+            if push:
+                raise CommandError(
+                    "--push goes with --format hf (mteb results are shared through the mteb results repository)."
+                )
+            written = benchmark_export_mteb(run=found, out=out)
+            self.stdout.write(f"Wrote {len(written)} files under {out}: mteb.ResultCache({str(out)!r}).load_results()")
+            return
+        written = benchmark_export_hf(run=found, out=out)
+        self.stdout.write(f"Wrote {len(written)} files under {out}: datasets.load_dataset({str(out)!r})")
+        if push:
+            self.stdout.write(
+                f"Pushed to https://huggingface.co/datasets/{benchmark_export_hf_push(out=out, repo=push)}"
+            )
 
     def _get(self, run_id: int) -> BenchmarkRun:
         try:

@@ -1,5 +1,6 @@
 import json
 import sys
+from dataclasses import asdict
 from pathlib import Path
 
 from django.core.exceptions import ImproperlyConfigured
@@ -8,12 +9,21 @@ from django.core.management.base import BaseCommand, CommandError
 from core.errors import ShiftlabError
 from core.progress import progress_bar
 from corpora.models import Dataset
-from transforms.judge_services import judge_report_create_evaluation, judge_report_create_run, judge_report_execute
+from transforms.judge_services import (
+    JudgeReportSettings,
+    judge_report_create_evaluation,
+    judge_report_create_run,
+    judge_report_execute,
+    judge_report_settings,
+)
 from transforms.judge_tables import report_tables, report_warnings, tables_csv, tables_text
 from transforms.judgement_services import JudgeParams
 from transforms.models import JudgeReport, TransformRun
+from transforms.presets import PRESETS
 from transforms.registry import TRANSFORMATIONS
 from transforms.selection_services import judge_report_create_selection
+from transforms.sensitivity_services import prompt_sensitivity_report
+from transforms.sensitivity_tables import sensitivity_tables
 from transforms.services import GenerationParams
 
 
@@ -21,7 +31,8 @@ class Command(BaseCommand):
     help = (
         "The LLM judge. `evaluate`: agreement with gold STS scores; `run`: quality and fluency of a "
         "transformation run; `select`: compare candidate generators (crossover matrix, CIs, Holm groups); "
-        "`show`: print or export a stored report. Reports run in this process with a progress bar and are "
+        "`sensitivity`: compare a transformation's prompt versions; `show`: print or export a stored report. "
+        "Reports run in this process with a progress bar and are "
         "stored, so the web page shows the same numbers; judgements are cached, so re-running is cheap."
     )
 
@@ -30,9 +41,14 @@ class Command(BaseCommand):
 
         def judged(p, judges_help):
             p.add_argument("--judge", dest="judges", action="append", help=judges_help)
-            p.add_argument("--seed", type=int, default=0)
-            p.add_argument("--temperature", type=float, default=JudgeParams.temperature)
+            p.add_argument("--seed", type=int, help="default 0, or the first seed of --preset")
+            p.add_argument("--temperature", type=float, help=f"default {JudgeParams.temperature}, or the preset's")
             p.add_argument("--max-attempts", type=int, default=JudgeParams.max_attempts)
+            p.add_argument(
+                "--preset",
+                choices=list(PRESETS),
+                help="A paper's protocol: fills the settings left unset; a conflicting setting is an error.",
+            )
             p.add_argument("--json", action="store_true", help="Print the stored result as JSON.")
 
         evaluate = sub.add_parser("evaluate", help="Spearman overall and per length bin, MAE per gold bucket.")
@@ -49,7 +65,21 @@ class Command(BaseCommand):
 
         select = sub.add_parser("select", help="Compare candidate generator models on the same texts.")
         select.add_argument("--dataset", help="Dataset the candidates transform.")
-        select.add_argument("--transformation", default="paraphrase", choices=list(TRANSFORMATIONS))
+        select.add_argument(
+            "--transformation",
+            dest="transformations",
+            action="append",
+            choices=list(TRANSFORMATIONS),
+            help="Default paraphrase; repeat to compare the candidates on several transformations and pool them.",
+        )
+        select.add_argument(
+            "--criterion",
+            dest="criteria",
+            action="append",
+            choices=["quality", "fluency", "similarity"],
+            help="A judged dimension; repeatable (default quality and fluency; similarity: paraphrase-like only).",
+        )
+        select.add_argument("--top-k", type=int, default=3, help="k of the pooled top-k crossover (default 3).")
         select.add_argument(
             "--candidate",
             dest="candidates",
@@ -70,6 +100,19 @@ class Command(BaseCommand):
         select.add_argument("--alpha", type=float, default=0.05)
         judged(select, "Judge backend alias; repeatable (default: every candidate judges every candidate).")
 
+        sensitivity = sub.add_parser(
+            "sensitivity",
+            help="Compare runs of one transformation under different prompt versions (error rates, edit distances, "
+            "judge scores of their judge reports, benchmark Δ), with intervals and tests.",
+        )
+        sensitivity.add_argument(
+            "--run", dest="runs", type=int, action="append", required=True, help="A run; repeat for each version."
+        )
+        sensitivity.add_argument("--seed", type=int, default=0, help="Seed of the bootstrap and permutations.")
+        sensitivity.add_argument("--resamples", type=int, default=1000)
+        sensitivity.add_argument("--json", action="store_true", help="Print the report as JSON.")
+        sensitivity.add_argument("--csv", metavar="PATH", help="Write the report's tables as CSV (long form).")
+
         show = sub.add_parser("show", help="Print a stored report, or export it.")
         show.add_argument("report", type=int)
         show.add_argument("--json", action="store_true")
@@ -78,6 +121,8 @@ class Command(BaseCommand):
     def handle(self, *args, **o):
         if o["action"] == "show":
             return self._show(o)
+        if o["action"] == "sensitivity":
+            return self._sensitivity(o)
         try:
             report = getattr(self, f"_create_{o['action']}")(o)
         except (ShiftlabError, ImproperlyConfigured) as exc:
@@ -94,18 +139,22 @@ class Command(BaseCommand):
             raise CommandError(report.error or "the report failed")
         self._print(report, as_json=o["json"])
 
-    def _params(self, o) -> JudgeParams:
-        return JudgeParams(temperature=o["temperature"], max_attempts=o["max_attempts"])
+    def _settings(self, o) -> JudgeReportSettings:
+        return judge_report_settings(
+            preset=o["preset"] or "", seed=o["seed"], temperature=o["temperature"], max_attempts=o["max_attempts"]
+        )
 
     def _create_evaluate(self, o) -> JudgeReport:
         judge = o["backend"] or (o["judges"] or ["default"])[0]
+        settings = self._settings(o)
         return judge_report_create_evaluation(
             dataset=_dataset(o["dataset"]),
             judge=judge,
             limit=o["limit"],
             split=o["split"],
-            seed=o["seed"],
-            params=self._params(o),
+            seed=settings.seed,
+            params=settings.params,
+            preset=settings.preset,
             dispatch=False,
         )
 
@@ -114,12 +163,14 @@ class Command(BaseCommand):
             run = TransformRun.objects.get(pk=o["run"])
         except TransformRun.DoesNotExist:
             raise CommandError(f"No run {o['run']}. See the runs page or GET /api/transform-runs/") from None
+        settings = self._settings(o)
         return judge_report_create_run(
             run=run,
             judges=o["judges"] or ["default"],
-            seed=o["seed"],
-            params=self._params(o),
+            seed=settings.seed,
+            params=settings.params,
             n_resamples=o["resamples"],
+            preset=settings.preset,
             dispatch=False,
         )
 
@@ -128,18 +179,23 @@ class Command(BaseCommand):
         missing = set(o["runs"]) - {r.pk for r in runs}
         if missing:
             raise CommandError(f"No run(s) {sorted(missing)}")
+        settings = self._settings(o)
         return judge_report_create_selection(
             dataset=_dataset(o["dataset"]) if o["dataset"] else None,
-            transformation=o["transformation"],
+            transformation=(o["transformations"] or ["paraphrase"])[0],
+            transformations=o["transformations"] or (),
+            criteria=o["criteria"],
+            top_k=o["top_k"],
             candidates=o["candidates"],
             runs=runs,
             judges=o["judges"],
             limit=o["limit"],
-            seed=o["seed"],
-            generation_params=GenerationParams(),
-            params=self._params(o),
+            seed=settings.seed,
+            generation_params=settings.generation_params or GenerationParams(),
+            params=settings.params,
             n_resamples=o["resamples"],
             alpha=o["alpha"],
+            preset=settings.preset,
             dispatch=False,
         )
 
@@ -163,6 +219,21 @@ class Command(BaseCommand):
             self.stdout.write(f"Wrote {o['csv']}")
             return
         self._print(report, as_json=o["json"])
+
+    def _sensitivity(self, o) -> None:
+        try:
+            result = asdict(prompt_sensitivity_report(run_ids=o["runs"], seed=o["seed"], n_resamples=o["resamples"]))
+        except ShiftlabError as exc:
+            raise CommandError(str(exc)) from None
+        if o["json"]:
+            self.stdout.write(json.dumps(result, indent=2))
+            return
+        tables = sensitivity_tables(result)
+        if o["csv"]:
+            Path(o["csv"]).write_text(tables_csv(tables), encoding="utf-8")
+            self.stdout.write(f"Wrote {o['csv']}")
+            return
+        self.stdout.write(tables_text(tables))
 
     def _print(self, report: JudgeReport, *, as_json: bool) -> None:
         if as_json:

@@ -5,9 +5,16 @@ from core.errors import ShiftlabError
 from core.progress import follow_job
 from corpora.models import Dataset
 from transforms.models import TransformRun
+from transforms.presets import PRESETS
 from transforms.registry import TRANSFORMATIONS
 from transforms.selectors import transform_run_summary
-from transforms.services import GenerationParams, transform_run_create, transform_run_export, transform_run_resume
+from transforms.services import (
+    GenerationParams,
+    transform_run_export,
+    transform_run_resume,
+    transform_run_settings,
+    transform_runs_create,
+)
 
 
 class Command(BaseCommand):
@@ -19,14 +26,29 @@ class Command(BaseCommand):
     def add_arguments(self, parser):
         parser.add_argument("--dataset", help="Dataset name (see: manage.py corpora list).")
         parser.add_argument("--transformation", choices=list(TRANSFORMATIONS))
-        parser.add_argument("--seed", type=int, default=1337)
+        parser.add_argument("--seed", type=int, help="Run seed (default 1337, or every seed of --preset).")
         parser.add_argument("--backend", default="default", help="Alias in TRANSFORM_BACKENDS (default: default).")
         parser.add_argument("--limit", type=int, help="Only the first N items.")
-        parser.add_argument("--languages", help="Comma-separated target/pivot languages (default: es,fr,de,tr,ar).")
-        parser.add_argument("--temperature", type=float, default=GenerationParams.temperature)
-        parser.add_argument("--top-p", type=float, default=GenerationParams.top_p)
-        parser.add_argument("--max-tokens", type=int, default=GenerationParams.max_tokens)
-        parser.add_argument("--max-attempts", type=int, default=GenerationParams.max_attempts)
+        parser.add_argument(
+            "--languages",
+            help="Comma-separated target/pivot languages, ISO 639-1/639-3 or BCP-47 (default: es,fr,de,tr,ar).",
+        )
+        parser.add_argument(
+            "--preset",
+            choices=list(PRESETS),
+            help="A paper's protocol: fills the settings left unset (without --seed: one run per preset seed); "
+            "a conflicting setting is an error.",
+        )
+        parser.add_argument(
+            "--no-language-check",
+            dest="language_check",
+            action="store_false",
+            help="Allow languages the language identifier cannot check; the language check is skipped for the run.",
+        )
+        parser.add_argument("--temperature", type=float, help=f"default {GenerationParams.temperature}")
+        parser.add_argument("--top-p", type=float, help=f"default {GenerationParams.top_p}")
+        parser.add_argument("--max-tokens", type=int, help=f"default {GenerationParams.max_tokens}")
+        parser.add_argument("--max-attempts", type=int, help=f"default {GenerationParams.max_attempts}")
         parser.add_argument("--wait", action="store_true", help="Show progress until the run ends.")
         parser.add_argument("--export", metavar="PATH", help="Export a run's transformed dataset (with --run).")
         parser.add_argument("--run", type=int, help="An existing run (for --export, --wait or --resume).")
@@ -36,49 +58,56 @@ class Command(BaseCommand):
         if o["resume"] and not o["run"]:
             raise CommandError("--resume needs --run RUN_ID")
         if o["run"]:
-            run = self._get_run(o["run"])
+            runs = [self._get_run(o["run"])]
             if o["resume"]:
-                run = transform_run_resume(run_id=run.pk)
-                self.stdout.write(f"Run {run.pk} resumed: {run.total - run.done} texts to go")
+                runs = [transform_run_resume(run_id=o["run"])]
+                self.stdout.write(f"Run {runs[0].pk} resumed: {runs[0].total - runs[0].done} texts to go")
         else:
-            run = self._create(o)
+            runs = self._create(o)
+        if o["export"] and len(runs) > 1:
+            raise CommandError("--export writes one run: pass --seed, or export each run with --run RUN_ID")
         if o["wait"] or o["export"]:
-            run = self._wait(run)
+            runs = [self._wait(run) for run in runs]
         if o["export"]:
-            result = transform_run_export(run=run, path=o["export"])
+            result = transform_run_export(run=runs[0], path=o["export"])
             self.stdout.write(f"Exported {result.n_items} items to {result.path} ({result.n_skipped} left out: failed)")
 
-    def _create(self, o) -> TransformRun:
+    def _create(self, o) -> list[TransformRun]:
         if not o["dataset"] or not o["transformation"]:
             raise CommandError("--dataset and --transformation are required to start a run")
         try:
             dataset = Dataset.objects.get(name=o["dataset"])
         except Dataset.DoesNotExist:
             raise CommandError(f"No dataset named {o['dataset']!r}. See: python manage.py corpora list") from None
+        languages = [c.strip() for c in o["languages"].split(",")] if o["languages"] else None
         try:
-            params = GenerationParams(
+            settings = transform_run_settings(
+                preset=o["preset"] or "",
+                seed=o["seed"],
                 temperature=o["temperature"],
                 top_p=o["top_p"],
                 max_tokens=o["max_tokens"],
                 max_attempts=o["max_attempts"],
+                languages=languages,
             )
-            languages = [c.strip() for c in o["languages"].split(",")] if o["languages"] else None
-            run = transform_run_create(
+            runs = transform_runs_create(
                 dataset=dataset,
                 transformation=o["transformation"],
-                seed=o["seed"],
+                settings=settings,
                 backend_alias=o["backend"],
-                params=params,
-                languages=languages,
                 limit=o["limit"],
+                language_check=o["language_check"],
             )
         except (ShiftlabError, ImproperlyConfigured) as exc:
             raise CommandError(str(exc)) from None
-        self.stdout.write(
-            f"Run {run.pk}: {run.transformation} on {dataset.name}, {run.total} texts, seed {run.seed}"
-            + (f", target {run.run_language}" if run.run_language else "")
-        )
-        return run
+        for run in runs:
+            self.stdout.write(
+                f"Run {run.pk}: {run.transformation} on {dataset.name}, {run.total} texts, seed {run.seed}"
+                + (f", target {run.run_language}" if run.run_language else "")
+                + (f", preset {run.preset}" if run.preset else "")
+                + ("" if run.language_check else ", language check skipped")
+            )
+        return runs
 
     def _get_run(self, run_id: int) -> TransformRun:
         try:
@@ -95,6 +124,9 @@ class Command(BaseCommand):
             f"Run {run.pk} {run.status}: {run.done}/{run.total} texts, failed {summary.error_rate:.1%} ({rates}); "
             f"mean edit distance {edit}; LLM calls {run.llm_calls}, cache hits {run.cache_hits}"
         )
+        if summary.language_check == "skipped":
+            unchecked = ", ".join(summary.unchecked_languages) or "none"
+            self.stdout.write(f"Language check skipped (--no-language-check); languages it cannot check: {unchecked}")
         if run.status == TransformRun.Status.FAILED:
             raise CommandError(run.error or "the run failed")
         return run

@@ -1,0 +1,191 @@
+"""Forms of the transformation pages (issue 20): start a run, and queue the three kinds of judge
+report. Each form checks what a page can check (types, ranges, choices); the services check the
+rest, and ``add_service_error`` puts their refusal next to the field it names."""
+
+from __future__ import annotations
+
+from django import forms
+
+from corpora.models import Dataset
+from corpora.task_types import TaskType
+from transforms.backends import backend_aliases, configured_model
+from transforms.models import JudgeReport, TransformRun
+from transforms.presets import preset_choices
+from transforms.registry import TRANSFORMATIONS
+from transforms.services import DEFAULT_SEED, MAX_ATTEMPTS_LIMIT, MAX_TOKENS_LIMIT, GenerationParams
+
+DEFAULT_PARAMS = GenerationParams()
+
+
+def _backend_choices() -> list[tuple[str, str]]:
+    """Backend aliases as "model (alias)", the model first (the alias alone says little)."""
+    choices = []
+    for alias in backend_aliases():
+        model = configured_model(alias)
+        choices.append((alias, f"{model} ({alias})" if model and model != alias else alias))
+    return choices
+
+
+class ServiceErrorsMixin:
+    """Puts a service's refusal next to the field its message starts with ("temperature must
+    be ...", "seed=[1] conflicts with preset ..."), or above the form."""
+
+    def add_service_error(self, message: str) -> None:
+        head = message.split(" ", 1)[0].split("=", 1)[0].removeprefix("--").replace("-", "_")
+        self.add_error(head if head in self.fields else None, message)
+
+
+class TransformRunForm(ServiceErrorsMixin, forms.Form):
+    """A transformation run, as ``POST /api/transform-runs/`` and ``manage.py transform`` take it.
+    Empty settings are unset: a preset fills them, then the defaults."""
+
+    dataset = forms.ModelChoiceField(
+        queryset=Dataset.objects.order_by("name"), to_field_name="name", help_text="The texts to transform."
+    )
+    transformation = forms.ChoiceField(
+        choices=[(t.name, f"{t.label} ({t.axis})") for t in TRANSFORMATIONS.values()],
+        help_text="What happens to each text; the table below this form says what each one does.",
+    )
+    preset = forms.ChoiceField(
+        required=False,
+        help_text="A paper's protocol: it fills the settings you leave empty and refuses ones that differ from it.",
+    )
+    seed = forms.IntegerField(
+        required=False,
+        min_value=0,
+        help_text=f"Empty: {DEFAULT_SEED}, or one run per seed of the preset.",
+    )
+    backend = forms.ChoiceField(label="Generator (LLM)", help_text="Configure more with SHIFTLAB_LLM_BACKENDS.")
+    limit = forms.IntegerField(
+        label="Only the first N items", required=False, min_value=1, help_text="Empty: every item of the dataset."
+    )
+    languages = forms.CharField(
+        required=False,
+        max_length=200,
+        help_text="Target or pivot languages of translation transformations, e.g. de, fr, ja. Empty: the defaults.",
+    )
+    temperature = forms.FloatField(
+        required=False,
+        min_value=0,
+        max_value=2,
+        widget=forms.NumberInput(attrs={"step": "0.05"}),
+        help_text=f"Sampling temperature, 0 (greedy) to 2. Empty: {DEFAULT_PARAMS.temperature}, or the preset's.",
+    )
+    top_p = forms.FloatField(
+        label="Top-p",
+        required=False,
+        min_value=0.01,
+        max_value=1,
+        widget=forms.NumberInput(attrs={"step": "0.05"}),
+        help_text=f"Nucleus sampling, (0, 1]. Empty: {DEFAULT_PARAMS.top_p}, or the preset's.",
+    )
+    max_tokens = forms.IntegerField(
+        label="Max tokens per answer",
+        required=False,
+        min_value=1,
+        max_value=MAX_TOKENS_LIMIT,
+        help_text=f"Empty: {DEFAULT_PARAMS.max_tokens}.",
+    )
+    max_attempts = forms.IntegerField(
+        label="Attempts per text",
+        required=False,
+        min_value=1,
+        max_value=MAX_ATTEMPTS_LIMIT,
+        help_text=f"A failed text is tried again up to this many times in all. Empty: {DEFAULT_PARAMS.max_attempts}.",
+    )
+    language_check = forms.BooleanField(
+        label="Check output languages",
+        required=False,
+        initial=True,
+        help_text="Untick to allow languages the language identifier cannot check (their check is skipped).",
+    )
+
+    def __init__(self, *args, **kwargs):
+        kwargs.setdefault("label_suffix", "")
+        super().__init__(*args, **kwargs)
+        self.fields["preset"].choices = [("", "none")] + preset_choices()
+        self.fields["backend"].choices = _backend_choices()
+
+    def clean_languages(self) -> list[str] | None:
+        codes = [c.strip() for c in self.cleaned_data["languages"].replace(",", " ").split() if c.strip()]
+        return codes or None
+
+
+class JudgeEvaluationForm(ServiceErrorsMixin, forms.Form):
+    """How well a judge reproduces gold similarity scores of an STS dataset."""
+
+    dataset = forms.ModelChoiceField(
+        label="STS dataset",
+        queryset=Dataset.objects.filter(task_type__in=[TaskType.STS, TaskType.STR]).order_by("name"),
+        to_field_name="name",
+        help_text="Pairs with gold similarity scores.",
+    )
+    judges = forms.ChoiceField(label="Judge")
+    limit = forms.IntegerField(label="Only the first N pairs", required=False, min_value=1, help_text="Empty: all.")
+    split = forms.CharField(required=False, max_length=32, help_text="Empty: every split.")
+
+    def __init__(self, *args, **kwargs):
+        kwargs.setdefault("label_suffix", "")
+        super().__init__(*args, **kwargs)
+        self.fields["judges"].choices = _backend_choices()
+
+    def service_data(self) -> dict:
+        data = {k: v for k, v in self.cleaned_data.items() if v not in (None, "")}
+        return {
+            **data,
+            "kind": JudgeReport.Kind.EVALUATION,
+            "dataset": data["dataset"].name,
+            "judges": [data["judges"]],
+        }
+
+
+class JudgeRunForm(ServiceErrorsMixin, forms.Form):
+    """Quality and fluency of a run's rewrites, by one or more judges."""
+
+    run = forms.ModelChoiceField(
+        label="Succeeded run",
+        queryset=TransformRun.objects.filter(status=TransformRun.Status.SUCCEEDED)
+        .select_related("dataset", "generator")
+        .order_by("-pk"),
+        help_text="The run whose rewrites the judges score.",
+    )
+    judges = forms.MultipleChoiceField(help_text="One or more; each scores every rewrite.")
+
+    def __init__(self, *args, **kwargs):
+        kwargs.setdefault("label_suffix", "")
+        super().__init__(*args, **kwargs)
+        choices = _backend_choices()
+        self.fields["judges"].choices = choices
+        self.fields["judges"].initial = [choices[0][0]] if choices else []
+        self.fields["run"].label_from_instance = lambda r: (
+            f"#{r.pk} {r.transformation} of {r.dataset.name} ({r.generator.model})"
+        )
+
+    def service_data(self) -> dict:
+        return {"kind": JudgeReport.Kind.RUN, "run": self.cleaned_data["run"].pk, "judges": self.cleaned_data["judges"]}
+
+
+class JudgeSelectionForm(ServiceErrorsMixin, forms.Form):
+    """Compare candidate generators on one transformation: every candidate transforms the same
+    items and every candidate judges every candidate."""
+
+    dataset = forms.ModelChoiceField(queryset=Dataset.objects.order_by("name"), to_field_name="name")
+    transformation = forms.ChoiceField(
+        choices=[(t.name, t.label) for t in TRANSFORMATIONS.values() if t.uses_llm], initial="paraphrase"
+    )
+    candidates = forms.MultipleChoiceField(
+        label="Candidate generators",
+        help_text="Every candidate also judges every candidate (crossover). Configure more with SHIFTLAB_LLM_BACKENDS.",
+    )
+    limit = forms.IntegerField(label="Only the first N items", required=False, min_value=1, initial=50)
+    preset = forms.ChoiceField(required=False, help_text="A paper's protocol for the seed and temperature.")
+
+    def __init__(self, *args, **kwargs):
+        kwargs.setdefault("label_suffix", "")
+        super().__init__(*args, **kwargs)
+        self.fields["candidates"].choices = _backend_choices()
+        self.fields["preset"].choices = [("", "none")] + preset_choices()
+
+    def service_data(self) -> dict:
+        data = {k: v for k, v in self.cleaned_data.items() if v not in (None, "", [])}
+        return {**data, "kind": JudgeReport.Kind.SELECTION, "dataset": data["dataset"].name}
