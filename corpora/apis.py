@@ -20,6 +20,7 @@ from corpora.services import (
     UploadTooLargeError,
     dataset_delete,
     dataset_import_job_create,
+    dataset_import_mteb,
 )
 
 
@@ -64,12 +65,16 @@ class DatasetImportViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, vie
     parser_classes = [MultiPartParser, FormParser]
 
     @extend_schema(
-        request=DatasetImportCreateSerializer, responses={202: DatasetImportSerializer, 400: None, 413: None}
+        request=DatasetImportCreateSerializer,
+        responses={202: DatasetImportSerializer, 201: DatasetSerializer, 400: None, 413: None},
+        description="Upload files (queued import, 202), or name an MTEB task with mteb_task (imported at once, 201).",
     )
     def create(self, request):
         data_in = DatasetImportCreateSerializer(data=request.data)
         data_in.is_valid(raise_exception=True)
         data = data_in.validated_data
+        if data.get("mteb_task"):
+            return self._create_mteb(request, data)
         options = ImportOptions(
             language=data["language"],
             fmt=data.get("format"),
@@ -88,3 +93,19 @@ class DatasetImportViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, vie
             return Response({"detail": str(exc)}, status=status.HTTP_400_BAD_REQUEST)
         job.refresh_from_db()
         return Response(DatasetImportSerializer(job).data, status=status.HTTP_202_ACCEPTED)
+
+    def _create_mteb(self, request, data: dict) -> Response:
+        # Runs in the request (no upload to hand to a worker): with a local copy of the task's data
+        # (SHIFTLAB_MTEB_DATA_DIR) this takes seconds; import large tasks with `corpora import --mteb`.
+        try:
+            dataset = dataset_import_mteb(
+                task_name=data["mteb_task"],
+                subset=data.get("mteb_subset"),
+                name=data.get("name"),
+                task=data.get("task_type"),
+                created_by=request.user,
+                interface="api",
+            )
+        except ShiftlabError as exc:
+            return Response({"detail": str(exc)}, status=status.HTTP_400_BAD_REQUEST)
+        return Response(DatasetSerializer(dataset).data, status=status.HTTP_201_CREATED)

@@ -72,3 +72,32 @@ class DatasetUploadForm(forms.Form):
                 raise forms.ValidationError(f"{pair!r} is not FIELD=COLUMN (e.g. label=category).")
             mapping[field.strip()] = column.strip()
         return mapping or None
+
+
+class MtebImportForm(forms.Form):
+    """An MTEB task by name (``corpora.services.dataset_import_mteb``): read through mteb's own task
+    object, from a local copy under ``SHIFTLAB_MTEB_DATA_DIR`` when there is one, else the hub."""
+
+    def __init__(self, *args, **kwargs):
+        kwargs.setdefault("label_suffix", "")
+        kwargs.setdefault("prefix", "mteb")
+        super().__init__(*args, **kwargs)
+
+    task_name = forms.CharField(
+        label="MTEB task",
+        max_length=200,
+        help_text="As mteb names it, e.g. STSBenchmark, SciFact, Banking77Classification.",
+    )
+    subset = forms.CharField(
+        label="Subset",
+        max_length=50,
+        required=False,
+        help_text="Multilingual and cross-lingual tasks only, e.g. es-es or en-ar for STS17.",
+    )
+    name = forms.CharField(
+        label="Dataset name",
+        max_length=100,
+        required=False,
+        validators=[dataset_name_validator],
+        help_text="Default: the task name (plus the subset).",
+    )

@@ -365,6 +365,13 @@ def _parse_retrieval(
                 problems.add(row, f"qrels names document {doc_id!r}, which is not in corpus.jsonl")
             elif score is not None:
                 relevance[(qrels_split, query_id)][doc_id] = score
+    if not relevance and not problems.total:
+        problems.add(
+            None,
+            "no query has a relevance judgement: the qrels file needs at least one row "
+            "query-id, corpus-id, score naming a query and a document",
+            source=", ".join(t.source for t in by_role["qrels"]),
+        )
     items = list(documents.values())
     for (qrels_split, query_id), gold in sorted(relevance.items()):
         _, text = queries[query_id]

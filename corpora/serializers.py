@@ -57,11 +57,27 @@ class DatasetImportSerializer(serializers.ModelSerializer):
 
 
 class DatasetImportCreateSerializer(serializers.Serializer):
-    files = serializers.ListField(child=serializers.FileField(), allow_empty=False)
-    name = serializers.RegexField(r"^[A-Za-z0-9][A-Za-z0-9._-]*$", max_length=100)
-    task_type = serializers.ChoiceField(choices=[t.value for t in TaskType])
+    files = serializers.ListField(child=serializers.FileField(), allow_empty=False, required=False)
+    name = serializers.RegexField(r"^[A-Za-z0-9][A-Za-z0-9._-]*$", max_length=100, required=False)
+    task_type = serializers.ChoiceField(choices=[t.value for t in TaskType], required=False)
+    # An MTEB task by name instead of files (issue 17): its data comes from the server's local copy
+    # (SHIFTLAB_MTEB_DATA_DIR) or the hub; its task type and name default to MTEB's.
+    mteb_task = serializers.CharField(max_length=200, required=False, help_text="e.g. STSBenchmark")
+    mteb_subset = serializers.CharField(max_length=64, required=False, help_text="e.g. en-de (multilingual tasks)")
     language = serializers.CharField(max_length=16, default="en")
     format = serializers.ChoiceField(choices=[f for f in FORMATS if f != "hf"], required=False)
     columns = serializers.ListField(child=serializers.CharField(), required=False)
     split = serializers.CharField(max_length=32, required=False)
     field_map = serializers.DictField(child=serializers.CharField(), required=False)
+
+    def validate(self, data: dict) -> dict:
+        if data.get("mteb_task"):
+            if data.get("files"):
+                raise serializers.ValidationError('Send either "files" or "mteb_task", not both.')
+            return data
+        missing = [name for name in ("files", "name", "task_type") if not data.get(name)]
+        if missing:
+            raise serializers.ValidationError(
+                {name: 'This field is required (or send "mteb_task").' for name in missing}
+            )
+        return data

@@ -5,7 +5,7 @@ import shutil
 import uuid
 from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 from django.conf import settings
@@ -17,7 +17,9 @@ from django.db.models import F, ProtectedError, RestrictedError
 from django.utils import timezone
 
 from core.errors import ShiftlabError
+from core.job_services import job_fail, job_note
 from core.services import audit_record
+from core.task_policy import dispatch_on_commit
 from corpora.hub import read_hub
 from corpora.models import Dataset, DatasetImport, DatasetItem, dataset_name_validator
 from corpora.parsing import OPTION_NAMES, ParsedDataset, RawTable, parse_tables
@@ -164,13 +166,38 @@ def dataset_import_job_create(
             job = DatasetImport.objects.create(
                 name=name, task_type=task, upload_dir=str(upload_dir), options=options.as_dict(), created_by=created_by
             )
-            from corpora.tasks import run_dataset_import  # the tasks module imports this one
-
-            transaction.on_commit(lambda: run_dataset_import.delay(job.pk))
+            dataset_import_job_dispatch(job_id=job.pk)
     except BaseException:
         shutil.rmtree(upload_dir, ignore_errors=True)
         raise
+    job.refresh_from_db()  # a broker outage at dispatch left a note on it
     return job
+
+
+def dataset_import_job_dispatch(*, job_id: int, reclaim: bool = False) -> None:
+    """Queue the job's import after commit. When the broker is unreachable the job stays pending
+    with a note and keeps its files: the stuck-job sweeper queues it again. ``reclaim`` lets the
+    task take over a job left "running" by a worker that is gone (as a broker redelivery does)."""
+    from corpora.tasks import run_dataset_import  # the tasks module imports this one
+
+    dispatch_on_commit(
+        lambda: run_dataset_import.apply_async((job_id,), {"reclaim": reclaim} if reclaim else {}),
+        on_broker_down=lambda message: job_note(
+            model=DatasetImport,
+            job_id=job_id,
+            message=(
+                f"{message}. The uploaded files are kept: the import is queued again automatically once the "
+                "broker answers."
+            ),
+        ),
+    )
+
+
+def dataset_import_job_fail(*, job_id: int, reason: str) -> None:
+    """Fail an unfinished import with ``reason`` (its uploaded files go: nothing will read them)."""
+    job = DatasetImport.objects.get(pk=job_id)
+    if job_fail(model=DatasetImport, job_id=job_id, message=f"{reason}. Nothing was imported: upload the files again."):
+        shutil.rmtree(job.upload_dir, ignore_errors=True)
 
 
 def dataset_import_job_run(*, job_id: int, redelivered: bool = False) -> DatasetImport:
@@ -193,40 +220,48 @@ def dataset_import_job_run(*, job_id: int, redelivered: bool = False) -> Dataset
                 "Parquet file that decodes to far more data than its size, can exhaust the worker's memory. "
                 "Split it into smaller files and upload them again."
             )
-            _finish(job, DatasetImport.Status.FAILED, message, Path(job.upload_dir))
+            _finish(job, DatasetImport.Status.FAILED, message)
+        if job.status in (DatasetImport.Status.SUCCEEDED, DatasetImport.Status.FAILED):
+            # A worker that died after recording the outcome may have left the files behind.
+            shutil.rmtree(job.upload_dir, ignore_errors=True)
         return job
     upload_dir = Path(job.upload_dir)
     entries = sorted(upload_dir.iterdir()) if upload_dir.is_dir() else []
     source: Path = entries[0] if len(entries) == 1 else upload_dir
     options = ImportOptions(**{k: v for k, v in job.options.items() if v is not None})
     try:
-        dataset = dataset_import(
-            source=source,
-            task=job.task_type,
-            name=job.name,
-            options=options,
-            created_by=job.created_by,
-            # The uploaded files' names: their storage folder is the server's business and is gone
-            # once the import is over.
-            source_label=", ".join(entry.name for entry in entries),
-        )
+        # The dataset and the job's success commit together: a worker dying in between can neither
+        # leave a stored dataset behind a job still "running" nor make a redelivery import it twice.
+        with transaction.atomic():
+            dataset = dataset_import(
+                source=source,
+                task=job.task_type,
+                name=job.name,
+                options=options,
+                created_by=job.created_by,
+                # The uploaded files' names: their storage folder is the server's business and is gone
+                # once the import is over.
+                source_label=", ".join(entry.name for entry in entries),
+            )
+            job.dataset = dataset
+            _finish(job, DatasetImport.Status.SUCCEEDED, "")
     except ShiftlabError as exc:
-        job.status, job.error = DatasetImport.Status.FAILED, _relative_message(str(exc), upload_dir)
+        job.dataset = None
+        _finish(job, DatasetImport.Status.FAILED, _relative_message(str(exc), upload_dir))
     except Exception:
         # Never leave a job "running" forever: record the failure, then let the error surface.
         logger.exception("dataset import job %s crashed", job_id)
-        _finish(job, DatasetImport.Status.FAILED, "Internal error while importing: see the server log.", upload_dir)
+        job.dataset = None
+        _finish(job, DatasetImport.Status.FAILED, "Internal error while importing: see the server log.")
+        shutil.rmtree(upload_dir, ignore_errors=True)
         raise
-    else:
-        job.status, job.dataset, job.error = DatasetImport.Status.SUCCEEDED, dataset, ""
-    _finish(job, job.status, job.error, upload_dir)
+    # The uploaded copy is not needed once the outcome is known: the dataset holds the data, and a
+    # failed job keeps its error message. A crash before this line is tidied by a later delivery.
+    shutil.rmtree(upload_dir, ignore_errors=True)
     return job
 
 
-def _finish(job: DatasetImport, status: str, error: str, upload_dir: Path) -> None:
-    # The uploaded copy is not needed once the outcome is known: the dataset holds the data,
-    # and a failed job keeps its error message.
-    shutil.rmtree(upload_dir, ignore_errors=True)
+def _finish(job: DatasetImport, status: str, error: str) -> None:
     job.status, job.error = status, error
     job.finished_at = timezone.now()
     job.save(update_fields=["status", "error", "dataset", "finished_at"])
@@ -344,3 +379,80 @@ def _format_of(source: str) -> str:
 def _display_source(source: str) -> str:
     path = Path(source)
     return str(path.resolve()) if path.exists() else source
+
+
+# --- MTEB tasks by name (issue 17) -------------------------------------------------------------
+
+
+def dataset_import_mteb(
+    *,
+    task_name: str,
+    name: str | None = None,
+    subset: str | None = None,
+    from_dir: str | Path | None = None,
+    task: str | TaskType | None = None,
+    description: str | None = None,
+    created_by: AbstractBaseUser | None = None,
+    interface: str = "command",
+) -> Dataset:
+    """Import an MTEB task by name through mteb's task object (metadata and data loader).
+
+    The data comes from ``from_dir`` (a local copy of the task's hub dataset), else from
+    ``MTEB_DATA_DIR/<task name>`` or ``MTEB_DATA_DIR/<hub path>`` when that folder exists, else
+    from the hub (or its local cache). ``name`` defaults to the task name (plus the subset);
+    ``task`` may turn an STS task into "str". The task's metadata is stored under
+    ``metadata["mteb"]``. Nothing is written on any problem.
+    """
+    from corpora import mteb_tasks  # imports mteb and torch: only when an MTEB task is imported
+
+    mteb_task = mteb_tasks.mteb_task_get(task_name)
+    subset = mteb_tasks.mteb_task_subset(mteb_task, subset, option=_SUBSET_OPTION.get(interface, "--subset"))
+    name = name or (task_name if subset == mteb_tasks.DEFAULT_SUBSET else f"{task_name}-{subset}")
+    _check_new_name(name, interface)
+    shiftlab_task = mteb_tasks.MTEB_TASK_TYPES[mteb_task.metadata.type]
+    if task is not None:
+        shiftlab_task = _mteb_task_override(task, shiftlab_task, task_name)
+    local_dir = Path(from_dir) if from_dir else _mteb_local_copy(task_name, mteb_task.metadata.dataset["path"])
+    # The metadata is read before loading: a local copy replaces the path the task loads from.
+    info = mteb_tasks.mteb_task_info(mteb_task, subset=subset)
+    info = replace(info, loaded_from=mteb_tasks.mteb_task_load(mteb_task, subset=subset, local_dir=local_dir))
+    parsed = parse_tables(
+        mteb_tasks.mteb_task_tables(mteb_task, subset=subset),
+        task=shiftlab_task,
+        language=info.language,
+        option_names=OPTION_NAMES[interface],
+    )
+    parsed = ParsedDataset(parsed.task, parsed.items, {**parsed.metadata, "mteb": info.as_metadata()})
+    options = ImportOptions(
+        language=info.language, fmt="mteb", hf_config=subset, hf_revision=info.revision, interface=interface
+    )
+    return _store(
+        parsed,
+        name=name,
+        source=f"mteb:{task_name}",
+        source_label=f"mteb:{task_name}" + ("" if subset == mteb_tasks.DEFAULT_SUBSET else f" ({subset})"),
+        options=options,
+        description=info.description if description is None else description,
+        created_by=created_by,
+    )
+
+
+_SUBSET_OPTION = {"command": "--subset", "api": '"mteb_subset"', "page": "the Subset field"}
+
+
+def _mteb_task_override(task: str | TaskType, natural: TaskType, task_name: str) -> TaskType:
+    wanted = TaskType(task_spec(task).task)
+    # The only choice MTEB leaves open: relatedness (STR) is scored like similarity (STS).
+    if wanted != natural and {wanted, natural} != {TaskType.STS, TaskType.STR}:
+        raise ShiftlabError(
+            f"MTEB task {task_name!r} is a {natural.value} task, not {wanted.value}: leave the task type out "
+            "(it comes from MTEB), or choose sts/str for an STS task."
+        )
+    return wanted
+
+
+def _mteb_local_copy(task_name: str, hub_path: str) -> Path | None:
+    if not settings.MTEB_DATA_DIR:
+        return None
+    root = Path(settings.MTEB_DATA_DIR).expanduser()
+    return next((path for path in (root / task_name, root / hub_path) if path.is_dir()), None)

@@ -116,6 +116,10 @@ def test_retrieval_checks_qrels_against_corpus_and_queries():
     bad = table([{"query-id": "q1", "corpus-id": "d9", "score": "1"}], "test.tsv", "qrels", split="test")
     with pytest.raises(DatasetFormatError, match="test.tsv, line 2: qrels names document 'd9'"):
         parse_tables([corpus, queries, bad], task="retrieval")
+    # A qrels file with no usable row would import a corpus with no query at all.
+    empty = table([], "test.tsv", "qrels", split="test")
+    with pytest.raises(DatasetFormatError, match="test.tsv: no query has a relevance judgement"):
+        parse_tables([corpus, queries, empty], task="retrieval")
 
 
 def test_empty_input_is_an_error():

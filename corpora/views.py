@@ -7,10 +7,16 @@ from django.views.decorators.http import require_http_methods
 
 from core.errors import ShiftlabError
 from core.views import researcher_required
-from corpora.forms import DatasetUploadForm
+from corpora.forms import DatasetUploadForm, MtebImportForm
 from corpora.models import Dataset, DatasetImport
 from corpora.selectors import dataset_import_list, dataset_item_list, dataset_list
-from corpora.services import DatasetInUseError, ImportOptions, dataset_delete, dataset_import_job_create
+from corpora.services import (
+    DatasetInUseError,
+    ImportOptions,
+    dataset_delete,
+    dataset_import_job_create,
+    dataset_import_mteb,
+)
 
 
 @researcher_required
@@ -20,8 +26,26 @@ def dataset_list_view(request):
     settings. A refused import shows the form again as it was sent (files must be chosen anew)."""
     again = request.GET.get("again", "")
     initial = DatasetUploadForm.initial_from(get_object_or_404(DatasetImport, pk=again)) if again.isdigit() else None
-    form = DatasetUploadForm(request.POST or None, request.FILES or None, initial=initial)
-    if request.method == "POST" and form.is_valid():
+    mteb = request.method == "POST" and request.POST.get("action") == "mteb"
+    form = DatasetUploadForm(None if mteb else request.POST or None, request.FILES or None, initial=initial)
+    mteb_form = MtebImportForm(request.POST if mteb else None)
+    if mteb and mteb_form.is_valid():
+        data = mteb_form.cleaned_data
+        try:
+            dataset = dataset_import_mteb(
+                task_name=data["task_name"],
+                subset=data["subset"] or None,
+                name=data["name"] or None,
+                created_by=request.user,
+                interface="page",
+            )
+        except ShiftlabError as exc:
+            mteb_form.add_error(None, str(exc))
+        else:
+            imported = f"Imported {dataset.n_items} items of MTEB's {data['task_name']} into {dataset.name}."
+            messages.success(request, imported)
+            return redirect("corpora:detail", name=dataset.name)
+    elif request.method == "POST" and not mteb and form.is_valid():
         data = form.cleaned_data
         options = ImportOptions(
             language=data["language"],
@@ -53,6 +77,7 @@ def dataset_list_view(request):
             "datasets": dataset_list(),
             "imports": dataset_import_list(limit=10),
             "form": form,
+            "mteb_form": mteb_form,
         },
     )
 

