@@ -1,6 +1,7 @@
 from rest_framework import serializers
 
 from annotation.models import Annotator, Approval, BenchmarkConfig, Flag, GateResult, Study, StudyItem
+from core.limits import MAX_ID
 
 
 class StudySerializer(serializers.ModelSerializer):
@@ -35,7 +36,7 @@ class StudySerializer(serializers.ModelSerializer):
 class StudyCreateSerializer(serializers.Serializer):
     name = serializers.RegexField(r"^[a-z0-9][a-z0-9-]{0,60}$")
     project = serializers.RegexField(r"^[a-z0-9][a-z0-9-]{0,60}$", default="shiftlab")
-    runs = serializers.ListField(child=serializers.IntegerField(min_value=1), min_length=1)
+    runs = serializers.ListField(child=serializers.IntegerField(min_value=1, max_value=MAX_ID), min_length=1)
     design = serializers.JSONField(default=dict, help_text="Fields of annotation.design.StudyDesign.")
 
 
@@ -167,7 +168,7 @@ class BenchmarkConfigSerializer(serializers.ModelSerializer):
 
 class BenchmarkConfigExportSerializer(serializers.Serializer):
     name = serializers.CharField(required=False, allow_blank=True, default="")
-    studies = serializers.ListField(child=serializers.IntegerField(min_value=1), required=False)
+    studies = serializers.ListField(child=serializers.IntegerField(min_value=1, max_value=MAX_ID), required=False)
 
 
 class BenchmarkConfigVerifySerializer(serializers.Serializer):

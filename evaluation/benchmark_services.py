@@ -16,7 +16,9 @@ from django.utils import timezone
 from annotation.config_export import Format
 from annotation.export_services import benchmark_config_verify
 from core.errors import ShiftlabError
+from core.job_services import job_fail
 from core.services import audit_record
+from core.task_policy import dispatch_on_commit
 from corpora.models import Dataset
 from corpora.task_types import TaskType
 from evaluation.benchmark_plan import (
@@ -169,14 +171,30 @@ def _benchmark_run_create(
             payload={"config_hash": config_hash, "models": models, "units": len(units)},
         )
         if dispatch:
-            transaction.on_commit(lambda: _dispatch(run.pk))
+            _dispatch(run.pk)
     return run
 
 
 def _dispatch(run_id: int) -> None:
-    from evaluation.tasks import start_benchmark_run  # the tasks module imports this one
+    """Queue the run's start task after commit; any task of the run failing for good fails the run."""
+    from evaluation.tasks import benchmark_run_failed, start_benchmark_run  # the tasks module imports this one
 
-    start_benchmark_run.delay(run_id)
+    dispatch_on_commit(
+        lambda: start_benchmark_run.apply_async((run_id,), link_error=benchmark_run_failed.s(run_id)),
+        on_broker_down=lambda message: benchmark_run_fail(run_id=run_id, reason=message),
+    )
+
+
+def benchmark_run_fail(*, run_id: int, reason: str) -> None:
+    """Fail an unfinished run with ``reason`` and say how to go on (task failures, broker outages, the sweeper)."""
+    job_fail(
+        model=BenchmarkRun,
+        job_id=run_id,
+        message=(
+            f"{reason}. Results stored so far are kept: fix the cause, then resume the run "
+            f"(python manage.py benchmark resume {run_id}, or POST /api/benchmark-runs/{run_id}/resume/)."
+        ),
+    )
 
 
 def _dataset_checked(name: str, content_hash: str | None, split: str) -> Dataset:
@@ -345,6 +363,6 @@ def benchmark_run_resume(*, run_id: int, actor: AbstractBaseUser | None = None) 
             status=BenchmarkRun.Status.PENDING, error="", n_failed=0, finished_at=None
         )
         audit_record(actor=actor, verb="benchmark.run.resume", obj=run, payload={"done": run.done, "total": run.total})
-        transaction.on_commit(lambda: _dispatch(run_id))
+        _dispatch(run_id)
     run.refresh_from_db()
     return run

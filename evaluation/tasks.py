@@ -2,13 +2,17 @@
 
 from celery import shared_task
 
-from core.task_policy import TRANSIENT_BACKEND, fan_out
+from core.sweeper import StuckJobKind, stuck_job_kind_register
+from core.task_policy import TRANSIENT_BACKEND, failure_reason, fan_out
 from evaluation.benchmark_services import (
+    benchmark_run_fail,
     benchmark_run_finalize,
     benchmark_run_mark_started,
     benchmark_run_pending_units,
+    benchmark_run_resume,
     benchmark_unit_execute,
 )
+from evaluation.models import BenchmarkRun
 from transforms.services import TransientBackendError
 
 
@@ -17,7 +21,11 @@ def start_benchmark_run(run_id: int) -> None:
     """Fan the run's units without a result out as unit tasks; finalise when all are done. Also resumes."""
     benchmark_run_mark_started(run_id=run_id)
     units = benchmark_run_pending_units(run_id=run_id)
-    fan_out([execute_benchmark_unit.si(run_id, unit) for unit in units], then=finalize_benchmark_run.si(run_id))
+    fan_out(
+        [execute_benchmark_unit.si(run_id, unit) for unit in units],
+        then=finalize_benchmark_run.si(run_id),
+        on_error=benchmark_run_failed.s(run_id),
+    )
 
 
 @shared_task(
@@ -33,3 +41,22 @@ def execute_benchmark_unit(run_id: int, unit: dict) -> bool:
 @shared_task(name="evaluation.finalize_benchmark_run", acks_late=True)
 def finalize_benchmark_run(run_id: int) -> None:
     benchmark_run_finalize(run_id=run_id)
+
+
+@shared_task(name="evaluation.benchmark_run_failed")
+def benchmark_run_failed(request, exc, traceback, run_id: int) -> None:
+    """Errback of a run's tasks: a unit that failed for good (or the start or final task) fails the run."""
+    benchmark_run_fail(run_id=run_id, reason=f"A task of the run failed: {failure_reason(exc)}")
+
+
+stuck_job_kind_register(
+    StuckJobKind(
+        label="benchmark run",
+        model=BenchmarkRun,
+        task_names=frozenset(
+            {"evaluation.start_benchmark_run", "evaluation.execute_benchmark_unit", "evaluation.finalize_benchmark_run"}
+        ),
+        resume=lambda run: benchmark_run_resume(run_id=run.pk),
+        fail=lambda run_id, reason: benchmark_run_fail(run_id=run_id, reason=reason),
+    )
+)

@@ -2,9 +2,19 @@
 
 from __future__ import annotations
 
+import json
+import os
+import subprocess
+import sys
+import threading
+import time
+import uuid
+from pathlib import Path
+
 import numpy as np
 import pytest
 
+from core.hashing import sha256_text
 from evaluation import embedding_cache
 from evaluation.embedding_cache import cache_directory, encode_cached
 from evaluation.encoders import EncoderError
@@ -37,7 +47,7 @@ def test_second_call_encodes_nothing_and_order_is_kept(tmp_path):
     spy = SpyEncoder()
     first = encode_cached(spy, ["bb", "a", "ccc"], root=tmp_path)
     again = encode_cached(spy, ["ccc", "bb", "a"], root=tmp_path)
-    assert spy.batches == [["bb", "a", "ccc"]]
+    assert spy.batches == [["ccc", "bb", "a"]]  # longest first: batches of similar lengths
     assert again.dtype == np.float32 and again.shape == (3, 4)
     np.testing.assert_array_equal(again, first[[2, 0, 1]])
 
@@ -101,3 +111,184 @@ def test_wrong_number_of_vectors_is_refused(tmp_path):
 def test_default_root_is_the_configured_cache_dir(settings, tmp_path):
     settings.EMBEDDING_CACHE_DIR = tmp_path / "embeddings"
     assert cache_directory(SpyEncoder()).parent.parent == tmp_path / "embeddings"
+
+
+# --- one cache for several hosts -----------------------------------------------------------------
+
+
+def test_caches_written_in_the_original_layout_are_read_without_encoding(tmp_path):
+    # The layout every earlier version wrote: meta.json and <shard>.keys.npy / .vectors.npy pairs.
+    spy = SpyEncoder()
+    directory = cache_directory(spy, root=tmp_path)
+    directory.mkdir(parents=True)
+    (directory / "meta.json").write_text('{"model_id": "spy/model", "revision": "rrrr", "prompt_name": null, "dim": 4}')
+    keys = np.array([sha256_text(t).encode("ascii") for t in ("old", "older")], dtype="S64")
+    np.save(directory / "123-abc.keys.npy", keys)
+    np.save(directory / "123-abc.vectors.npy", np.arange(8, dtype=np.float32).reshape(2, 4))
+    vectors = encode_cached(spy, ["older", "old"], root=tmp_path)
+    assert spy.batches == []
+    np.testing.assert_array_equal(vectors, [[4, 5, 6, 7], [0, 1, 2, 3]])
+
+
+def test_object_storage_url_goes_through_fsspec(tmp_path):
+    url = f"memory://shiftlab-test-{uuid.uuid4().hex}/embeddings"
+    spy = SpyEncoder()
+    first = encode_cached(spy, ["a", "bb"], root=url)
+    embedding_cache._stores.clear()  # another host: it only has the objects
+    other = SpyEncoder()
+    np.testing.assert_array_equal(encode_cached(other, ["bb", "a"], root=url), first[[1, 0]])
+    assert other.batches == []
+    storage = embedding_cache.cache_storage(url)
+    assert isinstance(storage, embedding_cache.FsspecStorage)
+    folder = storage.join(storage.root, "spy_model--rrrrrrrrrrrrrrrr", "no-prompt")
+    names = storage.list(folder)
+    assert "meta.json" in names and sum(n.endswith(".vectors.npy") for n in names) == 1
+    assert storage.list(storage.join(folder, "claims")) == []  # released after encoding
+
+
+def test_an_unknown_protocol_is_an_actionable_error():
+    with pytest.raises(EncoderError, match="install the fsspec package"):
+        encode_cached(SpyEncoder(), ["a"], root="nosuchprotocol://bucket/cache")
+
+
+def _claim_by_another_host(directory, texts, *, expires_in: float) -> Path:
+    claims = directory / "claims"
+    claims.mkdir(parents=True, exist_ok=True)
+    path = claims / f"{time.time_ns() - 10**9:020d}-otherhost-1-abcdef12.json"
+    keys = [sha256_text(t) for t in texts]
+    path.write_text(json.dumps({"expires": time.time() + expires_in, "keys": keys}))
+    return path
+
+
+def test_texts_another_host_is_encoding_are_waited_for_not_encoded(tmp_path, settings):
+    spy, other = SpyEncoder(), SpyEncoder()
+    directory = cache_directory(spy, root=tmp_path)
+    claim = _claim_by_another_host(directory, ["shared"], expires_in=60)
+
+    def other_host_finishes():
+        time.sleep(0.5)
+        store = embedding_cache.EmbeddingStore(embedding_cache.LocalStorage(str(tmp_path)), str(directory))
+        store.add([sha256_text("shared").encode("ascii")], other.encode(["shared"]), meta={"model_id": "spy/model"})
+        claim.unlink()
+
+    finisher = threading.Thread(target=other_host_finishes)
+    finisher.start()
+    vectors = encode_cached(spy, ["mine", "shared"], root=tmp_path)
+    finisher.join()
+    assert spy.batches == [["mine"]] and other.batches == [["shared"]]
+    np.testing.assert_array_equal(vectors[1], other.encode(["shared"])[0])
+
+
+def test_texts_of_a_host_that_died_are_taken_over_when_its_claim_expires(tmp_path):
+    spy = SpyEncoder()
+    directory = cache_directory(spy, root=tmp_path)
+    _claim_by_another_host(directory, ["orphan"], expires_in=0.6)
+    _claim_by_another_host(directory, ["long dead"], expires_in=-3600)
+    started = time.monotonic()
+    encode_cached(spy, ["orphan", "long dead"], root=tmp_path)
+    assert time.monotonic() - started >= 0.5
+    assert sorted(map(sorted, spy.batches)) == [["long dead"], ["orphan"]]
+    assert embedding_cache.compact_cache(tmp_path).claims_removed == 2
+
+
+CHILD = r"""
+import json, sys, time
+from pathlib import Path
+import numpy as np
+from core.hashing import sha256_text
+from evaluation import embedding_cache
+
+embedding_cache.FIRST_CHUNK, embedding_cache.ENCODE_CHUNK = 20, 40
+root, go, out = sys.argv[1:4]
+
+
+class Slow:
+    model_id, revision, prompts, similarity_fn_name = "spy/model", "r" * 64, {}, "cosine"
+    encoded = []
+
+    def encode(self, texts, *, batch_size=None, prompt_name=None):
+        self.encoded.extend(texts)
+        time.sleep(0.004 * len(texts))
+        return np.array([[len(t), sum(map(ord, t)) % 997, ord(t[-1]), 1] for t in texts], dtype=np.float32)
+
+
+texts = [f"text {i} " + "x" * (i % 37) for i in range(300)]
+while not Path(go).exists():
+    time.sleep(0.001)
+vectors = embedding_cache.encode_cached(Slow(), texts, root=root)
+Path(out).write_text(json.dumps({"encoded": Slow.encoded, "vectors": vectors.tolist()}))
+"""
+
+
+def test_two_processes_encoding_the_same_texts_at_once_encode_each_once(tmp_path):
+    env = {**os.environ, "DJANGO_SETTINGS_MODULE": "shiftlab.settings"}
+    go = tmp_path / "go"
+    children = [
+        subprocess.Popen(
+            [sys.executable, "-c", CHILD, str(tmp_path / "cache"), str(go), str(tmp_path / f"out{n}.json")],
+            cwd=Path(__file__).resolve().parent.parent,
+            env=env,
+        )
+        for n in range(2)
+    ]
+    time.sleep(3)  # both imported and polling for the start signal
+    go.touch()
+    assert [child.wait(timeout=120) for child in children] == [0, 0]
+    outs = [json.loads((tmp_path / f"out{n}.json").read_text()) for n in range(2)]
+    encoded = outs[0]["encoded"] + outs[1]["encoded"]
+    assert set(encoded) == {f"text {i} " + "x" * (i % 37) for i in range(300)}
+    # Only a simultaneous first claim can be encoded twice (at most the first chunk of 20 texts).
+    assert len(encoded) - 300 <= 20, (len(outs[0]["encoded"]), len(outs[1]["encoded"]))
+    assert outs[0]["vectors"] == outs[1]["vectors"]
+
+
+def test_compaction_merges_small_shards_and_lookups_still_hit(tmp_path):
+    spy = SpyEncoder()
+    texts = [f"t{i}" for i in range(30)]
+    for start in range(0, 30, 3):
+        encode_cached(spy, texts[start : start + 3], root=tmp_path)
+    before = encode_cached(spy, texts, root=tmp_path)
+    directory = cache_directory(spy, root=tmp_path)
+    assert len(list(directory.glob("*.vectors.npy"))) == 10
+
+    result = embedding_cache.compact_cache(tmp_path, small_rows=100)
+    assert (result.folders, result.shards_merged, result.shards_written, result.rows) == (1, 10, 1, 30)
+    assert len(list(directory.glob("*.vectors.npy"))) == len(list(directory.glob("*.keys.npy"))) == 1
+    # The process that indexed the small shards before compaction, and a fresh one, both still hit.
+    np.testing.assert_array_equal(encode_cached(spy, texts, root=tmp_path), before)
+    embedding_cache._stores.clear()
+    np.testing.assert_array_equal(encode_cached(spy, texts, root=tmp_path), before)
+    assert len(spy.batches) == 10
+
+
+def test_compaction_is_safe_for_a_concurrent_reader(tmp_path):
+    spy = SpyEncoder()
+    texts = [f"r{i}" for i in range(40)]
+    for start in range(0, 40, 2):
+        encode_cached(spy, texts[start : start + 2], root=tmp_path)
+    expected = encode_cached(spy, texts, root=tmp_path)
+    encoded_before = len(spy.batches)
+    failures, stop = [], threading.Event()
+
+    def reader():
+        while not stop.is_set():
+            embedding_cache._stores.clear()  # a new reader each time: it lists shards mid-compaction
+            try:
+                np.testing.assert_array_equal(encode_cached(spy, texts, root=tmp_path), expected)
+            except Exception as exc:  # collected and reported by the test
+                failures.append(exc)
+
+    thread = threading.Thread(target=reader)
+    thread.start()
+    for _ in range(5):
+        for start in range(0, 40, 2):  # small shards again, so each round has work to merge
+            store = embedding_cache.EmbeddingStore(
+                embedding_cache.LocalStorage(str(tmp_path)), str(cache_directory(spy, root=tmp_path))
+            )
+            store.add(
+                [sha256_text(t).encode("ascii") for t in texts[start : start + 2]], expected[start : start + 2], meta={}
+            )
+        embedding_cache.compact_cache(tmp_path, small_rows=100)
+    stop.set()
+    thread.join()
+    assert failures == [] and len(spy.batches) == encoded_before

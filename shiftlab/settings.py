@@ -290,7 +290,26 @@ CELERY_RESULT_EXTENDED = True
 CELERY_TASK_ACKS_LATE = True
 CELERY_TASK_REJECT_ON_WORKER_LOST = True
 CELERY_WORKER_PREFETCH_MULTIPLIER = 1
-CELERY_TASK_DEFAULT_QUEUE = env_str("SHIFTLAB_CELERY_QUEUE", "celery")
+# --- Resource queues (docs/deployment.md, "Worker pools") ---
+# Tasks go to the queue of what they need: "llm" (an LLM server: transformation chunks, judge
+# reports), "encode" (an embedding model: benchmark units) and "default" (the database and Argilla:
+# imports, syncs, fan-out, finalisation, reports). docker-compose.yml starts one worker pool per
+# queue; one worker can consume them all (`-Q default,llm,encode`, scripts/demo.sh).
+# SHIFTLAB_CELERY_QUEUE sends every task to that one queue instead (tests give each worker its own).
+SHIFTLAB_CELERY_QUEUE = env_str("SHIFTLAB_CELERY_QUEUE")
+CELERY_TASK_DEFAULT_QUEUE = SHIFTLAB_CELERY_QUEUE or "default"
+SHIFTLAB_QUEUE_TASKS = {
+    "llm": ("transforms.execute_chunk", "transforms.execute_judge_report"),
+    "encode": ("evaluation.execute_benchmark_unit",),
+}
+CELERY_TASK_ROUTES = (
+    {}
+    if SHIFTLAB_CELERY_QUEUE
+    else {name: {"queue": queue} for queue, names in SHIFTLAB_QUEUE_TASKS.items() for name in names}
+)
+# A bare `celery worker` (no -Q) consumes every queue here.
+CELERY_TASK_QUEUES = dict.fromkeys([CELERY_TASK_DEFAULT_QUEUE, *(r["queue"] for r in CELERY_TASK_ROUTES.values())], {})
+# --- end resource queues ---
 CELERY_TASK_TIME_LIMIT = int(env_str("SHIFTLAB_TASK_TIME_LIMIT", str(6 * 3600)))
 CELERY_TASK_SOFT_TIME_LIMIT = CELERY_TASK_TIME_LIMIT - 60
 CELERY_BROKER_CONNECTION_RETRY_ON_STARTUP = True
@@ -309,10 +328,33 @@ CELERY_BEAT_SCHEDULE = (
     if SHIFTLAB_SYNC_EVERY_SECONDS
     else {}
 )
-# A task whose worker died unacknowledged is handed out again after this many seconds.
+# --- Lost tasks and stuck jobs (docs/deployment.md, "When a worker dies") ---
+# A task whose worker died unacknowledged is handed out again after this many seconds. Live
+# workers refresh the tasks they hold every SHIFTLAB_BROKER_HEARTBEAT_SECONDS (core/broker.py), so
+# a long task is never taken from a live worker; the transport looks for lost tasks every
+# "unacked_restore_interval" seconds.
+SHIFTLAB_BROKER_VISIBILITY_TIMEOUT = int(env_str("SHIFTLAB_BROKER_VISIBILITY_TIMEOUT", "300"))
+SHIFTLAB_BROKER_HEARTBEAT_SECONDS = max(1, SHIFTLAB_BROKER_VISIBILITY_TIMEOUT // 5)
 CELERY_BROKER_TRANSPORT_OPTIONS = {
-    "visibility_timeout": int(env_str("SHIFTLAB_BROKER_VISIBILITY_TIMEOUT", str(CELERY_TASK_TIME_LIMIT + 600)))
+    "visibility_timeout": SHIFTLAB_BROKER_VISIBILITY_TIMEOUT,
+    "unacked_restore_interval": min(10, SHIFTLAB_BROKER_HEARTBEAT_SECONDS),
+    "unacked_restore_throttle": 1,
 }
+# Celery beat's sweeper resumes (or, after repeated resumes, fails) jobs pending or running for
+# longer than SHIFTLAB_STUCK_JOB_MINUTES with no task queued or held by a worker; 0 turns it off.
+SHIFTLAB_STUCK_JOB_MINUTES = float(env_str("SHIFTLAB_STUCK_JOB_MINUTES", "30"))
+SHIFTLAB_SWEEP_EVERY_SECONDS = int(env_str("SHIFTLAB_SWEEP_EVERY_SECONDS", "300"))
+if SHIFTLAB_SWEEP_EVERY_SECONDS < 0 or SHIFTLAB_STUCK_JOB_MINUTES * 60 <= SHIFTLAB_BROKER_VISIBILITY_TIMEOUT:
+    raise ImproperlyConfigured(
+        "SHIFTLAB_SWEEP_EVERY_SECONDS must be 0 (off) or a number of seconds, and SHIFTLAB_STUCK_JOB_MINUTES "
+        "longer than SHIFTLAB_BROKER_VISIBILITY_TIMEOUT (a lost task is handed out again before its job is swept)."
+    )
+if SHIFTLAB_SWEEP_EVERY_SECONDS:
+    CELERY_BEAT_SCHEDULE["sweep-stuck-jobs"] = {
+        "task": "core.sweep_stuck_jobs",
+        "schedule": float(SHIFTLAB_SWEEP_EVERY_SECONDS),
+    }
+# --- end of lost tasks and stuck jobs ---
 
 # LLM backends, chosen Django-backend style (dotted path + options). The default alias is the
 # embedded llama.cpp OpenAI-compatible server, or a vLLM server in production.
@@ -410,6 +452,14 @@ def _extra_encoders(raw: str) -> dict:
 EVALUATION_ENCODERS.update(_extra_encoders(env_str("SHIFTLAB_ENCODERS")))
 # Embeddings cached per (model + revision, text hash), as numpy shards (evaluation/embedding_cache.py).
 EMBEDDING_CACHE_DIR = Path(env_str("SHIFTLAB_EMBEDDING_CACHE_DIR", str(DATA_DIR / "embeddings"))).resolve()
+# --- shared embedding cache (docs/deployment.md, "One embedding cache for all hosts") ---
+# Where every host keeps the cache: empty uses EMBEDDING_CACHE_DIR; a local or shared filesystem path
+# (NFS, CephFS) or an fsspec URL (s3://bucket/prefix, with s3fs installed) makes hosts share it.
+EMBEDDING_CACHE_URL = env_str("SHIFTLAB_EMBEDDING_CACHE_URL")
+# A host encoding texts claims them for this long (renewed as it goes); others wait for its vectors
+# instead of encoding them too, and take the texts over when a claim expires (its host died).
+EMBEDDING_CLAIM_SECONDS = float(env_str("SHIFTLAB_EMBEDDING_CLAIM_SECONDS", "600"))
+# --- end shared embedding cache ---
 # --- end evaluation -------------------------------------------------------------------------
 
 ARGILLA_API_URL = env_str("ARGILLA_API_URL", "http://127.0.0.1:6900")
@@ -417,6 +467,9 @@ ARGILLA_API_KEY = env_str("ARGILLA_API_KEY")
 if not ARGILLA_API_KEY and DEBUG:
     # Development only: the owner key `manage.py argilla_server` gives the local server it starts.
     ARGILLA_API_KEY = DEV_ARGILLA_API_KEY
+# H8a (issue 20): where annotators' browsers reach Argilla's web UI, for the annotation links of
+# a study page (default: ARGILLA_API_URL, right when Shiftlab and annotators reach it alike).
+ARGILLA_UI_URL = env_str("ARGILLA_UI_URL", ARGILLA_API_URL)
 # Where Argilla's worker reaches this deployment (scheme, host, optional port and prefix), e.g.
 # https://shiftlab.example.org. Publishing a study then registers an Argilla webhook to
 # <it>/annotation/argilla/webhook/, and responses are synced as they come. Empty: no webhook;
@@ -450,3 +503,9 @@ if CELERY_TASK_ALWAYS_EAGER:
 DATASET_MAX_UPLOAD_MB = int(env_str("SHIFTLAB_MAX_UPLOAD_MB", "500"))
 # Largest size a Parquet file may decode to, checked from its metadata and again while decoding.
 DATASET_MAX_UNCOMPRESSED_MB = int(env_str("SHIFTLAB_MAX_UNCOMPRESSED_MB", "2048"))
+
+# --- MTEB tasks by name (corpora/mteb_tasks.py; added for issue 17) ---
+# Folder of local copies of MTEB tasks' hub datasets, one subfolder per task name (or per hub path,
+# e.g. mteb/stsbenchmark-sts): `corpora import --mteb NAME` reads from there before trying the hub.
+MTEB_DATA_DIR = env_str("SHIFTLAB_MTEB_DATA_DIR")
+# --- end MTEB tasks ---

@@ -73,6 +73,25 @@ def database_url_for_worker() -> str:
     return f"postgres://{db['USER']}:{db['PASSWORD']}@{db['HOST'] or '127.0.0.1'}:{db['PORT'] or 5432}/{db['NAME']}"
 
 
+def celery_worker_command(queue: str) -> list[str]:
+    """The `celery worker` command line of the worker tests: one solo worker on its own queue."""
+    return [
+        sys.executable,
+        "-m",
+        "celery",
+        "-A",
+        "shiftlab",
+        "worker",
+        "--pool=solo",
+        "--queues",
+        queue,
+        "--without-gossip",
+        "--without-mingle",
+        "--without-heartbeat",
+        "--loglevel=INFO",
+    ]
+
+
 @contextmanager
 def celery_worker(
     *, redis_url: str, queue: str, log_path: Path, env: dict[str, str] | None = None
@@ -87,21 +106,7 @@ def celery_worker(
     }
     with log_path.open("a") as log:
         process = subprocess.Popen(
-            [
-                sys.executable,
-                "-m",
-                "celery",
-                "-A",
-                "shiftlab",
-                "worker",
-                "--pool=solo",
-                "--queues",
-                queue,
-                "--without-gossip",
-                "--without-mingle",
-                "--without-heartbeat",
-                "--loglevel=INFO",
-            ],
+            celery_worker_command(queue),
             cwd=settings.BASE_DIR,
             env=full_env,
             stdout=log,
@@ -116,6 +121,32 @@ def celery_worker(
                     process.wait(timeout=20)
                 except subprocess.TimeoutExpired:
                     process.kill()
+
+
+@contextmanager
+def celery_sender(*, broker_url: str, queue: str | None = None) -> Iterator[None]:
+    """Send this process's tasks to ``broker_url`` instead of running them eagerly: all of them to
+    ``queue`` when given (the resource routes off), as a test's own worker consumes it. Restores
+    the app's configuration, and forgets its connections, afterwards."""
+    from shiftlab.celery import app
+
+    conf = app.conf
+    previous = conf.task_always_eager, conf.broker_url, conf.task_default_queue, conf.task_routes
+
+    def reset() -> None:
+        app.amqp.flush_routes()
+        app.amqp.__dict__.pop("router", None)  # a cached router keeps the routes it was made with
+        app._pool = app.amqp._producer_pool = None
+
+    conf.task_always_eager, conf.broker_url = False, broker_url
+    if queue is not None:
+        conf.task_default_queue, conf.task_routes = queue, {}
+    reset()
+    try:
+        yield
+    finally:
+        conf.task_always_eager, conf.broker_url, conf.task_default_queue, conf.task_routes = previous
+        reset()
 
 
 def wait_for(predicate, timeout: float, what: str, log_path: Path) -> None:
