@@ -1,77 +1,55 @@
+from urllib.parse import urlencode
+
 from django.contrib import messages
 from django.core.exceptions import ImproperlyConfigured
-from django.http import Http404, HttpResponse
+from django.http import Http404, HttpResponse, HttpResponseBadRequest
 from django.shortcuts import get_object_or_404, redirect, render
+from django.views.decorators.http import require_http_methods
 
-from annotation.config_export import format_of
-from annotation.config_schema import MAX_CONFIG_BYTES
-from annotation.models import BenchmarkConfig
+from annotation.baseline_llm_services import baseline_llm_annotate
+from annotation.baseline_services import baseline_create
 from core.errors import ShiftlabError
+from core.plots import csp_safe_svg
 from core.views import researcher_required
-from corpora.models import Dataset
 from evaluation.baseline_services import baseline_report_build
 from evaluation.benchmark_services import benchmark_run_create_from_config, benchmark_run_create_from_datasets
 from evaluation.encoders import encoder_aliases
 from evaluation.figures import FIGURES, FORMATS, report_figures
-from evaluation.report_robustness import CSV_NAME, JSON_NAME, LATEX_NAME, robustness_report_file, robustness_report_get
+from evaluation.forms import BaselineCreateForm, BenchmarkRunForm, LLMAnnotateForm
+from evaluation.report_robustness import TABLE_NAMES, robustness_report_file, robustness_report_get
 from evaluation.reports import benchmark_report
+from evaluation.robustness import OPTION_CHOICES, ReportOptionError, ReportOptions
 from evaluation.selectors import baseline_study_list, benchmark_run_list
 
 
 @researcher_required
+@require_http_methods(["GET", "POST"])
 def benchmark_list_view(request):
-    """Benchmark runs, and the form that launches one (a validated config, or datasets only)."""
-    if request.method == "POST":
-        models = [m.strip() for m in request.POST.get("models", "").replace(",", " ").split() if m.strip()]
-        datasets = request.POST.getlist("datasets")
-        limit = request.POST.get("limit") or None
-        common = {
-            "models": models,
-            "limit": int(limit) if limit else None,
-            "created_by": request.user,
-            "name": request.POST.get("name", ""),
-        }
-        upload = request.FILES.get("config_file")
+    """Benchmark runs, and the form that launches one from an approved config (the newest is
+    preselected), an uploaded config, or datasets only (``?datasets=NAME`` preselects one). A
+    refusal keeps the input and shows the reason next to the field."""
+    initial = {"datasets": request.GET.getlist("datasets"), "config": None} if request.GET.get("datasets") else None
+    form = BenchmarkRunForm(request.POST or None, request.FILES or None, initial=initial)
+    if request.method == "POST" and form.is_valid():
+        data = form.cleaned_data
+        datasets = [d.name for d in data["datasets"]]
+        common = {"models": data["models"], "limit": data["limit"], "created_by": request.user, "name": data["name"]}
         try:
-            if upload is not None and request.POST.get("config"):
-                raise ShiftlabError("choose an exported config or upload a config file, not both")
-            if upload is not None:
-                run = benchmark_run_create_from_config(
-                    text=_uploaded_config_text(upload), fmt=format_of(upload.name), datasets=datasets or None, **common
-                )
-            elif request.POST.get("config"):
-                config = get_object_or_404(BenchmarkConfig, pk=request.POST["config"])
+            if data["config_file"]:
+                text, fmt = data["config_file"]
+                run = benchmark_run_create_from_config(text=text, fmt=fmt, datasets=datasets or None, **common)
+            elif data["config"]:
                 # The JSON rendering: YAML exported before anchors were refused may hold some.
                 run = benchmark_run_create_from_config(
-                    text=config.json_text, fmt="json", datasets=datasets or None, **common
+                    text=data["config"].json_text, fmt="json", datasets=datasets or None, **common
                 )
             else:
                 run = benchmark_run_create_from_datasets(datasets=datasets, **common)
         except (ShiftlabError, ValueError) as exc:
-            messages.error(request, str(exc))
+            form.add_error(form.config_field if (data["config"] or data["config_file"]) else None, str(exc))
         else:
             return redirect("evaluation:benchmark", pk=run.pk)
-    return render(
-        request,
-        "evaluation/benchmark_list.html",
-        {
-            "runs": benchmark_run_list()[:100],
-            "configs": BenchmarkConfig.objects.order_by("-created_at")[:50],
-            "datasets": Dataset.objects.order_by("name"),
-            "encoders": encoder_aliases(),
-        },
-    )
-
-
-def _uploaded_config_text(upload) -> str:
-    if upload.size > MAX_CONFIG_BYTES:
-        raise ShiftlabError(
-            f"{upload.name} has {upload.size} bytes, more than the {MAX_CONFIG_BYTES} a benchmark config may have"
-        )
-    try:
-        return upload.read().decode("utf-8")
-    except UnicodeDecodeError:
-        raise ShiftlabError(f"{upload.name} is not UTF-8 text: upload the file exactly as it was exported") from None
+    return render(request, "evaluation/benchmark_list.html", {"runs": benchmark_run_list()[:100], "form": form})
 
 
 @researcher_required
@@ -84,7 +62,12 @@ def benchmark_detail_view(request, pk: int):
 def benchmark_robustness_view(request, pk: int):
     """The robustness report of a run: tables, figures (inline SVG) and export links."""
     run = get_object_or_404(benchmark_run_list(), pk=pk)
-    report = robustness_report_get(run=run)
+    try:
+        options = _report_options(request)
+    except ReportOptionError as exc:
+        messages.error(request, f"{exc}; the report below uses the default options")
+        options = ReportOptions()
+    report = robustness_report_get(run=run, options=options)
     svgs = report_figures(report)
     figures = [
         {
@@ -104,9 +87,23 @@ def benchmark_robustness_view(request, pk: int):
             "run": run,
             "report": report,
             "figures": figures,
-            "exports": [CSV_NAME, JSON_NAME, LATEX_NAME],
+            "exports": TABLE_NAMES,
+            "options": options,
+            "option_fields": [
+                {"name": name, "choices": choices, "value": getattr(options, name)}
+                for name, choices in OPTION_CHOICES.items()
+            ],
+            "options_query": urlencode(options.as_dict()),
+            "tau_transformation_unit": options.tau_unit_text("transformation"),
+            "tau_axis_unit": options.tau_unit_text("axis"),
+            "split_half_unit": options.split_half_text(),
         },
     )
+
+
+def _report_options(request) -> ReportOptions:
+    """The robustness report's options (the statistics' units) from the query string."""
+    return ReportOptions.from_mapping({name: request.GET.get(name) for name in ReportOptions().as_dict()})
 
 
 EXPORT_TYPES = {
@@ -126,7 +123,11 @@ def benchmark_robustness_export_view(request, pk: int, name: str):
     content_type = next((t for suffix, t in EXPORT_TYPES.items() if name.endswith(suffix)), None)
     if content_type is None:
         raise Http404(f"no report file {name!r}")
-    content = robustness_report_file(robustness_report_get(run=run), name)
+    try:
+        options = _report_options(request)
+    except ReportOptionError as exc:
+        return HttpResponseBadRequest(str(exc), content_type="text/plain; charset=utf-8")
+    content = robustness_report_file(robustness_report_get(run=run, options=options), name)
     if content is None:
         raise Http404(f"no report file {name!r}")
     response = HttpResponse(content, content_type=content_type)
@@ -135,8 +136,31 @@ def benchmark_robustness_export_view(request, pk: int, name: str):
 
 
 @researcher_required
+@require_http_methods(["GET", "POST"])
 def baseline_list_view(request):
-    return render(request, "evaluation/baseline_list.html", {"studies": baseline_study_list()[:200]})
+    """Human baseline studies, and the form that declares one (as ``baseline create`` does)."""
+    form = BaselineCreateForm(request.POST or None)
+    if request.method == "POST" and form.is_valid():
+        data = form.cleaned_data
+        try:
+            study = baseline_create(
+                name=data["name"],
+                dataset=data["dataset"],
+                task_type=data["dataset"].task_type,
+                n_instances=data["n_instances"],
+                split=data["split"],
+                seed=data["seed"],
+                options=form.options(),
+                instructions=data["instructions"],
+                project=data["project"],
+                created_by=request.user,
+            )
+        except ShiftlabError as exc:
+            form.add_service_error(str(exc))
+        else:
+            messages.success(request, f"Baseline study {study.name}: {study.instances.count()} instances drawn.")
+            return redirect("evaluation:baseline", pk=study.pk)
+    return render(request, "evaluation/baseline_list.html", {"studies": baseline_study_list()[:200], "form": form})
 
 
 @researcher_required
@@ -144,7 +168,22 @@ def baseline_detail_view(request, pk: int):
     """Humans and LLM annotators ranked on a baseline study; models join the ranking when asked
     for (POST "Score models": computed for this response, nothing stored)."""
     study = get_object_or_404(baseline_study_list(), pk=pk)
-    models = request.POST.get("models", "").replace(",", " ").split() if request.method == "POST" else []
+    llm_form = LLMAnnotateForm(request.POST if request.POST.get("action") == "llm-annotate" else None)
+    if llm_form.is_bound and llm_form.is_valid():
+        try:
+            alias = llm_form.cleaned_data["backend"]
+            done = baseline_llm_annotate(study=study, backend_alias=alias, actor=request.user)
+        except ShiftlabError as exc:
+            llm_form.add_error("backend", str(exc))
+        else:
+            messages.success(
+                request,
+                f"{done.rater} answered {done.valid + done.invalid} instances ({done.invalid} unreadable); "
+                f"{done.skipped} were answered before.",
+            )
+            return redirect("evaluation:baseline", pk=study.pk)
+    scoring = request.method == "POST" and not llm_form.is_bound
+    models = request.POST.get("models", "").replace(",", " ").split() if scoring else []
     report = error = None
     try:
         report = baseline_report_build(study=study, models=models)
@@ -161,6 +200,7 @@ def baseline_detail_view(request, pk: int):
             "error": error,
             "models": " ".join(models) or (encoder_aliases() or [""])[0],
             "encoders": encoder_aliases(),
+            "llm_form": llm_form,
         },
     )
 
@@ -173,5 +213,6 @@ def _report_or_none(study):
 
 
 def _inline(svg: str) -> str:
-    """SVG text without its XML prologue, to embed in the page."""
-    return svg[svg.index("<svg") :]
+    """SVG text to embed in the page: no XML prologue, and no style attributes or elements, which
+    the page's Content-Security-Policy would block (see core.plots)."""
+    return csp_safe_svg(svg)

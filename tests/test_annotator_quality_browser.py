@@ -13,9 +13,10 @@ from django.urls import reverse
 
 from annotation.controls import ItemKind
 from core.roles import Role
+from tests.browser_support import DOC_SCREENSHOTS, expect, log_in
 from tests.support import make_user, published_keyword_study
 from tests.test_annotator_quality import rate_all
-from tests.test_browser import DOC_SCREENSHOTS, _log_in, browser, expect, page, screenshots  # noqa: F401
+from tests.test_browser import browser, page, screenshots  # noqa: F401
 
 pytestmark = [pytest.mark.services, pytest.mark.django_db(transaction=True)]
 
@@ -38,7 +39,7 @@ def test_annotator_quality_page(live_server, page, django_user_model, screenshot
             return int(np.clip(np.rint(truth[item.pk] + noise * rng.normal()), 1, 5))
 
         rate_all(study, django_user_model, name, answer=answer, seconds=seconds)
-    _log_in(page, live_server.url, researcher.username)
+    log_in(page, live_server.url, researcher.username)
     violations = []
     page.on("console", lambda m: violations.append(m.text) if "Content Security Policy" in m.text else None)
     response = page.goto(f"{live_server.url}{reverse('annotation:annotators', args=[study.pk])}")

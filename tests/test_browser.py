@@ -19,59 +19,29 @@ from django.conf import settings
 
 from core.roles import Role
 from corpora.models import Dataset, DatasetImport
-from tests.support import PASSWORD, make_user
+from tests.browser_support import (
+    BASE_DIR,
+    DEMO_STS,
+    DOC_SCREENSHOTS,
+    SCREENSHOTS,
+    TIMEOUT_MS,
+    chromium_browser,
+    expect,
+    log_in,
+    upload,
+)
+from tests.support import make_user
 
-try:
-    from playwright.sync_api import expect, sync_playwright
-except ImportError:  # pragma: no cover - the skip below reports it
-    expect = sync_playwright = None
-
-CHROMIUM = Path("/usr/bin/chromium")
-CHROMIUM_ARGS = [
-    "--no-sandbox",
-    "--disable-gpu",
-    "--disable-background-networking",
-    "--disable-component-update",
-    "--disable-sync",
-    "--no-first-run",
-    "--disable-quic",
-]
-BASE_DIR = Path(settings.BASE_DIR)
 STSB_EN_TEST = BASE_DIR.parent / "shared" / "data" / "stsb-multi-mt" / "stsb-en-test.csv"
-DEMO_STS = BASE_DIR / "fixtures" / "sts" / "demo-sts.csv"
-SCREENSHOTS = BASE_DIR / "var" / "screenshots"
-DOC_SCREENSHOTS = BASE_DIR / "docs" / "screenshots"
-TIMEOUT_MS = 60_000
 
 pytestmark = [pytest.mark.services, pytest.mark.django_db(transaction=True)]
 
 
-def _require_or_skip(reason: str) -> None:
-    if os.environ.get("SHIFTLAB_REQUIRE_SERVICES") == "1":
-        pytest.fail(f"{reason} (SHIFTLAB_REQUIRE_SERVICES=1)")
-    pytest.skip(reason)
-
-
 @pytest.fixture(scope="module")
 def browser():
-    """One headless Chromium for the module. Playwright's sync API keeps an asyncio loop running in
-    the main thread, so Django's ORM there (fixtures, assertions, the transactional flush) would raise
-    SynchronousOnlyOperation: allow it while the browser lives, and restore the variable after."""
-    if not (CHROMIUM.is_file() and os.access(CHROMIUM, os.X_OK)):
-        _require_or_skip(f"browser tests need Chromium at {CHROMIUM} (apt-get install chromium)")
-    if sync_playwright is None:
-        _require_or_skip("browser tests need the playwright package (pip install -r requirements-dev.txt)")
-    with pytest.MonkeyPatch.context() as mp:
-        mp.setenv("DJANGO_ALLOW_ASYNC_UNSAFE", "true")
-        playwright = sync_playwright().start()
-        try:
-            chromium = playwright.chromium.launch(executable_path=str(CHROMIUM), headless=True, args=CHROMIUM_ARGS)
-            try:
-                yield chromium
-            finally:
-                chromium.close()
-        finally:
-            playwright.stop()
+    """One headless Chromium for the module."""
+    with chromium_browser() as chromium:
+        yield chromium
 
 
 @pytest.fixture(autouse=True)
@@ -108,30 +78,6 @@ def screenshots() -> Path:
     return SCREENSHOTS
 
 
-def _log_in(page, base_url: str, username: str) -> None:
-    page.goto(f"{base_url}/accounts/login/")
-    page.locator("#id_username").fill(username)
-    page.locator("#id_password").fill(PASSWORD)
-    with page.expect_navigation():
-        page.get_by_role("button", name="Log in", exact=True).click()
-    assert "/accounts/login/" not in page.url, f"login as {username} failed: still on {page.url}"
-    expect(page.locator("header .user")).to_contain_text(username)
-
-
-def _upload(page, base_url: str, *, source: Path, name: str, task: str = "sts", columns: str = ""):
-    """Fill and submit the upload form; return the response of the page it lands on."""
-    response = page.goto(f"{base_url}/datasets/")
-    assert response is not None and response.status == 200
-    form = page.locator("#upload-form")
-    form.locator("input[name=files]").set_input_files(str(source))
-    form.locator("input[name=name]").fill(name)
-    form.locator("select[name=task]").select_option(task)
-    form.locator("input[name=columns]").fill(columns)
-    with page.expect_navigation() as navigation:
-        form.get_by_role("button", name="Import").click()
-    return navigation.value
-
-
 @pytest.fixture
 def upload_case() -> tuple[Path, str, str, int]:
     """(file, dataset name, columns, expected items): the real STS-B English test split when the
@@ -143,9 +89,9 @@ def upload_case() -> tuple[Path, str, str, int]:
 
 def test_researcher_uploads_sts_csv(live_server, page, e2e_researcher, upload_case, screenshots):
     source, name, columns, n_items = upload_case
-    _log_in(page, live_server.url, e2e_researcher.username)
+    log_in(page, live_server.url, e2e_researcher.username)
 
-    response = _upload(page, live_server.url, source=source, name=name, columns=columns)
+    response = upload(page, live_server.url, source=source, name=name, columns=columns)
 
     assert response is not None and response.status == 200
     assert page.url.rstrip("/").endswith("/datasets"), f"expected the dataset list, got {page.url}"
@@ -177,9 +123,9 @@ def test_malformed_csv_shows_file_and_line(live_server, page, e2e_researcher, tm
         "A dog runs in the park.,A cat sleeps on the sofa.,high\n",
         encoding="utf-8",
     )
-    _log_in(page, live_server.url, e2e_researcher.username)
+    log_in(page, live_server.url, e2e_researcher.username)
 
-    response = _upload(page, live_server.url, source=bad, name="bad-scores")
+    response = upload(page, live_server.url, source=bad, name="bad-scores")
 
     assert response is not None and response.status == 200
     error = page.locator("pre.error")
@@ -199,7 +145,7 @@ def test_malformed_csv_shows_file_and_line(live_server, page, e2e_researcher, tm
 
 
 def test_annotator_gets_403_on_datasets(live_server, page, e2e_annotator):
-    _log_in(page, live_server.url, e2e_annotator.username)
+    log_in(page, live_server.url, e2e_annotator.username)
 
     response = page.goto(f"{live_server.url}/datasets/")
 
@@ -220,8 +166,13 @@ def test_alpha_in_an_upper_cased_header_stays_alpha(live_server, page, e2e_resea
     run = transform_run_create(dataset=sts, transformation="random_keywords", seed=1, limit=2, dispatch=False)
     start_run.delay(run.pk)
     run.refresh_from_db()
-    study = study_create(name="alpha", runs=[run], design=StudyDesign(llm_judges=()), created_by=e2e_researcher)
-    _log_in(page, live_server.url, e2e_researcher.username)
+    study = study_create(
+        name="alpha",
+        runs=[run],
+        design=StudyDesign(llm_judges=(), items_per_transformation=2),
+        created_by=e2e_researcher,
+    )
+    log_in(page, live_server.url, e2e_researcher.username)
     page.goto(f"{live_server.url}/annotation/studies/{study.pk}/")
     # innerText is the text as rendered, after text-transform.
     assert page.locator("#agreement th").last.inner_text() == "KRIPPENDORFF'S α (ORDINAL)"
@@ -249,7 +200,7 @@ def test_pages_break_no_content_security_policy(live_server, page, django_user_m
     page.add_init_script(CSP_WATCH)
     page.goto(f"{live_server.url}/accounts/login/")
     assert page.evaluate("window.__cspViolations") == []
-    _log_in(page, live_server.url, "boss")
+    log_in(page, live_server.url, "boss")
     urls = [
         "/",
         "/datasets/",

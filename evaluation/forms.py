@@ -1,0 +1,200 @@
+"""Forms of the benchmark and human-baseline pages (issue 20): start a benchmark run from an
+approved config (or datasets), declare a human baseline study, and let an LLM annotator answer
+it. The forms check what a page can; the services check the rest."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django import forms
+
+from annotation.baseline_services import COMMON_OPTIONS, OPTION_DEFAULTS
+from annotation.config_export import format_of
+from annotation.config_schema import MAX_CONFIG_BYTES
+from annotation.models import BASELINE_TASK_TYPES, BenchmarkConfig
+from corpora.models import Dataset
+from evaluation.encoders import encoder_aliases
+from transforms.backends import backend_aliases, configured_model
+
+
+class BenchmarkRunForm(forms.Form):
+    """A benchmark run: an exported (approved) config or an uploaded one, or datasets only."""
+
+    config = forms.ModelChoiceField(
+        label="Validated config",
+        queryset=BenchmarkConfig.objects.none(),
+        required=False,
+        empty_label="none: original data of the datasets below",
+        help_text="An exported config of approved transformations (newest first).",
+    )
+    config_file = forms.FileField(
+        label="or a config file",
+        required=False,
+        help_text="Exactly as exported by this deployment, or signed with its key by one that shares it.",
+        widget=forms.ClearableFileInput(attrs={"accept": ".yaml,.yml,.json"}),
+    )
+    datasets = forms.ModelMultipleChoiceField(
+        queryset=Dataset.objects.order_by("name"),
+        to_field_name="name",
+        required=False,
+        help_text="With a config: leave empty for the config's datasets.",
+    )
+    models = forms.CharField(max_length=500, help_text="")
+    limit = forms.IntegerField(
+        label="Only the first N examples", required=False, min_value=1, help_text="Empty: every example."
+    )
+    name = forms.CharField(required=False, max_length=100, help_text="Shown in the list of runs.")
+
+    def __init__(self, *args, **kwargs):
+        kwargs.setdefault("label_suffix", "")
+        kwargs.setdefault("auto_id", "bm-%s")
+        super().__init__(*args, **kwargs)
+        configs = BenchmarkConfig.objects.order_by("-created_at")
+        self.fields["config"].queryset = configs
+        self.fields["config"].initial = configs.values_list("pk", flat=True).first()
+        aliases = encoder_aliases()
+        self.fields["models"].initial = aliases[0] if aliases else ""
+        self.fields["models"].help_text = (
+            f"Space- or comma-separated aliases ({', '.join(aliases)}) or model names."
+            if aliases
+            else "Space- or comma-separated model names."
+        )
+
+    def clean_models(self) -> list[str]:
+        models = self.cleaned_data["models"].replace(",", " ").split()
+        if not models:
+            raise forms.ValidationError("Name at least one model.")
+        return models
+
+    def clean_config_file(self) -> tuple[str, str] | None:
+        """The uploaded config as (text, format), or None."""
+        upload = self.cleaned_data["config_file"]
+        if not upload:
+            return None
+        if upload.size > MAX_CONFIG_BYTES:
+            raise forms.ValidationError(
+                f"{upload.name} has {upload.size} bytes, more than the {MAX_CONFIG_BYTES} a benchmark config may have."
+            )
+        try:
+            text = upload.read().decode("utf-8")
+        except UnicodeDecodeError:
+            raise forms.ValidationError(
+                f"{upload.name} is not UTF-8 text: upload the file exactly as it was exported."
+            ) from None
+        try:
+            return text, format_of(upload.name)
+        except ValueError as exc:
+            raise forms.ValidationError(str(exc)) from None
+
+    def clean(self):
+        data = super().clean()
+        if data.get("config") and data.get("config_file"):
+            self.add_error("config_file", "Choose an exported config or upload a config file, not both.")
+        elif not data.get("config") and not data.get("config_file") and not data.get("datasets"):
+            if "datasets" not in self.errors:
+                self.add_error("datasets", "Without a config, choose at least one dataset.")
+        return data
+
+    @property
+    def config_field(self) -> str:
+        """The field a config's refusal belongs to."""
+        return "config_file" if self.cleaned_data.get("config_file") else "config"
+
+
+def _positive(label: str, help_text: str, initial: int | None) -> forms.IntegerField:
+    return forms.IntegerField(label=label, required=False, min_value=1, initial=initial, help_text=help_text)
+
+
+class BaselineCreateForm(forms.Form):
+    """A human baseline study: a seeded sample of a dataset's task instances. The task is the
+    dataset's; options a task does not use are ignored."""
+
+    name = forms.CharField(max_length=100, help_text="Unique, e.g. stsb-humans.")
+    dataset = forms.ModelChoiceField(
+        queryset=Dataset.objects.none(),
+        to_field_name="name",
+        help_text="Its task decides what annotators do: rate pairs (sts), label texts, group texts or judge relevance.",
+    )
+    n_instances = forms.IntegerField(
+        label="Instances",
+        min_value=1,
+        max_value=100_000,
+        help_text="How many pairs (sts), texts (classification, clustering) or queries (reranking) to draw.",
+    )
+    split = forms.CharField(max_length=32, initial="test", help_text="The split to draw from. Default test.")
+    seed = forms.IntegerField(min_value=0, initial=0, help_text="Makes the sample reproducible. Default 0.")
+    raters_per_instance = _positive(
+        "Raters per instance",
+        f"Default {COMMON_OPTIONS['raters_per_instance']}.",
+        COMMON_OPTIONS["raters_per_instance"],
+    )
+    batch_size = _positive(
+        "Clustering: texts per batch",
+        f"Clustering only. Default {OPTION_DEFAULTS['clustering']['batch_size']}.",
+        OPTION_DEFAULTS["clustering"]["batch_size"],
+    )
+    candidates = _positive(
+        "Reranking: candidates per query",
+        f"Reranking only. Default {OPTION_DEFAULTS['reranking']['candidates']}.",
+        OPTION_DEFAULTS["reranking"]["candidates"],
+    )
+    stratify = forms.BooleanField(
+        label="Classification: same share of each label as the dataset", required=False, help_text="Off by default."
+    )
+    instructions = forms.CharField(
+        required=False,
+        widget=forms.Textarea(attrs={"rows": 4}),
+        help_text="What annotators read. Empty: the project's wording for the task.",
+    )
+    project = forms.CharField(
+        label="Project (Argilla workspace)", max_length=100, initial="shiftlab", help_text="Default shiftlab."
+    )
+
+    OPTIONS = ("raters_per_instance", "batch_size", "candidates", "stratify")
+
+    def __init__(self, *args, **kwargs):
+        kwargs.setdefault("label_suffix", "")
+        kwargs.setdefault("auto_id", "bl-%s")
+        super().__init__(*args, **kwargs)
+        self.fields["dataset"].queryset = Dataset.objects.filter(task_type__in=BASELINE_TASK_TYPES).order_by("name")
+        self.fields["dataset"].label_from_instance = lambda d: f"{d.name} ({d.task_type})"
+
+    def options(self) -> dict[str, Any]:
+        """The options the dataset's task takes (``baseline_services.OPTION_DEFAULTS``), as given."""
+        task = self.cleaned_data["dataset"].task_type
+        known = {*COMMON_OPTIONS, *OPTION_DEFAULTS[task]}
+        return {
+            name: self.cleaned_data[name]
+            for name in self.OPTIONS
+            if name in known and self.cleaned_data[name] not in (None, "")
+        }
+
+    def add_service_error(self, message: str) -> None:
+        """A ``baseline_create`` refusal next to the field it is about, when it names one."""
+        field = None
+        if "named" in message:
+            field = "name"
+        elif "has no split" in message:
+            field = "split"
+        elif message.startswith("option "):
+            field = message.split(" ", 2)[1]
+        self.add_error(field if field in self.fields else None, message)
+
+
+class LLMAnnotateForm(forms.Form):
+    """An LLM answers every instance of a baseline study the way an annotator would."""
+
+    backend = forms.ChoiceField(
+        label="LLM annotator",
+        help_text="Same instructions and texts as the humans; greedy decoding. "
+        "Instances it answered before are skipped.",
+    )
+
+    def __init__(self, *args, **kwargs):
+        kwargs.setdefault("label_suffix", "")
+        kwargs.setdefault("auto_id", "llm-%s")
+        super().__init__(*args, **kwargs)
+        self.fields["backend"].choices = [
+            (alias, f"{configured_model(alias)} ({alias})" if configured_model(alias) else alias)
+            for alias in backend_aliases()
+        ]
