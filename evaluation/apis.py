@@ -23,6 +23,7 @@ from evaluation.serializers import (
     BenchmarkRunSerializer,
     RobustnessOptionsSerializer,
 )
+from transforms.presets import resolve_preset
 
 
 class BenchmarkRunViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, viewsets.GenericViewSet):
@@ -47,9 +48,15 @@ class BenchmarkRunViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, view
             "split": d["split"],
             "name": d["name"],
             "created_by": request.user,
+            "preset": d.get("preset", ""),
         }
         try:
-            narrowing = {"datasets": d.get("datasets"), "seeds": d.get("seeds")}
+            seeds = d.get("seeds")
+            has_config = d.get("config_id") is not None or d.get("config_text") is not None
+            if d.get("preset") and has_config:
+                # The paper's transformation seeds; explicit seeds must be among them.
+                seeds = list(resolve_preset(d["preset"], seeds=seeds).seeds)
+            narrowing = {"datasets": d.get("datasets"), "seeds": seeds}
             if d.get("config_id") is not None:
                 config = get_object_or_404(BenchmarkConfig, pk=d["config_id"])
                 # The JSON rendering: YAML exported before anchors were refused may hold some.
@@ -60,7 +67,7 @@ class BenchmarkRunViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, view
                 )
             else:
                 run = benchmark_run_create_from_datasets(datasets=d["datasets"], **common)
-        except ShiftlabError as exc:
+        except (ShiftlabError, ValueError) as exc:  # ValueError: seeds that are not the preset's
             return Response({"detail": str(exc)}, status=status.HTTP_400_BAD_REQUEST)
         return Response(BenchmarkRunSerializer(run).data, status=status.HTTP_201_CREATED)
 

@@ -22,7 +22,7 @@ from evaluation.benchmark_plan import Unit, transform_run_key
 from evaluation.encoders import Encoder, get_encoder, slug
 from evaluation.evaluators.base import EvaluationResult
 from evaluation.models import BenchmarkRun
-from evaluation.services import DEFAULT_SEED, examples_evaluate
+from evaluation.services import DEFAULT_SEED, dataset_protocol_options, examples_evaluate
 from transforms.chunk_services import transform_run_execute_inline
 from transforms.models import TransformedItem, TransformRun
 from transforms.registry import TRANSFORMATIONS
@@ -35,7 +35,7 @@ def benchmark_unit_score(*, run: BenchmarkRun, unit: Unit) -> dict[str, Any]:
     first generates the outputs its transformation run still lacks (in this task), then scores
     the transformed texts and, on the same items, the original ones."""
     dataset = Dataset.objects.get(name=unit.dataset)
-    encoder = get_encoder(unit.model)
+    encoder = get_encoder(unit.model, run.plan.get("encoder_dtype"))  # a preset's dtype, if any
     started = time.perf_counter()
     examples = _scoped_examples(dataset, run.split, run.item_limit)
     transform_run, original, left_out = None, None, 0
@@ -171,6 +171,8 @@ def _write_result_file(row: dict[str, Any], *, dataset: Dataset, split: str) -> 
             "model_id": row["model_id"],
             "model_revision": row["model_revision"],
             "task_type": dataset.task_type,
+            "protocol_options": dataset_protocol_options(dataset),  # the evaluator's settings ({}: defaults)
+            "encoder_dtype": run.plan.get("encoder_dtype"),  # a preset's dtype (None: the model's own)
             "main_metric": row["main_metric"],
             "transformation": row["transformation"],
             "axis": row["axis"],

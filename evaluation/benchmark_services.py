@@ -36,6 +36,7 @@ from evaluation.encoders import EncoderError, get_encoder
 from evaluation.models import BenchmarkResult, BenchmarkRun
 from evaluation.services import TRAIN_SPLIT
 from transforms.models import TransformRun
+from transforms.presets import preset_get
 from transforms.services import GenerationParams, TransientBackendError, transform_run_create
 
 MAX_ERROR_LINES = 20
@@ -50,7 +51,9 @@ class RunOptions(TypedDict, total=False):
     limit: score only the first ``limit`` examples of each dataset (default all);
     split: the evaluated split (default "test"); name: shown in lists (default "");
     created_by: the user, audited (default None); dispatch: queue the run's tasks once the
-    transaction commits (default True; False leaves it pending).
+    transaction commits (default True; False leaves it pending); preset: a paper's protocol
+    (``transforms.presets``), whose encoder dtype the run uses; encoder_dtype: load every model
+    in this dtype (default: each model's configured one). Both are stored in the run's plan.
     """
 
     limit: int | None
@@ -58,6 +61,8 @@ class RunOptions(TypedDict, total=False):
     name: str
     created_by: AbstractBaseUser | None
     dispatch: bool
+    preset: str
+    encoder_dtype: str | None
 
 
 def benchmark_run_create_from_config(
@@ -110,6 +115,20 @@ def benchmark_run_create_from_datasets(
     )
 
 
+def _encoder_dtype(preset: str, encoder_dtype: str | None) -> str | None:
+    """The dtype a run loads its encoders in: the one given, else the preset's (None: each model's
+    configured dtype). A given dtype that differs from the preset's is refused."""
+    if not preset:
+        return encoder_dtype
+    try:
+        wanted = preset_get(preset).encoder_dtype
+    except ValueError as exc:
+        raise ShiftlabError(str(exc)) from None
+    if encoder_dtype and wanted and encoder_dtype != wanted:
+        raise ShiftlabError(f"preset {preset} loads encoders in {wanted}, but encoder_dtype {encoder_dtype} was given")
+    return encoder_dtype or wanted or None
+
+
 def _benchmark_run_create(
     *,
     plan: Plan,
@@ -122,13 +141,16 @@ def _benchmark_run_create(
     name: str = "",
     created_by: AbstractBaseUser | None = None,
     dispatch: bool = True,
+    preset: str = "",
+    encoder_dtype: str | None = None,
 ) -> BenchmarkRun:
     models = list(dict.fromkeys(m.strip() for m in models if m.strip()))
     if not models:
         raise ShiftlabError("name at least one model (an alias in EVALUATION_ENCODERS or a model name)")
+    encoder_dtype = _encoder_dtype(preset, encoder_dtype)
     for model in models:
         try:
-            get_encoder(model)
+            get_encoder(model, encoder_dtype)
         except (ImproperlyConfigured, EncoderError) as exc:
             raise ShiftlabError(f"model {model!r} cannot be used: {exc}") from None
     if limit is not None and limit < 1:
@@ -162,6 +184,8 @@ def _benchmark_run_create(
                 "transformations": [spec_as_dict(spec) for spec in plan.transformations],
                 "transform_runs": transform_runs,
                 "units": [u.as_dict() for u in units],
+                "preset": preset,
+                "encoder_dtype": encoder_dtype,
             },
         )
         audit_record(

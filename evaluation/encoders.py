@@ -303,9 +303,11 @@ def encoder_aliases() -> list[str]:
 
 
 @cache
-def get_encoder(alias_or_model: str = "default") -> Encoder:
+def get_encoder(alias_or_model: str = "default", dtype: str | None = None) -> Encoder:
     """The encoder of an alias in EVALUATION_ENCODERS, or of a model name with the default
-    alias's backend and options. One instance per name and process (the model loads once)."""
+    alias's backend and options; ``dtype`` (float32/float16/bfloat16) overrides the configured
+    one (a benchmark run's preset). One instance per name, dtype and process (the model loads
+    once); the dtype is part of the encoder's revision, so its vectors are cached apart."""
     configs = settings.EVALUATION_ENCODERS
     if alias_or_model in configs:
         alias, config = alias_or_model, configs[alias_or_model]
@@ -321,6 +323,8 @@ def get_encoder(alias_or_model: str = "default") -> Encoder:
 
             alias, config = alias_or_model, {"BACKEND": "evaluation.mteb_models.MtebEncoder", "OPTIONS": {}}
             overrides = mteb_encoder_options(alias_or_model, configs["default"].get("OPTIONS", {}))
+    if dtype is not None:
+        overrides = {**overrides, "dtype": dtype}
     return _build(alias, config, overrides)
 
 

@@ -3,6 +3,7 @@ from rest_framework import serializers
 from core.limits import MAX_COUNT, MAX_ID, MAX_SEED
 from evaluation.models import BenchmarkResult, BenchmarkRun
 from evaluation.robustness import MAX_SPLITS, OPTION_CHOICES, ReportOptions
+from transforms.presets import preset_choices
 
 
 class BenchmarkRunSerializer(serializers.ModelSerializer):
@@ -48,6 +49,11 @@ class BenchmarkRunCreateSerializer(serializers.Serializer):
     limit = serializers.IntegerField(required=False, min_value=1, max_value=MAX_COUNT)
     split = serializers.CharField(default="test", max_length=32)
     name = serializers.CharField(default="", allow_blank=True, max_length=100)
+    preset = serializers.ChoiceField(
+        choices=preset_choices(),
+        required=False,
+        help_text="A paper's protocol: its seeds (unless seeds) and its encoder dtype, stored with the run.",
+    )
 
     def validate(self, data):
         sources = [k for k in ("config_id", "config_text") if data.get(k) is not None]

@@ -73,6 +73,17 @@ def database_url_for_worker() -> str:
     return f"postgres://{db['USER']}:{db['PASSWORD']}@{db['HOST'] or '127.0.0.1'}:{db['PORT'] or 5432}/{db['NAME']}"
 
 
+def private_redis_url(redis_url: str, db: int) -> str:
+    """``redis_url`` on database ``db``, emptied: for tests whose timing depends on the broker's
+    bookkeeping (the unacked hash and its restore lock), which other tests' killed workers leave
+    behind in a shared database."""
+    import redis
+
+    url = f"{redis_url.rpartition('/')[0]}/{db}"
+    redis.Redis.from_url(url, socket_connect_timeout=2).flushdb()
+    return url
+
+
 def celery_worker_command(queue: str) -> list[str]:
     """The `celery worker` command line of the worker tests: one solo worker on its own queue."""
     return [

@@ -18,7 +18,7 @@ from evaluation.benchmark_services import benchmark_run_create_from_config
 from evaluation.models import BenchmarkResult, BenchmarkRun
 from evaluation.selectors import benchmark_run_aggregates
 from shiftlab.celery import app
-from tests.support import celery_worker, config_text, wait_for
+from tests.support import celery_worker, config_text, private_redis_url, wait_for
 from transforms.models import Generation, TransformedItem
 from transforms.services import GenerationParams, transform_run_create
 
@@ -33,8 +33,7 @@ MODEL = "all-MiniLM-L6-v2"
 @pytest.fixture
 def benchmark_redis_url(redis_url) -> str:
     """Redis database 12: the benchmark worker tests' own (others use 13 and 15)."""
-    base, _, _ = redis_url.rpartition("/")
-    return f"{base}/12"
+    return private_redis_url(redis_url, 12)
 
 
 def test_benchmark_run_survives_a_killed_worker(llm_backend, benchmark_redis_url, tmp_path, settings):

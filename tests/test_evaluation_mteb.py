@@ -245,3 +245,25 @@ def test_evaluate_command_names_unknown_dataset_model_and_split():
         call_command("evaluate", "--dataset", "demo-sts", "--model", "no-such/model")
     with pytest.raises(CommandError, match="has no split 'dev'"):
         call_command("evaluate", "--dataset", "demo-sts", "--model", MODEL, "--split", "dev")
+
+
+def test_the_protocol_command_shows_sets_and_resets_a_datasets_options():
+    from io import StringIO
+
+    from django.core.management import call_command
+    from django.core.management.base import CommandError
+
+    dataset_import(source=FIXTURES / "clustering/demo-topics.jsonl", task="clustering", name="demo-topics")
+    out = StringIO()
+    call_command("protocol", "demo-topics", "--set", "n_bootstrap=3", "--set", "protocol=bootstrap", stdout=out)
+    assert Dataset.objects.get(name="demo-topics").metadata["evaluation"] == {"n_bootstrap": 3, "protocol": "bootstrap"}
+    assert 'demo-topics (clustering): {"n_bootstrap": 3, "protocol": "bootstrap"}' in out.getvalue()
+    call_command("protocol", "demo-topics", "--set", "max_documents_per_cluster=64", stdout=StringIO())
+    assert Dataset.objects.get(name="demo-topics").metadata["evaluation"]["n_bootstrap"] == 3  # the others kept
+    with pytest.raises(CommandError, match="unknown clustering protocol option"):
+        call_command("protocol", "demo-topics", "--set", "n_clusters=3")
+    call_command("protocol", "demo-topics", "--reset", stdout=(out := StringIO()))
+    assert "evaluation" not in Dataset.objects.get(name="demo-topics").metadata
+    assert "the defaults" in out.getvalue() and "n_bootstrap" in out.getvalue()
+    with pytest.raises(CommandError, match="no dataset 'nope'"):
+        call_command("protocol", "nope")

@@ -361,7 +361,8 @@ def test_hf_export_loads_with_datasets(finished_run, tmp_path):
 
     out = tmp_path / "hf"
     call_command("benchmark", "export", str(finished_run.pk), "--format", "hf", "--out", str(out), stdout=io.StringIO())
-    results = datasets.load_dataset(str(out))["results"]
+    # A cache of its own: the shared HF cache may hold an older folder at this same temporary path.
+    results = datasets.load_dataset(str(out), cache_dir=str(tmp_path / "hf-cache"))["results"]
     stored = {(r.transformation, r.seed): r for r in BenchmarkResult.objects.filter(run=finished_run)}
     assert len(results) == len(stored) == 3
     for row in results:

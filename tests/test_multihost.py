@@ -21,7 +21,7 @@ from evaluation.models import BenchmarkResult, BenchmarkRun
 from evaluation.tasks import start_benchmark_run
 from shiftlab.celery import app
 from tests.netns_hosts import netns_available, worker_hosts
-from tests.support import celery_worker_command, config_text, require_or_skip, wait_for
+from tests.support import celery_worker_command, config_text, private_redis_url, require_or_skip, wait_for
 from transforms.services import transform_run_create
 
 pytestmark = [pytest.mark.services, pytest.mark.heavy, pytest.mark.django_db(transaction=True)]
@@ -38,7 +38,7 @@ def multihost(redis_url):
     why = netns_available()
     if why:
         require_or_skip(why)
-    return redis_url
+    return private_redis_url(redis_url, 9)  # its own database: no other test's unacked tasks or locks
 
 
 def _import_stsb(shared_data, tmp_path):

@@ -98,6 +98,10 @@ def test_a_failed_run_is_resumed_from_its_page_and_a_complete_one_is_not(page, s
 # --- judge reports and generator selection -----------------------------------------------------
 
 
+def selection_fields() -> dict:
+    return {"kind": "selection", "dataset": "demo-sts", "transformation": "paraphrase", "limit": "5"}
+
+
 def test_judge_forms_queue_reports_and_keep_refused_input(page, sts, settings):
     run = keyword_run(sts, 1)
     url = reverse("transforms:judge-reports")
@@ -105,15 +109,23 @@ def test_judge_forms_queue_reports_and_keep_refused_input(page, sts, settings):
     report = JudgeReport.objects.get()
     assert response["Location"] == reverse("transforms:judge-report", args=[report.pk])
     assert report.kind == "run" and list(report.runs.all()) == [run] and report.judges == ["default"]
-    selection = {"kind": "selection", "dataset": "demo-sts", "transformation": "paraphrase", "limit": "5"}
+    selection = selection_fields()
     html = page.post(url, {**selection, "candidates": ["default"]}).content.decode()
     assert "at least two candidates" in html and value_of(html, "sel-limit") == "5"
     settings.TRANSFORM_BACKENDS = {**settings.TRANSFORM_BACKENDS, "other": settings.TRANSFORM_BACKENDS["default"]}
     reset_backends()
     response = page.post(url, {**selection, "candidates": ["default", "other"]})
-    reset_backends()
     selection = JudgeReport.objects.get(kind="selection")
     assert response["Location"] == reverse("transforms:judge-report", args=[selection.pk])
+    # Pooled over two transformations, judged on similarity too (issue 15's selection options).
+    pooled = {**selection_fields(), "transformations": ["backtranslation"], "criteria": ["quality", "similarity"]}
+    response = page.post(url, {**pooled, "candidates": ["default", "other"], "top_k": "2"})
+    reset_backends()
+    report = JudgeReport.objects.filter(kind="selection").latest("pk")
+    assert response["Location"] == reverse("transforms:judge-report", args=[report.pk])
+    assert report.options["transformations"] == ["paraphrase", "backtranslation"] and report.options["top_k"] == 2
+    assert report.options["criteria"] == ["quality", "similarity"]
+    JudgeReport.objects.filter(pk=report.pk).delete()
     # Refused: a limit below 1 (next to the field, input kept); an unknown judge.
     html = page.post(url, {"kind": "evaluation", "dataset": "demo-sts", "judges": "default", "limit": "0"}).content
     html = html.decode()

@@ -145,3 +145,32 @@ def test_a_benchmark_run_with_a_preset_plans_the_papers_seeds(sts, tmp_path):
     assert planned["transformation"] == "random_keywords" and planned["seeds"] == [1337, 1338, 1339]
     with pytest.raises(CommandError, match="seed=\\[7\\] conflicts with preset 'multi-axis-paper'"):
         call_command("benchmark", "run", f"--config={config}", "--preset=multi-axis-paper", "--seeds", "7")
+
+
+def test_the_paraphrasing_papers_encoders_run_in_bfloat16(sts, tmp_path, researcher):
+    """The preset's encoder dtype is stored with the run and is the dtype every unit loads its
+    model in (its vectors are cached apart from float32 ones: the dtype is in the revision)."""
+    from evaluation.benchmark_services import benchmark_run_create_from_config
+    from evaluation.encoders import get_encoder
+
+    runs = [keyword_run(sts, seed) for seed in range(1337, 1343)]
+    text = config_text(runs)
+    run = benchmark_run_create_from_config(
+        text=text, fmt="yaml", models=["all-MiniLM-L6-v2"], preset="paraphrasing-paper", dispatch=False
+    )
+    assert (run.plan["preset"], run.plan["encoder_dtype"]) == ("paraphrasing-paper", "bfloat16")
+    encoder = get_encoder("all-MiniLM-L6-v2", run.plan["encoder_dtype"])
+    assert encoder.dtype == "bfloat16" and encoder.revision != get_encoder("all-MiniLM-L6-v2").revision
+    with pytest.raises(ShiftlabError, match="preset paraphrasing-paper loads encoders in bfloat16, but encoder_dtype"):
+        benchmark_run_create_from_config(
+            text=text, fmt="yaml", models=["all-MiniLM-L6-v2"], preset="paraphrasing-paper", encoder_dtype="float16"
+        )
+    client = APIClient()
+    client.force_authenticate(researcher)
+    body = {"models": ["all-MiniLM-L6-v2"], "config_text": text, "preset": "paraphrasing-paper"}
+    wrong = client.post("/api/benchmark-runs/", {**body, "seeds": [7]}, format="json")
+    assert wrong.status_code == 400 and "conflicts with preset 'paraphrasing-paper'" in wrong.json()["detail"]
+    created = client.post("/api/benchmark-runs/", body, format="json")
+    assert created.status_code == 201, created.content
+    plan = BenchmarkRun.objects.get(pk=created.json()["id"]).plan
+    assert plan["encoder_dtype"] == "bfloat16" and plan["transformations"][0]["seeds"] == list(range(1337, 1343))

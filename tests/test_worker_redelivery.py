@@ -20,7 +20,7 @@ import pytest
 
 from corpora.services import dataset_import
 from shiftlab.celery import app
-from tests.support import celery_sender, celery_worker, wait_for
+from tests.support import celery_sender, celery_worker, private_redis_url, wait_for
 from transforms.backends import reset_backends
 from transforms.models import TransformRun
 from transforms.services import GenerationParams, transform_run_create
@@ -63,6 +63,13 @@ def slow_llm():
     threading.Thread(target=httpd.serve_forever, daemon=True).start()
     yield f"http://127.0.0.1:{httpd.server_address[1]}/v1", arrivals
     httpd.shutdown()
+
+
+@pytest.fixture
+def redis_url(redis_url):
+    """Redis database 10, emptied: a restore lock left in the shared database by another test's
+    killed worker (held for its 300 s visibility timeout) would delay the redelivery measured here."""
+    return private_redis_url(redis_url, 10)
 
 
 @pytest.fixture

@@ -177,6 +177,20 @@ class JudgeSelectionForm(ServiceErrorsMixin, forms.Form):
         label="Candidate generators",
         help_text="Every candidate also judges every candidate (crossover). Configure more with SHIFTLAB_LLM_BACKENDS.",
     )
+    transformations = forms.MultipleChoiceField(
+        label="Pool over these transformations too",
+        required=False,
+        choices=[(t.name, t.label) for t in TRANSFORMATIONS.values() if t.uses_llm],
+        help_text="Optional: every candidate transforms each, and the report adds a pooled ranking, "
+        "the top-k on each and pooled, and where the rankings cross.",
+    )
+    criteria = forms.MultipleChoiceField(
+        label="Judged dimensions",
+        required=False,
+        choices=[("quality", "quality"), ("fluency", "fluency"), ("similarity", "similarity (meaning kept)")],
+        help_text="Default quality and fluency; similarity only for paraphrase, backtranslation and style change.",
+    )
+    top_k = forms.IntegerField(label="Top k", required=False, min_value=1, initial=3, help_text="For the pooled table.")
     limit = forms.IntegerField(label="Only the first N items", required=False, min_value=1, initial=50)
     preset = forms.ChoiceField(required=False, help_text="A paper's protocol for the seed and temperature.")
 
@@ -185,6 +199,13 @@ class JudgeSelectionForm(ServiceErrorsMixin, forms.Form):
         super().__init__(*args, **kwargs)
         self.fields["candidates"].choices = _backend_choices()
         self.fields["preset"].choices = [("", "none")] + preset_choices()
+
+    def clean(self):
+        data = super().clean()
+        chosen = data.get("transformations") or []
+        if chosen and data.get("transformation") and data["transformation"] not in chosen:
+            data["transformations"] = [data["transformation"], *chosen]  # the first one is pooled too
+        return data
 
     def service_data(self) -> dict:
         data = {k: v for k, v in self.cleaned_data.items() if v not in (None, "", [])}

@@ -17,7 +17,7 @@ from evaluation.models import BenchmarkRun
 from evaluation.report_robustness import robustness_report_write
 from evaluation.reports import benchmark_report
 from evaluation.robustness import OPTION_CHOICES, ReportOptions
-from transforms.presets import PRESETS, preset_get, resolve_preset, resolve_report_options
+from transforms.presets import PRESETS, resolve_preset, resolve_report_options
 
 
 class Command(BaseCommand):
@@ -109,18 +109,19 @@ class Command(BaseCommand):
             if not config:
                 raise CommandError("--preset sets the transformation seeds, which need --config")
             seeds = list(resolve_preset(preset, seeds=seeds).seeds)
-            if preset_get(preset).encoder_dtype:
-                self.stdout.write(
-                    f"Note: preset {preset} loads encoders in {preset_get(preset).encoder_dtype}; the benchmark "
-                    "uses each model's configured dtype (SHIFTLAB_ENCODER_DTYPE, or an alias's dtype in "
-                    "SHIFTLAB_ENCODERS)."
-                )
         user = None
         if actor:
             user = get_user_model().objects.filter(username=actor).first()
             if user is None:
                 raise CommandError(f"no user {actor!r}")
-        common = {"models": models, "limit": limit, "split": split, "name": name, "created_by": user}
+        common = {
+            "models": models,
+            "limit": limit,
+            "split": split,
+            "name": name,
+            "created_by": user,
+            "preset": preset or "",  # its encoder dtype is stored with the run and used by every unit
+        }
         if config:
             path = Path(config)
             run = benchmark_run_create_from_config(
