@@ -28,7 +28,7 @@ from transforms.services import GenerationParams, transform_run_create
 pytestmark = [pytest.mark.services, pytest.mark.django_db(transaction=True)]
 VISIBILITY_TIMEOUT = 4
 # Each LLM answer takes this long: a chunk outlives the visibility timeout.
-ANSWER_SECONDS = 6
+ANSWER_SECONDS = 15  # well past the visibility timeout and the checks below, even on a loaded machine
 
 
 @pytest.fixture
@@ -89,6 +89,7 @@ def queue_setup(redis_url, slow_llm, settings):
         "SHIFTLAB_BROKER_VISIBILITY_TIMEOUT": str(VISIBILITY_TIMEOUT),
         "SHIFTLAB_CELERY_QUEUE": queue,
         "SHIFTLAB_TRANSFORM_CHUNK_SIZE": "1",
+        "PYTHONUNBUFFERED": "1",  # the logs tell which worker holds the chunk: write them at once
     }
     with celery_sender(broker_url=redis_url, queue=queue):
         yield queue, env
@@ -135,7 +136,10 @@ def test_a_held_task_stays_with_its_live_worker_and_a_lost_one_comes_back_soon(
         time.sleep(VISIBILITY_TIMEOUT + 1.5)
         assert len({prompt for _, prompt in arrivals}) == len(arrivals), arrivals
         held = len(arrivals)
-        holder, log = (worker_a, logs[0]) if "execute_chunk" in logs[0].read_text() else (worker_b, logs[1])
+        # "execute_chunk[<id>] received": the banner of every worker lists the task's bare name too.
+        took = "transforms.execute_chunk["
+        wait_for(lambda: any(took in log.read_text() for log in logs), 30, "the chunk's worker", logs[0])
+        holder, log = (worker_a, logs[0]) if took in logs[0].read_text() else (worker_b, logs[1])
         os.kill(holder.pid, signal.SIGKILL)
         holder.wait(timeout=10)
         killed_at = time.monotonic()
