@@ -196,6 +196,11 @@ def parse_tables(
         raise DatasetFormatError([Problem(names, None, "no rows found: the file is empty")])
     tables = [_rename(t, field_map or {}) for t in tables]
     problems = _Collector()
+    for table in tables:  # PostgreSQL cannot store U+0000 in text: refuse it here, on every database
+        for row in table.rows:
+            for name, value in row.fields.items():
+                if _holds_nul(value):
+                    problems.add(row, f"'{name}' holds a NUL character (U+0000), which cannot be stored: remove it")
     if spec.task is TaskType.RETRIEVAL:
         items = _parse_retrieval(tables, language, split, problems)
     else:
@@ -420,6 +425,16 @@ def _metadata(task: TaskType, items: list[ParsedItem]) -> dict[str, Any]:
     elif task is TaskType.RERANKING:
         meta["n_candidates"] = sum(len(i.payload["positive"]) + len(i.payload["negative"]) for i in examples)
     return meta
+
+
+def _holds_nul(value: Any) -> bool:
+    if isinstance(value, str):
+        return "\x00" in value
+    if isinstance(value, list | tuple):
+        return any(_holds_nul(v) for v in value)
+    if isinstance(value, dict):
+        return any(_holds_nul(k) or _holds_nul(v) for k, v in value.items())
+    return False
 
 
 def _text(value: Any) -> str:
