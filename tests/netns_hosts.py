@@ -91,6 +91,14 @@ class TcpForwarder:
         await asyncio.gather(pipe(reader, up_writer), pipe(up_reader, writer))
 
 
+def _is_zombie(pid: int) -> bool:
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return True  # gone already
+    return stat.rsplit(")", 1)[1].split()[0] == "Z"
+
+
 @dataclass
 class WorkerHost:
     name: str  # the network namespace
@@ -119,23 +127,40 @@ class WorkerHost:
         return process
 
     def pids(self) -> list[int]:
+        """The processes still alive in this host (zombies left out: they hold no resources)."""
         out = subprocess.run(["ip", "netns", "pids", self.name], capture_output=True, text=True).stdout
-        return [int(p) for p in out.split()]
+        return [int(p) for p in out.split() if not _is_zombie(int(p))]
 
-    def kill_everything(self) -> int:
-        """SIGKILL every process in this host, as a host that loses power; returns how many."""
-        pids = self.pids()
-        for pid in pids:
+    def kill_everything(self, timeout: float = 20.0) -> int:
+        """SIGKILL every process in this host, as a host that loses power; returns how many.
+
+        SIGKILL is asynchronous: a process is gone only once the kernel has torn it down (a worker
+        holding a loaded model takes a moment to unmap), so this waits, killing again whatever is
+        still listed, until the host is empty or ``timeout`` runs out.
+        """
+        killed = set(self.pids())
+        deadline = time.monotonic() + timeout
+        for process in self.processes:  # the whole process group at once: no child forks after
             try:
-                os.kill(pid, signal.SIGKILL)
+                os.killpg(process.pid, signal.SIGKILL)
             except ProcessLookupError:
                 pass
+        while pids := self.pids():
+            for pid in pids:
+                try:
+                    os.kill(pid, signal.SIGKILL)
+                except ProcessLookupError:
+                    pass
+            killed.update(pids)
+            if time.monotonic() > deadline:
+                break
+            time.sleep(0.05)
         for process in self.processes:
             try:
                 process.wait(timeout=10)
             except subprocess.TimeoutExpired:
                 pass
-        return len(pids)
+        return len(killed)
 
     def stop(self) -> None:
         for process in self.processes:
