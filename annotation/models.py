@@ -14,6 +14,7 @@ from django.db.models import Q
 
 from annotation.controls import ItemKind
 from annotation.validation import FlagRule, RejectionReason
+from core.models import project_field
 from corpora.task_types import TaskType
 from transforms.models import TransformedItem, TransformRun
 
@@ -38,11 +39,12 @@ class Study(models.Model):
     name = models.CharField(max_length=61, validators=[study_name_validator])
     version = models.PositiveIntegerField(default=1)
     previous = models.ForeignKey("self", null=True, blank=True, on_delete=models.PROTECT, related_name="revisions")
-    project = models.CharField(
+    project = project_field("studies")
+    workspace = models.CharField(
         max_length=61,
         default="shiftlab",
         validators=[study_name_validator],
-        help_text="Argilla workspace shared by the project's studies.",
+        help_text="Argilla workspace: its project's slug (older studies keep the one they were published in).",
     )
     runs = models.ManyToManyField(TransformRun, related_name="studies")
     design = models.JSONField(help_text="annotation.design.StudyDesign as a dict.")
@@ -322,6 +324,7 @@ class BenchmarkConfig(models.Model):
     """An exported validated benchmark config, in both renderings, identified by its own hash."""
 
     name = models.CharField(max_length=100, blank=True)
+    project = project_field("benchmark_configs")
     document = models.JSONField()
     config_hash = models.CharField(max_length=64, unique=True)
     json_text = models.TextField()
@@ -362,7 +365,8 @@ class BaselineStudy(models.Model):
     )
     instructions = models.TextField(help_text="Shown to annotators and given to LLM annotators.")
     status = models.CharField(max_length=16, choices=Status.choices, default=Status.DRAFT, db_index=True)
-    project = models.CharField(
+    project = project_field("baseline_studies")
+    workspace = models.CharField(
         max_length=61, default="shiftlab", validators=[study_name_validator], help_text="Argilla workspace."
     )
     annotators = models.ManyToManyField(

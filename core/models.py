@@ -54,3 +54,66 @@ class TrackedJob(models.Model):
     @property
     def progress(self) -> float:
         return min(1.0, self.done / self.total) if self.total else 0.0
+
+
+DEFAULT_PROJECT = "shiftlab"
+
+
+class Project(models.Model):
+    """A research group's space: its datasets, prompts, runs, studies, configs and benchmark runs
+    belong to it, and its slug names the Argilla workspace of its studies. Researchers act only in
+    projects they are members of; an ``open`` project (the default one, holding what existed before
+    projects) lets every researcher in as a member."""
+
+    slug = models.SlugField(max_length=61, unique=True, help_text="Also the Argilla workspace of its studies.")
+    name = models.CharField(max_length=200, blank=True)
+    description = models.TextField(blank=True)
+    open = models.BooleanField(default=False, help_text="Every researcher acts as a member.")
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["slug"]
+
+    def __str__(self) -> str:
+        return self.slug
+
+
+def default_project_pk() -> int:
+    """Default of every owned model's ``project``: code that names no project writes to the open
+    default project (what existed before projects lives there too)."""
+    project, _ = Project.objects.get_or_create(
+        slug=DEFAULT_PROJECT, defaults={"name": "Shared default project", "open": True}
+    )
+    return project.pk
+
+
+def project_field(related_name: str) -> models.ForeignKey:
+    """The ``project`` foreign key of a model a project owns (datasets, prompts, runs, studies...)."""
+    return models.ForeignKey(
+        Project,
+        on_delete=models.PROTECT,
+        related_name=related_name,
+        default=default_project_pk,
+        help_text="The project (team) it belongs to; see core.projects for who may read and change it.",
+    )
+
+
+class Membership(models.Model):
+    """A user's role in a project: owners also manage members, viewers only read."""
+
+    class Role(models.TextChoices):
+        OWNER = "owner"
+        MEMBER = "member"
+        VIEWER = "viewer"
+
+    project = models.ForeignKey(Project, on_delete=models.CASCADE, related_name="memberships")
+    user = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="memberships")
+    role = models.CharField(max_length=16, choices=Role.choices, default=Role.MEMBER)
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["project", "user"]
+        constraints = [models.UniqueConstraint(fields=["project", "user"], name="one_membership_per_user")]
+
+    def __str__(self) -> str:
+        return f"{self.user} {self.role} of {self.project}"

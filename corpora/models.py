@@ -2,6 +2,7 @@ from django.conf import settings
 from django.core.validators import RegexValidator
 from django.db import models
 
+from core.models import project_field
 from corpora.task_types import TaskType
 
 dataset_name_validator = RegexValidator(
@@ -24,6 +25,10 @@ class Dataset(models.Model):
     content_hash = models.CharField(max_length=64, db_index=True)
     n_items = models.PositiveIntegerField(default=0)
     metadata = models.JSONField(default=dict, blank=True)
+    project = project_field("datasets")
+    shared = models.BooleanField(
+        default=False, help_text="Readable, and usable as input, by researchers of every project."
+    )
     created_by = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL)
     created_at = models.DateTimeField(auto_now_add=True)
 
@@ -75,6 +80,7 @@ class DatasetImport(models.Model):
     task_type = models.CharField(max_length=32, choices=[(t.value, t.value) for t in TaskType])
     upload_dir = models.CharField(max_length=500, help_text="Where the uploaded files were stored.")
     options = models.JSONField(default=dict, help_text="language, format, columns, split, field map.")
+    project = project_field("dataset_imports")
     status = models.CharField(max_length=16, choices=Status.choices, default=Status.PENDING, db_index=True)
     error = models.TextField(blank=True)
     attempts = models.PositiveSmallIntegerField(

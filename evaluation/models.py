@@ -3,7 +3,7 @@ results, one row per unit."""
 
 from django.db import models
 
-from core.models import TrackedJob
+from core.models import TrackedJob, project_field
 from corpora.models import Dataset
 from transforms.models import TransformRun
 
@@ -16,6 +16,7 @@ class BenchmarkRun(TrackedJob):
         DATASETS = "datasets", "datasets directly (original data only)"
 
     name = models.CharField(max_length=100, blank=True)
+    project = project_field("benchmark_runs")
     source = models.CharField(max_length=16, choices=Source.choices)
     config_hash = models.CharField(max_length=64, blank=True, db_index=True, help_text="Hash of the config used.")
     config_document = models.JSONField(null=True, blank=True, help_text="The verified config, as read.")

@@ -2,7 +2,7 @@ from django.conf import settings
 from django.db import models
 from django.db.models import Q
 
-from core.models import TrackedJob
+from core.models import TrackedJob, project_field
 from corpora.models import Dataset, DatasetItem
 from transforms.describe import params_text
 from transforms.registry import TRANSFORMATIONS
@@ -21,15 +21,18 @@ class PromptTemplate(models.Model):
     content_hash = models.CharField(max_length=64)
     is_active = models.BooleanField(default=False)
     note = models.CharField(max_length=255, blank=True)
+    project = project_field("prompt_templates")
     created_by = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL)
     created_at = models.DateTimeField(auto_now_add=True)
 
     class Meta:
         ordering = ["key", "-version"]
         constraints = [
-            models.UniqueConstraint(fields=["key", "version"], name="unique_prompt_version"),
-            models.UniqueConstraint(fields=["key", "content_hash"], name="unique_prompt_content"),
-            models.UniqueConstraint(fields=["key"], condition=Q(is_active=True), name="one_active_prompt_per_key"),
+            models.UniqueConstraint(fields=["project", "key", "version"], name="unique_prompt_version"),
+            models.UniqueConstraint(fields=["project", "key", "content_hash"], name="unique_prompt_content"),
+            models.UniqueConstraint(
+                fields=["project", "key"], condition=Q(is_active=True), name="one_active_prompt_per_key"
+            ),
         ]
 
     def __str__(self) -> str:
@@ -50,6 +53,7 @@ class GeneratorConfig(models.Model):
 
 
 class TransformRun(TrackedJob):
+    project = project_field("transform_runs")
     dataset = models.ForeignKey(Dataset, on_delete=models.PROTECT, related_name="transform_runs")
     transformation = models.CharField(max_length=32, choices=TRANSFORMATION_CHOICES)
     generator = models.ForeignKey(GeneratorConfig, on_delete=models.PROTECT, related_name="runs")
@@ -167,6 +171,7 @@ class JudgeReport(TrackedJob):
     Kind = JudgeReportKind
 
     kind = models.CharField(max_length=16, choices=Kind.choices)
+    project = project_field("judge_reports")
     dataset = models.ForeignKey(Dataset, null=True, blank=True, on_delete=models.PROTECT, related_name="judge_reports")
     runs = models.ManyToManyField(
         TransformRun,

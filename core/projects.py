@@ -1,0 +1,196 @@
+"""Projects (teams): who may read and change what.
+
+Every object a researcher makes belongs to one project; the owned models carry a ``project``
+foreign key, and objects below them (items, outputs, ratings, results) follow their parent. The
+rules, in one place so that every page, API route, command and task asks the same questions:
+
+- admins (and superusers) read and change everything;
+- a researcher reads the projects they are a member of (any role) and the open ones, and changes
+  those where they are an owner or member, or which are open; viewers only read;
+- a dataset marked ``shared`` is readable, and usable as input, by every researcher;
+- annotators and anonymous callers get nothing here: they work in Argilla.
+
+Objects a researcher may not read are answered as missing (404), never as forbidden, so their
+existence does not leak; a read-only caller who tries to change something gets 403.
+"""
+
+from __future__ import annotations
+
+from django.contrib.auth import get_user_model
+from django.contrib.auth.models import AbstractBaseUser, AnonymousUser
+from django.core.exceptions import PermissionDenied
+from django.db import transaction
+from django.db.models import Model, Q, QuerySet
+
+from core.errors import ShiftlabError
+from core.models import DEFAULT_PROJECT, Membership, Project, default_project_pk
+from core.roles import is_admin, is_researcher
+from core.selectors import M
+
+WRITE_ROLES = (Membership.Role.OWNER, Membership.Role.MEMBER)
+
+User = AbstractBaseUser | AnonymousUser | None
+
+
+class ProjectAccessError(ShiftlabError, PermissionDenied):
+    """The caller may read the project but not change it (pages and the API answer 403)."""
+
+
+def default_project() -> Project:
+    """The open project that holds what existed before projects (made on first use)."""
+    return Project.objects.get(pk=default_project_pk())
+
+
+def _unrestricted(user: User) -> bool:
+    """The system (tasks, and commands run without ``--as``) and admins see everything."""
+    return user is None or is_admin(user)
+
+
+def projects_readable(user: User) -> QuerySet[Project]:
+    if _unrestricted(user):
+        return Project.objects.all()
+    if not is_researcher(user):
+        return Project.objects.none()
+    return Project.objects.filter(Q(open=True) | Q(memberships__user=user)).distinct()
+
+
+def projects_writable(user: User) -> QuerySet[Project]:
+    if _unrestricted(user):
+        return Project.objects.all()
+    if not is_researcher(user):
+        return Project.objects.none()
+    return Project.objects.filter(
+        Q(open=True) | Q(memberships__user=user, memberships__role__in=WRITE_ROLES)
+    ).distinct()
+
+
+def scoped(queryset: QuerySet[M], user: User, *, write: bool = False, via: str = "project") -> QuerySet[M]:
+    """``queryset`` cut to what ``user`` may read (or change, with ``write``).
+
+    ``via`` is the lookup path from the queryset's model to its project (``"study__project"`` for
+    an object below a study). Datasets marked shared are readable by every researcher.
+    """
+    if _unrestricted(user):
+        return queryset
+    projects = projects_writable(user) if write else projects_readable(user)
+    allowed = Q(**{f"{via}__in": projects})
+    if not write and is_researcher(user):
+        shared = _shared_dataset_lookup(queryset.model, via)
+        if shared:
+            allowed |= Q(**{shared: True})
+    return queryset.filter(allowed)
+
+
+def _shared_dataset_lookup(model: type[Model], via: str) -> str | None:
+    if model._meta.label_lower == "corpora.dataset" and via == "project":
+        return "shared"
+    return None
+
+
+def project_can_write(user: User, project: Project) -> bool:
+    return projects_writable(user).filter(pk=project.pk).exists()
+
+
+def project_require_write(user: User, project: Project) -> None:
+    """Refuse (403) a change by someone who may only read ``project``."""
+    if not project_can_write(user, project):
+        raise ProjectAccessError(
+            f"You may only read project {project.slug!r}: ask one of its owners to make you a member."
+        )
+
+
+def project_resolve(user: User, slug: str | None = None) -> Project:
+    """The project a new object goes into.
+
+    With ``slug``: that project, which the caller must be able to change. Without: the caller's one
+    project where they are owner or member, else the default project; several are refused with
+    their names, so the caller chooses.
+    """
+    if slug:
+        project = projects_readable(user).filter(slug=slug).first()
+        if project is None:
+            raise ShiftlabError(f"No project {slug!r} that you belong to. Yours: {_slugs(projects_readable(user))}.")
+        project_require_write(user, project)
+        return project
+    if _unrestricted(user):
+        return default_project()
+    own = Project.objects.filter(memberships__user=user, memberships__role__in=WRITE_ROLES).distinct()
+    if own.count() > 1:
+        raise ShiftlabError(f"You belong to several projects ({_slugs(own)}): name the one to work in.")
+    project = own.first() or default_project()
+    project_require_write(user, project)
+    return project
+
+
+def project_require_same(project: Project, *objects: Model, role: str) -> None:
+    """Refuse to combine objects of another project (a shared dataset is fine anywhere).
+
+    ``role`` says what the objects are to the new one, e.g. "the study's runs".
+    """
+    for obj in objects:
+        if getattr(obj, "shared", False):
+            continue
+        if obj.project_id != project.pk:
+            raise ShiftlabError(
+                f"{obj} belongs to project {obj.project.slug!r}, not {project.slug!r}: {role} must be in "
+                f"the same project (or be a shared dataset)."
+            )
+
+
+def _slugs(projects: QuerySet[Project]) -> str:
+    return ", ".join(projects.values_list("slug", flat=True)) or "none"
+
+
+# --- managing projects (admins, and owners for their members) --------------------------------------
+
+
+def project_create(*, slug: str, name: str = "", owner: AbstractBaseUser | None, actor: User) -> Project:
+    from core.services import audit_record
+
+    if Project.objects.filter(slug=slug).exists():
+        raise ShiftlabError(f"Project {slug!r} exists already: choose another slug.")
+    with transaction.atomic():
+        project = Project.objects.create(slug=slug, name=name)
+        if owner is not None:
+            Membership.objects.create(project=project, user=owner, role=Membership.Role.OWNER)
+        audit_record(actor=actor, verb="project.create", obj=project, payload={"owner": str(owner or "")})
+    return project
+
+
+def membership_set(*, project: Project, user: AbstractBaseUser, role: str, actor: User) -> Membership:
+    """Give ``user`` a role in ``project``; only admins and the project's owners may."""
+    from core.services import audit_record
+
+    if role not in Membership.Role.values:
+        raise ShiftlabError(f"Unknown project role {role!r}: use one of {', '.join(Membership.Role.values)}.")
+    _require_owner(actor, project)
+    if not is_researcher(user):
+        raise ShiftlabError(f"{user} is not a researcher: project roles are for researchers (annotators rate in Argilla).")
+    with transaction.atomic():
+        membership, _ = Membership.objects.update_or_create(project=project, user=user, defaults={"role": role})
+        audit_record(actor=actor, verb="project.member", obj=project, payload={"user": str(user), "role": role})
+    return membership
+
+
+def membership_remove(*, project: Project, user: AbstractBaseUser, actor: User) -> None:
+    from core.services import audit_record
+
+    _require_owner(actor, project)
+    with transaction.atomic():
+        Membership.objects.filter(project=project, user=user).delete()
+        audit_record(actor=actor, verb="project.member_remove", obj=project, payload={"user": str(user)})
+
+
+def _require_owner(actor: User, project: Project) -> None:
+    if _unrestricted(actor):
+        return
+    if not Membership.objects.filter(project=project, user=actor, role=Membership.Role.OWNER).exists():
+        raise ProjectAccessError(f"Only admins and owners of {project.slug!r} manage its members.")
+
+
+def user_by_name(username: str) -> AbstractBaseUser:
+    """The user a command's ``--as`` names, or a clear error."""
+    user = get_user_model().objects.filter(username=username).first()
+    if user is None:
+        raise ShiftlabError(f"No user {username!r}: check the name (manage.py createsuperuser / the admin site).")
+    return user
