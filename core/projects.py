@@ -23,7 +23,7 @@ from django.db import transaction
 from django.db.models import Model, Q, QuerySet
 
 from core.errors import ShiftlabError
-from core.models import DEFAULT_PROJECT, Membership, Project, default_project_pk
+from core.models import Membership, Project, default_project_pk
 from core.roles import is_admin, is_researcher
 from core.selectors import M
 
@@ -165,7 +165,7 @@ def membership_set(*, project: Project, user: AbstractBaseUser, role: str, actor
         raise ShiftlabError(f"Unknown project role {role!r}: use one of {', '.join(Membership.Role.values)}.")
     _require_owner(actor, project)
     if not is_researcher(user):
-        raise ShiftlabError(f"{user} is not a researcher: project roles are for researchers (annotators rate in Argilla).")
+        raise ShiftlabError(f"{user} is not a researcher: project roles are for researchers (annotators use Argilla).")
     with transaction.atomic():
         membership, _ = Membership.objects.update_or_create(project=project, user=user, defaults={"role": role})
         audit_record(actor=actor, verb="project.member", obj=project, payload={"user": str(user), "role": role})
