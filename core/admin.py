@@ -1,6 +1,6 @@
 from django.contrib import admin
 
-from core.models import AuditEvent
+from core.models import AuditEvent, Membership, Project
 
 
 class ReadOnlyAdmin(admin.ModelAdmin):
@@ -23,3 +23,17 @@ class AuditEventAdmin(ReadOnlyAdmin):
     list_filter = ("verb", "object_type")
     search_fields = ("object_repr", "verb", "actor__username")
     date_hierarchy = "at"
+
+
+class MembershipInline(admin.TabularInline):
+    model = Membership
+    extra = 1
+    autocomplete_fields = ("user",)
+
+
+@admin.register(Project)
+class ProjectAdmin(admin.ModelAdmin):
+    list_display = ("slug", "name", "open", "created_at")
+    list_filter = ("open",)
+    search_fields = ("slug", "name")
+    inlines = (MembershipInline,)

@@ -7,12 +7,16 @@ from __future__ import annotations
 import hashlib
 
 from django.conf import settings
-from rest_framework import exceptions, status
+from rest_framework import exceptions, serializers, status, viewsets
 from rest_framework.authtoken.views import ObtainAuthToken
 from rest_framework.response import Response
 from rest_framework.throttling import SimpleRateThrottle
 
 from core.login_guard import client_address, login_lockout_message, login_lockout_wait
+from core.models import Project
+from core.permissions import IsResearcher
+from core.projects import projects_readable
+from core.selectors import project_list_roles
 from core.services import api_token_issue
 
 
@@ -72,3 +76,34 @@ class ObtainExpiringAuthToken(ObtainAuthToken):
         wait = login_lockout_wait(username=username, address=address)
         if wait:
             raise LoginLockedOut(wait)
+
+
+class ProjectSerializer(serializers.ModelSerializer):
+    role = serializers.SerializerMethodField(help_text="Your role: owner, member, viewer, open or admin.")
+    members = serializers.SerializerMethodField()
+
+    class Meta:
+        model = Project
+        fields = ["slug", "name", "description", "open", "role", "members", "created_at"]
+
+    def get_role(self, project: Project) -> str:
+        return self.context["roles"].get(project.pk, "")
+
+    def get_members(self, project: Project) -> list[dict[str, str]]:
+        return [{"username": m.user.username, "role": m.role} for m in project.memberships.all()]
+
+
+class ProjectViewSet(viewsets.ReadOnlyModelViewSet):
+    """The projects you may read, with your role and their members: the slugs to pass as ``project``
+    when creating datasets, runs, studies and benchmark runs. Admins manage projects on the
+    Projects page, the admin site or ``manage.py project``."""
+
+    serializer_class = ProjectSerializer
+    permission_classes = [IsResearcher]
+    lookup_field = "slug"
+
+    def get_queryset(self):
+        return projects_readable(self.request.user).prefetch_related("memberships__user").order_by("slug")
+
+    def get_serializer_context(self):
+        return {**super().get_serializer_context(), "roles": dict(project_list_roles(self.request.user))}

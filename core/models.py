@@ -17,6 +17,14 @@ class AuditEvent(models.Model):
     object_id = models.CharField(max_length=64, blank=True)
     object_repr = models.CharField(max_length=255, blank=True)
     payload = models.JSONField(default=dict, blank=True)
+    project = models.ForeignKey(
+        "Project",
+        null=True,
+        blank=True,
+        on_delete=models.SET_NULL,
+        related_name="audit_events",
+        help_text="The project of the object acted on: researchers read the events of their projects.",
+    )
     at = models.DateTimeField(auto_now_add=True, db_index=True)
 
     class Meta:

@@ -16,6 +16,8 @@ existence does not leak; a read-only caller who tries to change something gets 4
 
 from __future__ import annotations
 
+import re
+
 from django.contrib.auth import get_user_model
 from django.contrib.auth.models import AbstractBaseUser, AnonymousUser
 from django.core.exceptions import PermissionDenied
@@ -27,6 +29,7 @@ from core.models import Membership, Project, default_project_pk
 from core.roles import is_admin, is_researcher
 from core.selectors import M
 
+_SLUG = re.compile(r"[A-Za-z0-9][A-Za-z0-9_-]{0,60}")
 WRITE_ROLES = (Membership.Role.OWNER, Membership.Role.MEMBER)
 
 User = AbstractBaseUser | AnonymousUser | None
@@ -144,13 +147,20 @@ def _slugs(projects: QuerySet[Project]) -> str:
 # --- managing projects (admins, and owners for their members) --------------------------------------
 
 
-def project_create(*, slug: str, name: str = "", owner: AbstractBaseUser | None, actor: User) -> Project:
+def project_create(
+    *, slug: str, name: str = "", owner: AbstractBaseUser | None, actor: User, open: bool = False
+) -> Project:
+    """A new project (admins only, or the system), with ``owner`` as its first owner."""
     from core.services import audit_record
 
+    if not _unrestricted(actor):
+        raise ProjectAccessError("Only admins create projects.")
+    if not _SLUG.fullmatch(slug or ""):
+        raise ShiftlabError(f"Project slug {slug!r}: use letters, digits, '-' and '_' (at most 61).")
     if Project.objects.filter(slug=slug).exists():
         raise ShiftlabError(f"Project {slug!r} exists already: choose another slug.")
     with transaction.atomic():
-        project = Project.objects.create(slug=slug, name=name)
+        project = Project.objects.create(slug=slug, name=name, open=open)
         if owner is not None:
             Membership.objects.create(project=project, user=owner, role=Membership.Role.OWNER)
         audit_record(actor=actor, verb="project.create", obj=project, payload={"owner": str(owner or "")})
@@ -181,10 +191,15 @@ def membership_remove(*, project: Project, user: AbstractBaseUser, actor: User) 
         audit_record(actor=actor, verb="project.member_remove", obj=project, payload={"user": str(user)})
 
 
+def project_can_manage(user: User, project: Project) -> bool:
+    """Admins and the project's owners manage its members."""
+    if _unrestricted(user):
+        return True
+    return Membership.objects.filter(project=project, user=user, role=Membership.Role.OWNER).exists()
+
+
 def _require_owner(actor: User, project: Project) -> None:
-    if _unrestricted(actor):
-        return
-    if not Membership.objects.filter(project=project, user=actor, role=Membership.Role.OWNER).exists():
+    if not project_can_manage(actor, project):
         raise ProjectAccessError(f"Only admins and owners of {project.slug!r} manage its members.")
 
 

@@ -9,7 +9,7 @@ from django.db import models, transaction
 from django.utils import timezone
 from rest_framework.authtoken.models import Token
 
-from core.models import AuditEvent
+from core.models import AuditEvent, Project
 from core.roles import Role
 
 
@@ -22,6 +22,7 @@ def audit_record(
 ) -> AuditEvent:
     """Append one event to the audit log. Call it inside the transaction of the action it records."""
     return AuditEvent.objects.create(
+        project=_project_of(obj),
         actor=actor if actor is not None and actor.is_authenticated else None,
         verb=verb,
         object_type=obj._meta.label_lower if obj is not None else "",
@@ -29,6 +30,28 @@ def audit_record(
         object_repr=str(obj)[:255] if obj is not None else "",
         payload=payload or {},
     )
+
+
+# How an object below an owned one reaches its project (a rating's study, a result's run...).
+_PROJECT_PARENTS = ("study", "run", "gate_result", "annotator", "dataset", "transform_run")
+
+
+def _project_of(obj: models.Model | None, depth: int = 0) -> Project | None:
+    """The project ``obj`` belongs to, following its parents; None for objects of no project."""
+    if obj is None or depth > 3:
+        return None
+    if isinstance(obj, Project):
+        return obj
+    project = getattr(obj, "project", None)
+    if isinstance(project, Project):
+        return project
+    for parent in _PROJECT_PARENTS:
+        related = getattr(obj, parent, None)
+        if isinstance(related, models.Model):
+            found = _project_of(related, depth + 1)
+            if found is not None:
+                return found
+    return None
 
 
 RESEARCHER_APPS = ("corpora", "transforms", "annotation", "evaluation")

@@ -1,16 +1,27 @@
 from functools import wraps
 
+from django.contrib import messages
 from django.contrib.auth import views as auth_views
 from django.contrib.auth.decorators import login_required
 from django.core.exceptions import PermissionDenied
 from django.http import JsonResponse
-from django.shortcuts import render
+from django.shortcuts import get_object_or_404, redirect, render
 from django.views.decorators.cache import never_cache
+from django.views.decorators.http import require_http_methods
 
+from core.errors import ShiftlabError
+from core.forms import MembershipForm, ProjectCreateForm
 from core.health import health_report
 from core.login_guard import client_address, login_lockout_message, login_lockout_wait
+from core.projects import (
+    membership_remove,
+    membership_set,
+    project_can_manage,
+    project_create,
+    projects_readable,
+)
 from core.roles import is_admin, is_researcher
-from core.selectors import audit_event_list
+from core.selectors import audit_event_list, project_holdings, project_list
 
 
 def researcher_required(view):
@@ -61,4 +72,52 @@ def health_view(request):
 
 @researcher_required
 def audit_log_view(request):
-    return render(request, "core/audit_log.html", {"events": audit_event_list()[:200]})
+    return render(request, "core/audit_log.html", {"events": audit_event_list(user=request.user)[:200]})
+
+
+@researcher_required
+@require_http_methods(["GET", "POST"])
+def project_list_view(request):
+    """The caller's projects and their role in each; admins see every project and create them."""
+    form = ProjectCreateForm(request.POST or None) if is_admin(request.user) else None
+    if form is not None and request.method == "POST" and form.is_valid():
+        data = form.cleaned_data
+        project = project_create(slug=data["slug"], name=data["name"], owner=data["owner"], actor=request.user)
+        messages.success(request, f"Project {project.slug} created.")
+        return redirect("project", slug=project.slug)
+    if form is None and request.method == "POST":
+        raise PermissionDenied("Only admins create projects.")
+    return render(request, "core/projects.html", {"projects": project_list(user=request.user), "form": form})
+
+
+@researcher_required
+@require_http_methods(["GET", "POST"])
+def project_detail_view(request, slug: str):
+    """A project's members and what it holds; owners and admins add, change and remove members."""
+    project = get_object_or_404(projects_readable(request.user), slug=slug)
+    manager = project_can_manage(request.user, project)
+    form = MembershipForm(request.POST or None) if manager else None
+    if request.method == "POST":
+        if not manager:
+            raise PermissionDenied(f"Only admins and owners of {project.slug} manage its members.")
+        try:
+            if request.POST.get("remove"):
+                user = get_object_or_404(project.memberships.select_related("user"), pk=request.POST["remove"]).user
+                membership_remove(project=project, user=user, actor=request.user)
+                messages.success(request, f"{user} is no longer in {project.slug}.")
+                return redirect("project", slug=project.slug)
+            if form.is_valid():
+                data = form.cleaned_data
+                membership_set(project=project, user=data["username"], role=data["role"], actor=request.user)
+                messages.success(request, f"{data['username']} is now {data['role']} of {project.slug}.")
+                return redirect("project", slug=project.slug)
+        except ShiftlabError as exc:
+            form.add_error(None, str(exc))
+    context = {
+        "project": project,
+        "members": project.memberships.select_related("user").order_by("role", "user__username"),
+        "holdings": project_holdings(project),
+        "form": form,
+        "manager": manager,
+    }
+    return render(request, "core/project_detail.html", context)

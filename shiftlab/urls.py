@@ -11,13 +11,14 @@ from annotation.apis import (
     StudyViewSet,
 )
 from core import views as core_views
-from core.apis import ObtainExpiringAuthToken
+from core.apis import ObtainExpiringAuthToken, ProjectViewSet
 from corpora.apis import DatasetImportViewSet, DatasetViewSet
 from evaluation.apis import BenchmarkRunViewSet
 from shiftlab.views import home_view
 from transforms.apis import JudgeReportViewSet, PromptTemplateViewSet, TransformRunViewSet
 
 router = DefaultRouter()
+router.register("projects", ProjectViewSet, basename="project")
 router.register("datasets", DatasetViewSet, basename="dataset")
 router.register("dataset-imports", DatasetImportViewSet, basename="dataset-import")
 router.register("prompt-templates", PromptTemplateViewSet, basename="prompt-template")
@@ -34,6 +35,8 @@ urlpatterns = [
     path("", home_view, name="home"),
     path("health/", core_views.health_view, name="health"),
     path("audit/", core_views.audit_log_view, name="audit-log"),
+    path("projects/", core_views.project_list_view, name="projects"),
+    path("projects/<slug:slug>/", core_views.project_detail_view, name="project"),
     # Before Django's auth URLs: the log-in page with the lockout of core.login_guard.
     path("accounts/login/", core_views.LoginView.as_view(), name="login"),
     path("accounts/", include("django.contrib.auth.urls")),

@@ -3,6 +3,7 @@
 from django.contrib.auth.decorators import login_required
 from django.shortcuts import render
 
+from core.projects import scoped
 from core.roles import is_researcher
 from core.selectors import audit_event_list
 from corpora.selectors import dataset_list
@@ -12,7 +13,7 @@ from corpora.selectors import dataset_list
 def home_view(request):
     researcher = is_researcher(request.user)
     context = {
-        "datasets": dataset_list()[:10] if researcher else [],
-        "events": audit_event_list()[:10] if researcher else [],
+        "datasets": scoped(dataset_list(), request.user)[:10] if researcher else [],
+        "events": audit_event_list(user=request.user)[:10] if researcher else [],
     }
     return render(request, "core/home.html", context)

@@ -1,0 +1,74 @@
+"""``manage.py project``: list projects, create them, and manage their members.
+
+    manage.py project list [--as USER]
+    manage.py project create SLUG [--name NAME] [--owner USER] [--open] [--as USER]
+    manage.py project member SLUG USER [--role owner|member|viewer] [--as USER]
+    manage.py project remove SLUG USER [--as USER]
+
+Without ``--as`` the command acts as the system (an operator on the host); with it, as that user:
+only admins create projects, only admins and owners manage members.
+"""
+
+from django.core.management.base import BaseCommand, CommandError
+
+from core.errors import ShiftlabError
+from core.models import Membership, Project
+from core.projects import membership_remove, membership_set, project_create, projects_readable, user_by_name
+from core.selectors import project_list
+
+
+class Command(BaseCommand):
+    help = "List projects (teams), create them, and manage their members and roles."
+
+    def add_arguments(self, parser):
+        sub = parser.add_subparsers(dest="action", required=True)
+        listing = sub.add_parser("list", help="Projects and their members.")
+        create = sub.add_parser("create", help="A new project (admins).")
+        create.add_argument("slug")
+        create.add_argument("--name", default="")
+        create.add_argument("--owner", help="Username of its first owner.")
+        create.add_argument("--open", action="store_true", help="Every researcher acts as a member.")
+        member = sub.add_parser("member", help="Add a member or change their role (admins, owners).")
+        member.add_argument("slug")
+        member.add_argument("username")
+        member.add_argument("--role", default=Membership.Role.MEMBER, choices=Membership.Role.values)
+        remove = sub.add_parser("remove", help="Take a member out of a project (admins, owners).")
+        remove.add_argument("slug")
+        remove.add_argument("username")
+        for p in (listing, create, member, remove):
+            p.add_argument("--as", dest="actor", help="Act as this user (default: the system).")
+
+    def handle(self, *args, action, actor=None, **options):
+        try:
+            user = user_by_name(actor) if actor else None
+            getattr(self, f"do_{action}")(actor=user, **options)
+        except ShiftlabError as exc:
+            raise CommandError(str(exc)) from exc
+
+    def do_list(self, *, actor, **_):
+        for project, role in project_list(user=actor):
+            members = ", ".join(f"{m.user.username} ({m.role})" for m in project.memberships.select_related("user"))
+            flag = " open" if project.open else ""
+            self.stdout.write(f"{project.slug}{flag} [{role}]: {members or 'no members'}")
+
+    def do_create(self, *, actor, slug, name, owner, open, **_):
+        owner_user = user_by_name(owner) if owner else None
+        project = project_create(slug=slug, name=name, owner=owner_user, actor=actor, open=open)
+        self.stdout.write(self.style.SUCCESS(f"Project {project.slug} created{' (open)' if open else ''}."))
+
+    def do_member(self, *, actor, slug, username, role, **_):
+        project = self._project(actor, slug)
+        membership_set(project=project, user=user_by_name(username), role=role, actor=actor)
+        self.stdout.write(self.style.SUCCESS(f"{username} is {role} of {slug}."))
+
+    def do_remove(self, *, actor, slug, username, **_):
+        project = self._project(actor, slug)
+        membership_remove(project=project, user=user_by_name(username), actor=actor)
+        self.stdout.write(self.style.SUCCESS(f"{username} is no longer in {slug}."))
+
+    @staticmethod
+    def _project(actor, slug: str) -> Project:
+        project = projects_readable(actor).filter(slug=slug).first()
+        if project is None:
+            raise CommandError(f"No project {slug!r}: `manage.py project list` shows them.")
+        return project
