@@ -28,7 +28,7 @@ from core.admin import ReadOnlyAdmin
 
 @admin.register(Study)
 class StudyAdmin(ReadOnlyAdmin):
-    list_display = ("name", "version", "project", "status", "locked_at", "published_at", "created_by")
+    list_display = ("name", "version", "project", "workspace", "status", "locked_at", "published_at", "created_by")
     list_filter = ("status", "project")
     search_fields = ("name",)
 
@@ -93,13 +93,14 @@ class ApprovalAdmin(ReadOnlyAdmin):
 
 @admin.register(BenchmarkConfig)
 class BenchmarkConfigAdmin(ReadOnlyAdmin):
-    list_display = ("config_hash", "name", "created_by", "created_at")
+    list_display = ("config_hash", "name", "project", "created_by", "created_at")
+    list_filter = ("project",)
 
 
 @admin.register(BaselineStudy)
 class BaselineStudyAdmin(ReadOnlyAdmin):
-    list_display = ("name", "task_type", "dataset", "split", "n_instances", "seed", "status", "published_at")
-    list_filter = ("task_type", "status")
+    list_display = ("name", "project", "task_type", "dataset", "split", "n_instances", "seed", "status", "published_at")
+    list_filter = ("project", "task_type", "status")
     search_fields = ("name",)
 
 

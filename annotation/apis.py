@@ -1,12 +1,14 @@
 """Researcher API of studies (IsResearcher everywhere: annotators work in Argilla only)."""
 
 from dataclasses import asdict
+from operator import attrgetter
 
 from django.contrib.auth import get_user_model
 from django.shortcuts import get_object_or_404
 from drf_spectacular.utils import extend_schema
 from rest_framework import mixins, status, viewsets
 from rest_framework.decorators import action
+from rest_framework.exceptions import ValidationError
 from rest_framework.response import Response
 
 from annotation.adaptive_services import study_adaptive_decisions
@@ -20,7 +22,14 @@ from annotation.export_services import benchmark_config_export, benchmark_config
 from annotation.gate_services import approval_decide, study_gate
 from annotation.models import Annotator, Flag, GateResult, Study
 from annotation.quality_services import quality_report_data, study_annotator_quality
-from annotation.selectors import benchmark_config_list, flag_list, gate_result_list, study_list, study_progress
+from annotation.selectors import (
+    benchmark_config_list,
+    export_studies,
+    flag_list,
+    gate_result_list,
+    study_list,
+    study_progress,
+)
 from annotation.serializers import (
     AnnotatorSerializer,
     BenchmarkConfigExportSerializer,
@@ -48,7 +57,9 @@ from annotation.validation_services import (
 )
 from annotation.views import benchmark_config_response
 from core.errors import ShiftlabError
+from core.models import Project
 from core.permissions import IsResearcher
+from core.projects import ProjectAccessError, project_require_write, project_resolve, scoped
 from transforms.models import TransformRun
 
 
@@ -62,7 +73,33 @@ def _design(data: dict, base: StudyDesign | None = None) -> StudyDesign:
     return StudyDesign.from_dict(merged)
 
 
-class StudyViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, viewsets.GenericViewSet):
+def _project_for_new(user, slug: str) -> Project:
+    """The project a new object goes into: a read-only one is 403, an unknown one 400."""
+    try:
+        return project_resolve(user, slug or None)
+    except ProjectAccessError:
+        raise
+    except ShiftlabError as exc:
+        raise ValidationError({"project": [str(exc)]}) from exc
+
+
+class ProjectScopedMixin:
+    """Objects of the projects the caller may read (others are 404); ``get_changeable_object``
+    also refuses (403) a caller who may only read the object's project, before any service runs.
+    ``project_via`` is the lookup path from the model to its project."""
+
+    project_via = "project"
+
+    def scope(self, queryset):
+        return scoped(queryset, self.request.user, via=self.project_via)
+
+    def get_changeable_object(self):
+        obj = self.get_object()
+        project_require_write(self.request.user, attrgetter(self.project_via.replace("__", "."))(obj))
+        return obj
+
+
+class StudyViewSet(ProjectScopedMixin, mixins.ListModelMixin, mixins.RetrieveModelMixin, viewsets.GenericViewSet):
     """Validation studies: create, change the design (a locked study gets a new version), lock,
     publish to Argilla, sync responses, validate, gate; read progress and items."""
 
@@ -70,21 +107,22 @@ class StudyViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, viewsets.Ge
     serializer_class = StudySerializer
 
     def get_queryset(self):
-        return study_list()
+        return self.scope(study_list())
 
     @extend_schema(request=StudyCreateSerializer, responses={201: StudySerializer})
     def create(self, request):
         data_in = StudyCreateSerializer(data=request.data)
         data_in.is_valid(raise_exception=True)
         data = data_in.validated_data
-        runs = list(TransformRun.objects.filter(pk__in=data["runs"]))
+        project = _project_for_new(request.user, data["project"])
+        runs = list(scoped(TransformRun.objects.all(), request.user).filter(pk__in=data["runs"]))
         missing = set(data["runs"]) - {r.pk for r in runs}
         if missing:
             return Response({"detail": f"no transformation runs {sorted(missing)}"}, status=status.HTTP_400_BAD_REQUEST)
         try:
             study = study_create(
                 name=data["name"],
-                project=data["project"],
+                project=project,
                 runs=runs,
                 design=_design(data["design"]),
                 created_by=request.user,
@@ -97,7 +135,7 @@ class StudyViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, viewsets.Ge
     @action(detail=True, methods=["post"])
     def design(self, request, pk=None):
         """Change the design: in place while a draft, otherwise as a new version (201)."""
-        study = self.get_object()
+        study = self.get_changeable_object()
         data_in = StudyDesignSerializer(data=request.data)
         data_in.is_valid(raise_exception=True)
         try:
@@ -115,10 +153,11 @@ class StudyViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, viewsets.Ge
     def lock(self, request, pk=None):
         """Lock the design and draw items; an optional multipart file ``control_pool`` supplies
         control pairs (see docs/annotation.md)."""
+        study = self.get_changeable_object()
         upload = request.FILES.get("control_pool")
         try:
             pool = control_pool_from_upload(upload.read(), upload.name) if upload else ()
-            study = study_lock(study=self.get_object(), actor=request.user, control_pool=pool)
+            study = study_lock(study=study, actor=request.user, control_pool=pool)
         except ShiftlabError as exc:
             return _error(exc)
         return Response(StudySerializer(study).data)
@@ -127,6 +166,7 @@ class StudyViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, viewsets.Ge
     @action(detail=True, methods=["post"])
     def publish(self, request, pk=None):
         """Publish to Argilla; new annotator accounts come back with their initial password once."""
+        study = self.get_changeable_object()
         data_in = StudyPublishSerializer(data=request.data)
         data_in.is_valid(raise_exception=True)
         names = data_in.validated_data["annotators"]
@@ -135,7 +175,7 @@ class StudyViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, viewsets.Ge
         if unknown:
             return Response({"detail": f"unknown users {sorted(unknown)}"}, status=status.HTTP_400_BAD_REQUEST)
         try:
-            result = study_publish(study=self.get_object(), annotators=users, actor=request.user)
+            result = study_publish(study=study, annotators=users, actor=request.user)
         except ShiftlabError as exc:
             return _error(exc)
         return Response({**StudySerializer(result.study).data, "new_accounts": result.new_accounts})
@@ -144,7 +184,7 @@ class StudyViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, viewsets.Ge
     @action(detail=True, methods=["post"])
     def sync(self, request, pk=None):
         """Queue a sync of submitted responses (runs at once in the single-machine default)."""
-        study = self.get_object()
+        study = self.get_changeable_object()
         if study.argilla_dataset_id is None:
             return Response({"detail": f"{study} is not published yet"}, status=status.HTTP_400_BAD_REQUEST)
         try:
@@ -156,8 +196,9 @@ class StudyViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, viewsets.Ge
     @extend_schema(request=None, responses=None)
     @action(detail=True, methods=["post"])
     def validate(self, request, pk=None):
+        study = self.get_changeable_object()
         try:
-            result = study_validate(study=self.get_object(), actor=request.user)
+            result = study_validate(study=study, actor=request.user)
         except ShiftlabError as exc:
             return _error(exc)
         return Response(asdict(result))
@@ -165,8 +206,9 @@ class StudyViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, viewsets.Ge
     @extend_schema(request=None, responses=GateResultSerializer(many=True))
     @action(detail=True, methods=["post"])
     def gate(self, request, pk=None):
+        study = self.get_changeable_object()
         try:
-            results = study_gate(study=self.get_object(), actor=request.user)
+            results = study_gate(study=study, actor=request.user)
         except ShiftlabError as exc:
             return _error(exc)
         return Response(GateResultSerializer(results, many=True).data)
@@ -218,19 +260,22 @@ class StudyViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, viewsets.Ge
         return Response(quality_report_data(study_annotator_quality(study=self.get_object())))
 
 
-class AnnotatorViewSet(mixins.RetrieveModelMixin, viewsets.GenericViewSet):
+class AnnotatorViewSet(ProjectScopedMixin, mixins.RetrieveModelMixin, viewsets.GenericViewSet):
     """Study annotators; POST reject removes one with a reason (and from the Argilla workspace)."""
 
     permission_classes = [IsResearcher]
     serializer_class = AnnotatorSerializer
-    queryset = Annotator.objects.select_related("user", "study")
+    project_via = "study__project"
+
+    def get_queryset(self):
+        return self.scope(Annotator.objects.select_related("user", "study__project"))
 
     @extend_schema(request=RejectSerializer, responses=AnnotatorSerializer)
     @action(detail=True, methods=["post"])
     def reject(self, request, pk=None):
+        annotator = self.get_changeable_object()
         data_in = RejectSerializer(data=request.data)
         data_in.is_valid(raise_exception=True)
-        annotator = self.get_object()
         try:
             annotator_reject(annotator=annotator, detail=data_in.validated_data["reason"], actor=request.user)
         except ShiftlabError as exc:
@@ -243,9 +288,9 @@ class AnnotatorViewSet(mixins.RetrieveModelMixin, viewsets.GenericViewSet):
     def replace(self, request, pk=None):
         """Replace an annotator who leaves: their unsubmitted items go to ``username`` (who gets
         an Argilla account if needed: its initial password is in ``new_accounts``, once)."""
+        annotator = self.get_changeable_object()
         data_in = ReplaceSerializer(data=request.data)
         data_in.is_valid(raise_exception=True)
-        annotator = self.get_object()
         user = get_user_model().objects.filter(username=data_in.validated_data["username"]).first()
         if user is None:
             return Response({"detail": f"no user {data_in.validated_data['username']!r}"}, status=400)
@@ -261,25 +306,27 @@ class AnnotatorViewSet(mixins.RetrieveModelMixin, viewsets.GenericViewSet):
         )
 
 
-class FlagViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, viewsets.GenericViewSet):
+class FlagViewSet(ProjectScopedMixin, mixins.ListModelMixin, mixins.RetrieveModelMixin, viewsets.GenericViewSet):
     """The review queue: flags (``?status=open`` by default, ``?study=<id>``); confirm or dismiss."""
 
     permission_classes = [IsResearcher]
     serializer_class = FlagSerializer
+    project_via = "rating__study_item__study__project"
 
     def get_queryset(self):
         study = self.request.query_params.get("study")
         wanted = self.request.query_params.get("status", Flag.Status.OPEN)
-        flags = flag_list(status=None if wanted == "all" else wanted)
+        flags = self.scope(flag_list(status=None if wanted == "all" else wanted))
         return flags.filter(rating__study_item__study_id=study) if study else flags
 
     @extend_schema(request=FlagReviewSerializer, responses=FlagSerializer)
     @action(detail=True, methods=["post"])
     def review(self, request, pk=None):
+        flag = self.get_changeable_object()
         data_in = FlagReviewSerializer(data=request.data)
         data_in.is_valid(raise_exception=True)
         try:
-            flag = flag_review(flag=self.get_object(), actor=request.user, **data_in.validated_data)
+            flag = flag_review(flag=flag, actor=request.user, **data_in.validated_data)
         except ShiftlabError as exc:
             return _error(exc)
         return Response(FlagSerializer(flag).data)
@@ -288,7 +335,7 @@ class FlagViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, viewsets.Gen
     @action(detail=True, methods=["post"])
     def translate(self, request, pk=None):
         """English translations of the flagged item's non-English texts, from the default LLM."""
-        item = self.get_object().rating.study_item
+        item = self.get_changeable_object().rating.study_item
         try:
             translations = study_item_translate(item=item, actor=request.user)
         except ShiftlabError as exc:
@@ -296,23 +343,24 @@ class FlagViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, viewsets.Gen
         return Response({"translations": translations})
 
 
-class GateResultViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, viewsets.GenericViewSet):
+class GateResultViewSet(ProjectScopedMixin, mixins.ListModelMixin, mixins.RetrieveModelMixin, viewsets.GenericViewSet):
     """Gate results with their evidence; POST decide approves or rejects the transformation."""
 
     permission_classes = [IsResearcher]
     serializer_class = GateResultSerializer
+    project_via = "study__project"
 
     def get_queryset(self):
         study = self.request.query_params.get("study")
-        results = gate_result_list()
+        results = self.scope(gate_result_list())
         return results.filter(study_id=study) if study else results
 
     @extend_schema(request=DecisionSerializer, responses=GateResultSerializer)
     @action(detail=True, methods=["post"])
     def decide(self, request, pk=None):
+        result = self.get_changeable_object()
         data_in = DecisionSerializer(data=request.data)
         data_in.is_valid(raise_exception=True)
-        result = self.get_object()
         try:
             approval_decide(gate_result=result, actor=request.user, **data_in.validated_data)
         except ShiftlabError as exc:
@@ -320,21 +368,31 @@ class GateResultViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, viewse
         return Response(GateResultSerializer(GateResult.objects.get(pk=result.pk)).data)
 
 
-class BenchmarkConfigViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, viewsets.GenericViewSet):
-    """Validated benchmark configs: POST exports one; download as YAML or JSON; verify a file."""
+class BenchmarkConfigViewSet(
+    ProjectScopedMixin, mixins.ListModelMixin, mixins.RetrieveModelMixin, viewsets.GenericViewSet
+):
+    """Validated benchmark configs: POST exports one (the approvals of one project's studies);
+    download as YAML or JSON; verify a file."""
 
     permission_classes = [IsResearcher]
     serializer_class = BenchmarkConfigSerializer
 
     def get_queryset(self):
-        return benchmark_config_list()
+        return self.scope(benchmark_config_list())
 
     @extend_schema(request=BenchmarkConfigExportSerializer, responses={201: BenchmarkConfigSerializer})
     def create(self, request):
         data_in = BenchmarkConfigExportSerializer(data=request.data)
         data_in.is_valid(raise_exception=True)
         data = data_in.validated_data
-        studies = [get_object_or_404(Study, pk=pk) for pk in data["studies"]] if data.get("studies") else None
+        if data.get("studies"):
+            readable = scoped(Study.objects.select_related("project"), request.user)
+            studies = [get_object_or_404(readable, pk=pk) for pk in data["studies"]]
+            for study in studies:
+                project_require_write(request.user, study.project)
+        else:
+            project = _project_for_new(request.user, data["project"]) if data["project"] else None
+            studies = export_studies(request.user, project=project)
         try:
             config = benchmark_config_export(actor=request.user, studies=studies, name=data["name"])
         except ShiftlabError as exc:

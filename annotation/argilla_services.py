@@ -136,12 +136,12 @@ def argilla_publish(
     the usernames of the accounts created now if ``audit_new_accounts``.
     """
     with argilla_connection(client) as conn:
-        user_ids, new_accounts = annotator_accounts_ensure(users=users, workspace=study.project, client=conn)
+        user_ids, new_accounts = annotator_accounts_ensure(users=users, workspace=study.workspace, client=conn)
         register(user_ids)
-        dataset_id = study.argilla_dataset_id or argilla.dataset_find(study.project, study.argilla_name, client=conn)
+        dataset_id = study.argilla_dataset_id or argilla.dataset_find(study.workspace, study.argilla_name, client=conn)
         if dataset_id is None:
             dataset_id = argilla.dataset_create(
-                client=conn, workspace=study.project, name=study.argilla_name, **dataset
+                client=conn, workspace=study.workspace, name=study.argilla_name, **dataset
             )
         type(study).objects.filter(pk=study.pk).update(argilla_dataset_id=dataset_id)
         argilla.records_log(dataset_id, records, client=conn)

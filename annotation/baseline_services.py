@@ -45,6 +45,8 @@ from annotation.sync_services import (
     sync_lock,
 )
 from core.errors import ShiftlabError
+from core.models import Project
+from core.projects import default_project, project_require_same
 from core.services import audit_record
 from corpora.models import Dataset, DatasetItem
 from corpora.task_types import TaskType
@@ -142,15 +144,19 @@ def baseline_create(
     seed: int = 0,
     options: Mapping[str, Any] | None = None,
     instructions: str = "",
-    project: str = "shiftlab",
+    project: Project | None = None,
     created_by: AbstractBaseUser | None = None,
 ) -> BaselineStudy:
     """A draft baseline study with its seeded sample of instances, in one transaction.
 
     ``n_instances`` counts pairs (sts), items (classification, clustering) or queries (reranking).
-    ``instructions`` default to the project's wording for the task. Raises ``ShiftlabError`` naming
-    the wrong input.
+    ``instructions`` default to the project's wording for the task. The study belongs to
+    ``project`` (default: the dataset's, or the default project for a shared dataset) and is
+    published to the Argilla workspace named after it; ``dataset`` must be in that project or
+    shared. Raises ``ShiftlabError`` naming the wrong input.
     """
+    project = project or (default_project() if dataset.shared else dataset.project)
+    project_require_same(project, dataset, role="the baseline's dataset")
     if task_type not in BASELINE_TASK_TYPES:
         raise ShiftlabError(f"unknown baseline task type {task_type!r}: choose one of {', '.join(BASELINE_TASK_TYPES)}")
     if dataset.task_type != task_type:
@@ -178,6 +184,7 @@ def baseline_create(
         options=options,
         instructions=instructions.strip() or DEFAULT_INSTRUCTIONS[task_type],
         project=project,
+        workspace=project.slug,
         created_by=created_by,
     )
     try:

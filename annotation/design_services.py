@@ -22,6 +22,8 @@ from annotation.design import DesignContext, DesignProblem, StudyDesign, design_
 from annotation.models import Study, StudyItem
 from annotation.sampling import Unit, seeded_rng, stratified_sample
 from core.errors import ShiftlabError
+from core.models import Project
+from core.projects import default_project, project_require_same
 from core.services import audit_record
 from transforms.backends import get_backend
 from transforms.models import TransformedItem, TransformRun
@@ -81,25 +83,38 @@ def _check_judges(design: StudyDesign) -> None:
             raise ShiftlabError(f"design.llm_judges: {exc}") from exc
 
 
+def _common_project(objects: Sequence[TransformRun]) -> Project:
+    projects = {obj.project_id for obj in objects}
+    return objects[0].project if len(projects) == 1 else default_project()
+
+
 def study_create(
     *,
     name: str,
     runs: Sequence[TransformRun],
     design: StudyDesign,
-    project: str = "shiftlab",
+    project: Project | None = None,
     created_by: AbstractBaseUser | None = None,
     annotators: int | None = None,
 ) -> Study:
-    """A draft study (version 1) over succeeded runs. Its design can change until it is locked.
-    A design that cannot work over the runs (and with ``annotators`` annotators, when given) is
-    refused with ``DesignRefused``."""
+    """A draft study (version 1) over succeeded runs of ``project`` (default: the runs' project
+    when they share one, else the default project), published to the Argilla workspace named after
+    the project. Its design can change until it is locked. A design that cannot work over the runs
+    (and with ``annotators`` annotators, when given) is refused with ``DesignRefused``."""
     runs = _check_runs(runs)
+    project = project or _common_project(runs)
+    project_require_same(project, *runs, role="the study's runs")
     _check_judges(design)
     study_design_check(design=design, runs=runs, annotators=annotators)
     if Study.objects.filter(name=name).exists():
         raise ShiftlabError(f"a study named {name!r} exists: revise it (new version) or choose another name")
     study = Study(
-        name=name, project=project, design=design.to_dict(), design_hash=design.content_hash, created_by=created_by
+        name=name,
+        project=project,
+        workspace=project.slug,
+        design=design.to_dict(),
+        design_hash=design.content_hash,
+        created_by=created_by,
     )
     try:
         study.full_clean(exclude=["runs"])
@@ -138,9 +153,11 @@ def study_revise(
     runs: Sequence[TransformRun] | None = None,
     actor: AbstractBaseUser | None = None,
 ) -> Study:
-    """A new draft version of a study with a changed design and/or runs; the old one is untouched."""
+    """A new draft version of a study with a changed design and/or runs; the old one is untouched.
+    The new version stays in the study's project and Argilla workspace."""
     design = design or study_design(study)
     runs = _check_runs(runs if runs is not None else list(study.runs.all()))
+    project_require_same(study.project, *runs, role="the study's runs")
     _check_judges(design)
     study_design_check(design=design, runs=runs)
     with transaction.atomic():
@@ -150,6 +167,7 @@ def study_revise(
             version=latest.version + 1,
             previous=study,
             project=study.project,
+            workspace=study.workspace,
             design=design.to_dict(),
             design_hash=design.content_hash,
             created_by=actor,

@@ -19,6 +19,7 @@ from annotation import config_export
 from annotation.config_schema import MAX_CONFIG_BYTES
 from annotation.models import Approval, BenchmarkConfig, GateResult, Study
 from core.errors import ShiftlabError
+from core.models import Project
 from core.services import audit_record
 from transforms.models import PromptTemplate, TransformRun
 from transforms.registry import TRANSFORMATIONS
@@ -26,7 +27,7 @@ from transforms.registry import TRANSFORMATIONS
 
 def approved_gate_results(studies: Sequence[Study] | None = None) -> list[GateResult]:
     """The current gate result of each (study, transformation) when it carries an approval."""
-    candidates = GateResult.objects.select_related("study", "approval").order_by(
+    candidates = GateResult.objects.select_related("study__project", "approval").order_by(
         "study_id", "transformation", "-created_at", "-id"
     )
     if studies is not None:
@@ -40,7 +41,9 @@ def approved_gate_results(studies: Sequence[Study] | None = None) -> list[GateRe
 def config_run_entry(run: TransformRun) -> dict:
     prompts = []
     for key, digest in sorted(run.prompt_hashes.items()):
-        template = PromptTemplate.objects.filter(key=key, content_hash=digest).first()
+        # The run's own project's version first: the same wording may be a different version elsewhere.
+        same = PromptTemplate.objects.filter(key=key, content_hash=digest)
+        template = same.filter(project_id=run.project_id).first() or same.first()
         if template is None:
             raise ShiftlabError(f"run {run.pk}: prompt {key} with hash {digest[:12]} is missing; cannot export it")
         prompts.append(
@@ -76,10 +79,12 @@ def benchmark_config_export(
     """Write the validated benchmark config of every approved transformation (of ``studies``, or
     of all studies): prompts with hashes, generator, seeds, languages, datasets with content hashes
     and the evidence behind each approval; it is signed with ``CONFIG_SIGNING_KEY`` and carries its
-    own hash, which is registered as a ``BenchmarkConfig`` row."""
+    own hash, which is registered as a ``BenchmarkConfig`` row in the project of its studies.
+    Approvals from studies of several projects are refused: export one project at a time."""
     approved = approved_gate_results(studies)
     if not approved:
         raise ShiftlabError("no approved transformation to export: gate a study and approve a transformation first")
+    project = _one_project(approved)
     transformations = []
     datasets = {}
     for result in sorted(approved, key=lambda r: (r.transformation, r.study.name, r.study.version)):
@@ -138,6 +143,7 @@ def benchmark_config_export(
     with transaction.atomic():
         config = BenchmarkConfig.objects.create(
             name=name,
+            project=project,
             document=document,
             config_hash=document[config_export.HASH_KEY],
             json_text=texts["json"],
@@ -156,6 +162,17 @@ def benchmark_config_export(
             },
         )
     return config
+
+
+def _one_project(approved: Sequence[GateResult]) -> Project:
+    projects = {result.study.project for result in approved}
+    if len(projects) > 1:
+        raise ShiftlabError(
+            "the approved transformations belong to studies of several projects "
+            f"({', '.join(sorted(p.slug for p in projects))}): a config holds one project's studies, "
+            "so export one project at a time (choose the project, or name its studies)"
+        )
+    return projects.pop()
 
 
 @dataclass(frozen=True)

@@ -9,6 +9,9 @@ from collections.abc import Iterable
 from django import forms
 
 from annotation.design import DesignError, DesignProblem, StudyDesign, StudyKind
+from core.errors import ShiftlabError
+from core.models import Project
+from core.projects import project_resolve, projects_writable, scoped
 from transforms.backends import backend_aliases
 from transforms.models import TransformRun
 
@@ -282,15 +285,17 @@ class StudyDesignForm(forms.Form):
 
 
 class StudyCreateForm(StudyDesignForm):
-    """A new draft study: its name, workspace and runs, then the design."""
+    """A new draft study: its name, project and runs, then the design."""
 
     name = forms.CharField(
         max_length=61,
         help_text="Lower-case letters, digits and hyphens, e.g. paraphrase-check.",
         widget=forms.TextInput(attrs={"pattern": "[a-z0-9][a-z0-9-]*"}),
     )
-    project = forms.CharField(
-        label="Project (Argilla workspace)", max_length=100, initial="shiftlab", help_text="Default shiftlab."
+    project = forms.ModelChoiceField(
+        queryset=Project.objects.none(),
+        to_field_name="slug",
+        help_text="The team the study belongs to; its runs must be in it, and its Argilla workspace is named after it.",
     )
     runs = forms.ModelMultipleChoiceField(
         label="Succeeded runs to validate",
@@ -300,12 +305,17 @@ class StudyCreateForm(StudyDesignForm):
     )
     field_order = ["name", "project", "runs"]
 
-    def __init__(self, *args, **kwargs):
+    def __init__(self, *args, user, **kwargs):
         super().__init__(*args, **kwargs)
-        runs = TransformRun.objects.filter(status=TransformRun.Status.SUCCEEDED).select_related("dataset")
-        self.fields["runs"].queryset = runs.order_by("-pk")
+        self.fields["project"].queryset = projects_writable(user).order_by("slug")
+        try:  # preselected: the caller's one project (or the default one when they have none)
+            self.fields["project"].initial = project_resolve(user).slug
+        except ShiftlabError:  # several: they choose
+            pass
+        runs = TransformRun.objects.filter(status=TransformRun.Status.SUCCEEDED).select_related("dataset", "project")
+        self.fields["runs"].queryset = scoped(runs, user, write=True).order_by("-pk")
         self.fields["runs"].label_from_instance = lambda r: (
-            f"#{r.pk} {r.transformation} on {r.dataset.name} (seed {r.seed})"
+            f"#{r.pk} {r.transformation} on {r.dataset.name} (seed {r.seed}), project {r.project.slug}"
         )
 
 

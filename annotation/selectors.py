@@ -22,10 +22,14 @@ from annotation.models import (
     Study,
 )
 from annotation.validation_services import control_checks
+from core.models import Project
+from core.projects import scoped
 
 
 def study_list() -> QuerySet[Study]:
-    return Study.objects.select_related("created_by").prefetch_related("runs").annotate(n_items=Count("items"))
+    return (
+        Study.objects.select_related("created_by", "project").prefetch_related("runs").annotate(n_items=Count("items"))
+    )
 
 
 def flag_list(*, study: Study | None = None, status: str | None = Flag.Status.OPEN) -> QuerySet[Flag]:
@@ -43,7 +47,14 @@ def gate_result_list(*, study: Study | None = None) -> QuerySet[GateResult]:
 
 
 def benchmark_config_list() -> QuerySet[BenchmarkConfig]:
-    return BenchmarkConfig.objects.select_related("created_by")
+    return BenchmarkConfig.objects.select_related("created_by", "project")
+
+
+def export_studies(user, *, project: Project | None = None) -> QuerySet[Study]:
+    """The studies whose approvals an export by ``user`` takes (``None``: the system): those of
+    ``project``, or of every project the user may change (the export refuses more than one)."""
+    studies = scoped(Study.objects.all(), user, write=True)
+    return studies.filter(project=project) if project is not None else studies
 
 
 @dataclass(frozen=True)
@@ -136,11 +147,13 @@ def study_progress(*, study: Study) -> StudyProgress:
 # --- human baselines -------------------------------------------------------------------------
 
 
-def baseline_get(ref: str) -> BaselineStudy:
-    """A baseline study by id or name; ``BaselineStudy.DoesNotExist`` when there is none."""
-    if ref.isdigit() and (study := BaselineStudy.objects.filter(pk=int(ref)).first()):
+def baseline_get(ref: str, *, studies: QuerySet[BaselineStudy] | None = None) -> BaselineStudy:
+    """A baseline study by id or name (among ``studies``, default all); ``BaselineStudy.DoesNotExist``
+    when there is none."""
+    studies = BaselineStudy.objects.all() if studies is None else studies
+    if ref.isdigit() and (study := studies.filter(pk=int(ref)).first()):
         return study
-    return BaselineStudy.objects.get(name=ref)
+    return studies.get(name=ref)
 
 
 @dataclass(frozen=True)

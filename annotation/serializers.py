@@ -5,6 +5,7 @@ from core.limits import MAX_ID
 
 
 class StudySerializer(serializers.ModelSerializer):
+    project = serializers.SlugRelatedField(slug_field="slug", read_only=True)
     runs = serializers.PrimaryKeyRelatedField(many=True, read_only=True)
     created_by = serializers.SlugRelatedField(slug_field="username", read_only=True)
 
@@ -16,6 +17,7 @@ class StudySerializer(serializers.ModelSerializer):
             "version",
             "previous",
             "project",
+            "workspace",
             "runs",
             "design",
             "design_hash",
@@ -35,7 +37,12 @@ class StudySerializer(serializers.ModelSerializer):
 
 class StudyCreateSerializer(serializers.Serializer):
     name = serializers.RegexField(r"^[a-z0-9][a-z0-9-]{0,60}$")
-    project = serializers.RegexField(r"^[a-z0-9][a-z0-9-]{0,60}$", default="shiftlab")
+    project = serializers.SlugField(
+        required=False,
+        allow_blank=True,
+        default="",
+        help_text="Slug of the project it goes into (its runs must be in it); default: your one project.",
+    )
     runs = serializers.ListField(child=serializers.IntegerField(min_value=1, max_value=MAX_ID), min_length=1)
     design = serializers.JSONField(default=dict, help_text="Fields of annotation.design.StudyDesign.")
 
@@ -160,15 +167,24 @@ class DecisionSerializer(serializers.Serializer):
 
 
 class BenchmarkConfigSerializer(serializers.ModelSerializer):
+    project = serializers.SlugRelatedField(slug_field="slug", read_only=True)
+
     class Meta:
         model = BenchmarkConfig
-        fields = ["id", "name", "config_hash", "document", "created_at"]
+        fields = ["id", "name", "project", "config_hash", "document", "created_at"]
         read_only_fields = fields
 
 
 class BenchmarkConfigExportSerializer(serializers.Serializer):
     name = serializers.CharField(required=False, allow_blank=True, default="")
     studies = serializers.ListField(child=serializers.IntegerField(min_value=1, max_value=MAX_ID), required=False)
+    project = serializers.SlugField(
+        required=False,
+        allow_blank=True,
+        default="",
+        help_text="Export the approvals of this project's studies; without it (and without studies) those "
+        "of the projects you may change, which must be one.",
+    )
 
 
 class BenchmarkConfigVerifySerializer(serializers.Serializer):

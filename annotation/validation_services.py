@@ -255,12 +255,12 @@ def _deactivate_in_argilla(annotator: Annotator, *, client=None) -> bool:
     untouched) and publish the items they lost to their new raters; False if Argilla failed (the
     rejection stands in Django, and publishing the study again finishes the job)."""
     annotator = Annotator.objects.select_related("user", "study").get(pk=annotator.pk)
-    workspace = annotator.argilla_workspace or annotator.study.project
+    workspace = annotator.argilla_workspace or annotator.study.workspace
     try:
         with argilla_connection(client) as conn:
             if annotator.argilla_workspace:
                 study_argilla_reconcile(study=annotator.study, client=conn)
-            else:  # a study published before per-annotator batches: the project's shared workspace
+            else:  # a study published before per-annotator batches: the study's shared workspace
                 argilla.user_deactivate(annotator.user.get_username(), workspace, client=conn)
                 Annotator.objects.filter(pk=annotator.pk).update(argilla_deactivated=True)
     except ArgillaError as exc:

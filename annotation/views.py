@@ -40,7 +40,14 @@ from annotation.gating import gate_state_of
 from annotation.models import Annotator, BenchmarkConfig, Flag, GateResult, Study
 from annotation.onboarding_services import annotator_password_set, annotator_ui_url, study_sync_job
 from annotation.quality_services import quality_figures, study_annotator_quality
-from annotation.selectors import benchmark_config_list, flag_list, gate_result_list, study_list, study_progress
+from annotation.selectors import (
+    benchmark_config_list,
+    export_studies,
+    flag_list,
+    gate_result_list,
+    study_list,
+    study_progress,
+)
 from annotation.sync_services import sync_summary
 from annotation.tasks import sync_study
 from annotation.validation_services import (
@@ -51,6 +58,7 @@ from annotation.validation_services import (
     study_validate,
 )
 from core.errors import ShiftlabError
+from core.projects import project_require_write, projects_readable, projects_writable, scoped
 from core.roles import Role
 from core.views import researcher_required
 
@@ -76,6 +84,11 @@ def benchmark_config_response(config: BenchmarkConfig, fmt: str) -> HttpResponse
     return response
 
 
+def _readable_study(request, pk: int) -> Study:
+    """The study, if the caller may read its project; otherwise 404 (its existence does not leak)."""
+    return get_object_or_404(scoped(Study.objects.select_related("project"), request.user), pk=pk)
+
+
 def _annotator_users():
     return get_user_model().objects.filter(groups__name=Role.ANNOTATOR, is_active=True).order_by("username")
 
@@ -85,7 +98,7 @@ def _annotator_users():
 def study_list_view(request):
     """The study builder: existing studies and the design form. "Check the design" shows what it
     implies; "Create draft" declares it. A refused design keeps the input, reasons beside fields."""
-    form = StudyCreateForm(request.POST or None)
+    form = StudyCreateForm(request.POST or None, user=request.user)
     implications = None
     if request.method == "POST" and form.is_valid():
         runs, design = list(form.cleaned_data["runs"]), form.design()
@@ -115,7 +128,7 @@ def study_list_view(request):
         request,
         "annotation/study_list.html",
         {
-            "studies": study_list()[:200],
+            "studies": scoped(study_list(), request.user)[:200],
             "form": form,
             "implications": implications,
             "design": form.design() if implications else None,
@@ -130,9 +143,10 @@ def study_detail_view(request, pk: int):
     """Design, progress (per-annotator counts, control pass rates, live agreement), annotator
     access and actions. Publish, password and revise answer with the page itself: a password is
     shown in that response only (never in a message, which the session would keep)."""
-    study = get_object_or_404(Study, pk=pk)
+    study = _readable_study(request, pk)
     if request.method == "GET":
         return _study_page(request, study)
+    project_require_write(request.user, study.project)  # every action changes the study (403)
     action = request.POST.get("action")
     if action == "publish":
         return _study_publish(request, study)
@@ -270,8 +284,9 @@ def _annotator_change(request, study: Study, action: str):
 @researcher_required
 def review_queue_view(request, pk: int):
     """Open flags of a study: confirm or dismiss each; translate non-English items to English."""
-    study = get_object_or_404(Study, pk=pk)
+    study = _readable_study(request, pk)
     if request.method == "POST":
+        project_require_write(request.user, study.project)
         flag = get_object_or_404(Flag, pk=request.POST.get("flag"), rating__study_item__study=study)
         with _refusals_as_messages(request):
             if request.POST.get("action") == "translate":
@@ -295,8 +310,9 @@ def review_queue_view(request, pk: int):
 @researcher_required
 def gate_view(request, pk: int):
     """Current gate result per transformation with its evidence, and the approval decision."""
-    study = get_object_or_404(Study, pk=pk)
+    study = _readable_study(request, pk)
     if request.method == "POST":
+        project_require_write(request.user, study.project)
         result = get_object_or_404(GateResult, pk=request.POST.get("gate_result"), study=study)
         with _refusals_as_messages(request):
             decision = request.POST.get("decision", "")
@@ -324,18 +340,29 @@ def gate_view(request, pk: int):
 
 @researcher_required
 def export_view(request):
-    """Exported benchmark configs, and a button exporting every approved transformation."""
+    """Exported benchmark configs, and a button exporting every approved transformation of one
+    project (the chosen one, or the only one the caller may change that has approvals)."""
+    writable = projects_writable(request.user).order_by("slug")
     if request.method == "POST":
+        slug = request.POST.get("project", "")
+        project = get_object_or_404(projects_readable(request.user), slug=slug) if slug else None
+        if project is not None:
+            project_require_write(request.user, project)
         with _refusals_as_messages(request):
-            config = benchmark_config_export(actor=request.user, name=request.POST.get("name", "").strip())
-            messages.success(request, f"Exported config {config.config_hash[:12]}.")
+            config = benchmark_config_export(
+                actor=request.user,
+                studies=export_studies(request.user, project=project),
+                name=request.POST.get("name", "").strip(),
+            )
+            messages.success(request, f"Exported config {config.config_hash[:12]} of project {config.project}.")
         return redirect("annotation:exports")
-    return render(request, "annotation/exports.html", {"configs": benchmark_config_list()[:100]})
+    configs = scoped(benchmark_config_list(), request.user)[:100]
+    return render(request, "annotation/exports.html", {"configs": configs, "projects": writable})
 
 
 @researcher_required
 def export_download_view(request, pk: int, fmt: str):
-    config = get_object_or_404(benchmark_config_list(), pk=pk)
+    config = get_object_or_404(scoped(benchmark_config_list(), request.user), pk=pk)
     if fmt not in ("json", "yaml"):
         # A fixed text: the path segment is never echoed (it would be reflected into the page).
         return HttpResponse("unknown format: use json or yaml", status=404, content_type="text/plain; charset=utf-8")
@@ -345,7 +372,7 @@ def export_download_view(request, pk: int, fmt: str):
 @researcher_required
 def study_annotators_view(request, pk: int):
     """Annotator quality of a study, computed now from its ratings: a table and three figures."""
-    study = get_object_or_404(Study, pk=pk)
+    study = _readable_study(request, pk)
     report = study_annotator_quality(study=study)
     return render(
         request,

@@ -37,3 +37,11 @@ class ProjectAdmin(admin.ModelAdmin):
     list_filter = ("open",)
     search_fields = ("slug", "name")
     inlines = (MembershipInline,)
+
+
+@admin.register(Membership)
+class MembershipAdmin(admin.ModelAdmin):
+    list_display = ("project", "user", "role", "created_at")
+    list_filter = ("role", "project")
+    search_fields = ("project__slug", "user__username")
+    autocomplete_fields = ("user",)

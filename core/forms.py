@@ -2,17 +2,21 @@ from django import forms
 from django.contrib.auth import get_user_model
 
 from core.models import Membership, Project
+from core.projects import SLUG
 
 
 class ProjectCreateForm(forms.Form):
-    slug = forms.SlugField(
-        max_length=61, help_text="Short name, also the Argilla workspace of its studies: letters, digits, - and _."
+    slug = forms.CharField(
+        max_length=61,
+        help_text="Short name, also the Argilla workspace of its studies: lowercase letters, digits and '-'.",
     )
     name = forms.CharField(max_length=200, required=False, help_text="A readable name (optional).")
     owner = forms.CharField(max_length=150, required=False, help_text="Username of its first owner (optional).")
 
     def clean_slug(self) -> str:
         slug = self.cleaned_data["slug"]
+        if not SLUG.fullmatch(slug):
+            raise forms.ValidationError("Use lowercase letters, digits and '-', starting with a letter or digit.")
         if Project.objects.filter(slug=slug).exists():
             raise forms.ValidationError(f"Project {slug!r} exists already: choose another.")
         return slug

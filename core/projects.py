@@ -29,7 +29,7 @@ from core.models import Membership, Project, default_project_pk
 from core.roles import is_admin, is_researcher
 from core.selectors import M
 
-_SLUG = re.compile(r"[A-Za-z0-9][A-Za-z0-9_-]{0,60}")
+SLUG = re.compile(r"[a-z0-9][a-z0-9-]{0,60}")  # also an Argilla workspace name
 WRITE_ROLES = (Membership.Role.OWNER, Membership.Role.MEMBER)
 
 User = AbstractBaseUser | AnonymousUser | None
@@ -155,8 +155,11 @@ def project_create(
 
     if not _unrestricted(actor):
         raise ProjectAccessError("Only admins create projects.")
-    if not _SLUG.fullmatch(slug or ""):
-        raise ShiftlabError(f"Project slug {slug!r}: use letters, digits, '-' and '_' (at most 61).")
+    if not SLUG.fullmatch(slug or ""):
+        raise ShiftlabError(
+            f"Project slug {slug!r}: use lowercase letters, digits and '-', starting with a letter or digit "
+            "(at most 61; it also names the project's Argilla workspace)."
+        )
     if Project.objects.filter(slug=slug).exists():
         raise ShiftlabError(f"Project {slug!r} exists already: choose another slug.")
     with transaction.atomic():

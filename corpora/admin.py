@@ -5,8 +5,8 @@ from corpora.models import Dataset, DatasetImport, DatasetItem
 
 @admin.register(Dataset)
 class DatasetAdmin(admin.ModelAdmin):
-    list_display = ("name", "task_type", "n_items", "languages", "created_at")
-    list_filter = ("task_type",)
+    list_display = ("name", "project", "shared", "task_type", "n_items", "languages", "created_at")
+    list_filter = ("project", "shared", "task_type")
     search_fields = ("name", "description", "source")
     readonly_fields = ("content_hash", "n_items", "splits", "languages", "source", "source_format", "created_at")
 
@@ -22,6 +22,6 @@ class DatasetItemAdmin(admin.ModelAdmin):
 
 @admin.register(DatasetImport)
 class DatasetImportAdmin(admin.ModelAdmin):
-    list_display = ("name", "task_type", "status", "created_by", "created_at", "finished_at")
-    list_filter = ("status", "task_type")
+    list_display = ("name", "project", "task_type", "status", "created_by", "created_at", "finished_at")
+    list_filter = ("project", "status", "task_type")
     readonly_fields = ("error", "started_at", "finished_at")

@@ -1,18 +1,20 @@
 from drf_spectacular.utils import extend_schema
-from rest_framework import mixins, status, viewsets
+from rest_framework import mixins, serializers, status, viewsets
 from rest_framework.decorators import action
 from rest_framework.parsers import FormParser, MultiPartParser
 from rest_framework.response import Response
 
 from core.errors import ShiftlabError
+from core.models import Project
 from core.permissions import IsResearcher
-from corpora.models import DatasetImport
-from corpora.selectors import dataset_item_list, dataset_list
+from core.projects import ProjectAccessError, project_require_write, project_resolve
+from corpora.selectors import dataset_import_list, dataset_item_list, dataset_list
 from corpora.serializers import (
     DatasetImportCreateSerializer,
     DatasetImportSerializer,
     DatasetItemSerializer,
     DatasetSerializer,
+    DatasetShareSerializer,
 )
 from corpora.services import (
     DatasetInUseError,
@@ -21,13 +23,15 @@ from corpora.services import (
     dataset_delete,
     dataset_import_job_create,
     dataset_import_mteb,
+    dataset_share_set,
 )
 
 
 class DatasetViewSet(
     mixins.ListModelMixin, mixins.RetrieveModelMixin, mixins.DestroyModelMixin, viewsets.GenericViewSet
 ):
-    """Imported datasets, by name. Create them with POST /api/dataset-imports/."""
+    """Imported datasets, by name: those of your projects and the shared ones (others answer 404).
+    Create them with POST /api/dataset-imports/; deleting and sharing need a writable project (403)."""
 
     permission_classes = [IsResearcher]
     serializer_class = DatasetSerializer
@@ -35,13 +39,16 @@ class DatasetViewSet(
     lookup_value_regex = r"[A-Za-z0-9][A-Za-z0-9._-]*"
 
     def get_queryset(self):
-        return dataset_list(task_type=self.request.query_params.get("task_type"))
+        params = self.request.query_params
+        return dataset_list(user=self.request.user, task_type=params.get("task_type"), project=params.get("project"))
 
-    @extend_schema(responses={204: None, 409: None})
+    @extend_schema(responses={204: None, 403: None, 409: None})
     def destroy(self, request, name=None):
         """Delete a dataset and its items; 409 while runs, results or studies still use it."""
+        dataset = self.get_object()
+        project_require_write(request.user, dataset.project)
         try:
-            dataset_delete(dataset=self.get_object(), actor=request.user)
+            dataset_delete(dataset=dataset, actor=request.user)
         except DatasetInUseError as exc:
             return Response({"detail": str(exc)}, status=status.HTTP_409_CONFLICT)
         return Response(status=status.HTTP_204_NO_CONTENT)
@@ -55,14 +62,28 @@ class DatasetViewSet(
         page = self.paginate_queryset(items)
         return self.get_paginated_response(DatasetItemSerializer(page, many=True).data)
 
+    @extend_schema(request=DatasetShareSerializer, responses={200: DatasetSerializer, 403: None})
+    @action(detail=True, methods=["post"])
+    def share(self, request, name=None):
+        """Share the dataset with every project (``{"shared": true}``) or stop sharing it (false)."""
+        data_in = DatasetShareSerializer(data=request.data)
+        data_in.is_valid(raise_exception=True)
+        dataset = dataset_share_set(
+            dataset=self.get_object(), shared=data_in.validated_data["shared"], actor=request.user
+        )
+        return Response(DatasetSerializer(dataset).data)
+
 
 class DatasetImportViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, viewsets.GenericViewSet):
-    """Upload files to import; the import runs as a Celery task. Poll the job for its status."""
+    """Upload files to import; the import runs as a Celery task. Poll the job for its status. Jobs
+    of projects you may not read answer 404."""
 
     permission_classes = [IsResearcher]
     serializer_class = DatasetImportSerializer
-    queryset = DatasetImport.objects.select_related("dataset")
     parser_classes = [MultiPartParser, FormParser]
+
+    def get_queryset(self):
+        return dataset_import_list(user=self.request.user, limit=None)
 
     @extend_schema(
         request=DatasetImportCreateSerializer,
@@ -73,8 +94,9 @@ class DatasetImportViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, vie
         data_in = DatasetImportCreateSerializer(data=request.data)
         data_in.is_valid(raise_exception=True)
         data = data_in.validated_data
+        project = _project_for_new(request, data)
         if data.get("mteb_task"):
-            return self._create_mteb(request, data)
+            return self._create_mteb(request, data, project)
         options = ImportOptions(
             language=data["language"],
             fmt=data.get("format"),
@@ -85,7 +107,12 @@ class DatasetImportViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, vie
         )
         try:
             job = dataset_import_job_create(
-                files=data["files"], task=data["task_type"], name=data["name"], options=options, created_by=request.user
+                files=data["files"],
+                task=data["task_type"],
+                name=data["name"],
+                options=options,
+                created_by=request.user,
+                project=project,
             )
         except UploadTooLargeError as exc:
             return Response({"detail": str(exc)}, status=status.HTTP_413_REQUEST_ENTITY_TOO_LARGE)
@@ -94,7 +121,7 @@ class DatasetImportViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, vie
         job.refresh_from_db()
         return Response(DatasetImportSerializer(job).data, status=status.HTTP_202_ACCEPTED)
 
-    def _create_mteb(self, request, data: dict) -> Response:
+    def _create_mteb(self, request, data: dict, project: Project) -> Response:
         # Runs in the request (no upload to hand to a worker): with a local copy of the task's data
         # (SHIFTLAB_MTEB_DATA_DIR) this takes seconds; import large tasks with `corpora import --mteb`.
         try:
@@ -105,7 +132,19 @@ class DatasetImportViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, vie
                 task=data.get("task_type"),
                 created_by=request.user,
                 interface="api",
+                project=project,
             )
         except ShiftlabError as exc:
             return Response({"detail": str(exc)}, status=status.HTTP_400_BAD_REQUEST)
         return Response(DatasetSerializer(dataset).data, status=status.HTTP_201_CREATED)
+
+
+def _project_for_new(request, data: dict) -> Project:
+    """The project named in ``data`` (or the caller's default): 400 when it is none of theirs, 403
+    when they may only read it."""
+    try:
+        return project_resolve(request.user, data.get("project"))
+    except ProjectAccessError:
+        raise
+    except ShiftlabError as exc:
+        raise serializers.ValidationError({"project": [str(exc)]}) from None

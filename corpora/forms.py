@@ -1,5 +1,8 @@
 from django import forms
 
+from core.errors import ShiftlabError
+from core.models import Project
+from core.projects import ProjectAccessError, User, project_resolve, projects_writable
 from corpora.models import DatasetImport, dataset_name_validator
 from corpora.readers import FORMATS
 from corpora.task_types import TASK_SPECS
@@ -21,11 +24,45 @@ class MultipleFileField(forms.FileField):
         return [single(data, initial)]
 
 
-class DatasetUploadForm(forms.Form):
-    def __init__(self, *args, **kwargs):
+class NewInProjectForm(forms.Form):
+    """A form that makes something new in a project: its ``project`` field offers the projects
+    ``user`` may change, preselecting the one ``core.projects.project_resolve`` picks when none is
+    named (their single own project, else the default one). Left empty, that one is taken; a
+    researcher with several projects must choose. ``cleaned_data["project"]`` is a Project."""
+
+    project = forms.ModelChoiceField(
+        queryset=Project.objects.none(),
+        to_field_name="slug",
+        required=False,
+        help_text="The project (team) it belongs to.",
+        error_messages={"invalid_choice": "You cannot add to that project: choose one of yours."},
+    )
+
+    def __init__(self, *args, user: User, **kwargs):
         kwargs.setdefault("label_suffix", "")
         super().__init__(*args, **kwargs)
+        self.user = user
+        try:
+            preselected = project_resolve(user)
+        except ShiftlabError:
+            preselected = None
+        field = self.fields["project"]
+        field.queryset = projects_writable(user).order_by("slug")
+        field.initial = preselected
+        if preselected is not None:
+            field.empty_label = None
 
+    def clean_project(self) -> Project:
+        chosen = self.cleaned_data["project"]
+        try:
+            return project_resolve(self.user, chosen.slug if chosen else None)
+        except ProjectAccessError:
+            raise  # a read-only caller: 403, not a form error
+        except ShiftlabError as exc:
+            raise forms.ValidationError(str(exc)) from None
+
+
+class DatasetUploadForm(NewInProjectForm):
     files = MultipleFileField(
         help_text="One CSV/TSV/JSONL/Parquet file, or several: train + test files for classification, "
         "corpus.jsonl + queries.jsonl + test.tsv (qrels) for retrieval."
@@ -51,6 +88,7 @@ class DatasetUploadForm(forms.Form):
         and the description, which a job does not keep)."""
         options = job.options
         return {
+            "project": job.project.slug,
             "name": job.name,
             "task": job.task_type,
             "language": options.get("language") or "en",
@@ -74,12 +112,11 @@ class DatasetUploadForm(forms.Form):
         return mapping or None
 
 
-class MtebImportForm(forms.Form):
+class MtebImportForm(NewInProjectForm):
     """An MTEB task by name (``corpora.services.dataset_import_mteb``): read through mteb's own task
     object, from a local copy under ``SHIFTLAB_MTEB_DATA_DIR`` when there is one, else the hub."""
 
     def __init__(self, *args, **kwargs):
-        kwargs.setdefault("label_suffix", "")
         kwargs.setdefault("prefix", "mteb")
         super().__init__(*args, **kwargs)
 

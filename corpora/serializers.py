@@ -7,6 +7,7 @@ from corpora.task_types import TaskType
 
 class DatasetSerializer(serializers.ModelSerializer):
     created_by = serializers.SlugRelatedField(slug_field="username", read_only=True)
+    project = serializers.SlugRelatedField(slug_field="slug", read_only=True)
 
     class Meta:
         model = Dataset
@@ -22,10 +23,18 @@ class DatasetSerializer(serializers.ModelSerializer):
             "content_hash",
             "n_items",
             "metadata",
+            "project",
+            "shared",
             "created_by",
             "created_at",
         ]
         read_only_fields = fields
+
+
+class DatasetShareSerializer(serializers.Serializer):
+    shared = serializers.BooleanField(
+        default=True, help_text="true: every project's researchers may read and use it; false: its project only."
+    )
 
 
 class DatasetItemSerializer(serializers.ModelSerializer):
@@ -37,6 +46,7 @@ class DatasetItemSerializer(serializers.ModelSerializer):
 
 class DatasetImportSerializer(serializers.ModelSerializer):
     dataset = serializers.SlugRelatedField(slug_field="name", read_only=True)
+    project = serializers.SlugRelatedField(slug_field="slug", read_only=True)
 
     class Meta:
         model = DatasetImport
@@ -45,6 +55,7 @@ class DatasetImportSerializer(serializers.ModelSerializer):
             "name",
             "task_type",
             "options",
+            "project",
             "status",
             "error",
             "attempts",
@@ -57,6 +68,11 @@ class DatasetImportSerializer(serializers.ModelSerializer):
 
 
 class DatasetImportCreateSerializer(serializers.Serializer):
+    project = serializers.SlugField(
+        max_length=61,
+        required=False,
+        help_text="Slug of the project to import into (default: your only project, else the default one).",
+    )
     files = serializers.ListField(child=serializers.FileField(), allow_empty=False, required=False)
     name = serializers.RegexField(r"^[A-Za-z0-9][A-Za-z0-9._-]*$", max_length=100, required=False)
     task_type = serializers.ChoiceField(choices=[t.value for t in TaskType], required=False)

@@ -18,6 +18,8 @@ from django.utils import timezone
 
 from core.errors import ShiftlabError
 from core.job_services import job_fail, job_note
+from core.models import Project
+from core.projects import project_require_write
 from core.services import audit_record
 from core.task_policy import dispatch_on_commit
 from corpora.hub import read_hub
@@ -77,10 +79,12 @@ def dataset_import(
     description: str = "",
     created_by: AbstractBaseUser | None = None,
     source_label: str | None = None,
+    project: Project | None = None,
 ) -> Dataset:
     """Read, validate and store a dataset in one transaction: on any problem nothing is written.
 
-    The dataset records ``source_label`` as its source, else the resolved path or the hub id.
+    The dataset records ``source_label`` as its source, else the resolved path or the hub id. It
+    goes into ``project`` (the caller has checked it may write there), else the default project.
 
     Raises ``ShiftlabError`` (``DatasetFormatError`` for bad files) with a message naming the
     file, the line and the problem.
@@ -105,6 +109,7 @@ def dataset_import(
         options=options,
         description=description,
         created_by=created_by,
+        project=project,
     )
 
 
@@ -121,6 +126,25 @@ def dataset_delete(*, dataset: Dataset, actor: AbstractBaseUser | None) -> None:
         raise DatasetInUseError(_in_use_message(dataset, exc.protected_objects)) from None
     except RestrictedError as exc:
         raise DatasetInUseError(_in_use_message(dataset, exc.restricted_objects)) from None
+
+
+def dataset_share_set(*, dataset: Dataset, shared: bool, actor: AbstractBaseUser | None) -> Dataset:
+    """Share ``dataset`` with every project (its researchers may read it and use it as input), or
+    stop sharing it. Only admins and the owners and members of its project may: others get
+    ``ProjectAccessError``. Setting the value it already has changes and records nothing."""
+    project_require_write(actor, dataset.project)
+    if dataset.shared == shared:
+        return dataset
+    with transaction.atomic():
+        Dataset.objects.filter(pk=dataset.pk).update(shared=shared)
+        dataset.shared = shared
+        audit_record(
+            actor=actor,
+            verb="dataset.share" if shared else "dataset.unshare",
+            obj=dataset,
+            payload={"project": dataset.project.slug},
+        )
+    return dataset
 
 
 def _in_use_message(dataset: Dataset, users: Iterable) -> str:
@@ -140,9 +164,11 @@ def dataset_import_job_create(
     name: str,
     options: ImportOptions,
     created_by: AbstractBaseUser | None,
+    project: Project | None = None,
 ) -> DatasetImport:
     """Store uploaded files and queue their import. Several files form a folder: train/test files
-    for classification, or corpus.jsonl + queries.jsonl + <split>.tsv for retrieval."""
+    for classification, or corpus.jsonl + queries.jsonl + <split>.tsv for retrieval. The job, and
+    the dataset it makes, go into ``project`` (checked by the caller), else the default project."""
     _check_new_name(name, options.interface)
     task_spec(task)
     files = list(files)
@@ -164,7 +190,12 @@ def dataset_import_job_create(
                     handle.write(chunk)
         with transaction.atomic():
             job = DatasetImport.objects.create(
-                name=name, task_type=task, upload_dir=str(upload_dir), options=options.as_dict(), created_by=created_by
+                name=name,
+                task_type=task,
+                upload_dir=str(upload_dir),
+                options=options.as_dict(),
+                created_by=created_by,
+                **_in_project(project),
             )
             dataset_import_job_dispatch(job_id=job.pk)
     except BaseException:
@@ -239,6 +270,7 @@ def dataset_import_job_run(*, job_id: int, redelivered: bool = False) -> Dataset
                 name=job.name,
                 options=options,
                 created_by=job.created_by,
+                project=job.project,
                 # The uploaded files' names: their storage folder is the server's business and is gone
                 # once the import is over.
                 source_label=", ".join(entry.name for entry in entries),
@@ -323,6 +355,7 @@ def _store(
     options: ImportOptions,
     description: str,
     created_by: AbstractBaseUser | None,
+    project: Project | None,
 ) -> Dataset:
     dataset = Dataset.objects.create(
         name=name,
@@ -336,6 +369,7 @@ def _store(
         n_items=len(parsed.items),
         metadata=parsed.metadata,
         created_by=created_by,
+        **_in_project(project),
     )
     DatasetItem.objects.bulk_create(
         (
@@ -369,6 +403,11 @@ def _store(
     return dataset
 
 
+def _in_project(project: Project | None) -> dict[str, Project]:
+    # No project named: the model's default (the open default project) applies.
+    return {"project": project} if project is not None else {}
+
+
 def _format_of(source: str) -> str:
     path = Path(source)
     if path.is_dir():
@@ -394,6 +433,7 @@ def dataset_import_mteb(
     description: str | None = None,
     created_by: AbstractBaseUser | None = None,
     interface: str = "command",
+    project: Project | None = None,
 ) -> Dataset:
     """Import an MTEB task by name through mteb's task object (metadata and data loader).
 
@@ -401,7 +441,8 @@ def dataset_import_mteb(
     ``MTEB_DATA_DIR/<task name>`` or ``MTEB_DATA_DIR/<hub path>`` when that folder exists, else
     from the hub (or its local cache). ``name`` defaults to the task name (plus the subset);
     ``task`` may turn an STS task into "str". The task's metadata is stored under
-    ``metadata["mteb"]``. Nothing is written on any problem.
+    ``metadata["mteb"]``. The dataset goes into ``project`` (checked by the caller), else the
+    default project. Nothing is written on any problem.
     """
     from corpora import mteb_tasks  # imports mteb and torch: only when an MTEB task is imported
 
@@ -434,6 +475,7 @@ def dataset_import_mteb(
         options=options,
         description=info.description if description is None else description,
         created_by=created_by,
+        project=project,
     )
 
 

@@ -8,4 +8,5 @@ urlpatterns = [
     path("imports/<int:pk>/", views.dataset_import_view, name="import"),
     path("<str:name>/", views.dataset_detail_view, name="detail"),
     path("<str:name>/delete/", views.dataset_delete_view, name="delete"),
+    path("<str:name>/share/", views.dataset_share_view, name="share"),
 ]

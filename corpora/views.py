@@ -6,6 +6,7 @@ from django.shortcuts import get_object_or_404, redirect, render
 from django.views.decorators.http import require_http_methods
 
 from core.errors import ShiftlabError
+from core.projects import project_can_write, project_require_write
 from core.views import researcher_required
 from corpora.forms import DatasetUploadForm, MtebImportForm
 from corpora.models import Dataset, DatasetImport
@@ -16,6 +17,7 @@ from corpora.services import (
     dataset_delete,
     dataset_import_job_create,
     dataset_import_mteb,
+    dataset_share_set,
 )
 
 
@@ -23,12 +25,18 @@ from corpora.services import (
 @require_http_methods(["GET", "POST"])
 def dataset_list_view(request):
     """Datasets, and the upload form; ``?again=<import id>`` fills the form with that import's
-    settings. A refused import shows the form again as it was sent (files must be chosen anew)."""
+    settings. A refused import shows the form again as it was sent (files must be chosen anew).
+    Both forms import into the project chosen in their project field."""
+    user = request.user
     again = request.GET.get("again", "")
-    initial = DatasetUploadForm.initial_from(get_object_or_404(DatasetImport, pk=again)) if again.isdigit() else None
+    initial = (
+        DatasetUploadForm.initial_from(get_object_or_404(dataset_import_list(user=user, limit=None), pk=again))
+        if again.isdigit()
+        else None
+    )
     mteb = request.method == "POST" and request.POST.get("action") == "mteb"
-    form = DatasetUploadForm(None if mteb else request.POST or None, request.FILES or None, initial=initial)
-    mteb_form = MtebImportForm(request.POST if mteb else None)
+    form = DatasetUploadForm(None if mteb else request.POST or None, request.FILES or None, initial=initial, user=user)
+    mteb_form = MtebImportForm(request.POST if mteb else None, user=user)
     if mteb and mteb_form.is_valid():
         data = mteb_form.cleaned_data
         try:
@@ -36,8 +44,9 @@ def dataset_list_view(request):
                 task_name=data["task_name"],
                 subset=data["subset"] or None,
                 name=data["name"] or None,
-                created_by=request.user,
+                created_by=user,
                 interface="page",
+                project=data["project"],
             )
         except ShiftlabError as exc:
             mteb_form.add_error(None, str(exc))
@@ -57,7 +66,12 @@ def dataset_list_view(request):
         )
         try:
             job = dataset_import_job_create(
-                files=data["files"], task=data["task"], name=data["name"], options=options, created_by=request.user
+                files=data["files"],
+                task=data["task"],
+                name=data["name"],
+                options=options,
+                created_by=user,
+                project=data["project"],
             )
         except ShiftlabError as exc:
             form.add_error(None, str(exc))
@@ -74,8 +88,8 @@ def dataset_list_view(request):
         request,
         "corpora/list.html",
         {
-            "datasets": dataset_list(),
-            "imports": dataset_import_list(limit=10),
+            "datasets": dataset_list(user=user),
+            "imports": dataset_import_list(user=user, limit=10),
             "form": form,
             "mteb_form": mteb_form,
         },
@@ -84,19 +98,25 @@ def dataset_list_view(request):
 
 @researcher_required
 def dataset_import_view(request, pk: int):
-    job = get_object_or_404(DatasetImport, pk=pk)
+    job = get_object_or_404(dataset_import_list(user=request.user, limit=None), pk=pk)
     return render(request, "corpora/import.html", {"job": job})
 
 
 @researcher_required
 def dataset_detail_view(request, name: str):
-    dataset = get_object_or_404(Dataset, name=name)
+    dataset = get_object_or_404(dataset_list(user=request.user), name=name)
     split = request.GET.get("split") or None
     page = Paginator(dataset_item_list(dataset=dataset, split=split), 25).get_page(request.GET.get("page"))
     return render(
         request,
         "corpora/detail.html",
-        {"dataset": dataset, "page": page, "split": split, "source": dataset_source_name(dataset)},
+        {
+            "dataset": dataset,
+            "page": page,
+            "split": split,
+            "source": dataset_source_name(dataset),
+            "can_change": project_can_write(request.user, dataset.project),
+        },
     )
 
 
@@ -109,8 +129,10 @@ def dataset_source_name(dataset: Dataset) -> str:
 @researcher_required
 @require_http_methods(["GET", "POST"])
 def dataset_delete_view(request, name: str):
-    """GET asks for confirmation; POST deletes, or explains what still uses the dataset."""
-    dataset = get_object_or_404(Dataset, name=name)
+    """GET asks for confirmation; POST deletes, or explains what still uses the dataset. Only
+    those who may change the dataset's project get either (403 for readers)."""
+    dataset = get_object_or_404(dataset_list(user=request.user), name=name)
+    project_require_write(request.user, dataset.project)
     if request.method == "GET":
         return render(request, "corpora/delete.html", {"dataset": dataset})
     try:
@@ -120,3 +142,17 @@ def dataset_delete_view(request, name: str):
         return redirect("corpora:detail", name=name)
     messages.success(request, f"Deleted {name}.")
     return redirect("corpora:list")
+
+
+@researcher_required
+@require_http_methods(["POST"])
+def dataset_share_view(request, name: str):
+    """Share the dataset with every project (``shared=1``) or stop sharing it (``shared=0``)."""
+    dataset = get_object_or_404(dataset_list(user=request.user), name=name)
+    shared = request.POST.get("shared") == "1"
+    dataset_share_set(dataset=dataset, shared=shared, actor=request.user)  # 403 for read-only callers
+    if shared:
+        messages.success(request, f"{name} is shared: researchers of every project may read it and use it.")
+    else:
+        messages.success(request, f"{name} is no longer shared: only its project ({dataset.project.slug}) reads it.")
+    return redirect("corpora:detail", name=name)

@@ -5,8 +5,19 @@ from evaluation.models import BenchmarkResult, BenchmarkRun
 
 @admin.register(BenchmarkRun)
 class BenchmarkRunAdmin(admin.ModelAdmin):
-    list_display = ("id", "name", "source", "status", "done", "total", "config_hash", "created_by", "created_at")
-    list_filter = ("status", "source")
+    list_display = (
+        "id",
+        "name",
+        "project",
+        "source",
+        "status",
+        "done",
+        "total",
+        "config_hash",
+        "created_by",
+        "created_at",
+    )
+    list_filter = ("project", "status", "source")
     readonly_fields = (
         "config_hash",
         "config_document",

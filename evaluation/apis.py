@@ -9,6 +9,7 @@ from rest_framework.response import Response
 from annotation.models import BenchmarkConfig
 from core.errors import ShiftlabError
 from core.permissions import IsResearcher
+from core.projects import ProjectAccessError, project_require_write, project_resolve, scoped
 from evaluation.benchmark_services import (
     benchmark_run_create_from_config,
     benchmark_run_create_from_datasets,
@@ -28,26 +29,34 @@ from transforms.presets import resolve_preset
 
 class BenchmarkRunViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, viewsets.GenericViewSet):
     """Benchmark runs: POST starts one (from a validated config or, original data only, from
-    datasets); `results` lists every unit, `report` adds the aggregates; `resume` re-queues units
-    without a result."""
+    datasets) in ``project`` (default: the caller's own project); `results` lists every unit,
+    `report` adds the aggregates; `resume` re-queues units without a result. Runs of projects the
+    caller does not belong to are not found (404); a viewer of a project may not resume its runs (403)."""
 
     permission_classes = [IsResearcher]
     serializer_class = BenchmarkRunSerializer
 
     def get_queryset(self):
-        return benchmark_run_list()
+        return benchmark_run_list(user=self.request.user)
 
     @extend_schema(request=BenchmarkRunCreateSerializer, responses={201: BenchmarkRunSerializer})
     def create(self, request):
         data_in = BenchmarkRunCreateSerializer(data=request.data)
         data_in.is_valid(raise_exception=True)
         d = data_in.validated_data
+        try:
+            project = project_resolve(request.user, d.get("project"))
+        except ProjectAccessError:
+            raise  # a viewer: 403
+        except ShiftlabError as exc:
+            return Response({"detail": str(exc)}, status=status.HTTP_400_BAD_REQUEST)
         common = {
             "models": d["models"],
             "limit": d.get("limit"),
             "split": d["split"],
             "name": d["name"],
             "created_by": request.user,
+            "project": project,
             "preset": d.get("preset", ""),
         }
         try:
@@ -58,7 +67,7 @@ class BenchmarkRunViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, view
                 seeds = list(resolve_preset(d["preset"], seeds=seeds).seeds)
             narrowing = {"datasets": d.get("datasets"), "seeds": seeds}
             if d.get("config_id") is not None:
-                config = get_object_or_404(BenchmarkConfig, pk=d["config_id"])
+                config = get_object_or_404(scoped(BenchmarkConfig.objects.all(), request.user), pk=d["config_id"])
                 # The JSON rendering: YAML exported before anchors were refused may hold some.
                 run = benchmark_run_create_from_config(text=config.json_text, fmt="json", **narrowing, **common)
             elif d.get("config_text") is not None:
@@ -99,5 +108,7 @@ class BenchmarkRunViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, view
     @extend_schema(request=None, responses={202: BenchmarkRunSerializer})
     @action(detail=True, methods=["post"])
     def resume(self, request, pk=None):
-        run = benchmark_run_resume(run_id=self.get_object().pk, actor=request.user)
+        run = self.get_object()
+        project_require_write(request.user, run.project)
+        run = benchmark_run_resume(run_id=run.pk, actor=request.user)
         return Response(BenchmarkRunSerializer(run).data, status=status.HTTP_202_ACCEPTED)

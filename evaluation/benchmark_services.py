@@ -14,9 +14,12 @@ from django.db.models import F
 from django.utils import timezone
 
 from annotation.config_export import Format
-from annotation.export_services import benchmark_config_verify
+from annotation.export_services import ConfigCheck, benchmark_config_verify
+from annotation.models import BenchmarkConfig
 from core.errors import ShiftlabError
 from core.job_services import job_fail
+from core.models import Project
+from core.projects import User, default_project, project_require_same, scoped
 from core.services import audit_record
 from core.task_policy import dispatch_on_commit
 from corpora.models import Dataset
@@ -50,8 +53,11 @@ class RunOptions(TypedDict, total=False):
 
     limit: score only the first ``limit`` examples of each dataset (default all);
     split: the evaluated split (default "test"); name: shown in lists (default "");
-    created_by: the user, audited (default None); dispatch: queue the run's tasks once the
-    transaction commits (default True; False leaves it pending); preset: a paper's protocol
+    created_by: the user, audited, whose read access decides which datasets and configs exist
+    (default None: the system, which reads everything); project: the project the run (and any
+    transformation run made for it) belongs to, which its datasets (unless shared), config and
+    transformation runs must belong to too (default: the default project); dispatch: queue the
+    run's tasks once the transaction commits (default True; False leaves it pending); preset: a paper's protocol
     (``transforms.presets``), whose encoder dtype the run uses; encoder_dtype: load every model
     in this dtype (default: each model's configured one). Both are stored in the run's plan.
     """
@@ -60,6 +66,7 @@ class RunOptions(TypedDict, total=False):
     split: str
     name: str
     created_by: AbstractBaseUser | None
+    project: Project | None
     dispatch: bool
     preset: str
     encoder_dtype: str | None
@@ -81,6 +88,8 @@ def benchmark_run_create_from_config(
     check = benchmark_config_verify(text=text, fmt=fmt)
     if not check.accepted:
         raise ShiftlabError(f"the benchmark config is refused: {check.acceptance.reason}.")
+    options["project"] = options.get("project") or default_project()
+    _config_in_project(check, project=options["project"], reader=options.get("created_by"))
     try:
         plan = plan_from_config(
             check.verification.config, datasets=datasets, seeds=seeds, transformations=transformations
@@ -115,6 +124,28 @@ def benchmark_run_create_from_datasets(
     )
 
 
+def _config_in_project(check: ConfigCheck, *, project: Project, reader: User) -> None:
+    """A config exported here must be one the caller may read, of the run's project, and so must
+    the transformation runs it names. (A config signed by another deployment names that one's runs;
+    the runs a benchmark uses are always found or made in its project: ``_transform_run_for``.)"""
+    config = check.known
+    if config is None:
+        return
+    if not scoped(BenchmarkConfig.objects.filter(pk=config.pk), reader).exists():
+        raise ShiftlabError(
+            f"the benchmark config was exported in a project you do not belong to: a run in {project.slug!r} "
+            "needs a config exported in that project."
+        )
+    project_require_same(project, config, role="the config of a benchmark run")
+    named = {run.run_id for entry in check.verification.config.approved for run in entry.runs}
+    foreign = sorted(TransformRun.objects.filter(pk__in=named).exclude(project=project).values_list("pk", flat=True))
+    if foreign:
+        raise ShiftlabError(
+            f"the config names transformation runs of another project ({', '.join(map(str, foreign))}), not of "
+            f"{project.slug!r}: export a config of this project's runs."
+        )
+
+
 def _encoder_dtype(preset: str, encoder_dtype: str | None) -> str | None:
     """The dtype a run loads its encoders in: the one given, else the preset's (None: each model's
     configured dtype). A given dtype that differs from the preset's is refused."""
@@ -140,10 +171,12 @@ def _benchmark_run_create(
     split: str = "test",
     name: str = "",
     created_by: AbstractBaseUser | None = None,
+    project: Project | None = None,
     dispatch: bool = True,
     preset: str = "",
     encoder_dtype: str | None = None,
 ) -> BenchmarkRun:
+    project = project or default_project()
     models = list(dict.fromkeys(m.strip() for m in models if m.strip()))
     if not models:
         raise ShiftlabError("name at least one model (an alias in EVALUATION_ENCODERS or a model name)")
@@ -155,14 +188,17 @@ def _benchmark_run_create(
             raise ShiftlabError(f"model {model!r} cannot be used: {exc}") from None
     if limit is not None and limit < 1:
         raise ShiftlabError("--limit must be at least 1")
-    datasets = {ref.name: _dataset_checked(ref.name, ref.content_hash, split) for ref in plan.datasets}
+    datasets = {
+        ref.name: _dataset_checked(ref.name, ref.content_hash, split, reader=created_by) for ref in plan.datasets
+    }
+    project_require_same(project, *datasets.values(), role="the datasets of a benchmark run")
     units = plan.units(models)
     with transaction.atomic():
         # Transformation runs are made (or found) now, not in the unit tasks, so that the units of
         # several models share one run per (dataset, transformation, seed).
         transform_runs = {
             transform_run_key(name, spec.transformation, seed): _transform_run_for(
-                dataset=datasets[name], spec=spec, seed=seed, limit=limit, created_by=created_by
+                dataset=datasets[name], spec=spec, seed=seed, limit=limit, created_by=created_by, project=project
             ).pk
             for name in datasets
             for spec in plan.transformations
@@ -170,6 +206,7 @@ def _benchmark_run_create(
         }
         run = BenchmarkRun.objects.create(
             name=name,
+            project=project,
             source=source,
             config_hash=config_hash,
             config_document=config_document,
@@ -221,8 +258,8 @@ def benchmark_run_fail(*, run_id: int, reason: str) -> None:
     )
 
 
-def _dataset_checked(name: str, content_hash: str | None, split: str) -> Dataset:
-    dataset = Dataset.objects.filter(name=name).first()
+def _dataset_checked(name: str, content_hash: str | None, split: str, *, reader: User) -> Dataset:
+    dataset = scoped(Dataset.objects.filter(name=name), reader).first()
     if dataset is None:
         raise ShiftlabError(f"no dataset named {name!r}: import it first (python manage.py corpora list)")
     if content_hash and dataset.content_hash != content_hash:
@@ -240,12 +277,20 @@ def _dataset_checked(name: str, content_hash: str | None, split: str) -> Dataset
 
 
 def _transform_run_for(
-    *, dataset: Dataset, spec: TransformationSpec, seed: int, limit: int | None, created_by: AbstractBaseUser | None
+    *,
+    dataset: Dataset,
+    spec: TransformationSpec,
+    seed: int,
+    limit: int | None,
+    created_by: AbstractBaseUser | None,
+    project: Project,
 ) -> TransformRun:
-    """The transformation run with exactly the config's generator, prompts and languages: an
-    existing one (succeeded first) or a new, undispatched one (its chunks run inside the units)."""
+    """The transformation run of ``project`` with exactly the config's generator, prompts and
+    languages: an existing one (succeeded first) or a new, undispatched one (its chunks run inside
+    the units)."""
     languages = list(spec.languages)
     candidates = TransformRun.objects.filter(
+        project=project,
         dataset=dataset,
         transformation=spec.transformation,
         seed=seed,
@@ -278,6 +323,7 @@ def _transform_run_for(
                 languages=languages or None,
                 limit=limit,
                 created_by=created_by,
+                project=project,
                 dispatch=False,
             )
             if run.generator.content_hash != spec.generator_hash:

@@ -1,6 +1,9 @@
 """Forms of the benchmark and human-baseline pages (issue 20): start a benchmark run from an
 approved config (or datasets), declare a human baseline study, and let an LLM annotator answer
-it. The forms check what a page can; the services check the rest."""
+it. The forms check what a page can; the services check the rest.
+
+The forms that create take the caller (``user``): they offer the projects the caller may change
+(``corpora.forms.NewInProjectForm``) and only the configs and datasets the caller may read."""
 
 from __future__ import annotations
 
@@ -12,12 +15,14 @@ from annotation.baseline_services import COMMON_OPTIONS, OPTION_DEFAULTS
 from annotation.config_export import format_of
 from annotation.config_schema import MAX_CONFIG_BYTES
 from annotation.models import BASELINE_TASK_TYPES, BenchmarkConfig
+from core.projects import User, scoped
+from corpora.forms import NewInProjectForm
 from corpora.models import Dataset
 from evaluation.encoders import encoder_aliases
 from transforms.backends import backend_aliases, configured_model
 
 
-class BenchmarkRunForm(forms.Form):
+class BenchmarkRunForm(NewInProjectForm):
     """A benchmark run: an exported (approved) config or an uploaded one, or datasets only."""
 
     config = forms.ModelChoiceField(
@@ -34,7 +39,7 @@ class BenchmarkRunForm(forms.Form):
         widget=forms.ClearableFileInput(attrs={"accept": ".yaml,.yml,.json"}),
     )
     datasets = forms.ModelMultipleChoiceField(
-        queryset=Dataset.objects.order_by("name"),
+        queryset=Dataset.objects.none(),
         to_field_name="name",
         required=False,
         help_text="With a config: leave empty for the config's datasets.",
@@ -45,11 +50,12 @@ class BenchmarkRunForm(forms.Form):
     )
     name = forms.CharField(required=False, max_length=100, help_text="Shown in the list of runs.")
 
-    def __init__(self, *args, **kwargs):
+    def __init__(self, *args, user: User, **kwargs):
         kwargs.setdefault("label_suffix", "")
         kwargs.setdefault("auto_id", "bm-%s")
-        super().__init__(*args, **kwargs)
-        configs = BenchmarkConfig.objects.order_by("-created_at")
+        super().__init__(*args, user=user, **kwargs)
+        self.fields["datasets"].queryset = scoped(Dataset.objects.order_by("name"), user)
+        configs = scoped(BenchmarkConfig.objects.order_by("-created_at"), user)
         self.fields["config"].queryset = configs
         self.fields["config"].initial = configs.values_list("pk", flat=True).first()
         aliases = encoder_aliases()
@@ -105,7 +111,7 @@ def _positive(label: str, help_text: str, initial: int | None) -> forms.IntegerF
     return forms.IntegerField(label=label, required=False, min_value=1, initial=initial, help_text=help_text)
 
 
-class BaselineCreateForm(forms.Form):
+class BaselineCreateForm(NewInProjectForm):
     """A human baseline study: a seeded sample of a dataset's task instances. The task is the
     dataset's; options a task does not use are ignored."""
 
@@ -146,17 +152,16 @@ class BaselineCreateForm(forms.Form):
         widget=forms.Textarea(attrs={"rows": 4}),
         help_text="What annotators read. Empty: the project's wording for the task.",
     )
-    project = forms.CharField(
-        label="Project (Argilla workspace)", max_length=100, initial="shiftlab", help_text="Default shiftlab."
-    )
 
     OPTIONS = ("raters_per_instance", "batch_size", "candidates", "stratify")
 
-    def __init__(self, *args, **kwargs):
+    def __init__(self, *args, user: User, **kwargs):
         kwargs.setdefault("label_suffix", "")
         kwargs.setdefault("auto_id", "bl-%s")
-        super().__init__(*args, **kwargs)
-        self.fields["dataset"].queryset = Dataset.objects.filter(task_type__in=BASELINE_TASK_TYPES).order_by("name")
+        super().__init__(*args, user=user, **kwargs)
+        self.fields["project"].help_text = "The project (team) it belongs to; its slug is the Argilla workspace."
+        datasets = Dataset.objects.filter(task_type__in=BASELINE_TASK_TYPES).order_by("name")
+        self.fields["dataset"].queryset = scoped(datasets, user)
         self.fields["dataset"].label_from_instance = lambda d: f"{d.name} ({d.task_type})"
 
     def options(self) -> dict[str, Any]:

@@ -60,11 +60,13 @@ def robustness_drift_items(*, run: BenchmarkRun) -> list[DriftItem]:
 
     Only the ratings that count for the gate (``annotation.gate_services.counted_ratings``: active
     ratings of real items by raters who are not rejected and whose control check passed) enter the
-    mean; a rejected rater's ratings would otherwise pull the quality of every item they rated."""
+    mean; a rejected rater's ratings would otherwise pull the quality of every item they rated.
+    Only studies of the run's project count: another project's ratings are not the run's to show."""
     run_ids = set(benchmark_result_list(run=run).exclude(transform_run=None).values_list("transform_run", flat=True))
     rated_items = StudyItem.objects.filter(transformed_item__ok=True, transformed_item__run__in=run_ids)
     values: dict[int, list[int]] = defaultdict(list)  # study item -> counted quality ratings
-    for study in Study.objects.filter(items__in=rated_items).distinct().order_by("pk"):
+    studies = Study.objects.filter(project_id=run.project_id, items__in=rated_items).distinct().order_by("pk")
+    for study in studies:
         for rating in counted_ratings(study):
             if rating.question == QUALITY_QUESTION:
                 values[rating.item_id].append(rating.value)

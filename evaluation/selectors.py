@@ -5,12 +5,15 @@ from __future__ import annotations
 from django.db.models import Count, Q, QuerySet
 
 from annotation.models import BaselineStudy
+from core.projects import User, scoped
 from evaluation.aggregation import ModelAggregate, UnitScore, aggregate
 from evaluation.models import BenchmarkResult, BenchmarkRun
 
 
-def benchmark_run_list() -> QuerySet[BenchmarkRun]:
-    return BenchmarkRun.objects.select_related("created_by").order_by("-created_at", "-id")
+def benchmark_run_list(*, user: User) -> QuerySet[BenchmarkRun]:
+    """The benchmark runs ``user`` may read (None: the system, every run), newest first."""
+    runs = BenchmarkRun.objects.select_related("created_by", "project").order_by("-created_at", "-id")
+    return scoped(runs, user)
 
 
 def benchmark_result_list(*, run: BenchmarkRun) -> QuerySet[BenchmarkResult]:
@@ -40,12 +43,13 @@ def benchmark_run_aggregates(*, run: BenchmarkRun) -> dict[str, ModelAggregate]:
     return {model: found[model] for model in run.model_names if model in found}
 
 
-def baseline_study_list() -> QuerySet[BaselineStudy]:
-    """Baseline studies newest first, with their drawn instances (``n_drawn``) and current
-    answers (``n_answers``; withdrawn ones do not count) counted."""
+def baseline_study_list(*, user: User) -> QuerySet[BaselineStudy]:
+    """The baseline studies ``user`` may read (None: every one), newest first, with their drawn
+    instances (``n_drawn``) and current answers (``n_answers``; withdrawn ones do not count) counted."""
     answers = Count("instances__answers", filter=Q(instances__answers__active=True))
-    return (
-        BaselineStudy.objects.select_related("dataset")
+    studies = (
+        BaselineStudy.objects.select_related("dataset", "project")
         .annotate(n_drawn=Count("instances", distinct=True), n_answers=answers)
         .order_by("-created_at", "-id")
     )
+    return scoped(studies, user)

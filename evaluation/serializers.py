@@ -10,12 +10,14 @@ class BenchmarkRunSerializer(serializers.ModelSerializer):
     models = serializers.ListField(source="model_names", child=serializers.CharField(), read_only=True)
     progress = serializers.FloatField(read_only=True)
     created_by = serializers.StringRelatedField()
+    project = serializers.SlugRelatedField(slug_field="slug", read_only=True)
 
     class Meta:
         model = BenchmarkRun
         fields = [
             "id",
             "name",
+            "project",
             "source",
             "config_hash",
             "models",
@@ -38,7 +40,7 @@ class BenchmarkRunSerializer(serializers.ModelSerializer):
 
 class BenchmarkRunCreateSerializer(serializers.Serializer):
     """A run from an exported config (``config_id``, or ``config_text`` + ``config_format``) or, for
-    original data only, from ``datasets``."""
+    original data only, from ``datasets``; in ``project`` (a slug; default: the caller's own project)."""
 
     models = serializers.ListField(child=serializers.CharField(max_length=200), min_length=1)
     config_id = serializers.IntegerField(required=False, min_value=1, max_value=MAX_ID)
@@ -49,6 +51,9 @@ class BenchmarkRunCreateSerializer(serializers.Serializer):
     limit = serializers.IntegerField(required=False, min_value=1, max_value=MAX_COUNT)
     split = serializers.CharField(default="test", max_length=32)
     name = serializers.CharField(default="", allow_blank=True, max_length=100)
+    project = serializers.SlugField(
+        required=False, max_length=61, help_text="The project the run belongs to (default: your own project)."
+    )
     preset = serializers.ChoiceField(
         choices=preset_choices(),
         required=False,

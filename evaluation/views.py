@@ -10,6 +10,7 @@ from annotation.baseline_llm_services import baseline_llm_annotate
 from annotation.baseline_services import baseline_create
 from core.errors import ShiftlabError
 from core.plots import csp_safe_svg
+from core.projects import project_can_write, project_require_write
 from core.views import researcher_required
 from evaluation.baseline_services import baseline_report_build
 from evaluation.benchmark_services import benchmark_run_create_from_config, benchmark_run_create_from_datasets
@@ -25,15 +26,21 @@ from evaluation.selectors import baseline_study_list, benchmark_run_list
 @researcher_required
 @require_http_methods(["GET", "POST"])
 def benchmark_list_view(request):
-    """Benchmark runs, and the form that launches one from an approved config (the newest is
-    preselected), an uploaded config, or datasets only (``?datasets=NAME`` preselects one). A
-    refusal keeps the input and shows the reason next to the field."""
+    """The benchmark runs the caller may read, and the form that launches one in a project from an
+    approved config (the newest is preselected), an uploaded config, or datasets only
+    (``?datasets=NAME`` preselects one). A refusal keeps the input and shows the reason next to the field."""
     initial = {"datasets": request.GET.getlist("datasets"), "config": None} if request.GET.get("datasets") else None
-    form = BenchmarkRunForm(request.POST or None, request.FILES or None, initial=initial)
+    form = BenchmarkRunForm(request.POST or None, request.FILES or None, initial=initial, user=request.user)
     if request.method == "POST" and form.is_valid():
         data = form.cleaned_data
         datasets = [d.name for d in data["datasets"]]
-        common = {"models": data["models"], "limit": data["limit"], "created_by": request.user, "name": data["name"]}
+        common = {
+            "models": data["models"],
+            "limit": data["limit"],
+            "created_by": request.user,
+            "name": data["name"],
+            "project": data["project"],
+        }
         try:
             if data["config_file"]:
                 text, fmt = data["config_file"]
@@ -49,19 +56,20 @@ def benchmark_list_view(request):
             form.add_error(form.config_field if (data["config"] or data["config_file"]) else None, str(exc))
         else:
             return redirect("evaluation:benchmark", pk=run.pk)
-    return render(request, "evaluation/benchmark_list.html", {"runs": benchmark_run_list()[:100], "form": form})
+    runs = benchmark_run_list(user=request.user)[:100]
+    return render(request, "evaluation/benchmark_list.html", {"runs": runs, "form": form})
 
 
 @researcher_required
 def benchmark_detail_view(request, pk: int):
-    run = get_object_or_404(benchmark_run_list(), pk=pk)
+    run = get_object_or_404(benchmark_run_list(user=request.user), pk=pk)
     return render(request, "evaluation/benchmark_detail.html", {"run": run, "report": benchmark_report(run=run)})
 
 
 @researcher_required
 def benchmark_robustness_view(request, pk: int):
     """The robustness report of a run: tables, figures (inline SVG) and export links."""
-    run = get_object_or_404(benchmark_run_list(), pk=pk)
+    run = get_object_or_404(benchmark_run_list(user=request.user), pk=pk)
     try:
         options = _report_options(request)
     except ReportOptionError as exc:
@@ -119,7 +127,7 @@ EXPORT_TYPES = {
 @researcher_required
 def benchmark_robustness_export_view(request, pk: int, name: str):
     """One file of the robustness report (CSV, JSON, LaTeX table or a figure), as a download."""
-    run = get_object_or_404(benchmark_run_list(), pk=pk)
+    run = get_object_or_404(benchmark_run_list(user=request.user), pk=pk)
     content_type = next((t for suffix, t in EXPORT_TYPES.items() if name.endswith(suffix)), None)
     if content_type is None:
         raise Http404(f"no report file {name!r}")
@@ -138,8 +146,9 @@ def benchmark_robustness_export_view(request, pk: int, name: str):
 @researcher_required
 @require_http_methods(["GET", "POST"])
 def baseline_list_view(request):
-    """Human baseline studies, and the form that declares one (as ``baseline create`` does)."""
-    form = BaselineCreateForm(request.POST or None)
+    """The human baseline studies the caller may read, and the form that declares one in a project
+    (as ``baseline create`` does)."""
+    form = BaselineCreateForm(request.POST or None, user=request.user)
     if request.method == "POST" and form.is_valid():
         data = form.cleaned_data
         try:
@@ -160,15 +169,19 @@ def baseline_list_view(request):
         else:
             messages.success(request, f"Baseline study {study.name}: {study.instances.count()} instances drawn.")
             return redirect("evaluation:baseline", pk=study.pk)
-    return render(request, "evaluation/baseline_list.html", {"studies": baseline_study_list()[:200], "form": form})
+    studies = baseline_study_list(user=request.user)[:200]
+    return render(request, "evaluation/baseline_list.html", {"studies": studies, "form": form})
 
 
 @researcher_required
 def baseline_detail_view(request, pk: int):
     """Humans and LLM annotators ranked on a baseline study; models join the ranking when asked
-    for (POST "Score models": computed for this response, nothing stored)."""
-    study = get_object_or_404(baseline_study_list(), pk=pk)
+    for (POST "Score models": computed for this response, nothing stored, so viewers may too).
+    An LLM's answers are stored: only the study's project's owners and members may ask for them."""
+    study = get_object_or_404(baseline_study_list(user=request.user), pk=pk)
     llm_form = LLMAnnotateForm(request.POST if request.POST.get("action") == "llm-annotate" else None)
+    if llm_form.is_bound:
+        project_require_write(request.user, study.project)
     if llm_form.is_bound and llm_form.is_valid():
         try:
             alias = llm_form.cleaned_data["backend"]
@@ -201,6 +214,7 @@ def baseline_detail_view(request, pk: int):
             "models": " ".join(models) or (encoder_aliases() or [""])[0],
             "encoders": encoder_aliases(),
             "llm_form": llm_form,
+            "can_change": project_can_write(request.user, study.project),
         },
     )
 

@@ -33,6 +33,7 @@ from annotation.sync_services import study_sync
 from annotation.validation_services import flag_review, study_validate
 from core.errors import ShiftlabError
 from core.models import AuditEvent
+from core.projects import project_create
 from core.roles import Role
 from corpora.services import dataset_import
 from evaluation.benchmark_services import benchmark_run_create_from_config
@@ -107,7 +108,9 @@ def test_study_end_to_end(llm_backend, argilla_server, settings, django_user_mod
     rita = make_user(django_user_model, "rita", Role.RESEARCHER)
     names = ("ann-ui", "ann-a", "ann-b", "careless")
     users = {name: make_user(django_user_model, name, Role.ANNOTATOR) for name in names}
-    sts = dataset_import(source=django_settings.BASE_DIR / "fixtures/sts/demo-sts.csv", task="sts", name="demo-sts")
+    team = project_create(slug="e2e-project", owner=rita, actor=None)
+    demo = django_settings.BASE_DIR / "fixtures/sts/demo-sts.csv"
+    sts = dataset_import(source=demo, task="sts", name="demo-sts", project=team)
     runs = [run_now(sts, "paraphrase"), run_now(sts, "summarization")]
     t_runs = time.monotonic() - started
 
@@ -121,7 +124,7 @@ def test_study_end_to_end(llm_backend, argilla_server, settings, django_user_mod
         max_confirmed_flags=3,
         seed=11,
     )
-    study = study_create(name="e2e", project="e2e-project", runs=runs, design=design.revised(seed=5), created_by=rita)
+    study = study_create(name="e2e", project=team, runs=runs, design=design.revised(seed=5), created_by=rita)
     study = study_update_design(study=study, design=design, actor=rita)
     study = study_lock(study=study, actor=rita)
     with pytest.raises(ShiftlabError, match="locked"):
@@ -283,7 +286,12 @@ def test_study_end_to_end(llm_backend, argilla_server, settings, django_user_mod
     # study runs' item limit the approved run itself is reused (eager Celery here;
     # tests/test_benchmark_worker.py runs one on a real broker and worker).
     bench = benchmark_run_create_from_config(
-        text=yaml_path.read_text(), fmt="yaml", models=["all-MiniLM-L6-v2"], limit=runs[0].item_limit, dispatch=False
+        text=yaml_path.read_text(),
+        fmt="yaml",
+        models=["all-MiniLM-L6-v2"],
+        limit=runs[0].item_limit,
+        dispatch=False,
+        project=team,
     )
     start_benchmark_run.delay(bench.pk)
     bench.refresh_from_db()

@@ -22,6 +22,7 @@ from annotation.models import Annotator, Assignment, Rating, Study
 from annotation.sync_services import study_sync
 from annotation.validation_services import annotator_reject, annotator_replace
 from core.models import AuditEvent
+from core.projects import project_create
 from core.roles import Role
 from corpora.services import dataset_import
 from tests.support import argilla_annotator_client, make_user
@@ -79,12 +80,15 @@ def test_each_annotator_sees_only_their_own_batch_and_reassignment_keeps_it_so(
     settings.ARGILLA_API_URL, settings.ARGILLA_API_KEY = argilla_server.url, argilla_server.api_key
     rita = make_user(django_user_model, "rita", Role.RESEARCHER)
     users = {n: make_user(django_user_model, n, Role.ANNOTATOR) for n in ("iso-1", "iso-2", "iso-3", "iso-4", "iso-5")}
-    sts = dataset_import(source=django_settings.BASE_DIR / "fixtures/sts/demo-sts.csv", task="sts", name="demo-sts")
+    # Its slug is also the Argilla workspace: apart from other tests'.
+    team = project_create(slug="team-a", owner=rita, actor=None)
+    demo = django_settings.BASE_DIR / "fixtures/sts/demo-sts.csv"
+    sts = dataset_import(source=demo, task="sts", name="demo-sts", project=team)
     run = transform_run_create(dataset=sts, transformation="random_keywords", seed=1, limit=20, dispatch=False)
     start_run.delay(run.pk)  # eager: the run finishes here
     run.refresh_from_db()
     first, second = (
-        study_create(name=name, project="team-a", runs=[run], design=DESIGN, created_by=rita)
+        study_create(name=name, project=team, runs=[run], design=DESIGN, created_by=rita)
         for name in ("iso-one", "iso-two")
     )
     three = [users["iso-1"], users["iso-2"], users["iso-3"]]

@@ -28,6 +28,7 @@ from annotation.models import Annotator, ArgillaWebhook, Rating, Study
 from annotation.sync_services import study_sync
 from annotation.webhook_services import argilla_webhook_ensure
 from core.models import AuditEvent
+from core.projects import project_create
 from core.roles import Role
 from corpora.services import dataset_import
 from tests.support import argilla_annotator_client, argilla_pending, make_user, published_keyword_study
@@ -264,11 +265,14 @@ def test_responses_arrive_live_and_the_sync_catches_up_when_delivery_stops(
     settings.SHIFTLAB_PUBLIC_URL = live_server.url
     rita = make_user(django_user_model, "rita", Role.RESEARCHER)
     users = [make_user(django_user_model, name, Role.ANNOTATOR) for name in ("live-1", "live-2")]
-    sts = dataset_import(source=django_settings.BASE_DIR / "fixtures/sts/demo-sts.csv", task="sts", name="demo-sts")
+    # Its slug is also the Argilla workspace: apart from other tests'.
+    team = project_create(slug="team-live", owner=rita, actor=None)
+    demo = django_settings.BASE_DIR / "fixtures/sts/demo-sts.csv"
+    sts = dataset_import(source=demo, task="sts", name="demo-sts", project=team)
     run = transform_run_create(dataset=sts, transformation="random_keywords", seed=1, limit=12, dispatch=False)
     start_run.delay(run.pk)  # eager: the run finishes here
     run.refresh_from_db()
-    study = study_create(name="live", project="team-live", runs=[run], design=DESIGN, created_by=rita)
+    study = study_create(name="live", project=team, runs=[run], design=DESIGN, created_by=rita)
     owner = argilla.client_get()
     try:
         study_publish(study=study, annotators=users, actor=rita)

@@ -21,7 +21,8 @@ from annotation.baseline_llm_services import baseline_llm_annotate
 from annotation.baseline_services import baseline_close, baseline_create, baseline_publish, baseline_sync
 from annotation.models import BaselineAnswer, BaselineStudy
 from core.errors import ShiftlabError
-from core.models import AuditEvent
+from core.models import AuditEvent, Project
+from core.projects import project_create
 from core.roles import Role
 from corpora.services import ImportOptions, dataset_import
 from tests.support import argilla_annotator_client, argilla_pending, make_user
@@ -45,7 +46,7 @@ RECORD_KEYS = {
 }
 
 
-def import_stsb(shared_data, tmp_path, n: int = 30):
+def import_stsb(shared_data, tmp_path, n: int = 30, project: Project | None = None):
     """The first ``n`` pairs of the STS-B English test split (headerless sentence1,sentence2,score)."""
     lines = (shared_data / "stsb-multi-mt/stsb-en-test.csv").read_text(encoding="utf-8").splitlines(keepends=True)
     path = tmp_path / "stsb-en-test-30.csv"
@@ -55,10 +56,11 @@ def import_stsb(shared_data, tmp_path, n: int = 30):
         task="sts",
         name="stsb-en-test-30",
         options=ImportOptions(columns=["sentence1", "sentence2", "score"]),
+        project=project,
     )
 
 
-def import_banking77(shared_data, tmp_path, n_test: int = 40):
+def import_banking77(shared_data, tmp_path, n_test: int = 40, project: Project | None = None):
     """Banking77's full train split (so the dataset has all 77 labels) and a seeded draw of
     ``n_test`` test rows (the test file is sorted by label: its head would hold one label)."""
     folder = tmp_path / "banking77-small"
@@ -76,6 +78,7 @@ def import_banking77(shared_data, tmp_path, n_test: int = 40):
         task="classification",
         name="banking77-small",
         options=ImportOptions(field_map={"label": "category"}),
+        project=project,
     )
 
 
@@ -131,13 +134,15 @@ def test_human_baseline_end_to_end(argilla_server, settings, django_user_model, 
     settings.ARGILLA_API_URL, settings.ARGILLA_API_KEY = argilla_server.url, argilla_server.api_key
     rita = make_user(django_user_model, "rita", Role.RESEARCHER)
     users = [make_user(django_user_model, name, Role.ANNOTATOR) for name in ANNOTATORS]
-    sts = import_stsb(shared_data, tmp_path)
-    banking = import_banking77(shared_data, tmp_path)
+    # Its slug is also the Argilla workspace: apart from other tests'.
+    team = project_create(slug="hb-project", owner=rita, actor=None)
+    sts = import_stsb(shared_data, tmp_path, project=team)
+    banking = import_banking77(shared_data, tmp_path, project=team)
     t_import = time.monotonic() - started
     assert sts.n_items == 30 and banking.splits["test"] == 40
 
     sts_study = baseline_create(
-        name="hb-stsb", dataset=sts, task_type="sts", n_instances=30, seed=3, project="hb-project", created_by=rita
+        name="hb-stsb", dataset=sts, task_type="sts", n_instances=30, seed=3, project=team, created_by=rita
     )
     cls_study = baseline_create(
         name="hb-banking",
@@ -145,7 +150,7 @@ def test_human_baseline_end_to_end(argilla_server, settings, django_user_model, 
         task_type="classification",
         n_instances=40,
         seed=3,
-        project="hb-project",
+        project=team,
         created_by=rita,
     )
     labels = cls_study.options["labels"]
@@ -373,7 +378,8 @@ def test_clustering_and_reranking_publish_and_sync(argilla_server, settings, dja
     }
     path = tmp_path / "clusters.jsonl"
     path.write_text("".join(json.dumps({"text": t, "label": label}) + "\n" for label, ts in topics.items() for t in ts))
-    clusters = dataset_import(source=path, task="clustering", name="hb-clusters")
+    team = Project.objects.create(slug="hb-two")
+    clusters = dataset_import(source=path, task="clustering", name="hb-clusters", project=team)
     path = tmp_path / "rerank.jsonl"
     path.write_text(
         "".join(
@@ -388,13 +394,13 @@ def test_clustering_and_reranking_publish_and_sync(argilla_server, settings, dja
             for label, ts in topics.items()
         )
     )
-    rerank = dataset_import(source=path, task="reranking", name="hb-rerank")
+    rerank = dataset_import(source=path, task="reranking", name="hb-rerank", project=team)
     clu = baseline_create(
         name="hb-clu",
         dataset=clusters,
         task_type="clustering",
         n_instances=6,
-        project="hb-two",
+        project=team,
         options={"batch_size": 6, "raters_per_instance": 1},
     )
     rr = baseline_create(
@@ -402,7 +408,7 @@ def test_clustering_and_reranking_publish_and_sync(argilla_server, settings, dja
         dataset=rerank,
         task_type="reranking",
         n_instances=2,
-        project="hb-two",
+        project=team,
         options={"candidates": 4, "raters_per_instance": 1},
     )
     owner = argilla.client_get()

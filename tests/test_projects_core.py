@@ -76,7 +76,7 @@ def test_readers_and_writers_of_each_project(team):
 
 def test_scoped_hides_other_projects_and_shows_shared_datasets_read_only(team):
     mine, theirs = _dataset("a-data", team["a"]), _dataset("b-data", team["b"])
-    shared = _dataset("b-shared", team["b"], shared=True)
+    _dataset("b-shared", team["b"], shared=True)
     names = lambda user, **kw: sorted(scoped(Dataset.objects.all(), user, **kw).values_list("name", flat=True))  # noqa: E731
     assert names(team["ann"]) == ["a-data", "b-shared"]
     assert names(team["ann"], write=True) == ["a-data"]
@@ -119,7 +119,7 @@ def test_members_are_managed_by_owners_and_admins_only(team):
         membership_set(project=team["a"], user=team["rater"], role="member", actor=team["ada"])
     with pytest.raises(ProjectAccessError, match="Only admins create projects"):
         project_create(slug="gamma", owner=team["ann"], actor=team["ann"])
-    with pytest.raises(ShiftlabError, match="use letters, digits"):
+    with pytest.raises(ShiftlabError, match="use lowercase letters, digits"):
         project_create(slug="bad slug!", owner=None, actor=None)
     assert AuditEvent.objects.get(verb="project.member", actor=team["olga"]).project == team["a"]
 

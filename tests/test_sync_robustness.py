@@ -31,7 +31,7 @@ from annotation.baseline_services import baseline_create, baseline_publish, base
 from annotation.models import Annotator, BaselineAnswer, Rating, RatingComment, Study
 from annotation.selectors import baseline_rater_counts
 from annotation.sync_services import study_sync, sync_summary
-from core.models import AuditEvent
+from core.models import AuditEvent, Project
 from core.roles import Role
 from corpora.services import dataset_import
 from tests.support import argilla_annotator_client, make_user, published_keyword_study
@@ -340,14 +340,16 @@ def test_two_syncs_at_once_lose_duplicate_and_invent_nothing(argilla_server, set
 def test_a_withdrawn_baseline_answer_keeps_its_history(argilla_server, settings, django_user_model):
     owner = _argilla(settings, argilla_server)
     user = make_user(django_user_model, "bl-eve", Role.ANNOTATOR)
-    sts = dataset_import(source=django_settings.BASE_DIR / "fixtures/sts/demo-sts.csv", task="sts", name="demo-sts")
+    team = Project.objects.create(slug="bl-history")
+    demo = django_settings.BASE_DIR / "fixtures/sts/demo-sts.csv"
+    sts = dataset_import(source=demo, task="sts", name="demo-sts", project=team)
     study = baseline_create(
         name="bl-history",
         dataset=sts,
         task_type="sts",
         n_instances=3,
         split=next(iter(sts.splits)),
-        project="bl-history",
+        project=team,
         options={"raters_per_instance": 1},
     )
     baseline_publish(study=study, annotators=[user])

@@ -16,23 +16,30 @@ from transforms.services import prompt_template_create_version
 @admin.register(PromptTemplate)
 class PromptTemplateAdmin(admin.ModelAdmin):
     """Versions are never edited in place: adding a prompt creates (and activates) the next version
-    of its key, or re-activates the version with the same text."""
+    of its key in its project, or re-activates the project's version with the same text."""
 
-    list_display = ("key", "version", "is_active", "content_hash", "note", "created_by", "created_at")
-    list_filter = ("key", "is_active")
-    fields = ("key", "system", "user", "note", "version", "content_hash", "is_active", "created_by")
+    list_display = ("key", "version", "project", "is_active", "content_hash", "note", "created_by", "created_at")
+    list_filter = ("project", "key", "is_active")
+    fields = ("project", "key", "system", "user", "note", "version", "content_hash", "is_active", "created_by")
     readonly_fields = ("version", "content_hash", "is_active", "created_by")
 
     def save_model(self, request, obj, form, change):
         try:
             created = prompt_template_create_version(
-                key=obj.key, system=obj.system, user=obj.user, note=obj.note, created_by=request.user
+                key=obj.key,
+                system=obj.system,
+                user=obj.user,
+                note=obj.note,
+                created_by=request.user,
+                project=obj.project,
             )
         except ShiftlabError as exc:
             messages.error(request, str(exc))
             return
         obj.pk = created.pk
-        messages.info(request, f"Active prompt for {created.key} is now version {created.version}.")
+        messages.info(
+            request, f"Active prompt for {created.key} in {created.project} is now version {created.version}."
+        )
 
     def get_readonly_fields(self, request, obj=None):
         # Versions are immutable: existing ones are shown read-only; "Add" creates the next version.
@@ -50,8 +57,19 @@ class GeneratorConfigAdmin(admin.ModelAdmin):
 
 @admin.register(TransformRun)
 class TransformRunAdmin(admin.ModelAdmin):
-    list_display = ("id", "dataset", "transformation", "seed", "status", "done", "total", "n_failed", "llm_calls")
-    list_filter = ("status", "transformation")
+    list_display = (
+        "id",
+        "project",
+        "dataset",
+        "transformation",
+        "seed",
+        "status",
+        "done",
+        "total",
+        "n_failed",
+        "llm_calls",
+    )
+    list_filter = ("project", "status", "transformation")
     raw_id_fields = ("dataset", "generator", "created_by")
     readonly_fields = ("run_hash", "prompt_hashes", "done", "total", "n_failed", "llm_calls", "cache_hits")
 
@@ -79,8 +97,8 @@ class JudgementAdmin(admin.ModelAdmin):
 
 @admin.register(JudgeReport)
 class JudgeReportAdmin(admin.ModelAdmin):
-    list_display = ("id", "kind", "dataset", "status", "done", "total", "created_by", "created_at")
-    list_filter = ("kind", "status")
+    list_display = ("id", "kind", "project", "dataset", "status", "done", "total", "created_by", "created_at")
+    list_filter = ("project", "kind", "status")
     raw_id_fields = ("dataset", "created_by")
     filter_horizontal = ("runs",)
     readonly_fields = ("result", "done", "total", "started_at", "finished_at")

@@ -10,21 +10,30 @@ from rest_framework.response import Response
 
 from core.errors import ShiftlabError
 from core.permissions import IsResearcher
+from core.projects import ProjectAccessError, project_require_write, project_resolve, projects_readable, scoped
 from corpora.models import Dataset
 from transforms.judge_services import judge_report_create, judge_report_resume
 from transforms.judge_tables import report_tables, tables_csv
-from transforms.models import PromptTemplate
-from transforms.selectors import judge_report_list, transform_run_list, transform_run_summary, transformed_item_list
+from transforms.selectors import (
+    judge_report_list,
+    prompt_template_list,
+    transform_run_list,
+    transform_run_summary,
+    transformed_item_list,
+)
 from transforms.sensitivity_services import prompt_sensitivity_report
 from transforms.serializers import (
     JudgeReportCreateSerializer,
     JudgeReportSerializer,
+    PromptTemplateCreateSerializer,
     PromptTemplateSerializer,
     TransformedItemSerializer,
     TransformRunCreateSerializer,
     TransformRunSerializer,
 )
 from transforms.services import (
+    project_for_new,
+    prompt_template_activate,
     prompt_template_create_version,
     prompt_templates_ensure_defaults,
     transform_run_resume,
@@ -32,35 +41,58 @@ from transforms.services import (
     transform_runs_create,
 )
 
+# A refusal a caller can fix is a 400; one for a project they may only read stays a 403: every
+# ``except ShiftlabError`` below first lets ProjectAccessError (also a PermissionDenied) through.
+
 
 class PromptTemplateViewSet(
     mixins.ListModelMixin, mixins.RetrieveModelMixin, mixins.CreateModelMixin, viewsets.GenericViewSet
 ):
-    """Prompt versions. POST creates (and activates) a new version of a key; versions never change."""
+    """Prompt versions of your projects (``?project=SLUG`` for one, ``?active=1`` for the versions in
+    use). POST creates (and activates) a new version of a key in a project; versions never change.
+    Every project has its own versions and its own active one per key."""
 
     permission_classes = [IsResearcher]
     serializer_class = PromptTemplateSerializer
 
-    queryset = PromptTemplate.objects.all()
-
     def get_queryset(self):
-        templates = super().get_queryset()
+        templates = prompt_template_list(user=self.request.user)
         if self.request.query_params.get("active"):
             templates = templates.filter(is_active=True)
-        return templates
+        if self.request.query_params.get("project"):
+            templates = templates.filter(project__slug=self.request.query_params["project"])
+        return templates.order_by("project__slug", "key", "-version")
 
     def list(self, request, *args, **kwargs):
-        prompt_templates_ensure_defaults()
+        projects = projects_readable(request.user)
+        if request.query_params.get("project"):
+            projects = projects.filter(slug=request.query_params["project"])
+        for project in projects:
+            prompt_templates_ensure_defaults(project=project)
         return super().list(request, *args, **kwargs)
 
+    @extend_schema(request=PromptTemplateCreateSerializer, responses={201: PromptTemplateSerializer})
     def create(self, request):
-        data_in = PromptTemplateSerializer(data=request.data)
+        data_in = PromptTemplateCreateSerializer(data=request.data)
         data_in.is_valid(raise_exception=True)
+        data = dict(data_in.validated_data)
         try:
-            template = prompt_template_create_version(created_by=request.user, **data_in.validated_data)
+            project = project_resolve(request.user, data.pop("project", None))
+            template = prompt_template_create_version(created_by=request.user, project=project, **data)
+        except ProjectAccessError:
+            raise
         except ShiftlabError as exc:
             return Response({"detail": str(exc)}, status=status.HTTP_400_BAD_REQUEST)
         return Response(PromptTemplateSerializer(template).data, status=status.HTTP_201_CREATED)
+
+    @extend_schema(request=None, responses={200: PromptTemplateSerializer})
+    @action(detail=True, methods=["post"])
+    def activate(self, request, pk=None):
+        """Make this version the active one of its key in its project; other projects keep theirs."""
+        template = self.get_object()
+        project_require_write(request.user, template.project)
+        template = prompt_template_activate(template=template, actor=request.user)
+        return Response(PromptTemplateSerializer(template).data)
 
 
 class TransformRunViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, viewsets.GenericViewSet):
@@ -70,7 +102,7 @@ class TransformRunViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, view
     serializer_class = TransformRunSerializer
 
     def get_queryset(self):
-        return transform_run_list()
+        return transform_run_list(user=self.request.user)
 
     @extend_schema(request=TransformRunCreateSerializer, responses={202: TransformRunSerializer})
     def create(self, request):
@@ -78,8 +110,9 @@ class TransformRunViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, view
         data_in = TransformRunCreateSerializer(data=request.data)
         data_in.is_valid(raise_exception=True)
         data = data_in.validated_data
-        dataset = get_object_or_404(Dataset, name=data["dataset"])
+        dataset = get_object_or_404(scoped(Dataset.objects, request.user), name=data["dataset"])
         try:
+            project = project_for_new(request.user, data.get("project"), dataset)
             settings = transform_run_settings(
                 preset=data.get("preset", ""),
                 seed=data.get("seed"),
@@ -97,7 +130,10 @@ class TransformRunViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, view
                 limit=data.get("limit"),
                 language_check=data["language_check"],
                 created_by=request.user,
+                project=project,
             )
+        except ProjectAccessError:
+            raise
         except (ShiftlabError, ImproperlyConfigured) as exc:
             return Response({"detail": str(exc)}, status=status.HTTP_400_BAD_REQUEST)
         for run in runs:
@@ -117,7 +153,9 @@ class TransformRunViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, view
     @action(detail=True, methods=["post"])
     def resume(self, request, pk=None):
         """Queue the texts that have no outcome yet; finished ones and cached generations are reused."""
-        run = transform_run_resume(run_id=self.get_object().pk, actor=request.user)
+        run = self.get_object()
+        project_require_write(request.user, run.project)
+        run = transform_run_resume(run_id=run.pk, actor=request.user)
         run.refresh_from_db()
         return Response(TransformRunSerializer(run).data, status=status.HTTP_202_ACCEPTED)
 
@@ -138,7 +176,7 @@ class TransformRunViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, view
         except ValueError:
             return Response({"runs": [f"run ids separated by commas, got {raw!r}"]}, status=status.HTTP_400_BAD_REQUEST)
         try:
-            result = prompt_sensitivity_report(run_ids=run_ids)
+            result = prompt_sensitivity_report(run_ids=run_ids, user=request.user)
         except ShiftlabError as exc:
             return Response({"detail": str(exc)}, status=status.HTTP_400_BAD_REQUEST)
         return Response(asdict(result))
@@ -151,7 +189,7 @@ class JudgeReportViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, views
     serializer_class = JudgeReportSerializer
 
     def get_queryset(self):
-        return judge_report_list()
+        return judge_report_list(user=self.request.user)
 
     @extend_schema(request=JudgeReportCreateSerializer, responses={202: JudgeReportSerializer})
     def create(self, request):
@@ -160,6 +198,8 @@ class JudgeReportViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, views
         data = data_in.validated_data
         try:
             report = judge_report_create(created_by=request.user, **data)
+        except ProjectAccessError:
+            raise
         except (ShiftlabError, ImproperlyConfigured) as exc:
             return Response({"detail": str(exc)}, status=status.HTTP_400_BAD_REQUEST)
         report.refresh_from_db()
@@ -169,7 +209,9 @@ class JudgeReportViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, views
     @action(detail=True, methods=["post"])
     def resume(self, request, pk=None):
         """Queue the report again; judgements already made come from the cache."""
-        report = judge_report_resume(report_id=self.get_object().pk, actor=request.user)
+        report = self.get_object()
+        project_require_write(request.user, report.project)
+        report = judge_report_resume(report_id=report.pk, actor=request.user)
         return Response(JudgeReportSerializer(report).data, status=status.HTTP_202_ACCEPTED)
 
     @extend_schema(responses={(200, "text/csv"): str})

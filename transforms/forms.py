@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from django import forms
 
+from core.projects import User, projects_writable, scoped
 from corpora.models import Dataset
 from corpora.task_types import TaskType
 from transforms.backends import backend_aliases, configured_model
@@ -35,7 +36,31 @@ class ServiceErrorsMixin:
         self.add_error(head if head in self.fields else None, message)
 
 
-class TransformRunForm(ServiceErrorsMixin, forms.Form):
+class ProjectFormMixin:
+    """Forms of a signed-in ``user``: a ``project`` select of the projects they may change
+    (preselected when there is one), and their inputs cut to what they may read."""
+
+    def add_project_field(self, user: User) -> None:
+        projects = projects_writable(user).order_by("slug")
+        self.fields = {
+            "project": forms.ModelChoiceField(
+                queryset=projects,
+                to_field_name="slug",
+                required=False,
+                empty_label="the inputs' project, else your own",
+                initial=projects[0].slug if len(projects) == 1 else None,
+                help_text="The project the new work belongs to; its inputs must be of it (or shared datasets).",
+            ),
+            **self.fields,
+        }
+
+    def project_slug(self) -> str | None:
+        """The chosen project's slug; None leaves the choice to the service (inputs', else own)."""
+        project = self.cleaned_data.get("project")
+        return project.slug if project else None
+
+
+class TransformRunForm(ProjectFormMixin, ServiceErrorsMixin, forms.Form):
     """A transformation run, as ``POST /api/transform-runs/`` and ``manage.py transform`` take it.
     Empty settings are unset: a preset fills them, then the defaults."""
 
@@ -100,18 +125,20 @@ class TransformRunForm(ServiceErrorsMixin, forms.Form):
         help_text="Untick to allow languages the language identifier cannot check (their check is skipped).",
     )
 
-    def __init__(self, *args, **kwargs):
+    def __init__(self, *args, user: User, **kwargs):
         kwargs.setdefault("label_suffix", "")
         super().__init__(*args, **kwargs)
+        self.fields["dataset"].queryset = scoped(self.fields["dataset"].queryset, user)
         self.fields["preset"].choices = [("", "none")] + preset_choices()
         self.fields["backend"].choices = _backend_choices()
+        self.add_project_field(user)
 
     def clean_languages(self) -> list[str] | None:
         codes = [c.strip() for c in self.cleaned_data["languages"].replace(",", " ").split() if c.strip()]
         return codes or None
 
 
-class JudgeEvaluationForm(ServiceErrorsMixin, forms.Form):
+class JudgeEvaluationForm(ProjectFormMixin, ServiceErrorsMixin, forms.Form):
     """How well a judge reproduces gold similarity scores of an STS dataset."""
 
     dataset = forms.ModelChoiceField(
@@ -124,10 +151,12 @@ class JudgeEvaluationForm(ServiceErrorsMixin, forms.Form):
     limit = forms.IntegerField(label="Only the first N pairs", required=False, min_value=1, help_text="Empty: all.")
     split = forms.CharField(required=False, max_length=32, help_text="Empty: every split.")
 
-    def __init__(self, *args, **kwargs):
+    def __init__(self, *args, user: User, **kwargs):
         kwargs.setdefault("label_suffix", "")
         super().__init__(*args, **kwargs)
+        self.fields["dataset"].queryset = scoped(self.fields["dataset"].queryset, user)
         self.fields["judges"].choices = _backend_choices()
+        self.add_project_field(user)
 
     def service_data(self) -> dict:
         data = {k: v for k, v in self.cleaned_data.items() if v not in (None, "")}
@@ -136,11 +165,13 @@ class JudgeEvaluationForm(ServiceErrorsMixin, forms.Form):
             "kind": JudgeReport.Kind.EVALUATION,
             "dataset": data["dataset"].name,
             "judges": [data["judges"]],
+            "project": self.project_slug(),
         }
 
 
 class JudgeRunForm(ServiceErrorsMixin, forms.Form):
-    """Quality and fluency of a run's rewrites, by one or more judges."""
+    """Quality and fluency of a run's rewrites, by one or more judges (the report goes into the
+    run's project)."""
 
     run = forms.ModelChoiceField(
         label="Succeeded run",
@@ -151,9 +182,11 @@ class JudgeRunForm(ServiceErrorsMixin, forms.Form):
     )
     judges = forms.MultipleChoiceField(help_text="One or more; each scores every rewrite.")
 
-    def __init__(self, *args, **kwargs):
+    def __init__(self, *args, user: User, **kwargs):
         kwargs.setdefault("label_suffix", "")
         super().__init__(*args, **kwargs)
+        # Only runs the user may change: the report goes into the run's project.
+        self.fields["run"].queryset = scoped(self.fields["run"].queryset, user, write=True)
         choices = _backend_choices()
         self.fields["judges"].choices = choices
         self.fields["judges"].initial = [choices[0][0]] if choices else []
@@ -165,7 +198,7 @@ class JudgeRunForm(ServiceErrorsMixin, forms.Form):
         return {"kind": JudgeReport.Kind.RUN, "run": self.cleaned_data["run"].pk, "judges": self.cleaned_data["judges"]}
 
 
-class JudgeSelectionForm(ServiceErrorsMixin, forms.Form):
+class JudgeSelectionForm(ProjectFormMixin, ServiceErrorsMixin, forms.Form):
     """Compare candidate generators on one transformation: every candidate transforms the same
     items and every candidate judges every candidate."""
 
@@ -194,11 +227,13 @@ class JudgeSelectionForm(ServiceErrorsMixin, forms.Form):
     limit = forms.IntegerField(label="Only the first N items", required=False, min_value=1, initial=50)
     preset = forms.ChoiceField(required=False, help_text="A paper's protocol for the seed and temperature.")
 
-    def __init__(self, *args, **kwargs):
+    def __init__(self, *args, user: User, **kwargs):
         kwargs.setdefault("label_suffix", "")
         super().__init__(*args, **kwargs)
+        self.fields["dataset"].queryset = scoped(self.fields["dataset"].queryset, user)
         self.fields["candidates"].choices = _backend_choices()
         self.fields["preset"].choices = [("", "none")] + preset_choices()
+        self.add_project_field(user)
 
     def clean(self):
         data = super().clean()
@@ -209,4 +244,9 @@ class JudgeSelectionForm(ServiceErrorsMixin, forms.Form):
 
     def service_data(self) -> dict:
         data = {k: v for k, v in self.cleaned_data.items() if v not in (None, "", [])}
-        return {**data, "kind": JudgeReport.Kind.SELECTION, "dataset": data["dataset"].name}
+        return {
+            **data,
+            "kind": JudgeReport.Kind.SELECTION,
+            "dataset": data["dataset"].name,
+            "project": self.project_slug(),
+        }

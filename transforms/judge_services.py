@@ -13,6 +13,8 @@ from django.db.models import F
 from django.utils import timezone
 
 from core.errors import ShiftlabError
+from core.models import Project
+from core.projects import project_require_same, scoped
 from core.services import audit_record
 from corpora.models import Dataset
 from corpora.task_types import TaskType
@@ -31,7 +33,7 @@ from transforms.judging import JudgeKind, degenerate_judges, evaluate_judge, sco
 from transforms.models import JudgeReport, TransformRun
 from transforms.presets import resolve_preset
 from transforms.selection_services import execute_selection, judge_report_create_selection
-from transforms.services import GenerationParams, TransientBackendError, transform_run_settings
+from transforms.services import GenerationParams, TransientBackendError, project_for_new, transform_run_settings
 from transforms.text_metrics import word_count
 
 
@@ -80,8 +82,12 @@ def judge_report_create_evaluation(
     preset: str = "",
     created_by: AbstractBaseUser | None = None,
     dispatch: bool = True,
+    project: Project | None = None,
 ) -> JudgeReport:
-    """Declare (and by default queue) the judge's evaluation against an STS dataset's gold scores."""
+    """Declare (and by default queue) the judge's evaluation against an STS dataset's gold scores,
+    in ``project`` (default: the dataset's; the default project for a shared dataset)."""
+    project = project or project_for_new(None, None, dataset)
+    project_require_same(project, dataset, role="the evaluated dataset")
     if dataset.task_type not in (TaskType.STS, TaskType.STR):
         raise ShiftlabError(f"judge evaluation needs an sts or str dataset; {dataset.name} is {dataset.task_type}")
     if limit is not None and limit < 3:
@@ -92,6 +98,7 @@ def judge_report_create_evaluation(
     with transaction.atomic():
         report = JudgeReport.objects.create(
             kind=JudgeReport.Kind.EVALUATION,
+            project=project,
             dataset=dataset,
             judges=check_judges([judge]),
             options=options,
@@ -112,8 +119,12 @@ def judge_report_create_run(
     preset: str = "",
     created_by: AbstractBaseUser | None = None,
     dispatch: bool = True,
+    project: Project | None = None,
 ) -> JudgeReport:
-    """Declare (and by default queue) quality and fluency judgements of a finished run's outputs."""
+    """Declare (and by default queue) quality and fluency judgements of a finished run's outputs,
+    in ``project`` (default, and the only one allowed: the run's)."""
+    project = project or run.project
+    project_require_same(project, run, role="the judged run")
     if run.status != TransformRun.Status.SUCCEEDED:
         raise ShiftlabError(f"run {run.pk} is {run.status}: judge it once it has succeeded (resume it if it failed)")
     options = report_options(
@@ -122,6 +133,7 @@ def judge_report_create_run(
     with transaction.atomic():
         report = JudgeReport.objects.create(
             kind=JudgeReport.Kind.RUN,
+            project=project,
             dataset=run.dataset,
             judges=check_judges(judges),
             options=options,
@@ -155,11 +167,18 @@ def judge_report_create(
     resamples: int = 1000,
     alpha: float = 0.05,
     preset: str = "",
+    project: str | None = None,
 ) -> JudgeReport:
     """Any kind of report from plain values (names and ids), as the API and the page receive them.
-    ``None`` is unset: filled from ``preset``, else seed 0 and the judge's default temperature."""
+    ``None`` is unset: filled from ``preset``, else seed 0 and the judge's default temperature.
+
+    Datasets and runs are looked up as ``created_by`` may read them (None: the system, which reads
+    everything); one they may not read is missing. The report goes into the project ``project``
+    names, else that of its inputs, else the caller's own (:func:`transforms.services.project_for_new`),
+    which the caller must be able to change: ProjectAccessError (403) otherwise, raised before
+    anything is created."""
     try:
-        found = Dataset.objects.get(name=dataset) if dataset else None
+        found = scoped(Dataset.objects, created_by).get(name=dataset) if dataset else None
     except Dataset.DoesNotExist:
         raise ShiftlabError(f"no dataset named {dataset!r}") from None
     settings = judge_report_settings(preset=preset, seed=seed, temperature=temperature, max_attempts=max_attempts)
@@ -168,6 +187,7 @@ def judge_report_create(
         if found is None:
             raise ShiftlabError("an evaluation report needs a dataset")
         return judge_report_create_evaluation(
+            project=project_for_new(created_by, project, found),
             dataset=found,
             judge=(judges or ["default"])[0],
             limit=limit,
@@ -178,11 +198,13 @@ def judge_report_create(
             created_by=created_by,
             dispatch=dispatch,
         )
+    readable_runs = scoped(TransformRun.objects, created_by)
     if kind == JudgeReport.Kind.RUN:
-        judged = TransformRun.objects.filter(pk=run).first() if run is not None else None
+        judged = readable_runs.filter(pk=run).first() if run is not None else None
         if judged is None:
             raise ShiftlabError(f"no transformation run {run}")
         return judge_report_create_run(
+            project=project_for_new(created_by, project, judged),
             run=judged,
             judges=judges or ["default"],
             seed=seed,
@@ -194,11 +216,12 @@ def judge_report_create(
         )
     if kind != JudgeReport.Kind.SELECTION:
         raise ShiftlabError(f"unknown report kind {kind!r}: use evaluation, run or selection")
-    found_runs = list(TransformRun.objects.filter(pk__in=runs).select_related("generator", "dataset"))
+    found_runs = list(readable_runs.filter(pk__in=runs).select_related("generator", "dataset"))
     missing = set(runs) - {r.pk for r in found_runs}
     if missing:
         raise ShiftlabError(f"no transformation run(s) {sorted(missing)}")
     return judge_report_create_selection(
+        project=project_for_new(created_by, project, *found_runs, found),
         dataset=found,
         transformation=transformation,
         transformations=transformations,

@@ -9,6 +9,8 @@ from django.contrib.auth.base_user import AbstractBaseUser
 from django.db import transaction
 
 from core.errors import ShiftlabError
+from core.models import Project
+from core.projects import project_require_same
 from core.services import audit_record
 from corpora.models import Dataset
 from transforms.backends import get_backend
@@ -35,7 +37,7 @@ from transforms.selection import (
     text_scores,
 )
 from transforms.selectors import transform_run_summary
-from transforms.services import GenerationParams, transform_run_create
+from transforms.services import GenerationParams, project_for_new, transform_run_create
 
 
 def judge_report_create_selection(
@@ -57,6 +59,7 @@ def judge_report_create_selection(
     preset: str = "",
     created_by: AbstractBaseUser | None = None,
     dispatch: bool = True,
+    project: Project | None = None,
 ) -> JudgeReport:
     """Declare (and by default queue) a generator selection report.
 
@@ -66,12 +69,20 @@ def judge_report_create_selection(
     backends: the crossover design. ``criteria`` are the judged dimensions (default quality and
     fluency; similarity for paraphrase-like transformations only). Over several transformations
     the report also pools them, with the top ``top_k`` crossover.
+
+    The report and the candidates' new runs belong to ``project`` (default: that of the existing
+    runs or the dataset); existing runs and the dataset must be of that project (or the dataset
+    shared).
     """
+    runs = list(runs)
+    project = project or project_for_new(None, None, *runs, dataset)
+    project_require_same(project, *runs, role="the candidates' runs")
+    if dataset is not None:
+        project_require_same(project, dataset, role="the dataset the candidates transform")
     if not 0 < alpha < 1:
         raise ShiftlabError(f"alpha must lie in (0, 1), got {alpha}")
     if top_k < 1:
         raise ShiftlabError(f"top_k must be at least 1, got {top_k}")
-    runs = list(runs)
     wanted = list(dict.fromkeys(transformations or ([] if runs and not candidates else [transformation])))
     names = list(dict.fromkeys([r.transformation for r in runs] + wanted))
     no_llm = [name for name in names if not transformation_get(name).uses_llm]
@@ -98,6 +109,7 @@ def judge_report_create_selection(
                             preset=preset,
                             created_by=created_by,
                             dispatch=False,
+                            project=project,
                         )
                     )
         _check_candidate_runs(runs)
@@ -118,6 +130,7 @@ def judge_report_create_selection(
         )
         report = JudgeReport.objects.create(
             kind=JudgeReport.Kind.SELECTION,
+            project=project,
             dataset=runs[0].dataset,
             judges=check_judges(judges),
             options=options,

@@ -6,11 +6,18 @@ from dataclasses import dataclass
 
 from django.db.models import Avg, QuerySet
 
-from transforms.models import JudgeReport, TransformedItem, TransformRun
+from core.projects import User, scoped
+from transforms.models import JudgeReport, PromptTemplate, TransformedItem, TransformRun
 
 
-def transform_run_list() -> QuerySet[TransformRun]:
-    return TransformRun.objects.select_related("dataset", "generator")
+def transform_run_list(*, user: User = None, write: bool = False) -> QuerySet[TransformRun]:
+    """The runs ``user`` may read (or change, with ``write``); None: the system, every run."""
+    return scoped(TransformRun.objects.select_related("dataset", "generator", "project"), user, write=write)
+
+
+def prompt_template_list(*, user: User = None, write: bool = False) -> QuerySet[PromptTemplate]:
+    """The prompt versions of the projects ``user`` may read (or change, with ``write``)."""
+    return scoped(PromptTemplate.objects.select_related("project"), user, write=write)
 
 
 @dataclass(frozen=True)
@@ -86,5 +93,6 @@ def transformed_item_list(*, run: TransformRun, failed: bool | None = None) -> Q
     return outputs
 
 
-def judge_report_list() -> QuerySet[JudgeReport]:
-    return JudgeReport.objects.select_related("dataset").prefetch_related("runs")
+def judge_report_list(*, user: User = None) -> QuerySet[JudgeReport]:
+    """The judge reports ``user`` may read; None: the system, every report."""
+    return scoped(JudgeReport.objects.select_related("dataset", "project").prefetch_related("runs"), user)

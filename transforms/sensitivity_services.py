@@ -13,6 +13,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 
 from core.errors import ShiftlabError
+from core.projects import User, scoped
 from transforms.cache_keys import judgement_key
 from transforms.judgement_services import RUN_KINDS, report_params, run_texts
 from transforms.judging import JUDGE_PROMPTS
@@ -36,6 +37,7 @@ def benchmark_delta_source_register(source: BenchmarkDeltaSource) -> None:
 class PromptSensitivity:
     """The report and what it was computed from, for the page, the API and the command."""
 
+    project: str
     transformation: str
     dataset: str
     seed: int
@@ -47,8 +49,9 @@ class PromptSensitivity:
     report: SensitivityReport
 
 
-def prompt_sensitivity_runs(*, run_ids: Sequence[int]) -> list[TransformRun]:
-    """The runs, in the order given; ShiftlabError naming what is missing or cannot be compared."""
+def prompt_sensitivity_runs(*, run_ids: Sequence[int], user: User = None) -> list[TransformRun]:
+    """The runs, in the order given, as ``user`` may read them (None: the system, which reads
+    everything); ShiftlabError naming what is missing (or unreadable) or cannot be compared."""
     run_ids = list(dict.fromkeys(run_ids))
     invalid = [pk for pk in run_ids if not 0 < pk < 2**63]
     if invalid:
@@ -57,8 +60,9 @@ def prompt_sensitivity_runs(*, run_ids: Sequence[int]) -> list[TransformRun]:
         raise ShiftlabError("name at least two runs of one transformation made under different prompt versions")
     found = {
         r.pk: r
-        for r in TransformRun.objects.filter(pk__in=run_ids)
-        .select_related("dataset", "generator")
+        for r in scoped(TransformRun.objects, user)
+        .filter(pk__in=run_ids)
+        .select_related("dataset", "generator", "project")
         .prefetch_related("prompts")
     }
     missing = [pk for pk in run_ids if pk not in found]
@@ -77,6 +81,7 @@ def _check_comparable(runs: Sequence[TransformRun]) -> None:
     if unfinished:
         raise ShiftlabError(f"runs {', '.join(unfinished)} have not succeeded: resume them or leave them out")
     checks = (
+        ("project (so the prompt versions)", lambda r: r.project_id),
         ("transformation", lambda r: r.transformation),
         ("dataset (so the texts)", lambda r: r.dataset_id),
         ("item limit (so the texts)", lambda r: r.item_limit),
@@ -159,18 +164,19 @@ def _kept_score(found: dict, keys: dict, text_pk: int, model: str, params) -> fl
 
 
 def prompt_sensitivity_report(
-    *, run_ids: Sequence[int], seed: int = 0, n_resamples: int = 1000, confidence: float = 0.95
+    *, run_ids: Sequence[int], seed: int = 0, n_resamples: int = 1000, confidence: float = 0.95, user: User = None
 ) -> PromptSensitivity:
     """Compare the prompt versions of comparable runs (see :func:`prompt_sensitivity_runs`).
 
     Judge scores come from the latest succeeded judge report of each run (kind "run"); they are
     compared only when every run has one with the same judge models. Benchmark Δ comes from the
-    registered sources (one value per model × dataset × seed that scored the run)."""
+    registered sources (one value per model × dataset × seed that scored the run). Only runs
+    ``user`` may read are found (None: the system)."""
     if not 0 < confidence < 1:
         raise ShiftlabError(f"confidence must lie in (0, 1), got {confidence}")
     if n_resamples < 100:
         raise ShiftlabError(f"use at least 100 resamples (got {n_resamples})")
-    runs = prompt_sensitivity_runs(run_ids=run_ids)
+    runs = prompt_sensitivity_runs(run_ids=run_ids, user=user)
     ids = [r.pk for r in runs]
     deltas: dict[int, dict[tuple, float]] = {pk: {} for pk in ids}
     for source in _delta_sources:
@@ -209,6 +215,7 @@ def prompt_sensitivity_report(
         raise ShiftlabError(str(exc)) from None
     first = runs[0]
     return PromptSensitivity(
+        project=first.project.slug,
         transformation=first.transformation,
         dataset=first.dataset.name,
         seed=first.seed,

@@ -5,14 +5,54 @@ from transforms.models import TRANSFORMATION_CHOICES, JudgeReport, PromptTemplat
 from transforms.presets import preset_choices
 
 
+def project_slug_field() -> serializers.SlugRelatedField:
+    """The project an object belongs to, shown as its slug."""
+    return serializers.SlugRelatedField(slug_field="slug", read_only=True)
+
+
+def project_choice_field() -> serializers.CharField:
+    """The project a new object goes into (optional: else that of its inputs, else your one project)."""
+    return serializers.CharField(
+        required=False,
+        allow_null=True,
+        max_length=61,
+        help_text="Slug of the project it goes into; default: its inputs' project, else the one you belong to.",
+    )
+
+
 class PromptTemplateSerializer(serializers.ModelSerializer):
+    project = project_slug_field()
+
     class Meta:
         model = PromptTemplate
-        fields = ["id", "key", "version", "system", "user", "content_hash", "is_active", "note", "created_at"]
-        read_only_fields = ["id", "version", "content_hash", "is_active", "created_at"]
+        fields = [
+            "id",
+            "project",
+            "key",
+            "version",
+            "system",
+            "user",
+            "content_hash",
+            "is_active",
+            "note",
+            "created_at",
+        ]
+        read_only_fields = ["id", "project", "version", "content_hash", "is_active", "created_at"]
+
+
+class PromptTemplateCreateSerializer(serializers.ModelSerializer):
+    """A new prompt version, made active in its project (every project numbers its own versions)."""
+
+    project = project_choice_field()
+
+    class Meta:
+        model = PromptTemplate
+        fields = ["key", "system", "user", "note", "project"]
+        validators = []  # versions are found or numbered by the service, within the project
 
 
 class TransformRunSerializer(serializers.ModelSerializer):
+    project = project_slug_field()
     dataset = serializers.SlugRelatedField(slug_field="name", read_only=True)
     model = serializers.CharField(source="generator.model", read_only=True)
     params = serializers.JSONField(source="generator.params", read_only=True)
@@ -22,6 +62,7 @@ class TransformRunSerializer(serializers.ModelSerializer):
         model = TransformRun
         fields = [
             "id",
+            "project",
             "dataset",
             "transformation",
             "seed",
@@ -53,6 +94,7 @@ class TransformRunSerializer(serializers.ModelSerializer):
 
 class TransformRunCreateSerializer(serializers.Serializer):
     dataset = serializers.CharField()
+    project = project_choice_field()
     transformation = serializers.ChoiceField(choices=TRANSFORMATION_CHOICES)
     # Settings left out are unset: a preset fills them, else the defaults (seed 1337, temperature
     # 0.7, top_p 0.95, max_tokens 512, max_attempts 3).
@@ -97,6 +139,7 @@ class TransformedItemSerializer(serializers.ModelSerializer):
 
 
 class JudgeReportSerializer(serializers.ModelSerializer):
+    project = project_slug_field()
     dataset = serializers.SlugRelatedField(slug_field="name", read_only=True)
     runs = serializers.PrimaryKeyRelatedField(many=True, read_only=True)
 
@@ -105,6 +148,7 @@ class JudgeReportSerializer(serializers.ModelSerializer):
         fields = [
             "id",
             "kind",
+            "project",
             "status",
             "dataset",
             "runs",
@@ -125,6 +169,7 @@ class JudgeReportCreateSerializer(serializers.Serializer):
     """One body for the three kinds; each kind reads the fields it needs."""
 
     kind = serializers.ChoiceField(choices=JudgeReport.Kind.choices)
+    project = project_choice_field()
     dataset = serializers.CharField(required=False, help_text="evaluation: an sts/str dataset; selection: to transform")
     run = serializers.IntegerField(
         required=False, min_value=1, max_value=MAX_ID, help_text="run: the transformation run to judge"

@@ -14,12 +14,14 @@ from pathlib import Path
 from django.conf import settings
 from django.contrib.auth.models import AbstractBaseUser
 from django.db import IntegrityError, transaction
-from django.db.models import Count, Max, Q
+from django.db.models import Count, Max, Model, Q
 from django.utils import timezone
 
 from core.errors import ShiftlabError
 from core.hashing import sha256_json
 from core.job_services import job_fail
+from core.models import Project
+from core.projects import default_project, project_require_same, project_require_write, project_resolve
 from core.services import audit_record
 from core.task_policy import dispatch_on_commit
 from corpora.models import Dataset, DatasetItem
@@ -81,15 +83,19 @@ class GenerationParams:
 # --- prompt templates -------------------------------------------------------------------------
 
 
-def prompt_templates_ensure_defaults() -> None:
-    """Create version 1 of every default prompt whose key has no version yet (idempotent)."""
+def prompt_templates_ensure_defaults(*, project: Project | None = None) -> None:
+    """Create version 1 of every shipped default prompt whose key has no version yet in ``project``
+    (default: the default project), so a project that never made its own uses the default wording
+    (idempotent)."""
+    project = project or default_project()
     for key in DEFAULT_PROMPTS:
-        if PromptTemplate.objects.filter(key=key).exists():
+        if PromptTemplate.objects.filter(project=project, key=key).exists():
             continue
         prompt = default_prompt(key)
         try:
             with transaction.atomic():
                 PromptTemplate.objects.create(
+                    project=project,
                     key=key,
                     version=1,
                     system=prompt.system,
@@ -103,24 +109,35 @@ def prompt_templates_ensure_defaults() -> None:
 
 
 def prompt_template_create_version(
-    *, key: str, system: str, user: str, note: str = "", created_by: AbstractBaseUser | None = None
+    *,
+    key: str,
+    system: str,
+    user: str,
+    note: str = "",
+    created_by: AbstractBaseUser | None = None,
+    project: Project | None = None,
 ) -> PromptTemplate:
-    """Make (system, user) the active prompt for ``key``: a new version, or the existing version
-    with the same content. Runs created later use it; earlier runs keep theirs."""
+    """Make (system, user) the active prompt for ``key`` in ``project`` (default: the default
+    project): a new version, numbered per project and key, or the project's existing version with
+    the same content. Runs of the project created later use it; earlier runs and other projects
+    keep theirs."""
     if key not in DEFAULT_PROMPTS:
         raise ShiftlabError(f"unknown prompt key {key!r}: choose one of {', '.join(DEFAULT_PROMPTS)}")
     try:
         validate_template(system, user)
     except ValueError as exc:
         raise ShiftlabError(f"Prompt {key!r} rejected: {exc}") from None
-    prompt_templates_ensure_defaults()
+    project = project or default_project()
+    prompt_templates_ensure_defaults(project=project)
     content_hash = prompt_hash(system, user)
+    versions = PromptTemplate.objects.filter(project=project, key=key)
     with transaction.atomic():
-        PromptTemplate.objects.select_for_update().filter(key=key).update(is_active=False)
-        template = PromptTemplate.objects.filter(key=key, content_hash=content_hash).first()
+        versions.select_for_update().update(is_active=False)
+        template = versions.filter(content_hash=content_hash).first()
         if template is None:
-            version = (PromptTemplate.objects.filter(key=key).aggregate(v=Max("version"))["v"] or 0) + 1
+            version = (versions.aggregate(v=Max("version"))["v"] or 0) + 1
             template = PromptTemplate.objects.create(
+                project=project,
                 key=key,
                 version=version,
                 system=system,
@@ -135,9 +152,38 @@ def prompt_template_create_version(
     return template
 
 
-def prompt_template_active(key: str) -> PromptTemplate:
-    prompt_templates_ensure_defaults()
-    return PromptTemplate.objects.get(key=key, is_active=True)
+def prompt_template_activate(*, template: PromptTemplate, actor: AbstractBaseUser | None = None) -> PromptTemplate:
+    """Make an existing version the active one of its key in its own project (other projects keep
+    theirs). Runs of the project created later use it."""
+    with transaction.atomic():
+        PromptTemplate.objects.select_for_update().filter(project_id=template.project_id, key=template.key).exclude(
+            pk=template.pk
+        ).update(is_active=False)
+        PromptTemplate.objects.filter(pk=template.pk).update(is_active=True)
+        audit_record(actor=actor, verb="prompt.activate", obj=template, payload={"content_hash": template.content_hash})
+    template.refresh_from_db()
+    return template
+
+
+def prompt_template_active(key: str, *, project: Project | None = None) -> PromptTemplate:
+    """The version of ``key`` that new runs of ``project`` (default: the default project) use."""
+    project = project or default_project()
+    prompt_templates_ensure_defaults(project=project)
+    return PromptTemplate.objects.get(project=project, key=key, is_active=True)
+
+
+def project_for_new(user: AbstractBaseUser | None, slug: str | None, *inputs: Model) -> Project:
+    """The project a new run or report goes into: the one ``slug`` names, else that of its inputs
+    (a shared dataset gives none: it serves every project), else the caller's own project (see
+    :func:`core.projects.project_resolve`; the system's is the default project). The caller must be
+    able to change it (ProjectAccessError, a 403, otherwise)."""
+    if not slug:
+        owners = {obj.project_id for obj in inputs if obj is not None and not getattr(obj, "shared", False)}
+        if len(owners) == 1:
+            project = Project.objects.get(pk=owners.pop())
+            project_require_write(user, project)
+            return project
+    return project_resolve(user, slug)
 
 
 # --- runs -------------------------------------------------------------------------------------
@@ -156,8 +202,13 @@ def transform_run_create(
     language_check: bool = True,
     created_by: AbstractBaseUser | None = None,
     dispatch: bool = True,
+    project: Project | None = None,
 ) -> TransformRun:
     """Declare a run and (by default) queue it. Outputs already in the cache are reused.
+
+    The run belongs to ``project`` (default: the dataset's, or the default project for a shared
+    dataset), which must be the dataset's own unless the dataset is shared; it uses the prompt
+    versions active in that project.
 
     ``preset`` names the paper protocol the run follows: its settings fill ``params`` when none are
     given, and settings that differ from it are refused. A run whose outputs' language the
@@ -167,6 +218,8 @@ def transform_run_create(
         spec = transformation_get(transformation)
     except ValueError as exc:
         raise ShiftlabError(str(exc)) from None
+    project = project or project_for_new(None, None, dataset)
+    project_require_same(project, dataset, role="the run's dataset")
     if params is None:
         params = transform_run_settings(preset=preset, seed=seed).params
     if preset:
@@ -200,7 +253,7 @@ def transform_run_create(
     model_id = backend.model_id if backend else "none"
     model_identity = backend.model_identity() if backend else ""
     generator = _generator_config(backend_alias, model_id, params)
-    prompts = [prompt_template_active(key) for key in spec.prompt_keys]
+    prompts = [prompt_template_active(key, project=project) for key in spec.prompt_keys]
     prompt_hashes = {p.key: p.content_hash for p in prompts}
     defining = {
         "dataset": dataset.content_hash,
@@ -219,6 +272,7 @@ def transform_run_create(
     run_hash = sha256_json(defining)
     with transaction.atomic():
         run = TransformRun.objects.create(
+            project=project,
             dataset=dataset,
             transformation=spec.name,
             generator=generator,
@@ -298,9 +352,11 @@ def transform_runs_create(
     limit: int | None = None,
     language_check: bool = True,
     created_by: AbstractBaseUser | None = None,
+    project: Project | None = None,
 ) -> list[TransformRun]:
     """One run per seed of ``settings`` (``transform_run_settings``): what the API, the command and
-    the page start for a request, so that a preset without a seed gives one run per paper seed."""
+    the page start for a request, so that a preset without a seed gives one run per paper seed.
+    Every run belongs to ``project`` (see :func:`transform_run_create`)."""
     return [
         transform_run_create(
             dataset=dataset,
@@ -313,6 +369,7 @@ def transform_runs_create(
             preset=settings.preset,
             language_check=language_check,
             created_by=created_by,
+            project=project,
         )
         for seed in settings.seeds
     ]

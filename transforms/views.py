@@ -7,6 +7,7 @@ from django.shortcuts import get_object_or_404, redirect, render
 from django.views.decorators.http import require_http_methods
 
 from core.errors import ShiftlabError
+from core.projects import ProjectAccessError, project_can_write, project_require_write
 from core.views import researcher_required
 from transforms.forms import JudgeEvaluationForm, JudgeRunForm, JudgeSelectionForm, TransformRunForm
 from transforms.judge_services import judge_report_create
@@ -25,7 +26,7 @@ from transforms.selectors import (
 from transforms.sensitivity_services import prompt_sensitivity_report
 from transforms.sensitivity_tables import sensitivity_figure, sensitivity_tables
 from transforms.serializers import JudgeReportCreateSerializer
-from transforms.services import transform_run_resume, transform_run_settings, transform_runs_create
+from transforms.services import project_for_new, transform_run_resume, transform_run_settings, transform_runs_create
 
 
 @researcher_required
@@ -34,10 +35,11 @@ def run_list_view(request):
     """Runs, and the form that starts one (``?dataset=NAME`` preselects a dataset): the same
     settings and services as ``POST /api/transform-runs/``; a refusal keeps the input."""
     dataset = request.GET.get("dataset", "")
-    form = TransformRunForm(request.POST or None, initial={"dataset": dataset} if dataset else None)
+    form = TransformRunForm(request.POST or None, user=request.user, initial={"dataset": dataset} if dataset else None)
     if request.method == "POST" and form.is_valid():
         data = form.cleaned_data
         try:
+            project = project_for_new(request.user, form.project_slug(), data["dataset"])
             settings = transform_run_settings(
                 preset=data["preset"],
                 seed=data["seed"],
@@ -55,14 +57,17 @@ def run_list_view(request):
                 limit=data["limit"],
                 language_check=data["language_check"],
                 created_by=request.user,
+                project=project,
             )
+        except ProjectAccessError:
+            raise
         except (ShiftlabError, ImproperlyConfigured) as exc:
             form.add_service_error(str(exc))
         else:
             listed = ", ".join(f"#{run.pk}" for run in runs)
             messages.success(request, f"Started run{'s' if len(runs) > 1 else ''} {listed}.")
             return redirect("transforms:run", pk=runs[0].pk) if len(runs) == 1 else redirect("transforms:runs")
-    runs = list(transform_run_list()[:100])
+    runs = list(transform_run_list(user=request.user)[:100])
     summaries = transform_run_summaries(runs=runs)
     rows = [(run, summaries[run.pk]) for run in runs]
     return render(
@@ -77,8 +82,9 @@ def run_list_view(request):
 def run_detail_view(request, pk: int):
     """A run's outcome and examples; POST resumes a failed or unfinished run (the texts without
     an outcome are queued again; finished texts and cached generations are reused)."""
-    run = get_object_or_404(TransformRun.objects.select_related("dataset", "generator"), pk=pk)
+    run = get_object_or_404(transform_run_list(user=request.user), pk=pk)
     if request.method == "POST":
+        project_require_write(request.user, run.project)
         if not run_resumable(run):
             messages.error(
                 request, f"Run #{run.pk} is {run.status} with {run.done}/{run.total} texts: nothing to resume."
@@ -100,7 +106,7 @@ def run_detail_view(request, pk: int):
             "page": page,
             "failed": failed,
             "spec": TRANSFORMATIONS[run.transformation],
-            "resumable": run_resumable(run),
+            "resumable": run_resumable(run) and project_can_write(request.user, run.project),
             "edit_figure": edit_distance_histogram(distances) if distances else "",
         },
     )
@@ -125,13 +131,13 @@ JUDGE_FORMS = {
 def judge_report_list_view(request):
     """Judge reports, and a form that queues a new one of each kind (the body of
     ``POST /api/judge-reports/``, checked by its serializer); a refusal keeps the input."""
-    forms_by_name = {name: form_class(auto_id=ids) for name, form_class, ids in JUDGE_FORMS.values()}
+    forms_by_name = {name: form_class(auto_id=ids, user=request.user) for name, form_class, ids in JUDGE_FORMS.values()}
     posted = JUDGE_FORMS.get(request.POST.get("kind", "")) if request.method == "POST" else None
     if request.method == "POST" and posted is None:
         messages.error(request, "Choose one of the three forms below.")
     if posted is not None:
         name, form_class, ids = posted
-        form = forms_by_name[name] = form_class(request.POST, auto_id=ids)
+        form = forms_by_name[name] = form_class(request.POST, auto_id=ids, user=request.user)
         if form.is_valid():
             data_in = JudgeReportCreateSerializer(data=form.service_data())
             if not data_in.is_valid():
@@ -140,6 +146,8 @@ def judge_report_list_view(request):
             else:
                 try:
                     report = judge_report_create(created_by=request.user, **data_in.validated_data)
+                except ProjectAccessError:
+                    raise
                 except (ShiftlabError, ImproperlyConfigured) as exc:
                     form.add_service_error(str(exc))
                 else:
@@ -147,13 +155,13 @@ def judge_report_list_view(request):
     return render(
         request,
         "transforms/judge_list.html",
-        {"reports": [(r, _judge_models(r)) for r in judge_report_list()[:100]], **forms_by_name},
+        {"reports": [(r, _judge_models(r)) for r in judge_report_list(user=request.user)[:100]], **forms_by_name},
     )
 
 
 @researcher_required
 def judge_report_detail_view(request, pk: int):
-    report = get_object_or_404(judge_report_list(), pk=pk)
+    report = get_object_or_404(judge_report_list(user=request.user), pk=pk)
     tables = report_tables(report.kind, report.result) if report.result is not None else []
     formatted = [(table, [[format_value(v) for v in row] for row in table.rows]) for table in tables]
     return render(
@@ -184,7 +192,7 @@ def prompt_sensitivity_view(request):
     if raw:
         try:
             run_ids = [int(part) for part in raw.replace(" ", ",").split(",") if part]
-            result = prompt_sensitivity_report(run_ids=run_ids)
+            result = prompt_sensitivity_report(run_ids=run_ids, user=request.user)
         except ValueError:
             context["error"] = f"runs must be run ids separated by commas, e.g. 3,4,5 (got {raw!r})"
         except ShiftlabError as exc:

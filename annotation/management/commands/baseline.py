@@ -12,14 +12,20 @@ from annotation.models import BASELINE_TASK_TYPES, BaselineStudy
 from annotation.selectors import baseline_get, baseline_rater_counts
 from core.errors import ShiftlabError
 from core.progress import progress_bar
+from core.projects import project_require_write, project_resolve, scoped, user_by_name
 from corpora.models import Dataset
 
 
-def _study(ref: str) -> BaselineStudy:
+def _study(ref: str, actor=None, *, change: bool = False) -> BaselineStudy:
+    """The baseline study named or numbered ``ref`` among those ``actor`` may read (``None``: the
+    system, all); with ``change``, a read-only caller is refused."""
     try:
-        return baseline_get(ref)
+        study = baseline_get(ref, studies=scoped(BaselineStudy.objects.select_related("project"), actor))
     except BaselineStudy.DoesNotExist:
         raise CommandError(f"no baseline study {ref!r}: give its name or id (see `baseline status`)") from None
+    if change:
+        project_require_write(actor, study.project)
+    return study
 
 
 def _users(usernames: list[str]):
@@ -62,7 +68,11 @@ class Command(BaseCommand):
             default="",
             help="Text for annotators, or @FILE to read it; default: the project's wording.",
         )
-        create.add_argument("--project", default="shiftlab", help="Argilla workspace (default shiftlab).")
+        create.add_argument(
+            "--project",
+            help="Slug of the project it goes into (the dataset must be in it or shared; its Argilla workspace "
+            "is named after it). Default: the --as user's one project, else the default project.",
+        )
         publish = sub.add_parser("publish", help="Publish to Argilla and provision annotator accounts.")
         publish.add_argument("study")
         publish.add_argument("--annotators", nargs="*", default=[], help="Usernames in the annotator group.")
@@ -76,18 +86,21 @@ class Command(BaseCommand):
         status = sub.add_parser("status", help="Instances and answers per rater.")
         status.add_argument("study", nargs="?")
         for p in sub.choices.values():
-            p.add_argument("--as", dest="actor", help="Username recorded in the audit log.")
+            p.add_argument(
+                "--as", dest="actor", help="Act as this researcher: their projects only, audited under their name."
+            )
 
     def handle(self, *args, action, actor=None, **options):
-        actor = _users([actor])[0] if actor else None
         try:
+            actor = user_by_name(actor) if actor else None
             getattr(self, f"do_{action.replace('-', '_')}")(actor=actor, **options)
         except ShiftlabError as exc:
             raise CommandError(str(exc)) from exc
 
     def do_create(self, *, actor, name, dataset, task, instances, split, seed, options, instructions, project, **_):
+        project = project_resolve(actor, project)
         try:
-            dataset = Dataset.objects.get(name=dataset)
+            dataset = scoped(Dataset.objects.all(), actor).get(name=dataset)
         except Dataset.DoesNotExist:
             raise CommandError(f"no dataset {dataset!r}: import it first (`manage.py dataset import`)") from None
         try:
@@ -119,10 +132,11 @@ class Command(BaseCommand):
         )
 
     def do_publish(self, *, actor, study, annotators, **_):
-        publish_report(self.stdout, baseline_publish(study=_study(study), annotators=_users(annotators), actor=actor))
+        study = _study(study, actor, change=True)
+        publish_report(self.stdout, baseline_publish(study=study, annotators=_users(annotators), actor=actor))
 
-    def do_sync(self, *, study, **_):
-        r = baseline_sync(study=_study(study))
+    def do_sync(self, *, actor, study, **_):
+        r = baseline_sync(study=_study(study, actor, change=True))
         self.stdout.write(
             f"Synced: {r.created} new, {r.updated} changed, {r.withdrawn} withdrawn, {r.unchanged} "
             f"unchanged answers; ignored {r.ignored_users} answers of users outside the study"
@@ -132,6 +146,7 @@ class Command(BaseCommand):
         )
 
     def do_llm_annotate(self, *, actor, study, backend, **_):
+        study = _study(study, actor, change=True)
         interactive = sys.stdout.isatty()
 
         def show(done: int, total: int) -> None:
@@ -139,7 +154,7 @@ class Command(BaseCommand):
             self.stdout.write("\r" + line if interactive else line, ending="" if interactive else "\n")
 
         try:
-            r = baseline_llm_annotate(study=_study(study), backend_alias=backend, actor=actor, on_progress=show)
+            r = baseline_llm_annotate(study=study, backend_alias=backend, actor=actor, on_progress=show)
         finally:
             if interactive:
                 self.stdout.write("")
@@ -149,11 +164,12 @@ class Command(BaseCommand):
         )
 
     def do_close(self, *, actor, study, **_):
-        closed = baseline_close(study=_study(study), actor=actor)
+        closed = baseline_close(study=_study(study, actor, change=True), actor=actor)
         self.stdout.write(f"Closed {closed}: its answers are final.")
 
-    def do_status(self, *, study, **_):
-        studies = [_study(study)] if study else list(BaselineStudy.objects.select_related("dataset"))
+    def do_status(self, *, actor, study, **_):
+        every = scoped(BaselineStudy.objects.select_related("dataset"), actor)
+        studies = [_study(study, actor)] if study else list(every)
         if not studies:
             self.stdout.write("No baseline studies yet: create one with `baseline create`.")
         for s in studies:

@@ -1,6 +1,5 @@
 from pathlib import Path
 
-from django.contrib.auth import get_user_model
 from django.core.management.base import BaseCommand, CommandError
 
 from annotation.config_export import format_of
@@ -10,13 +9,16 @@ from annotation.export_services import (
     benchmark_config_verify,
 )
 from annotation.models import Study
+from annotation.selectors import export_studies
 from core.errors import ShiftlabError
+from core.projects import project_require_write, project_resolve, scoped, user_by_name
 
 
 class Command(BaseCommand):
     help = (
-        "Validated benchmark configs. `export`: every approved transformation (or those of --study) as "
-        "YAML and/or JSON, signed with this server's key and with its own hash; `verify FILE`: reports whether "
+        "Validated benchmark configs. `export`: every approved transformation of one project (--project, or "
+        "those of --study) as YAML and/or JSON, signed with this server's key and with its own hash; "
+        "`verify FILE`: reports whether "
         "the content hash matches and the file is exactly as exported, whether this deployment exported it, "
         "and whether its signature is valid under this server's key (exit status 1 unless a benchmark run "
         "would accept it)."
@@ -30,7 +32,12 @@ class Command(BaseCommand):
         )
         export.add_argument("--study", type=int, action="append", help="Only approvals of these study ids.")
         export.add_argument("--name", default="")
-        export.add_argument("--as", dest="actor")
+        export.add_argument(
+            "--project", help="Only approvals of this project's studies (needed when several have approvals)."
+        )
+        export.add_argument(
+            "--as", dest="actor", help="Act as this researcher: their projects only, audited under their name."
+        )
         verify = sub.add_parser("verify")
         verify.add_argument("file")
 
@@ -40,18 +47,23 @@ class Command(BaseCommand):
         except (ShiftlabError, ValueError) as exc:
             raise CommandError(str(exc)) from exc
 
-    def do_export(self, *, out, study, name, actor, **_):
+    def do_export(self, *, out, study, name, actor, project, **_):
         formats = [(Path(path), format_of(path)) for path in out]
-        user = get_user_model().objects.filter(username=actor).first() if actor else None
-        if actor and user is None:
-            raise CommandError(f"no user {actor!r}")
-        studies = list(Study.objects.filter(pk__in=study)) if study else None
+        user = user_by_name(actor) if actor else None
+        if study:
+            studies = list(scoped(Study.objects.select_related("project"), user).filter(pk__in=study))
+            if missing := set(study) - {s.pk for s in studies}:
+                raise CommandError(f"no studies {sorted(missing)}")
+            for found in studies:
+                project_require_write(user, found.project)
+        else:
+            studies = export_studies(user, project=project_resolve(user, project) if project else None)
         config = benchmark_config_export(actor=user, studies=studies, name=name)
         for path, fmt in formats:
             path.write_text(config.json_text if fmt == "json" else config.yaml_text, encoding="utf-8")
             self.stdout.write(f"Wrote {path} ({fmt})")
         names = ", ".join(t["transformation"] for t in config.document["transformations"])
-        self.stdout.write(f"Config {config.config_hash} with {names}")
+        self.stdout.write(f"Config {config.config_hash} of project {config.project} with {names}")
 
     def do_verify(self, *, file, **_):
         path = Path(file)

@@ -19,18 +19,23 @@ from annotation.selectors import study_progress
 from annotation.sync_services import study_sync, sync_summary
 from annotation.validation_services import annotator_reject, annotator_replace, flag_review, study_validate
 from core.errors import ShiftlabError
+from core.projects import project_require_write, project_resolve, scoped, user_by_name
 from transforms.models import TransformRun
 
 
-def _study(ref: str) -> Study:
-    """`name` (latest version), `name@version` or a numeric id."""
+def _study(ref: str, actor=None, *, change: bool = False) -> Study:
+    """`name` (latest version), `name@version` or a numeric id, among the studies ``actor`` may
+    read (``None``: the system, all); with ``change``, a read-only caller is refused."""
     name, _, version = ref.partition("@")
-    studies = Study.objects.filter(pk=int(ref)) if ref.isdigit() else Study.objects.filter(name=name)
+    readable = scoped(Study.objects.select_related("project"), actor)
+    studies = readable.filter(pk=int(ref)) if ref.isdigit() else readable.filter(name=name)
     if version:
         studies = studies.filter(version=int(version))
     study = studies.order_by("-version").first()
     if study is None:
         raise CommandError(f"no study {ref!r}: give its id, its name, or name@version (see `study status`)")
+    if change:
+        project_require_write(actor, study.project)
     return study
 
 
@@ -43,10 +48,14 @@ def _user(username: str | None):
         raise CommandError(f"no user {username!r}") from None
 
 
+FLAG_PROJECT = "rating__study_item__study__project"
+
+
 class Command(BaseCommand):
     help = (
         "Human-validation studies. create → lock → publish → sync → validate → (review) → gate → decide. "
-        "`status` prints progress, control checks and live agreement. Decisions are audited under --as USER."
+        "`status` prints progress, control checks and live agreement. --as USER acts as that researcher "
+        "(only their projects' studies; audited under their name); without it the command acts as the system."
     )
 
     def add_arguments(self, parser):
@@ -54,7 +63,11 @@ class Command(BaseCommand):
         create = sub.add_parser("create", help="Declare a draft study over succeeded runs.")
         create.add_argument("name")
         create.add_argument("--runs", type=int, nargs="+", required=True)
-        create.add_argument("--project", default="shiftlab", help="Argilla workspace (default shiftlab).")
+        create.add_argument(
+            "--project",
+            help="Slug of the project it goes into (its runs must be in it; its Argilla workspace is named "
+            "after it). Default: the --as user's one project, else the default project.",
+        )
         create.add_argument("--design", default="{}", help="Design fields as JSON, e.g. '{\"raters_per_item\": 3}'.")
         revise = sub.add_parser("revise", help="New version of a study with changed design fields.")
         revise.add_argument("study")
@@ -103,11 +116,13 @@ class Command(BaseCommand):
         decide.add_argument("decision", choices=["approve", "reject"])
         decide.add_argument("--comment", required=True)
         for p in sub.choices.values():
-            p.add_argument("--as", dest="actor", help="Username recorded in the audit log.")
+            p.add_argument(
+                "--as", dest="actor", help="Act as this researcher: their projects only, audited under their name."
+            )
 
     def handle(self, *args, action, actor=None, **options):
-        actor = _user(actor)
         try:
+            actor = user_by_name(actor) if actor else None
             getattr(self, f"do_{action.replace('-', '_')}")(actor=actor, **options)
         except (ShiftlabError, DesignError) as exc:
             raise CommandError(str(exc)) from exc
@@ -120,19 +135,22 @@ class Command(BaseCommand):
         return StudyDesign.from_dict({**(base.to_dict() if base else {}), **fields})
 
     def do_create(self, *, actor, name, runs, project, design, **_):
-        found = list(TransformRun.objects.filter(pk__in=runs))
+        project = project_resolve(actor, project)
+        found = list(scoped(TransformRun.objects.all(), actor).filter(pk__in=runs))
         if missing := set(runs) - {r.pk for r in found}:
             raise CommandError(f"no transformation runs {sorted(missing)}")
         study = study_create(name=name, runs=found, project=project, design=self._design(design), created_by=actor)
-        self.stdout.write(f"Created {study} (id {study.pk}), draft. Lock it when the design is final.")
+        self.stdout.write(
+            f"Created {study} (id {study.pk}) in project {project}, draft. Lock it when the design is final."
+        )
 
     def do_revise(self, *, actor, study, design, **_):
-        old = _study(study)
+        old = _study(study, actor, change=True)
         new = study_revise(study=old, design=self._design(design, study_design(old)), actor=actor)
         self.stdout.write(f"Created {new} (id {new.pk}) from {old}.")
 
     def do_lock(self, *, actor, study, control_pool=None, **_):
-        study = self._lock(_study(study), control_pool, actor)
+        study = self._lock(_study(study, actor, change=True), control_pool, actor)
         self.stdout.write(f"Locked {study}: {json.dumps(study.sample_info)}")
 
     def _lock(self, study: Study, control_pool: str | None, actor) -> Study:
@@ -146,13 +164,13 @@ class Command(BaseCommand):
 
     def do_publish(self, *, actor, study, annotators, control_pool=None, **_):
         users = [_user(name) for name in annotators]
-        study = _study(study)
+        study = _study(study, actor, change=True)
         if control_pool is not None:
             study = self._lock(study, control_pool, actor)
         publish_report(self.stdout, study_publish(study=study, annotators=users, actor=actor))
 
-    def do_sync(self, *, study, **_):
-        study = _study(study)
+    def do_sync(self, *, actor, study, **_):
+        study = _study(study, actor, change=True)
         result = study_sync(study=study)
         self.stdout.write(f"Synced: {sync_summary(asdict(result))}.")
         adaptive = study_adaptive_check(study=study)  # as the sync task does
@@ -162,7 +180,7 @@ class Command(BaseCommand):
             self.stdout.write(f"Annotators' queues in Argilla now hold {released} records.")
 
     def do_validate(self, *, actor, study, **_):
-        result = study_validate(study=_study(study), actor=actor)
+        result = study_validate(study=_study(study, actor, change=True), actor=actor)
         self.stdout.write(f"Control checks: {json.dumps(result.control_status)}")
         self.stdout.write(
             f"Flags: {result.flags_created} new, {result.flags_removed} withdrawn; "
@@ -170,7 +188,7 @@ class Command(BaseCommand):
         )
 
     def do_gate(self, *, actor, study, **_):
-        for result in study_gate(study=_study(study), actor=actor):
+        for result in study_gate(study=_study(study, actor, change=True), actor=actor):
             self._print_gate(result)
 
     def _print_gate(self, result: GateResult) -> None:
@@ -186,8 +204,8 @@ class Command(BaseCommand):
             mean = f"{s['mean']:.2f} ± {s['sd'] or 0:.2f}" if s["mean"] is not None else "n/a"
             self.stdout.write(f"  {question}: mean {mean}, AC2 {ac2}, alpha {alpha}")
 
-    def do_status(self, *, study, **_):
-        study = _study(study)
+    def do_status(self, *, actor, study, **_):
+        study = _study(study, actor)
         progress = study_progress(study=study)
         self.stdout.write(
             f"{study} [{study.status}] {progress.n_real} real items + {progress.n_controls} controls, "
@@ -210,8 +228,8 @@ class Command(BaseCommand):
             if current is not None:
                 self._print_gate(current)
 
-    def do_annotators(self, *, study, **_):
-        report = study_annotator_quality(study=_study(study))
+    def do_annotators(self, *, actor, study, **_):
+        report = study_annotator_quality(study=_study(study, actor))
         self.stdout.write(
             f"{'annotator':<16} {'status':<9} {'items':>5} {'med s':>6} {'fast':>5} {'run':>4} {'H bits':>6} "
             f"{'controls':>9} {'|d| peers':>9} {'rho':>5} {'|d| LLM':>7}  competence [95% CI]"
@@ -238,17 +256,19 @@ class Command(BaseCommand):
     def do_review(self, *, actor, flag, decision, note, **_):
         if actor is None:
             raise CommandError("say who reviews: --as USERNAME (a researcher)")
+        flags = scoped(Flag.objects.select_related("rating__study_item__study__project"), actor, via=FLAG_PROJECT)
         try:
-            flag = Flag.objects.get(pk=flag)
+            flag = flags.get(pk=flag)
         except Flag.DoesNotExist:
             raise CommandError(f"no flag {flag}") from None
+        project_require_write(actor, flag.rating.study_item.study.project)
         flag_review(flag=flag, decision=decision, note=note, actor=actor)
         self.stdout.write(f"Flag {flag.pk} {decision}.")
 
     def do_reject_annotator(self, *, actor, study, username, reason, **_):
         if actor is None:
             raise CommandError("say who rejects: --as USERNAME (a researcher)")
-        annotator = _study(study).annotators.filter(user__username=username).first()
+        annotator = _study(study, actor, change=True).annotators.filter(user__username=username).first()
         if annotator is None:
             raise CommandError(f"{username} does not annotate {study}")
         result = annotator_reject(annotator=annotator, detail=reason, actor=actor)
@@ -258,7 +278,7 @@ class Command(BaseCommand):
     def do_replace_annotator(self, *, actor, study, username, by, reason, **_):
         if actor is None:
             raise CommandError("say who replaces: --as USERNAME (a researcher)")
-        annotator = _study(study).annotators.filter(user__username=username).first()
+        annotator = _study(study, actor, change=True).annotators.filter(user__username=username).first()
         if annotator is None:
             raise CommandError(f"{username} does not annotate {study}")
         result = annotator_replace(annotator=annotator, user=_user(by), reason=reason, actor=actor)
@@ -269,7 +289,7 @@ class Command(BaseCommand):
     def do_decide(self, *, actor, study, transformation, decision, comment, **_):
         if actor is None:
             raise CommandError("say who decides: --as USERNAME (a researcher)")
-        result = gate_result_current(study=_study(study), transformation=transformation)
+        result = gate_result_current(study=_study(study, actor, change=True), transformation=transformation)
         if result is None:
             raise CommandError(f"{transformation} has no gate result in {study}: run `study gate` first")
         approval_decide(gate_result=result, decision=decision, comment=comment, actor=actor)

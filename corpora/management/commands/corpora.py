@@ -3,15 +3,16 @@ import json
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
 from core.errors import ShiftlabError
+from core.projects import project_require_write, project_resolve, user_by_name
 from corpora.models import Dataset
 from corpora.readers import FORMATS
 from corpora.selectors import dataset_get, dataset_item_list, dataset_list
 from corpora.services import (
-    DatasetInUseError,
     ImportOptions,
     dataset_delete,
     dataset_import,
     dataset_import_mteb,
+    dataset_share_set,
 )
 from corpora.task_types import TaskType
 
@@ -27,7 +28,10 @@ def _field_map(values: list[str]) -> dict[str, str]:
 
 
 class Command(BaseCommand):
-    help = "Import, list, show and delete benchmark datasets."
+    help = (
+        "Import, list, show, share and delete benchmark datasets. With --as USER the command acts as that "
+        "researcher (their projects only); without it, as the system (all projects)."
+    )
 
     def add_arguments(self, parser: CommandParser) -> None:
         sub = parser.add_subparsers(dest="action", required=True)
@@ -60,7 +64,14 @@ class Command(BaseCommand):
             help="Local copy of the task's hub dataset (default: SHIFTLAB_MTEB_DATA_DIR/TASK, else the hub).",
         )
 
-        sub.add_parser("list", help="List datasets.").add_argument("--json", action="store_true")
+        imp.add_argument(
+            "--project",
+            help="Slug of the project to import into (default: the --as user's one project, else shiftlab).",
+        )
+
+        listing = sub.add_parser("list", help="List datasets.")
+        listing.add_argument("--json", action="store_true")
+        listing.add_argument("--project", help="Only the datasets of this project (by slug).")
 
         show = sub.add_parser("show", help="Show one dataset and a few items.")
         show.add_argument("name")
@@ -70,8 +81,32 @@ class Command(BaseCommand):
         delete = sub.add_parser("delete", help="Delete a dataset and its items.")
         delete.add_argument("name")
 
+        share = sub.add_parser("share", help="Share a dataset with every project (read-only), or stop with --off.")
+        share.add_argument("name")
+        share.add_argument("--off", action="store_true", help="Stop sharing: only its own project reads it.")
+
+        for action in (imp, listing, show, delete, share):
+            action.add_argument(
+                "--as",
+                dest="as_user",
+                metavar="USER",
+                help="Act as this user: only their projects' (and shared) datasets exist, changes need their rights.",
+            )
+
     def handle(self, *args, **options):
+        try:
+            self.user = user_by_name(options["as_user"]) if options.get("as_user") else None
+        except ShiftlabError as exc:
+            raise CommandError(str(exc)) from None
         return getattr(self, f"_{options['action']}")(options)
+
+    def _project(self, o):
+        # Where a new dataset goes: --project (which the --as user must be able to change), else
+        # their one project, else the default project.
+        try:
+            return project_resolve(self.user, o["project"])
+        except ShiftlabError as exc:
+            raise CommandError(f"Nothing was imported.\n{exc}") from None
 
     def _import(self, o) -> None:
         if o["mteb"]:
@@ -90,9 +125,16 @@ class Command(BaseCommand):
             hf_config=o["hf_config"],
             hf_revision=o["hf_revision"],
         )
+        project = self._project(o)
         try:
             dataset = dataset_import(
-                source=o["path"], task=o["task"], name=o["name"], options=import_options, description=o["description"]
+                source=o["path"],
+                task=o["task"],
+                name=o["name"],
+                options=import_options,
+                description=o["description"],
+                created_by=self.user,
+                project=project,
             )
         except ShiftlabError as exc:
             raise CommandError(f"Nothing was imported.\n{exc}") from None
@@ -101,6 +143,7 @@ class Command(BaseCommand):
     def _import_mteb(self, o) -> None:
         if o["path"]:
             raise CommandError(f"Pass either PATH ({o['path']}) or --mteb {o['mteb']}, not both.")
+        project = self._project(o)
         try:
             dataset = dataset_import_mteb(
                 task_name=o["mteb"],
@@ -109,6 +152,8 @@ class Command(BaseCommand):
                 from_dir=o["from_dir"],
                 task=o["task"],
                 description=o["description"] or None,
+                created_by=self.user,
+                project=project,
             )
         except ShiftlabError as exc:
             raise CommandError(f"Nothing was imported.\n{exc}") from None
@@ -118,13 +163,14 @@ class Command(BaseCommand):
         splits = ", ".join(f"{k}: {v}" for k, v in dataset.splits.items())
         self.stdout.write(
             self.style.SUCCESS(
-                f"Imported {dataset.n_items} items into {dataset.name} ({dataset.task_type}; {splits}; "
+                f"Imported {dataset.n_items} items into {dataset.name} (project {dataset.project.slug}; "
+                f"{dataset.task_type}; {splits}; "
                 f"languages {', '.join(dataset.languages)}; content hash {dataset.content_hash[:12]})"
             )
         )
 
     def _list(self, o) -> None:
-        datasets = list(dataset_list())
+        datasets = list(dataset_list(user=self.user, project=o["project"]))
         if o["json"]:
             self.stdout.write(json.dumps([_summary(d) for d in datasets], indent=2))
             return
@@ -133,10 +179,12 @@ class Command(BaseCommand):
                 "No datasets yet. Import one with: python manage.py corpora import PATH --task sts --name NAME"
             )
             return
-        self.stdout.write(f"{'name':<32} {'task':<20} {'items':>8}  languages  hash")
+        self.stdout.write(f"{'name':<32} {'project':<20} {'task':<20} {'items':>8}  languages  hash")
         for d in datasets:
+            project = d.project.slug + (" (shared)" if d.shared else "")
             self.stdout.write(
-                f"{d.name:<32} {d.task_type:<20} {d.n_items:>8}  {','.join(d.languages):<9}  {d.content_hash[:12]}"
+                f"{d.name:<32} {project:<20} {d.task_type:<20} {d.n_items:>8}  {','.join(d.languages):<9}  "
+                f"{d.content_hash[:12]}"
             )
 
     def _show(self, o) -> None:
@@ -162,14 +210,28 @@ class Command(BaseCommand):
     def _delete(self, o) -> None:
         dataset = self._get(o["name"])
         try:
-            dataset_delete(dataset=dataset, actor=None)
-        except DatasetInUseError as exc:
+            project_require_write(self.user, dataset.project)
+            dataset_delete(dataset=dataset, actor=self.user)
+        except ShiftlabError as exc:  # read-only caller, or DatasetInUseError
             raise CommandError(str(exc)) from None
         self.stdout.write(self.style.SUCCESS(f"Deleted {o['name']}."))
 
+    def _share(self, o) -> None:
+        dataset = self._get(o["name"])
+        try:
+            dataset_share_set(dataset=dataset, shared=not o["off"], actor=self.user)
+        except ShiftlabError as exc:
+            raise CommandError(str(exc)) from None
+        if dataset.shared:
+            self.stdout.write(self.style.SUCCESS(f"{dataset.name} is shared: every project's researchers may read it."))
+        else:
+            self.stdout.write(
+                self.style.SUCCESS(f"{dataset.name} is not shared: only {dataset.project.slug} reads it.")
+            )
+
     def _get(self, name: str) -> Dataset:
         try:
-            return dataset_get(name=name)
+            return dataset_get(name=name, user=self.user)
         except Dataset.DoesNotExist:
             raise CommandError(f"No dataset named {name!r}. See: python manage.py corpora list") from None
 
@@ -184,6 +246,8 @@ def _summary(d: Dataset) -> dict:
         "source": d.source,
         "format": d.source_format,
         "content_hash": d.content_hash,
+        "project": d.project.slug,
+        "shared": d.shared,
         "metadata": d.metadata,
         "created_at": d.created_at.isoformat(),
     }

@@ -6,6 +6,7 @@ from django.core.management.base import BaseCommand, CommandError, CommandParser
 from annotation.models import BaselineStudy
 from annotation.selectors import baseline_get
 from core.errors import ShiftlabError
+from core.projects import scoped, user_by_name
 from evaluation.baseline_services import BaselineReport, baseline_report_build
 
 
@@ -27,10 +28,19 @@ class Command(BaseCommand):
         )
         parser.add_argument("--batch-size", type=int, help="Encoding batch size (default: the encoder's).")
         parser.add_argument("--json", action="store_true", help="Print the whole report as JSON.")
+        parser.add_argument(
+            "--as",
+            dest="actor",
+            help="Act as this user: only studies of their projects are found (default: the system, every study).",
+        )
 
     def handle(self, *args, **o):
         try:
-            study = baseline_get(o["study"])
+            user = user_by_name(o["actor"]) if o["actor"] else None
+        except ShiftlabError as exc:
+            raise CommandError(str(exc)) from None
+        try:
+            study = baseline_get(o["study"], studies=scoped(BaselineStudy.objects.all(), user))
         except BaselineStudy.DoesNotExist:
             raise CommandError(f"No baseline study {o['study']!r}: give its name or id.") from None
         models = [m.strip() for m in o["models"].split(",") if m.strip()]

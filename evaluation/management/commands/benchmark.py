@@ -1,13 +1,13 @@
 import json
 from pathlib import Path
 
-from django.contrib.auth import get_user_model
 from django.core.management.base import BaseCommand, CommandError
 
 from annotation.config_export import format_of
 from annotation.export_services import benchmark_config_file_read
 from core.errors import ShiftlabError
 from core.progress import follow_job, progress_bar
+from core.projects import User, project_require_write, project_resolve, scoped, user_by_name
 from evaluation.benchmark_services import (
     benchmark_run_create_from_config,
     benchmark_run_create_from_datasets,
@@ -26,7 +26,9 @@ class Command(BaseCommand):
         "per unit. `run --config FILE` (a validated config, verified first) or `run --dataset NAME` (original "
         "data only); `status RUN`; `resume RUN` (re-queues units without a result); `results RUN [--json]`; "
         "`report RUN [--out DIR] [--tau-unit ...]` (robustness report: CSV, JSON, LaTeX tables and figures; "
-        "the statistics' units as options); `export RUN --format mteb|hf --out DIR [--push REPO]`."
+        "the statistics' units as options); `export RUN --format mteb|hf --out DIR [--push REPO]`. "
+        "`--as USER` acts as that user: only runs of their projects are found, and resume, report and export "
+        "need an owner's or member's role; without it the command acts as the system (every run)."
     )
 
     def add_arguments(self, parser):
@@ -55,7 +57,14 @@ class Command(BaseCommand):
         run.add_argument("--limit", type=int, help="Only the first N examples of each dataset.")
         run.add_argument("--split", default="test", help="Evaluated split (default: test).")
         run.add_argument("--name", default="")
-        run.add_argument("--as", dest="actor", help="Username recorded as the creator.")
+        run.add_argument(
+            "--as", dest="actor", help="Act as this user: the creator, whose datasets and configs are the ones found."
+        )
+        run.add_argument(
+            "--project",
+            help="The project the run belongs to (default: --as's own project, else the default project); "
+            "its datasets (unless shared) and config must be of it.",
+        )
         run.add_argument("--wait", action="store_true", help="Show progress until the run ends.")
         # --- presets (issue 15): a paper's protocol fills --seeds (with --config) ---
         run.add_argument("--preset", choices=list(PRESETS), help="A paper's protocol: its seeds unless --seeds.")
@@ -66,6 +75,7 @@ class Command(BaseCommand):
                 action.add_argument("--wait", action="store_true")
             if name == "results":
                 action.add_argument("--json", dest="as_json", action="store_true", help="Units and aggregates as JSON.")
+            _add_actor(action)
 
         report = sub.add_parser("report", help="Write the robustness report's files.")
         report.add_argument("run", type=int)
@@ -80,6 +90,7 @@ class Command(BaseCommand):
         )
         # --- presets (issue 15): a paper's statistics units fill the options left unset ---
         report.add_argument("--preset", choices=list(PRESETS), help="A paper's protocol: its statistics' units.")
+        _add_actor(report)
 
         # --- export (issue 17): mteb results folder, Hugging Face dataset folder ---
         export = sub.add_parser("export", help="Write the run as an mteb results folder or a Hugging Face dataset.")
@@ -95,31 +106,43 @@ class Command(BaseCommand):
         export.add_argument(
             "--push", metavar="REPO", help="With --format hf: upload the folder to this hub dataset repo."
         )
+        _add_actor(export)
 
-    def handle(self, *args, action, **options):
+    def handle(self, *args, action, actor=None, **options):
         try:
-            getattr(self, f"do_{action}")(**options)
+            user = user_by_name(actor) if actor else None
+            getattr(self, f"do_{action}")(user=user, **options)
         except (ShiftlabError, ValueError) as exc:
             raise CommandError(str(exc)) from None
 
     def do_run(
-        self, *, config, dataset, models, transformation, seeds, limit, split, name, actor, wait, preset=None, **_
+        self,
+        *,
+        user: User,
+        config,
+        dataset,
+        models,
+        transformation,
+        seeds,
+        limit,
+        split,
+        name,
+        wait,
+        project=None,
+        preset=None,
+        **_,
     ):
         if preset:  # issue 15: the preset's seeds; an explicit --seeds must be among them
             if not config:
                 raise CommandError("--preset sets the transformation seeds, which need --config")
             seeds = list(resolve_preset(preset, seeds=seeds).seeds)
-        user = None
-        if actor:
-            user = get_user_model().objects.filter(username=actor).first()
-            if user is None:
-                raise CommandError(f"no user {actor!r}")
         common = {
             "models": models,
             "limit": limit,
             "split": split,
             "name": name,
             "created_by": user,
+            "project": project_resolve(user, project),
             "preset": preset or "",  # its encoder dtype is stored with the run and used by every unit
         }
         if config:
@@ -140,42 +163,42 @@ class Command(BaseCommand):
             run = benchmark_run_create_from_datasets(datasets=dataset, **common)
         plan = run.plan
         self.stdout.write(
-            f"Benchmark run {run.pk}: {run.total} units ({len(run.model_names)} models, "
+            f"Benchmark run {run.pk} in project {run.project.slug}: {run.total} units ({len(run.model_names)} models, "
             f"{len(plan['datasets'])} datasets, {len(plan['transformations'])} transformations)"
         )
         if wait:
             self._wait(run)
 
-    def do_status(self, *, run, **_):
-        found = self._get(run)
+    def do_status(self, *, user: User, run, **_):
+        found = self._get(run, user)
         self.stdout.write(_bar(found))
         if found.error:
             self.stdout.write(found.error)
 
-    def do_resume(self, *, run, wait=False, **_):
-        found = benchmark_run_resume(run_id=self._get(run).pk)
+    def do_resume(self, *, user: User, run, wait=False, **_):
+        found = benchmark_run_resume(run_id=self._get(run, user, write=True).pk, actor=user)
         self.stdout.write(f"Benchmark run {found.pk} resumed: {found.total - found.done} units to go")
         if wait:
             self._wait(found)
 
-    def do_results(self, *, run, as_json: bool = False, **_):
-        report = benchmark_report(run=self._get(run))
+    def do_results(self, *, user: User, run, as_json: bool = False, **_):
+        report = benchmark_report(run=self._get(run, user))
         if as_json:
             self.stdout.write(json.dumps(report.as_dict(), indent=2))
         else:
             self.stdout.write(report.as_text())
 
-    def do_report(self, *, run, out=None, preset=None, **options):
+    def do_report(self, *, user: User, run, out=None, preset=None, **options):
         given = {name: options.get(name) for name in (*OPTION_CHOICES, "split_half_splits")}
         chosen = ReportOptions.from_mapping(resolve_report_options(preset, given))  # preset: issue 15
-        for path in robustness_report_write(run=self._get(run), out=out, options=chosen):
+        for path in robustness_report_write(run=self._get(run, user, write=True), out=out, options=chosen):
             self.stdout.write(str(path))
 
-    def do_export(self, *, run, export_format, out, push=None, **_):
+    def do_export(self, *, user: User, run, export_format, out, push=None, **_):
         # mteb and pyarrow load only for this action: the other actions stay quick to start.
         from evaluation.export_services import benchmark_export_hf, benchmark_export_hf_push, benchmark_export_mteb
 
-        found = self._get(run)
+        found = self._get(run, user, write=True)
         if export_format == "mteb":
             if push:
                 raise CommandError(
@@ -191,17 +214,24 @@ class Command(BaseCommand):
                 f"Pushed to https://huggingface.co/datasets/{benchmark_export_hf_push(out=out, repo=push)}"
             )
 
-    def _get(self, run_id: int) -> BenchmarkRun:
-        try:
-            return BenchmarkRun.objects.get(pk=run_id)
-        except BenchmarkRun.DoesNotExist:
-            raise CommandError(f"no benchmark run {run_id}") from None
+    def _get(self, run_id: int, user: User, *, write: bool = False) -> BenchmarkRun:
+        """The run, when ``user`` may read it (as missing otherwise); ``write``: and change it."""
+        run = scoped(BenchmarkRun.objects.select_related("project"), user).filter(pk=run_id).first()
+        if run is None:
+            raise CommandError(f"no benchmark run {run_id}")
+        if write:
+            project_require_write(user, run.project)
+        return run
 
     def _wait(self, run: BenchmarkRun) -> None:
         run = follow_job(run, self.stdout.write, describe=_bar)
         if run.status == BenchmarkRun.Status.FAILED:
             raise CommandError(run.error or "the benchmark run failed")
         self.stdout.write(benchmark_report(run=run).as_text())
+
+
+def _add_actor(parser) -> None:
+    parser.add_argument("--as", dest="actor", help="Act as this user (default: the system, which sees every run).")
 
 
 def _bar(run: BenchmarkRun) -> str:

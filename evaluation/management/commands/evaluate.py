@@ -5,6 +5,7 @@ from django.core.exceptions import ImproperlyConfigured
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
 from core.errors import ShiftlabError
+from core.projects import scoped, user_by_name
 from corpora.models import Dataset
 from evaluation.augmented import VariantCoverage
 from evaluation.encoders import get_encoder
@@ -35,12 +36,20 @@ class Command(BaseCommand):
             "the difference (model - baseline) and its paired bootstrap 95%% CI, seeded by --seed.",
         )
         parser.add_argument("--resamples", type=int, default=1000, help="Bootstrap resamples for --baseline.")
+        parser.add_argument(
+            "--as",
+            dest="actor",
+            help="Act as this user: only datasets they may read are found (default: the system, every dataset).",
+        )
 
     def handle(self, *args, **o):
         try:
-            dataset = Dataset.objects.get(name=o["dataset"])
-        except Dataset.DoesNotExist:
-            raise CommandError(f"No dataset named {o['dataset']!r}. See: python manage.py corpora list") from None
+            user = user_by_name(o["actor"]) if o["actor"] else None
+        except ShiftlabError as exc:
+            raise CommandError(str(exc)) from None
+        dataset = scoped(Dataset.objects.filter(name=o["dataset"]), user).first()
+        if dataset is None:
+            raise CommandError(f"No dataset named {o['dataset']!r}. See: python manage.py corpora list")
         if o["baseline"]:
             return self._compare(dataset, o)
         try:

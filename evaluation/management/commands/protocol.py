@@ -9,13 +9,17 @@ import json
 from django.core.management.base import BaseCommand, CommandError
 
 from core.errors import ShiftlabError
+from core.projects import project_require_write, scoped, user_by_name
 from corpora.models import Dataset
 from evaluation.evaluators.options import PROTOCOL_OPTIONS
 from evaluation.services import dataset_protocol_options, dataset_protocol_set
 
 
 class Command(BaseCommand):
-    help = "Show or set a dataset's evaluation protocol options (used by evaluate and benchmark runs)."
+    help = (
+        "Show or set a dataset's evaluation protocol options (used by evaluate and benchmark runs). With --as, "
+        "only datasets that user may read are found, and setting options needs an owner's or member's role."
+    )
 
     def add_arguments(self, parser):
         parser.add_argument("dataset", help="The dataset's name.")
@@ -27,12 +31,19 @@ class Command(BaseCommand):
             help="An option to set (repeat for several); the others keep their values.",
         )
         parser.add_argument("--reset", action="store_true", help="Forget every option: the defaults again.")
+        parser.add_argument("--as", dest="actor", help="Act as this user (default: the system, every dataset).")
 
-    def handle(self, *args, dataset: str, set: list[str], reset: bool, **options):  # noqa: A002
-        found = Dataset.objects.filter(name=dataset).first()
+    def handle(self, *args, dataset: str, set: list[str], reset: bool, actor: str | None = None, **options):  # noqa: A002
+        try:
+            user = user_by_name(actor) if actor else None
+        except ShiftlabError as exc:
+            raise CommandError(str(exc)) from None
+        found = scoped(Dataset.objects.filter(name=dataset), user).first()
         if found is None:
             raise CommandError(f"no dataset {dataset!r}: see `manage.py corpora list`")
         try:
+            if set or reset:
+                project_require_write(user, found.project)
             current = {} if reset else dataset_protocol_options(found)
             for assignment in set:
                 name, sep, raw = assignment.partition("=")

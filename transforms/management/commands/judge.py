@@ -8,6 +8,7 @@ from django.core.management.base import BaseCommand, CommandError
 
 from core.errors import ShiftlabError
 from core.progress import progress_bar
+from core.projects import User, scoped, user_by_name
 from corpora.models import Dataset
 from transforms.judge_services import (
     JudgeReportSettings,
@@ -24,7 +25,7 @@ from transforms.registry import TRANSFORMATIONS
 from transforms.selection_services import judge_report_create_selection
 from transforms.sensitivity_services import prompt_sensitivity_report
 from transforms.sensitivity_tables import sensitivity_tables
-from transforms.services import GenerationParams
+from transforms.services import GenerationParams, project_for_new
 
 
 class Command(BaseCommand):
@@ -33,7 +34,8 @@ class Command(BaseCommand):
         "transformation run; `select`: compare candidate generators (crossover matrix, CIs, Holm groups); "
         "`sensitivity`: compare a transformation's prompt versions; `show`: print or export a stored report. "
         "Reports run in this process with a progress bar and are "
-        "stored, so the web page shows the same numbers; judgements are cached, so re-running is cheap."
+        "stored, so the web page shows the same numbers; judgements are cached, so re-running is cheap. "
+        "Without --as it acts as the system: it sees every project's datasets, runs and reports."
     )
 
     def add_arguments(self, parser):
@@ -50,6 +52,20 @@ class Command(BaseCommand):
                 help="A paper's protocol: fills the settings left unset; a conflicting setting is an error.",
             )
             p.add_argument("--json", action="store_true", help="Print the stored result as JSON.")
+            p.add_argument(
+                "--project",
+                metavar="SLUG",
+                help="Project of the report (default: its inputs', else the user's own one, else the default).",
+            )
+            acting(p)
+
+        def acting(p):
+            p.add_argument(
+                "--as",
+                dest="as_user",
+                metavar="USER",
+                help="Act as this user: only their projects' datasets, runs and reports are found.",
+            )
 
         evaluate = sub.add_parser("evaluate", help="Spearman overall and per length bin, MAE per gold bucket.")
         evaluate.add_argument("--dataset", required=True, help="An sts or str dataset.")
@@ -112,13 +128,19 @@ class Command(BaseCommand):
         sensitivity.add_argument("--resamples", type=int, default=1000)
         sensitivity.add_argument("--json", action="store_true", help="Print the report as JSON.")
         sensitivity.add_argument("--csv", metavar="PATH", help="Write the report's tables as CSV (long form).")
+        acting(sensitivity)
 
         show = sub.add_parser("show", help="Print a stored report, or export it.")
         show.add_argument("report", type=int)
         show.add_argument("--json", action="store_true")
         show.add_argument("--csv", metavar="PATH", help="Write the report's tables as CSV (long form).")
+        acting(show)
 
     def handle(self, *args, **o):
+        try:
+            self.user: User = user_by_name(o["as_user"]) if o["as_user"] else None
+        except ShiftlabError as exc:
+            raise CommandError(str(exc)) from None
         if o["action"] == "show":
             return self._show(o)
         if o["action"] == "sensitivity":
@@ -147,41 +169,50 @@ class Command(BaseCommand):
     def _create_evaluate(self, o) -> JudgeReport:
         judge = o["backend"] or (o["judges"] or ["default"])[0]
         settings = self._settings(o)
+        dataset = _dataset(o["dataset"], self.user)
         return judge_report_create_evaluation(
-            dataset=_dataset(o["dataset"]),
+            project=project_for_new(self.user, o["project"], dataset),
+            dataset=dataset,
             judge=judge,
             limit=o["limit"],
             split=o["split"],
             seed=settings.seed,
             params=settings.params,
             preset=settings.preset,
+            created_by=self.user,
             dispatch=False,
         )
 
     def _create_run(self, o) -> JudgeReport:
         try:
-            run = TransformRun.objects.get(pk=o["run"])
+            run = scoped(TransformRun.objects, self.user).get(pk=o["run"])
         except TransformRun.DoesNotExist:
             raise CommandError(f"No run {o['run']}. See the runs page or GET /api/transform-runs/") from None
         settings = self._settings(o)
         return judge_report_create_run(
+            project=project_for_new(self.user, o["project"], run),
             run=run,
             judges=o["judges"] or ["default"],
             seed=settings.seed,
             params=settings.params,
             n_resamples=o["resamples"],
             preset=settings.preset,
+            created_by=self.user,
             dispatch=False,
         )
 
     def _create_select(self, o) -> JudgeReport:
-        runs = list(TransformRun.objects.filter(pk__in=o["runs"]).select_related("generator", "dataset"))
+        runs = list(
+            scoped(TransformRun.objects, self.user).filter(pk__in=o["runs"]).select_related("generator", "dataset")
+        )
         missing = set(o["runs"]) - {r.pk for r in runs}
         if missing:
             raise CommandError(f"No run(s) {sorted(missing)}")
         settings = self._settings(o)
+        dataset = _dataset(o["dataset"], self.user) if o["dataset"] else None
         return judge_report_create_selection(
-            dataset=_dataset(o["dataset"]) if o["dataset"] else None,
+            project=project_for_new(self.user, o["project"], *runs, dataset),
+            dataset=dataset,
             transformation=(o["transformations"] or ["paraphrase"])[0],
             transformations=o["transformations"] or (),
             criteria=o["criteria"],
@@ -196,6 +227,7 @@ class Command(BaseCommand):
             n_resamples=o["resamples"],
             alpha=o["alpha"],
             preset=settings.preset,
+            created_by=self.user,
             dispatch=False,
         )
 
@@ -209,7 +241,7 @@ class Command(BaseCommand):
 
     def _show(self, o) -> None:
         try:
-            report = JudgeReport.objects.get(pk=o["report"])
+            report = scoped(JudgeReport.objects, self.user).get(pk=o["report"])
         except JudgeReport.DoesNotExist:
             raise CommandError(f"No judge report {o['report']}") from None
         if report.result is None:
@@ -222,7 +254,9 @@ class Command(BaseCommand):
 
     def _sensitivity(self, o) -> None:
         try:
-            result = asdict(prompt_sensitivity_report(run_ids=o["runs"], seed=o["seed"], n_resamples=o["resamples"]))
+            result = asdict(
+                prompt_sensitivity_report(run_ids=o["runs"], seed=o["seed"], n_resamples=o["resamples"], user=self.user)
+            )
         except ShiftlabError as exc:
             raise CommandError(str(exc)) from None
         if o["json"]:
@@ -244,8 +278,8 @@ class Command(BaseCommand):
             self.stdout.write(tables_text(report_tables(report.kind, report.result)))
 
 
-def _dataset(name: str) -> Dataset:
+def _dataset(name: str, user: User) -> Dataset:
     try:
-        return Dataset.objects.get(name=name)
+        return scoped(Dataset.objects, user).get(name=name)
     except Dataset.DoesNotExist:
         raise CommandError(f"No dataset named {name!r}. See: python manage.py corpora list") from None

@@ -3,6 +3,7 @@ from django.core.management.base import BaseCommand, CommandError
 
 from core.errors import ShiftlabError
 from core.progress import follow_job
+from core.projects import project_require_write, scoped, user_by_name
 from corpora.models import Dataset
 from transforms.models import TransformRun
 from transforms.presets import PRESETS
@@ -10,6 +11,7 @@ from transforms.registry import TRANSFORMATIONS
 from transforms.selectors import transform_run_summary
 from transforms.services import (
     GenerationParams,
+    project_for_new,
     transform_run_export,
     transform_run_resume,
     transform_run_settings,
@@ -20,7 +22,8 @@ from transforms.services import (
 class Command(BaseCommand):
     help = (
         "Run an LLM transformation over a dataset (queued on Celery, or in-process without a broker). "
-        "Outputs already in the generation cache are reused without calling the LLM."
+        "Outputs already in the generation cache are reused without calling the LLM. Without --as it acts "
+        "as the system: it sees every project's datasets and runs."
     )
 
     def add_arguments(self, parser):
@@ -53,17 +56,33 @@ class Command(BaseCommand):
         parser.add_argument("--export", metavar="PATH", help="Export a run's transformed dataset (with --run).")
         parser.add_argument("--run", type=int, help="An existing run (for --export, --wait or --resume).")
         parser.add_argument("--resume", action="store_true", help="Queue the texts of --run that have no outcome.")
+        parser.add_argument(
+            "--as",
+            dest="as_user",
+            metavar="USER",
+            help="Act as this user: only their projects' datasets and runs are found, and changes need their role.",
+        )
+        parser.add_argument(
+            "--project",
+            metavar="SLUG",
+            help="Project of a new run (default: the dataset's, else the user's own one, else the default project).",
+        )
 
     def handle(self, *args, **o):
         if o["resume"] and not o["run"]:
             raise CommandError("--resume needs --run RUN_ID")
-        if o["run"]:
-            runs = [self._get_run(o["run"])]
-            if o["resume"]:
-                runs = [transform_run_resume(run_id=o["run"])]
-                self.stdout.write(f"Run {runs[0].pk} resumed: {runs[0].total - runs[0].done} texts to go")
-        else:
-            runs = self._create(o)
+        try:
+            self.user = user_by_name(o["as_user"]) if o["as_user"] else None
+            if o["run"]:
+                runs = [self._get_run(o["run"])]
+                if o["resume"]:
+                    project_require_write(self.user, runs[0].project)
+                    runs = [transform_run_resume(run_id=o["run"], actor=self.user)]
+                    self.stdout.write(f"Run {runs[0].pk} resumed: {runs[0].total - runs[0].done} texts to go")
+            else:
+                runs = self._create(o)
+        except ShiftlabError as exc:  # an unknown --as user, or a project they may only read
+            raise CommandError(str(exc)) from None
         if o["export"] and len(runs) > 1:
             raise CommandError("--export writes one run: pass --seed, or export each run with --run RUN_ID")
         if o["wait"] or o["export"]:
@@ -76,11 +95,12 @@ class Command(BaseCommand):
         if not o["dataset"] or not o["transformation"]:
             raise CommandError("--dataset and --transformation are required to start a run")
         try:
-            dataset = Dataset.objects.get(name=o["dataset"])
+            dataset = scoped(Dataset.objects, self.user).get(name=o["dataset"])
         except Dataset.DoesNotExist:
             raise CommandError(f"No dataset named {o['dataset']!r}. See: python manage.py corpora list") from None
         languages = [c.strip() for c in o["languages"].split(",")] if o["languages"] else None
         try:
+            project = project_for_new(self.user, o["project"], dataset)
             settings = transform_run_settings(
                 preset=o["preset"] or "",
                 seed=o["seed"],
@@ -97,6 +117,8 @@ class Command(BaseCommand):
                 backend_alias=o["backend"],
                 limit=o["limit"],
                 language_check=o["language_check"],
+                created_by=self.user,
+                project=project,
             )
         except (ShiftlabError, ImproperlyConfigured) as exc:
             raise CommandError(str(exc)) from None
@@ -111,7 +133,7 @@ class Command(BaseCommand):
 
     def _get_run(self, run_id: int) -> TransformRun:
         try:
-            return TransformRun.objects.get(pk=run_id)
+            return scoped(TransformRun.objects, self.user).get(pk=run_id)
         except TransformRun.DoesNotExist:
             raise CommandError(f"No run {run_id}") from None
 
