@@ -125,6 +125,20 @@ def project_resolve(user: User, slug: str | None = None) -> Project:
     return project
 
 
+def project_for_new(user: User, slug: str | None, *inputs: Model | None) -> Project:
+    """The project a new object goes into: the one ``slug`` names; else that of its inputs when they
+    all belong to one (a shared dataset counts for none: it serves every project); else the
+    caller's own (:func:`project_resolve`; the system's is the default project). The caller must be
+    able to change it (ProjectAccessError, a 403, otherwise)."""
+    if not slug:
+        owners = {obj.project_id for obj in inputs if obj is not None and not getattr(obj, "shared", False)}
+        if len(owners) == 1:
+            project = Project.objects.get(pk=owners.pop())
+            project_require_write(user, project)
+            return project
+    return project_resolve(user, slug)
+
+
 def project_require_same(project: Project, *objects: Model, role: str) -> None:
     """Refuse to combine objects of another project (a shared dataset is fine anywhere).
 

@@ -19,7 +19,7 @@ from annotation.models import BenchmarkConfig
 from core.errors import ShiftlabError
 from core.job_services import job_fail
 from core.models import Project
-from core.projects import User, default_project, project_require_same, scoped
+from core.projects import User, project_for_new, project_require_same, scoped
 from core.services import audit_record
 from core.task_policy import dispatch_on_commit
 from corpora.models import Dataset
@@ -56,7 +56,8 @@ class RunOptions(TypedDict, total=False):
     created_by: the user, audited, whose read access decides which datasets and configs exist
     (default None: the system, which reads everything); project: the project the run (and any
     transformation run made for it) belongs to, which its datasets (unless shared), config and
-    transformation runs must belong to too (default: the default project); dispatch: queue the
+    transformation runs must belong to too (default: its inputs' project, see
+    ``core.projects.project_for_new``); dispatch: queue the
     run's tasks once the transaction commits (default True; False leaves it pending); preset: a paper's protocol
     (``transforms.presets``), whose encoder dtype the run uses; encoder_dtype: load every model
     in this dtype (default: each model's configured one). Both are stored in the run's plan.
@@ -88,7 +89,7 @@ def benchmark_run_create_from_config(
     check = benchmark_config_verify(text=text, fmt=fmt)
     if not check.accepted:
         raise ShiftlabError(f"the benchmark config is refused: {check.acceptance.reason}.")
-    options["project"] = options.get("project") or default_project()
+    options["project"] = options.get("project") or project_for_new(options.get("created_by"), None, check.known)
     _config_in_project(check, project=options["project"], reader=options.get("created_by"))
     try:
         plan = plan_from_config(
@@ -176,7 +177,6 @@ def _benchmark_run_create(
     preset: str = "",
     encoder_dtype: str | None = None,
 ) -> BenchmarkRun:
-    project = project or default_project()
     models = list(dict.fromkeys(m.strip() for m in models if m.strip()))
     if not models:
         raise ShiftlabError("name at least one model (an alias in EVALUATION_ENCODERS or a model name)")
@@ -191,6 +191,7 @@ def _benchmark_run_create(
     datasets = {
         ref.name: _dataset_checked(ref.name, ref.content_hash, split, reader=created_by) for ref in plan.datasets
     }
+    project = project or project_for_new(created_by, None, *datasets.values())
     project_require_same(project, *datasets.values(), role="the datasets of a benchmark run")
     units = plan.units(models)
     with transaction.atomic():

@@ -10,7 +10,14 @@ from rest_framework.response import Response
 
 from core.errors import ShiftlabError
 from core.permissions import IsResearcher
-from core.projects import ProjectAccessError, project_require_write, project_resolve, projects_readable, scoped
+from core.projects import (
+    ProjectAccessError,
+    project_for_new,
+    project_require_write,
+    project_resolve,
+    projects_readable,
+    scoped,
+)
 from corpora.models import Dataset
 from transforms.judge_services import judge_report_create, judge_report_resume
 from transforms.judge_tables import report_tables, tables_csv
@@ -32,7 +39,6 @@ from transforms.serializers import (
     TransformRunSerializer,
 )
 from transforms.services import (
-    project_for_new,
     prompt_template_activate,
     prompt_template_create_version,
     prompt_templates_ensure_defaults,

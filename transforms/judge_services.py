@@ -14,7 +14,7 @@ from django.utils import timezone
 
 from core.errors import ShiftlabError
 from core.models import Project
-from core.projects import project_require_same, scoped
+from core.projects import project_for_new, project_require_same, scoped
 from core.services import audit_record
 from corpora.models import Dataset
 from corpora.task_types import TaskType
@@ -33,7 +33,7 @@ from transforms.judging import JudgeKind, degenerate_judges, evaluate_judge, sco
 from transforms.models import JudgeReport, TransformRun
 from transforms.presets import resolve_preset
 from transforms.selection_services import execute_selection, judge_report_create_selection
-from transforms.services import GenerationParams, TransientBackendError, project_for_new, transform_run_settings
+from transforms.services import GenerationParams, TransientBackendError, transform_run_settings
 from transforms.text_metrics import word_count
 
 

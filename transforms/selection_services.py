@@ -10,7 +10,7 @@ from django.db import transaction
 
 from core.errors import ShiftlabError
 from core.models import Project
-from core.projects import project_require_same
+from core.projects import project_for_new, project_require_same
 from core.services import audit_record
 from corpora.models import Dataset
 from transforms.backends import get_backend
@@ -37,7 +37,7 @@ from transforms.selection import (
     text_scores,
 )
 from transforms.selectors import transform_run_summary
-from transforms.services import GenerationParams, project_for_new, transform_run_create
+from transforms.services import GenerationParams, transform_run_create
 
 
 def judge_report_create_selection(

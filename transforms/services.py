@@ -14,14 +14,14 @@ from pathlib import Path
 from django.conf import settings
 from django.contrib.auth.models import AbstractBaseUser
 from django.db import IntegrityError, transaction
-from django.db.models import Count, Max, Model, Q
+from django.db.models import Count, Max, Q
 from django.utils import timezone
 
 from core.errors import ShiftlabError
 from core.hashing import sha256_json
 from core.job_services import job_fail
 from core.models import Project
-from core.projects import default_project, project_require_same, project_require_write, project_resolve
+from core.projects import default_project, project_for_new, project_require_same
 from core.services import audit_record
 from core.task_policy import dispatch_on_commit
 from corpora.models import Dataset, DatasetItem
@@ -170,20 +170,6 @@ def prompt_template_active(key: str, *, project: Project | None = None) -> Promp
     project = project or default_project()
     prompt_templates_ensure_defaults(project=project)
     return PromptTemplate.objects.get(project=project, key=key, is_active=True)
-
-
-def project_for_new(user: AbstractBaseUser | None, slug: str | None, *inputs: Model) -> Project:
-    """The project a new run or report goes into: the one ``slug`` names, else that of its inputs
-    (a shared dataset gives none: it serves every project), else the caller's own project (see
-    :func:`core.projects.project_resolve`; the system's is the default project). The caller must be
-    able to change it (ProjectAccessError, a 403, otherwise)."""
-    if not slug:
-        owners = {obj.project_id for obj in inputs if obj is not None and not getattr(obj, "shared", False)}
-        if len(owners) == 1:
-            project = Project.objects.get(pk=owners.pop())
-            project_require_write(user, project)
-            return project
-    return project_resolve(user, slug)
 
 
 # --- runs -------------------------------------------------------------------------------------

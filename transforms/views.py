@@ -7,7 +7,7 @@ from django.shortcuts import get_object_or_404, redirect, render
 from django.views.decorators.http import require_http_methods
 
 from core.errors import ShiftlabError
-from core.projects import ProjectAccessError, project_can_write, project_require_write
+from core.projects import ProjectAccessError, project_can_write, project_for_new, project_require_write
 from core.views import researcher_required
 from transforms.forms import JudgeEvaluationForm, JudgeRunForm, JudgeSelectionForm, TransformRunForm
 from transforms.judge_services import judge_report_create
@@ -26,7 +26,7 @@ from transforms.selectors import (
 from transforms.sensitivity_services import prompt_sensitivity_report
 from transforms.sensitivity_tables import sensitivity_figure, sensitivity_tables
 from transforms.serializers import JudgeReportCreateSerializer
-from transforms.services import project_for_new, transform_run_resume, transform_run_settings, transform_runs_create
+from transforms.services import transform_run_resume, transform_run_settings, transform_runs_create
 
 
 @researcher_required

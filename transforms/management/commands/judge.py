@@ -8,7 +8,7 @@ from django.core.management.base import BaseCommand, CommandError
 
 from core.errors import ShiftlabError
 from core.progress import progress_bar
-from core.projects import User, scoped, user_by_name
+from core.projects import User, project_for_new, scoped, user_by_name
 from corpora.models import Dataset
 from transforms.judge_services import (
     JudgeReportSettings,
@@ -25,7 +25,7 @@ from transforms.registry import TRANSFORMATIONS
 from transforms.selection_services import judge_report_create_selection
 from transforms.sensitivity_services import prompt_sensitivity_report
 from transforms.sensitivity_tables import sensitivity_tables
-from transforms.services import GenerationParams, project_for_new
+from transforms.services import GenerationParams
 
 
 class Command(BaseCommand):

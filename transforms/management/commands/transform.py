@@ -3,7 +3,7 @@ from django.core.management.base import BaseCommand, CommandError
 
 from core.errors import ShiftlabError
 from core.progress import follow_job
-from core.projects import project_require_write, scoped, user_by_name
+from core.projects import project_for_new, project_require_write, scoped, user_by_name
 from corpora.models import Dataset
 from transforms.models import TransformRun
 from transforms.presets import PRESETS
@@ -11,7 +11,6 @@ from transforms.registry import TRANSFORMATIONS
 from transforms.selectors import transform_run_summary
 from transforms.services import (
     GenerationParams,
-    project_for_new,
     transform_run_export,
     transform_run_resume,
     transform_run_settings,
