@@ -1,8 +1,9 @@
 from django import forms
 from django.contrib.auth import get_user_model
 
+from core.errors import ShiftlabError
 from core.models import Membership, Project
-from core.projects import SLUG
+from core.projects import SLUG, ProjectAccessError, User, project_resolve, projects_writable
 
 
 class ProjectCreateForm(forms.Form):
@@ -42,3 +43,41 @@ def _user(username: str):
     if user is None:
         raise forms.ValidationError(f"No user {username!r}: check the spelling.")
     return user
+
+
+class NewInProjectForm(forms.Form):
+    """A form that makes something new in a project: its ``project`` field offers the projects
+    ``user`` may change, preselecting the one ``core.projects.project_resolve`` picks when none is
+    named (their single own project, else the default one). Left empty, that one is taken; a
+    researcher with several projects must choose. ``cleaned_data["project"]`` is a Project."""
+
+    project = forms.ModelChoiceField(
+        queryset=Project.objects.none(),
+        to_field_name="slug",
+        required=False,
+        help_text="The project (team) it belongs to.",
+        error_messages={"invalid_choice": "You cannot add to that project: choose one of yours."},
+    )
+
+    def __init__(self, *args, user: User, **kwargs):
+        kwargs.setdefault("label_suffix", "")
+        super().__init__(*args, **kwargs)
+        self.user = user
+        try:
+            preselected = project_resolve(user)
+        except ShiftlabError:
+            preselected = None
+        field = self.fields["project"]
+        field.queryset = projects_writable(user).order_by("slug")
+        field.initial = preselected
+        if preselected is not None:
+            field.empty_label = None
+
+    def clean_project(self) -> Project:
+        chosen = self.cleaned_data["project"]
+        try:
+            return project_resolve(self.user, chosen.slug if chosen else None)
+        except ProjectAccessError:
+            raise  # a read-only caller: 403, not a form error
+        except ShiftlabError as exc:
+            raise forms.ValidationError(str(exc)) from None

@@ -3,7 +3,7 @@ approved config (or datasets), declare a human baseline study, and let an LLM an
 it. The forms check what a page can; the services check the rest.
 
 The forms that create take the caller (``user``): they offer the projects the caller may change
-(``corpora.forms.NewInProjectForm``) and only the configs and datasets the caller may read."""
+(``core.forms.NewInProjectForm``) and only the configs and datasets the caller may read."""
 
 from __future__ import annotations
 
@@ -15,8 +15,8 @@ from annotation.baseline_services import COMMON_OPTIONS, OPTION_DEFAULTS
 from annotation.config_export import format_of
 from annotation.config_schema import MAX_CONFIG_BYTES
 from annotation.models import BASELINE_TASK_TYPES, BenchmarkConfig
+from core.forms import NewInProjectForm
 from core.projects import User, scoped
-from corpora.forms import NewInProjectForm
 from corpora.models import Dataset
 from evaluation.encoders import encoder_aliases
 from transforms.backends import backend_aliases, configured_model
