@@ -123,7 +123,7 @@ def minilm():
 def test_stsbenchmark_by_name_equals_the_csv_import_and_scores_0_8203(shared_data, tmp_path, minilm):
     local = stsb_copy(shared_data, tmp_path / "stsb")
     out = corpora("import", "--mteb", "STSBenchmark", "--from-dir", str(local))
-    assert "Imported 1379 items into STSBenchmark (sts; test: 1379; languages en;" in out
+    assert "Imported 1379 items into STSBenchmark (project shiftlab; sts; test: 1379; languages en;" in out
     by_name = Dataset.objects.get(name="STSBenchmark")
     from_csv = dataset_import(
         source=shared_data / "stsb-multi-mt/stsb-en-test.csv",
