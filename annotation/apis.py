@@ -59,7 +59,7 @@ from annotation.views import benchmark_config_response
 from core.errors import ShiftlabError
 from core.models import Project
 from core.permissions import IsResearcher
-from core.projects import ProjectAccessError, project_require_write, project_resolve, scoped
+from core.projects import ProjectAccessError, project_for_new, project_require_write, scoped
 from transforms.models import TransformRun
 
 
@@ -73,10 +73,11 @@ def _design(data: dict, base: StudyDesign | None = None) -> StudyDesign:
     return StudyDesign.from_dict(merged)
 
 
-def _project_for_new(user, slug: str) -> Project:
-    """The project a new object goes into: a read-only one is 403, an unknown one 400."""
+def _project_for_new(user, slug: str, *inputs) -> Project:
+    """The project a new object goes into (``core.projects.project_for_new``: the one named, else
+    its inputs', else the caller's own): a read-only one is 403, an unknown one 400."""
     try:
-        return project_resolve(user, slug or None)
+        return project_for_new(user, slug or None, *inputs)
     except ProjectAccessError:
         raise
     except ShiftlabError as exc:
@@ -114,11 +115,13 @@ class StudyViewSet(ProjectScopedMixin, mixins.ListModelMixin, mixins.RetrieveMod
         data_in = StudyCreateSerializer(data=request.data)
         data_in.is_valid(raise_exception=True)
         data = data_in.validated_data
-        project = _project_for_new(request.user, data["project"])
+        # A project named is checked first (its refusal says the most); else the runs' one is taken.
+        project = _project_for_new(request.user, data["project"]) if data["project"] else None
         runs = list(scoped(TransformRun.objects.all(), request.user).filter(pk__in=data["runs"]))
         missing = set(data["runs"]) - {r.pk for r in runs}
         if missing:
             return Response({"detail": f"no transformation runs {sorted(missing)}"}, status=status.HTTP_400_BAD_REQUEST)
+        project = project or _project_for_new(request.user, "", *runs)
         try:
             study = study_create(
                 name=data["name"],

@@ -405,3 +405,12 @@ def test_baselines_keep_to_their_project(world, tmp_path):
     )
     created = BaselineStudy.objects.get(name="bl-cli")
     assert (created.project, created.workspace, demo_b.project) == (world.b, "proj-b", world.b)
+
+
+def test_a_researcher_of_two_projects_gets_the_runs_project_without_naming_one(world):
+    """Several projects are no reason to ask when the runs say which (core.projects.project_for_new)."""
+    membership_set(project=world.b, user=world.rita, role="member", actor=None)
+    body = {"name": "by-runs", "runs": [world.run_a.pk], "design": DESIGN.to_dict()}
+    created = api(world.rita).post("/api/studies/", body, format="json")
+    assert created.status_code == 201, created.content
+    assert created.json()["project"] == "proj-a"
