@@ -8,7 +8,6 @@ from django.shortcuts import get_object_or_404
 from drf_spectacular.utils import extend_schema
 from rest_framework import mixins, status, viewsets
 from rest_framework.decorators import action
-from rest_framework.exceptions import ValidationError
 from rest_framework.response import Response
 
 from annotation.adaptive_services import study_adaptive_decisions
@@ -56,10 +55,10 @@ from annotation.validation_services import (
     study_validate,
 )
 from annotation.views import benchmark_config_response
+from core.apis import project_for_new_or_400
 from core.errors import ShiftlabError
-from core.models import Project
 from core.permissions import IsResearcher
-from core.projects import ProjectAccessError, project_for_new, project_require_write, scoped
+from core.projects import project_require_write, scoped
 from transforms.models import TransformRun
 
 
@@ -71,17 +70,6 @@ def _error(exc: Exception) -> Response:
 def _design(data: dict, base: StudyDesign | None = None) -> StudyDesign:
     merged = {**(base.to_dict() if base else {}), **data}
     return StudyDesign.from_dict(merged)
-
-
-def _project_for_new(user, slug: str, *inputs) -> Project:
-    """The project a new object goes into (``core.projects.project_for_new``: the one named, else
-    its inputs', else the caller's own): a read-only one is 403, an unknown one 400."""
-    try:
-        return project_for_new(user, slug or None, *inputs)
-    except ProjectAccessError:
-        raise
-    except ShiftlabError as exc:
-        raise ValidationError({"project": [str(exc)]}) from exc
 
 
 class ProjectScopedMixin:
@@ -116,12 +104,12 @@ class StudyViewSet(ProjectScopedMixin, mixins.ListModelMixin, mixins.RetrieveMod
         data_in.is_valid(raise_exception=True)
         data = data_in.validated_data
         # A project named is checked first (its refusal says the most); else the runs' one is taken.
-        project = _project_for_new(request.user, data["project"]) if data["project"] else None
+        project = project_for_new_or_400(request.user, data["project"]) if data["project"] else None
         runs = list(scoped(TransformRun.objects.all(), request.user).filter(pk__in=data["runs"]))
         missing = set(data["runs"]) - {r.pk for r in runs}
         if missing:
             return Response({"detail": f"no transformation runs {sorted(missing)}"}, status=status.HTTP_400_BAD_REQUEST)
-        project = project or _project_for_new(request.user, "", *runs)
+        project = project or project_for_new_or_400(request.user, "", *runs)
         try:
             study = study_create(
                 name=data["name"],
@@ -394,7 +382,7 @@ class BenchmarkConfigViewSet(
             for study in studies:
                 project_require_write(request.user, study.project)
         else:
-            project = _project_for_new(request.user, data["project"]) if data["project"] else None
+            project = project_for_new_or_400(request.user, data["project"]) if data["project"] else None
             studies = export_studies(request.user, project=project)
         try:
             config = benchmark_config_export(actor=request.user, studies=studies, name=data["name"])

@@ -78,16 +78,14 @@ def scoped(queryset: QuerySet[M], user: User, *, write: bool = False, via: str =
     projects = projects_writable(user) if write else projects_readable(user)
     allowed = Q(**{f"{via}__in": projects})
     if not write and is_researcher(user):
-        shared = _shared_dataset_lookup(queryset.model, via)
-        if shared:
-            allowed |= Q(**{shared: True})
+        if via == "project" and _shareable(queryset.model):
+            allowed |= Q(shared=True)
     return queryset.filter(allowed)
 
 
-def _shared_dataset_lookup(model: type[Model], via: str) -> str | None:
-    if model._meta.label_lower == "corpora.dataset" and via == "project":
-        return "shared"
-    return None
+def _shareable(model: type[Model]) -> bool:
+    """An owned model with a ``shared`` flag (datasets) lets every researcher read its shared rows."""
+    return any(field.name == "shared" for field in model._meta.get_fields())
 
 
 def project_can_write(user: User, project: Project) -> bool:

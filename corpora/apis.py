@@ -1,13 +1,14 @@
 from drf_spectacular.utils import extend_schema
-from rest_framework import mixins, serializers, status, viewsets
+from rest_framework import mixins, status, viewsets
 from rest_framework.decorators import action
 from rest_framework.parsers import FormParser, MultiPartParser
 from rest_framework.response import Response
 
+from core.apis import project_for_new_or_400
 from core.errors import ShiftlabError
 from core.models import Project
 from core.permissions import IsResearcher
-from core.projects import ProjectAccessError, project_require_write, project_resolve
+from core.projects import project_require_write
 from corpora.selectors import dataset_import_list, dataset_item_list, dataset_list
 from corpora.serializers import (
     DatasetImportCreateSerializer,
@@ -94,7 +95,7 @@ class DatasetImportViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, vie
         data_in = DatasetImportCreateSerializer(data=request.data)
         data_in.is_valid(raise_exception=True)
         data = data_in.validated_data
-        project = _project_for_new(request, data)
+        project = project_for_new_or_400(request.user, data.get("project"))
         if data.get("mteb_task"):
             return self._create_mteb(request, data, project)
         options = ImportOptions(
@@ -137,14 +138,3 @@ class DatasetImportViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, vie
         except ShiftlabError as exc:
             return Response({"detail": str(exc)}, status=status.HTTP_400_BAD_REQUEST)
         return Response(DatasetSerializer(dataset).data, status=status.HTTP_201_CREATED)
-
-
-def _project_for_new(request, data: dict) -> Project:
-    """The project named in ``data`` (or the caller's default): 400 when it is none of theirs, 403
-    when they may only read it."""
-    try:
-        return project_resolve(request.user, data.get("project"))
-    except ProjectAccessError:
-        raise
-    except ShiftlabError as exc:
-        raise serializers.ValidationError({"project": [str(exc)]}) from None

@@ -7,9 +7,10 @@ from rest_framework.decorators import action
 from rest_framework.response import Response
 
 from annotation.models import BenchmarkConfig
+from core.apis import project_for_new_or_400
 from core.errors import ShiftlabError
 from core.permissions import IsResearcher
-from core.projects import ProjectAccessError, project_require_write, project_resolve, scoped
+from core.projects import ProjectAccessError, project_require_write, scoped
 from evaluation.benchmark_services import (
     benchmark_run_create_from_config,
     benchmark_run_create_from_datasets,
@@ -44,12 +45,9 @@ class BenchmarkRunViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, view
         data_in = BenchmarkRunCreateSerializer(data=request.data)
         data_in.is_valid(raise_exception=True)
         d = data_in.validated_data
-        try:
-            project = project_resolve(request.user, d.get("project"))
-        except ProjectAccessError:
-            raise  # a viewer: 403
-        except ShiftlabError as exc:
-            return Response({"detail": str(exc)}, status=status.HTTP_400_BAD_REQUEST)
+        # A project named is checked first; else the service takes the config's or datasets' project
+        # (core.projects.project_for_new), as transformation runs and studies do.
+        project = project_for_new_or_400(request.user, d["project"]) if d.get("project") else None
         common = {
             "models": d["models"],
             "limit": d.get("limit"),
@@ -76,6 +74,8 @@ class BenchmarkRunViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, view
                 )
             else:
                 run = benchmark_run_create_from_datasets(datasets=d["datasets"], **common)
+        except ProjectAccessError:
+            raise  # the inputs' project, which the caller may only read: 403
         except (ShiftlabError, ValueError) as exc:  # ValueError: seeds that are not the preset's
             return Response({"detail": str(exc)}, status=status.HTTP_400_BAD_REQUEST)
         return Response(BenchmarkRunSerializer(run).data, status=status.HTTP_201_CREATED)

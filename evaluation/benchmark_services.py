@@ -89,8 +89,10 @@ def benchmark_run_create_from_config(
     check = benchmark_config_verify(text=text, fmt=fmt)
     if not check.accepted:
         raise ShiftlabError(f"the benchmark config is refused: {check.acceptance.reason}.")
-    options["project"] = options.get("project") or project_for_new(options.get("created_by"), None, check.known)
-    _config_in_project(check, project=options["project"], reader=options.get("created_by"))
+    reader = options.get("created_by")
+    _config_readable(check, reader=reader)
+    options["project"] = options.get("project") or project_for_new(reader, None, check.known)
+    _config_in_project(check, project=options["project"])
     try:
         plan = plan_from_config(
             check.verification.config, datasets=datasets, seeds=seeds, transformations=transformations
@@ -125,18 +127,24 @@ def benchmark_run_create_from_datasets(
     )
 
 
-def _config_in_project(check: ConfigCheck, *, project: Project, reader: User) -> None:
-    """A config exported here must be one the caller may read, of the run's project, and so must
-    the transformation runs it names. (A config signed by another deployment names that one's runs;
-    the runs a benchmark uses are always found or made in its project: ``_transform_run_for``.)"""
+def _config_readable(check: ConfigCheck, *, reader: User) -> None:
+    """A config exported here must be one the caller may read (before its project is taken as the
+    run's, so a stranger hears why rather than a bare 403)."""
+    config = check.known
+    if config is not None and not scoped(BenchmarkConfig.objects.filter(pk=config.pk), reader).exists():
+        raise ShiftlabError(
+            "the benchmark config was exported in a project you do not belong to: a run needs a config "
+            "exported in one of your projects."
+        )
+
+
+def _config_in_project(check: ConfigCheck, *, project: Project) -> None:
+    """A config exported here must be of the run's project, and so must the transformation runs it
+    names. (A config signed by another deployment names that one's runs; the runs a benchmark uses
+    are always found or made in its project: ``_transform_run_for``.)"""
     config = check.known
     if config is None:
         return
-    if not scoped(BenchmarkConfig.objects.filter(pk=config.pk), reader).exists():
-        raise ShiftlabError(
-            f"the benchmark config was exported in a project you do not belong to: a run in {project.slug!r} "
-            "needs a config exported in that project."
-        )
     project_require_same(project, config, role="the config of a benchmark run")
     named = {run.run_id for entry in check.verification.config.approved for run in entry.runs}
     foreign = sorted(TransformRun.objects.filter(pk__in=named).exclude(project=project).values_list("pk", flat=True))

@@ -18,7 +18,9 @@ import pytest
 from django.conf import settings
 from django.contrib.auth.models import Group
 from django.db import connection
+from django.test import Client
 from django.utils import timezone
+from rest_framework.test import APIClient
 
 from annotation.argilla.client import API_KEY_HEADER
 from annotation.config_export import config_render, config_seal
@@ -63,6 +65,20 @@ def make_user(django_user_model, username: str, role: Role | None):
     if role is not None:
         user.groups.add(Group.objects.get(name=role))
     return user
+
+
+def api_as(user) -> APIClient:
+    """An API client signed in as ``user`` (no token round trip)."""
+    client = APIClient()
+    client.force_authenticate(user)
+    return client
+
+
+def page_as(user) -> Client:
+    """A browser-less page client with ``user``'s session."""
+    client = Client()
+    client.force_login(user)
+    return client
 
 
 def database_url_for_worker() -> str:

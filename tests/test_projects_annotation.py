@@ -16,7 +16,6 @@ import pytest
 from django.conf import settings
 from django.core.management import CommandError, call_command
 from django.urls import reverse
-from rest_framework.test import APIClient
 
 from annotation.baseline_services import baseline_create
 from annotation.design import StudyDesign
@@ -38,7 +37,7 @@ from core.projects import membership_set, project_create
 from core.roles import Role
 from corpora.models import Dataset
 from corpora.services import dataset_import
-from tests.support import keyword_run, make_user
+from tests.support import api_as, keyword_run, make_user, page_as
 from transforms.models import TransformRun
 
 pytestmark = pytest.mark.django_db
@@ -121,12 +120,6 @@ def world(db, django_user_model) -> World:
     return World(a, b, rita, bob, vic, adam, run_a, run_b, study_a, study_b, annotator, flag, gate, config)
 
 
-def api(user) -> APIClient:
-    client = APIClient()
-    client.force_authenticate(user)
-    return client
-
-
 def listed(response) -> set[int]:
     assert response.status_code == 200, response.content
     body = response.json()
@@ -176,18 +169,18 @@ def _fill(value, ids: dict[str, int]):
 @pytest.mark.parametrize("url", API_READS)
 def test_api_reads_answer_404_outside_the_project_and_200_to_a_viewer_and_an_admin(world, url):
     url = url.format(**world.ids())
-    assert api(world.bob).get(url).status_code == 404
-    assert api(world.vic).get(url).status_code == 200
-    assert api(world.adam).get(url).status_code == 200
-    assert api(world.rita).get(url).status_code == 200
+    assert api_as(world.bob).get(url).status_code == 404
+    assert api_as(world.vic).get(url).status_code == 200
+    assert api_as(world.adam).get(url).status_code == 200
+    assert api_as(world.rita).get(url).status_code == 200
 
 
 @pytest.mark.parametrize(("url", "body"), API_CHANGES)
 def test_api_changes_answer_404_outside_the_project_and_403_to_a_viewer(world, url, body):
     ids = world.ids()
     url, body = url.format(**ids), _fill(body, ids)
-    assert api(world.bob).post(url, body, format="json").status_code == 404
-    response = api(world.vic).post(url, body, format="json")
+    assert api_as(world.bob).post(url, body, format="json").status_code == 404
+    response = api_as(world.vic).post(url, body, format="json")
     assert response.status_code == 403, response.content
     assert "only read project 'proj-a'" in response.json()["detail"]
     world.study_a.refresh_from_db()
@@ -210,32 +203,32 @@ def test_api_lists_hold_only_readable_objects(world, url):
         "/api/benchmark-configs/": (world.config.pk, config_b.pk),
     }
     of_a, of_b = mine[url]
-    assert of_a not in listed(api(world.bob).get(url))
-    assert of_a in listed(api(world.vic).get(url))
+    assert of_a not in listed(api_as(world.bob).get(url))
+    assert of_a in listed(api_as(world.vic).get(url))
     if of_b is not None:
-        assert of_b in listed(api(world.bob).get(url)) and of_b not in listed(api(world.vic).get(url))
-        assert {of_a, of_b} <= listed(api(world.adam).get(url))
+        assert of_b in listed(api_as(world.bob).get(url)) and of_b not in listed(api_as(world.vic).get(url))
+        assert {of_a, of_b} <= listed(api_as(world.adam).get(url))
 
 
 def test_a_study_created_through_the_api_lives_in_its_project_and_its_workspace(world):
     body = {"name": "fresh", "runs": [world.run_a.pk], "design": DESIGN.to_dict()}
-    created = api(world.rita).post("/api/studies/", body, format="json")
+    created = api_as(world.rita).post("/api/studies/", body, format="json")
     assert created.status_code == 201, created.content
     assert (created.json()["project"], created.json()["workspace"]) == ("proj-a", "proj-a")
     # B's researcher cannot even see A's run; naming A is refused as unknown; the viewer may not write.
-    refused = api(world.bob).post("/api/studies/", {**body, "name": "theirs"}, format="json")
+    refused = api_as(world.bob).post("/api/studies/", {**body, "name": "theirs"}, format="json")
     assert refused.status_code == 400 and "no transformation runs" in refused.json()["detail"]
-    refused = api(world.bob).post("/api/studies/", {**body, "name": "theirs", "project": "proj-a"}, format="json")
+    refused = api_as(world.bob).post("/api/studies/", {**body, "name": "theirs", "project": "proj-a"}, format="json")
     assert refused.status_code == 400 and "No project 'proj-a'" in str(refused.json()["project"])
     assert (
-        api(world.vic).post("/api/studies/", {**body, "name": "v", "project": "proj-a"}, format="json").status_code
+        api_as(world.vic).post("/api/studies/", {**body, "name": "v", "project": "proj-a"}, format="json").status_code
         == 403
     )
 
 
 def test_a_study_in_b_with_runs_of_a_is_refused_with_a_clear_message(world):
     body = {"name": "mixed", "project": "proj-b", "runs": [world.run_a.pk], "design": DESIGN.to_dict()}
-    refused = api(world.adam).post("/api/studies/", body, format="json")
+    refused = api_as(world.adam).post("/api/studies/", body, format="json")
     assert refused.status_code == 400
     assert "belongs to project 'proj-a', not 'proj-b'" in refused.json()["detail"]
     assert "the study's runs must be in the same project" in refused.json()["detail"]
@@ -257,12 +250,12 @@ def test_a_config_export_across_two_projects_is_refused(world):
     _approved_gate(world.study_b, world.bob)
     with pytest.raises(ShiftlabError, match=r"several projects \(proj-a, proj-b\)"):
         benchmark_config_export(actor=None, studies=[world.study_a, world.study_b])
-    refused = api(world.adam).post("/api/benchmark-configs/", {"name": "all"}, format="json")
+    refused = api_as(world.adam).post("/api/benchmark-configs/", {"name": "all"}, format="json")
     assert refused.status_code == 400 and "several projects" in refused.json()["detail"]
-    made = api(world.adam).post("/api/benchmark-configs/", {"project": "proj-b"}, format="json")
+    made = api_as(world.adam).post("/api/benchmark-configs/", {"project": "proj-b"}, format="json")
     assert made.status_code == 201 and made.json()["project"] == "proj-b"
     # Without a choice, a researcher exports the one project they may change that has approvals.
-    made = api(world.rita).post("/api/benchmark-configs/", {"name": "mine"}, format="json")
+    made = api_as(world.rita).post("/api/benchmark-configs/", {"name": "mine"}, format="json")
     assert made.status_code == 201 and made.json()["project"] == "proj-a"
     assert world.config.project == world.a
 
@@ -286,60 +279,53 @@ PAGE_CHANGES = [
 ]
 
 
-def page(client, user):
-    client.force_login(user)
-    return client
-
-
 @pytest.mark.parametrize("name", PAGE_READS)
-def test_pages_answer_404_outside_the_project_and_200_to_a_viewer(world, client, name):
+def test_pages_answer_404_outside_the_project_and_200_to_a_viewer(world, name):
     url = reverse(name, args=[world.study_a.pk])
-    assert page(client, world.bob).get(url).status_code == 404
-    assert page(client, world.vic).get(url).status_code == 200
-    assert page(client, world.adam).get(url).status_code == 200
+    assert page_as(world.bob).get(url).status_code == 404
+    assert page_as(world.vic).get(url).status_code == 200
+    assert page_as(world.adam).get(url).status_code == 200
 
 
 @pytest.mark.parametrize(("name", "data"), PAGE_CHANGES)
-def test_page_changes_answer_404_outside_the_project_and_403_to_a_viewer(world, client, name, data):
+def test_page_changes_answer_404_outside_the_project_and_403_to_a_viewer(world, name, data):
     url, data = reverse(name, args=[world.study_a.pk]), _fill(data, world.ids())
-    assert page(client, world.bob).post(url, data).status_code == 404
-    assert page(client, world.vic).post(url, data).status_code == 403
+    assert page_as(world.bob).post(url, data).status_code == 404
+    assert page_as(world.vic).post(url, data).status_code == 403
     assert Study.objects.filter(name="study-a").count() == 1
     assert Flag.objects.get(pk=world.flag.pk).status == Flag.Status.OPEN
     assert not Approval.objects.filter(decision=Approval.Decision.REJECT).exists()
 
 
-def test_the_study_list_shows_readable_studies_and_offers_writable_projects(world, client):
+def test_the_study_list_shows_readable_studies_and_offers_writable_projects(world):
     url = reverse("annotation:studies")
-    html = page(client, world.bob).get(url).content.decode()
+    html = page_as(world.bob).get(url).content.decode()
     assert "study-b" in html and "study-a" not in html and 'value="proj-a"' not in html
-    html = page(client, world.vic).get(url).content.decode()
+    html = page_as(world.vic).get(url).content.decode()
     assert "study-a" in html and 'value="proj-a"' not in html  # a viewer creates nothing in A
-    html = page(client, world.adam).get(url).content.decode()
+    html = page_as(world.adam).get(url).content.decode()
     assert "study-a" in html and "study-b" in html
 
 
-def test_a_study_created_on_the_page_goes_into_the_chosen_project(world, client):
+def test_a_study_created_on_the_page_goes_into_the_chosen_project(world):
     fields = {k: v for k, v in DESIGN.to_dict().items() if not isinstance(v, list | tuple | dict)}
     body = {**fields, "raters_per_item": 1, "name": "paged", "project": "proj-a", "runs": [world.run_a.pk]}
-    response = page(client, world.rita).post(reverse("annotation:studies"), body)
+    response = page_as(world.rita).post(reverse("annotation:studies"), body)
     study = Study.objects.get(name="paged")
     assert response.status_code == 302 and (study.project, study.workspace) == (world.a, "proj-a")
     # B's researcher is offered neither A nor A's runs.
-    html = page(client, world.bob).post(reverse("annotation:studies"), {**body, "name": "other"}).content.decode()
+    html = page_as(world.bob).post(reverse("annotation:studies"), {**body, "name": "other"}).content.decode()
     assert "Select a valid choice" in html and not Study.objects.filter(name="other").exists()
 
 
-def test_the_export_page_keeps_to_the_callers_projects(world, client):
+def test_the_export_page_keeps_to_the_callers_projects(world):
     download = reverse("annotation:export-download", args=[world.config.pk, "yaml"])
-    assert page(client, world.bob).get(download).status_code == 404
-    assert page(client, world.vic).get(download).status_code == 200
-    assert (
-        world.config.config_hash[:16] not in page(client, world.bob).get(reverse("annotation:exports")).content.decode()
-    )
-    assert page(client, world.bob).post(reverse("annotation:exports"), {"project": "proj-a"}).status_code == 404
-    assert page(client, world.vic).post(reverse("annotation:exports"), {"project": "proj-a"}).status_code == 403
-    response = page(client, world.rita).post(reverse("annotation:exports"), {"project": "proj-a", "name": "again"})
+    assert page_as(world.bob).get(download).status_code == 404
+    assert page_as(world.vic).get(download).status_code == 200
+    assert world.config.config_hash[:16] not in page_as(world.bob).get(reverse("annotation:exports")).content.decode()
+    assert page_as(world.bob).post(reverse("annotation:exports"), {"project": "proj-a"}).status_code == 404
+    assert page_as(world.vic).post(reverse("annotation:exports"), {"project": "proj-a"}).status_code == 403
+    response = page_as(world.rita).post(reverse("annotation:exports"), {"project": "proj-a", "name": "again"})
     assert response.status_code == 302 and BenchmarkConfig.objects.get(name="again").project == world.a
 
 
@@ -411,6 +397,6 @@ def test_a_researcher_of_two_projects_gets_the_runs_project_without_naming_one(w
     """Several projects are no reason to ask when the runs say which (core.projects.project_for_new)."""
     membership_set(project=world.b, user=world.rita, role="member", actor=None)
     body = {"name": "by-runs", "runs": [world.run_a.pk], "design": DESIGN.to_dict()}
-    created = api(world.rita).post("/api/studies/", body, format="json")
+    created = api_as(world.rita).post("/api/studies/", body, format="json")
     assert created.status_code == 201, created.content
     assert created.json()["project"] == "proj-a"

@@ -8,7 +8,6 @@ from django.core.management import call_command
 from django.core.management.base import CommandError
 from django.db import connection
 from django.db.migrations.executor import MigrationExecutor
-from django.test import Client
 
 from core.errors import ShiftlabError
 from core.models import AuditEvent, Membership, Project
@@ -27,7 +26,7 @@ from core.projects import (
 from core.roles import Role
 from core.services import audit_record
 from corpora.models import Dataset
-from tests.support import make_user
+from tests.support import make_user, page_as
 
 pytestmark = pytest.mark.django_db
 
@@ -84,7 +83,8 @@ def test_scoped_hides_other_projects_and_shows_shared_datasets_read_only(team):
     assert names(team["vic"], write=True) == []
     assert names(team["rater"]) == []
     assert names(team["ada"], write=True) == ["a-data", "b-data", "b-shared"]
-    assert theirs not in scoped(Dataset.objects.all(), team["ann"]) and mine
+    readable = scoped(Dataset.objects.all(), team["ann"])
+    assert mine in readable and theirs not in readable
 
 
 def test_a_new_object_goes_into_the_callers_own_project_or_the_one_named(team):
@@ -124,35 +124,29 @@ def test_members_are_managed_by_owners_and_admins_only(team):
     assert AuditEvent.objects.get(verb="project.member", actor=team["olga"]).project == team["a"]
 
 
-def _client(user) -> Client:
-    client = Client()
-    client.force_login(user)
-    return client
-
-
 def test_projects_page_lists_only_the_callers_projects_and_owners_manage_members(team):
-    page = _client(team["bob"]).get("/projects/").content.decode()
+    page = page_as(team["bob"]).get("/projects/").content.decode()
     assert "beta" in page and "alpha" not in page
-    assert _client(team["bob"]).get("/projects/alpha/").status_code == 404
-    assert _client(team["ann"]).get("/projects/alpha/").status_code == 200
+    assert page_as(team["bob"]).get("/projects/alpha/").status_code == 404
+    assert page_as(team["ann"]).get("/projects/alpha/").status_code == 200
     # A member is no owner: adding members is refused and changes nothing.
-    refused = _client(team["ann"]).post("/projects/alpha/", {"username": "bob", "role": "owner"})
+    refused = page_as(team["ann"]).post("/projects/alpha/", {"username": "bob", "role": "owner"})
     assert refused.status_code == 403 and not Membership.objects.filter(user=team["bob"], project=team["a"]).exists()
-    added = _client(team["olga"]).post("/projects/alpha/", {"username": "bob", "role": "viewer"})
+    added = page_as(team["olga"]).post("/projects/alpha/", {"username": "bob", "role": "viewer"})
     assert added.status_code == 302 and Membership.objects.get(user=team["bob"], project=team["a"]).role == "viewer"
     # Only admins create projects.
-    assert _client(team["ann"]).post("/projects/", {"slug": "gamma"}).status_code == 403
-    made = _client(team["ada"]).post("/projects/", {"slug": "gamma", "owner": "ann"})
+    assert page_as(team["ann"]).post("/projects/", {"slug": "gamma"}).status_code == 403
+    made = page_as(team["ada"]).post("/projects/", {"slug": "gamma", "owner": "ann"})
     assert made.status_code == 302 and Membership.objects.get(project__slug="gamma").user == team["ann"]
 
 
 def test_projects_api_answers_the_callers_projects_and_role(team):
-    client = _client(team["vic"])
+    client = page_as(team["vic"])
     body = client.get("/api/projects/").json()
     rows = body["results"] if isinstance(body, dict) else body
     assert {r["slug"]: r["role"] for r in rows} == {"alpha": "viewer", "shiftlab": "open"}
     assert client.get("/api/projects/beta/").status_code == 404
-    assert _client(team["rater"]).get("/api/projects/").status_code == 403
+    assert page_as(team["rater"]).get("/api/projects/").status_code == 403
 
 
 def test_project_command_creates_lists_and_manages_members(team, capsys):
@@ -173,10 +167,10 @@ def test_audit_log_shows_a_researcher_only_their_projects_events(team):
     audit_record(actor=team["ann"], verb="dataset.import", obj=_dataset("a-secret", team["a"]))
     audit_record(actor=team["bob"], verb="dataset.import", obj=_dataset("b-secret", team["b"]))
     assert AuditEvent.objects.get(object_repr="a-secret").project == team["a"]
-    bob_log = _client(team["bob"]).get("/audit/").content.decode()
+    bob_log = page_as(team["bob"]).get("/audit/").content.decode()
     assert "b-secret" in bob_log and "a-secret" not in bob_log
-    assert "a-secret" not in _client(team["bob"]).get("/").content.decode()
-    admin_log = _client(team["ada"]).get("/audit/").content.decode()
+    assert "a-secret" not in page_as(team["bob"]).get("/").content.decode()
+    admin_log = page_as(team["ada"]).get("/audit/").content.decode()
     assert "a-secret" in admin_log and "b-secret" in admin_log
 
 

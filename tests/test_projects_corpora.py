@@ -13,15 +13,13 @@ import pytest
 from django.conf import settings
 from django.core.files.uploadedfile import SimpleUploadedFile
 from django.core.management import CommandError, call_command
-from django.test import Client
 from django.urls import reverse
-from rest_framework.test import APIClient
 
 from core.models import DEFAULT_PROJECT, AuditEvent, Membership, Project
 from core.roles import Role
 from corpora.models import Dataset, DatasetImport
 from corpora.services import dataset_import, dataset_share_set
-from tests.support import make_user
+from tests.support import api_as, make_user, page_as
 
 pytestmark = pytest.mark.django_db
 DEMO_STS = settings.BASE_DIR / "fixtures/sts/demo-sts.csv"
@@ -61,18 +59,6 @@ def world(django_user_model, admin_user_role):
     }
 
 
-def api(user) -> APIClient:
-    client = APIClient()
-    client.force_authenticate(user)
-    return client
-
-
-def page(user) -> Client:
-    client = Client()
-    client.force_login(user)
-    return client
-
-
 def upload(name: str = "up.csv") -> SimpleUploadedFile:
     return SimpleUploadedFile(name, CSV, content_type="text/csv")
 
@@ -87,7 +73,7 @@ def command(*args: str) -> str:
 
 
 def test_api_another_projects_dataset_and_job_are_missing(world):
-    client, job = api(world["bob"]), world["job"]
+    client, job = api_as(world["bob"]), world["job"]
     for response in (
         client.get("/api/datasets/a-sts/"),
         client.get("/api/datasets/a-sts/items/"),
@@ -102,7 +88,7 @@ def test_api_another_projects_dataset_and_job_are_missing(world):
 
 
 def test_api_member_sees_project_and_shared_flag(world):
-    client = api(world["alice"])
+    client = api_as(world["alice"])
     listed = client.get("/api/datasets/").json()["results"]
     assert [(d["name"], d["project"], d["shared"]) for d in listed] == [("a-sts", "team-a", False)]
     assert client.get("/api/datasets/?project=team-b").json()["count"] == 0
@@ -111,7 +97,7 @@ def test_api_member_sees_project_and_shared_flag(world):
 
 
 def test_api_viewer_reads_but_may_not_change(world):
-    client = api(world["vera"])
+    client = api_as(world["vera"])
     assert client.get("/api/datasets/a-sts/").status_code == 200
     assert client.get("/api/datasets/a-sts/items/").json()["count"] == 40
     assert client.get(f"/api/dataset-imports/{world['job'].pk}/").status_code == 200
@@ -127,7 +113,7 @@ def test_api_viewer_reads_but_may_not_change(world):
 
 
 def test_api_admin_sees_and_changes_everything(world):
-    client = api(world["admin"])
+    client = api_as(world["admin"])
     assert [d["name"] for d in client.get("/api/datasets/").json()["results"]] == ["a-sts"]
     assert client.get(f"/api/dataset-imports/{world['job'].pk}/").status_code == 200
     assert client.post("/api/datasets/a-sts/share/", {"shared": True}).json()["shared"] is True
@@ -136,7 +122,7 @@ def test_api_admin_sees_and_changes_everything(world):
 
 def test_api_upload_goes_into_the_chosen_project(world, django_capture_on_commit_callbacks):
     with django_capture_on_commit_callbacks(execute=True):
-        response = api(world["bob"]).post(
+        response = api_as(world["bob"]).post(
             "/api/dataset-imports/", {"files": [upload()], "name": "b-sts", "task_type": "sts", "project": "team-b"}
         )
     assert response.status_code == 202, response.content
@@ -145,12 +131,12 @@ def test_api_upload_goes_into_the_chosen_project(world, django_capture_on_commit
     assert job.status == DatasetImport.Status.SUCCEEDED, job.error
     # The worker's dataset inherits the job's project.
     assert job.project == world["b"] and job.dataset.project == world["b"]
-    assert api(world["alice"]).get("/api/datasets/b-sts/").status_code == 404
+    assert api_as(world["alice"]).get("/api/datasets/b-sts/").status_code == 404
 
 
 def test_api_upload_without_project_takes_the_callers_one_project(world, django_capture_on_commit_callbacks):
     with django_capture_on_commit_callbacks(execute=True):
-        response = api(world["alice"]).post(
+        response = api_as(world["alice"]).post(
             "/api/dataset-imports/", {"files": [upload()], "name": "mine", "task_type": "sts"}
         )
     assert response.status_code == 202 and response.json()["project"] == "team-a"
@@ -158,7 +144,7 @@ def test_api_upload_without_project_takes_the_callers_one_project(world, django_
 
 
 def test_api_upload_refused_into_a_project_not_the_callers(world):
-    client = api(world["bob"])
+    client = api_as(world["bob"])
     response = client.post(
         "/api/dataset-imports/", {"files": [upload()], "name": "sneak", "task_type": "sts", "project": "team-a"}
     )
@@ -171,13 +157,15 @@ def test_api_upload_refused_into_a_project_not_the_callers(world):
 
 def test_api_upload_with_several_projects_asks_which(world, django_user_model):
     Membership.objects.create(project=world["b"], user=world["alice"], role=Membership.Role.MEMBER)
-    response = api(world["alice"]).post("/api/dataset-imports/", {"files": [upload()], "name": "x", "task_type": "sts"})
+    response = api_as(world["alice"]).post(
+        "/api/dataset-imports/", {"files": [upload()], "name": "x", "task_type": "sts"}
+    )
     assert response.status_code == 400
     assert "several projects (team-a, team-b)" in response.json()["project"][0]
 
 
 def test_shared_dataset_is_readable_by_other_projects_but_not_changeable(world):
-    alice, bob = api(world["alice"]), api(world["bob"])
+    alice, bob = api_as(world["alice"]), api_as(world["bob"])
     assert alice.post("/api/datasets/a-sts/share/", {"shared": True}).json()["shared"] is True
     event = AuditEvent.objects.get(verb="dataset.share")
     assert event.actor == world["alice"] and event.object_repr == "a-sts"
@@ -205,7 +193,7 @@ def test_share_service_records_only_changes(world):
 
 
 def test_pages_another_projects_dataset_and_job_are_missing(world):
-    client, job = page(world["bob"]), world["job"]
+    client, job = page_as(world["bob"]), world["job"]
     for response in (
         client.get(reverse("corpora:detail", args=["a-sts"])),
         client.get(reverse("corpora:delete", args=["a-sts"])),
@@ -221,7 +209,7 @@ def test_pages_another_projects_dataset_and_job_are_missing(world):
 
 
 def test_pages_viewer_reads_but_may_not_change(world):
-    client = page(world["vera"])
+    client = page_as(world["vera"])
     detail = client.get(reverse("corpora:detail", args=["a-sts"])).content.decode()
     assert "team-a" in detail and "Delete this dataset" not in detail and "share-form" not in detail
     assert client.get(reverse("corpora:import", args=[world["job"].pk])).status_code == 200
@@ -232,13 +220,13 @@ def test_pages_viewer_reads_but_may_not_change(world):
 
 
 def test_pages_member_and_admin_share_and_delete(world):
-    alice = page(world["alice"])
+    alice = page_as(world["alice"])
     detail = alice.get(reverse("corpora:detail", args=["a-sts"])).content.decode()
     assert "Share with every project" in detail and "Delete this dataset" in detail
     alice.post(reverse("corpora:share", args=["a-sts"]), {"shared": "1"})
     assert Dataset.objects.get(name="a-sts").shared
     assert "Stop sharing" in alice.get(reverse("corpora:detail", args=["a-sts"])).content.decode()
-    admin = page(world["admin"])
+    admin = page_as(world["admin"])
     assert "a-sts" in admin.get(reverse("corpora:list")).content.decode()
     assert admin.post(reverse("corpora:delete", args=["a-sts"])).status_code == 302
     assert not Dataset.objects.filter(name="a-sts").exists()
@@ -246,7 +234,7 @@ def test_pages_member_and_admin_share_and_delete(world):
 
 def test_pages_shared_dataset_readable_but_not_deletable_by_another_project(world):
     dataset_share_set(dataset=world["dataset"], shared=True, actor=world["alice"])
-    client = page(world["bob"])
+    client = page_as(world["bob"])
     assert "a-sts" in client.get(reverse("corpora:list")).content.decode()
     detail = client.get(reverse("corpora:detail", args=["a-sts"])).content.decode()
     assert "shared" in detail and "Delete this dataset" not in detail and "share-form" not in detail
@@ -258,7 +246,7 @@ def test_pages_shared_dataset_readable_but_not_deletable_by_another_project(worl
 def test_page_upload_offers_the_writable_projects_and_imports_into_the_chosen_one(
     world, django_capture_on_commit_callbacks
 ):
-    client = page(world["alice"])
+    client = page_as(world["alice"])
     form = client.get(reverse("corpora:list")).context["form"]
     assert list(form.fields["project"].queryset.values_list("slug", flat=True)) == ["shiftlab", "team-a"]
     assert form.fields["project"].initial == world["a"]
@@ -271,7 +259,7 @@ def test_page_upload_offers_the_writable_projects_and_imports_into_the_chosen_on
 
 
 def test_page_upload_refused_into_a_project_not_the_callers(world):
-    response = page(world["bob"]).post(
+    response = page_as(world["bob"]).post(
         reverse("corpora:list"),
         {"files": upload(), "name": "sneak", "task": "sts", "language": "en", "project": "team-a"},
     )
@@ -281,7 +269,7 @@ def test_page_upload_refused_into_a_project_not_the_callers(world):
 
 
 def test_page_mteb_form_refuses_a_project_not_the_callers(world):
-    response = page(world["bob"]).post(
+    response = page_as(world["bob"]).post(
         reverse("corpora:list"), {"action": "mteb", "mteb-task_name": "STSBenchmark", "mteb-project": "team-a"}
     )
     assert response.status_code == 200

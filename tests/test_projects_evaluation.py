@@ -17,9 +17,7 @@ import json
 import pytest
 from django.conf import settings
 from django.core.management import CommandError, call_command
-from django.test import Client
 from django.urls import reverse
-from rest_framework.test import APIClient
 
 from annotation.baseline_services import baseline_create
 from annotation.models import BaselineStudy, BenchmarkConfig
@@ -28,7 +26,7 @@ from core.roles import Role
 from corpora.models import Dataset
 from corpora.services import dataset_import
 from evaluation.models import BenchmarkResult, BenchmarkRun
-from tests.support import LIMIT, config_text, keyword_run, make_user
+from tests.support import LIMIT, api_as, config_text, keyword_run, make_user, page_as
 
 pytestmark = pytest.mark.django_db
 DEMO_STS = settings.BASE_DIR / "fixtures/sts/demo-sts.csv"
@@ -114,18 +112,6 @@ def a_config(world) -> BenchmarkConfig:
     )
 
 
-def api(user) -> APIClient:
-    client = APIClient()
-    client.force_authenticate(user)
-    return client
-
-
-def page(user) -> Client:
-    client = Client()
-    client.force_login(user)
-    return client
-
-
 def command(*args: str) -> str:
     out = io.StringIO()
     call_command(*args, stdout=out, stderr=io.StringIO())
@@ -147,7 +133,7 @@ def run_reads(run: BenchmarkRun) -> list[str]:
 
 
 def get(user, url: str):
-    return (api(user) if url.startswith("/api/") else page(user)).get(url)
+    return (api_as(user) if url.startswith("/api/") else page_as(user)).get(url)
 
 
 # --- reading and changing existing runs ----------------------------------------------------------
@@ -157,9 +143,9 @@ def test_another_projects_runs_are_not_found_anywhere(world):
     bob, a_run = world["bob"], world["a_run"]
     for url in run_reads(a_run):
         assert get(bob, url).status_code == 404, url
-    assert api(bob).post(f"/api/benchmark-runs/{a_run.pk}/resume/").status_code == 404
-    assert [r["id"] for r in api(bob).get("/api/benchmark-runs/").json()["results"]] == [world["b_run"].pk]
-    listed = page(bob).get(reverse("evaluation:benchmarks")).content.decode()
+    assert api_as(bob).post(f"/api/benchmark-runs/{a_run.pk}/resume/").status_code == 404
+    assert [r["id"] for r in api_as(bob).get("/api/benchmark-runs/").json()["results"]] == [world["b_run"].pk]
+    listed = page_as(bob).get(reverse("evaluation:benchmarks")).content.decode()
     assert "run-of-b" in listed and "run-of-a" not in listed
     for url in run_reads(world["b_run"]):
         assert get(bob, url).status_code == 200, url
@@ -169,8 +155,8 @@ def test_a_viewer_reads_runs_but_may_not_resume_them(world):
     vera, a_run = world["vera"], world["a_run"]
     for url in run_reads(a_run):
         assert get(vera, url).status_code == 200, url
-    assert api(vera).get(f"/api/benchmark-runs/{a_run.pk}/").json()["project"] == "team-a"
-    resumed = api(vera).post(f"/api/benchmark-runs/{a_run.pk}/resume/")
+    assert api_as(vera).get(f"/api/benchmark-runs/{a_run.pk}/").json()["project"] == "team-a"
+    resumed = api_as(vera).post(f"/api/benchmark-runs/{a_run.pk}/resume/")
     assert resumed.status_code == 403 and "may only read project 'team-a'" in resumed.json()["detail"]
     assert BenchmarkRun.objects.get(pk=a_run.pk).status == BenchmarkRun.Status.SUCCEEDED
     assert get(vera, f"/api/benchmark-runs/{world['b_run'].pk}/").status_code == 404
@@ -178,20 +164,20 @@ def test_a_viewer_reads_runs_but_may_not_resume_them(world):
 
 def test_members_resume_their_runs_and_admins_see_everything(world):
     a_run = world["a_run"]
-    assert api(world["alice"]).post(f"/api/benchmark-runs/{a_run.pk}/resume/").status_code == 202
+    assert api_as(world["alice"]).post(f"/api/benchmark-runs/{a_run.pk}/resume/").status_code == 202
     admin = world["admin"]
-    listed = {r["id"] for r in api(admin).get("/api/benchmark-runs/").json()["results"]}
+    listed = {r["id"] for r in api_as(admin).get("/api/benchmark-runs/").json()["results"]}
     assert {a_run.pk, world["b_run"].pk} <= listed
     for url in run_reads(world["b_run"]):
         assert get(admin, url).status_code == 200, url
-    assert api(admin).post(f"/api/benchmark-runs/{world['b_run'].pk}/resume/").status_code == 202
+    assert api_as(admin).post(f"/api/benchmark-runs/{world['b_run'].pk}/resume/").status_code == 202
 
 
 # --- creating runs: the project and its inputs ---------------------------------------------------
 
 
 def post_run(user, **body):
-    return api(user).post("/api/benchmark-runs/", {"models": [MODEL], **body}, format="json")
+    return api_as(user).post("/api/benchmark-runs/", {"models": [MODEL], **body}, format="json")
 
 
 def test_a_run_goes_into_the_callers_project_and_takes_only_its_datasets(world):
@@ -204,10 +190,12 @@ def test_a_run_goes_into_the_callers_project_and_takes_only_its_datasets(world):
     refused = post_run(world["carl"], datasets=["a-sts"], project="team-b")
     assert refused.status_code == 400
     assert "a-sts belongs to project 'team-a', not 'team-b'" in refused.json()["detail"]
-    # carl is in two projects: he names one.
-    several = post_run(world["carl"], datasets=["b-sts"])
+    # carl is in two projects: the datasets say which; with only a shared dataset he names one.
+    by_inputs = post_run(world["carl"], datasets=["b-sts"])
+    assert by_inputs.status_code == 201 and by_inputs.json()["project"] == "team-b"
+    several = post_run(world["carl"], datasets=["shared-sts"])
     assert several.status_code == 400 and "several projects" in several.json()["detail"]
-    assert BenchmarkRun.objects.filter(project=world["b"]).count() == 2
+    assert BenchmarkRun.objects.filter(project=world["b"]).count() == 3
 
 
 def test_a_shared_dataset_may_be_benchmarked_in_any_project(world):
@@ -260,45 +248,45 @@ def test_a_config_naming_another_projects_transformation_runs_is_refused(world, 
 
 
 def test_the_benchmark_form_offers_only_the_callers_projects_configs_and_datasets(world, a_config):
-    form = page(world["bob"]).get(reverse("evaluation:benchmarks")).content.decode()
+    form = page_as(world["bob"]).get(reverse("evaluation:benchmarks")).content.decode()
     assert 'value="team-b"' in form and 'value="team-a"' not in form
     assert 'value="b-sts"' in form and 'value="shared-sts"' in form and 'value="a-sts"' not in form
     assert f'<option value="{a_config.pk}"' not in form
     url = reverse("evaluation:benchmarks")
-    created = page(world["bob"]).post(url, {"models": MODEL, "datasets": ["shared-sts"], "project": "team-b"})
+    created = page_as(world["bob"]).post(url, {"models": MODEL, "datasets": ["shared-sts"], "project": "team-b"})
     assert created.status_code == 302
     assert BenchmarkRun.objects.latest("pk").project == world["b"]
-    refused = page(world["carl"]).post(url, {"models": MODEL, "datasets": ["a-sts"], "project": "team-b"})
+    refused = page_as(world["carl"]).post(url, {"models": MODEL, "datasets": ["a-sts"], "project": "team-b"})
     assert "belongs to project 'team-a', not 'team-b'" in html.unescape(refused.content.decode())
     # A viewer is offered no project to add to; naming one anyway is refused.
-    viewer = page(world["vera"]).post(url, {"models": MODEL, "datasets": ["a-sts"], "project": "team-a"})
+    viewer = page_as(world["vera"]).post(url, {"models": MODEL, "datasets": ["a-sts"], "project": "team-a"})
     assert viewer.status_code == 200 and "cannot add to that project" in viewer.content.decode()
     assert BenchmarkRun.objects.filter(project=world["a"]).count() == 1
 
 
 def test_baseline_pages_show_a_project_only_to_its_readers(world):
     study, url = world["study"], reverse("evaluation:baseline", args=[world["study"].pk])
-    assert page(world["bob"]).get(url).status_code == 404
-    assert "a-humans" not in page(world["bob"]).get(reverse("evaluation:baselines")).content.decode()
-    viewer = page(world["vera"])
+    assert page_as(world["bob"]).get(url).status_code == 404
+    assert "a-humans" not in page_as(world["bob"]).get(reverse("evaluation:baselines")).content.decode()
+    viewer = page_as(world["vera"])
     shown = viewer.get(url)
     assert shown.status_code == 200 and 'id="llm-annotate-form"' not in shown.content.decode()
     assert "a-humans" in viewer.get(reverse("evaluation:baselines")).content.decode()
     assert viewer.post(url, {"action": "llm-annotate", "backend": "default"}).status_code == 403
-    assert page(world["alice"]).post(url, {"action": "llm-annotate", "backend": "nope"}).status_code == 200
-    assert page(world["admin"]).get(url).status_code == 200
-    assert study.name in page(world["admin"]).get(reverse("evaluation:baselines")).content.decode()
+    assert page_as(world["alice"]).post(url, {"action": "llm-annotate", "backend": "nope"}).status_code == 200
+    assert page_as(world["admin"]).get(url).status_code == 200
+    assert study.name in page_as(world["admin"]).get(reverse("evaluation:baselines")).content.decode()
 
 
 def test_a_baseline_study_is_declared_in_a_project_on_a_readable_dataset(world):
     url = reverse("evaluation:baselines")
     sent = {"name": "b-humans", "dataset": "shared-sts", "n_instances": "3", "seed": "0", "split": "test"}
-    assert page(world["bob"]).post(url, {**sent, "project": "team-b"}).status_code == 302
+    assert page_as(world["bob"]).post(url, {**sent, "project": "team-b"}).status_code == 302
     study = BaselineStudy.objects.get(name="b-humans")
     assert study.project == world["b"] and study.workspace == "team-b"
-    refused = page(world["bob"]).post(url, {**sent, "name": "x", "dataset": "a-sts", "project": "team-b"})
+    refused = page_as(world["bob"]).post(url, {**sent, "name": "x", "dataset": "a-sts", "project": "team-b"})
     assert refused.status_code == 200 and not BaselineStudy.objects.filter(name="x").exists()
-    foreign = page(world["vera"]).post(url, {**sent, "name": "y", "project": "team-a"})
+    foreign = page_as(world["vera"]).post(url, {**sent, "name": "y", "project": "team-a"})
     assert "cannot add to that project" in foreign.content.decode()
     assert not BaselineStudy.objects.filter(name="y").exists()
 

@@ -13,7 +13,6 @@ import pytest
 from django.conf import settings
 from django.core.management import CommandError, call_command
 from django.urls import reverse
-from rest_framework.test import APIClient
 
 from core.errors import ShiftlabError
 from core.models import Membership, Project
@@ -21,7 +20,7 @@ from core.projects import default_project
 from core.roles import Role
 from corpora.models import Dataset
 from corpora.services import dataset_import
-from tests.support import keyword_run, make_user
+from tests.support import api_as, keyword_run, make_user, page_as
 from transforms.backends import reset_backends
 from transforms.models import JudgeReport, PromptTemplate, TransformRun
 from transforms.prompts import default_prompt
@@ -80,37 +79,26 @@ def llm_identity(settings):
     reset_backends()
 
 
-def api(user) -> APIClient:
-    client = APIClient()
-    client.force_authenticate(user)
-    return client
-
-
-def page(client, user):
-    client.force_login(user)
-    return client
-
-
 # --- runs over the API ------------------------------------------------------------------------------
 
 
 def test_a_run_is_the_dataset_projects_and_is_shown_with_its_slug(world):
     assert world["run_a"].project == world["a"]
-    body = api(world["alice"]).get(f"/api/transform-runs/{world['run_a'].pk}/").json()
+    body = api_as(world["alice"]).get(f"/api/transform-runs/{world['run_a'].pk}/").json()
     assert body["project"] == "team-a"
 
 
 @pytest.mark.parametrize("suffix", ["", "outputs/", "summary/"])
 def test_another_projects_run_is_missing_over_the_api(world, suffix):
     url = f"/api/transform-runs/{world['run_a'].pk}/{suffix}"
-    assert api(world["bob"]).get(url).status_code == 404
+    assert api_as(world["bob"]).get(url).status_code == 404
     for reader in ("alice", "vera", "adam"):
-        assert api(world[reader]).get(url).status_code == 200, reader
+        assert api_as(world[reader]).get(url).status_code == 200, reader
 
 
 def test_run_lists_show_only_readable_runs(world):
     def listed(user):
-        return {r["id"] for r in api(user).get("/api/transform-runs/?limit=100").json()["results"]}
+        return {r["id"] for r in api_as(user).get("/api/transform-runs/?limit=100").json()["results"]}
 
     run_b = keyword_run(world["shared"], 2)  # the system's run on a shared dataset: the default project's
     TransformRun.objects.filter(pk=run_b.pk).update(project=world["b"])
@@ -121,39 +109,39 @@ def test_run_lists_show_only_readable_runs(world):
 
 def test_resume_over_the_api_needs_a_role_that_may_change(world):
     url = f"/api/transform-runs/{world['run_a'].pk}/resume/"
-    assert api(world["bob"]).post(url).status_code == 404
-    assert api(world["vera"]).post(url).status_code == 403
-    assert api(world["alice"]).post(url).status_code == 202
-    assert api(world["adam"]).post(url).status_code == 202
+    assert api_as(world["bob"]).post(url).status_code == 404
+    assert api_as(world["vera"]).post(url).status_code == 403
+    assert api_as(world["alice"]).post(url).status_code == 202
+    assert api_as(world["adam"]).post(url).status_code == 202
 
 
 def test_a_run_on_another_projects_dataset_is_refused(world):
     body = {"dataset": "sts-a", "transformation": "random_keywords", "seed": 3, "limit": 3}
-    assert api(world["bob"]).post("/api/transform-runs/", body, format="json").status_code == 404
+    assert api_as(world["bob"]).post("/api/transform-runs/", body, format="json").status_code == 404
     # The viewer reads the dataset, so the run would go into A, which they may only read.
-    assert api(world["vera"]).post("/api/transform-runs/", body, format="json").status_code == 403
+    assert api_as(world["vera"]).post("/api/transform-runs/", body, format="json").status_code == 403
     # Naming another project than the dataset's: a clear refusal.
-    wrong = api(world["adam"]).post("/api/transform-runs/", body | {"project": "team-b"}, format="json")
+    wrong = api_as(world["adam"]).post("/api/transform-runs/", body | {"project": "team-b"}, format="json")
     assert wrong.status_code == 400 and "belongs to project 'team-a', not 'team-b'" in wrong.json()["detail"]
-    unknown = api(world["alice"]).post("/api/transform-runs/", body | {"project": "team-b"}, format="json")
+    unknown = api_as(world["alice"]).post("/api/transform-runs/", body | {"project": "team-b"}, format="json")
     assert unknown.status_code == 400 and "No project 'team-b'" in unknown.json()["detail"]
     assert not TransformRun.objects.exclude(pk=world["run_a"].pk).exists()
 
 
 def test_a_run_on_a_shared_dataset_belongs_to_the_callers_project(world):
     body = {"dataset": "sts-shared", "transformation": "random_keywords", "seed": 3, "limit": 3}
-    response = api(world["bob"]).post("/api/transform-runs/", body, format="json")
+    response = api_as(world["bob"]).post("/api/transform-runs/", body, format="json")
     assert response.status_code == 202, response.content
     assert response.json()["project"] == "team-b"
     assert TransformRun.objects.get(pk=response.json()["id"]).project == world["b"]
     # The viewer of A belongs to no project they may change: the run goes into the open default one.
-    response = api(world["vera"]).post("/api/transform-runs/", body, format="json")
+    response = api_as(world["vera"]).post("/api/transform-runs/", body, format="json")
     assert response.status_code == 202 and response.json()["project"] == default_project().slug
 
 
 def test_prompt_sensitivity_finds_only_readable_runs(world):
     url = f"/api/transform-runs/sensitivity/?runs={world['run_a'].pk},{world['run_a'].pk + 1000}"
-    refused = api(world["bob"]).get(url)
+    refused = api_as(world["bob"]).get(url)
     assert refused.status_code == 400 and str(world["run_a"].pk) in refused.json()["detail"]
     assert "no transformation run(s)" in refused.json()["detail"]
 
@@ -164,7 +152,7 @@ def test_prompt_sensitivity_refuses_runs_of_two_projects(world, llm_identity):
         dataset=world["shared"], transformation="paraphrase", seed=1, limit=2, dispatch=False, project=world["b"]
     )
     TransformRun.objects.filter(pk__in=[first.pk, second.pk]).update(status=TransformRun.Status.SUCCEEDED)
-    response = api(world["adam"]).get(f"/api/transform-runs/sensitivity/?runs={first.pk},{second.pk}")
+    response = api_as(world["adam"]).get(f"/api/transform-runs/sensitivity/?runs={first.pk},{second.pk}")
     assert response.status_code == 400 and "differ from run" in response.json()["detail"]
     assert "project" in response.json()["detail"]
 
@@ -173,7 +161,7 @@ def test_prompt_sensitivity_refuses_runs_of_two_projects(world, llm_identity):
 
 
 def test_prompt_versions_are_per_project(world, llm_identity):
-    alice, bob = api(world["alice"]), api(world["bob"])
+    alice, bob = api_as(world["alice"]), api_as(world["bob"])
     created = alice.post(
         "/api/prompt-templates/",
         {"key": "paraphrase", "system": "Be exact.", "user": "Reword: {text}", "project": "team-a"},
@@ -208,9 +196,9 @@ def test_activating_a_version_changes_only_its_project(world):
     b2 = prompt_template_create_version(key="paraphrase", system="S.", user="B: {text}", project=world["b"])
     v1 = PromptTemplate.objects.get(project=world["a"], key="paraphrase", version=1)
     url = f"/api/prompt-templates/{v1.pk}/activate/"
-    assert api(world["vera"]).post(url).status_code == 403
+    assert api_as(world["vera"]).post(url).status_code == 403
     assert prompt_template_active("paraphrase", project=world["a"]) == v2
-    response = api(world["alice"]).post(url)
+    response = api_as(world["alice"]).post(url)
     assert response.status_code == 200 and response.json()["is_active"] and response.json()["version"] == 1
     assert prompt_template_active("paraphrase", project=world["a"]) == v1
     assert prompt_template_active("paraphrase", project=world["b"]) == b2
@@ -218,8 +206,8 @@ def test_activating_a_version_changes_only_its_project(world):
 
 def test_a_viewer_may_not_add_a_prompt_version(world):
     body = {"key": "paraphrase", "system": "S.", "user": "Reword: {text}", "project": "team-a"}
-    assert api(world["vera"]).post("/api/prompt-templates/", body, format="json").status_code == 403
-    assert api(world["bob"]).post("/api/prompt-templates/", body, format="json").status_code == 400
+    assert api_as(world["vera"]).post("/api/prompt-templates/", body, format="json").status_code == 403
+    assert api_as(world["bob"]).post("/api/prompt-templates/", body, format="json").status_code == 400
     assert not PromptTemplate.objects.filter(user="Reword: {text}").exists()
 
 
@@ -229,40 +217,41 @@ def test_a_viewer_may_not_add_a_prompt_version(world):
 @pytest.mark.parametrize("suffix", ["", "csv/"])
 def test_another_projects_judge_report_is_missing(world, suffix):
     url = f"/api/judge-reports/{world['report_a'].pk}/{suffix}"
-    assert api(world["bob"]).get(url).status_code == 404
+    assert api_as(world["bob"]).get(url).status_code == 404
     expected = 200 if not suffix else 409  # no result yet: the export says so
     for reader in ("alice", "vera", "adam"):
-        assert api(world[reader]).get(url).status_code == expected, reader
+        assert api_as(world[reader]).get(url).status_code == expected, reader
 
 
 def test_judge_report_lists_and_resume(world):
     def listed(user):
-        return {r["id"] for r in api(user).get("/api/judge-reports/?limit=100").json()["results"]}
+        return {r["id"] for r in api_as(user).get("/api/judge-reports/?limit=100").json()["results"]}
 
     assert listed(world["bob"]) == set()
     assert listed(world["vera"]) == listed(world["adam"]) == {world["report_a"].pk}
     url = f"/api/judge-reports/{world['report_a'].pk}/resume/"
-    assert api(world["bob"]).post(url).status_code == 404
-    assert api(world["vera"]).post(url).status_code == 403
-    response = api(world["alice"]).post(url)
+    assert api_as(world["bob"]).post(url).status_code == 404
+    assert api_as(world["vera"]).post(url).status_code == 403
+    response = api_as(world["alice"]).post(url)
     assert response.status_code == 202 and response.json()["project"] == "team-a"
 
 
 def test_judge_reports_take_inputs_of_their_project_only(world):
     run_a = world["run_a"].pk
-    refused = api(world["bob"]).post("/api/judge-reports/", {"kind": "run", "run": run_a}, format="json")
+    refused = api_as(world["bob"]).post("/api/judge-reports/", {"kind": "run", "run": run_a}, format="json")
     assert refused.status_code == 400 and f"no transformation run {run_a}" in refused.json()["detail"]
     evaluation = {"kind": "evaluation", "dataset": "sts-a", "limit": 3}
-    assert api(world["bob"]).post("/api/judge-reports/", evaluation, format="json").status_code == 400
+    assert api_as(world["bob"]).post("/api/judge-reports/", evaluation, format="json").status_code == 400
     selection = {"kind": "selection", "runs": [run_a, run_a + 1000]}
-    assert api(world["bob"]).post("/api/judge-reports/", selection, format="json").status_code == 400
+    assert api_as(world["bob"]).post("/api/judge-reports/", selection, format="json").status_code == 400
     assert (
-        api(world["vera"]).post("/api/judge-reports/", {"kind": "run", "run": run_a}, format="json").status_code == 403
+        api_as(world["vera"]).post("/api/judge-reports/", {"kind": "run", "run": run_a}, format="json").status_code
+        == 403
     )
-    made = api(world["alice"]).post("/api/judge-reports/", {"kind": "run", "run": run_a}, format="json")
+    made = api_as(world["alice"]).post("/api/judge-reports/", {"kind": "run", "run": run_a}, format="json")
     assert made.status_code == 202 and made.json()["project"] == "team-a"
     # B's researcher judges the shared dataset: the report is B's.
-    shared = api(world["bob"]).post(
+    shared = api_as(world["bob"]).post(
         "/api/judge-reports/", {"kind": "evaluation", "dataset": "sts-shared", "limit": 3}, format="json"
     )
     assert shared.status_code == 202 and shared.json()["project"] == "team-b"
@@ -271,9 +260,9 @@ def test_judge_reports_take_inputs_of_their_project_only(world):
 # --- pages ---------------------------------------------------------------------------------------------
 
 
-def test_pages_of_another_projects_run_and_report_are_missing(world, client):
+def test_pages_of_another_projects_run_and_report_are_missing(world):
     run_a, report_a = world["run_a"], world["report_a"]
-    bob = page(client, world["bob"])
+    bob = page_as(world["bob"])
     assert bob.get(reverse("transforms:run", args=[run_a.pk])).status_code == 404
     assert bob.post(reverse("transforms:run", args=[run_a.pk])).status_code == 404
     assert bob.get(reverse("transforms:judge-report", args=[report_a.pk])).status_code == 404
@@ -286,10 +275,10 @@ def test_pages_of_another_projects_run_and_report_are_missing(world, client):
     assert b"no transformation run(s)" in sensitivity.content
 
 
-def test_a_viewer_reads_the_pages_but_may_not_resume(world, client):
+def test_a_viewer_reads_the_pages_but_may_not_resume(world):
     run_a = world["run_a"]
     TransformRun.objects.filter(pk=run_a.pk).update(status=TransformRun.Status.FAILED)
-    vera = page(client, world["vera"])
+    vera = page_as(world["vera"])
     detail = vera.get(reverse("transforms:run", args=[run_a.pk]))
     assert detail.status_code == 200 and b"team-a" in detail.content and b"resume-form" not in detail.content
     assert vera.post(reverse("transforms:run", args=[run_a.pk])).status_code == 403
@@ -297,14 +286,14 @@ def test_a_viewer_reads_the_pages_but_may_not_resume(world, client):
     assert vera.get(reverse("transforms:judge-report", args=[world["report_a"].pk])).status_code == 200
     listing = vera.get(reverse("transforms:runs"))
     assert f"#{run_a.pk}<" in listing.content.decode()
-    client.force_login(world["alice"])
-    detail = client.get(reverse("transforms:run", args=[run_a.pk]))
+    alice = page_as(world["alice"])
+    detail = alice.get(reverse("transforms:run", args=[run_a.pk]))
     assert b"resume-form" in detail.content
-    assert client.post(reverse("transforms:run", args=[run_a.pk])).status_code == 302
+    assert alice.post(reverse("transforms:run", args=[run_a.pk])).status_code == 302
 
 
-def test_the_run_form_offers_writable_projects_and_refuses_other_inputs(world, client):
-    bob = page(client, world["bob"])
+def test_the_run_form_offers_writable_projects_and_refuses_other_inputs(world):
+    bob = page_as(world["bob"])
     form = {"transformation": "random_keywords", "seed": 4, "limit": 3, "backend": "default", "language_check": "on"}
     refused = bob.post(reverse("transforms:runs"), form | {"dataset": "sts-a"})
     assert refused.status_code == 200 and b"Select a valid choice" in refused.content
@@ -312,19 +301,19 @@ def test_the_run_form_offers_writable_projects_and_refuses_other_inputs(world, c
     assert made.status_code == 302
     assert TransformRun.objects.get(seed=4).project == world["b"]
     # A viewer who picks the project they only read is refused (403), not shown a form error.
-    vera = page(client, world["vera"])
+    vera = page_as(world["vera"])
     assert b'value="team-a"' not in vera.get(reverse("transforms:runs")).content
     assert vera.post(reverse("transforms:runs"), form | {"dataset": "sts-a", "seed": 5}).status_code == 403
     assert not TransformRun.objects.filter(seed=5).exists()
 
 
-def test_the_judge_page_forms_are_scoped(world, client):
-    vera = page(client, world["vera"])
+def test_the_judge_page_forms_are_scoped(world):
+    vera = page_as(world["vera"])
     body = {"kind": "run", "run": world["run_a"].pk, "judges": ["default"]}
     # The run select offers only runs the caller may change: a viewer's choice is invalid.
     response = vera.post(reverse("transforms:judge-reports"), body)
     assert response.status_code == 200 and b"Select a valid choice" in response.content
-    alice = page(client, world["alice"])
+    alice = page_as(world["alice"])
     response = alice.post(reverse("transforms:judge-reports"), body)
     assert response.status_code == 302
     assert JudgeReport.objects.latest("pk").project == world["a"]

@@ -41,7 +41,7 @@ from transforms.serializers import (
 from transforms.services import (
     prompt_template_activate,
     prompt_template_create_version,
-    prompt_templates_ensure_defaults,
+    prompt_templates_ensure_defaults_of,
     transform_run_resume,
     transform_run_settings,
     transform_runs_create,
@@ -73,8 +73,7 @@ class PromptTemplateViewSet(
         projects = projects_readable(request.user)
         if request.query_params.get("project"):
             projects = projects.filter(slug=request.query_params["project"])
-        for project in projects:
-            prompt_templates_ensure_defaults(project=project)
+        prompt_templates_ensure_defaults_of(projects)
         return super().list(request, *args, **kwargs)
 
     @extend_schema(request=PromptTemplateCreateSerializer, responses={201: PromptTemplateSerializer})

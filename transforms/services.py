@@ -14,7 +14,7 @@ from pathlib import Path
 from django.conf import settings
 from django.contrib.auth.models import AbstractBaseUser
 from django.db import IntegrityError, transaction
-from django.db.models import Count, Max, Q
+from django.db.models import Count, Max, Q, QuerySet
 from django.utils import timezone
 
 from core.errors import ShiftlabError
@@ -88,8 +88,9 @@ def prompt_templates_ensure_defaults(*, project: Project | None = None) -> None:
     (default: the default project), so a project that never made its own uses the default wording
     (idempotent)."""
     project = project or default_project()
+    present = set(PromptTemplate.objects.filter(project=project).values_list("key", flat=True))
     for key in DEFAULT_PROMPTS:
-        if PromptTemplate.objects.filter(project=project, key=key).exists():
+        if key in present:
             continue
         prompt = default_prompt(key)
         try:
@@ -106,6 +107,20 @@ def prompt_templates_ensure_defaults(*, project: Project | None = None) -> None:
                 )
         except IntegrityError:  # created concurrently by another process
             pass
+
+
+def prompt_templates_ensure_defaults_of(projects: QuerySet[Project]) -> None:
+    """:func:`prompt_templates_ensure_defaults` for each of ``projects`` that lacks a default key:
+    one query when none does (the prompt list asks on every read)."""
+    complete = (
+        PromptTemplate.objects.filter(project__in=projects, key__in=DEFAULT_PROMPTS)
+        .values("project_id")
+        .annotate(keys=Count("key", distinct=True))
+        .filter(keys=len(DEFAULT_PROMPTS))
+        .values("project_id")
+    )
+    for project in projects.exclude(pk__in=complete):
+        prompt_templates_ensure_defaults(project=project)
 
 
 def prompt_template_create_version(
