@@ -36,8 +36,9 @@ def _load(options: dict):
     )
     if options.get("max_seq_length"):
         model.max_seq_length = int(options["max_seq_length"])
-    if options.get("dtype", "float32") != "float32":
-        model.to(getattr(torch, options["dtype"]))
+    # Always cast: transformers 5 loads weights in the dtype they are stored in, so a model saved in
+    # float16 would otherwise run in float16 when float32 is asked for (and cached as float32).
+    model.to(getattr(torch, options.get("dtype") or "float32"))
     model.eval()
     return model
 
@@ -52,7 +53,11 @@ def main() -> None:
     except Exception as exc:  # any loading failure is reported to the parent, which raises it
         _send(protocol, {"ok": False, "error": f"{type(exc).__name__}: {exc}"})
         return
-    _send(protocol, {"ok": True, "dim": model.get_sentence_embedding_dimension(), "device": str(model.device)})
+    dtype = str(next(model.parameters()).dtype).removeprefix("torch.")
+    _send(
+        protocol,
+        {"ok": True, "dim": model.get_sentence_embedding_dimension(), "device": str(model.device), "dtype": dtype},
+    )
     for line in sys.stdin.buffer:
         request = json.loads(line)
         try:

@@ -197,7 +197,9 @@ class _Worker:
         self.label = label
         self.pid = os.getpid()
         self._stderr: IO[bytes] = tempfile.TemporaryFile(prefix="shiftlab-encoder-")
-        env = {**os.environ, "HF_HUB_OFFLINE": "1", "TOKENIZERS_PARALLELISM": "false"}
+        # The child never forks, so the tokenizer may use every core (with "false" it is single-threaded,
+        # which on a GPU host made tokenizing long texts the bottleneck: docs/performance.md).
+        env = {**os.environ, "HF_HUB_OFFLINE": "1", "TOKENIZERS_PARALLELISM": "true"}
         self.process = subprocess.Popen(
             # -P: the worker's folder holds evaluation/selectors.py, which would shadow the standard
             # library's ``selectors`` (imported by subprocess) if the folder were on sys.path.
@@ -211,6 +213,7 @@ class _Worker:
         self._finalizer = weakref.finalize(self, _stop_process, self.process, self._stderr)
         ready = self._read_header(f"loading model {label}")
         self.dim = int(ready["dim"])
+        self.device, self.dtype = ready.get("device", ""), ready.get("dtype", "")
 
     def usable(self) -> bool:
         return self.pid == os.getpid() and self.process.poll() is None

@@ -92,3 +92,26 @@ def test_prompt_choice_follows_mteb_priority():
     assert prompt_name_for(prompts, task_type="str", prompt_type=None) == "STS"
     assert prompt_name_for(prompts, task_type="clustering", prompt_type=None) is None
     assert prompt_name_for({}, task_type="reranking", prompt_type="query") is None
+
+
+@pytest.mark.heavy
+def test_a_float16_checkpoint_runs_in_the_dtype_asked_for(tmp_path):
+    """transformers 5 keeps a checkpoint's stored dtype: the worker must cast, or float32 vectors
+    (cached under the float32 revision) would come from float16 weights."""
+    import shutil
+
+    import torch
+    from safetensors.torch import load_file, save_file
+
+    source = get_encoder("all-MiniLM-L6-v2").model_path
+    folder = tmp_path / "minilm-fp16"
+    shutil.copytree(source, folder)
+    weights = load_file(folder / "model.safetensors")
+    save_file({k: v.to(torch.float16).contiguous() for k, v in weights.items()}, folder / "model.safetensors")
+    for dtype in ("float32", "bfloat16"):
+        encoder = SentenceTransformerEncoder(alias="x", model=str(folder), dtype=dtype, device="cpu")
+        try:
+            vectors = encoder.encode(["a sentence", "another one"])
+            assert encoder._worker.dtype == dtype and vectors.dtype == "float32" and vectors.shape == (2, 384)
+        finally:
+            encoder.close()
