@@ -17,9 +17,10 @@ from __future__ import annotations
 import math
 from collections import defaultdict
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 
 from evaluation.benchmark_plan import BENCHMARK_AXES, ORIGINAL
+from evaluation.item_scores import ItemScores
 
 
 @dataclass(frozen=True)
@@ -31,6 +32,9 @@ class UnitScore:
     seed: int
     score: float
     original_score: float | None = None  # original data on the same items (transformed units)
+    # per-item scores of ``score`` and ``original_score`` (None where the metric does not decompose)
+    item_scores: ItemScores | None = field(default=None, compare=False, repr=False)
+    original_item_scores: ItemScores | None = field(default=None, compare=False, repr=False)
 
     @property
     def delta(self) -> float | None:

@@ -17,10 +17,11 @@ from django.conf import settings
 
 from core.errors import ShiftlabError
 from corpora.models import Dataset, DatasetItem
-from corpora.task_types import task_spec
+from corpora.task_types import TaskType, task_spec
 from evaluation.benchmark_plan import Unit, transform_run_key
 from evaluation.encoders import Encoder, get_encoder, slug
 from evaluation.evaluators.base import EvaluationResult
+from evaluation.item_scores import ItemScores
 from evaluation.models import BenchmarkRun
 from evaluation.services import DEFAULT_SEED, dataset_protocol_options, examples_evaluate
 from transforms.chunk_services import transform_run_execute_inline
@@ -39,8 +40,10 @@ def benchmark_unit_score(*, run: BenchmarkRun, unit: Unit) -> dict[str, Any]:
     started = time.perf_counter()
     examples = _scoped_examples(dataset, run.split, run.item_limit)
     transform_run, original, left_out = None, None, 0
+    item_scores = original_item_scores = None
     if unit.is_original:
         result = _evaluate(dataset, run.split, examples, encoder)
+        item_scores = _item_scores(dataset, result, examples)
     else:
         transform_run_id = run.plan["transform_runs"][transform_run_key(unit.dataset, unit.transformation, unit.seed)]
         transform_run = transform_run_execute_inline(run_id=transform_run_id)
@@ -50,6 +53,8 @@ def benchmark_unit_score(*, run: BenchmarkRun, unit: Unit) -> dict[str, Any]:
             raise ShiftlabError(f"every {unit.transformation} output of transformation run {transform_run.pk} failed")
         result = _evaluate(dataset, run.split, kept_transformed, encoder)
         original = _evaluate(dataset, run.split, kept_original, encoder)
+        item_scores = _item_scores(dataset, result, kept_transformed)
+        original_item_scores = _item_scores(dataset, original, kept_original)
     for scored in (result, original):
         if scored is not None and not math.isfinite(scored.main_score):
             raise ShiftlabError(
@@ -73,6 +78,8 @@ def benchmark_unit_score(*, run: BenchmarkRun, unit: Unit) -> dict[str, Any]:
         "n_left_out": left_out,
         "original_main_score": None if original is None else float(original.main_score),
         "original_metrics": None if original is None else json_safe(original.metrics()),
+        "item_scores": item_scores,
+        "original_item_scores": original_item_scores,
         "evaluation_time_s": time.perf_counter() - started,
     }
     row["result_path"] = str(_write_result_file(row, dataset=dataset, split=run.split))
@@ -104,6 +111,18 @@ def _evaluate(dataset: Dataset, split: str, examples: list[Example], encoder: En
     return examples_evaluate(
         dataset=dataset, split=split, examples=[e[:3] for e in examples], encoder=encoder, seed=DEFAULT_SEED
     )
+
+
+def _item_scores(dataset: Dataset, result: EvaluationResult, examples: list[Example]) -> dict | None:
+    """The result's per-item scores keyed by item id, as stored (None where the main score does
+    not decompose over items). Retrieval keys queries by item id already; the other evaluators
+    number their inputs, which are ``examples`` in order."""
+    items: ItemScores | None = getattr(result, "items", None)
+    if items is None:
+        return None
+    if dataset.task_type != TaskType.RETRIEVAL:
+        items = items.relabelled([item_id for item_id, *_ in examples])
+    return items.as_json()
 
 
 def _scoped_examples(dataset: Dataset, split: str, limit: int | None) -> list[Example]:

@@ -57,6 +57,12 @@ class BenchmarkResult(models.Model):
     n_left_out = models.PositiveIntegerField(default=0, help_text="Items left out because a transformation failed.")
     original_main_score = models.FloatField(null=True, blank=True, help_text="Original data, same items.")
     original_metrics = models.JSONField(null=True, blank=True)
+    item_scores = models.JSONField(
+        null=True, blank=True, help_text="Per-item scores of the main score (evaluation.item_scores); None if none."
+    )
+    original_item_scores = models.JSONField(
+        null=True, blank=True, help_text="Per-item scores of the original data on the same items."
+    )
     result_path = models.CharField(max_length=500, blank=True, help_text="MTEB-style JSON file of this unit.")
     evaluation_time_s = models.FloatField(default=0.0)
     created_at = models.DateTimeField(auto_now_add=True)

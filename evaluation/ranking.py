@@ -4,20 +4,28 @@ A bare leaderboard order hides that neighbours are often not separable. For one 
 original data, or one axis) this module gives each model:
 
 - its **rank** on the mean score over datasets (1 = best; tied means share the better rank);
-- a **bootstrap rank interval**: the datasets are resampled with replacement and, inside each
-  drawn dataset, its seeds; the models are re-ranked on every resample and the interval holds the
-  central 95% of a model's ranks (the ranks of all models come from the same resamples);
+- a **bootstrap rank interval**: the models are re-ranked on every resample and the interval holds
+  the central 95% of a model's ranks (the ranks of all models come from the same resamples);
 - **significance letters**: every pair of models is compared with a two-sided Wilcoxon
   signed-rank test over the datasets (a dataset's scores averaged over seeds first), Holm's
   correction runs over all pairs of the ranking, and a compact letter display summarises them:
   models sharing a letter are not significantly different.
 
-The unit is the **dataset**: a benchmark run stores one main score per model × dataset ×
-transformation × seed, not per-item scores, so items within a dataset cannot be resampled here.
-Rank intervals therefore reflect which datasets (and seeds) were benchmarked, not the sampling
-of items within a dataset; with few datasets they are coarse. The Wilcoxon test over datasets
-follows Demšar (2006); with fewer than six datasets its exact p-value cannot fall below 0.05, so
-every model shares a letter (the report says so rather than inventing separations).
+What a bootstrap resample draws depends on what the run stored:
+
+- **items within each dataset** (``item_bootstrap_ranks``), when every unit of the ranking has
+  per-item scores (``evaluation.item_scores``): the items of each dataset are drawn with
+  replacement and every unit's main score is recomputed on the drawn items, while the datasets
+  and seeds stay fixed. The interval then reflects the sampling of items, the uncertainty a
+  leaderboard's reader usually has in mind;
+- **datasets** (``bootstrap_ranks``) otherwise (clustering and pair classification scores do not
+  decompose over items, and runs stored before per-item scores have none): the datasets are
+  resampled and, inside each drawn dataset, its seeds. The interval reflects which datasets were
+  benchmarked, not the sampling of items; with few datasets it is coarse.
+
+The Wilcoxon test over datasets follows Demšar (2006); with fewer than six datasets its exact
+p-value cannot fall below 0.05, so every model shares a letter (the report says so rather than
+inventing separations).
 
 References
 ----------
@@ -39,9 +47,15 @@ import numpy as np
 from scipy import stats
 
 from core.stats import compact_letters, holm, wilcoxon_p_value
+from evaluation.item_scores import ItemScores
 
 ALPHA = 0.05
 MIN_DATASETS_FOR_SEPARATION = 6  # exact two-sided Wilcoxon: the smallest p with 5 datasets is 0.0625
+ITEM = "item (within each dataset)"  # what a bootstrap resample draws (``Ranking.resampled``)
+DATASET = "dataset"
+
+# items[model][dataset][seed]: the item scores of that cell's units (one per transformation)
+CellItems = Sequence[Sequence[Sequence[Sequence[ItemScores]]]]
 
 
 @dataclass(frozen=True)
@@ -76,14 +90,23 @@ class Ranking:
     n_resamples: int
     confidence: float
     alpha: float
+    resampled: str = DATASET  # ITEM or DATASET: what a bootstrap resample draws
+    n_items: tuple[int, ...] = ()  # ITEM: the items of each dataset
 
     @property
     def unit(self) -> str:
-        seeds = f", its {self.n_seeds} seeds resampled within each drawn dataset" if self.n_seeds > 1 else ""
+        if self.resampled == ITEM:
+            drawn = (
+                f"unit resampled: item (within each dataset; {sum(self.n_items)} items in {len(self.datasets)} "
+                f"datasets, datasets and {self.n_seeds} seed(s) fixed)"
+            )
+        else:
+            seeds = f", its {self.n_seeds} seeds resampled within each drawn dataset" if self.n_seeds > 1 else ""
+            drawn = f"unit resampled: dataset ({len(self.datasets)}){seeds}"
         return (
-            f"unit: dataset ({len(self.datasets)}; scores averaged over seeds for the tests){seeds}; "
-            f"{self.n_resamples} bootstrap resamples, central {self.confidence:.0%} rank interval; "
-            f"Wilcoxon signed-rank over datasets, Holm over all {len(self.pairs)} pairs, α = {self.alpha}"
+            f"{drawn}; {self.n_resamples} bootstrap resamples, central {self.confidence:.0%} rank interval; "
+            f"Wilcoxon signed-rank over {len(self.datasets)} datasets (scores averaged over seeds), "
+            f"Holm over all {len(self.pairs)} pairs, α = {self.alpha}"
         )
 
     @property
@@ -94,6 +117,8 @@ class Ranking:
         return {
             "scope": self.scope,
             "unit": self.unit,
+            "resampled": self.resampled,
+            "n_items": list(self.n_items),
             "datasets": list(self.datasets),
             "n_seeds": self.n_seeds,
             "n_resamples": self.n_resamples,
@@ -130,6 +155,43 @@ def bootstrap_ranks(scores: np.ndarray, *, rng: np.random.Generator, n_resamples
     return ranks
 
 
+def item_bootstrap_ranks(items: CellItems, *, rng: np.random.Generator, n_resamples: int = 1000) -> np.ndarray:
+    """Ranks of the models on ``n_resamples`` resamples of the items within each dataset
+    (resamples × models).
+
+    ``items[m][d][s]`` holds the item scores of model m's units at dataset d and seed s (one per
+    transformation of the ranked axis; one for the original data). The draws, in this order:
+    for each dataset d (in ``items[0]`` order), its universe is the sorted union of the item ids
+    of all its units (every model, seed and transformation), of size n_d, and
+    ``rng.integers(0, n_d, (n_resamples, n_d))`` draws row b's items (positions in the universe);
+    an item's count in row b is how often it was drawn. On resample b, each unit's main score is
+    ``ItemScores.scores`` on the counts of the ids it has (a unit lacking some ids uses those it
+    has; where its drawn items give no score, none drawn or a constant Spearman side, it keeps its
+    score on all its items); a cell's score is the mean over its units, and a model's the mean
+    over datasets and seeds, as the point estimate. All models are ranked on the same draws.
+    """
+    if n_resamples < 1:
+        raise ValueError(f"n_resamples must be positive, got {n_resamples}")
+    n_models, n_datasets = len(items), len(items[0])
+    totals = np.zeros((n_resamples, n_models))
+    for d in range(n_datasets):
+        cells = [items[m][d] for m in range(n_models)]
+        universe = sorted({i for per_seed in cells for units in per_seed for unit in units for i in unit.ids})
+        where = {item: k for k, item in enumerate(universe)}
+        drawn = rng.integers(0, len(universe), (n_resamples, len(universe)))
+        offsets = np.arange(n_resamples)[:, None] * len(universe)
+        counts = np.bincount((drawn + offsets).ravel(), minlength=n_resamples * len(universe))
+        counts = counts.reshape(n_resamples, len(universe))
+        for m, per_seed in enumerate(cells):
+            for units in per_seed:
+                cell = np.zeros(n_resamples)
+                for unit in units:
+                    scores = unit.scores(counts[:, [where[i] for i in unit.ids]])
+                    cell += np.where(np.isfinite(scores), scores, unit.score())
+                totals[:, m] += cell / len(units) / (len(per_seed) * n_datasets)
+    return competition_ranks(totals)
+
+
 def rank_models(
     scores: np.ndarray,
     models: Sequence[str],
@@ -140,10 +202,13 @@ def rank_models(
     n_resamples: int = 1000,
     confidence: float = 0.95,
     alpha: float = ALPHA,
+    items: CellItems | None = None,
 ) -> Ranking:
     """Rank, bootstrap rank interval and significance letters of each model (module docstring).
 
-    ``scores`` is models × datasets × seeds (every cell present; higher is better)."""
+    ``scores`` is models × datasets × seeds (every cell present; higher is better). With
+    ``items`` (``item_bootstrap_ranks``; the cell scores are then the means of their units' main
+    scores), the rank intervals resample items within each dataset; without, datasets."""
     values = _as_cube(scores)
     if values.shape[:2] != (len(models), len(datasets)):
         raise ValueError(f"scores has shape {values.shape}, expected {len(models)} models × {len(datasets)} datasets")
@@ -154,7 +219,12 @@ def rank_models(
     per_dataset = values.mean(axis=2)  # models × datasets, seeds averaged
     means = per_dataset.mean(axis=1)
     ranks = competition_ranks(means)
-    resampled = bootstrap_ranks(values, rng=rng, n_resamples=n_resamples)
+    if items is None:
+        resampled = bootstrap_ranks(values, rng=rng, n_resamples=n_resamples)
+    else:
+        if len(items) != len(models) or any(len(per_model) != len(datasets) for per_model in items):
+            raise ValueError(f"items must be given per model and dataset, {len(models)} × {len(datasets)}")
+        resampled = item_bootstrap_ranks(items, rng=rng, n_resamples=n_resamples)
     tail = (1 - confidence) / 2
     low, high = np.quantile(resampled, [tail, 1 - tail], axis=0, method="inverted_cdf").astype(int)
     order = sorted(range(len(models)), key=lambda i: (ranks[i], i))
@@ -166,7 +236,19 @@ def rank_models(
         ModelRank(models[i], float(means[i]), int(ranks[i]), int(low[i]), int(high[i]), letters[models[i]])
         for i in order
     )
-    return Ranking(scope, tuple(datasets), values.shape[2], rows, tuple(pairs), n_resamples, confidence, alpha)
+    n_items = () if items is None else tuple(_universe_size(per_dataset) for per_dataset in zip(*items, strict=True))
+    return Ranking(
+        scope,
+        tuple(datasets),
+        values.shape[2],
+        rows,
+        tuple(pairs),
+        n_resamples,
+        confidence,
+        alpha,
+        DATASET if items is None else ITEM,
+        n_items,
+    )
 
 
 def pairwise_tests(per_dataset: np.ndarray, models: Sequence[str], *, alpha: float = ALPHA) -> list[PairTest]:
@@ -195,3 +277,7 @@ def _as_cube(scores: np.ndarray) -> np.ndarray:
     if not np.all(np.isfinite(values)):
         raise ValueError("scores hold NaN or infinite values: rank only complete datasets")
     return values
+
+
+def _universe_size(cells: Sequence[Sequence[Sequence[ItemScores]]]) -> int:
+    return len({i for per_seed in cells for units in per_seed for unit in units for i in unit.ids})

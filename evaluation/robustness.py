@@ -479,7 +479,9 @@ def _rankings(
     units: Sequence[UnitScore], models: Sequence[str], axes: Sequence[str], *, seed: int, n_resamples: int
 ) -> tuple[tuple[Ranking, ...], str | None]:
     """The models ranked on the original data and on each axis (``evaluation.ranking``), on the
-    datasets where every model has every seed; a note when a ranking cannot be made."""
+    datasets where every model has every seed; a note when a ranking cannot be made. The rank
+    intervals resample items within each dataset when every ranked unit has per-item scores,
+    datasets otherwise (``Ranking.unit`` says which)."""
     if len(models) < 2:
         return (), f"ranking needs at least 2 models; the run has {len(models)}"
     rankings, skipped = [], []
@@ -487,26 +489,34 @@ def _rankings(
     scopes += [(axis, [u for u in units if u.transformation != ORIGINAL and u.axis == axis]) for axis in axes]
     for scope, members in scopes:
         # the axis score of a model at a dataset × seed: the mean over the axis' transformations
-        cells = {
-            key: float(np.mean([u.score for u in group]))
-            for key, group in _group(members, lambda u: (u.model, u.dataset, u.seed)).items()
-        }
+        groups = _group(members, lambda u: (u.model, u.dataset, u.seed))
+        cells = {key: float(np.mean([u.score for u in group])) for key, group in groups.items()}
         seeds = sorted({key[2] for key in cells})
         datasets = sorted({key[1] for key in cells if all((m, key[1], s) in cells for m in models for s in seeds)})
         if len(datasets) < 2:
             skipped.append(f"{scope} ({len(datasets)} complete dataset(s))")
             continue
         scores = np.array([[[cells[(m, d, s)] for s in seeds] for d in datasets] for m in models])
+        items = [[[[u.item_scores for u in groups[(m, d, s)]] for s in seeds] for d in datasets] for m in models]
+        complete = all(
+            i is not None for per_model in items for per_dataset in per_model for cell in per_dataset for i in cell
+        )
         rankings.append(
             rank_models(
-                scores, models, scope=scope, datasets=datasets, rng=np.random.default_rng(seed), n_resamples=n_resamples
+                scores,
+                models,
+                scope=scope,
+                datasets=datasets,
+                rng=np.random.default_rng(seed),
+                n_resamples=n_resamples,
+                items=items if complete else None,
             )
         )
     note = None
     if skipped:
         note = (
-            "rank intervals resample datasets, so a ranking needs at least 2 datasets on which every model "
-            "has every seed; not ranked: " + ", ".join(skipped)
+            "the letter groups compare models over datasets, so a ranking needs at least 2 datasets on which "
+            "every model has every seed; not ranked: " + ", ".join(skipped)
         )
     return tuple(rankings), note
 

@@ -7,6 +7,7 @@ from django.db.models import Count, Q, QuerySet
 from annotation.models import BaselineStudy
 from core.projects import User, scoped
 from evaluation.aggregation import ModelAggregate, UnitScore, aggregate
+from evaluation.item_scores import ItemScores
 from evaluation.models import BenchmarkResult, BenchmarkRun
 
 
@@ -34,6 +35,8 @@ def unit_score(result: BenchmarkResult) -> UnitScore:
         seed=result.seed,
         score=result.main_score,
         original_score=result.original_main_score,
+        item_scores=ItemScores.from_json(result.item_scores),
+        original_item_scores=ItemScores.from_json(result.original_item_scores),
     )
 
 

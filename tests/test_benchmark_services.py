@@ -23,6 +23,7 @@ from evaluation.benchmark_services import (
     benchmark_run_resume,
 )
 from evaluation.encoders import get_encoder
+from evaluation.item_scores import ItemScores
 from evaluation.models import BenchmarkResult, BenchmarkRun
 from evaluation.services import examples_evaluate
 from tests.support import LIMIT, config_text, keyword_run
@@ -74,6 +75,11 @@ def test_paired_delta_leaves_failed_items_out_of_both(sts, django_capture_on_com
     kept = [(i.item_id, i.payload, i.gold) for n, i in enumerate(items) if n not in (0, 3)]
     original = examples_evaluate(dataset=sts, split="test", examples=kept, encoder=get_encoder(MODEL))
     assert result.original_main_score == pytest.approx(original.main_score)
+    # per-pair scores of both sides, keyed by item id, give back each main score
+    kept_ids = [item_id for item_id, *_ in kept]
+    for stored, score in ((result.item_scores, result.main_score), (result.original_item_scores, original.main_score)):
+        assert stored["kind"] == "spearman" and stored["ids"] == kept_ids
+        assert ItemScores.from_json(stored).score() == pytest.approx(score, abs=1e-6)
     outputs = {(o.item_id, o.side): o.output_text for o in TransformedItem.objects.filter(run=runs[0])}
     transformed = [
         (

@@ -14,6 +14,7 @@ from django.urls import reverse
 from django.utils import timezone
 
 from corpora.models import Dataset
+from evaluation.item_scores import ItemScores
 from evaluation.models import BenchmarkResult, BenchmarkRun
 from evaluation.report_robustness import robustness_report_get
 from tests.support import RESULT_MODELS as MODELS
@@ -250,3 +251,19 @@ def test_original_only_run_still_ranks_its_models(client, researcher, run):
     html = client.get(reverse("evaluation:robustness", args=[original_only.pk])).content.decode()
     assert 'id="original-only"' in html and 'id="rankings"' in html and 'class="rank-table"' in html
     assert "[1, 1]" in html  # gamma leads on every dataset: its interval is the single rank 1
+
+
+def test_stored_item_scores_make_the_original_ranking_resample_items(client, researcher, run):
+    rng = np.random.default_rng(0)
+    for result in run.results.filter(transformation="original"):
+        values = result.main_score + rng.normal(0, 0.05, 10)
+        values += result.main_score - values.mean()  # their mean is the stored main score
+        result.item_scores = ItemScores("mean", tuple(f"i{k}" for k in range(10)), tuple(values)).as_json()
+        result.save(update_fields=["item_scores"])
+    original, lexical, _ = robustness_report_get(run=run).rankings
+    assert (original.resampled, original.n_items) == ("item (within each dataset)", (10, 10, 10))
+    assert lexical.resampled == "dataset"  # its transformed units have no item scores
+    client.force_login(researcher)
+    html = client.get(reverse("evaluation:robustness", args=[run.pk])).content.decode()
+    assert "unit resampled: item (within each dataset; 30 items in 3 datasets" in html
+    assert "unit resampled: dataset (3)" in html

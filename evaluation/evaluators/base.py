@@ -26,8 +26,9 @@ class EvaluationResult(Protocol):
 
 
 class FieldScores:
-    """For result dataclasses whose fields are all their metrics and whose main score is the field
-    named ``main_metric``."""
+    """For result dataclasses whose fields are all their metrics, but for an optional ``items``
+    field (``evaluation.item_scores.ItemScores``), and whose main score is the field named
+    ``main_metric``."""
 
     main_metric: ClassVar[str]
 
@@ -36,7 +37,9 @@ class FieldScores:
         return getattr(self, self.main_metric)
 
     def metrics(self) -> dict[str, float | None]:
-        return asdict(self)
+        flat = asdict(self)
+        flat.pop("items", None)
+        return flat
 
 
 def as_matrix(embeddings: np.ndarray, name: str) -> np.ndarray:

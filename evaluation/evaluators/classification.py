@@ -17,7 +17,7 @@ from __future__ import annotations
 import warnings
 from collections import Counter
 from collections.abc import Hashable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import ClassVar
 
 import numpy as np
@@ -26,6 +26,7 @@ from sklearn.linear_model import LogisticRegression
 from sklearn.metrics import accuracy_score, average_precision_score, f1_score, precision_score, recall_score
 
 from evaluation.evaluators.base import Encode, FieldScores, as_matrix
+from evaluation.item_scores import ItemScores, positional
 
 
 @dataclass(frozen=True)
@@ -44,6 +45,8 @@ class ClassificationScores:
 @dataclass(frozen=True)
 class ClassificationResult(FieldScores, ClassificationScores):
     experiments: tuple[ClassificationScores, ...]
+    items: ItemScores | None = field(default=None, compare=False, repr=False)
+    """Each test item's correctness rate over the experiments, ids its positions."""
 
     main_metric: ClassVar[str] = "accuracy"
 
@@ -105,7 +108,7 @@ class ClassificationEvaluator:
             )
             for draw in draws
         ]
-        return _average(experiments)
+        return _average(experiments, test_labels)
 
     def score(
         self,
@@ -123,7 +126,7 @@ class ClassificationEvaluator:
             self._experiment(train_embeddings[draw], [train_labels[i] for i in draw], test_embeddings, test_labels)
             for draw in self.training_draws(train_labels)
         ]
-        return _average(experiments)
+        return _average(experiments, test_labels)
 
     def _experiment(
         self,
@@ -131,13 +134,15 @@ class ClassificationEvaluator:
         train_labels: Sequence[Hashable],
         test_embeddings: np.ndarray,
         test_labels: Sequence[Hashable],
-    ) -> ClassificationScores:
+    ) -> tuple[ClassificationScores, list[Hashable]]:
+        """One experiment's scores and its predicted labels."""
         classifier = LogisticRegression(max_iter=self.max_iter, random_state=self.seed)
         with warnings.catch_warnings():
             # The iteration cap is part of the protocol: not converging is expected, not a fault.
             warnings.simplefilter("ignore", ConvergenceWarning)
             classifier.fit(train_embeddings, list(train_labels))
-        return classification_scores(list(test_labels), classifier.predict(test_embeddings).tolist())
+        predicted = classifier.predict(test_embeddings).tolist()
+        return classification_scores(list(test_labels), predicted), predicted
 
 
 def classification_scores(truth: Sequence[Hashable], predicted: Sequence[Hashable]) -> ClassificationScores:
@@ -174,10 +179,18 @@ def classification_scores(truth: Sequence[Hashable], predicted: Sequence[Hashabl
     )
 
 
-def _average(experiments: list[ClassificationScores]) -> ClassificationResult:
+def _average(
+    experiments: list[tuple[ClassificationScores, list[Hashable]]], test_labels: Sequence[Hashable]
+) -> ClassificationResult:
+    scores = [found for found, _ in experiments]
+
     def mean(name: str) -> float | None:
-        values = [getattr(e, name) for e in experiments if getattr(e, name) is not None]
+        values = [getattr(e, name) for e in scores if getattr(e, name) is not None]
         return float(np.mean(values)) if values else None
 
     fields = {name: mean(name) for name in ClassificationScores.__dataclass_fields__}
-    return ClassificationResult(**fields, experiments=tuple(experiments))
+    # accuracy averaged over experiments = the mean over test items of their correctness rate
+    correct = np.mean(
+        [[p == t for p, t in zip(predicted, test_labels, strict=True)] for _, predicted in experiments], 0
+    )
+    return ClassificationResult(**fields, experiments=tuple(scores), items=positional("mean", correct))

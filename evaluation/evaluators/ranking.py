@@ -37,6 +37,7 @@ import numpy as np
 
 from evaluation.evaluators.base import Encode, as_matrix, split_rows
 from evaluation.evaluators.similarity import SIMILARITY_FUNCTIONS, similarity_matrix
+from evaluation.item_scores import ItemScores
 
 K_VALUES = (1, 3, 5, 10, 20, 100, 1000)
 MEASURES = ("ndcg", "map", "recall", "precision", "mrr", "hit_rate")
@@ -52,6 +53,8 @@ class RankingResult:
     n_queries: int
     main_measure: str = "ndcg"
     main_k: int = 10
+    items: ItemScores | None = field(default=None, compare=False, repr=False)
+    """Each query's main measure, ids the query ids (the main score is their mean)."""
 
     @property
     def main_metric(self) -> str:
@@ -116,7 +119,8 @@ def ranking_result(
         raise ValueError("no query has both a ranking and relevance judgements")
     per_query = [query_scores(rankings[q], qrels[q], k_values=k_values) for q in queries]
     at = {m: {k: float(np.mean([s[m][k] for s in per_query])) for k in k_values} for m in MEASURES}
-    return RankingResult(at, len(queries), main_measure, main_k)
+    items = ItemScores("mean", tuple(queries), tuple(s[main_measure][main_k] for s in per_query))
+    return RankingResult(at, len(queries), main_measure, main_k, items)
 
 
 @dataclass(frozen=True)

@@ -13,7 +13,7 @@ that anything predicting a similarity per pair, a model or a human rater, is sco
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import ClassVar
 
 import numpy as np
@@ -21,6 +21,7 @@ from scipy.stats import pearsonr, spearmanr
 
 from evaluation.evaluators.base import Encode, FieldScores, as_matrix, split_rows
 from evaluation.evaluators.similarity import SIMILARITY_FUNCTIONS, paired_scores
+from evaluation.item_scores import ItemScores, positional
 
 
 @dataclass(frozen=True)
@@ -35,6 +36,8 @@ class STSResult(FieldScores):
     """With the model's own similarity function (MTEB's ``spearman``; cosine for most models)."""
     pearson: float
     n_pairs: int
+    items: ItemScores | None = field(default=None, compare=False, repr=False)
+    """Each pair's cosine similarity and gold score, ids its positions (the main score's items)."""
 
     main_metric: ClassVar[str] = "cosine_spearman"
 
@@ -88,6 +91,7 @@ class STSEvaluator:
             spearman=own.spearman,
             pearson=own.pearson,
             n_pairs=len(gold),
+            items=positional("spearman", similarity["cosine"], gold),
         )
 
 

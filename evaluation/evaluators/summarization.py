@@ -11,7 +11,7 @@ is the mean cosine Spearman. The source text itself is not encoded.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import ClassVar
 
 import numpy as np
@@ -19,6 +19,7 @@ from scipy.stats import pearsonr, spearmanr
 
 from evaluation.evaluators.base import Encode, FieldScores, as_matrix, split_rows
 from evaluation.evaluators.similarity import similarity_matrix
+from evaluation.item_scores import ItemScores
 
 
 @dataclass(frozen=True)
@@ -29,6 +30,8 @@ class SummarizationResult(FieldScores):
     dot_pearson: float
     n_texts: int
     n_skipped: int
+    items: ItemScores | None = field(default=None, compare=False, repr=False)
+    """Each scored text's cosine Spearman, ids its positions (skipped texts have none)."""
 
     main_metric: ClassVar[str] = "cosine_spearman"
 
@@ -63,7 +66,7 @@ class SummarizationEvaluator:
             "dot_spearman": [],
             "dot_pearson": [],
         }
-        skipped = 0
+        skipped, scored = 0, []
         for i, (human, machine, rated) in enumerate(zip(human_embeddings, machine_embeddings, ratings, strict=True)):
             human, machine = as_matrix(human, f"human_embeddings[{i}]"), as_matrix(machine, f"machine_embeddings[{i}]")
             if len(rated) != len(machine):
@@ -73,6 +76,7 @@ class SummarizationEvaluator:
             if len(set(rated)) == 1 or len(np.unique(cosine)) == 1 or len(np.unique(dot)) == 1:
                 skipped += 1
                 continue
+            scored.append(str(i))
             correlations["cosine_spearman"].append(float(spearmanr(rated, cosine).statistic))
             correlations["cosine_pearson"].append(float(pearsonr(rated, cosine).statistic))
             correlations["dot_spearman"].append(float(spearmanr(rated, dot).statistic))
@@ -83,4 +87,5 @@ class SummarizationEvaluator:
             **{name: float(np.mean(values)) for name, values in correlations.items()},
             n_texts=len(ratings) - skipped,
             n_skipped=skipped,
+            items=ItemScores("mean", tuple(scored), tuple(correlations["cosine_spearman"])),
         )
