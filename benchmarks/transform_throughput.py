@@ -19,6 +19,17 @@ The platform's cache lives in a fresh temporary SQLite database and the HTTP cli
 and (c) always reach the model. With --repeat R the phases a, b, c run R times, interleaved (the cache is
 emptied before each b) and medians are reported. Prints a table, the ratios b/a and b/c, and where (b)
 spends its time (inside the backend's generate, output analysis, SQL, the rest).
+
+With --server llama-server [--slots 1 2 4 8] the same model is served by llama.cpp's own ``llama-server``
+(built by scripts/build_llama_server.sh into var/llama-server/bin, or --llama-server-bin), which decodes
+the sequences of its parallel slots together in one batch (continuous batching). One server is started per
+slot count N (``--parallel N``, N x --n-ctx tokens of context, --threads CPU threads, default all), and
+the same requests are sent: (c) sequentially against 1 slot, the baseline; (a) with N in flight; (b) the
+platform run (its backend keeps up to 8 requests in flight). Per slot count it prints texts/s, generated
+tokens/s (the responses' usage), the error rate of the outputs (the platform's own checks,
+transforms.attempts.analyse_attempt) and the ratio to the baseline; then the machine's measured memory
+bandwidth (numpy copy) and float32 matmul rate, the decode rates they allow for this model, and last
+``ratio best-slots/sequential = X.XX (N slots)``.
 """
 
 from __future__ import annotations
@@ -29,16 +40,23 @@ import csv
 import logging
 import os
 import re
+import subprocess
 import sys
 import tempfile
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import ClassVar
 
 ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+from core.local_server import LocalServer  # noqa: E402 (needs ROOT on the path; imports no Django)
+
 SHARED = ROOT.parent / "shared" / "data"
 STSB_TEST = SHARED / "stsb-multi-mt" / "stsb-en-test.csv"
 DEMO_STS = ROOT / "fixtures" / "sts" / "demo-sts.csv"
+LLAMA_SERVER_BIN = ROOT / "var" / "llama-server" / "bin" / "llama-server"
 
 SEED = 42
 TEMPERATURE = 0.7
@@ -54,6 +72,8 @@ class Phase:
     ``server_s`` is the llama.cpp compute time of the pass (sum of the server's per-request "total
     time" log lines), so ``server_s / seconds`` is how busy the single server slot was; ``decode_ms``
     the server's mean time per generated token; ``client_cpu_s`` the CPU this process used meanwhile.
+    ``prompt_evaluated`` counts the prompt tokens the server computed (llama-server reports it; the rest
+    of each prompt came from its cache), 0 where the server does not say.
     """
 
     seconds: float
@@ -61,6 +81,7 @@ class Phase:
     calls: int
     completion_tokens: int
     outputs: dict[str, str] = field(default_factory=dict)
+    prompt_evaluated: int = 0
     server_s: float | None = None
     decode_ms: float | None = None
     client_cpu_s: float | None = None
@@ -79,14 +100,27 @@ class Phase:
 
 
 class ServerLog:
-    """Reads llama.cpp's per-request timings from the server log written since the last ``mark``."""
+    """Reads llama.cpp's per-request timings from the server log written during ``measure``.
 
-    TOTAL = re.compile(r"llama_perf_context_print:\s+total time =\s+([0-9.]+) ms")
-    DECODE = re.compile(r"llama_perf_context_print:\s+eval time =\s+([0-9.]+) ms /\s+([0-9]+) runs")
+    llama-cpp-python's server logs llama.cpp's context timings after each request; llama-server logs
+    each slot's timings when its request ends (``slot print_timing: id 0 | task 5 |       eval time = ...``).
+    """
 
-    def __init__(self, path: Path):
+    PATTERNS = {
+        "llama-cpp-python": (
+            re.compile(r"llama_perf_context_print:\s+total time =\s+([0-9.]+) ms"),
+            re.compile(r"llama_perf_context_print:\s+eval time =\s+([0-9.]+) ms /\s+([0-9]+) runs"),
+        ),
+        "llama-server": (
+            re.compile(r"\|\s+total time =\s+([0-9.]+) ms"),
+            re.compile(r"\|\s+eval time =\s+([0-9.]+) ms /\s+([0-9]+) tokens"),
+        ),
+    }
+
+    def __init__(self, path: Path, server: str = "llama-cpp-python"):
         self.path = path
         self.offset = 0
+        self.total, self.decode = self.PATTERNS[server]
 
     def measure(self, action):
         """Run ``action`` and attach the server's compute time and the client's CPU time to its Phase."""
@@ -99,8 +133,8 @@ class ServerLog:
         with self.path.open("rb") as handle:
             handle.seek(self.offset)
             text = handle.read().decode("utf-8", "replace")
-        totals = [float(v) for v in self.TOTAL.findall(text)]
-        decode = [(float(ms), int(runs)) for ms, runs in self.DECODE.findall(text)]
+        totals = [float(v) for v in self.total.findall(text)]
+        decode = [(float(ms), int(runs)) for ms, runs in self.decode.findall(text)]
         phase.server_s = sum(totals) / 1000 if totals else None
         runs = sum(r for _, r in decode)
         phase.decode_ms = sum(ms for ms, _ in decode) / runs if runs else None
@@ -156,21 +190,23 @@ def chat_body(model: str, messages: list[dict[str, str]], seed: int) -> dict:
     }
 
 
-def _answer(payload: dict) -> tuple[str, int]:
+def _answer(payload: dict) -> tuple[str, int, int]:
+    """The answer's text, its completion tokens and the prompt tokens the server evaluated (0 if unknown)."""
     text = payload["choices"][0]["message"].get("content") or ""
-    return text, int((payload.get("usage") or {}).get("completion_tokens") or 0)
+    completion = int((payload.get("usage") or {}).get("completion_tokens") or 0)
+    return text, completion, int((payload.get("timings") or {}).get("prompt_n") or 0)
 
 
 def saturated_client(url: str, bodies: dict[str, dict], concurrency: int) -> Phase:
     """(a): every request in flight at once, ``concurrency`` connections."""
     import httpx
 
-    async def run_all() -> list[tuple[str, int]]:
+    async def run_all() -> list[tuple[str, int, int]]:
         limits = httpx.Limits(max_connections=concurrency, max_keepalive_connections=concurrency)
         semaphore = asyncio.Semaphore(concurrency)
         async with httpx.AsyncClient(timeout=600, limits=limits) as client:
 
-            async def one(body: dict) -> tuple[str, int]:
+            async def one(body: dict) -> tuple[str, int, int]:
                 async with semaphore:
                     response = await client.post(url, json=body)
                 response.raise_for_status()
@@ -181,23 +217,25 @@ def saturated_client(url: str, bodies: dict[str, dict], concurrency: int) -> Pha
     start = time.perf_counter()
     answers = asyncio.run(run_all())
     seconds = time.perf_counter() - start
-    outputs = {text: out for text, (out, _) in zip(bodies, answers, strict=True)}
-    return Phase(seconds, len(bodies), len(bodies), sum(tokens for _, tokens in answers), outputs)
+    outputs = {text: out for text, (out, _, _) in zip(bodies, answers, strict=True)}
+    completion, prompt = sum(answer[1] for answer in answers), sum(answer[2] for answer in answers)
+    return Phase(seconds, len(bodies), len(bodies), completion, outputs, prompt_evaluated=prompt)
 
 
 def sequential_client(url: str, bodies: dict[str, dict]) -> Phase:
     """(c): one request at a time, waiting for each answer before sending the next."""
     import httpx
 
-    outputs, tokens = {}, 0
+    outputs, tokens, prompt = {}, 0, 0
     start = time.perf_counter()
     with httpx.Client(timeout=600) as client:
         for text, body in bodies.items():
             response = client.post(url, json=body)
             response.raise_for_status()
-            outputs[text], n = _answer(response.json())
-            tokens += n
-    return Phase(time.perf_counter() - start, len(bodies), len(bodies), tokens, outputs)
+            outputs[text], n, evaluated = _answer(response.json())
+            tokens, prompt = tokens + n, prompt + evaluated
+    seconds = time.perf_counter() - start
+    return Phase(seconds, len(bodies), len(bodies), tokens, outputs, prompt_evaluated=prompt)
 
 
 def platform_run(*, dataset, params, n_items: int, meter: Meter) -> tuple[Phase, object]:
@@ -283,15 +321,39 @@ def spread(phases: list[Phase]) -> str:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--model", default="smollm2-135m-instruct", help="embedded model name")
+    parser.add_argument("--gguf", default=None, help="serve this GGUF file under the --model name (default: its file)")
     parser.add_argument("--n", type=int, default=64, help="texts to transform (N/2 sentence pairs; default 64)")
     parser.add_argument("--concurrency", type=int, default=16, help="in-flight requests of client (a) (default 16)")
     parser.add_argument("--n-ctx", type=int, default=4096, help="server context window (default 4096)")
-    parser.add_argument("--threads", type=int, default=None, help="server CPU threads (default: all cores)")
+    parser.add_argument(
+        "--threads",
+        type=int,
+        default=None,
+        help="server CPU threads (default: all cores but one for llama-cpp-python, all cores for llama-server)",
+    )
     parser.add_argument("--repeat", type=int, default=1, help="run a, b, c this many times; report medians")
     parser.add_argument("--order", default="abc", help="order of the phases a, b, c in each pass (default abc)")
+    parser.add_argument(
+        "--server",
+        choices=("llama-cpp-python", "llama-server"),
+        default="llama-cpp-python",
+        help="llama-cpp-python's server (default; phases a-d) or llama.cpp's llama-server (throughput per slot count)",
+    )
+    parser.add_argument(
+        "--slots",
+        type=int,
+        nargs="+",
+        default=[1, 2, 4, 8],
+        help="llama-server: parallel slot counts (default 1 2 4 8)",
+    )
+    parser.add_argument(
+        "--llama-server-bin", default=str(LLAMA_SERVER_BIN), help="llama-server: the binary (default var/llama-server)"
+    )
     args = parser.parse_args()
     if args.n < 2 or args.repeat < 1:
         parser.error("--n must be at least 2 and --repeat at least 1")
+    if min(args.slots) < 1:
+        parser.error("--slots must be positive")
     if sorted(args.order) != ["a", "b", "c"]:
         parser.error("--order must name a, b and c once each, e.g. bca")
 
@@ -300,15 +362,17 @@ def main() -> None:
     os.environ.pop("DATABASE_URL", None)  # a fresh SQLite file: the generation cache starts empty
     os.environ.pop("CELERY_BROKER_URL", None)  # tasks run eagerly in this process
     os.environ.setdefault("DJANGO_SETTINGS_MODULE", "shiftlab.settings")
-    sys.path.insert(0, str(ROOT))
 
     from transforms.embedded import LlamaServer, ensure_model, free_port
 
     models_dir = Path(os.environ.get("SHIFTLAB_MODELS_DIR") or ROOT / "var" / "models")
-    model_path = ensure_model(args.model, models_dir=models_dir, progress=print)
+    model_path = Path(args.gguf) if args.gguf else ensure_model(args.model, models_dir=models_dir, progress=print)
     port = free_port()
     os.environ["SHIFTLAB_LLM_BASE_URL"] = f"http://127.0.0.1:{port}/v1"
     os.environ["SHIFTLAB_LLM_MODEL"] = args.model
+    if args.server == "llama-server":
+        run_slot_curve(args, model_path, data_dir, port)  # one server per slot count, all on this port
+        return
     server = LlamaServer(
         model_path,
         model_alias=args.model,
@@ -324,21 +388,40 @@ def main() -> None:
         server.stop()
 
 
-def run_benchmark(args, server, model_path: Path) -> None:
+@dataclass
+class Workload:
+    """What every phase asks for: the imported pairs, their distinct texts and one chat request per text."""
+
+    source: Path
+    dataset: object
+    items: list
+    texts: list[str]
+    bodies: dict[str, dict]
+    params: object
+    template: object
+    prompt: object
+
+    @property
+    def n_texts(self) -> int:
+        return 2 * len(self.items)
+
+
+def setup_django() -> None:
     import django
 
     django.setup()
     # One log line per request or task would bury the table; kombu warns that the eager chord has no broker host.
     for name, level in (("httpx", logging.WARNING), ("celery", logging.WARNING), ("kombu", logging.ERROR)):
         logging.getLogger(name).setLevel(level)
-    import llama_cpp
+
+
+def prepare_workload(args) -> Workload:
+    """Migrate the fresh database, import the first ``args.n // 2`` pairs and build the chat requests."""
     from django.core.management import call_command
 
     from core.hashing import sha256_text
     from corpora.services import ImportOptions, dataset_import
     from transforms import planning
-    from transforms.language_id import supported_languages
-    from transforms.models import Generation
     from transforms.prompts import PromptText
     from transforms.services import GenerationParams, prompt_template_active
 
@@ -355,11 +438,8 @@ def run_benchmark(args, server, model_path: Path) -> None:
     )
     items = list(dataset.items.filter(kind="example").order_by("position"))
     texts = list(dict.fromkeys(item.payload[side] for item in items for side in ("sentence1", "sentence2")))
-    n_texts = 2 * len(items)
-
     template = prompt_template_active("paraphrase")
     prompt = PromptText(template.key, template.system, template.user)
-    url = f"{server.base_url}/chat/completions"
     bodies = {
         text: chat_body(
             args.model,
@@ -369,15 +449,34 @@ def run_benchmark(args, server, model_path: Path) -> None:
         for text in texts
     }
     params = GenerationParams(temperature=TEMPERATURE, top_p=TOP_P, max_tokens=MAX_TOKENS, max_attempts=1)
+    return Workload(source, dataset, items, texts, bodies, params, template, prompt)
+
+
+def warm_up(url: str, model: str, prompt) -> None:
+    """One request: the model paged in, the prompt's common prefix evaluated."""
+    import httpx
+
+    warm = chat_body(model, prompt.messages(text="Warm-up.", language="English", source_language="English"), 7)
+    httpx.post(url, json=warm, timeout=600).raise_for_status()
+
+
+def run_benchmark(args, server, model_path: Path) -> None:
+    setup_django()
+    import llama_cpp
+
+    from transforms.language_id import supported_languages
+    from transforms.models import Generation
+
+    work = prepare_workload(args)
+    source, dataset, items, texts, bodies = work.source, work.dataset, work.items, work.texts, work.bodies
+    params, template, n_texts = work.params, work.template, work.n_texts
+    url = f"{server.base_url}/chat/completions"
 
     startup_s = server.wait_ready(timeout=300)
     started = time.perf_counter()
     supported_languages()  # loads the language identifier once, as a long-lived worker would have
     langid_s = time.perf_counter() - started
-    import httpx
-
-    warm = chat_body(args.model, prompt.messages(text="Warm-up.", language="English", source_language="English"), 7)
-    httpx.post(url, json=warm, timeout=600).raise_for_status()  # model paged in, prompt prefix evaluated
+    warm_up(url, args.model, work.prompt)
 
     log = ServerLog(server.log_path)
     runs_a, runs_b, runs_c, meters = [], [], [], []
@@ -500,6 +599,300 @@ def run_benchmark(args, server, model_path: Path) -> None:
         f"({meter_d.llm_requests} requests); analyse_output {meter_d.analyse_s:.3f} s; "
         f"SQL {meter_d.sql_s:.3f} s ({meter_d.sql_n} queries)"
     )
+
+
+# --- llama.cpp's own llama-server: throughput against parallel slots ------------------------------
+
+
+@dataclass(eq=False)
+class LlamaCppServer(LocalServer):
+    """llama.cpp's ``llama-server`` for one GGUF file with ``slots`` parallel slots of ``n_ctx`` tokens each.
+
+    Not the platform's embedded server (transforms.embedded.LlamaServer runs llama-cpp-python's): a
+    benchmark-only supervisor, started, polled and stopped the same way (core.local_server).
+    """
+
+    binary: Path
+    model_path: Path
+    model_alias: str
+    port: int
+    slots: int
+    n_ctx: int
+    n_threads: int
+    log_path: Path
+    host: str = "127.0.0.1"
+    process: subprocess.Popen | None = field(default=None, init=False, repr=False)
+    started_at: float | None = field(default=None, init=False, repr=False)
+
+    name: ClassVar[str] = "llama-server"
+
+    @property
+    def base_url(self) -> str:
+        return f"http://{self.host}:{self.port}/v1"
+
+    @property
+    def health_url(self) -> str:
+        return f"http://{self.host}:{self.port}/health"  # 503 while the model loads, 200 once it serves
+
+    def command(self) -> list[str]:
+        cmd = [str(self.binary), "--model", str(self.model_path), "--alias", self.model_alias]
+        cmd += ["--host", self.host, "--port", str(self.port), "--parallel", str(self.slots)]
+        # --ctx-size is shared out among the slots: N slots of n_ctx tokens each.
+        cmd += ["--ctx-size", str(self.slots * self.n_ctx), "--cont-batching", "--no-webui"]
+        return cmd + ["--threads", str(self.n_threads), "--threads-batch", str(self.n_threads)]
+
+    def start(self) -> LlamaCppServer:
+        # LLAMA_ARG_* variables would override the flags above.
+        env = {key: value for key, value in os.environ.items() if not key.startswith("LLAMA_ARG_")}
+        self._spawn(self.command(), env=env, header=True)
+        return self
+
+    def models(self) -> dict:
+        import httpx
+
+        return httpx.get(f"{self.base_url}/models", timeout=10).json()
+
+
+@dataclass(frozen=True)
+class MachineRates:
+    """What this machine moves and computes, measured with numpy: memory copy in GB/s (bytes read +
+    bytes written, as STREAM counts them) by one thread and by ``threads``; float32 matmul GFLOP/s."""
+
+    copy_gbs_one: float
+    copy_gbs_all: float
+    threads: int
+    matmul_gflops: float
+
+
+def measure_machine(threads: int) -> MachineRates:
+    """Best of a few runs: a 256 MiB array copy (1 and ``threads`` threads, each its own slice; numpy
+    releases the GIL while it copies) and a 2048 x 2048 float32 matmul (BLAS, its own threads)."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    import numpy as np
+
+    source = np.ones(32 * 2**20)
+    target = np.empty_like(source)
+
+    def copy_gbs(parts: int) -> float:
+        slices = [slice(i * len(source) // parts, (i + 1) * len(source) // parts) for i in range(parts)]
+        best = float("inf")
+        with ThreadPoolExecutor(parts) as pool:
+            for _ in range(5):
+                started = time.perf_counter()
+                list(pool.map(lambda part: np.copyto(target[part], source[part]), slices))
+                best = min(best, time.perf_counter() - started)
+        return 2 * source.nbytes / best / 1e9
+
+    rng = np.random.default_rng(0)
+    left, right = rng.standard_normal((2, 2048, 2048), dtype=np.float32)
+    left @ right
+    best = float("inf")
+    for _ in range(5):
+        started = time.perf_counter()
+        left @ right
+        best = min(best, time.perf_counter() - started)
+    return MachineRates(copy_gbs(1), copy_gbs(threads), threads, 2 * 2048**3 / best / 1e9)
+
+
+def output_errors(outputs: dict[str, str], *, candidates: list[str]) -> dict[str, str]:
+    """Each output's error (``""`` for none), judged as a paraphrase run judges its texts' only attempt."""
+    from core.hashing import sha256_text
+    from transforms.attempts import TextState, analyse_attempt
+    from transforms.registry import transformation_get
+
+    spec = transformation_get("paraphrase")
+    errors = {}
+    for text, output in outputs.items():
+        state = TextState(text, sha256_text(text), source_language="en", target_language="", pivot_language="")
+        analyse_attempt(state, spec, output, candidates, max_attempts=1)
+        errors[text] = state.outcome["error_type"]
+    return errors
+
+
+def error_cell(errors: dict[str, str]) -> str:
+    """``failed/n (rate) kind count, ...`` for one phase's outputs."""
+    from collections import Counter
+
+    failed = Counter(error for error in errors.values() if error)
+    kinds = " ".join(f"{kind} {count}" for kind, count in failed.most_common())
+    n_failed = sum(failed.values())
+    return f"{n_failed}/{len(errors)} ({n_failed / max(len(errors), 1):.0%}){' ' + kinds if kinds else ''}"
+
+
+@dataclass
+class SlotRow:
+    """One measured phase against one server: which phase, how many slots and in flight, the load then."""
+
+    label: str
+    slots: int
+    in_flight: int
+    phase: Phase
+    load1: float
+    run: object = None
+
+
+def run_slot_curve(args, model_path: Path, data_dir: Path, port: int) -> None:
+    setup_django()
+    from transforms.language_id import supported_languages
+
+    binary = Path(args.llama_server_bin)
+    if not binary.is_file():
+        sys.exit(f"no llama-server at {binary}: run scripts/build_llama_server.sh (or pass --llama-server-bin)")
+    threads = args.threads or os.cpu_count() or 1
+    load_before = os.getloadavg()
+    machine = measure_machine(threads)  # before any server runs, so that nothing competes with it
+    work = prepare_workload(args)
+    supported_languages()  # loads the language identifier once, as a long-lived worker would have
+    log_path = data_dir / "llama-server.log"
+    rows: list[SlotRow] = []
+    meta: dict = {}
+    startups: dict[int, float] = {}
+    for slots in sorted(set(args.slots) | {1}):  # the sequential baseline runs against 1 slot
+        server = LlamaCppServer(
+            binary, model_path, args.model, port, slots=slots, n_ctx=args.n_ctx, n_threads=threads, log_path=log_path
+        )
+        server.start()
+        try:
+            startups[slots] = server.wait_ready(timeout=300)
+            meta = meta or next(iter(server.models().get("data", [])), {}).get("meta", {})
+            rows += measure_slots(server, work, model=args.model, repeat=args.repeat)
+        finally:
+            server.stop()
+    print_slot_curve(args, model_path, work, machine, meta, startups, rows, (load_before, os.getloadavg()))
+
+
+def measure_slots(server: LlamaCppServer, work: Workload, *, model: str, repeat: int) -> list[SlotRow]:
+    """Phases c (1 slot only), a and b against one running server, ``repeat`` times."""
+    from transforms.backends import get_backend
+    from transforms.models import Generation
+
+    slots, url = server.slots, f"{server.base_url}/chat/completions"
+    platform_in_flight = min(get_backend("default").max_concurrency, len(work.bodies))
+    warm_up(url, model, work.prompt)
+    log = ServerLog(server.log_path, "llama-server")
+    rows: list[SlotRow] = []
+    for index in range(repeat):
+        done = len(rows)
+        if slots == 1:
+            phase = log.measure(lambda: sequential_client(url, work.bodies))
+            rows.append(SlotRow("(c) sequential, 1 in flight", slots, 1, phase, os.getloadavg()[0]))
+        phase = log.measure(lambda: saturated_client(url, work.bodies, slots))
+        rows.append(SlotRow(f"(a) async httpx, {slots} in flight", slots, slots, phase, os.getloadavg()[0]))
+        Generation.objects.all().delete()  # every platform run reaches the model
+        phase, run = log.measure(
+            lambda: platform_run(dataset=work.dataset, params=work.params, n_items=len(work.items), meter=Meter())
+        )
+        label = f"(b) platform run {run.pk}, {platform_in_flight} in flight"
+        rows.append(SlotRow(label, slots, platform_in_flight, phase, os.getloadavg()[0], run))
+        cells = ", ".join(f"{row.label[:3]} {row.phase.calls_per_s:.2f} texts/s" for row in rows[done:])
+        print(f"{slots} slots, pass {index + 1}/{repeat}: {cells}", file=sys.stderr)
+    return rows
+
+
+def median_rows(rows: list[SlotRow]) -> list[SlotRow]:
+    """The median pass of each (slots, phase) pair, in the order they first ran."""
+    groups: dict[tuple[int, str], list[SlotRow]] = {}
+    for row in rows:
+        groups.setdefault((row.slots, row.label[:3]), []).append(row)
+    medians = []
+    for group in groups.values():
+        median = median_phase([row.phase for row in group])
+        medians.append(next(row for row in group if row.phase is median))
+    return medians
+
+
+def print_slot_curve(args, model_path, work, machine, meta, startups, rows, loads) -> None:
+    import llama_cpp
+
+    runs = [row.run for row in rows if row.run is not None]
+    candidates = sorted(set(runs[0].languages) | {"en"})
+    rows = median_rows(rows)
+    baseline = next(row.phase for row in rows if row.label.startswith("(c)"))
+    model_bytes = model_path.stat().st_size
+    n_params = int(meta.get("n_params") or 0)
+    binary = Path(args.llama_server_bin)
+    version = subprocess.run([str(binary), "--version"], capture_output=True, text=True)
+    version_line = next((line for line in (version.stdout + version.stderr).splitlines() if "version" in line), "?")
+
+    print(f"model:   {args.model} ({model_path.name}, {model_bytes / 1e6:.1f} MB, {n_params / 1e6:.1f} M parameters)")
+    print(
+        f"server:  {binary.relative_to(ROOT) if binary.is_relative_to(ROOT) else binary} ({version_line.strip()}; "
+        f"llama.cpp vendored in llama-cpp-python {llama_cpp.__version__}), --parallel N, --ctx-size N x {args.n_ctx}, "
+        f"--cont-batching, --threads {machine.threads}; ready in "
+        + ", ".join(f"{seconds:.1f} s ({slots})" for slots, seconds in startups.items())
+    )
+    print(
+        f"data:    {work.source.relative_to(ROOT.parent) if work.source.is_relative_to(ROOT.parent) else work.source}, "
+        f"{len(work.items)} pairs -> {work.n_texts} texts, {len(work.texts)} distinct "
+        "((a) and (c) send the distinct ones)"
+    )
+    print(
+        f"request: paraphrase prompt v{work.template.version}, temperature {TEMPERATURE}, top_p {TOP_P}, max_tokens "
+        f"{MAX_TOKENS}, per-text seeds from run seed {SEED}; passes: {args.repeat} (median shown); "
+        f"machine: {os.cpu_count()} CPUs, load average {loads[0][0]:.2f} before, {loads[1][0]:.2f} after (1 min)"
+    )
+    print()
+    header = (
+        f"{'slots':>5} {'phase':<40} {'wall s':>7} {'texts':>5} {'compl tok':>9} {'texts/s':>7} {'tok/s':>6} "
+        f"{'x seq':>5} {'tok x':>5} {'busy':>5} {'ms/tok':>6} {'load':>4}  errors"
+    )
+    print(header)
+    print("-" * len(header))
+    for row in rows:
+        phase = row.phase
+        errors = output_errors(phase.outputs, candidates=candidates)
+        busy = f"{phase.server_s / phase.seconds:.1f}" if phase.server_s else "-"
+        print(
+            f"{row.slots:>5} {row.label:<40} {phase.seconds:>7.2f} {phase.calls:>5} {phase.completion_tokens:>9} "
+            f"{phase.calls_per_s:>7.2f} {phase.tokens_per_s:>6.1f} {phase.calls_per_s / baseline.calls_per_s:>5.2f} "
+            f"{phase.tokens_per_s / baseline.tokens_per_s:>5.2f} {busy:>5} {phase.decode_ms or 0:>6.1f} "
+            f"{row.load1:>4.1f}  {error_cell(errors)}"
+        )
+    print(
+        "  texts/s: distinct texts generated per second (one call each); x seq / tok x: texts/s and tokens/s over "
+        "the sequential 1-slot baseline (c); busy: the server's "
+        "per-request compute time summed over the wall time (> 1: requests overlapped); ms/tok: mean time per "
+        "generated token within a request; errors: the paraphrase run's output checks (transforms.attempts); "
+        "(b): the platform's backend keeps up to max_concurrency requests in flight; load: 1-min load average "
+        "after the phase"
+    )
+    print()
+    decoded = [row for row in rows if not row.label.startswith("(b)")]
+    print(
+        f"machine: memory copy {machine.copy_gbs_one:.1f} GB/s (1 thread), {machine.copy_gbs_all:.1f} GB/s "
+        f"({machine.threads} thread{'s' if machine.threads > 1 else ''}); "
+        f"float32 matmul {machine.matmul_gflops:.0f} GFLOP/s (numpy BLAS)"
+    )
+    if n_params:
+        step_cap = machine.copy_gbs_all * 1e9 / model_bytes
+        flop_cap = machine.matmul_gflops * 1e9 / (2 * n_params)
+        print(
+            f"caps:    each decode step reads the {model_bytes / 1e6:.0f} MB of weights once for all the slots' "
+            f"sequences: <= {step_cap:.0f} steps/s, i.e. N x {step_cap:.0f} tokens/s with N sequences; each token "
+            f"costs ~2 x {n_params / 1e6:.0f} M = {2 * n_params / 1e9:.2f} GFLOP: <= {flop_cap:.0f} tokens/s "
+            "(prompt and generated tokens alike), whatever N"
+        )
+        for row in decoded:
+            phase = row.phase
+            tokens = phase.completion_tokens + phase.prompt_evaluated
+            flops = 2 * n_params * tokens / phase.seconds / 1e9
+            weights = phase.tokens_per_s / min(row.in_flight, row.slots) * model_bytes / 1e9
+            print(
+                f"  {row.slots} slot(s) {row.label[:3]}: {phase.tokens_per_s:.0f} generated + "
+                f"{phase.prompt_evaluated / phase.seconds:.0f} prompt tokens/s = {flops:.1f} GFLOP/s "
+                f"({flops / machine.matmul_gflops:.0%} of matmul); weights streamed at >= {weights:.1f} GB/s "
+                f"({weights / machine.copy_gbs_all:.0%} of copy bandwidth)"
+            )
+    best = max((row for row in rows if not row.label.startswith("(c)")), key=lambda row: row.phase.calls_per_s)
+    ratio = best.phase.calls_per_s / baseline.calls_per_s
+    tokens_ratio = best.phase.tokens_per_s / baseline.tokens_per_s
+    print(
+        f"best: {best.label.split(',')[0]} against {best.slots} slots, {best.phase.calls_per_s:.2f} texts/s vs "
+        f"{baseline.calls_per_s:.2f} sequential; generated tokens/s {tokens_ratio:.2f}x; goal >= 2x: "
+        + ("met" if ratio >= 2 else "NOT met")
+    )
+    print(f"ratio best-slots/sequential = {ratio:.2f} ({best.slots} slots)")
 
 
 if __name__ == "__main__":
