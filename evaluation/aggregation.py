@@ -32,9 +32,8 @@ class UnitScore:
     seed: int
     score: float
     original_score: float | None = None  # original data on the same items (transformed units)
-    # per-item scores of ``score`` and ``original_score`` (None where the metric does not decompose)
+    # per-item scores of ``score`` (None where the metric does not decompose), for rank intervals
     item_scores: ItemScores | None = field(default=None, compare=False, repr=False)
-    original_item_scores: ItemScores | None = field(default=None, compare=False, repr=False)
 
     @property
     def delta(self) -> float | None:

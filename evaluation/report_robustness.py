@@ -33,8 +33,8 @@ TABLE_NAMES = (CSV_NAME, JSON_NAME, LATEX_NAME, RANKS_LATEX_NAME)
 
 def robustness_report_get(*, run: BenchmarkRun, options: ReportOptions | None = None) -> RobustnessReport:
     """The report of ``run`` under ``options`` (the statistics' units; default ``ReportOptions()``)."""
-    results = list(benchmark_result_list(run=run))
-    units = [unit_score(r) for r in results]
+    results = list(benchmark_result_list(run=run, item_scores=True))
+    units = [unit_score(r, item_scores=True) for r in results]
     task_types = {r.dataset.name: r.dataset.task_type for r in results}
     drift_items, drift_note = None, None
     try:

@@ -17,16 +17,20 @@ def benchmark_run_list(*, user: User) -> QuerySet[BenchmarkRun]:
     return scoped(runs, user)
 
 
-def benchmark_result_list(*, run: BenchmarkRun) -> QuerySet[BenchmarkResult]:
-    return (
+def benchmark_result_list(*, run: BenchmarkRun, item_scores: bool = False) -> QuerySet[BenchmarkResult]:
+    """The results of ``run``; their per-item scores (tens of KB each) are loaded only when
+    ``item_scores`` is True (the robustness report's rank intervals need them, lists do not)."""
+    results = (
         BenchmarkResult.objects.filter(run=run)
         .select_related("dataset")
         .order_by("model", "dataset__name", "transformation", "seed")
     )
+    return results if item_scores else results.defer("item_scores", "original_item_scores")
 
 
-def unit_score(result: BenchmarkResult) -> UnitScore:
-    """A stored result as the unit the aggregates and the robustness report take."""
+def unit_score(result: BenchmarkResult, *, item_scores: bool = False) -> UnitScore:
+    """A stored result as the unit the aggregates and the robustness report take; with
+    ``item_scores``, its per-item scores parsed (load them with the result list's flag)."""
     return UnitScore(
         model=result.model,
         dataset=result.dataset.name,
@@ -35,8 +39,7 @@ def unit_score(result: BenchmarkResult) -> UnitScore:
         seed=result.seed,
         score=result.main_score,
         original_score=result.original_main_score,
-        item_scores=ItemScores.from_json(result.item_scores),
-        original_item_scores=ItemScores.from_json(result.original_item_scores),
+        item_scores=ItemScores.from_json(result.item_scores) if item_scores else None,
     )
 
 
