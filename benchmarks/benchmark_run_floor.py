@@ -23,7 +23,6 @@ Uses its own data directory (default /tmp/shiftlab-benchmark-floor; SHIFTLAB_DAT
 from __future__ import annotations
 
 import argparse
-import csv
 import hashlib
 import json
 import os
@@ -195,20 +194,18 @@ class StandInBackend(LLMBackend):
 
 
 def _dataset(args, dataset_import):
-    """STS-B test (``--stsb``) or the demo STS fixture, imported once."""
+    """STS-B test (``--stsb``, a headerless CSV) or the demo STS fixture, imported once."""
     from corpora.models import Dataset
+    from corpora.services import ImportOptions
 
     name = "stsb-en-test" if args.stsb else "demo-sts"
     if found := Dataset.objects.filter(name=name).first():
         return found
     if not args.stsb:
         return dataset_import(source=ROOT / "fixtures/sts/demo-sts.csv", task="sts", name=name)
-    source = Path(tempfile.mkdtemp()) / "stsb-en-test.csv"
-    with (ROOT.parent / "shared/data/stsb-multi-mt/stsb-en-test.csv").open(encoding="utf-8", newline="") as handle:
-        rows = list(csv.reader(handle))
-    with source.open("w", encoding="utf-8", newline="") as handle:
-        csv.writer(handle).writerows([("sentence1", "sentence2", "score"), *rows])
-    return dataset_import(source=source, task="sts", name=name)
+    source = ROOT.parent / "shared/data/stsb-multi-mt/stsb-en-test.csv"
+    options = ImportOptions(columns=["sentence1", "sentence2", "score"])
+    return dataset_import(source=source, task="sts", name=name, options=options)
 
 
 def _worker(cache_dir: Path) -> subprocess.Popen:
