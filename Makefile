@@ -7,6 +7,13 @@ PORT ?= 8000
 
 .PHONY: install models demo test test-fast lint services clean
 
+# On CPUs with AMX, llama.cpp's AMX code segfaults on the first generation (llama.cpp issue 20824): build
+# llama-cpp-python without it (-march=native would compile it in). The server also turns weight
+# repacking off at load time on such CPUs (transforms/cpu_features.py), whichever build it runs.
+NO_AMX_FLAGS := -mno-amx-tile -mno-amx-int8 -mno-amx-bf16
+NO_AMX_CMAKE := $(shell grep -qw -e amx_int8 -e amx_tile /proc/cpuinfo 2>/dev/null && \
+  echo 'CFLAGS="$(NO_AMX_FLAGS)" CXXFLAGS="$(NO_AMX_FLAGS)"')
+
 $(VENV)/.installed: requirements.txt requirements-dev.txt requirements-embedded.txt requirements-nodeps.txt
 	@$(PYTHON) -c 'import sys; assert sys.version_info[:2] >= (3, 11), "Shiftlab needs Python 3.11+ (found %s)" % sys.version.split()[0]'
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -14,7 +21,7 @@ $(VENV)/.installed: requirements.txt requirements-dev.txt requirements-embedded.
 	$(PY) -m pip install --quiet -r requirements-dev.txt
 	$(PY) -m pip install --quiet --no-deps -r requirements-nodeps.txt
 	@echo "Installing llama-cpp-python (compiles llama.cpp: about 10 minutes the first time, cached afterwards) ..."
-	$(PY) -m pip install --quiet -r requirements-embedded.txt || \
+	$(NO_AMX_CMAKE) $(PY) -m pip install --quiet -r requirements-embedded.txt || \
 	  echo "WARNING: llama-cpp-python did not install (needs a C++ compiler and CMake); the demo runs without the embedded LLM and its tests skip."
 	touch $@
 

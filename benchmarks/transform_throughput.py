@@ -604,6 +604,15 @@ def run_benchmark(args, server, model_path: Path) -> None:
 # --- llama.cpp's own llama-server: throughput against parallel slots ------------------------------
 
 
+def llama_server_repack_args() -> list[str]:
+    """``--no-repack`` where transforms.cpu_features says weight repacking must stay off."""
+    from transforms.llama_launch import repack_decision
+
+    decision = repack_decision()
+    print(f"llama-server: {decision.describe()}")
+    return [] if decision.enabled else ["--no-repack"]
+
+
 @dataclass(eq=False)
 class LlamaCppServer(LocalServer):
     """llama.cpp's ``llama-server`` for one GGUF file with ``slots`` parallel slots of ``n_ctx`` tokens each.
@@ -639,7 +648,9 @@ class LlamaCppServer(LocalServer):
         cmd += ["--host", self.host, "--port", str(self.port), "--parallel", str(self.slots)]
         # --ctx-size is shared out among the slots: N slots of n_ctx tokens each.
         cmd += ["--ctx-size", str(self.slots * self.n_ctx), "--cont-batching", "--no-webui"]
-        return cmd + ["--threads", str(self.n_threads), "--threads-batch", str(self.n_threads)]
+        cmd += ["--threads", str(self.n_threads), "--threads-batch", str(self.n_threads)]
+        # The same weight-repacking choice as the embedded server: none on CPUs with AMX (it crashes).
+        return cmd + llama_server_repack_args()
 
     def start(self) -> LlamaCppServer:
         # LLAMA_ARG_* variables would override the flags above.

@@ -6,6 +6,7 @@ commands, test fixtures and benchmark scripts share it.
 from __future__ import annotations
 
 import ctypes
+import json
 import os
 import signal
 import socket
@@ -196,3 +197,47 @@ class LocalServer:
 
     def start(self):
         raise NotImplementedError
+
+
+# --- Supervisor state ---------------------------------------------------------------------------
+# A supervisor (``manage.py llm_server``) writes what its server is doing to a small JSON file, so
+# that other processes on the machine (the web server's /health/, the demo's status lines) can tell
+# "answering" from "crash-looping" without sending it work. States: starting, ready, restarting,
+# given_up, stopped.
+
+
+def supervisor_state_path(data_dir: Path, name: str, port: int) -> Path:
+    """Where the supervisor of server ``name`` on ``port`` keeps its state."""
+    return Path(data_dir) / "run" / f"{name}-{port}.json"
+
+
+def supervisor_state_write(path: Path, *, state: str, detail: str, **extra: object) -> None:
+    """Replace the state file atomically; records this process's pid and the time."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    record = {"state": state, "detail": detail, "pid": os.getpid(), "at": time.time(), **extra}
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    tmp.write_text(json.dumps(record) + "\n")
+    os.replace(tmp, path)
+
+
+def supervisor_state_read(path: Path) -> dict | None:
+    """The recorded state, or None when there is none or its supervisor no longer runs (a state left
+    behind by a killed supervisor says nothing about the server now)."""
+    try:
+        record = json.loads(Path(path).read_text())
+        pid = int(record["pid"])
+    except (OSError, ValueError, KeyError, TypeError):
+        return None
+    if record.get("state") not in {"stopped", "given_up"} and not _pid_alive(pid):
+        return None
+    return record
+
+
+def _pid_alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:  # alive, another user's
+        return True
+    return True

@@ -8,6 +8,11 @@
 # same llama.cpp that `python -m llama_cpp.server` runs. About 10 minutes on 2 cores; the binary is
 # built for this CPU (GGML_NATIVE) and linked statically against llama/ggml.
 #
+# On CPUs with AMX (Intel Xeon Sapphire Rapids and later) llama.cpp's AMX weight repacking segfaults on
+# the first generation (llama.cpp issue 20824): the AMX code is left out of the build there (GGML_NATIVE
+# would compile it in), and whoever starts the binary passes --no-repack on such CPUs as well
+# (transforms/cpu_features.py decides; benchmarks/transform_throughput.py does so).
+#
 # Idempotent: a binary that already answers --version is kept. The last line printed is its path.
 set -euo pipefail
 REPO_DIR="$(cd "$(dirname "$0")/.." && pwd)"
@@ -38,11 +43,19 @@ if [ ! -f "${SRC}/CMakeLists.txt" ]; then
   tar -xzf "${SDIST_DIR}/llama_cpp_python-${VERSION}.tar.gz" -C "$SDIST_DIR"
 fi
 
+# -march=native turns on AMX where the CPU has it; -mno-amx-* after it leaves the AMX kernels out.
+NO_AMX_FLAGS=""
+if grep -qw -e amx_int8 -e amx_tile /proc/cpuinfo 2>/dev/null; then
+  NO_AMX_FLAGS="-mno-amx-tile -mno-amx-int8 -mno-amx-bf16"
+  echo "This CPU has AMX: building without llama.cpp's AMX code (it crashes: llama.cpp issue 20824)."
+fi
+
 GENERATOR=()
 command -v ninja >/dev/null && GENERATOR=(-G Ninja)
 # The web UI would be fetched from the network (LLAMA_USE_PREBUILT_UI) and TLS is not needed on 127.0.0.1.
 cmake -S "$SRC" -B "${DEST}/build" "${GENERATOR[@]}" \
   -DCMAKE_BUILD_TYPE=Release -DBUILD_SHARED_LIBS=OFF -DGGML_NATIVE=ON \
+  -DCMAKE_C_FLAGS="${NO_AMX_FLAGS}" -DCMAKE_CXX_FLAGS="${NO_AMX_FLAGS}" \
   -DLLAMA_BUILD_SERVER=ON -DLLAMA_BUILD_TESTS=OFF -DLLAMA_BUILD_EXAMPLES=OFF \
   -DLLAMA_BUILD_UI=OFF -DLLAMA_USE_PREBUILT_UI=OFF -DLLAMA_OPENSSL=OFF -DLLAMA_CURL=OFF
 cmake --build "${DEST}/build" --target llama-server -j "$(nproc)"

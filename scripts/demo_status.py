@@ -3,7 +3,8 @@
 Run by scripts/demo.sh beside the web server. It waits for the first page, signs in as the demo
 admin (the per-service detail of /health/ is for staff only), then polls /health/ and pings the
 Celery workers until every service is ok or ``--timeout`` runs out, and prints the states either
-way with the seconds since the demo started. Plain Python with requests and celery: no Django.
+way with the seconds since the demo started; with ``--watch N`` it then prints a line whenever a
+service changes state. Plain Python with requests and celery: no Django.
 """
 
 from __future__ import annotations
@@ -27,6 +28,9 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     parser.add_argument("--broker-url", default="", help="CELERY_BROKER_URL; empty: tasks run eagerly")
     parser.add_argument("--redis-note", default="", help="where the Redis comes from, shown on its line")
     parser.add_argument("--timeout", type=float, default=600.0, help="seconds to wait for all ok")
+    parser.add_argument(
+        "--watch", type=float, default=0.0, help="then keep polling every N seconds and print state changes"
+    )
     return parser.parse_args(argv)
 
 
@@ -118,7 +122,21 @@ def main(argv: list[str]) -> int:
     for name, status, detail in lines:
         print(f"  {name:<8} {status:<8} {detail}")
     print(flush=True)
+    if args.watch:
+        watch(session, url, args, {name: status for name, status, _ in lines})
     return 0 if done else 1
+
+
+def watch(session: requests.Session, url: str, args: argparse.Namespace, last: dict[str, str]) -> None:
+    """Keep polling and print a line whenever a service changes state (the LLM server crashing
+    after start-up, a worker going away), so that "ok" above never stays on screen as a lie."""
+    while True:
+        time.sleep(args.watch)
+        lines = service_lines(url, health_checks(session, url), worker_state(args.broker_url), args.redis_note)
+        for name, status, detail in lines:
+            if last.get(name) != status:
+                print(f"  {time.strftime('%H:%M:%S')} {name:<8} {status:<8} {detail}", flush=True)
+                last[name] = status
 
 
 if __name__ == "__main__":

@@ -71,3 +71,22 @@ def llm_server(llm_test_model, tmp_path_factory) -> LLMEndpoint:
     server = LlamaServer(path, model_alias=TEST_MODEL, n_ctx=2048, log_path=log)
     with server:
         yield LLMEndpoint(base_url=server.base_url, model=TEST_MODEL, server=server)
+
+
+@pytest.fixture(scope="session")
+def llm_test_model_q4k(llm_test_model, tmp_path_factory) -> Path:
+    """The test model requantised to Q4_K_M, the weight type of the demo's model, with llama.cpp's own
+    quantiser (about 2 s): Q4_K is what llama.cpp repacks into its AMX buffer type and what crashed
+    there (llama.cpp issue 20824), so generating with it exercises that path without a 1 GB download."""
+    import ctypes
+
+    import llama_cpp
+
+    target = tmp_path_factory.mktemp("q4k") / "SmolLM2-135M-Instruct.Q4_K_M.gguf"
+    params = llama_cpp.llama_model_quantize_default_params()
+    params.ftype = llama_cpp.LLAMA_FTYPE_MOSTLY_Q4_K_M
+    params.allow_requantize = True
+    params.nthread = 2
+    if llama_cpp.llama_model_quantize(str(llm_test_model).encode(), str(target).encode(), ctypes.byref(params)) != 0:
+        pytest.fail(f"llama.cpp could not requantise {llm_test_model} to Q4_K_M")
+    return target

@@ -23,10 +23,12 @@ import importlib.util
 import json
 import os
 import shutil
+import signal
 import subprocess
 import sys
 import tempfile
 import time
+import urllib.request
 import zipfile
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
@@ -46,6 +48,7 @@ DEFAULT_MODEL = "qwen2.5-coder-1.5b-instruct"
 TEST_MODEL = "smollm2-135m-instruct"
 INSTALL_HINT = "pip install -r requirements-embedded.txt (builds llama.cpp from source, about 10 minutes)"
 
+REPO_DIR = Path(__file__).resolve().parent.parent  # on the server's PYTHONPATH, for transforms.llama_launch
 _CHUNK = 4 * 1024 * 1024
 _MB = 1024 * 1024
 
@@ -381,7 +384,9 @@ class LlamaServer(LocalServer):
         # Leave one CPU to the web server and Celery worker that share the machine in the embedded
         # setup: with every CPU taken, llama.cpp's decode collapsed under contention here.
         threads = self.n_threads or max(1, available_cpus() - 1)
-        cmd = [self.python, "-m", "llama_cpp.server", "--model", str(self.model_path)]
+        # Through transforms.llama_launch: llama_cpp.server with the weight-repacking choice of this
+        # CPU (no AMX repacking, which crashes; see transforms.cpu_features).
+        cmd = [self.python, "-m", "transforms.llama_launch", "--model", str(self.model_path)]
         cmd += ["--model_alias", self.model_alias, "--host", self.host, "--port", str(self.port)]
         cmd += ["--n_ctx", str(self.n_ctx), "--n_threads", str(threads), "--n_threads_batch", str(threads)]
         # The server runs one request at a time; by default a new request aborts a streaming one.
@@ -405,7 +410,9 @@ class LlamaServer(LocalServer):
             fd, name = tempfile.mkstemp(prefix=f"llama-server-{self.port}-", suffix=".log")
             os.close(fd)
             self.log_path = Path(name)
-        self._spawn(self.command(), env=server_environment(), die_with_parent=self.die_with_parent, header=True)
+        env = server_environment()
+        env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(REPO_DIR), env.get("PYTHONPATH", "")]))
+        self._spawn(self.command(), env=env, die_with_parent=self.die_with_parent, header=True)
         return self
 
     @property
@@ -416,3 +423,56 @@ class LlamaServer(LocalServer):
         """The server's ``/v1/models`` answer."""
         with LOCAL_OPENER.open(f"{self.base_url}/models", timeout=10) as resp:
             return json.load(resp)
+
+    def wait_ready(self, timeout: float = 120.0, *, cancelled: Callable[[], bool] | None = None) -> float:
+        """Block until the server answers ``/v1/models`` *and* a warm-up generation succeeds;
+        return the seconds since ``start``.
+
+        ``/v1/models`` answers before the first matrix multiply runs, so a server that crashes on
+        every generation (llama.cpp's AMX path, a corrupt model) looked ready; the warm-up request
+        makes ready mean answering. A crash during it raises ``LlamaServerError`` naming the signal
+        and quoting the end of the log.
+        """
+        deadline = time.monotonic() + timeout
+        super().wait_ready(timeout, cancelled=cancelled)
+        self.generate_probe(timeout=max(5.0, deadline - time.monotonic()))
+        return time.monotonic() - self.started_at
+
+    def generate_probe(self, *, timeout: float = 60.0) -> str:
+        """One short greedy generation; return its text or raise ``LlamaServerError`` saying why not."""
+        body = {
+            "model": self.model_alias,
+            "messages": [{"role": "user", "content": "Reply with the single word: ready"}],
+            "max_tokens": 4,
+            "temperature": 0.0,
+            "seed": 0,
+        }
+        request = urllib.request.Request(
+            f"{self.base_url}/chat/completions",
+            data=json.dumps(body).encode(),
+            headers={"Content-Type": "application/json"},
+        )
+        try:
+            with LOCAL_OPENER.open(request, timeout=timeout) as resp:
+                reply = json.load(resp)
+            return str(reply["choices"][0]["message"].get("content") or "")
+        except (OSError, ValueError, KeyError, IndexError, TypeError) as exc:
+            if self.process is not None:
+                with contextlib.suppress(subprocess.TimeoutExpired):
+                    self.process.wait(timeout=2)  # a crashed server: let its exit code arrive
+            code = self.process.poll() if self.process is not None else None
+            if code is not None:
+                raise LlamaServerError(
+                    f"the {self.name} crashed ({exit_description(code)}) on a generation{self._log_hint()}"
+                ) from exc
+            raise LlamaServerError(f"the {self.name} did not answer a generation: {exc}{self._log_hint()}") from exc
+
+
+def exit_description(code: int) -> str:
+    """A process exit status as people read it: "exit code 1", "signal SIGSEGV (exit -11)"."""
+    if code < 0:
+        try:
+            return f"signal {signal.Signals(-code).name} (exit {code})"
+        except ValueError:
+            return f"signal {-code} (exit {code})"
+    return f"exit code {code}"

@@ -376,10 +376,14 @@ def test_supervisor_gives_up_after_repeated_crashes(monkeypatch, tmp_path, fake_
     command.BACKOFF_FIRST_S = 0.01
     args = ["--model", spec.name, "--models-dir", str(tmp_path), "--port", str(free_port())]
     started = time.monotonic()
+    state_file = tmp_path / "state.json"
     with pytest.raises(CommandError) as excinfo:
-        call_command(command, *args, "--log-file", str(tmp_path / "server.log"))
+        call_command(command, *args, "--log-file", str(tmp_path / "server.log"), "--state-file", str(state_file))
     message = str(excinfo.value)
     assert "crashed 5 times in a row" in message
+    state = json.loads(state_file.read_text())  # what /health/ shows after the supervisor has gone
+    assert state["state"] == "given_up" and "crashed 5 times in a row" in state["detail"]
+    assert "last log line:" in message.splitlines()[0]
     assert "exited with code" in message
     assert "End of" in message and "server.log" in message
     assert command.restarts == 4

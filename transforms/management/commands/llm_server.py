@@ -10,6 +10,7 @@ from pathlib import Path
 from django.conf import settings
 from django.core.management.base import BaseCommand, CommandError
 
+from core.local_server import supervisor_state_path, supervisor_state_write
 from transforms.embedded import (
     DEFAULT_MODEL,
     EMBEDDED_MODELS,
@@ -18,6 +19,7 @@ from transforms.embedded import (
     LlamaServer,
     LlamaServerError,
     ensure_model,
+    exit_description,
     llama_cpp_available,
     port_in_use,
 )
@@ -53,6 +55,12 @@ class Command(BaseCommand):
         parser.add_argument("--n-threads", type=int, default=None, help="CPU threads (default: all cores but one)")
         parser.add_argument("--log-file", type=Path, default=None, help="server log (default DATA_DIR/log/...)")
         parser.add_argument("--ready-timeout", type=float, default=300.0, help="seconds to wait for start-up")
+        parser.add_argument(
+            "--state-file",
+            type=Path,
+            default=None,
+            help="where the server's state is kept for /health/ (default DATA_DIR/run/llm-server-PORT.json)",
+        )
 
     def say(self, message: str) -> None:
         self.stdout.write(message)
@@ -80,6 +88,7 @@ class Command(BaseCommand):
         if port_in_use(port, host):
             raise CommandError(f"port {port} on {host} is already in use; pick another with --port")
         log_file = options["log_file"] or Path(settings.DATA_DIR) / "log" / f"llama-cpp-{port}.log"
+        self.state_file = options["state_file"] or supervisor_state_path(settings.DATA_DIR, "llm-server", port)
 
         def make_server() -> LlamaServer:
             return LlamaServer(
@@ -95,11 +104,23 @@ class Command(BaseCommand):
         previous = self._install_signal_handlers(self._request_stop)
         try:
             self._supervise(make_server, options["ready_timeout"])
+        except CommandError as exc:
+            self._state("given_up", str(exc).splitlines()[0])
+            raise
         finally:
             if self.server is not None:
                 self.server.stop()
             self._restore_signal_handlers(previous)
+        self._state("stopped", "the supervisor was stopped")
         self.say("Embedded LLM server stopped.")
+
+    def _state(self, state: str, detail: str, **extra) -> None:
+        """Record what the server is doing for /health/ and the demo's status lines."""
+        server = self.server
+        base_url = server.base_url if server is not None and server.port else ""
+        supervisor_state_write(
+            self.state_file, state=state, detail=detail, restarts=self.restarts, base_url=base_url, **extra
+        )
 
     def _request_stop(self, signum, frame) -> None:
         self.stop_event.set()
@@ -126,6 +147,7 @@ class Command(BaseCommand):
         quick_crashes = 0
         while not self.stop_event.is_set():
             server = self.server = make_server()
+            self._state("starting", "loading the model, then a warm-up generation")
             try:
                 server.start()
                 seconds = server.wait_ready(ready_timeout, cancelled=self.stop_event.is_set)
@@ -135,26 +157,35 @@ class Command(BaseCommand):
                     return
                 failure = str(exc)
             else:
+                self._state("ready", f"answered a warm-up generation {seconds:.1f} s after starting")
                 self._announce(server, seconds)
                 while not self.stop_event.wait(1.0):
                     if not server.running:
                         break
                 if self.stop_event.is_set():
                     return
-                failure = f"llama.cpp server exited with code {server.process.returncode}"
+                failure = f"llama.cpp server crashed ({exit_description(server.process.returncode)})"
 
             uptime = time.monotonic() - (server.started_at or time.monotonic())
             quick_crashes = quick_crashes + 1 if uptime < self.QUICK_CRASH_S else 0
             if quick_crashes >= self.MAX_QUICK_CRASHES:
                 raise CommandError(
                     f"giving up: the server crashed {quick_crashes} times in a row within "
-                    f"{self.QUICK_CRASH_S:.0f} s of starting. Last failure: {failure}\n"
+                    f"{self.QUICK_CRASH_S:.0f} s of starting; last log line: {last_log_line(server.log_tail(40))}\n"
+                    f"Last failure: {failure}\n"
                     f"End of {server.log_path}:\n{server.log_tail()}"
                 )
             delay = min(self.BACKOFF_FIRST_S * 2 ** max(quick_crashes - 1, 0), self.BACKOFF_MAX_S)
+            why = last_log_line(server.log_tail(40))
+            self._state(
+                "restarting",
+                f"{failure.splitlines()[0]} after {uptime:.0f} s; restart {quick_crashes} of "
+                f"{self.MAX_QUICK_CRASHES} in {delay:.0f} s. Last log line: {why}",
+                log=str(server.log_path),
+            )
             self.stderr.write(
                 f"{failure.splitlines()[0]} (after {uptime:.0f} s); restarting in {delay:.0f} s "
-                f"[{quick_crashes}/{self.MAX_QUICK_CRASHES}]; log: {server.log_path}"
+                f"[{quick_crashes}/{self.MAX_QUICK_CRASHES}]; last log line: {why}; log: {server.log_path}"
             )
             self.restarts += 1
             self.stop_event.wait(delay)
@@ -172,3 +203,13 @@ class Command(BaseCommand):
             f"  SHIFTLAB_LLM_MODEL={server.model_alias}\n"
             "Ctrl-C stops it."
         )
+
+
+def last_log_line(tail: str) -> str:
+    """The line of a server log that most likely says why it stopped: the last one that is not
+    blank, not one of our own headers and not an HTTP access line."""
+    for line in reversed(tail.splitlines()):
+        text = line.strip()
+        if text and not text.startswith("===") and "HTTP/1.1" not in text:
+            return text[:300]
+    return "(the log is empty)"

@@ -1,0 +1,65 @@
+"""Which llama.cpp weight-repacking path each CPU gets (pure: cpuinfo text in, decision out)."""
+
+import pytest
+
+from transforms.cpu_features import REPACK_ENV, cpu_flags, weight_repacking
+
+# Trimmed from real /proc/cpuinfo files: an AMD EPYC (AVX-512, no AMX), an Intel Xeon Sapphire
+# Rapids (AMX), and an ARM server (Features line).
+EPYC = """processor\t: 0
+vendor_id\t: AuthenticAMD
+model name\t: AMD EPYC
+flags\t\t: fpu vme sse sse2 avx avx2 fma avx512f avx512_vnni avx512_bf16
+"""
+SAPPHIRE_RAPIDS = """processor\t: 0
+vendor_id\t: GenuineIntel
+model name\t: Intel(R) Xeon(R) Platinum 8481C
+flags\t\t: fpu sse2 avx avx2 avx512f avx512_vnni amx_bf16 avx512_fp16 amx_tile amx_int8
+processor\t: 1
+flags\t\t: fpu sse2 avx avx2 avx512f avx512_vnni amx_bf16 avx512_fp16 amx_tile amx_int8
+"""
+ARM = """processor\t: 0
+BogoMIPS\t: 243.75
+Features\t: fp asimd evtstrm aes pmull sha1 sha2 crc32 atomics fphp asimdhp cpuid sve
+"""
+
+
+def test_flags_are_read_from_x86_and_arm_cpuinfo():
+    assert {"avx2", "avx512_vnni"} <= cpu_flags(EPYC)
+    assert {"amx_int8", "amx_tile"} <= cpu_flags(SAPPHIRE_RAPIDS)
+    assert {"asimd", "sve"} <= cpu_flags(ARM)
+    assert cpu_flags("") == frozenset()
+
+
+def test_amx_turns_repacking_off_and_says_why():
+    decision = weight_repacking(cpu_flags(SAPPHIRE_RAPIDS))
+    assert not decision.enabled
+    assert "AMX" in decision.reason and "20824" in decision.reason
+    assert decision.describe().startswith("weight repacking off: AMX")
+
+
+@pytest.mark.parametrize("cpuinfo", [EPYC, ARM, ""])
+def test_other_cpus_keep_repacking(cpuinfo):
+    assert weight_repacking(cpu_flags(cpuinfo)).enabled
+
+
+def test_either_amx_flag_alone_is_enough():
+    assert not weight_repacking({"amx_tile"}).enabled
+    assert not weight_repacking({"amx_int8"}).enabled
+
+
+@pytest.mark.parametrize(("override", "expected"), [("on", True), ("ON", True), ("off", False), (" off ", False)])
+def test_override_wins_over_the_cpu(override, expected):
+    assert weight_repacking(cpu_flags(SAPPHIRE_RAPIDS), override).enabled is expected
+    assert weight_repacking(cpu_flags(EPYC), override).enabled is expected
+
+
+@pytest.mark.parametrize("override", [None, "", "auto"])
+def test_auto_is_the_default(override):
+    assert not weight_repacking(cpu_flags(SAPPHIRE_RAPIDS), override).enabled
+    assert weight_repacking(cpu_flags(EPYC), override).enabled
+
+
+def test_unknown_override_names_the_choices():
+    with pytest.raises(ValueError, match=rf"{REPACK_ENV}='yes' is not one of auto, on, off"):
+        weight_repacking(set(), "yes")
