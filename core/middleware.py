@@ -27,7 +27,7 @@ class ContentSecurityPolicyMiddleware:
 
 
 class NotFoundPageMiddleware:
-    """Answer every 404 with the site's own page, also with DEBUG on (the demo runs with it), where
+    """Answer every 404 with the site's own page, also with DEBUG on (SHIFTLAB_DEBUG=1), where
     Django would show its debug page listing every URL pattern.
 
     Covers a URL that matches no pattern and an ``Http404`` raised by a view; a 404 response a view

@@ -15,6 +15,8 @@ REDIS_STARTED_HERE=""
 
 $PY manage.py migrate --noinput -v 0
 $PY manage.py seed_demo
+# With debug off (the default) runserver leaves static files to WhiteNoise, which serves STATIC_ROOT.
+$PY manage.py collectstatic --noinput -v 0
 
 # Background processes, stopped when the demo exits (Ctrl-C, SIGTERM or the web server ending).
 LLM_PID=""

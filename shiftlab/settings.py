@@ -74,22 +74,17 @@ SECRET_VARIABLES = (
     "ARGILLA_AUTH_SECRET_KEY",
 )
 
-DEBUG = env_bool("SHIFTLAB_DEBUG", True)
-SECRET_KEY = env_str("SHIFTLAB_SECRET_KEY")
-if not SECRET_KEY:
-    if not DEBUG:
-        raise ImproperlyConfigured("Set SHIFTLAB_SECRET_KEY (a long random string) when SHIFTLAB_DEBUG is off.")
-    SECRET_KEY = DEV_SECRET_KEY
+# Debug mode is the developers' switch (SHIFTLAB_DEBUG=1), off by default: its error pages show
+# settings, file paths and tracebacks to whoever can reach the server, the demo's included.
+DEBUG = env_bool("SHIFTLAB_DEBUG", False)
+# These settings are the development and single-machine demo settings: a secret left unset takes its
+# public development value above, whatever SHIFTLAB_DEBUG says, so that the demo and the tests start
+# with nothing set. shiftlab.settings_production, the settings of a server, turns this off.
+DEVELOPMENT_SECRETS_ALLOWED = True
+SECRET_KEY = env_str("SHIFTLAB_SECRET_KEY") or DEV_SECRET_KEY
 # Signs exported benchmark configs (HMAC-SHA256, annotation/config_export.py): a run accepts a config
 # this deployment exported or one signed with this key, so deployments that share it share configs.
-CONFIG_SIGNING_KEY = env_str("SHIFTLAB_CONFIG_SIGNING_KEY")
-if not CONFIG_SIGNING_KEY:
-    if not DEBUG:
-        raise ImproperlyConfigured(
-            "Set SHIFTLAB_CONFIG_SIGNING_KEY (a long random string) when SHIFTLAB_DEBUG is off: it signs "
-            "exported benchmark configs."
-        )
-    CONFIG_SIGNING_KEY = DEV_CONFIG_SIGNING_KEY
+CONFIG_SIGNING_KEY = env_str("SHIFTLAB_CONFIG_SIGNING_KEY") or DEV_CONFIG_SIGNING_KEY
 
 ALLOWED_HOSTS = env_list("SHIFTLAB_ALLOWED_HOSTS", ["127.0.0.1", "localhost", "[::1]"])
 CSRF_TRUSTED_ORIGINS = env_list("SHIFTLAB_CSRF_TRUSTED_ORIGINS", [])
@@ -463,10 +458,8 @@ EMBEDDING_CLAIM_SECONDS = float(env_str("SHIFTLAB_EMBEDDING_CLAIM_SECONDS", "600
 # --- end evaluation -------------------------------------------------------------------------
 
 ARGILLA_API_URL = env_str("ARGILLA_API_URL", "http://127.0.0.1:6900")
-ARGILLA_API_KEY = env_str("ARGILLA_API_KEY")
-if not ARGILLA_API_KEY and DEBUG:
-    # Development only: the owner key `manage.py argilla_server` gives the local server it starts.
-    ARGILLA_API_KEY = DEV_ARGILLA_API_KEY
+# Unset: the public owner key `manage.py argilla_server` gives the local server it starts.
+ARGILLA_API_KEY = env_str("ARGILLA_API_KEY") or DEV_ARGILLA_API_KEY
 # H8a (issue 20): where annotators' browsers reach Argilla's web UI, for the annotation links of
 # a study page (default: ARGILLA_API_URL, right when Shiftlab and annotators reach it alike).
 ARGILLA_UI_URL = env_str("ARGILLA_UI_URL", ARGILLA_API_URL)

@@ -5,14 +5,10 @@ falls back to a development secret, whatever ``SHIFTLAB_DEBUG`` says, and refuse
 any variable holds a public value: a development default or a placeholder of ``.env.example``.
 """
 
-import os
-
 from django.core.exceptions import ImproperlyConfigured
 
-os.environ.setdefault("SHIFTLAB_DEBUG", "0")
-
-from shiftlab.settings import *  # noqa: E402,F403
-from shiftlab.settings import (  # noqa: E402
+from shiftlab.settings import *  # noqa: F403
+from shiftlab.settings import (
     DEVELOPMENT_SECRETS,
     PLACEHOLDER_SECRETS,
     SECRET_VARIABLES,
@@ -21,9 +17,9 @@ from shiftlab.settings import (  # noqa: E402
 )
 
 DEBUG = False
-
-# The base settings fill these in when SHIFTLAB_DEBUG is on; production takes them from the
-# environment only.
+# The base settings fall back to public development values for the secrets below; production takes
+# them from the environment only.
+DEVELOPMENT_SECRETS_ALLOWED = False
 SECRET_KEY = env_str("SHIFTLAB_SECRET_KEY")
 if not SECRET_KEY:
     raise ImproperlyConfigured(

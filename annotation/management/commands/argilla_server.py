@@ -40,7 +40,9 @@ class Command(BaseCommand):
     def handle(self, *args, **options):
         if not settings.ARGILLA_API_KEY:
             raise CommandError("Set ARGILLA_API_KEY: it becomes the API key of the server's owner account.")
-        password = os.environ.get("ARGILLA_OWNER_PASSWORD") or (DEV_OWNER_PASSWORD if settings.DEBUG else "")
+        password = os.environ.get("ARGILLA_OWNER_PASSWORD") or (
+            DEV_OWNER_PASSWORD if settings.DEVELOPMENT_SECRETS_ALLOWED else ""
+        )
         if not password:
             raise CommandError("Set ARGILLA_OWNER_PASSWORD (8+ characters) for the owner account.")
         server = LocalArgillaServer(
