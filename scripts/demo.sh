@@ -115,6 +115,6 @@ WEB_PID=$!
 # One line per service (web, worker, LLM, Argilla, Redis) once /health/ says they are up.
 $PY scripts/demo_status.py --url "http://${HOST}:${PORT}" --password "${SHIFTLAB_DEMO_PASSWORD:-shiftlab-demo}" \
   --since "$DEMO_STARTED_AT" --broker-url "${CELERY_BROKER_URL:-}" \
-  --redis-note "$REDIS_NOTE" &
+  --redis-note "$REDIS_NOTE" --watch 10 &
 STATUS_PID=$!
 wait "$WEB_PID"

@@ -476,6 +476,8 @@ if SHIFTLAB_PUBLIC_URL and not SHIFTLAB_PUBLIC_URL.startswith(("http://", "https
 
 # Seconds a health probe waits for each external service.
 HEALTH_CHECK_TIMEOUT = float(env_str("SHIFTLAB_HEALTH_TIMEOUT", "2"))
+# How long /health/ remembers the one-token generation it asks an LLM server without a local supervisor.
+LLM_HEALTH_GENERATION_TTL = float(env_str("SHIFTLAB_LLM_HEALTH_TTL", "30"))
 
 LOGGING = {
     "version": 1,
