@@ -1,5 +1,8 @@
 from django.conf import settings
 from django.db import models
+from django.utils import timezone
+
+from core.waiting import Waiting
 
 
 class AuditEvent(models.Model):
@@ -38,7 +41,8 @@ class AuditEvent(models.Model):
 
 class TrackedJob(models.Model):
     """Long work that shows progress on its own row (runs, reports): status, ``done``/``total``
-    steps (updated with ``F()`` by the tasks), the error a user can act on, and who started it."""
+    steps (updated with ``F()`` by the tasks), the error a user can act on, who started it, and
+    the backend it waits for while its tasks retry."""
 
     class Status(models.TextChoices):
         PENDING = "pending"
@@ -54,6 +58,12 @@ class TrackedJob(models.Model):
     created_at = models.DateTimeField(auto_now_add=True)
     started_at = models.DateTimeField(null=True, blank=True)
     finished_at = models.DateTimeField(null=True, blank=True)
+    waiting = models.JSONField(
+        null=True,
+        blank=True,
+        default=None,
+        help_text="While a task waits on a backend and retries: core.waiting.Waiting as JSON; null otherwise.",
+    )
 
     class Meta:
         abstract = True
@@ -62,6 +72,19 @@ class TrackedJob(models.Model):
     @property
     def progress(self) -> float:
         return min(1.0, self.done / self.total) if self.total else 0.0
+
+    @property
+    def waiting_state(self) -> Waiting | None:
+        """The backend the job waits for; None when it waits for none or has finished."""
+        if not self.waiting or self.status not in (self.Status.PENDING, self.Status.RUNNING):
+            return None
+        return Waiting.from_json(self.waiting)
+
+    @property
+    def waiting_message(self) -> str | None:
+        """:attr:`waiting_state` as a user reads it (the server's time zone), or None."""
+        state = self.waiting_state
+        return state.message(now=timezone.now(), tz=timezone.get_current_timezone()) if state else None
 
 
 DEFAULT_PROJECT = "shiftlab"

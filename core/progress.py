@@ -6,6 +6,8 @@ import sys
 import time
 from collections.abc import Callable
 
+from django.utils import timezone
+
 from core.models import TrackedJob
 
 FINISHED = (TrackedJob.Status.SUCCEEDED, TrackedJob.Status.FAILED)
@@ -16,6 +18,13 @@ def progress_bar(done: int, total: int, *, suffix: str = "", width: int = 30) ->
     return f"[{'#' * filled}{'.' * (width - filled)}] {done}/{total}{' ' + suffix if suffix else ''}"
 
 
+def job_status_lines(job: TrackedJob, *, describe: Callable[[TrackedJob], str] | None = None) -> list[str]:
+    """What a ``status`` command prints of ``job``: its progress (``describe``, default a bar and
+    the status), the backend it waits for, if any, and its error, if any."""
+    describe = describe or _bar
+    return [line for line in (describe(job), job.waiting_message, job.error) if line]
+
+
 def follow_job(
     job: TrackedJob,
     write: Callable[..., None],
@@ -24,15 +33,21 @@ def follow_job(
     poll_seconds: float = 1.0,
 ) -> TrackedJob:
     """Redraw ``job``'s progress (one line in a terminal, a new line per change in a log) until it
-    has succeeded or failed; return it refreshed. ``write`` is a command's ``self.stdout.write``."""
-    describe = describe or (lambda j: progress_bar(j.done, j.total, suffix=j.status))
+    has succeeded or failed; return it refreshed. ``write`` is a command's ``self.stdout.write``.
+    While the job waits on a backend the line says so; a log gives the next retry's time of day
+    rather than a countdown, which would add a line every second."""
+    describe = describe or _bar
     interactive = sys.stdout.isatty()
     last = None
     while True:
         job.refresh_from_db()
         line = describe(job)
+        waiting = job.waiting_state
+        if waiting is not None:
+            now, tz = timezone.now(), timezone.get_current_timezone()
+            line += f" — {waiting.message(now=now, tz=tz, clock=not interactive)}"
         if interactive:
-            write("\r" + line, ending="")
+            write("\r" + line.ljust(len(last or "")), ending="")  # padded: a shorter line covers the last
         elif line != last:
             write(line)
         last = line
@@ -42,3 +57,7 @@ def follow_job(
     if interactive:
         write("")
     return job
+
+
+def _bar(job: TrackedJob) -> str:
+    return progress_bar(job.done, job.total, suffix=job.status)

@@ -2,24 +2,31 @@
 
 A task retries only for the transient errors it names (never bare ``Exception``), with exponential
 backoff. Each policy is a named set of backoff options; ``policy.task_options(SomeError)`` gives the
-keyword arguments for ``@shared_task``.
+keyword arguments for ``@shared_task``. A task whose job should say that it waits on a backend is
+declared with ``policy.retry_options()``, catches the backend's error itself and calls
+``policy.retry(task, exc, job=...)``: exponential backoff too, and the job's row records the wait
+(or the failure, once the retries are spent).
 """
 
 from __future__ import annotations
 
 import logging
+import random
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, NoReturn, Protocol
 
-from celery import Signature, chord, group
+from celery import Signature, Task, chord, group
 from django.db import transaction
 from kombu.exceptions import OperationalError
+
+from core.waiting import BackendUnavailable
 
 __all__ = [
     "ARGILLA_UNAVAILABLE",
     "TRANSIENT_BACKEND",
     "RetryPolicy",
+    "WaitingJob",
     "dispatch_on_commit",
     "failure_reason",
     "fan_out",
@@ -46,6 +53,43 @@ class RetryPolicy:
             "retry_backoff_max": self.backoff_max,
             "max_retries": self.max_retries,
         }
+
+    def retry_options(self) -> dict[str, Any]:
+        """``@shared_task`` keyword arguments of a task that calls :meth:`retry` itself."""
+        return {"bind": True, "max_retries": self.max_retries}
+
+    def countdown(self, retries: int) -> float:
+        """Seconds before retry ``retries + 1``: ``backoff`` doubling per retry up to ``backoff_max``,
+        jittered into its upper half so that tasks failing together do not retry together, while
+        a job can still say roughly when it tries again."""
+        ceiling = min(self.backoff_max, self.backoff * 2**retries)
+        return ceiling / 2 + random.uniform(0, ceiling / 2)
+
+    def retry(self, task: Task, exc: BackendUnavailable, *, job: WaitingJob) -> NoReturn:
+        """Retry ``task`` (bound) after ``exc``, recording on ``job`` that it waits; once the task's
+        ``max_retries`` are spent, fail ``job`` and re-raise ``exc``. Call it from the task's
+        ``except`` clause of a task declared with :meth:`retry_options`. The task's
+        ``max_retries`` counts, so settings that annotate it (eager mode: 0, since in-process
+        tasks cannot wait) are obeyed; eager retries, where there are any, run at once."""
+        request = task.request
+        if request.called_directly:  # a plain function call: nothing can retry it
+            raise exc
+        if request.retries >= task.max_retries:
+            job.give_up(exc, retries=request.retries)
+            raise exc
+        countdown = self.countdown(request.retries)
+        job.wait(exc, retry=request.retries + 1, max_retries=task.max_retries, countdown=countdown)
+        raise task.retry(exc=exc, countdown=countdown)
+
+
+class WaitingJob(Protocol):
+    """The job a task works for, as :meth:`RetryPolicy.retry` tells it about the task's retries."""
+
+    def wait(self, error: BackendUnavailable, *, retry: int, max_retries: int, countdown: float) -> None:
+        """Retry ``retry`` of ``max_retries`` is due in ``countdown`` seconds."""
+
+    def give_up(self, error: BackendUnavailable, *, retries: int) -> None:
+        """The task failed again after ``retries`` retries and stops."""
 
 
 #: An LLM backend that cannot answer for now (overloaded, restarting, a server not started yet).

@@ -5,6 +5,7 @@ and writing its MTEB-style result file is ``evaluation.benchmark_scoring``."""
 from __future__ import annotations
 
 from collections.abc import Sequence
+from functools import partial
 from typing import Any, TypedDict, Unpack
 
 from django.contrib.auth.models import AbstractBaseUser
@@ -17,7 +18,7 @@ from annotation.config_export import Format
 from annotation.export_services import ConfigCheck, benchmark_config_verify
 from annotation.models import BenchmarkConfig
 from core.errors import ShiftlabError
-from core.job_services import job_fail
+from core.job_services import JobWait, job_fail
 from core.models import Project
 from core.projects import User, project_for_new, project_require_same, scoped
 from core.services import audit_record
@@ -267,6 +268,12 @@ def benchmark_run_fail(*, run_id: int, reason: str) -> None:
     )
 
 
+def benchmark_run_waiting(*, run_id: int) -> JobWait:
+    """How the run's unit tasks record that they wait on an LLM backend (generating a unit's
+    transformations), and fail the run when they give up."""
+    return JobWait(model=BenchmarkRun, job_id=run_id, fail=partial(benchmark_run_fail, run_id=run_id))
+
+
 def _dataset_checked(name: str, content_hash: str | None, split: str, *, reader: User) -> Dataset:
     dataset = scoped(Dataset.objects.filter(name=name), reader).first()
     if dataset is None:
@@ -373,8 +380,9 @@ def benchmark_unit_execute(*, run_id: int, unit: dict[str, Any]) -> bool:
     Idempotent: a unit that already has a result is skipped, and the unique constraint on the
     unit key keeps a unit delivered twice (e.g. after its worker was killed) from counting twice.
     Missing transformation outputs are generated here first (idempotent chunks, cached LLM
-    calls). Transient LLM errors propagate (the task retries them); any other error is recorded on
-    the run and the unit stays without result until the run is resumed.
+    calls). Transient LLM errors propagate (the task records that the run waits, and retries);
+    any other error is recorded on the run and the unit stays without result until the run is
+    resumed. A stored result ends the run's wait.
     """
     u = Unit.from_dict(unit)
     run = BenchmarkRun.objects.get(pk=run_id)
@@ -392,7 +400,7 @@ def benchmark_unit_execute(*, run_id: int, unit: dict[str, Any]) -> bool:
     try:
         with transaction.atomic():
             BenchmarkResult.objects.create(**row)
-            BenchmarkRun.objects.filter(pk=run_id).update(done=F("done") + 1)
+            BenchmarkRun.objects.filter(pk=run_id).update(done=F("done") + 1, waiting=None)
             stored = True
     except IntegrityError:  # stored meanwhile by another delivery of this unit
         pass

@@ -1,12 +1,13 @@
 from rest_framework import serializers
 
 from core.limits import MAX_COUNT, MAX_ID, MAX_SEED
+from core.serializers import JobWaitingSerializer
 from evaluation.models import BenchmarkResult, BenchmarkRun
 from evaluation.robustness import MAX_SPLITS, OPTION_CHOICES, ReportOptions
 from transforms.presets import preset_choices
 
 
-class BenchmarkRunSerializer(serializers.ModelSerializer):
+class BenchmarkRunSerializer(JobWaitingSerializer, serializers.ModelSerializer):
     models = serializers.ListField(source="model_names", child=serializers.CharField(), read_only=True)
     progress = serializers.FloatField(read_only=True)
     created_by = serializers.StringRelatedField()
@@ -29,6 +30,8 @@ class BenchmarkRunSerializer(serializers.ModelSerializer):
             "n_failed",
             "progress",
             "error",
+            "waiting",
+            "waiting_message",
             "plan",
             "created_by",
             "created_at",

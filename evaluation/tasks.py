@@ -10,6 +10,7 @@ from evaluation.benchmark_services import (
     benchmark_run_mark_started,
     benchmark_run_pending_units,
     benchmark_run_resume,
+    benchmark_run_waiting,
     benchmark_unit_execute,
 )
 from evaluation.models import BenchmarkRun
@@ -32,10 +33,13 @@ def start_benchmark_run(run_id: int) -> None:
     name="evaluation.execute_benchmark_unit",
     acks_late=True,
     reject_on_worker_lost=True,
-    **TRANSIENT_BACKEND.task_options(TransientBackendError),
+    **TRANSIENT_BACKEND.retry_options(),
 )
-def execute_benchmark_unit(run_id: int, unit: dict) -> bool:
-    return benchmark_unit_execute(run_id=run_id, unit=unit)
+def execute_benchmark_unit(self, run_id: int, unit: dict) -> bool:
+    try:
+        return benchmark_unit_execute(run_id=run_id, unit=unit)
+    except TransientBackendError as exc:  # generating the unit's transformations: the run waits and retries
+        TRANSIENT_BACKEND.retry(self, exc, job=benchmark_run_waiting(run_id=run_id))
 
 
 @shared_task(name="evaluation.finalize_benchmark_run", acks_late=True)

@@ -100,6 +100,7 @@ def transform_run_execute_chunk(*, run_id: int, item_ids: Sequence[int]) -> int:
         TransformRun.objects.filter(pk=run.pk).update(
             llm_calls=F("llm_calls") + sum(t.calls for t in texts.values()),
             cache_hits=F("cache_hits") + sum(t.hits for t in texts.values()),
+            waiting=None,  # the backend answered: the run waits no more
         )
     transform_run_refresh_counts(run_id=run.pk)
     # The chord's final task may wait behind other runs' chunks in the queue: finish the run as

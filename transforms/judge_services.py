@@ -257,7 +257,8 @@ def judge_report_execute(*, report_id: int, on_progress: Callable[[int, int], No
     """Compute a report (idempotent: re-running reuses every cached generation and judgement).
     ``on_progress(done, total)`` is called after every chunk (the command draws a progress bar).
 
-    Transient backend trouble propagates as TransientBackendError (the task retries); any other
+    Transient backend trouble propagates as TransientBackendError, the report left running: the
+    task records that it waits and retries (``transforms.tasks``), the command fails it. Any other
     ShiftlabError marks the report failed with its message.
     """
     report = JudgeReport.objects.select_related("dataset").get(pk=report_id)
@@ -266,18 +267,16 @@ def judge_report_execute(*, report_id: int, on_progress: Callable[[int, int], No
     report.save(update_fields=["status", "started_at", "error", "done"])
     try:
         result = _EXECUTORS[report.kind](report, ReportProgress(report.pk, on_progress))
-    except TransientBackendError as exc:
-        # Marked failed so the page says why; a Celery retry (or a resume) sets it running again.
-        JudgeReport.objects.filter(pk=report_id).update(status=JudgeReport.Status.FAILED, error=str(exc))
+    except TransientBackendError:
         raise
     except ShiftlabError as exc:
         JudgeReport.objects.filter(pk=report_id).update(
-            status=JudgeReport.Status.FAILED, error=str(exc), finished_at=timezone.now()
+            status=JudgeReport.Status.FAILED, error=str(exc), finished_at=timezone.now(), waiting=None
         )
         report.refresh_from_db()
         return report
     JudgeReport.objects.filter(pk=report_id).update(
-        status=JudgeReport.Status.SUCCEEDED, result=result, done=F("total"), finished_at=timezone.now()
+        status=JudgeReport.Status.SUCCEEDED, result=result, done=F("total"), finished_at=timezone.now(), waiting=None
     )
     report.refresh_from_db()
     return report

@@ -5,12 +5,13 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass
+from functools import partial
 
 from django.db.models import F
 
 from core.errors import ShiftlabError
 from core.hashing import sha256_text
-from core.job_services import job_fail
+from core.job_services import JobWait, job_fail
 from core.task_policy import dispatch_on_commit
 from transforms import planning
 from transforms.backends import get_backend
@@ -190,6 +191,11 @@ def judge_report_fail(*, report_id: int, reason: str) -> None:
             f"(POST /api/judge-reports/{report_id}/resume/)."
         ),
     )
+
+
+def judge_report_waiting(*, report_id: int) -> JobWait:
+    """How the report's task records that it waits on a judge's backend, and fails it when it gives up."""
+    return JobWait(model=JudgeReport, job_id=report_id, fail=partial(judge_report_fail, report_id=report_id))
 
 
 def report_params(report: JudgeReport) -> JudgeParams:

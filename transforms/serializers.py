@@ -1,6 +1,7 @@
 from rest_framework import serializers
 
 from core.limits import MAX_COUNT, MAX_ID, MAX_SEED
+from core.serializers import JobWaitingSerializer
 from transforms.models import TRANSFORMATION_CHOICES, JudgeReport, PromptTemplate, TransformedItem, TransformRun
 from transforms.presets import preset_choices
 
@@ -51,7 +52,7 @@ class PromptTemplateCreateSerializer(serializers.ModelSerializer):
         validators = []  # versions are found or numbered by the service, within the project
 
 
-class TransformRunSerializer(serializers.ModelSerializer):
+class TransformRunSerializer(JobWaitingSerializer, serializers.ModelSerializer):
     project = project_slug_field()
     dataset = serializers.SlugRelatedField(slug_field="name", read_only=True)
     model = serializers.CharField(source="generator.model", read_only=True)
@@ -85,6 +86,8 @@ class TransformRunSerializer(serializers.ModelSerializer):
             "llm_calls",
             "cache_hits",
             "error",
+            "waiting",
+            "waiting_message",
             "created_at",
             "started_at",
             "finished_at",
@@ -138,7 +141,7 @@ class TransformedItemSerializer(serializers.ModelSerializer):
         read_only_fields = fields
 
 
-class JudgeReportSerializer(serializers.ModelSerializer):
+class JudgeReportSerializer(JobWaitingSerializer, serializers.ModelSerializer):
     project = project_slug_field()
     dataset = serializers.SlugRelatedField(slug_field="name", read_only=True)
     runs = serializers.PrimaryKeyRelatedField(many=True, read_only=True)
@@ -158,6 +161,8 @@ class JudgeReportSerializer(serializers.ModelSerializer):
             "done",
             "result",
             "error",
+            "waiting",
+            "waiting_message",
             "created_at",
             "started_at",
             "finished_at",

@@ -9,6 +9,7 @@ import csv
 import json
 from collections.abc import Iterable, Sequence
 from dataclasses import asdict, dataclass
+from functools import partial
 from pathlib import Path
 
 from django.conf import settings
@@ -19,11 +20,12 @@ from django.utils import timezone
 
 from core.errors import ShiftlabError
 from core.hashing import sha256_json
-from core.job_services import job_fail
+from core.job_services import JobWait, job_fail
 from core.models import Project
 from core.projects import default_project, project_for_new, project_require_same
 from core.services import audit_record
 from core.task_policy import dispatch_on_commit
+from core.waiting import BackendUnavailable
 from corpora.models import Dataset, DatasetItem
 from corpora.task_types import PAIR_TASKS, TaskType, task_spec
 from transforms import planning
@@ -36,7 +38,7 @@ from transforms.prompts import DEFAULT_PROMPTS, default_prompt, prompt_hash, val
 from transforms.registry import DEFAULT_LANGUAGES, LanguagePlan, Transformation, transformation_get
 
 
-class TransientBackendError(ShiftlabError):
+class TransientBackendError(BackendUnavailable):
     """The LLM backend could not answer for now (after its own retries); the chunk is retried."""
 
     @classmethod
@@ -44,7 +46,9 @@ class TransientBackendError(ShiftlabError):
         return cls(
             f"{n_failed} requests to LLM backend {backend.alias!r} ({backend.model_id}) failed: {message}. "
             "Is its server running? (the embedded one: python manage.py llm_server). Work done so far is "
-            "kept: resume once it answers"
+            "kept: resume once it answers",
+            backend=f"the LLM backend {backend.alias!r}",
+            reason=message,
         )
 
 
@@ -481,6 +485,11 @@ def transform_run_fail(*, run_id: int, reason: str) -> None:
             f"(python manage.py transform --run {run_id} --resume, or POST /api/transform-runs/{run_id}/resume/)."
         ),
     )
+
+
+def transform_run_waiting(*, run_id: int) -> JobWait:
+    """How the run's chunk tasks record that they wait on its backend, and fail it when they give up."""
+    return JobWait(model=TransformRun, job_id=run_id, fail=partial(transform_run_fail, run_id=run_id))
 
 
 def transform_run_pending_chunks(*, run_id: int, chunk_size: int | None = None) -> list[list[int]]:

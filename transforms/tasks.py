@@ -7,7 +7,7 @@ from core.sweeper import StuckJobKind, stuck_job_kind_register
 from core.task_policy import TRANSIENT_BACKEND, failure_reason, fan_out
 from transforms.chunk_services import transform_run_execute_chunk
 from transforms.judge_services import judge_report_execute, judge_report_resume
-from transforms.judgement_services import judge_report_fail
+from transforms.judgement_services import judge_report_fail, judge_report_waiting
 from transforms.models import JudgeReport, TransformRun
 from transforms.services import (
     TransientBackendError,
@@ -16,9 +16,12 @@ from transforms.services import (
     transform_run_mark_started,
     transform_run_pending_chunks,
     transform_run_resume,
+    transform_run_waiting,
 )
 
-_RETRY_TRANSIENT_BACKEND = TRANSIENT_BACKEND.task_options(TransientBackendError)
+# Tasks that wait on an LLM backend catch its TransientBackendError and retry through
+# TRANSIENT_BACKEND.retry, which records on the job that it waits (and fails it when retries run out).
+_WAITS_ON_BACKEND = TRANSIENT_BACKEND.retry_options()
 
 
 @shared_task(name="transforms.start_run", acks_late=True, reject_on_worker_lost=True)
@@ -31,9 +34,12 @@ def start_run(run_id: int) -> None:
     )
 
 
-@shared_task(name="transforms.execute_chunk", acks_late=True, reject_on_worker_lost=True, **_RETRY_TRANSIENT_BACKEND)
-def execute_chunk(run_id: int, item_ids: list[int]) -> int:
-    return transform_run_execute_chunk(run_id=run_id, item_ids=item_ids)
+@shared_task(name="transforms.execute_chunk", acks_late=True, reject_on_worker_lost=True, **_WAITS_ON_BACKEND)
+def execute_chunk(self, run_id: int, item_ids: list[int]) -> int:
+    try:
+        return transform_run_execute_chunk(run_id=run_id, item_ids=item_ids)
+    except TransientBackendError as exc:
+        TRANSIENT_BACKEND.retry(self, exc, job=transform_run_waiting(run_id=run_id))
 
 
 @shared_task(name="transforms.finalize_run", acks_late=True)
@@ -41,11 +47,12 @@ def finalize_run(run_id: int) -> None:
     transform_run_finalize(run_id=run_id)
 
 
-@shared_task(
-    name="transforms.execute_judge_report", acks_late=True, reject_on_worker_lost=True, **_RETRY_TRANSIENT_BACKEND
-)
-def execute_judge_report(report_id: int) -> None:
-    judge_report_execute(report_id=report_id)
+@shared_task(name="transforms.execute_judge_report", acks_late=True, reject_on_worker_lost=True, **_WAITS_ON_BACKEND)
+def execute_judge_report(self, report_id: int) -> None:
+    try:
+        judge_report_execute(report_id=report_id)
+    except TransientBackendError as exc:
+        TRANSIENT_BACKEND.retry(self, exc, job=judge_report_waiting(report_id=report_id))
 
 
 @shared_task(name="transforms.run_failed")

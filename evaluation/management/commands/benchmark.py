@@ -6,7 +6,7 @@ from django.core.management.base import BaseCommand, CommandError
 from annotation.config_export import format_of
 from annotation.export_services import benchmark_config_file_read
 from core.errors import ShiftlabError
-from core.progress import follow_job, progress_bar
+from core.progress import follow_job, job_status_lines, progress_bar
 from core.projects import User, project_require_write, project_resolve, scoped, user_by_name
 from evaluation.benchmark_services import (
     benchmark_run_create_from_config,
@@ -170,10 +170,8 @@ class Command(BaseCommand):
             self._wait(run)
 
     def do_status(self, *, user: User, run, **_):
-        found = self._get(run, user)
-        self.stdout.write(_bar(found))
-        if found.error:
-            self.stdout.write(found.error)
+        for line in job_status_lines(self._get(run, user), describe=_bar):
+            self.stdout.write(line)
 
     def do_resume(self, *, user: User, run, wait=False, **_):
         found = benchmark_run_resume(run_id=self._get(run, user, write=True).pk, actor=user)

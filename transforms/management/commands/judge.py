@@ -7,7 +7,7 @@ from django.core.exceptions import ImproperlyConfigured
 from django.core.management.base import BaseCommand, CommandError
 
 from core.errors import ShiftlabError
-from core.progress import progress_bar
+from core.progress import job_status_lines, progress_bar
 from core.projects import User, project_for_new, scoped, user_by_name
 from corpora.models import Dataset
 from transforms.judge_services import (
@@ -18,7 +18,7 @@ from transforms.judge_services import (
     judge_report_settings,
 )
 from transforms.judge_tables import report_tables, report_warnings, tables_csv, tables_text
-from transforms.judgement_services import JudgeParams
+from transforms.judgement_services import JudgeParams, judge_report_fail
 from transforms.models import JudgeReport, TransformRun
 from transforms.presets import PRESETS
 from transforms.registry import TRANSFORMATIONS
@@ -32,7 +32,8 @@ class Command(BaseCommand):
     help = (
         "The LLM judge. `evaluate`: agreement with gold STS scores; `run`: quality and fluency of a "
         "transformation run; `select`: compare candidate generators (crossover matrix, CIs, Holm groups); "
-        "`sensitivity`: compare a transformation's prompt versions; `show`: print or export a stored report. "
+        "`sensitivity`: compare a transformation's prompt versions; `show`: print or export a stored report; "
+        "`status`: a report's progress, and the backend it waits for while its task retries. "
         "Reports run in this process with a progress bar and are "
         "stored, so the web page shows the same numbers; judgements are cached, so re-running is cheap. "
         "Without --as it acts as the system: it sees every project's datasets, runs and reports."
@@ -130,6 +131,12 @@ class Command(BaseCommand):
         sensitivity.add_argument("--csv", metavar="PATH", help="Write the report's tables as CSV (long form).")
         acting(sensitivity)
 
+        status = sub.add_parser(
+            "status", help="A report's progress, the backend it waits for (while its task retries), its error."
+        )
+        status.add_argument("report", type=int)
+        acting(status)
+
         show = sub.add_parser("show", help="Print a stored report, or export it.")
         show.add_argument("report", type=int)
         show.add_argument("--json", action="store_true")
@@ -143,6 +150,10 @@ class Command(BaseCommand):
             raise CommandError(str(exc)) from None
         if o["action"] == "show":
             return self._show(o)
+        if o["action"] == "status":
+            for line in job_status_lines(self._get_report(o["report"])):
+                self.stdout.write(line)
+            return
         if o["action"] == "sensitivity":
             return self._sensitivity(o)
         try:
@@ -153,7 +164,8 @@ class Command(BaseCommand):
         self._last_tenth = None  # progress lines written to a log: one per tenth
         try:
             report = judge_report_execute(report_id=report.pk, on_progress=self._progress)
-        except ShiftlabError as exc:
+        except ShiftlabError as exc:  # a backend that does not answer: no task here retries, so the report fails
+            judge_report_fail(report_id=report.pk, reason=str(exc))
             raise CommandError(str(exc)) from None  # judgements made so far are cached: rerunning resumes
         if sys.stdout.isatty():
             self.stdout.write("")
@@ -239,11 +251,14 @@ class Command(BaseCommand):
             self._last_tenth = done * 10 // max(total, 1)
             self.stdout.write(line)  # every 10% in logs
 
-    def _show(self, o) -> None:
+    def _get_report(self, report_id: int) -> JudgeReport:
         try:
-            report = scoped(JudgeReport.objects, self.user).get(pk=o["report"])
+            return scoped(JudgeReport.objects, self.user).get(pk=report_id)
         except JudgeReport.DoesNotExist:
-            raise CommandError(f"No judge report {o['report']}") from None
+            raise CommandError(f"No judge report {report_id}") from None
+
+    def _show(self, o) -> None:
+        report = self._get_report(o["report"])
         if report.result is None:
             raise CommandError(f"Report {report.pk} is {report.status} ({report.done}/{report.total}): no result yet")
         if o["csv"]:

@@ -2,7 +2,7 @@ from django.core.exceptions import ImproperlyConfigured
 from django.core.management.base import BaseCommand, CommandError
 
 from core.errors import ShiftlabError
-from core.progress import follow_job
+from core.progress import follow_job, job_status_lines
 from core.projects import project_for_new, project_require_write, scoped, user_by_name
 from corpora.models import Dataset
 from transforms.models import TransformRun
@@ -53,7 +53,12 @@ class Command(BaseCommand):
         parser.add_argument("--max-attempts", type=int, help=f"default {GenerationParams.max_attempts}")
         parser.add_argument("--wait", action="store_true", help="Show progress until the run ends.")
         parser.add_argument("--export", metavar="PATH", help="Export a run's transformed dataset (with --run).")
-        parser.add_argument("--run", type=int, help="An existing run (for --export, --wait or --resume).")
+        parser.add_argument(
+            "--run",
+            type=int,
+            help="An existing run: alone, print its status (progress, the backend it waits for, its error); "
+            "or with --export, --wait or --resume.",
+        )
         parser.add_argument("--resume", action="store_true", help="Queue the texts of --run that have no outcome.")
         parser.add_argument(
             "--as",
@@ -82,6 +87,10 @@ class Command(BaseCommand):
                 runs = self._create(o)
         except ShiftlabError as exc:  # an unknown --as user, or a project they may only read
             raise CommandError(str(exc)) from None
+        if o["run"] and not (o["resume"] or o["wait"] or o["export"]):
+            for line in job_status_lines(runs[0]):
+                self.stdout.write(line)
+            return
         if o["export"] and len(runs) > 1:
             raise CommandError("--export writes one run: pass --seed, or export each run with --run RUN_ID")
         if o["wait"] or o["export"]:
