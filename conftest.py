@@ -5,6 +5,8 @@ fixtures below (the embedded LLM server, the local Argilla server, Redis for a C
 the public benchmark data, which the tests score with a real encoder, the packaged MiniLM), is
 marked ``services``, or is marked ``heavy`` by hand (a real embedding model without any of those
 fixtures).
+Tests that cannot reach the database are marked ``no_database``: ``make test`` runs them in the
+SQLite pass only (they behave the same on PostgreSQL).
 ``make test-fast`` runs the rest (pure and service-layer tests) for the inner loop; ``make test``
 runs everything.
 """
@@ -22,10 +24,19 @@ HEAVY_FIXTURES = frozenset(
 )
 
 
+def touches_database(item) -> bool:
+    """Whether pytest-django lets the test reach the database (a ``django_db`` mark, or a fixture
+    that needs ``db``/``transactional_db``, however indirectly). Any other test fails if it tries, so
+    it behaves the same on SQLite and PostgreSQL."""
+    return item.get_closest_marker("django_db") is not None or "_django_db_helper" in getattr(item, "fixturenames", ())
+
+
 def pytest_collection_modifyitems(config, items):
     for item in items:
         if item.get_closest_marker("services") or HEAVY_FIXTURES.intersection(getattr(item, "fixturenames", ())):
             item.add_marker(pytest.mark.heavy)
+        if not touches_database(item):
+            item.add_marker(pytest.mark.no_database)
 
 
 @pytest.fixture
