@@ -2,7 +2,8 @@
 
 The ``llm_server`` fixture serves SmolLM2-135M-Instruct (98 MB, fast, tiny: good for plumbing, not
 for judging rewrites) with llama.cpp on a free local port, once per test session. The model is kept
-in a per-machine cache (``SHIFTLAB_MODELS_DIR``: scripts/test.sh sets ``~/.cache/shiftlab/models``; default ``<repo>/var/models``) rather than the
+in a per-machine cache (``SHIFTLAB_MODELS_DIR``: ``~/.cache/shiftlab/models`` under scripts/test.sh,
+else ``<repo>/var/models``) rather than the
 per-run test data directory, so it is downloaded once. Without llama-cpp-python, or when the model
 cannot be fetched, the tests that use the fixture are skipped, or fail when
 ``SHIFTLAB_REQUIRE_SERVICES=1``.
