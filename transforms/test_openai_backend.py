@@ -129,3 +129,14 @@ def test_unreachable_server_is_a_transient_failure():
     )
     (result,) = backend.generate([request("x")])
     assert isinstance(result, ChatFailure) and result.transient
+
+
+def test_a_refused_connection_says_so():
+    """httpx only says "All connection attempts failed"; the waiting message should say why."""
+    from core.local_server import free_port
+
+    backend = OpenAICompatBackend(alias="down", model="m", base_url=f"http://127.0.0.1:{free_port()}/v1", max_retries=0)
+    request = ChatRequest(messages=[{"role": "user", "content": "x"}], seed=1, temperature=0, top_p=1, max_tokens=2)
+    (failure,) = backend.generate([request])
+    assert failure.transient
+    assert failure.message == "gave up after 1 try: ConnectError: connection refused"

@@ -8,6 +8,7 @@ JSON) are retried with exponential backoff and jitter; anything else fails the r
 from __future__ import annotations
 
 import asyncio
+import os
 import random
 import time
 from collections.abc import Callable
@@ -128,7 +129,7 @@ class OpenAICompatBackend(LLMBackend):
             try:
                 response = await client.post(f"{self.base_url}/chat/completions", json=body)
             except (httpx.TimeoutException, httpx.TransportError) as exc:
-                last_error = f"{exc.__class__.__name__}: {exc}"
+                last_error = transport_error_text(exc)
                 continue
             if response.status_code in TRANSIENT_STATUS:
                 last_error = f"HTTP {response.status_code}: {response.text[:200]}"
@@ -142,10 +143,24 @@ class OpenAICompatBackend(LLMBackend):
                 last_error = f"HTTP {response.status_code} with a body that is not JSON: {response.text[:200]!r}"
                 continue
             return _parse(payload, time.perf_counter() - started)
-        return ChatFailure(f"gave up after {self.max_retries + 1} tries: {last_error}", transient=True)
+        tries = self.max_retries + 1
+        return ChatFailure(f"gave up after {tries} {'try' if tries == 1 else 'tries'}: {last_error}", transient=True)
 
     def _headers(self) -> dict[str, str]:
         return {"Authorization": f"Bearer {self.api_key}"} if self.api_key else {}
+
+
+def transport_error_text(exc: BaseException) -> str:
+    """httpx's error with the operating system's reason under it, e.g. "ConnectError: connection
+    refused" (httpx itself only says "All connection attempts failed")."""
+    text = f"{exc.__class__.__name__}: {exc}"
+    cause, seen = exc, set()
+    while cause is not None and id(cause) not in seen:
+        seen.add(id(cause))
+        if isinstance(cause, OSError) and cause.errno is not None:
+            return f"{exc.__class__.__name__}: {os.strerror(cause.errno).lower()}"
+        cause = cause.__cause__ or cause.__context__
+    return text
 
 
 def _parse(payload: dict, latency: float) -> ChatResult | ChatFailure:
