@@ -30,6 +30,7 @@ MODEL = "all-MiniLM-L6-v2"
 SEEDS = (1, 2, 3, 4, 5, 6)
 PAIRS = 300  # STS-B test pairs: each unit encodes 600 texts, a few seconds on this CPU
 VISIBILITY_TIMEOUT = 5  # seconds until an unacknowledged task of a dead host is handed out again
+CLAIM_SECONDS = 30  # seconds until the embedding-cache claims of a dead host lapse
 
 
 @pytest.fixture
@@ -87,6 +88,9 @@ def _worker_env(host, *, redis_url: str, queue: str, shared_cache, **extra: str)
         "DATABASE_URL": f"postgres://{db['USER']}:{db['PASSWORD']}@{host.gateway}:{pg_port}/{db['NAME']}",
         "SHIFTLAB_DATA_DIR": str(host.root / "data"),
         "SHIFTLAB_EMBEDDING_CACHE_DIR": str(shared_cache),
+        # The lost host's claims on texts it was encoding lapse after this (600 s by default, longer
+        # than the test waits); a live host renews its claim after every chunk, well within it.
+        "SHIFTLAB_EMBEDDING_CLAIM_SECONDS": str(CLAIM_SECONDS),
         "SHIFTLAB_CELERY_QUEUE": queue,
         "SHIFTLAB_BROKER_VISIBILITY_TIMEOUT": str(VISIBILITY_TIMEOUT),
         "HF_HUB_OFFLINE": "1",
