@@ -11,8 +11,10 @@ renames the file into place only when the hash matches. The verified hash is rem
 ``<filename>.sha256`` sidecar together with the file's size and mtime, so later calls cost one
 ``stat``.
 
-Server. ``LlamaServer`` runs ``python -m llama_cpp.server`` (llama-cpp-python's OpenAI-compatible
-server) as a child process and waits until ``GET /v1/models`` answers.
+Server. ``LlamaServer`` runs llama-cpp-python's OpenAI-compatible server as a child process,
+through ``transforms.llama_launch`` (no weight repacking on CPUs where llama.cpp's repacking
+crashes: ``transforms.cpu_features``), and calls it ready once ``GET /v1/models`` answers and a
+warm-up generation has succeeded.
 """
 
 from __future__ import annotations
@@ -348,7 +350,7 @@ def server_environment(environ: dict[str, str] | None = None) -> dict[str, str]:
 
 @dataclass(eq=False)
 class LlamaServer(LocalServer):
-    """``python -m llama_cpp.server`` for one GGUF file, bound to ``host:port``.
+    """llama-cpp-python's server (``python -m transforms.llama_launch``) for one GGUF file, bound to ``host:port``.
 
     Use as a context manager (start, wait until ready, stop), or call ``start``, ``wait_ready`` and
     ``stop`` yourself. ``port=None`` picks a free port at start; ``n_threads=None`` uses all CPUs but one
