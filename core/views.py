@@ -1,11 +1,13 @@
 from functools import wraps
 
+from django.conf import settings
 from django.contrib import messages
 from django.contrib.auth import views as auth_views
 from django.contrib.auth.decorators import login_required
-from django.core.exceptions import PermissionDenied
+from django.core.exceptions import PermissionDenied, RequestDataTooBig
 from django.http import JsonResponse
 from django.shortcuts import get_object_or_404, redirect, render
+from django.views import defaults
 from django.views.decorators.cache import never_cache
 from django.views.decorators.http import require_http_methods
 
@@ -59,6 +61,22 @@ class LoginView(auth_views.LoginView):
         response = self.render_to_response(context, status=429)
         response["Retry-After"] = str(wait)
         return response
+
+
+def bad_request_view(request, exception):
+    """Django's 400 (a body over DATA_UPLOAD_MAX_MEMORY_SIZE, a host not allowed, ...) as JSON for
+    API clients, like every other API error, and as the plain page elsewhere."""
+    if not request.path.startswith("/api/"):
+        return defaults.bad_request(request, exception)
+    if isinstance(exception, RequestDataTooBig):
+        limit = settings.DATA_UPLOAD_MAX_MEMORY_SIZE // (1024 * 1024)
+        detail = (
+            f"The request body is over {limit} MB (files sent as multipart uploads do not count): "
+            "send less per request."
+        )
+    else:
+        detail = "Bad request: it may be malformed or name a host this server does not answer to."
+    return JsonResponse({"detail": detail}, status=400)
 
 
 @never_cache

@@ -31,6 +31,8 @@ router.register("gate-results", GateResultViewSet, basename="gate-result")
 router.register("benchmark-configs", BenchmarkConfigViewSet, basename="benchmark-config")
 router.register("benchmark-runs", BenchmarkRunViewSet, basename="benchmark-run")
 
+handler400 = "core.views.bad_request_view"
+
 urlpatterns = [
     path("", home_view, name="home"),
     path("health/", core_views.health_view, name="health"),

@@ -162,8 +162,10 @@ def test_api_errors_are_json_not_pages(researcher_client):
         _assert_plain(response.content.decode())
 
 
-def test_an_oversized_api_post_gets_the_plain_400_page(researcher_client):
-    # Django refuses the body before DRF parses it, so the answer is the site's page, not JSON.
+def test_an_oversized_api_post_gets_json(researcher_client):
+    # Django refuses the body before DRF parses it; its 400 handler answers API clients in JSON.
     response = researcher_client.post("/api/transform-runs/", data=ELEVEN_MB, content_type="application/json")
-    assert response.status_code == 400 and "<h1>Bad request</h1>" in response.content.decode()
+    assert response.status_code == 400 and response["Content-Type"].startswith("application/json")
+    detail = "The request body is over 10 MB (files sent as multipart uploads do not count): send less per request."
+    assert response.json() == {"detail": detail}
     _assert_plain(response.content.decode())
