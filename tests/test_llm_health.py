@@ -14,7 +14,6 @@ import json
 import os
 import signal
 import threading
-import time
 from http.server import BaseHTTPRequestHandler, HTTPServer
 
 import pytest
@@ -22,6 +21,7 @@ from django.core.management import call_command
 
 from core.health import probe_llm
 from core.local_server import free_port, supervisor_state_path, supervisor_state_write
+from tests.support import wait_for
 from transforms.embedded import TEST_MODEL
 from transforms.management.commands.llm_server import Command as LlmServerCommand
 
@@ -35,18 +35,15 @@ def point_llm_at(settings, base_url: str, model: str = TEST_MODEL) -> None:
     }
 
 
-def wait_for(probe, timeout: float = 90.0):
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        value = probe()
-        if value:
-            return value
-        time.sleep(0.2)
-    raise AssertionError(f"condition not met within {timeout} s")
-
-
 def llm_check(admin_client) -> dict:
     return admin_client.get("/health/").json()["checks"]["llm"]
+
+
+def llm_check_when(admin_client, holds, what: str, log_path) -> dict:
+    """The LLM's /health/ check once ``holds(check)`` (fails with the server's log after 90 s)."""
+    seen: list[dict] = []
+    wait_for(lambda: holds(seen.append(llm_check(admin_client)) or seen[-1]), 90, what, log_path)
+    return seen[-1]
 
 
 @pytest.mark.services
@@ -62,17 +59,18 @@ def test_health_follows_a_crashing_supervised_server(llm_test_model, tmp_path, s
     thread = threading.Thread(target=call_command, args=(command, *args), daemon=True)
     thread.start()
     try:
-        ok = wait_for(lambda: (c := llm_check(admin_client))["status"] == "ok" and c)
+        log = tmp_path / "server.log"
+        ok = llm_check_when(admin_client, lambda c: c["status"] == "ok", "the LLM ok", log)
         assert "generating" in ok["detail"] and "warm-up generation" in ok["detail"]
 
         os.kill(command.server.process.pid, signal.SIGSEGV)
-        down = wait_for(lambda: "crash-looping" in (c := llm_check(admin_client))["detail"] and c)
+        down = llm_check_when(admin_client, lambda c: "crash-looping" in c["detail"], "crash-looping", log)
         assert down["status"] == "error"
         assert "signal SIGSEGV (exit -11)" in down["detail"]
         assert "Last log line:" in down["detail"]
         assert admin_client.get("/health/").json()["status"] == "degraded"
 
-        back = wait_for(lambda: (c := llm_check(admin_client))["status"] == "ok" and c)
+        back = llm_check_when(admin_client, lambda c: c["status"] == "ok", "the LLM ok again", log)
         assert "restarted 1 time(s)" in back["detail"]
     finally:
         command.stop_event.set()
