@@ -8,6 +8,9 @@ Studies keep Argilla ids (dataset, users) in Django and pass them back here. Eve
 the connection from ``client_get`` as ``client=`` (close it when done, e.g. with
 ``contextlib.closing``) and raises ``ArgillaError``, whose message names the server and what to do.
 
+Every text goes out through ``display.for_argilla``, written for the way Argilla's web app shows
+it: annotators see the characters of a text, and nothing in one runs as code.
+
 Deactivating an annotator removes them from the workspace rather than deleting the user: Argilla
 2.8 has no "inactive" flag, and deleting a user deletes their responses (cascade), which the
 study's audit trail needs. Without the workspace the user can no longer open its datasets.
@@ -25,6 +28,7 @@ import httpx
 from django.conf import settings
 
 from annotation.argilla import ArgillaError, ArgillaUnavailable
+from annotation.argilla.display import Shown, for_argilla
 
 Role = Literal["annotator", "admin", "owner"]
 MetadataKind = Literal["terms", "integer", "float"]
@@ -34,6 +38,7 @@ TIMEOUT_SECONDS = 60.0
 # Server limits: records per bulk upsert, records per page of a listing.
 _RECORDS_BULK = 500
 _RECORDS_PAGE = 1000
+GUIDELINES_MAX = 10_000  # the server's limit, in characters as sent
 
 
 @dataclass(frozen=True)
@@ -287,17 +292,29 @@ def dataset_create(
     if workspace_id is None:
         raise ArgillaError(f"Argilla at {client.base_url} has no workspace {workspace!r}: ensure it first.")
     action = f"create dataset {name!r} in workspace {workspace!r}"
+    sent_guidelines = for_argilla(guidelines, Shown.MARKDOWN)
+    if len(sent_guidelines) > GUIDELINES_MAX:
+        raise ArgillaError(
+            f"The guidelines of dataset {name!r} are {len(sent_guidelines)} characters as sent to Argilla "
+            f"(each &, < and > counts 4 or 5); Argilla takes at most {GUIDELINES_MAX}: shorten them."
+        )
     body = {
-        "name": name,
+        "name": for_argilla(name, Shown.TEXT),
         "workspace_id": str(workspace_id),
-        "guidelines": guidelines,
+        "guidelines": sent_guidelines,
         "allow_extra_metadata": False,
         "distribution": {"strategy": "overlap", "min_submitted": min_submitted},
     }
     dataset_id = UUID(_call(client, "POST", "/api/v1/datasets", action, json=body)["id"])
     base = f"/api/v1/datasets/{dataset_id}"
     for text in fields:
-        body = {"name": text.name, "title": text.title, "required": True, "settings": {"type": "text"}}
+        title = for_argilla(text.title, Shown.TEXT)
+        body = {
+            "name": text.name,
+            "title": title,
+            "required": True,
+            "settings": {"type": "text", "use_markdown": False},
+        }
         _call(client, "POST", f"{base}/fields", action, json=body)
     extra = [TextQuestion("comment", comment_question, required=False)] if comment_question else []
     for question in [*rating_questions, *questions, *extra]:
@@ -305,7 +322,7 @@ def dataset_create(
     for prop in metadata:
         body = {
             "name": prop.name,
-            "title": prop.title or prop.name,
+            "title": for_argilla(prop.title or prop.name, Shown.TEXT),
             "settings": {"type": prop.kind},
             "visible_for_annotators": False,
         }
@@ -322,15 +339,15 @@ def _question_body(question: Question) -> dict[str, Any]:
     elif isinstance(question, LabelQuestion):
         settings_ = {
             "type": "label_selection",
-            "options": [{"value": value, "text": text} for value, text in question.labels],
+            "options": [{"value": value, "text": for_argilla(text, Shown.TEXT)} for value, text in question.labels],
         }
     else:
         settings_ = {"type": "text", "use_markdown": False}
     required = question.required if isinstance(question, TextQuestion) else True
     return {
         "name": question.name,
-        "title": question.title,
-        "description": question.description or None,
+        "title": for_argilla(question.title, Shown.TEXT),
+        "description": for_argilla(question.description, Shown.HTML) or None,
         "required": required,
         "settings": settings_,
     }
@@ -354,8 +371,19 @@ def dataset_find(workspace: str, name: str, *, client: httpx.Client) -> UUID | N
 
 
 def records_log(dataset_id: UUID, records: Iterable[RecordIn], *, client: httpx.Client) -> int:
-    """Add records, or update those whose ``external_id`` exists already; return how many were sent."""
-    items = [{"external_id": r.external_id, "fields": dict(r.fields), "metadata": dict(r.metadata)} for r in records]
+    """Add records, or update those whose ``external_id`` exists already; return how many were sent.
+
+    Field texts go out as ``display.for_argilla`` writes them for the web app (read them back with
+    ``display.from_argilla``); metadata goes as it is (Shiftlab's own values, hidden from annotators).
+    """
+    items = [
+        {
+            "external_id": r.external_id,
+            "fields": {name: for_argilla(text, Shown.HTML) for name, text in r.fields.items()},
+            "metadata": dict(r.metadata),
+        }
+        for r in records
+    ]
     for start in range(0, len(items), _RECORDS_BULK):
         batch = items[start : start + _RECORDS_BULK]
         action = f"log records {start + 1}-{start + len(batch)} of {len(items)} to dataset {dataset_id}"
