@@ -9,6 +9,7 @@ import io
 import math
 from collections.abc import Sequence
 
+from core.spreadsheet import spreadsheet_row
 from evaluation.aggregation import Summary
 from evaluation.benchmark_plan import ORIGINAL
 from evaluation.robustness import ALL_MODELS, RobustnessReport
@@ -29,16 +30,16 @@ def robustness_csv(report: RobustnessReport) -> str:
     """Every table in long form: one row per (table, unit, scope, label, statistic)."""
     out = io.StringIO()
     writer = csv.writer(out, lineterminator="\n")
-    writer.writerow(["table", "unit", "scope", "label", "statistic", "value"])
+    writer.writerow(spreadsheet_row(["table", "unit", "scope", "label", "statistic", "value"]))
     for name, value in report.options.as_dict().items():
-        writer.writerow(["options", "", "", name, "value", value])
+        writer.writerow(spreadsheet_row(["options", "", "", name, "value", value]))
 
     def write(table: str, unit: str, scope: str, label: str, row: object, statistics: Sequence[str]) -> None:
         for statistic in statistics:
-            writer.writerow([table, unit, scope, label, statistic, getattr(row, statistic)])
+            writer.writerow(spreadsheet_row([table, unit, scope, label, statistic, getattr(row, statistic)]))
 
     for model, agg in report.aggregates.items():
-        writer.writerow(["scores", "mean over datasets", model, ORIGINAL, "mean", agg.original])
+        writer.writerow(spreadsheet_row(["scores", "mean over datasets", model, ORIGINAL, "mean", agg.original]))
         for level, summaries in (
             ("transformation", agg.transformations),
             ("axis", agg.axes),

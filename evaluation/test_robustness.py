@@ -342,3 +342,12 @@ def test_options_from_plain_data_keep_defaults_for_unset_values():
     }
     assert ReportOptions.from_mapping(preset) == ReportOptions(**preset)
     assert ReportOptions.from_mapping({"split_half_splits": "250", "tau_unit": None}).split_half_splits == 250
+
+
+def test_csv_cells_never_open_as_spreadsheet_formulas():
+    hostile = ('=HYPERLINK("http://127.0.0.1:9/?"&A1,"details")', "@SUM(1+1)*cmd|' /C calc'!A0")
+    chosen = robustness_analyse(units(hostile), models=hostile, task_types=TASK_TYPES, n_resamples=50)
+    cells = [cell for row in csv.reader(io.StringIO(robustness_csv(chosen))) for cell in row]
+    assert not [c for c in cells if c[:1] in ("=", "+", "@", "\t", "\r")]
+    assert f"'{hostile[0]}" in cells and f"'{hostile[1]}" in cells  # shown as written, as text
+    assert any(c.startswith("-0.") for c in cells)  # numbers stay numbers

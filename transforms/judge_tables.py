@@ -8,6 +8,8 @@ import io
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from core.spreadsheet import spreadsheet_row
+
 
 @dataclass(frozen=True)
 class Table:
@@ -321,7 +323,7 @@ def tables_csv(tables: Sequence[Table]) -> str:
     for table in tables:
         for index, row in enumerate(table.rows):
             for column, value in zip(table.columns, row, strict=True):
-                writer.writerow([table.key, index, column, "" if value is None else value])
+                writer.writerow(spreadsheet_row([table.key, index, column, "" if value is None else value]))
     return out.getvalue()
 
 
