@@ -284,6 +284,38 @@ def study_argilla_reconcile(*, study: Study, client, roles: dict[str, str] | Non
     return held, new_accounts
 
 
+def study_argilla_texts_resend(*, study: Study, actor: AbstractBaseUser | None = None, client=None) -> int:
+    """Send again the texts of every record that ``study``'s active annotators hold in Argilla, as
+    ``client`` writes texts now (``display.for_argilla``). For studies published before texts were
+    encoded for Argilla's web app, which showed them as HTML: a publish sends a record only once.
+    An upsert by external id: records, ids and responses stay. Audited; returns the records sent."""
+    design = study_design(study)
+    field_a, field_b = (f.name for f in FIELDS[design.kind])
+    sent, names = 0, []
+    annotators = study.annotators.filter(status=Annotator.Status.ACTIVE).exclude(argilla_dataset_id=None)
+    with argilla_connection(client) as conn:
+        if study.argilla_dataset_id:  # published before per-annotator datasets: one dataset of every item
+            items = study.items.order_by("position")
+            records = [argilla.RecordIn(i.external_id, {field_a: i.text_a, field_b: i.text_b}) for i in items]
+            sent += argilla.records_log(study.argilla_dataset_id, records, client=conn)
+        for annotator in annotators.select_related("user").order_by("pk"):
+            held = annotator.assignments.exclude(argilla_record_id=None).select_related("study_item")
+            records = [
+                argilla.RecordIn(
+                    external_id=a.study_item.external_id,
+                    fields={field_a: a.study_item.text_a, field_b: a.study_item.text_b},
+                )
+                for a in held.order_by("position")
+            ]
+            if records:
+                sent += argilla.records_log(annotator.argilla_dataset_id, records, client=conn)
+                names.append(annotator.user.get_username())
+    audit_record(
+        actor=actor, verb="study.argilla.texts_resend", obj=study, payload={"records": sent, "annotators": names}
+    )
+    return sent
+
+
 def study_release_batches(*, study: Study, client=None) -> int:
     """Give annotators their next batches (designs declaring ``batches_released``): after a sync,
     each annotator who finished a released batch gets the next one in their Argilla queue, so

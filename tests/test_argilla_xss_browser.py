@@ -11,27 +11,38 @@ screen goes to ``var/screenshots/`` (with SHIFTLAB_UPDATE_SCREENSHOTS=1 also to 
 
 from __future__ import annotations
 
+import io
 import os
 import shutil
 import threading
 from collections import Counter
+from contextlib import closing
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
 from django.conf import settings as django_settings
-from playwright.sync_api import TimeoutError as PlaywrightTimeout
+from django.core.management import call_command
 
+from annotation.argilla import client as argilla
+from annotation.argilla.display import Shown, for_argilla
 from annotation.argilla_services import study_publish
 from annotation.design import StudyDesign
 from annotation.design_services import study_create, study_lock
 from annotation.models import StudyItem
+from core.models import AuditEvent
 from core.roles import Role
 from corpora.services import dataset_import
+from tests.argilla_ui import respond
 from tests.browser_support import DOC_SCREENSHOTS, SCREENSHOTS, TIMEOUT_MS, chromium_browser
-from tests.support import make_user
+from tests.support import argilla_annotator_client, argilla_pending, make_user
 from tests.xss_corpus import corpus
 from transforms.services import transform_run_create
 from transforms.tasks import start_run
+
+try:
+    from playwright.sync_api import TimeoutError as PlaywrightTimeout
+except ImportError:  # pragma: no cover - chromium_browser skips the test then
+    PlaywrightTimeout = TimeoutError
 
 pytestmark = [pytest.mark.services, pytest.mark.django_db(transaction=True)]
 
@@ -195,3 +206,45 @@ def test_hostile_texts_show_literally_and_never_run(argilla_server, settings, dj
     if os.environ.get("SHIFTLAB_UPDATE_SCREENSHOTS") == "1":
         DOC_SCREENSHOTS.mkdir(parents=True, exist_ok=True)
         shutil.copyfile(SCREENSHOTS / SHOT, DOC_SCREENSHOTS / SHOT)
+
+
+def test_texts_published_before_are_sent_again_encoded(argilla_server, settings, django_user_model):
+    """Records logged by an older Shiftlab hold their texts raw: resending writes them as the web
+    app must get them, and keeps the annotator's answers."""
+    settings.ARGILLA_API_URL, settings.ARGILLA_API_KEY = argilla_server.url, argilla_server.api_key
+    texts = [text for _, text in corpus("http://127.0.0.1:9")]
+    texts += [f"A plain filler text number {k}." for k in range(2 * ITEMS - len(texts))]
+    researcher = make_user(django_user_model, "rosalind", Role.RESEARCHER)
+    annotator = make_user(django_user_model, "ada", Role.ANNOTATOR)
+    study = _corpus_study(researcher, texts, "Rate each pair.")
+    study_publish(study=study, annotators=[annotator], actor=researcher)
+    ada = study.annotators.get()
+    items = {i.external_id: i for i in study.items.all()}
+    with closing(argilla.client_get()) as owner:
+        raw = [{"external_id": e, "fields": {"original": i.text_a, "transformed": i.text_b}} for e, i in items.items()]
+        owner.put(f"/api/v1/datasets/{ada.argilla_dataset_id}/records/bulk", json={"items": raw}).raise_for_status()
+        client = argilla_annotator_client(owner, ada.argilla_user_id)
+        first = argilla_pending(client, ada.argilla_dataset_id)[0]
+        respond(client, first["id"], "submitted", {"quality": 4, "fluency": 5})
+        held = {r["external_id"]: r["fields"] for r in argilla_pending(client, ada.argilla_dataset_id)}
+        assert held[next(iter(held))]["original"] == items[next(iter(held))].text_a  # raw, as an old publish left it
+
+        out = io.StringIO()
+        call_command("study", "resend-texts", str(study.pk), "--as", "rosalind", stdout=out)
+        assert out.getvalue().strip() == f"Sent the texts of {ITEMS} records again."
+
+        records = owner.get(f"/api/v1/datasets/{ada.argilla_dataset_id}/records", params={"limit": 100}).json()
+        assert len(records["items"]) == ITEMS
+        for record in records["items"]:
+            item = items[record["external_id"]]
+            assert record["fields"] == {
+                "original": for_argilla(item.text_a, Shown.HTML),
+                "transformed": for_argilla(item.text_b, Shown.HTML),
+            }
+        answers = list(argilla.responses_fetch(ada.argilla_dataset_id, client=owner))
+        assert {(r.record_external_id, r.question, r.value) for r in answers} == {
+            (first["external_id"], "quality", 4),
+            (first["external_id"], "fluency", 5),
+        }
+    event = AuditEvent.objects.get(verb="study.argilla.texts_resend")
+    assert event.payload == {"records": ITEMS, "annotators": ["ada"]}

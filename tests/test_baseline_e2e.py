@@ -17,6 +17,7 @@ import pytest
 from django.core.management import call_command
 
 from annotation.argilla import client as argilla
+from annotation.argilla.display import Shown, from_argilla
 from annotation.baseline_llm_services import baseline_llm_annotate
 from annotation.baseline_services import baseline_close, baseline_create, baseline_publish, baseline_sync
 from annotation.models import BaselineAnswer, BaselineStudy
@@ -115,7 +116,8 @@ def assert_nothing_hidden_leaks(
     for record in records:
         instance = instances[record["external_id"]]
         assert set(record) <= RECORD_KEYS, set(record) - RECORD_KEYS
-        assert record["fields"] == dict(zip(fields, instance.texts, strict=True))
+        shown = {name: from_argilla(text, Shown.HTML) for name, text in record["fields"].items()}
+        assert shown == dict(zip(fields, instance.texts, strict=True))
         assert not record.get("metadata") and not record.get("suggestions") and not record.get("vectors")
         assert not record.get("responses")
         visible = json.dumps({k: v for k, v in record.items() if k != "fields"}).lower()
@@ -125,7 +127,7 @@ def assert_nothing_hidden_leaks(
     base = f"/api/v1/me/datasets/{dataset_id}"
     assert client.get(f"{base}/metadata-properties").raise_for_status().json()["items"] == []
     dataset = client.get(f"/api/v1/datasets/{dataset_id}").raise_for_status().json()
-    assert dataset["guidelines"] == study.instructions
+    assert from_argilla(dataset["guidelines"], Shown.MARKDOWN) == study.instructions
     assert "gold" not in dataset["guidelines"].lower()
 
 
@@ -432,7 +434,7 @@ def test_clustering_and_reranking_publish_and_sync(argilla_server, settings, dja
     )
     batch = "\n".join(f"{k}. {i.texts[0]}" for k, i in enumerate(clu.instances.all(), 1))
     for record in records:
-        assert record["fields"]["batch"] == batch
+        assert from_argilla(record["fields"]["batch"], Shown.HTML) == batch
         respond(client, record["id"], "submitted", {"group": f"  {gold[record['external_id']].upper()} "})
     gold = {i.key: i.gold for i in rr.instances.all()}
     records = pending(client, rr.argilla_dataset_id)

@@ -5,7 +5,7 @@ from django.contrib.auth import get_user_model
 from django.core.management.base import BaseCommand, CommandError
 
 from annotation.adaptive_services import study_adaptive_check, study_adaptive_decisions
-from annotation.argilla_services import study_publish, study_release_batches
+from annotation.argilla_services import study_argilla_texts_resend, study_publish, study_release_batches
 from annotation.control_pool import control_pool_read
 from annotation.control_services import study_control_detectability
 from annotation.design import DesignError, StudyDesign
@@ -78,6 +78,7 @@ class Command(BaseCommand):
             ("validate", "Control check, flags and rejections, as declared."),
             ("gate", "Evaluate and store the gate of every transformation."),
             ("status", "Progress, control checks, agreement and the current gate."),
+            ("resend-texts", "Send the texts of published records to Argilla again, encoded as they are now."),
         ):
             p = sub.add_parser(name, help=text)
             p.add_argument("study")
@@ -168,6 +169,11 @@ class Command(BaseCommand):
         if control_pool is not None:
             study = self._lock(study, control_pool, actor)
         publish_report(self.stdout, study_publish(study=study, annotators=users, actor=actor))
+
+    def do_resend_texts(self, *, actor, study, **_):
+        study = _study(study, actor, change=True)
+        sent = study_argilla_texts_resend(study=study, actor=actor)
+        self.stdout.write(f"Sent the texts of {sent} records again.")
 
     def do_sync(self, *, actor, study, **_):
         study = _study(study, actor, change=True)
