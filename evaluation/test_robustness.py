@@ -351,3 +351,13 @@ def test_csv_cells_never_open_as_spreadsheet_formulas():
     assert not [c for c in cells if c[:1] in ("=", "+", "@", "\t", "\r")]
     assert f"'{hostile[0]}" in cells and f"'{hostile[1]}" in cells  # shown as written, as text
     assert any(c.startswith("-0.") for c in cells)  # numbers stay numbers
+
+
+def test_figures_show_hostile_model_names_as_text():
+    """The pages inline these SVGs (``|safe``): a model name is text in them, never markup."""
+    hostile = ("<img src=x onerror=alert(1)>", 'beta"><script>alert(2)</script>')
+    chosen = robustness_analyse(units(hostile), models=hostile, task_types=TASK_TYPES, n_resamples=50)
+    for name, svg in report_figures(chosen).items():
+        root = ET.fromstring(svg)
+        tags = {element.tag.rsplit("}", 1)[-1] for element in root.iter()}
+        assert not tags & {"img", "script", "foreignObject", "iframe"}, name
