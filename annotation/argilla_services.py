@@ -294,8 +294,9 @@ def study_argilla_texts_resend(*, study: Study, actor: AbstractBaseUser | None =
     sent, names = 0, []
     annotators = study.annotators.filter(status=Annotator.Status.ACTIVE).exclude(argilla_dataset_id=None)
     with argilla_connection(client) as conn:
-        if study.argilla_dataset_id:  # published before per-annotator datasets: one dataset of every item
-            items = study.items.order_by("position")
+        if study.argilla_dataset_id:  # published before per-annotator datasets: one shared dataset
+            there = argilla.record_ids(study.argilla_dataset_id, client=conn)
+            items = study.items.filter(external_id__in=list(there)).order_by("position")
             records = [argilla.RecordIn(i.external_id, {field_a: i.text_a, field_b: i.text_b}) for i in items]
             sent += argilla.records_log(study.argilla_dataset_id, records, client=conn)
         for annotator in annotators.select_related("user").order_by("pk"):

@@ -8,8 +8,9 @@ Studies keep Argilla ids (dataset, users) in Django and pass them back here. Eve
 the connection from ``client_get`` as ``client=`` (close it when done, e.g. with
 ``contextlib.closing``) and raises ``ArgillaError``, whose message names the server and what to do.
 
-Every text goes out through ``display.for_argilla``, written for the way Argilla's web app shows
-it: annotators see the characters of a text, and nothing in one runs as code.
+Every text the web app shows (fields, titles, labels, descriptions, guidelines, names) goes out
+through ``display.for_argilla``, written for the way the app puts it on the page: annotators see
+the characters of a text, and nothing in one runs as code.
 
 Deactivating an annotator removes them from the workspace rather than deleting the user: Argilla
 2.8 has no "inactive" flag, and deleting a user deletes their responses (cascade), which the
