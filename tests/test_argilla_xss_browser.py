@@ -178,11 +178,14 @@ def test_hostile_texts_show_literally_and_never_run(argilla_server, settings, dj
         # A search: the UI highlights the matches in the texts it shows.
         page.goto(f"{base}/dataset/{dataset_id}/annotation-mode")
         page.locator(".text_field_component").first.wait_for(state="attached")
+        highlighted = 0
         try:
-            page.locator("[aria-label*=earch]").first.click(timeout=10_000)
+            page.locator(".search-area").first.click(timeout=10_000)
             page.keyboard.type("onerror")
             page.keyboard.press("Enter")
             page.wait_for_timeout(1500)
+            # Matches are marked with the CSS Custom Highlight API: ranges, no markup.
+            highlighted = page.evaluate("() => [...CSS.highlights.values()].reduce((n, h) => n + h.size, 0)")
         except PlaywrightTimeout:
             pass
 
@@ -202,6 +205,7 @@ def test_hostile_texts_show_literally_and_never_run(argilla_server, settings, dj
         assert payloads[name] in rendered, (name, rendered)
     assert exfil_hits == [] and foreign == [], (exfil_hits, foreign)
     assert markup == [], markup
+    assert highlighted > 0  # the search found and marked payload text
     assert Counter(shown) == Counter(texts), [t[:80] for t in (Counter(shown) - Counter(texts))]
     if os.environ.get("SHIFTLAB_UPDATE_SCREENSHOTS") == "1":
         DOC_SCREENSHOTS.mkdir(parents=True, exist_ok=True)
