@@ -11,6 +11,7 @@ from annotation.management.reporting import publish_report
 from annotation.models import BASELINE_TASK_TYPES, BaselineStudy
 from annotation.selectors import baseline_get, baseline_rater_counts
 from core.errors import ShiftlabError
+from core.nesting import nesting_check
 from core.progress import progress_bar
 from core.projects import project_require_write, project_resolve, scoped, user_by_name
 from corpora.models import Dataset
@@ -104,8 +105,9 @@ class Command(BaseCommand):
         except Dataset.DoesNotExist:
             raise CommandError(f"no dataset {dataset!r}: import it first (`manage.py dataset import`)") from None
         try:
+            nesting_check(options, "json")
             parsed = json.loads(options)
-        except ValueError as exc:
+        except ValueError as exc:  # NestingError is one too
             raise CommandError(f"--options is not valid JSON: {exc}") from exc
         if not isinstance(parsed, dict):
             raise CommandError("--options must be a JSON object, e.g. '{\"batch_size\": 10}'")

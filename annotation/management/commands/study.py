@@ -19,6 +19,7 @@ from annotation.selectors import study_progress
 from annotation.sync_services import study_sync, sync_summary
 from annotation.validation_services import annotator_reject, annotator_replace, flag_review, study_validate
 from core.errors import ShiftlabError
+from core.nesting import nesting_check
 from core.projects import project_require_write, project_resolve, scoped, user_by_name
 from transforms.models import TransformRun
 
@@ -129,8 +130,9 @@ class Command(BaseCommand):
 
     def _design(self, text: str, base: StudyDesign | None = None) -> StudyDesign:
         try:
+            nesting_check(text, "json")
             fields = json.loads(text)
-        except ValueError as exc:
+        except ValueError as exc:  # NestingError is one too
             raise CommandError(f"--design is not valid JSON: {exc}") from exc
         return StudyDesign.from_dict({**(base.to_dict() if base else {}), **fields})
 
