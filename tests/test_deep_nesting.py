@@ -162,7 +162,7 @@ def test_fuzzed_deep_uploads_are_refused_with_their_line(tmp_path):
     @given(data=deep_jsonl())
     def every_upload_is_refused(data):
         with pytest.raises(DatasetFormatError) as pool:
-            control_pool_from_upload(data, "pool.jsonl")
+            control_pool_from_upload(SimpleUploadedFile("pool.jsonl", data))
         path = tmp_path / "rows.jsonl"
         path.write_bytes(data)
         with pytest.raises(DatasetFormatError) as dataset:
