@@ -12,6 +12,7 @@ from django.core.validators import RegexValidator
 from django.db import models
 from django.db.models import Q
 
+from annotation.config_export import config_signed_with
 from annotation.controls import ItemKind
 from annotation.validation import FlagRule, RejectionReason
 from core.models import project_field
@@ -337,6 +338,11 @@ class BenchmarkConfig(models.Model):
 
     def __str__(self) -> str:
         return f"benchmark config {self.config_hash[:12]}{' ' + self.name if self.name else ''}"
+
+    @property
+    def development_key(self) -> bool:
+        """Signed with Shiftlab's public development key (the demo's): label it so, never "validated"."""
+        return config_signed_with(self.document, key=settings.DEV_CONFIG_SIGNING_KEY)
 
 
 # --- human performance baselines (SPEC §6) ----------------------------------------------------

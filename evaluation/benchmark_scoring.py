@@ -186,6 +186,8 @@ def _write_result_file(row: dict[str, Any], *, dataset: Dataset, split: str) -> 
         "shiftlab": {
             "benchmark_run": run.pk,
             "config_hash": run.config_hash,
+            "config_development_key": run.config_development_key,
+            "evidence_override": run.evidence_override,
             "model": row["model"],
             "model_id": row["model_id"],
             "model_revision": row["model_revision"],

@@ -49,6 +49,12 @@ class BenchmarkRunForm(NewInProjectForm):
         label="Only the first N examples", required=False, min_value=1, help_text="Empty: every example."
     )
     name = forms.CharField(required=False, max_length=100, help_text="Shown in the list of runs.")
+    run_anyway = forms.BooleanField(
+        label="Run anyway",
+        required=False,
+        help_text="Only if the config is refused because its evidence changed since it was exported (a later gate, "
+        "a withdrawn approval, a revised study, changed ratings): the run records and shows what changed.",
+    )
 
     def __init__(self, *args, user: User, **kwargs):
         kwargs.setdefault("label_suffix", "")

@@ -2,7 +2,7 @@ from pathlib import Path
 
 from django.core.management.base import BaseCommand, CommandError
 
-from annotation.config_export import format_of
+from annotation.config_export import DEVELOPMENT_KEY_NOTE, format_of
 from annotation.export_services import (
     benchmark_config_export,
     benchmark_config_file_read,
@@ -74,6 +74,8 @@ class Command(BaseCommand):
             self.stdout.write(f"registered here: {'yes' if check.registered else 'no'}")
             why = f" ({verification.signature_problem})" if verification.signature_problem else ""
             self.stdout.write(f"signature: {verification.signature.value}{why}")
+            if verification.development_key:
+                self.stdout.write(f"key: {DEVELOPMENT_KEY_NOTE}")
         else:
             for problem in verification.problems:
                 self.stderr.write(f"content: FAILED: {problem}")
