@@ -67,7 +67,10 @@ class Study(models.Model):
     class Meta:
         ordering = ["name", "-version"]
         verbose_name_plural = "studies"
-        constraints = [models.UniqueConstraint(fields=["name", "version"], name="unique_study_version")]
+        # Per project: a name another project uses is free (and never revealed by a refusal).
+        constraints = [
+            models.UniqueConstraint(fields=["project", "name", "version"], name="unique_study_version_per_project")
+        ]
 
     def __str__(self) -> str:
         return f"{self.name} v{self.version}"
@@ -360,7 +363,7 @@ class BaselineStudy(models.Model):
         PUBLISHED = "published"
         CLOSED = "closed"
 
-    name = models.CharField(max_length=61, unique=True, validators=[study_name_validator])
+    name = models.CharField(max_length=61, validators=[study_name_validator])
     dataset = models.ForeignKey("corpora.Dataset", on_delete=models.PROTECT, related_name="baseline_studies")
     task_type = models.CharField(max_length=16, choices=[(t.value, t.name.title()) for t in BASELINE_TASK_TYPES])
     split = models.CharField(max_length=32, default="test")
@@ -392,6 +395,7 @@ class BaselineStudy(models.Model):
     class Meta:
         ordering = ["name"]
         verbose_name_plural = "baseline studies"
+        constraints = [models.UniqueConstraint(fields=["project", "name"], name="unique_baseline_name_per_project")]
 
     def __str__(self) -> str:
         return f"baseline {self.name}"

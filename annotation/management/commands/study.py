@@ -32,6 +32,9 @@ def _study(ref: str, actor=None, *, change: bool = False) -> Study:
     studies = readable.filter(pk=int(ref)) if ref.isdigit() else readable.filter(name=name)
     if version:
         studies = studies.filter(version=int(version))
+    projects = sorted(set(studies.values_list("project__slug", flat=True)))
+    if len(projects) > 1:  # names are unique per project
+        raise CommandError(f"study {name!r} is in several projects you can read ({', '.join(projects)}): give its id")
     study = studies.order_by("-version").first()
     if study is None:
         raise CommandError(f"no study {ref!r}: give its id, its name, or name@version (see `study status`)")
