@@ -24,6 +24,7 @@ from core.projects import User, project_for_new, project_require_same, scoped
 from core.services import audit_record
 from core.task_policy import dispatch_on_commit
 from corpora.models import Dataset
+from corpora.selectors import dataset_get
 from corpora.task_types import TaskType
 from evaluation.benchmark_plan import (
     Plan,
@@ -236,7 +237,8 @@ def _benchmark_run_create(
     if limit is not None and limit < 1:
         raise ShiftlabError("--limit must be at least 1")
     datasets = {
-        ref.name: _dataset_checked(ref.name, ref.content_hash, split, reader=created_by) for ref in plan.datasets
+        ref.name: _dataset_checked(ref.name, ref.content_hash, split, reader=created_by, project=project)
+        for ref in plan.datasets
     }
     project = project or project_for_new(created_by, None, *datasets.values())
     project_require_same(project, *datasets.values(), role="the datasets of a benchmark run")
@@ -266,6 +268,8 @@ def _benchmark_run_create(
             created_by=created_by,
             plan={
                 "datasets": list(datasets),
+                # Names are unique per project: the units find their dataset by this id.
+                "dataset_ids": {name: dataset.pk for name, dataset in datasets.items()},
                 "include_original": plan.include_original,
                 "transformations": [spec_as_dict(spec) for spec in plan.transformations],
                 "transform_runs": transform_runs,
@@ -318,10 +322,13 @@ def benchmark_run_waiting(*, run_id: int) -> JobWait:
     return JobWait(model=BenchmarkRun, job_id=run_id, fail=partial(benchmark_run_fail, run_id=run_id))
 
 
-def _dataset_checked(name: str, content_hash: str | None, split: str, *, reader: User) -> Dataset:
-    dataset = scoped(Dataset.objects.filter(name=name), reader).first()
-    if dataset is None:
-        raise ShiftlabError(f"no dataset named {name!r}: import it first (python manage.py corpora list)")
+def _dataset_checked(
+    name: str, content_hash: str | None, split: str, *, reader: User, project: Project | None
+) -> Dataset:
+    try:
+        dataset = dataset_get(name=name, user=reader, project=project)
+    except Dataset.DoesNotExist:
+        raise ShiftlabError(f"no dataset named {name!r}: import it first (python manage.py corpora list)") from None
     if content_hash and dataset.content_hash != content_hash:
         raise ShiftlabError(
             f"dataset {name} changed since the config was exported (content hash {dataset.content_hash[:12]}, "

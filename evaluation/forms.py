@@ -17,6 +17,7 @@ from annotation.config_schema import MAX_CONFIG_BYTES
 from annotation.models import BASELINE_TASK_TYPES, BenchmarkConfig
 from core.forms import NewInProjectForm
 from core.projects import User, scoped
+from corpora.forms import DatasetChoiceField
 from corpora.models import Dataset
 from evaluation.encoders import encoder_aliases
 from transforms.backends import backend_aliases, configured_model
@@ -122,7 +123,7 @@ class BaselineCreateForm(NewInProjectForm):
     dataset's; options a task does not use are ignored."""
 
     name = forms.CharField(max_length=100, help_text="Unique, e.g. stsb-humans.")
-    dataset = forms.ModelChoiceField(
+    dataset = DatasetChoiceField(
         queryset=Dataset.objects.none(),
         to_field_name="name",
         help_text="Its task decides what annotators do: rate pairs (sts), label texts, group texts or judge relevance.",

@@ -33,7 +33,7 @@ def benchmark_list_view(request):
     form = BenchmarkRunForm(request.POST or None, request.FILES or None, initial=initial, user=request.user)
     if request.method == "POST" and form.is_valid():
         data = form.cleaned_data
-        datasets = [d.name for d in data["datasets"]]
+        datasets = list(dict.fromkeys(d.name for d in data["datasets"]))  # by name: the service picks the project's
         common = {
             "models": data["models"],
             "limit": data["limit"],

@@ -1,5 +1,5 @@
 """Names are unique per project (issue 27, finding 9a): a researcher of project B who picks a
-study or baseline name that project A uses gets it, and no message tells B that A has it.
+study, baseline or dataset name that project A uses gets it, and no message tells B that A has it.
 Two projects' studies of the same name and version never meet in Argilla either: an annotator of
 both gets one workspace per study."""
 
@@ -9,6 +9,7 @@ from io import StringIO
 
 import pytest
 from django.conf import settings
+from django.core.files.uploadedfile import SimpleUploadedFile
 from django.core.management import call_command
 
 from annotation.argilla_services import annotator_workspace
@@ -18,7 +19,9 @@ from annotation.models import BaselineStudy, Study
 from core.errors import ShiftlabError
 from core.projects import project_create
 from core.roles import Role
+from corpora.selectors import dataset_get
 from corpora.services import dataset_import
+from evaluation.benchmark_services import benchmark_run_create_from_datasets
 from tests.support import api_as, keyword_run, make_user, page_as
 from tests.test_projects_annotation import DESIGN
 
@@ -76,3 +79,21 @@ def test_an_annotator_of_two_projects_gets_one_workspace_per_study_of_the_same_n
     anna = make_user(django_user_model, "anna", Role.ANNOTATOR)
     twin = study_create(name="acquisition-target", runs=[two["run_b"]], design=DESIGN, project=two["b"])
     assert annotator_workspace(two["secret"], anna) != annotator_workspace(twin, anna)
+
+
+def test_another_projects_dataset_name_is_free_and_each_project_uses_its_own(two):
+    """B imports a dataset under A's name; each project's lookups, runs and benchmarks use their own."""
+    b_copy = dataset_import(source=DEMO_STS, task="sts", name="demo-a", project=two["b"])
+    with pytest.raises(ShiftlabError, match="already exists in project proj-b"):
+        dataset_import(source=DEMO_STS, task="sts", name="demo-a", project=two["b"])
+    upload = api_as(two["bob"]).post(
+        "/api/dataset-imports/",
+        {"name": "demo-a", "task": "sts", "project": "proj-b", "files": [SimpleUploadedFile("x.csv", b"a")]},
+    )
+    assert upload.status_code == 400 and "proj-a" not in upload.content.decode()
+    assert dataset_get(name="demo-a", user=two["bob"]) == b_copy
+    assert dataset_get(name="demo-a", user=two["rita"]).project == two["a"]
+    run = benchmark_run_create_from_datasets(
+        datasets=["demo-a"], models=["all-MiniLM-L6-v2"], limit=3, created_by=two["bob"], dispatch=False
+    )
+    assert run.project == two["b"] and run.plan["dataset_ids"] == {"demo-a": b_copy.pk}

@@ -15,6 +15,7 @@ from core.nesting import nesting_check
 from core.progress import progress_bar
 from core.projects import project_require_write, project_resolve, scoped, user_by_name
 from corpora.models import Dataset
+from corpora.selectors import dataset_get
 
 
 def _study(ref: str, actor=None, *, change: bool = False) -> BaselineStudy:
@@ -101,7 +102,7 @@ class Command(BaseCommand):
     def do_create(self, *, actor, name, dataset, task, instances, split, seed, options, instructions, project, **_):
         project = project_resolve(actor, project)
         try:
-            dataset = scoped(Dataset.objects.all(), actor).get(name=dataset)
+            dataset = dataset_get(name=dataset, user=actor, project=project)
         except Dataset.DoesNotExist:
             raise CommandError(f"no dataset {dataset!r}: import it first (`manage.py dataset import`)") from None
         try:
