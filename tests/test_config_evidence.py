@@ -10,6 +10,8 @@ development key are labelled so everywhere, never called validated, and producti
 from __future__ import annotations
 
 import io
+import json
+from pathlib import Path
 
 import pytest
 from django.core.files.uploadedfile import SimpleUploadedFile
@@ -18,8 +20,8 @@ from django.urls import reverse
 from django.utils import timezone
 
 from annotation.models import Approval, BenchmarkConfig, GateResult, Study
-from evaluation.benchmark_services import benchmark_run_create_from_config
-from evaluation.models import BenchmarkRun
+from evaluation.benchmark_services import benchmark_run_create_from_config, benchmark_unit_execute
+from evaluation.models import BenchmarkResult, BenchmarkRun
 from evaluation.tasks import start_benchmark_run
 from tests.support import api_as, page_as
 from tests.test_config_forgery import INTERFACES, LIMIT, MODEL, export, refused  # noqa: F401
@@ -126,6 +128,10 @@ def test_running_anyway_records_the_reasons_and_shows_them(export, researcher, t
         )
         detail = page_as(researcher).get(reverse("evaluation:benchmark", args=[run.pk])).content.decode()
         assert "Run anyway" in detail and f"result {later.pk}" in detail
+    original = next(u for u in runs[0].plan["units"] if u["transformation"] == "original")
+    assert benchmark_unit_execute(run_id=runs[0].pk, unit=original)
+    written = json.loads(Path(BenchmarkResult.objects.get(run=runs[0]).result_path).read_text(encoding="utf-8"))
+    assert written["shiftlab"]["evidence_override"] == runs[0].evidence_override
 
 
 def test_the_start_task_rechecks_the_evidence(export, researcher):  # noqa: F811
