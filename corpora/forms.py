@@ -27,7 +27,9 @@ class DatasetUploadForm(NewInProjectForm):
         help_text="One CSV/TSV/JSONL/Parquet file, or several: train + test files for classification, "
         "corpus.jsonl + queries.jsonl + test.tsv (qrels) for retrieval."
     )
-    name = forms.CharField(max_length=100, validators=[dataset_name_validator], help_text="Unique, e.g. stsb-en-test.")
+    name = forms.CharField(
+        max_length=100, validators=[dataset_name_validator], help_text="Unique in its project, e.g. stsb-en-test."
+    )
     task = forms.ChoiceField(choices=[(t.value, f"{s.label} ({t.value})") for t, s in TASK_SPECS.items()])
     language = forms.CharField(max_length=16, initial="en")
     fmt = forms.ChoiceField(

@@ -122,7 +122,7 @@ class BaselineCreateForm(NewInProjectForm):
     """A human baseline study: a seeded sample of a dataset's task instances. The task is the
     dataset's; options a task does not use are ignored."""
 
-    name = forms.CharField(max_length=100, help_text="Unique, e.g. stsb-humans.")
+    name = forms.CharField(max_length=100, help_text="Unique in its project, e.g. stsb-humans.")
     dataset = DatasetChoiceField(
         queryset=Dataset.objects.none(),
         to_field_name="name",
