@@ -18,7 +18,7 @@ from django.utils import timezone
 from annotation import config_export
 from annotation.config_schema import MAX_CONFIG_BYTES, TransformationEntry
 from annotation.gate_services import gate_result_current
-from annotation.models import Approval, BenchmarkConfig, GateResult, Study
+from annotation.models import Approval, BenchmarkConfig, GateResult, RaterDecision, Study
 from core.errors import ShiftlabError
 from core.models import Project
 from core.services import audit_record
@@ -233,9 +233,9 @@ def benchmark_config_verify(*, text: str, fmt: config_export.Format) -> ConfigCh
 def benchmark_config_evidence_changes(*, check: ConfigCheck) -> list[str]:
     """What changed, since this deployment exported the config, in the evidence behind each of its
     approved transformations: the gate result it names is no longer the current one (gated again:
-    passed or failed), its approval was withdrawn or replaced, the study was revised, or ratings
-    changed after the gate. Empty when nothing changed, and for a config exported elsewhere (its
-    evidence lives on that deployment, which signed it)."""
+    passed or failed), its approval was withdrawn or replaced, the study was revised, annotators
+    were rejected or ratings changed after the gate. Empty when nothing changed, and for a config
+    exported elsewhere (its evidence lives on that deployment, which signed it)."""
     if check.known is None or check.verification.config is None:
         return []
     changes = []
@@ -274,6 +274,16 @@ def _evidence_changes(entry: TransformationEntry, *, project: Project) -> list[s
     )
     if newer is not None:
         changes.append(f"the study was revised: {newer.name} v{newer.version} replaces v{gate.study.version}")
+    rejected = sorted(
+        RaterDecision.objects.filter(
+            annotator__study=gate.study, decision="reject", decided_at__gt=gate.created_at
+        ).values_list("annotator__user__username", flat=True)
+    )
+    if rejected:
+        changes.append(
+            f"annotators rejected since the gate ({', '.join(rejected)}): their ratings no longer count; gate the "
+            "study again"
+        )
     changed_at = gate.study.ratings_changed_at
     if changed_at is not None and changed_at > gate.created_at:
         changes.append(

@@ -19,7 +19,7 @@ from django.core.management import call_command
 from django.urls import reverse
 from django.utils import timezone
 
-from annotation.models import Approval, BenchmarkConfig, GateResult, Study
+from annotation.models import Annotator, Approval, BenchmarkConfig, GateResult, RaterDecision, Study
 from evaluation.benchmark_services import benchmark_run_create_from_config, benchmark_unit_execute
 from evaluation.models import BenchmarkResult, BenchmarkRun
 from evaluation.tasks import start_benchmark_run
@@ -68,11 +68,17 @@ def test_each_change_of_evidence_is_named(export, researcher):  # noqa: F811
             design=study.design,
             design_hash=study.design_hash,
         ),
+        "rejected": lambda: RaterDecision.objects.create(
+            annotator=Annotator.objects.create(study=study, user=researcher),
+            reason=RaterDecision.Reason.choices[0][0],
+            detail="failed the control check",
+        ),
         "approval": lambda: Approval.objects.filter(gate_result=gate).delete(),
     }
     messages = {
         "ratings": "ratings changed since the gate",
         "revised": "the study was revised: forgery v2 replaces v1",
+        "rejected": "annotators rejected since the gate (rita)",
         "approval": "its approval was withdrawn",
     }
     for name, change in changes.items():
