@@ -180,6 +180,9 @@ def test_the_demo_labels_development_key_configs_and_never_calls_them_validated(
     out = io.StringIO()
     call_command("benchmark_config", "verify", str(path), stdout=out)
     assert DEV_LABEL in out.getvalue(), out.getvalue()
+    out = io.StringIO()
+    call_command("benchmark_config", "export", "--out", str(tmp_path / "again.json"), stdout=out)
+    assert DEV_LABEL in out.getvalue(), out.getvalue()
     exports = page_as(researcher).get(reverse("annotation:exports")).content.decode()
     assert DEV_LABEL in exports
     run = benchmark_run_create_from_config(

@@ -64,6 +64,8 @@ class Command(BaseCommand):
             self.stdout.write(f"Wrote {path} ({fmt})")
         names = ", ".join(t["transformation"] for t in config.document["transformations"])
         self.stdout.write(f"Config {config.config_hash} of project {config.project} with {names}")
+        if config.development_key:
+            self.stdout.write(self.style.WARNING(f"Warning: {DEVELOPMENT_KEY_NOTE}; set SHIFTLAB_CONFIG_SIGNING_KEY"))
 
     def do_verify(self, *, file, **_):
         path = Path(file)
