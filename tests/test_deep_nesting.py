@@ -117,10 +117,11 @@ def test_the_finding_a_100_kb_yaml_config_50000_deep_through_the_command(tmp_pat
 @pytest.mark.django_db
 def test_the_api_and_the_upload_form_refuse_a_deep_config(researcher):
     text = flow(50_000, "yaml")
+    api_client, page_client = api_as(researcher), page_as(researcher)  # logged in here: the child only reads
 
     def post_both():
-        api = api_as(researcher).post("/api/benchmark-configs/verify/", {"text": text, "format": "yaml"}, format="json")
-        page = page_as(researcher).post(
+        api = api_client.post("/api/benchmark-configs/verify/", {"text": text, "format": "yaml"}, format="json")
+        page = page_client.post(
             "/benchmarks/",
             {"config_file": SimpleUploadedFile("deep.yaml", text.encode()), "models": "m"},
         )
@@ -136,9 +137,10 @@ def test_the_api_and_the_upload_form_refuse_a_deep_config(researcher):
 @pytest.mark.django_db
 def test_a_deep_json_api_body_is_a_400_naming_the_nesting(researcher):
     body = '{"text": "x", "format": "json", "extra": ' + "[" * 50_000 + "]" * 50_000 + "}"
+    client = api_as(researcher)
 
     def post():
-        answer = api_as(researcher).post("/api/benchmark-configs/verify/", body, content_type="application/json")
+        answer = client.post("/api/benchmark-configs/verify/", body, content_type="application/json")
         return answer.status_code, answer.content.decode()[:500]
 
     outcome, result = in_child(post)
