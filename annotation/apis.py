@@ -147,7 +147,7 @@ class StudyViewSet(ProjectScopedMixin, mixins.ListModelMixin, mixins.RetrieveMod
         study = self.get_changeable_object()
         upload = request.FILES.get("control_pool")
         try:
-            pool = control_pool_from_upload(upload.read(), upload.name) if upload else ()
+            pool = control_pool_from_upload(upload) if upload else ()
             study = study_lock(study=study, actor=request.user, control_pool=pool)
         except ShiftlabError as exc:
             return _error(exc)

@@ -158,9 +158,11 @@ def argilla_publish(
 
 def annotator_workspace(study: Study, user: AbstractBaseUser) -> str:
     """The Argilla workspace that holds only ``user``'s batch of ``study`` (one per study version
-    and annotator: Argilla shows an annotator every record of every dataset in their workspaces)."""
+    and annotator: Argilla shows an annotator every record of every dataset in their workspaces).
+    Workspaces are one namespace for the whole deployment while study names are unique per project,
+    so the name carries the study's id: two projects' "pilot" v1 never share a workspace."""
     slug = re.sub(r"[^a-z0-9]+", "-", user.get_username().lower()).strip("-")[:40] or "user"
-    return f"{study.argilla_name}-{slug}-{user.pk}"
+    return f"{study.argilla_name}-s{study.pk}-{slug}-{user.pk}"
 
 
 def _study_dataset_spec(study: Study) -> dict[str, Any]:

@@ -171,8 +171,8 @@ def baseline_create(
         )
     if seed < 0:
         raise ShiftlabError(f"seed must be zero or positive, got {seed}")
-    if BaselineStudy.objects.filter(name=name).exists():
-        raise ShiftlabError(f"a baseline study named {name!r} exists: choose another name")
+    if BaselineStudy.objects.filter(project=project, name=name).exists():
+        raise ShiftlabError(f"a baseline study named {name!r} exists in project {project.slug}: choose another name")
     options = _options(task_type, options or {}, dataset)
     study = BaselineStudy(
         name=name,

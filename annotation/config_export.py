@@ -13,6 +13,10 @@ The hash alone proves nothing about where a config comes from: anyone can recomp
 therefore accepts a config only when its content verifies and it was exported by this deployment
 (its hash is registered) or it carries a valid signature under this deployment's key
 (``config_acceptance``).
+
+Shiftlab's development key is public (the demo signs with it), so its signature proves nothing:
+a config signed with it is labelled "signed with the development key" wherever it is shown, never
+"validated", and refused where development secrets are not allowed (production settings).
 """
 
 from __future__ import annotations
@@ -40,6 +44,11 @@ from core.hashing import canonical_json, sha256_json
 HASH_KEY = "config_hash"
 SIGNATURE_KEY = "signature"
 EXPORT_COMMAND = "`python manage.py benchmark_config export`"
+DEVELOPMENT_KEY_LABEL = "signed with the development key"
+DEVELOPMENT_KEY_NOTE = (
+    f"{DEVELOPMENT_KEY_LABEL}: Shiftlab's public demo key, which anyone can sign with, so this config is "
+    "not validated (production refuses it)"
+)
 
 
 def config_hash(document: dict[str, Any]) -> str:
@@ -50,6 +59,13 @@ def config_hash(document: dict[str, Any]) -> str:
 def signing_key_id(key: str) -> str:
     """A short fingerprint naming a key without revealing it."""
     return hmac.new(key.encode("utf-8"), b"shiftlab benchmark-config key id", hashlib.sha256).hexdigest()[:16]
+
+
+def config_signed_with(document: dict[str, Any], *, key: str) -> bool:
+    """Whether the document's signature names ``key`` (it says nothing about the signature's value:
+    a config kept by a run was verified when the run was created)."""
+    signature = document.get(SIGNATURE_KEY)
+    return isinstance(signature, dict) and signature.get("key_id") == signing_key_id(key)
 
 
 def _signed_bytes(document: dict[str, Any]) -> bytes:
@@ -115,7 +131,8 @@ class Verification:
     ``ok``: the content verifies: it parses, has the config's shape, its hash matches its content
     and the text is the canonical rendering (``problems`` says what failed otherwise).
     ``signature``: valid, absent, or invalid (``signature_problem`` says why); only checked when
-    the content verifies, else absent.
+    the content verifies, else absent. ``development_key``: the signature is a valid one under
+    Shiftlab's public development key (whatever this server's key is).
     """
 
     declared_hash: str | None
@@ -125,16 +142,17 @@ class Verification:
     signature_problem: str
     document: dict[str, Any] | None
     config: BenchmarkConfigDocument | None
+    development_key: bool = False
 
     @property
     def ok(self) -> bool:
         return not self.problems
 
 
-def config_verify(text: str, fmt: Format, *, key: str) -> Verification:
+def config_verify(text: str, fmt: Format, *, key: str, development_key: str = "") -> Verification:
     """Check a rendered config: it parses safely, has the config's shape (typed), its hash matches
-    its content, the text is exactly the canonical rendering, and whether its signature is valid
-    under ``key``."""
+    its content, the text is exactly the canonical rendering, whether its signature is valid
+    under ``key``, and whether it is a valid one under the public ``development_key``."""
     try:
         document = config_load(text, fmt)
     except ConfigError as exc:
@@ -158,7 +176,10 @@ def config_verify(text: str, fmt: Format, *, key: str) -> Verification:
     if problems:
         return Verification(declared, computed, tuple(problems), SignatureState.ABSENT, "", document, None)
     state, why = _signature_state(document, config, key=key)
-    return Verification(declared, computed, (), state, why, document, config)
+    development = bool(development_key) and _signature_state(document, config, key=development_key)[0] is (
+        SignatureState.VALID
+    )
+    return Verification(declared, computed, (), state, why, document, config, development)
 
 
 def _signature_state(
@@ -185,20 +206,29 @@ class Acceptance:
     reason: str  # why it is refused, or on what ground it is accepted
 
 
-def config_acceptance(verification: Verification, *, registered: bool) -> Acceptance:
+def config_acceptance(verification: Verification, *, registered: bool, development_allowed: bool = True) -> Acceptance:
     """Whether a benchmark run may use a config: its content verifies, and it was exported here
     (``registered``: its hash is one of this deployment's exports) or carries a valid signature
-    under this deployment's key."""
+    under this deployment's key. A config signed with the public development key is accepted
+    only where ``development_allowed`` (the demo), and then says so."""
     if not verification.ok:
         return Acceptance(
             False,
             "its content does not verify: " + "; ".join(verification.problems) + ". Use the file exactly as "
             f"{EXPORT_COMMAND} wrote it",
         )
+    if verification.development_key and not development_allowed:
+        return Acceptance(
+            False,
+            "it is signed with Shiftlab's public development key, which anyone can sign with, so its signature "
+            "proves nothing: production refuses it. Export the config again on a deployment that has its own "
+            "SHIFTLAB_CONFIG_SIGNING_KEY",
+        )
+    note = f" ({DEVELOPMENT_KEY_NOTE})" if verification.development_key else ""
     if registered:
-        return Acceptance(True, "exported by this deployment")
+        return Acceptance(True, f"exported by this deployment{note}")
     if verification.signature is SignatureState.VALID:
-        return Acceptance(True, "signed with this deployment's key")
+        return Acceptance(True, f"signed with this deployment's key{note}")
     not_here = f"it was not exported by this deployment (no export has hash {verification.declared_hash})"
     if verification.signature is SignatureState.ABSENT:
         why = f"{not_here} and it carries no signature"

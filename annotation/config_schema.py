@@ -5,10 +5,11 @@ and refuses what would let a small file cost a lot or hide what it says: more th
 ``MAX_CONFIG_BYTES``, YAML anchors and aliases (refused as parser events, before anything is
 composed or expanded), YAML merge keys, duplicate keys (YAML and JSON), NaN/Infinity, values JSON
 cannot hold (YAML dates, sets, binary, unpaired surrogates) and nesting deeper than
-``MAX_DEPTH``. ``config_read`` turns that data into frozen dataclasses, or raises a
-``ConfigError`` naming the path of the first bad field, e.g.
-``transformations[2].runs[0].seed: expected an integer, got a string``. Free-form parts (a study's
-design, a generator's parameters, the gate evidence) stay mappings of JSON data.
+``MAX_DEPTH`` (counted before any recursive parser reads the text: ``core.nesting``).
+``config_read`` turns that data into frozen dataclasses, or raises a ``ConfigError`` naming the
+path of the first bad field, e.g. ``transformations[2].runs[0].seed: expected an integer, got a
+string``. Free-form parts (a study's design, a generator's parameters, the gate evidence) stay
+mappings of JSON data.
 """
 
 from __future__ import annotations
@@ -21,11 +22,13 @@ from typing import Any, Literal
 
 import yaml
 
+from core.nesting import MAX_NESTING, NestingError, nesting_check
+
 SCHEMA = "shiftlab.benchmark-config/1"
 # Far above a real export, and below DATA_UPLOAD_MAX_MEMORY_SIZE, so the API reaches this check;
 # YAML of this size takes some seconds to read even with libyaml.
 MAX_CONFIG_BYTES = 4 * 1024 * 1024
-MAX_DEPTH = 64
+MAX_DEPTH = MAX_NESTING
 SIGNATURE_ALGORITHM = "hmac-sha256"
 Format = Literal["json", "yaml"]
 
@@ -153,22 +156,21 @@ class BenchmarkConfigDocument:
 _SafeLoader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
 
 
-def _refuse_anchors(text: str) -> None:
-    """Scan the parser's events (nothing is composed or expanded) for anchors and aliases."""
-    for event in yaml.parse(text, Loader=_SafeLoader):
-        if isinstance(event, yaml.AliasEvent) or getattr(event, "anchor", None) is not None:
-            mark = event.start_mark
-            raise ConfigError(
-                "",
-                f"YAML anchors and aliases (&/*) are not allowed (line {mark.line + 1}, column {mark.column + 1}): "
-                "write each value out (a YAML file exported by Shiftlab before 2026-11-25 has them: download "
-                "it again from the exports page, or use its JSON file)",
-            )
+def _refuse_anchor(event: yaml.Event) -> None:
+    """Refuse an anchor or alias as a parser event (nothing is composed or expanded)."""
+    if isinstance(event, yaml.AliasEvent) or getattr(event, "anchor", None) is not None:
+        mark = event.start_mark
+        raise ConfigError(
+            "",
+            f"YAML anchors and aliases (&/*) are not allowed (line {mark.line + 1}, column {mark.column + 1}): "
+            "write each value out (a YAML file exported by Shiftlab before 2026-11-25 has them: download "
+            "it again from the exports page, or use its JSON file)",
+        )
 
 
 class _StrictLoader(_SafeLoader):
-    """The safe loader, refusing merge keys and duplicate keys (anchors and aliases are refused
-    before it runs, by ``_refuse_anchors``)."""
+    """The safe loader, refusing merge keys and duplicate keys (anchors, aliases and deep nesting
+    are refused before it runs, in ``config_load``'s scan of the parser's events)."""
 
     def construct_mapping(self, node, deep=False):
         seen = set()
@@ -203,18 +205,20 @@ def config_load(text: str, fmt: Format) -> dict[str, Any]:
         raise ConfigError(
             "", f"the file has {size} bytes, more than the {MAX_CONFIG_BYTES} a benchmark config may have"
         )
+    if fmt not in ("json", "yaml"):
+        raise ConfigError("", f"unknown format {fmt!r}: use json or yaml")
+    try:
+        # Before any parser that recurses: libyaml's composer overflows the C stack on deep nesting.
+        nesting_check(text, fmt, limit=MAX_DEPTH, on_yaml_event=_refuse_anchor if fmt == "yaml" else None)
+    except NestingError as exc:
+        raise ConfigError("", f"the file is {exc}") from None
     try:
         if fmt == "json":
             data = json.loads(text, object_pairs_hook=_json_object, parse_constant=_json_constant)
-        elif fmt == "yaml":
-            _refuse_anchors(text)
-            data = yaml.load(text, Loader=_StrictLoader)  # noqa: S506 - _StrictLoader is a safe loader
         else:
-            raise ConfigError("", f"unknown format {fmt!r}: use json or yaml")
+            data = yaml.load(text, Loader=_StrictLoader)  # noqa: S506 - _StrictLoader is a safe loader
     except ConfigError:
         raise
-    except RecursionError:
-        raise ConfigError("", f"the file is nested too deeply (at most {MAX_DEPTH} levels)") from None
     except (ValueError, yaml.YAMLError) as exc:
         raise ConfigError("", f"the file does not parse as {fmt}: {exc}") from None
     if not isinstance(data, dict):

@@ -10,20 +10,24 @@ header line. Columns:
   pair without them counts as same-language and serves any same-language study; a translation
   study's controls need them (``en`` and ``de`` for an en→de study).
 
-Every problem is reported with its line; nothing is used when one is found.
+Every problem is reported with its line; nothing is used when one is found. A file over
+``MAX_POOL_BYTES`` is refused by its size, before it is read (a real pool of a few thousand pairs
+is well under 1 MB; a 100 MB upload read whole took 1.2 GB).
 """
 
 from __future__ import annotations
 
 import tempfile
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from pathlib import Path
+from typing import Protocol
 
 from annotation.controls import ItemKind, PairCandidate, is_punctuation_edit
 from corpora.parsing import DatasetFormatError, Problem, RawRow
-from corpora.readers import detect_format, read_table
+from corpora.readers import detect_format, megabytes, read_table
 
 POOL_ORIGIN = "pool"
+MAX_POOL_BYTES = 10 * 2**20
 COLUMNS = ("text_a", "text_b", "kind", "language_a", "language_b")
 _KINDS = (ItemKind.EASY_POSITIVE.value, ItemKind.EASY_NEGATIVE.value)
 
@@ -34,22 +38,47 @@ def control_pool_read(path: Path | str) -> tuple[tuple[ItemKind, PairCandidate],
     path = Path(path)
     if not path.is_file():
         raise DatasetFormatError([Problem(str(path), None, "no such control pool file")])
-    fmt = detect_format(path)
-    if fmt not in ("csv", "tsv", "jsonl"):
-        raise DatasetFormatError([Problem(str(path), None, "a control pool is a .jsonl, .csv or .tsv file")])
-    return control_pool_parse(read_table(path, fmt=fmt).rows, source=str(path))
+    _check_kind_and_size(str(path), path.suffix, path.stat().st_size)
+    return control_pool_parse(read_table(path, fmt=detect_format(path)).rows, source=str(path))
 
 
-def control_pool_from_upload(data: bytes, filename: str) -> tuple[tuple[ItemKind, PairCandidate], ...]:
+class Upload(Protocol):
+    """What the pool needs of an uploaded file (Django's ``UploadedFile`` has it)."""
+
+    name: str
+    size: int
+
+    def chunks(self) -> Iterable[bytes]: ...
+
+
+def control_pool_from_upload(upload: Upload) -> tuple[tuple[ItemKind, PairCandidate], ...]:
     """The pairs of an uploaded control pool (the page's and the API's lock); problems name the
-    uploaded file's name and line, as for a file on disk."""
-    suffix = Path(filename).suffix.lower()
-    if suffix not in (".jsonl", ".csv", ".tsv"):
-        raise DatasetFormatError([Problem(filename, None, "a control pool is a .jsonl, .csv or .tsv file")])
+    uploaded file's name and line, as for a file on disk. The upload is refused by its size before
+    it is read, and copied to a temporary file chunk by chunk, never held whole in memory."""
+    suffix = Path(upload.name).suffix.lower()
+    _check_kind_and_size(upload.name, suffix, upload.size)
     with tempfile.TemporaryDirectory() as folder:
         path = Path(folder) / f"control-pool{suffix}"
-        path.write_bytes(data)
-        return control_pool_parse(read_table(path, fmt=detect_format(path)).rows, source=filename)
+        with path.open("wb") as copy:
+            for chunk in upload.chunks():
+                copy.write(chunk)
+        return control_pool_parse(read_table(path, fmt=detect_format(path)).rows, source=upload.name)
+
+
+def _check_kind_and_size(name: str, suffix: str, size: int) -> None:
+    if suffix.lower() not in (".jsonl", ".csv", ".tsv"):
+        raise DatasetFormatError([Problem(name, None, "a control pool is a .jsonl, .csv or .tsv file")])
+    if size > MAX_POOL_BYTES:
+        raise DatasetFormatError(
+            [
+                Problem(
+                    name,
+                    None,
+                    f"the file has {megabytes(size)}, more than the {megabytes(MAX_POOL_BYTES)} a control pool may "
+                    "have: a pool needs a few hundred pairs; upload a smaller sample of them",
+                )
+            ]
+        )
 
 
 def _text(value: object) -> str:

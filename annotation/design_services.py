@@ -106,8 +106,10 @@ def study_create(
     project_require_same(project, *runs, role="the study's runs")
     _check_judges(design)
     study_design_check(design=design, runs=runs, annotators=annotators)
-    if Study.objects.filter(name=name).exists():
-        raise ShiftlabError(f"a study named {name!r} exists: revise it (new version) or choose another name")
+    if Study.objects.filter(project=project, name=name).exists():
+        raise ShiftlabError(
+            f"a study named {name!r} exists in project {project.slug}: revise it (new version) or choose another name"
+        )
     study = Study(
         name=name,
         project=project,
@@ -161,7 +163,7 @@ def study_revise(
     _check_judges(design)
     study_design_check(design=design, runs=runs)
     with transaction.atomic():
-        latest = Study.objects.filter(name=study.name).order_by("-version").first()
+        latest = Study.objects.filter(project=study.project, name=study.name).order_by("-version").first()
         revised = Study.objects.create(
             name=study.name,
             version=latest.version + 1,

@@ -16,8 +16,9 @@ from django.db import transaction
 from django.utils import timezone
 
 from annotation import config_export
-from annotation.config_schema import MAX_CONFIG_BYTES
-from annotation.models import Approval, BenchmarkConfig, GateResult, Study
+from annotation.config_schema import MAX_CONFIG_BYTES, TransformationEntry
+from annotation.gate_services import gate_result_current
+from annotation.models import Approval, BenchmarkConfig, GateResult, RaterDecision, Study
 from core.errors import ShiftlabError
 from core.models import Project
 from core.services import audit_record
@@ -200,27 +201,95 @@ class ConfigCheck:
 
     def facts(self) -> dict:
         """The three facts and the decision, for the command, the API and pages; registration and
-        signature are not checked (None) when the content does not verify."""
+        signature are not checked (None) when the content does not verify. ``development_key``:
+        signed with Shiftlab's public development key, so not validated whatever else holds."""
         checked = self.ok
         return {
             "content_ok": self.ok,
             "registered": self.registered if checked else None,
             "signature": self.verification.signature.value if checked else None,
             "signature_problem": self.verification.signature_problem,
+            "development_key": self.verification.development_key if checked else None,
             "accepted": self.accepted,
         }
 
 
 def benchmark_config_verify(*, text: str, fmt: config_export.Format) -> ConfigCheck:
     """Verify a config file (safe parsing, shape, hash, canonical form, signature under
-    ``CONFIG_SIGNING_KEY``), look it up among this deployment's exports, and decide whether a
-    benchmark run may use it."""
-    verification = config_export.config_verify(text, fmt, key=settings.CONFIG_SIGNING_KEY)
+    ``CONFIG_SIGNING_KEY`` or the public development key), look it up among this deployment's
+    exports, and decide whether a benchmark run may use it (production refuses the development key)."""
+    verification = config_export.config_verify(
+        text, fmt, key=settings.CONFIG_SIGNING_KEY, development_key=settings.DEV_CONFIG_SIGNING_KEY
+    )
     known = None
     if verification.ok:
         known = BenchmarkConfig.objects.filter(config_hash=verification.declared_hash).first()
-    acceptance = config_export.config_acceptance(verification, registered=known is not None)
+    acceptance = config_export.config_acceptance(
+        verification, registered=known is not None, development_allowed=settings.DEVELOPMENT_SECRETS_ALLOWED
+    )
     return ConfigCheck(verification=verification, known=known, acceptance=acceptance)
+
+
+def benchmark_config_evidence_changes(*, check: ConfigCheck) -> list[str]:
+    """What changed, since this deployment exported the config, in the evidence behind each of its
+    approved transformations: the gate result it names is no longer the current one (gated again:
+    passed or failed), its approval was withdrawn or replaced, the study was revised, annotators
+    were rejected or ratings changed after the gate. Empty when nothing changed, and for a config
+    exported elsewhere (its evidence lives on that deployment, which signed it)."""
+    if check.known is None or check.verification.config is None:
+        return []
+    changes = []
+    for entry in check.verification.config.approved:
+        where = f"{entry.transformation} ({entry.study.name} v{entry.study.version})"
+        changes += [f"{where}: {what}" for what in _evidence_changes(entry, project=check.known.project)]
+    return changes
+
+
+def _evidence_changes(entry: TransformationEntry, *, project: Project) -> list[str]:
+    gate = (
+        GateResult.objects.select_related("study", "approval__decided_by")
+        .filter(pk=entry.gate.id, study__project=project, transformation=entry.transformation)
+        .first()
+    )
+    if gate is None or gate.evidence_hash != entry.gate.evidence_hash:
+        return [f"its gate result {entry.gate.id} is no longer the one the config names: export the config again"]
+    changes = []
+    current = gate_result_current(study=gate.study, transformation=gate.transformation)
+    if current.pk != gate.pk:
+        outcome = "failed: " + "; ".join(current.evidence.get("reasons", [])) if not current.passed else "passed"
+        changes.append(
+            f"a later gate (result {current.pk}, {current.created_at:%Y-%m-%d %H:%M}) {outcome}".rstrip(": ")
+        )
+    approval = getattr(gate, "approval", None)
+    if approval is None or approval.decision != Approval.Decision.APPROVE:
+        changes.append("its approval was withdrawn")
+    elif (
+        approval.decided_at.isoformat() != entry.approval.at or approval.decided_by.get_username() != entry.approval.by
+    ):
+        changes.append(f"its approval was replaced (now by {approval.decided_by.get_username()})")
+    newer = (
+        Study.objects.filter(project=project, name=gate.study.name, version__gt=gate.study.version)
+        .order_by("-version")
+        .first()
+    )
+    if newer is not None:
+        changes.append(f"the study was revised: {newer.name} v{newer.version} replaces v{gate.study.version}")
+    rejected = sorted(
+        RaterDecision.objects.filter(
+            annotator__study=gate.study, decision="reject", decided_at__gt=gate.created_at
+        ).values_list("annotator__user__username", flat=True)
+    )
+    if rejected:
+        changes.append(
+            f"annotators rejected since the gate ({', '.join(rejected)}): their ratings no longer count; gate the "
+            "study again"
+        )
+    changed_at = gate.study.ratings_changed_at
+    if changed_at is not None and changed_at > gate.created_at:
+        changes.append(
+            f"ratings changed since the gate (last on {changed_at:%Y-%m-%d %H:%M}): validate and gate the study again"
+        )
+    return changes
 
 
 def benchmark_config_file_read(*, path: Path) -> str:

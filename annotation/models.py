@@ -12,6 +12,7 @@ from django.core.validators import RegexValidator
 from django.db import models
 from django.db.models import Q
 
+from annotation.config_export import config_signed_with
 from annotation.controls import ItemKind
 from annotation.validation import FlagRule, RejectionReason
 from core.models import project_field
@@ -66,7 +67,10 @@ class Study(models.Model):
     class Meta:
         ordering = ["name", "-version"]
         verbose_name_plural = "studies"
-        constraints = [models.UniqueConstraint(fields=["name", "version"], name="unique_study_version")]
+        # Per project: a name another project uses is free (and never revealed by a refusal).
+        constraints = [
+            models.UniqueConstraint(fields=["project", "name", "version"], name="unique_study_version_per_project")
+        ]
 
     def __str__(self) -> str:
         return f"{self.name} v{self.version}"
@@ -338,6 +342,11 @@ class BenchmarkConfig(models.Model):
     def __str__(self) -> str:
         return f"benchmark config {self.config_hash[:12]}{' ' + self.name if self.name else ''}"
 
+    @property
+    def development_key(self) -> bool:
+        """Signed with Shiftlab's public development key (the demo's): label it so, never "validated"."""
+        return config_signed_with(self.document, key=settings.DEV_CONFIG_SIGNING_KEY)
+
 
 # --- human performance baselines (SPEC §6) ----------------------------------------------------
 
@@ -354,7 +363,7 @@ class BaselineStudy(models.Model):
         PUBLISHED = "published"
         CLOSED = "closed"
 
-    name = models.CharField(max_length=61, unique=True, validators=[study_name_validator])
+    name = models.CharField(max_length=61, validators=[study_name_validator])
     dataset = models.ForeignKey("corpora.Dataset", on_delete=models.PROTECT, related_name="baseline_studies")
     task_type = models.CharField(max_length=16, choices=[(t.value, t.name.title()) for t in BASELINE_TASK_TYPES])
     split = models.CharField(max_length=32, default="test")
@@ -386,6 +395,7 @@ class BaselineStudy(models.Model):
     class Meta:
         ordering = ["name"]
         verbose_name_plural = "baseline studies"
+        constraints = [models.UniqueConstraint(fields=["project", "name"], name="unique_baseline_name_per_project")]
 
     def __str__(self) -> str:
         return f"baseline {self.name}"

@@ -22,6 +22,7 @@ from annotation.models import (
     Study,
 )
 from annotation.validation_services import control_checks
+from core.errors import ShiftlabError
 from core.models import Project
 from core.projects import scoped
 
@@ -149,11 +150,20 @@ def study_progress(*, study: Study) -> StudyProgress:
 
 def baseline_get(ref: str, *, studies: QuerySet[BaselineStudy] | None = None) -> BaselineStudy:
     """A baseline study by id or name (among ``studies``, default all); ``BaselineStudy.DoesNotExist``
-    when there is none."""
+    when there is none, and a ``ShiftlabError`` when the name is used in several of those projects
+    (names are unique per project)."""
     studies = BaselineStudy.objects.all() if studies is None else studies
     if ref.isdigit() and (study := studies.filter(pk=int(ref)).first()):
         return study
-    return studies.get(name=ref)
+    found = list(studies.filter(name=ref).select_related("project")[:10])
+    if len(found) > 1:
+        raise ShiftlabError(
+            f"baseline study {ref!r} is in several projects you can read "
+            f"({', '.join(sorted(s.project.slug for s in found))}): give its id"
+        )
+    if not found:
+        raise BaselineStudy.DoesNotExist(f"no baseline study {ref!r}")
+    return found[0]
 
 
 @dataclass(frozen=True)

@@ -168,10 +168,13 @@ class DecisionSerializer(serializers.Serializer):
 
 class BenchmarkConfigSerializer(serializers.ModelSerializer):
     project = serializers.SlugRelatedField(slug_field="slug", read_only=True)
+    development_key = serializers.BooleanField(
+        read_only=True, help_text="Signed with Shiftlab's public development key (the demo's): not a validated config."
+    )
 
     class Meta:
         model = BenchmarkConfig
-        fields = ["id", "name", "project", "config_hash", "document", "created_at"]
+        fields = ["id", "name", "project", "config_hash", "development_key", "document", "created_at"]
         read_only_fields = fields
 
 

@@ -160,7 +160,7 @@ def study_detail_view(request, pk: int):
     with _refusals_as_messages(request, (ShiftlabError, DesignError)):
         if action == "lock":
             upload = request.FILES.get("control_pool")
-            pool = control_pool_from_upload(upload.read(), upload.name) if upload else ()
+            pool = control_pool_from_upload(upload) if upload else ()
             study_lock(study=study, actor=request.user, control_pool=pool)
             messages.success(request, "Locked: items and controls are drawn; the design is frozen.")
         elif action == "sync":

@@ -1,6 +1,7 @@
 from drf_spectacular.utils import extend_schema
 from rest_framework import mixins, status, viewsets
 from rest_framework.decorators import action
+from rest_framework.exceptions import NotFound, ValidationError
 from rest_framework.parsers import FormParser, MultiPartParser
 from rest_framework.response import Response
 
@@ -9,7 +10,8 @@ from core.errors import ShiftlabError
 from core.models import Project
 from core.permissions import IsResearcher
 from core.projects import project_require_write
-from corpora.selectors import dataset_import_list, dataset_item_list, dataset_list
+from corpora.models import Dataset
+from corpora.selectors import dataset_get, dataset_import_list, dataset_item_list, dataset_list
 from corpora.serializers import (
     DatasetImportCreateSerializer,
     DatasetImportSerializer,
@@ -42,6 +44,19 @@ class DatasetViewSet(
     def get_queryset(self):
         params = self.request.query_params
         return dataset_list(user=self.request.user, task_type=params.get("task_type"), project=params.get("project"))
+
+    def get_object(self):
+        """By name; ``?project=SLUG`` picks one of two datasets of that name (names are unique per project)."""
+        try:
+            dataset = dataset_get(
+                name=self.kwargs["name"], user=self.request.user, project=self.request.query_params.get("project")
+            )
+        except Dataset.DoesNotExist:
+            raise NotFound(f"no dataset {self.kwargs['name']!r}") from None
+        except ShiftlabError as exc:
+            raise ValidationError({"detail": str(exc)}) from None
+        self.check_object_permissions(self.request, dataset)
+        return dataset
 
     @extend_schema(responses={204: None, 403: None, 409: None})
     def destroy(self, request, name=None):

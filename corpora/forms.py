@@ -1,7 +1,7 @@
 from django import forms
 
 from core.forms import NewInProjectForm
-from corpora.models import DatasetImport, dataset_name_validator
+from corpora.models import Dataset, DatasetImport, dataset_name_validator
 from corpora.readers import FORMATS
 from corpora.task_types import TASK_SPECS
 
@@ -27,7 +27,9 @@ class DatasetUploadForm(NewInProjectForm):
         help_text="One CSV/TSV/JSONL/Parquet file, or several: train + test files for classification, "
         "corpus.jsonl + queries.jsonl + test.tsv (qrels) for retrieval."
     )
-    name = forms.CharField(max_length=100, validators=[dataset_name_validator], help_text="Unique, e.g. stsb-en-test.")
+    name = forms.CharField(
+        max_length=100, validators=[dataset_name_validator], help_text="Unique in its project, e.g. stsb-en-test."
+    )
     task = forms.ChoiceField(choices=[(t.value, f"{s.label} ({t.value})") for t, s in TASK_SPECS.items()])
     language = forms.CharField(max_length=16, initial="en")
     fmt = forms.ChoiceField(
@@ -98,3 +100,19 @@ class MtebImportForm(NewInProjectForm):
         validators=[dataset_name_validator],
         help_text="Default: the task name (plus the subset).",
     )
+
+
+class DatasetChoiceField(forms.ModelChoiceField):
+    """A dataset chosen by name. Names are unique per project, so a caller who reads two datasets
+    of one name (two of their projects, or a shared one) is asked to tell them apart rather than
+    meeting an error page."""
+
+    def to_python(self, value):
+        try:
+            return super().to_python(value)
+        except Dataset.MultipleObjectsReturned:
+            raise forms.ValidationError(
+                f"Several datasets you can read are named {value!r}: rename one, or use the API or command with "
+                "the project named.",
+                code="ambiguous",
+            ) from None

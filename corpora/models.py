@@ -15,7 +15,7 @@ class Dataset(models.Model):
     """An imported benchmark dataset of one task type. Immutable once imported: a changed file
     is a new dataset (its content hash differs), so results always point at exact data."""
 
-    name = models.CharField(max_length=100, unique=True, validators=[dataset_name_validator])
+    name = models.CharField(max_length=100, db_index=True, validators=[dataset_name_validator])
     task_type = models.CharField(max_length=32, choices=[(t.value, t.value) for t in TaskType])
     description = models.TextField(blank=True)
     languages = models.JSONField(default=list, help_text="Language codes present in the items.")
@@ -34,6 +34,8 @@ class Dataset(models.Model):
 
     class Meta:
         ordering = ["name"]
+        # Per project: a name another project uses is free (and never revealed by a refusal).
+        constraints = [models.UniqueConstraint(fields=["project", "name"], name="unique_dataset_name_per_project")]
 
     def __str__(self) -> str:
         return self.name

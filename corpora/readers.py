@@ -14,6 +14,7 @@ import sys
 from collections.abc import Iterator, Sequence
 from pathlib import Path
 
+from core.nesting import NestingError, nesting_check
 from corpora.parsing import OPTION_NAMES, DatasetFormatError, OptionNames, Problem, RawRow, RawTable
 
 FORMATS = ("csv", "tsv", "jsonl", "parquet", "beir", "hf")
@@ -209,7 +210,11 @@ def _read_jsonl(text: str, source: str) -> list[RawRow]:
         if not line.strip():
             continue
         try:
+            nesting_check(line, "json")  # before json.loads, which recurses
             value = json.loads(line)
+        except NestingError as exc:
+            problems.append(Problem(source, number, exc.problem))
+            continue
         except json.JSONDecodeError as exc:
             problems.append(Problem(source, number, f"invalid JSON: {exc.msg} (column {exc.colno})"))
             continue

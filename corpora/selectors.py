@@ -1,5 +1,7 @@
 from django.db.models import QuerySet
 
+from core.errors import ShiftlabError
+from core.models import Project
 from core.projects import User, scoped
 from core.selectors import filter_given
 from corpora.models import Dataset, DatasetImport, DatasetItem
@@ -14,9 +16,29 @@ def dataset_list(*, user: User = None, task_type: str | None = None, project: st
     return filter_given(datasets, task_type=task_type, project__slug=project)
 
 
-def dataset_get(*, name: str, user: User = None) -> Dataset:
-    """The dataset ``name``; ``Dataset.DoesNotExist`` also when ``user`` may not read it."""
-    return dataset_list(user=user).get(name=name)
+def dataset_get(*, name: str, user: User = None, project: Project | str | None = None) -> Dataset:
+    """The dataset ``name`` among those ``user`` may read; ``Dataset.DoesNotExist`` when there is
+    none (also when ``user`` may not read it).
+
+    Names are unique per project, so a reader of several projects (or of a shared dataset) may see
+    one name twice: ``project`` (a Project or its slug) picks that project's dataset, else a shared
+    one (else whichever it is); without it a project's own dataset is preferred over shared ones. When several remain,
+    a ``ShiftlabError`` names their projects (all readable by ``user``) and asks for one."""
+    found = list(dataset_list(user=user).filter(name=name)[:20])
+    if project is not None:
+        slug = project if isinstance(project, str) else project.slug
+        # Else the one of another project, whose refusal (project_require_same) says whose it is.
+        found = [d for d in found if d.project.slug == slug] or [d for d in found if d.shared] or found
+    if len(found) > 1 and len(own := [d for d in found if not d.shared]) == 1:
+        found = own
+    if not found:
+        raise Dataset.DoesNotExist(f"no dataset {name!r}")
+    if len(found) > 1:
+        raise ShiftlabError(
+            f"several datasets you can read are named {name!r} (in projects "
+            f"{', '.join(sorted(d.project.slug for d in found))}): name the project too"
+        )
+    return found[0]
 
 
 def dataset_item_list(*, dataset: Dataset, split: str | None = None, kind: str | None = None) -> QuerySet[DatasetItem]:

@@ -19,7 +19,7 @@ from django.utils import timezone
 from core.errors import ShiftlabError
 from core.job_services import job_fail, job_note
 from core.models import Project
-from core.projects import project_require_write
+from core.projects import default_project, project_require_write
 from core.services import audit_record
 from core.task_policy import dispatch_on_commit
 from corpora.hub import read_hub
@@ -91,7 +91,7 @@ def dataset_import(
     """
     options = options or ImportOptions()
     task = TaskType(task_spec(task).task)
-    _check_new_name(name, options.interface)
+    _check_new_name(name, options.interface, project)
     tables = _read(source, options)
     parsed = parse_tables(
         tables,
@@ -169,7 +169,7 @@ def dataset_import_job_create(
     """Store uploaded files and queue their import. Several files form a folder: train/test files
     for classification, or corpus.jsonl + queries.jsonl + <split>.tsv for retrieval. The job, and
     the dataset it makes, go into ``project`` (checked by the caller), else the default project."""
-    _check_new_name(name, options.interface)
+    _check_new_name(name, options.interface, project)
     task_spec(task)
     files = list(files)
     if not files:
@@ -317,7 +317,10 @@ def _relative_message(message: str, upload_dir: Path) -> str:
     return message.replace(f"{upload_dir}/", "").replace(str(upload_dir), "upload")
 
 
-def _check_new_name(name: str, interface: str = "command") -> None:
+def _check_new_name(name: str, interface: str, project: Project | None) -> None:
+    """Names are unique per project: another project's name is free and never revealed. A name of a
+    shared dataset (which every project reads, so naming it reveals nothing) is refused too, so
+    that a name means one dataset to the project's researchers."""
     try:
         dataset_name_validator(name)
     except ValidationError:
@@ -325,10 +328,15 @@ def _check_new_name(name: str, interface: str = "command") -> None:
             f"Dataset name {name!r} is not allowed: use letters, digits, '.', '_' and '-', "
             "starting with a letter or digit."
         ) from None
-    if Dataset.objects.filter(name=name).exists():
+    project = project or default_project()
+    if Dataset.objects.filter(name=name, project=project).exists():
         raise ShiftlabError(
-            f"A dataset named {name!r} already exists: choose another name, or delete it first "
-            f"({OPTION_NAMES[interface].delete.format(name=name)})."
+            f"A dataset named {name!r} already exists in project {project.slug}: choose another name, or delete "
+            f"it first ({OPTION_NAMES[interface].delete.format(name=name)})."
+        )
+    if Dataset.objects.filter(name=name, shared=True).exists():
+        raise ShiftlabError(
+            f"A shared dataset is named {name!r}: every project reads it under that name, so choose another name."
         )
 
 
@@ -449,7 +457,7 @@ def dataset_import_mteb(
     mteb_task = mteb_tasks.mteb_task_get(task_name)
     subset = mteb_tasks.mteb_task_subset(mteb_task, subset, option=_SUBSET_OPTION.get(interface, "--subset"))
     name = name or (task_name if subset == mteb_tasks.DEFAULT_SUBSET else f"{task_name}-{subset}")
-    _check_new_name(name, interface)
+    _check_new_name(name, interface, project)
     shiftlab_task = mteb_tasks.MTEB_TASK_TYPES[mteb_task.metadata.type]
     if task is not None:
         shiftlab_task = _mteb_task_override(task, shiftlab_task, task_name)

@@ -2,6 +2,7 @@ from pathlib import PurePath
 
 from django.contrib import messages
 from django.core.paginator import Paginator
+from django.http import Http404
 from django.shortcuts import get_object_or_404, redirect, render
 from django.views.decorators.http import require_http_methods
 
@@ -10,7 +11,7 @@ from core.projects import project_can_write, project_require_write
 from core.views import researcher_required
 from corpora.forms import DatasetUploadForm, MtebImportForm
 from corpora.models import Dataset, DatasetImport
-from corpora.selectors import dataset_import_list, dataset_item_list, dataset_list
+from corpora.selectors import dataset_get, dataset_import_list, dataset_item_list, dataset_list
 from corpora.services import (
     DatasetInUseError,
     ImportOptions,
@@ -104,7 +105,7 @@ def dataset_import_view(request, pk: int):
 
 @researcher_required
 def dataset_detail_view(request, name: str):
-    dataset = get_object_or_404(dataset_list(user=request.user), name=name)
+    dataset = _dataset_or_404(request, name)
     split = request.GET.get("split") or None
     page = Paginator(dataset_item_list(dataset=dataset, split=split), 25).get_page(request.GET.get("page"))
     return render(
@@ -131,7 +132,7 @@ def dataset_source_name(dataset: Dataset) -> str:
 def dataset_delete_view(request, name: str):
     """GET asks for confirmation; POST deletes, or explains what still uses the dataset. Only
     those who may change the dataset's project get either (403 for readers)."""
-    dataset = get_object_or_404(dataset_list(user=request.user), name=name)
+    dataset = _dataset_or_404(request, name)
     project_require_write(request.user, dataset.project)
     if request.method == "GET":
         return render(request, "corpora/delete.html", {"dataset": dataset})
@@ -148,7 +149,7 @@ def dataset_delete_view(request, name: str):
 @require_http_methods(["POST"])
 def dataset_share_view(request, name: str):
     """Share the dataset with every project (``shared=1``) or stop sharing it (``shared=0``)."""
-    dataset = get_object_or_404(dataset_list(user=request.user), name=name)
+    dataset = _dataset_or_404(request, name)
     shared = request.POST.get("shared") == "1"
     dataset_share_set(dataset=dataset, shared=shared, actor=request.user)  # 403 for read-only callers
     if shared:
@@ -156,3 +157,11 @@ def dataset_share_view(request, name: str):
     else:
         messages.success(request, f"{name} is no longer shared: only its project ({dataset.project.slug}) reads it.")
     return redirect("corpora:detail", name=name)
+
+
+def _dataset_or_404(request, name: str):
+    """The dataset ``name`` the caller may read (``?project=SLUG`` picks one of two of that name)."""
+    try:
+        return dataset_get(name=name, user=request.user, project=request.GET.get("project") or None)
+    except (Dataset.DoesNotExist, ShiftlabError) as exc:  # none, or several: add ?project=SLUG
+        raise Http404(str(exc)) from None

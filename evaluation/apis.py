@@ -63,7 +63,7 @@ class BenchmarkRunViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, view
             if d.get("preset") and has_config:
                 # The paper's transformation seeds; explicit seeds must be among them.
                 seeds = list(resolve_preset(d["preset"], seeds=seeds).seeds)
-            narrowing = {"datasets": d.get("datasets"), "seeds": seeds}
+            narrowing = {"datasets": d.get("datasets"), "seeds": seeds, "evidence_override": d["run_anyway"]}
             if d.get("config_id") is not None:
                 config = get_object_or_404(scoped(BenchmarkConfig.objects.all(), request.user), pk=d["config_id"])
                 # The JSON rendering: YAML exported before anchors were refused may hold some.

@@ -35,7 +35,8 @@ def benchmark_unit_score(*, run: BenchmarkRun, unit: Unit) -> dict[str, Any]:
     """The ``BenchmarkResult`` fields of one unit, its result file written. A transformed unit
     first generates the outputs its transformation run still lacks (in this task), then scores
     the transformed texts and, on the same items, the original ones."""
-    dataset = Dataset.objects.get(name=unit.dataset)
+    ids = run.plan.get("dataset_ids")  # runs planned before names were unique per project have none
+    dataset = Dataset.objects.get(pk=ids[unit.dataset]) if ids else Dataset.objects.get(name=unit.dataset)
     encoder = get_encoder(unit.model, run.plan.get("encoder_dtype"))  # a preset's dtype, if any
     started = time.perf_counter()
     examples = _scoped_examples(dataset, run.split, run.item_limit)
@@ -186,6 +187,8 @@ def _write_result_file(row: dict[str, Any], *, dataset: Dataset, split: str) -> 
         "shiftlab": {
             "benchmark_run": run.pk,
             "config_hash": run.config_hash,
+            "config_development_key": run.config_development_key,
+            "evidence_override": run.evidence_override,
             "model": row["model"],
             "model_id": row["model_id"],
             "model_revision": row["model_revision"],

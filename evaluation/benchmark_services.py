@@ -14,8 +14,8 @@ from django.db import IntegrityError, transaction
 from django.db.models import F
 from django.utils import timezone
 
-from annotation.config_export import Format
-from annotation.export_services import ConfigCheck, benchmark_config_verify
+from annotation.config_export import Format, config_render
+from annotation.export_services import ConfigCheck, benchmark_config_evidence_changes, benchmark_config_verify
 from annotation.models import BenchmarkConfig
 from core.errors import ShiftlabError
 from core.job_services import JobWait, job_fail
@@ -24,6 +24,7 @@ from core.projects import User, project_for_new, project_require_same, scoped
 from core.services import audit_record
 from core.task_policy import dispatch_on_commit
 from corpora.models import Dataset
+from corpora.selectors import dataset_get
 from corpora.task_types import TaskType
 from evaluation.benchmark_plan import (
     Plan,
@@ -82,11 +83,14 @@ def benchmark_run_create_from_config(
     datasets: Sequence[str] | None = None,
     seeds: Sequence[int] | None = None,
     transformations: Sequence[str] | None = None,
+    evidence_override: bool = False,
     **options: Unpack[RunOptions],
 ) -> BenchmarkRun:
     """A run over a validated config file's approved transformations (and the original data).
     The file must verify (safe parsing, shape, hash, canonical form) and be either one of this
-    deployment's exports or signed with its key; otherwise nothing is created."""
+    deployment's exports or signed with its key; otherwise nothing is created. The evidence behind
+    each approval must still hold (``benchmark_config_evidence_changes``), unless
+    ``evidence_override``: the researcher runs it anyway, and the run records what had changed."""
     check = benchmark_config_verify(text=text, fmt=fmt)
     if not check.accepted:
         raise ShiftlabError(f"the benchmark config is refused: {check.acceptance.reason}.")
@@ -94,20 +98,54 @@ def benchmark_run_create_from_config(
     _config_readable(check, reader=reader)
     options["project"] = options.get("project") or project_for_new(reader, None, check.known)
     _config_in_project(check, project=options["project"])
+    changes = benchmark_config_evidence_changes(check=check)
+    if changes and not evidence_override:
+        raise ShiftlabError(_evidence_refusal(changes))
     try:
         plan = plan_from_config(
             check.verification.config, datasets=datasets, seeds=seeds, transformations=transformations
         )
     except PlanError as exc:
         raise ShiftlabError(f"cannot plan a benchmark from this config: {exc}") from None
+    override = None
+    if changes:
+        by = reader.get_username() if reader is not None else ""
+        override = {"reasons": changes, "by": by, "at": timezone.now().isoformat()}
     return _benchmark_run_create(
         plan=plan,
         source=BenchmarkRun.Source.CONFIG,
         config_hash=check.verification.declared_hash or "",
         config_document=check.verification.document,
+        evidence_override=override,
         models=models,
         **options,
     )
+
+
+def _evidence_refusal(changes: Sequence[str]) -> str:
+    return (
+        "the evidence behind the config changed since it was exported: "
+        + "; ".join(changes)
+        + ". Decide on the current gate results and export the config again, or run it anyway (command: "
+        "--run-anyway; API: run_anyway true; page: 'Run anyway'): the run then records these reasons."
+    )
+
+
+def benchmark_run_evidence_recheck(*, run_id: int) -> bool:
+    """Before a run's units start (and on resume): whether the evidence behind its config still
+    holds, apart from the changes the researcher already ran anyway. A run whose evidence changed
+    since it was created fails, saying what changed."""
+    run = BenchmarkRun.objects.get(pk=run_id)
+    if run.source != BenchmarkRun.Source.CONFIG or not run.config_document:
+        return True
+    text = config_render(run.config_document, "json")
+    changes = benchmark_config_evidence_changes(check=benchmark_config_verify(text=text, fmt="json"))
+    accepted = set((run.evidence_override or {}).get("reasons", []))
+    new = [change for change in changes if change not in accepted]
+    if new:
+        job_fail(model=BenchmarkRun, job_id=run_id, message=_evidence_refusal(new))
+        return False
+    return True
 
 
 def benchmark_run_create_from_datasets(
@@ -177,6 +215,7 @@ def _benchmark_run_create(
     config_hash: str,
     config_document: dict | None,
     models: Sequence[str],
+    evidence_override: dict | None = None,
     limit: int | None = None,
     split: str = "test",
     name: str = "",
@@ -198,7 +237,8 @@ def _benchmark_run_create(
     if limit is not None and limit < 1:
         raise ShiftlabError("--limit must be at least 1")
     datasets = {
-        ref.name: _dataset_checked(ref.name, ref.content_hash, split, reader=created_by) for ref in plan.datasets
+        ref.name: _dataset_checked(ref.name, ref.content_hash, split, reader=created_by, project=project)
+        for ref in plan.datasets
     }
     project = project or project_for_new(created_by, None, *datasets.values())
     project_require_same(project, *datasets.values(), role="the datasets of a benchmark run")
@@ -220,6 +260,7 @@ def _benchmark_run_create(
             source=source,
             config_hash=config_hash,
             config_document=config_document,
+            evidence_override=evidence_override,
             model_names=models,
             split=split,
             item_limit=limit,
@@ -227,6 +268,8 @@ def _benchmark_run_create(
             created_by=created_by,
             plan={
                 "datasets": list(datasets),
+                # Names are unique per project: the units find their dataset by this id.
+                "dataset_ids": {name: dataset.pk for name, dataset in datasets.items()},
                 "include_original": plan.include_original,
                 "transformations": [spec_as_dict(spec) for spec in plan.transformations],
                 "transform_runs": transform_runs,
@@ -239,7 +282,12 @@ def _benchmark_run_create(
             actor=created_by,
             verb="benchmark.run.create",
             obj=run,
-            payload={"config_hash": config_hash, "models": models, "units": len(units)},
+            payload={
+                "config_hash": config_hash,
+                "models": models,
+                "units": len(units),
+                "evidence_override": evidence_override,
+            },
         )
         if dispatch:
             _dispatch(run.pk)
@@ -274,10 +322,13 @@ def benchmark_run_waiting(*, run_id: int) -> JobWait:
     return JobWait(model=BenchmarkRun, job_id=run_id, fail=partial(benchmark_run_fail, run_id=run_id))
 
 
-def _dataset_checked(name: str, content_hash: str | None, split: str, *, reader: User) -> Dataset:
-    dataset = scoped(Dataset.objects.filter(name=name), reader).first()
-    if dataset is None:
-        raise ShiftlabError(f"no dataset named {name!r}: import it first (python manage.py corpora list)")
+def _dataset_checked(
+    name: str, content_hash: str | None, split: str, *, reader: User, project: Project | None
+) -> Dataset:
+    try:
+        dataset = dataset_get(name=name, user=reader, project=project)
+    except Dataset.DoesNotExist:
+        raise ShiftlabError(f"no dataset named {name!r}: import it first (python manage.py corpora list)") from None
     if content_hash and dataset.content_hash != content_hash:
         raise ShiftlabError(
             f"dataset {name} changed since the config was exported (content hash {dataset.content_hash[:12]}, "

@@ -140,6 +140,8 @@ def benchmark_export_hf(*, run: BenchmarkRun, out: Path) -> list[Path]:
         approvals=approvals,
         report_files=sorted(p.relative_to(out / "report").as_posix() for p in written if p.parent == out / "report"),
         license_id=license_id,
+        config_label=run.config_label if run.config_hash else "",
+        evidence_override=run.evidence_override,
     )
     _write_text(out / "README.md", card)
     written.append(out / "README.md")

@@ -17,6 +17,7 @@ from annotation.config_schema import MAX_CONFIG_BYTES
 from annotation.models import BASELINE_TASK_TYPES, BenchmarkConfig
 from core.forms import NewInProjectForm
 from core.projects import User, scoped
+from corpora.forms import DatasetChoiceField
 from corpora.models import Dataset
 from evaluation.encoders import encoder_aliases
 from transforms.backends import backend_aliases, configured_model
@@ -49,6 +50,12 @@ class BenchmarkRunForm(NewInProjectForm):
         label="Only the first N examples", required=False, min_value=1, help_text="Empty: every example."
     )
     name = forms.CharField(required=False, max_length=100, help_text="Shown in the list of runs.")
+    run_anyway = forms.BooleanField(
+        label="Run anyway",
+        required=False,
+        help_text="Only if the config is refused because its evidence changed since it was exported (a later gate, "
+        "a withdrawn approval, a revised study, changed ratings): the run records and shows what changed.",
+    )
 
     def __init__(self, *args, user: User, **kwargs):
         kwargs.setdefault("label_suffix", "")
@@ -115,8 +122,8 @@ class BaselineCreateForm(NewInProjectForm):
     """A human baseline study: a seeded sample of a dataset's task instances. The task is the
     dataset's; options a task does not use are ignored."""
 
-    name = forms.CharField(max_length=100, help_text="Unique, e.g. stsb-humans.")
-    dataset = forms.ModelChoiceField(
+    name = forms.CharField(max_length=100, help_text="Unique in its project, e.g. stsb-humans.")
+    dataset = DatasetChoiceField(
         queryset=Dataset.objects.none(),
         to_field_name="name",
         help_text="Its task decides what annotators do: rate pairs (sts), label texts, group texts or judge relevance.",

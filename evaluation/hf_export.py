@@ -72,14 +72,22 @@ def hf_card(
     approvals: Sequence[Mapping[str, Any]],
     report_files: Sequence[str],
     license_id: str | None,
+    config_label: str = "",
+    evidence_override: Mapping[str, Any] | None = None,
 ) -> str:
     """The dataset card: YAML header (config → Parquet file, tags, licence) and a body saying what
-    the table holds, the approvals behind each transformation, and the report's files."""
+    the table holds, what the config is (validated, or signed with the public development key), the
+    approvals behind each transformation, what had changed in their evidence when the run was
+    started anyway, and the report's files."""
     header: dict[str, Any] = {
         "configs": [{"config_name": "default", "data_files": [{"split": SPLIT, "path": DATA_FILE}]}],
         "tags": ["shiftlab", "mteb", "robustness", "embeddings"],
         "pretty_name": f"Shiftlab benchmark run {run_id}" + (f" ({run_name})" if run_name else ""),
-        "shiftlab": {"benchmark_run": run_id, "config_hash": config_hash or None},
+        "shiftlab": {
+            "benchmark_run": run_id,
+            "config_hash": config_hash or None,
+            "evidence_override": dict(evidence_override) if evidence_override else None,
+        },
     }
     if license_id:
         header["license"] = license_id
@@ -97,7 +105,8 @@ def hf_card(
         "transformation of it with one seed. `original_main_score` is the original data's score on the same "
         "items (items whose transformation failed are left out of both) and `delta` the difference.",
         "",
-        f"- Config hash: `{config_hash or 'none (original data only)'}`",
+        f"- Config hash: `{config_hash or 'none (original data only)'}`"
+        + (f" ({config_label})" if config_label else ""),
         f"- Models ({len(models)}): {', '.join(models)}",
         f"- Datasets ({len(datasets)}): {', '.join(datasets)}",
         f"- Units: {len(rows)}",
@@ -124,6 +133,9 @@ def hf_card(
         lines += ["", "The full evidence of each gate is in `approval.json`."]
     else:
         lines.append("None: this run scored the original data only.")
+    if evidence_override:
+        lines += ["", "## Run anyway", "", "The evidence behind the config had changed when this run was started:", ""]
+        lines += [f"- {reason}" for reason in evidence_override.get("reasons", [])]
     lines += ["", "## Statistics and figures", ""]
     lines += [f"- [`report/{name}`](report/{name})" for name in report_files] or ["None written."]
     lines += ["", "## Columns", "", "`" + "`, `".join(COLUMNS) + "` (`metrics_json`: every metric, as JSON).", ""]

@@ -1,8 +1,10 @@
 """Benchmark runs (models x datasets x original + approved transformations x seeds) and their
 results, one row per unit."""
 
+from django.conf import settings
 from django.db import models
 
+from annotation.config_export import DEVELOPMENT_KEY_LABEL, config_signed_with
 from core.models import TrackedJob, project_field
 from corpora.models import Dataset
 from transforms.models import TransformRun
@@ -20,6 +22,12 @@ class BenchmarkRun(TrackedJob):
     source = models.CharField(max_length=16, choices=Source.choices)
     config_hash = models.CharField(max_length=64, blank=True, db_index=True, help_text="Hash of the config used.")
     config_document = models.JSONField(null=True, blank=True, help_text="The verified config, as read.")
+    evidence_override = models.JSONField(
+        null=True,
+        blank=True,
+        help_text="Set when the researcher ran the config although its evidence had changed since it was "
+        "exported: {reasons: [what changed], by: username, at: ISO time}. None: the evidence held.",
+    )
     model_names = models.JSONField(default=list, help_text="Encoder aliases or model names, in order.")
     plan = models.JSONField(
         default=dict, help_text="Units and the transformation run of each (dataset, transformation, seed)."
@@ -32,6 +40,21 @@ class BenchmarkRun(TrackedJob):
 
     def __str__(self) -> str:
         return f"benchmark run {self.pk} ({self.status}, {self.done}/{self.total})"
+
+    @property
+    def config_development_key(self) -> bool:
+        """Its config is signed with Shiftlab's public development key: not a validated config."""
+        return bool(self.config_document) and config_signed_with(
+            self.config_document, key=settings.DEV_CONFIG_SIGNING_KEY
+        )
+
+    @property
+    def config_label(self) -> str:
+        """What the run's config is, in words, for pages and reports."""
+        if self.source != self.Source.CONFIG:
+            return self.Source.DATASETS.label
+        label = f"config {DEVELOPMENT_KEY_LABEL} (not validated)" if self.config_development_key else "validated config"
+        return f"{label}, run anyway although its evidence changed" if self.evidence_override else label
 
 
 class BenchmarkResult(models.Model):

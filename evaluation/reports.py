@@ -46,6 +46,9 @@ class BenchmarkReport:
             "done": run.done,
             "total": run.total,
             "config_hash": run.config_hash,
+            "config_label": run.config_label,
+            "config_development_key": run.config_development_key,
+            "evidence_override": run.evidence_override,
             "source": run.source,
             "models": run.model_names,
             "aggregates": {
@@ -78,8 +81,10 @@ class BenchmarkReport:
         run = self.run
         lines = [
             f"Benchmark run {run.pk} {run.status}: {run.done}/{run.total} units"
-            + (f", config {run.config_hash[:12]}" if run.config_hash else "")
+            + (f", {run.config_label} {run.config_hash[:12]}" if run.config_hash else "")
         ]
+        if run.evidence_override:
+            lines.append("Run anyway although: " + "; ".join(run.evidence_override["reasons"]))
         header = ["model", "original", *self.axes, "total"]
         rows = [
             [

@@ -10,6 +10,10 @@ from transforms.presets import preset_choices
 class BenchmarkRunSerializer(JobWaitingSerializer, serializers.ModelSerializer):
     models = serializers.ListField(source="model_names", child=serializers.CharField(), read_only=True)
     progress = serializers.FloatField(read_only=True)
+    config_label = serializers.CharField(read_only=True, help_text="The config in words (validated, or not).")
+    config_development_key = serializers.BooleanField(
+        read_only=True, help_text="The config is signed with Shiftlab's public development key: not validated."
+    )
     created_by = serializers.StringRelatedField()
     project = serializers.SlugRelatedField(slug_field="slug", read_only=True)
 
@@ -21,6 +25,9 @@ class BenchmarkRunSerializer(JobWaitingSerializer, serializers.ModelSerializer):
             "project",
             "source",
             "config_hash",
+            "config_label",
+            "config_development_key",
+            "evidence_override",
             "models",
             "split",
             "item_limit",
@@ -61,6 +68,11 @@ class BenchmarkRunCreateSerializer(serializers.Serializer):
         choices=preset_choices(),
         required=False,
         help_text="A paper's protocol: its seeds (unless seeds) and its encoder dtype, stored with the run.",
+    )
+    run_anyway = serializers.BooleanField(
+        default=False,
+        help_text="Run the config although the evidence behind it changed since it was exported; the run "
+        "records what changed (evidence_override).",
     )
 
     def validate(self, data):

@@ -5,6 +5,7 @@ from celery import shared_task
 from core.sweeper import StuckJobKind, stuck_job_kind_register
 from core.task_policy import TRANSIENT_BACKEND, failure_reason, fan_out
 from evaluation.benchmark_services import (
+    benchmark_run_evidence_recheck,
     benchmark_run_fail,
     benchmark_run_finalize,
     benchmark_run_mark_started,
@@ -19,7 +20,10 @@ from transforms.services import TransientBackendError
 
 @shared_task(name="evaluation.start_benchmark_run", acks_late=True, reject_on_worker_lost=True)
 def start_benchmark_run(run_id: int) -> None:
-    """Fan the run's units without a result out as unit tasks; finalise when all are done. Also resumes."""
+    """Fan the run's units without a result out as unit tasks; finalise when all are done. Also
+    resumes. A run whose config's evidence changed since it was created fails instead."""
+    if not benchmark_run_evidence_recheck(run_id=run_id):
+        return
     benchmark_run_mark_started(run_id=run_id)
     units = benchmark_run_pending_units(run_id=run_id)
     fan_out(

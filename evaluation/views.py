@@ -33,7 +33,7 @@ def benchmark_list_view(request):
     form = BenchmarkRunForm(request.POST or None, request.FILES or None, initial=initial, user=request.user)
     if request.method == "POST" and form.is_valid():
         data = form.cleaned_data
-        datasets = [d.name for d in data["datasets"]]
+        datasets = list(dict.fromkeys(d.name for d in data["datasets"]))  # by name: the service picks the project's
         common = {
             "models": data["models"],
             "limit": data["limit"],
@@ -44,11 +44,17 @@ def benchmark_list_view(request):
         try:
             if data["config_file"]:
                 text, fmt = data["config_file"]
-                run = benchmark_run_create_from_config(text=text, fmt=fmt, datasets=datasets or None, **common)
+                run = benchmark_run_create_from_config(
+                    text=text, fmt=fmt, datasets=datasets or None, evidence_override=data["run_anyway"], **common
+                )
             elif data["config"]:
                 # The JSON rendering: YAML exported before anchors were refused may hold some.
                 run = benchmark_run_create_from_config(
-                    text=data["config"].json_text, fmt="json", datasets=datasets or None, **common
+                    text=data["config"].json_text,
+                    fmt="json",
+                    datasets=datasets or None,
+                    evidence_override=data["run_anyway"],
+                    **common,
                 )
             else:
                 run = benchmark_run_create_from_datasets(datasets=datasets, **common)

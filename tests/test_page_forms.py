@@ -14,11 +14,14 @@ from django.conf import settings
 from django.core.management import CommandError, call_command
 from django.urls import reverse
 
-from annotation.models import BaselineStudy, BenchmarkConfig, Study
+from annotation.design_services import study_create
+from annotation.export_services import benchmark_config_export
+from annotation.models import Approval, BaselineStudy, GateResult, Study
 from core.roles import Role
 from corpora.services import dataset_import
 from evaluation.models import BenchmarkRun
-from tests.support import config_text, keyword_run, make_user
+from tests.support import keyword_run, make_user
+from tests.test_projects_annotation import DESIGN as STUDY_DESIGN
 from transforms.backends import reset_backends
 from transforms.models import JudgeReport, TransformRun
 
@@ -208,13 +211,14 @@ def test_designs_that_cannot_work_are_refused_next_to_the_field(page, researcher
 # --- benchmarks ---------------------------------------------------------------------------------
 
 
-def test_a_benchmark_starts_from_an_approved_config_and_refusals_keep_the_form(page, sts):
-    run = keyword_run(sts, 1)
-    text = config_text([run], fmt="json")
-    document = json.loads(text)
-    config = BenchmarkConfig.objects.create(
-        name="approved", document=document, config_hash=document["config_hash"], json_text=text, yaml_text=""
+def test_a_benchmark_starts_from_an_approved_config_and_refusals_keep_the_form(page, sts, researcher):
+    # A real export: a run re-checks the gate result and approval a registered config names.
+    study = study_create(name="approved", runs=[keyword_run(sts, 1)], design=STUDY_DESIGN)
+    gate = GateResult.objects.create(
+        study=study, transformation="random_keywords", passed=True, evidence={"state": "passed"}, evidence_hash="0" * 64
     )
+    Approval.objects.create(gate_result=gate, decision="approve", comment="ok", decided_by=researcher)
+    config = benchmark_config_export(actor=researcher, studies=[study], name="approved")
     url = reverse("evaluation:benchmarks")
     form = page.get(url).content.decode()
     assert f'<option value="{config.pk}" selected>' in form  # the newest approved config

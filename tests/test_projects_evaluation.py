@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import html
 import io
-import json
 
 import pytest
 from django.conf import settings
@@ -20,13 +19,16 @@ from django.core.management import CommandError, call_command
 from django.urls import reverse
 
 from annotation.baseline_services import baseline_create
-from annotation.models import BaselineStudy, BenchmarkConfig
+from annotation.design_services import study_create
+from annotation.export_services import benchmark_config_export
+from annotation.models import Approval, BaselineStudy, BenchmarkConfig, GateResult
 from core.models import DEFAULT_PROJECT, Membership, Project
 from core.roles import Role
 from corpora.models import Dataset
 from corpora.services import dataset_import
 from evaluation.models import BenchmarkResult, BenchmarkRun
-from tests.support import LIMIT, api_as, config_text, keyword_run, make_user, page_as
+from tests.support import LIMIT, api_as, keyword_run, make_user, page_as
+from tests.test_projects_annotation import DESIGN
 
 pytestmark = pytest.mark.django_db
 DEMO_STS = settings.BASE_DIR / "fixtures/sts/demo-sts.csv"
@@ -99,17 +101,14 @@ def world(django_user_model, admin_user_role, tmp_path, settings):
 
 @pytest.fixture
 def a_config(world) -> BenchmarkConfig:
-    """An exported config of A approving a random-keywords run of A's dataset."""
-    text = config_text([keyword_run(world["a_sts"], 1)], fmt="json")
-    document = json.loads(text)
-    return BenchmarkConfig.objects.create(
-        project=world["a"],
-        name="a-config",
-        document=document,
-        config_hash=document["config_hash"],
-        json_text=text,
-        yaml_text="",
+    """An exported config of A approving a random-keywords run of A's dataset (a real export: a run
+    re-checks the gate result and approval it names)."""
+    study = study_create(name="a-study", runs=[keyword_run(world["a_sts"], 1)], design=DESIGN, project=world["a"])
+    gate = GateResult.objects.create(
+        study=study, transformation="random_keywords", passed=True, evidence={"state": "passed"}, evidence_hash="0" * 64
     )
+    Approval.objects.create(gate_result=gate, decision="approve", comment="ok", decided_by=world["alice"])
+    return benchmark_config_export(actor=world["alice"], studies=[study], name="a-config")
 
 
 def command(*args: str) -> str:

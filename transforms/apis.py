@@ -1,8 +1,7 @@
 from dataclasses import asdict
 
 from django.core.exceptions import ImproperlyConfigured
-from django.http import HttpResponse
-from django.shortcuts import get_object_or_404
+from django.http import Http404, HttpResponse
 from drf_spectacular.utils import OpenApiParameter, extend_schema
 from rest_framework import mixins, status, viewsets
 from rest_framework.decorators import action
@@ -16,9 +15,9 @@ from core.projects import (
     project_require_write,
     project_resolve,
     projects_readable,
-    scoped,
 )
 from corpora.models import Dataset
+from corpora.selectors import dataset_get
 from transforms.judge_services import judge_report_create, judge_report_resume
 from transforms.judge_tables import report_tables, tables_csv
 from transforms.selectors import (
@@ -115,7 +114,12 @@ class TransformRunViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, view
         data_in = TransformRunCreateSerializer(data=request.data)
         data_in.is_valid(raise_exception=True)
         data = data_in.validated_data
-        dataset = get_object_or_404(scoped(Dataset.objects, request.user), name=data["dataset"])
+        try:
+            dataset = dataset_get(name=data["dataset"], user=request.user, project=data.get("project") or None)
+        except Dataset.DoesNotExist:
+            raise Http404(f"no dataset {data['dataset']!r}") from None
+        except ShiftlabError as exc:  # several datasets of that name: name the project
+            return Response({"detail": str(exc)}, status=status.HTTP_400_BAD_REQUEST)
         try:
             project = project_for_new(request.user, data.get("project"), dataset)
             settings = transform_run_settings(

@@ -7,6 +7,7 @@ from __future__ import annotations
 from django import forms
 
 from core.projects import User, projects_writable, scoped
+from corpora.forms import DatasetChoiceField
 from corpora.models import Dataset
 from corpora.task_types import TaskType
 from transforms.backends import backend_aliases, configured_model
@@ -64,7 +65,7 @@ class TransformRunForm(ProjectFormMixin, ServiceErrorsMixin, forms.Form):
     """A transformation run, as ``POST /api/transform-runs/`` and ``manage.py transform`` take it.
     Empty settings are unset: a preset fills them, then the defaults."""
 
-    dataset = forms.ModelChoiceField(
+    dataset = DatasetChoiceField(
         queryset=Dataset.objects.order_by("name"), to_field_name="name", help_text="The texts to transform."
     )
     transformation = forms.ChoiceField(
@@ -141,7 +142,7 @@ class TransformRunForm(ProjectFormMixin, ServiceErrorsMixin, forms.Form):
 class JudgeEvaluationForm(ProjectFormMixin, ServiceErrorsMixin, forms.Form):
     """How well a judge reproduces gold similarity scores of an STS dataset."""
 
-    dataset = forms.ModelChoiceField(
+    dataset = DatasetChoiceField(
         label="STS dataset",
         queryset=Dataset.objects.filter(task_type__in=[TaskType.STS, TaskType.STR]).order_by("name"),
         to_field_name="name",
@@ -202,7 +203,7 @@ class JudgeSelectionForm(ProjectFormMixin, ServiceErrorsMixin, forms.Form):
     """Compare candidate generators on one transformation: every candidate transforms the same
     items and every candidate judges every candidate."""
 
-    dataset = forms.ModelChoiceField(queryset=Dataset.objects.order_by("name"), to_field_name="name")
+    dataset = DatasetChoiceField(queryset=Dataset.objects.order_by("name"), to_field_name="name")
     transformation = forms.ChoiceField(
         choices=[(t.name, t.label) for t in TRANSFORMATIONS.values() if t.uses_llm], initial="paraphrase"
     )

@@ -17,6 +17,7 @@ from core.models import Project
 from core.projects import project_for_new, project_require_same, scoped
 from core.services import audit_record
 from corpora.models import Dataset
+from corpora.selectors import dataset_get
 from corpora.task_types import TaskType
 from transforms.backends import get_backend
 from transforms.judgement_services import (
@@ -178,7 +179,7 @@ def judge_report_create(
     which the caller must be able to change: ProjectAccessError (403) otherwise, raised before
     anything is created."""
     try:
-        found = scoped(Dataset.objects, created_by).get(name=dataset) if dataset else None
+        found = dataset_get(name=dataset, user=created_by, project=project or None) if dataset else None
     except Dataset.DoesNotExist:
         raise ShiftlabError(f"no dataset named {dataset!r}") from None
     settings = judge_report_settings(preset=preset, seed=seed, temperature=temperature, max_attempts=max_attempts)

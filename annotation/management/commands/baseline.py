@@ -11,9 +11,11 @@ from annotation.management.reporting import publish_report
 from annotation.models import BASELINE_TASK_TYPES, BaselineStudy
 from annotation.selectors import baseline_get, baseline_rater_counts
 from core.errors import ShiftlabError
+from core.nesting import nesting_check
 from core.progress import progress_bar
 from core.projects import project_require_write, project_resolve, scoped, user_by_name
 from corpora.models import Dataset
+from corpora.selectors import dataset_get
 
 
 def _study(ref: str, actor=None, *, change: bool = False) -> BaselineStudy:
@@ -100,12 +102,13 @@ class Command(BaseCommand):
     def do_create(self, *, actor, name, dataset, task, instances, split, seed, options, instructions, project, **_):
         project = project_resolve(actor, project)
         try:
-            dataset = scoped(Dataset.objects.all(), actor).get(name=dataset)
+            dataset = dataset_get(name=dataset, user=actor, project=project)
         except Dataset.DoesNotExist:
             raise CommandError(f"no dataset {dataset!r}: import it first (`manage.py dataset import`)") from None
         try:
+            nesting_check(options, "json")
             parsed = json.loads(options)
-        except ValueError as exc:
+        except ValueError as exc:  # NestingError is one too
             raise CommandError(f"--options is not valid JSON: {exc}") from exc
         if not isinstance(parsed, dict):
             raise CommandError("--options must be a JSON object, e.g. '{\"batch_size\": 10}'")

@@ -2,7 +2,7 @@ from pathlib import Path
 
 from django.core.management.base import BaseCommand, CommandError
 
-from annotation.config_export import format_of
+from annotation.config_export import DEVELOPMENT_KEY_NOTE, format_of
 from annotation.export_services import (
     benchmark_config_export,
     benchmark_config_file_read,
@@ -64,6 +64,8 @@ class Command(BaseCommand):
             self.stdout.write(f"Wrote {path} ({fmt})")
         names = ", ".join(t["transformation"] for t in config.document["transformations"])
         self.stdout.write(f"Config {config.config_hash} of project {config.project} with {names}")
+        if config.development_key:
+            self.stdout.write(self.style.WARNING(f"Warning: {DEVELOPMENT_KEY_NOTE}; set SHIFTLAB_CONFIG_SIGNING_KEY"))
 
     def do_verify(self, *, file, **_):
         path = Path(file)
@@ -74,6 +76,8 @@ class Command(BaseCommand):
             self.stdout.write(f"registered here: {'yes' if check.registered else 'no'}")
             why = f" ({verification.signature_problem})" if verification.signature_problem else ""
             self.stdout.write(f"signature: {verification.signature.value}{why}")
+            if verification.development_key:
+                self.stdout.write(f"key: {DEVELOPMENT_KEY_NOTE}")
         else:
             for problem in verification.problems:
                 self.stderr.write(f"content: FAILED: {problem}")

@@ -19,6 +19,7 @@ from annotation.selectors import study_progress
 from annotation.sync_services import study_sync, sync_summary
 from annotation.validation_services import annotator_reject, annotator_replace, flag_review, study_validate
 from core.errors import ShiftlabError
+from core.nesting import nesting_check
 from core.projects import project_require_write, project_resolve, scoped, user_by_name
 from transforms.models import TransformRun
 
@@ -31,6 +32,9 @@ def _study(ref: str, actor=None, *, change: bool = False) -> Study:
     studies = readable.filter(pk=int(ref)) if ref.isdigit() else readable.filter(name=name)
     if version:
         studies = studies.filter(version=int(version))
+    projects = sorted(set(studies.values_list("project__slug", flat=True)))
+    if len(projects) > 1:  # names are unique per project
+        raise CommandError(f"study {name!r} is in several projects you can read ({', '.join(projects)}): give its id")
     study = studies.order_by("-version").first()
     if study is None:
         raise CommandError(f"no study {ref!r}: give its id, its name, or name@version (see `study status`)")
@@ -130,8 +134,9 @@ class Command(BaseCommand):
 
     def _design(self, text: str, base: StudyDesign | None = None) -> StudyDesign:
         try:
+            nesting_check(text, "json")
             fields = json.loads(text)
-        except ValueError as exc:
+        except ValueError as exc:  # NestingError is one too
             raise CommandError(f"--design is not valid JSON: {exc}") from exc
         return StudyDesign.from_dict({**(base.to_dict() if base else {}), **fields})
 

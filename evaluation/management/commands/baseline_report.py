@@ -43,6 +43,8 @@ class Command(BaseCommand):
             study = baseline_get(o["study"], studies=scoped(BaselineStudy.objects.all(), user))
         except BaselineStudy.DoesNotExist:
             raise CommandError(f"No baseline study {o['study']!r}: give its name or id.") from None
+        except ShiftlabError as exc:  # the name is in several of the caller's projects
+            raise CommandError(str(exc)) from None
         models = [m.strip() for m in o["models"].split(",") if m.strip()]
         try:
             report = baseline_report_build(study=study, models=models, batch_size=o["batch_size"])

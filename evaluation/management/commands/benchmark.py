@@ -66,6 +66,12 @@ class Command(BaseCommand):
             "its datasets (unless shared) and config must be of it.",
         )
         run.add_argument("--wait", action="store_true", help="Show progress until the run ends.")
+        run.add_argument(
+            "--run-anyway",
+            action="store_true",
+            help="Run the config although the evidence behind it changed since it was exported (a later gate, "
+            "a withdrawn approval, a revised study, changed ratings); the run records what changed.",
+        )
         # --- presets (issue 15): a paper's protocol fills --seeds (with --config) ---
         run.add_argument("--preset", choices=list(PRESETS), help="A paper's protocol: its seeds unless --seeds.")
         for name in ("status", "resume", "results"):
@@ -130,6 +136,7 @@ class Command(BaseCommand):
         wait,
         project=None,
         preset=None,
+        run_anyway=False,
         **_,
     ):
         if preset:  # issue 15: the preset's seeds; an explicit --seeds must be among them
@@ -153,6 +160,7 @@ class Command(BaseCommand):
                 datasets=dataset or None,
                 seeds=seeds,
                 transformations=transformation or None,
+                evidence_override=run_anyway,
                 **common,
             )
         else:
@@ -166,6 +174,10 @@ class Command(BaseCommand):
             f"Benchmark run {run.pk} in project {run.project.slug}: {run.total} units ({len(run.model_names)} models, "
             f"{len(plan['datasets'])} datasets, {len(plan['transformations'])} transformations)"
         )
+        if run.source == run.Source.CONFIG:
+            self.stdout.write(f"Config: {run.config_label}")
+        if run.evidence_override:
+            self.stdout.write("ran anyway although: " + "; ".join(run.evidence_override["reasons"]))
         if wait:
             self._wait(run)
 

@@ -5,8 +5,9 @@ from django.core.exceptions import ImproperlyConfigured
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
 from core.errors import ShiftlabError
-from core.projects import scoped, user_by_name
+from core.projects import user_by_name
 from corpora.models import Dataset
+from corpora.selectors import dataset_get
 from evaluation.augmented import VariantCoverage
 from evaluation.encoders import get_encoder
 from evaluation.services import DEFAULT_SEED, EncoderComparison, dataset_compare, dataset_evaluate, variant_coverage
@@ -47,7 +48,12 @@ class Command(BaseCommand):
             user = user_by_name(o["actor"]) if o["actor"] else None
         except ShiftlabError as exc:
             raise CommandError(str(exc)) from None
-        dataset = scoped(Dataset.objects.filter(name=o["dataset"]), user).first()
+        try:
+            dataset = dataset_get(name=o["dataset"], user=user)
+        except Dataset.DoesNotExist:
+            dataset = None
+        except ShiftlabError as exc:  # several datasets of that name
+            raise CommandError(str(exc)) from None
         if dataset is None:
             raise CommandError(f"No dataset named {o['dataset']!r}. See: python manage.py corpora list")
         if o["baseline"]:

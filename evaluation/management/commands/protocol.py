@@ -9,8 +9,9 @@ import json
 from django.core.management.base import BaseCommand, CommandError
 
 from core.errors import ShiftlabError
-from core.projects import project_require_write, scoped, user_by_name
+from core.projects import project_require_write, user_by_name
 from corpora.models import Dataset
+from corpora.selectors import dataset_get
 from evaluation.evaluators.options import PROTOCOL_OPTIONS
 from evaluation.services import dataset_protocol_options, dataset_protocol_set
 
@@ -38,7 +39,12 @@ class Command(BaseCommand):
             user = user_by_name(actor) if actor else None
         except ShiftlabError as exc:
             raise CommandError(str(exc)) from None
-        found = scoped(Dataset.objects.filter(name=dataset), user).first()
+        try:
+            found = dataset_get(name=dataset, user=user)
+        except Dataset.DoesNotExist:
+            found = None
+        except ShiftlabError as exc:  # several datasets of that name
+            raise CommandError(str(exc)) from None
         if found is None:
             raise CommandError(f"no dataset {dataset!r}: see `manage.py corpora list`")
         try:

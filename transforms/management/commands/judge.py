@@ -10,6 +10,7 @@ from core.errors import ShiftlabError
 from core.progress import job_status_lines, progress_bar
 from core.projects import User, project_for_new, scoped, user_by_name
 from corpora.models import Dataset
+from corpora.selectors import dataset_get
 from transforms.judge_services import (
     JudgeReportSettings,
     judge_report_create_evaluation,
@@ -295,6 +296,6 @@ class Command(BaseCommand):
 
 def _dataset(name: str, user: User) -> Dataset:
     try:
-        return scoped(Dataset.objects, user).get(name=name)
+        return dataset_get(name=name, user=user)
     except Dataset.DoesNotExist:
         raise CommandError(f"No dataset named {name!r}. See: python manage.py corpora list") from None

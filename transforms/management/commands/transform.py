@@ -5,6 +5,7 @@ from core.errors import ShiftlabError
 from core.progress import follow_job, job_status_lines
 from core.projects import project_for_new, project_require_write, scoped, user_by_name
 from corpora.models import Dataset
+from corpora.selectors import dataset_get
 from transforms.models import TransformRun
 from transforms.presets import PRESETS
 from transforms.registry import TRANSFORMATIONS
@@ -103,7 +104,7 @@ class Command(BaseCommand):
         if not o["dataset"] or not o["transformation"]:
             raise CommandError("--dataset and --transformation are required to start a run")
         try:
-            dataset = scoped(Dataset.objects, self.user).get(name=o["dataset"])
+            dataset = dataset_get(name=o["dataset"], user=self.user, project=o["project"] or None)
         except Dataset.DoesNotExist:
             raise CommandError(f"No dataset named {o['dataset']!r}. See: python manage.py corpora list") from None
         languages = [c.strip() for c in o["languages"].split(",")] if o["languages"] else None
