@@ -198,6 +198,40 @@ def _behind(annotator: Annotator, ahead: int) -> bool:
     )
 
 
+def _annotators_cut(study: Study, leavers: Sequence[Annotator], *, client) -> None:
+    """Cut the access of withdrawn and rejected annotators (frozen in Django already) to their
+    batch of ``study``: out of their own workspace (no reading, no new answers), then, once a
+    sync has brought everything they submitted before the cut into Django, their dataset is
+    deleted, since Argilla lets a user edit a response of their own by id whatever their
+    workspaces (``argilla.client``). Their account and other studies are untouched. A study never
+    marked published (an interrupted first publish) keeps the dataset until the next reconcile."""
+    from annotation.sync_services import study_sync  # sync uses this module's connection helper
+
+    for annotator in leavers:
+        argilla.user_deactivate(annotator.user.get_username(), annotator.argilla_workspace, client=client)
+    published = Study.objects.filter(pk=study.pk, published_at__isnull=False).exists()
+    if published and any(a.argilla_dataset_id for a in leavers):
+        study_sync(study=study, client=client)  # changes after the cut are ignored, not stored
+    for annotator in leavers:
+        if annotator.argilla_dataset_id is not None:
+            if not published:
+                continue
+            argilla.dataset_delete(annotator.argilla_dataset_id, client=client)
+            Assignment.objects.filter(annotator=annotator).update(argilla_record_id=None)
+        Annotator.objects.filter(pk=annotator.pk).update(argilla_deactivated=True)
+        dataset = str(annotator.argilla_dataset_id) if annotator.argilla_dataset_id else None
+        audit_record(
+            actor=None,
+            verb="study.annotator.cut",
+            obj=annotator,
+            payload={
+                "workspace": annotator.argilla_workspace,
+                "dataset_deleted": dataset,
+                "frozen_at": annotator.frozen_at.isoformat() if annotator.frozen_at else None,
+            },
+        )
+
+
 def study_argilla_reconcile(*, study: Study, client, roles: dict[str, str] | None = None) -> tuple[int, dict[str, str]]:
     """Make Argilla hold exactly what Django says each annotator of ``study`` should see.
 
@@ -205,7 +239,8 @@ def study_argilla_reconcile(*, study: Study, client, roles: dict[str, str] | Non
     a dataset with the study's fields and questions, and one record per active assignment (upserted
     by the item's opaque id); records of assignments that ended are deleted (a record taken from
     someone must leave their queue). Rejected and withdrawn annotators are removed from their
-    workspace. Records already sent are not sent again. Idempotent: an interrupted run is repaired
+    workspace and their dataset is deleted once their answers are synced (``_annotators_cut``).
+    Records already sent are not sent again. Idempotent: an interrupted run is repaired
     by running it again. Returns (records the annotators' datasets hold now, username -> initial
     password of each account created now).
     """
@@ -215,12 +250,16 @@ def study_argilla_reconcile(*, study: Study, client, roles: dict[str, str] | Non
     new_accounts: dict[str, str] = {}
     held = 0
     annotators = list(study.annotators.select_related("user").order_by("pk"))
+    leavers = [
+        a
+        for a in annotators
+        if a.status != Annotator.Status.ACTIVE and a.argilla_workspace and not a.argilla_deactivated
+    ]
+    if leavers:
+        _annotators_cut(study, leavers, client=client)
     for annotator in annotators:
         username = annotator.user.get_username()
         if annotator.status != Annotator.Status.ACTIVE:
-            if annotator.argilla_workspace and not annotator.argilla_deactivated:
-                argilla.user_deactivate(username, annotator.argilla_workspace, client=client)
-                Annotator.objects.filter(pk=annotator.pk).update(argilla_deactivated=True)
             continue
         workspace = annotator.argilla_workspace or annotator_workspace(study, annotator.user)
         argilla.workspace_ensure(workspace, client=client)

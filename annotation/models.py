@@ -138,7 +138,14 @@ class Annotator(models.Model):
     argilla_dataset_id = models.UUIDField(null=True, blank=True, help_text="The dataset holding only their batch.")
     status = models.CharField(max_length=16, choices=Status.choices, default=Status.ACTIVE, db_index=True)
     control_status = models.CharField(max_length=16, blank=True, help_text="Result of the last validation.")
-    argilla_deactivated = models.BooleanField(default=False)
+    argilla_deactivated = models.BooleanField(
+        default=False, help_text="Their access was cut in Argilla: out of their workspace, their dataset deleted."
+    )
+    frozen_at = models.DateTimeField(
+        null=True,
+        blank=True,
+        help_text="When they were withdrawn or rejected: any later change to their responses is ignored and audited.",
+    )
     created_at = models.DateTimeField(auto_now_add=True)
 
     class Meta:

@@ -234,9 +234,17 @@ class RejectResult:
     release: ReleaseResult | None  # where their items went (None: they had no assignment)
 
 
+def _freeze(annotator: Annotator, status: str) -> None:
+    """Give a leaving annotator ``status`` and freeze them from now (a rejected leaver stays frozen
+    from their withdrawal): the sync ignores, and audits, any later change to their responses, and
+    ``study_argilla_reconcile`` cuts their access in Argilla."""
+    annotator.status = status
+    annotator.frozen_at = annotator.frozen_at or timezone.now()
+    annotator.save(update_fields=["status", "frozen_at"])
+
+
 def _reject(annotator: Annotator, *, reason: RejectionReason, detail: str, actor) -> RejectResult:
-    annotator.status = Annotator.Status.REJECTED
-    annotator.save(update_fields=["status"])
+    _freeze(annotator, Annotator.Status.REJECTED)
     decision = RaterDecision.objects.create(annotator=annotator, reason=reason, detail=detail, decided_by=actor)
     audit_record(
         actor=actor,
@@ -310,8 +318,7 @@ def annotator_replace(
             raise ShiftlabError(f"{study} has no assignment yet: publish it with the annotators you want instead")
         if Annotator.objects.filter(study=study, user=user).exists():
             raise ShiftlabError(f"{user.get_username()} is already an annotator of {study}")
-        annotator.status = Annotator.Status.WITHDRAWN
-        annotator.save(update_fields=["status"])
+        _freeze(annotator, Annotator.Status.WITHDRAWN)
         RaterDecision.objects.create(
             annotator=annotator, decision="withdraw", reason=RejectionReason.MANUAL, detail=reason, decided_by=actor
         )

@@ -9,8 +9,12 @@ the connection from ``client_get`` as ``client=`` (close it when done, e.g. with
 ``contextlib.closing``) and raises ``ArgillaError``, whose message names the server and what to do.
 
 Deactivating an annotator removes them from the workspace rather than deleting the user: Argilla
-2.8 has no "inactive" flag, and deleting a user deletes their responses (cascade), which the
-study's audit trail needs. Without the workspace the user can no longer open its datasets.
+2.8 has no "inactive" flag, and deleting a user deletes their responses (cascade) in every study
+and project they rate. Without the workspace the user can no longer open its datasets, nor answer
+its records; but Argilla 2.8 lets a user edit or delete a response of their own by its id
+(``PUT``/``DELETE /api/v1/responses/{id}``) whatever their workspaces, so cutting someone off a
+dataset for good means deleting the responses, i.e. their per-annotator dataset
+(``dataset_delete``), once Shiftlab holds their answers.
 """
 
 from __future__ import annotations
@@ -351,6 +355,14 @@ def dataset_find(workspace: str, name: str, *, client: httpx.Client) -> UUID | N
     return next(
         (UUID(d["id"]) for d in listing["items"] if d["name"] == name and d["workspace_id"] == str(workspace_id)), None
     )
+
+
+def dataset_delete(dataset_id: UUID, *, client: httpx.Client) -> bool:
+    """Delete a dataset with its records and their responses; False if the server had no such
+    dataset. The only way in Argilla 2.8 to stop a user editing their own responses (see the
+    module docstring)."""
+    deleted = _call(client, "DELETE", f"/api/v1/datasets/{dataset_id}", f"delete dataset {dataset_id}", accept=(404,))
+    return deleted is not None
 
 
 def records_log(dataset_id: UUID, records: Iterable[RecordIn], *, client: httpx.Client) -> int:
