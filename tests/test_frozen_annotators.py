@@ -26,7 +26,7 @@ from core.models import AuditEvent
 from core.projects import project_create
 from core.roles import Role
 from corpora.services import dataset_import
-from tests.support import argilla_annotator_client, argilla_pending, make_user
+from tests.support import argilla_annotator_client, argilla_pending, make_user, page_as
 from tests.test_argilla_webhooks import RECEIVER, SECRET, _event, _signed
 from transforms.services import transform_run_create
 from transforms.tasks import start_run
@@ -155,6 +155,10 @@ def test_a_change_after_the_cut_is_ignored_by_sync_and_webhook_and_audited_once(
     assert event.project_id == study.project_id and event.payload["frozen_ignored"] == 5
     rating_ids = set(Rating.objects.filter(annotator=careless).values_list("pk", flat=True))
     assert {entry["rating"] for entry in event.payload["answers"]} == {*rating_ids, None}
+    # The study page says so, and shows the freeze.
+    page = page_as(rita).get(f"/annotation/studies/{study.pk}/").content.decode()
+    assert "5 changes by frozen annotators ignored" in page
+    assert "frozen since" in page and "Argilla access not cut yet" in page
     # Idempotent: the same ignored changes are not audited again.
     assert study_sync(study=Study.objects.get(pk=study.pk)).frozen_ignored == 5
     assert AuditEvent.objects.filter(verb="study.sync.frozen").count() == 1
