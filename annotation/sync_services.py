@@ -160,11 +160,14 @@ def study_sync(*, study: Study, client=None) -> SyncResult:
     rating, increments ``edits`` and adds a ``RatingRevision``. Nothing older than what is stored
     replaces it (``sync_diff``); values off the question's scale are counted and audited, never
     stored, and leave the stored rating as it was. Syncs of one study run one at a time
-    (``sync_lock``).
+    (``sync_lock``). Withdrawn and rejected annotators are frozen: any change they make after
+    ``frozen_at`` is ignored and audited (``_frozen_changes``), and once their access was cut
+    their deleted dataset is not read; with every annotator cut, there is nothing to read.
     """
     study = Study.objects.get(pk=study.pk)
     datasets = study_argilla_datasets(study)
-    if study.published_at is None or not datasets:
+    cut_only = not datasets and study.annotators.filter(argilla_deactivated=True).exists()
+    if study.published_at is None or not (datasets or cut_only):
         raise ShiftlabError(f"{study} is not published yet: publish it before syncing responses")
     scales = {q.name: q.values for q in study_design(study).questions}
     with sync_lock(STUDY_SYNC_LOCK, study.pk):
