@@ -184,3 +184,36 @@ def test_a_change_after_the_cut_is_ignored_by_sync_and_webhook_and_audited_once(
     assert _edit(own, responses[0], 2, 2).status_code in (403, 404)
     assert _ratings(careless) == before
     owner.close()
+
+
+def test_annotators_who_left_before_freezing_existed_are_frozen_from_their_decision(django_user_model):
+    import importlib
+
+    from django.apps import apps
+    from django.utils import timezone
+
+    from annotation.models import RaterDecision
+    from tests.support import published_keyword_study
+
+    migration = importlib.import_module("annotation.migrations.0009_frozen_and_isolated_annotators")
+    rita = make_user(django_user_model, "rita-old", Role.RESEARCHER)
+    study = published_keyword_study(researcher=rita, name="freeze-old", limit=12, items=4, batch_size=4)
+    rows = {}
+    for name, status, dataset in (
+        ("old-1", "rejected", uuid.uuid4()),
+        ("old-2", "withdrawn", None),
+        ("old-3", "active", None),
+    ):
+        user = make_user(django_user_model, name, Role.ANNOTATOR)
+        rows[name] = Annotator.objects.create(
+            study=study, user=user, status=status, argilla_dataset_id=dataset, argilla_deactivated=status != "active"
+        )
+    decided = RaterDecision.objects.create(annotator=rows["old-1"], reason="manual", detail="random").decided_at
+    before = timezone.now()
+    migration.freeze_earlier_leavers(apps, None)
+    for row in rows.values():
+        row.refresh_from_db()
+    # Their own dataset still exists (only the workspace was left): the next reconcile deletes it.
+    assert (rows["old-1"].frozen_at, rows["old-1"].argilla_deactivated) == (decided, False)
+    assert rows["old-2"].frozen_at >= before and rows["old-2"].argilla_deactivated  # a shared dataset's
+    assert rows["old-3"].frozen_at is None
