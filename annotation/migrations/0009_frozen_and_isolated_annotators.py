@@ -34,7 +34,8 @@ class Migration(migrations.Migration):
             name="frozen_at",
             field=models.DateTimeField(
                 blank=True,
-                help_text="When they were withdrawn or rejected: any later change to their responses is ignored and audited.",
+                help_text="When they were withdrawn or rejected: any later change to their responses is ignored "
+                "and audited.",
                 null=True,
             ),
         ),
