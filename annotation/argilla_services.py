@@ -209,35 +209,45 @@ def _behind(annotator: Annotator, ahead: int) -> bool:
     )
 
 
-def _annotators_cut(study: Study, leavers: Sequence[Annotator], *, client) -> None:
+def annotators_cut(study: Study, leavers: Sequence[Annotator], *, client) -> None:
     """Cut the access of withdrawn and rejected annotators (frozen in Django already) to their
-    batch of ``study``: out of their own workspace (no reading, no new answers), then, once a
-    sync has brought everything they submitted before the cut into Django, their dataset is
-    deleted, since Argilla lets a user edit a response of their own by id whatever their
-    workspaces (``argilla.client``). Their account and other studies are untouched. A study never
-    marked published (an interrupted first publish) keeps the dataset until the next reconcile."""
+    batch of ``study``: out of their own workspace, or the study's shared one for a study published
+    before per-annotator batches (no reading, no new answers); then, once a sync has brought
+    everything they submitted before the cut into Django, their responses are deleted (their own
+    dataset, or their responses in the shared one), since Argilla lets a user edit a response of
+    their own by id whatever their workspaces (``argilla.client``). Their account and other studies
+    are untouched. A study never marked published (an interrupted first publish) keeps the
+    responses until the next reconcile."""
     from annotation.sync_services import study_sync  # sync uses this module's connection helper
 
     for annotator in leavers:
-        argilla.user_deactivate(annotator.user.get_username(), annotator.argilla_workspace, client=client)
-    published = Study.objects.filter(pk=study.pk, published_at__isnull=False).exists()
-    if published and any(a.argilla_dataset_id for a in leavers):
+        workspace = annotator.argilla_workspace or study.workspace
+        argilla.user_deactivate(annotator.user.get_username(), workspace, client=client)
+    study = Study.objects.get(pk=study.pk)
+    published = study.published_at is not None
+    if published and (study.argilla_dataset_id or any(a.argilla_dataset_id for a in leavers)):
         study_sync(study=study, client=client)  # changes after the cut are ignored, not stored
     for annotator in leavers:
-        if annotator.argilla_dataset_id is not None:
+        deleted: dict[str, Any] = {}
+        if annotator.argilla_dataset_id is not None or study.argilla_dataset_id is not None:
             if not published:
                 continue
-            argilla.dataset_delete(annotator.argilla_dataset_id, client=client)
-            Assignment.objects.filter(annotator=annotator).update(argilla_record_id=None)
+            if annotator.argilla_dataset_id is not None:
+                argilla.dataset_delete(annotator.argilla_dataset_id, client=client)
+                Assignment.objects.filter(annotator=annotator).update(argilla_record_id=None)
+                deleted["dataset_deleted"] = str(annotator.argilla_dataset_id)
+            user_id = annotator.argilla_user_id or argilla.user_get_id(annotator.user.get_username(), client=client)
+            if study.argilla_dataset_id is not None and user_id is not None:
+                count = argilla.responses_delete(study.argilla_dataset_id, user_id, client=client)
+                deleted["shared_responses_deleted"] = count
         Annotator.objects.filter(pk=annotator.pk).update(argilla_deactivated=True)
-        dataset = str(annotator.argilla_dataset_id) if annotator.argilla_dataset_id else None
         audit_record(
             actor=None,
             verb="study.annotator.cut",
             obj=annotator,
             payload={
-                "workspace": annotator.argilla_workspace,
-                "dataset_deleted": dataset,
+                "workspace": annotator.argilla_workspace or study.workspace,
+                **deleted,
                 "frozen_at": annotator.frozen_at.isoformat() if annotator.frozen_at else None,
             },
         )
@@ -250,7 +260,7 @@ def study_argilla_reconcile(*, study: Study, client, roles: dict[str, str] | Non
     a dataset with the study's fields and questions, and one record per active assignment (upserted
     by the item's opaque id); records of assignments that ended are deleted (a record taken from
     someone must leave their queue). Rejected and withdrawn annotators are removed from their
-    workspace and their dataset is deleted once their answers are synced (``_annotators_cut``).
+    workspace and their dataset is deleted once their answers are synced (``annotators_cut``).
     Records already sent are not sent again. Idempotent: an interrupted run is repaired
     by running it again. Returns (records the annotators' datasets hold now, username -> initial
     password of each account created now).
@@ -267,7 +277,7 @@ def study_argilla_reconcile(*, study: Study, client, roles: dict[str, str] | Non
         if a.status != Annotator.Status.ACTIVE and a.argilla_workspace and not a.argilla_deactivated
     ]
     if leavers:
-        _annotators_cut(study, leavers, client=client)
+        annotators_cut(study, leavers, client=client)
     for annotator in annotators:
         if annotator.status != Annotator.Status.ACTIVE:
             continue

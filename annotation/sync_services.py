@@ -317,7 +317,7 @@ def _frozen_changes(
     """What the sync must leave alone for frozen (withdrawn or rejected) annotators: their ratings
     keep the state they had at the cut. Their responses changed after ``frozen_at`` (``late``:
     edited, discarded, new) and their stored ratings whose response is gone (deleted by them; not
-    once their dataset was deleted by the cut, which is not fetched) are changes to ignore; each
+    once the cut deleted their responses) are changes to ignore; each
     differing answer (value, withdrawal or comment) is one entry for the audit log, timed by
     Argilla's ``updated_at`` (a deletion by the cut time), so that re-syncing names it once."""
     held: set[tuple[int, int, str]] = set()
@@ -329,7 +329,7 @@ def _frozen_changes(
         if annotator is None or pair in answered:  # answered before the cut: synced as usual
             continue
         held.add((item_id, annotator_id, question))
-        fetched = annotator.argilla_dataset_id is None or not annotator.argilla_deactivated
+        fetched = not annotator.argilla_deactivated  # once cut, their responses are gone from Argilla
         if pair not in late and fetched and rating.active:
             entry = invalid_entry(items[item_id], annotator.user.get_username(), question, None, annotator.frozen_at)
             changes.append({**entry, "rating": rating.pk, "change": "deleted"})

@@ -15,8 +15,12 @@ from django.db import transaction
 from django.utils import timezone
 
 from annotation.argilla import ArgillaError
-from annotation.argilla import client as argilla
-from annotation.argilla_services import argilla_connection, require_annotators, study_argilla_reconcile
+from annotation.argilla_services import (
+    annotators_cut,
+    argilla_connection,
+    require_annotators,
+    study_argilla_reconcile,
+)
 from annotation.assignment_services import ReleaseResult, annotator_release
 from annotation.controls import ControlRating, ControlStatus, ItemKind, control_check
 from annotation.design import JUDGE_KIND_OF_QUESTION
@@ -269,8 +273,7 @@ def _deactivate_in_argilla(annotator: Annotator, *, client=None) -> bool:
             if annotator.argilla_workspace:
                 study_argilla_reconcile(study=annotator.study, client=conn)
             else:  # a study published before per-annotator batches: the study's shared workspace
-                argilla.user_deactivate(annotator.user.get_username(), workspace, client=conn)
-                Annotator.objects.filter(pk=annotator.pk).update(argilla_deactivated=True)
+                annotators_cut(annotator.study, [annotator], client=conn)
     except ArgillaError as exc:
         audit_record(actor=None, verb="study.annotator.deactivate.failed", obj=annotator, payload={"error": str(exc)})
         return False

@@ -217,3 +217,56 @@ def test_annotators_who_left_before_freezing_existed_are_frozen_from_their_decis
     assert (rows["old-1"].frozen_at, rows["old-1"].argilla_deactivated) == (decided, False)
     assert rows["old-2"].frozen_at >= before and rows["old-2"].argilla_deactivated  # a shared dataset's
     assert rows["old-3"].frozen_at is None
+
+
+def test_in_a_study_shared_by_its_annotators_a_rejected_annotator_loses_their_responses_not_ratings(
+    argilla_server, settings, django_user_model
+):
+    """A study published before per-annotator batches: one dataset in a shared workspace."""
+    from tests.support import published_keyword_study
+
+    settings.ARGILLA_API_URL, settings.ARGILLA_API_KEY = argilla_server.url, argilla_server.api_key
+    rita = make_user(django_user_model, "rita-shared", Role.RESEARCHER)
+    study = published_keyword_study(researcher=rita, name="freeze-shared", limit=12, items=4, batch_size=4)
+    owner = argilla.client_get()
+    argilla.workspace_ensure(study.workspace, client=owner)
+    dataset = argilla.dataset_create(
+        client=owner,
+        workspace=study.workspace,
+        name=study.argilla_name,
+        fields=[argilla.TextField("original", "Original"), argilla.TextField("transformed", "Transformed")],
+        rating_questions=[
+            argilla.RatingQuestion("quality", "Meaning kept?", (1, 2, 3, 4, 5)),
+            argilla.RatingQuestion("fluency", "Fluent?", (1, 2, 3, 4, 5)),
+        ],
+        comment_question="Comment",
+        guidelines="Rate each pair.",
+        min_submitted=2,
+    )
+    items = list(study.items.all())
+    records = [argilla.RecordIn(i.external_id, {"original": i.text_a, "transformed": i.text_b}) for i in items]
+    argilla.records_log(dataset, records, client=owner)
+    Study.objects.filter(pk=study.pk).update(argilla_dataset_id=dataset)
+    clients = {}
+    for name in ("sh-1", "sh-2"):
+        user = make_user(django_user_model, name, Role.ANNOTATOR)
+        user_id = argilla.user_ensure(name, uuid.uuid4().hex, "annotator", study.workspace, client=owner)
+        Annotator.objects.create(study=study, user=user, argilla_user_id=user_id)
+        clients[name] = argilla_annotator_client(owner, user_id)
+    record = owner.get(f"/api/v1/datasets/{dataset}/records").raise_for_status().json()["items"][0]
+    mine, theirs = _answer(clients["sh-1"], record["id"], 4, 4), _answer(clients["sh-2"], record["id"], 5, 5)
+    study_sync(study=Study.objects.get(pk=study.pk))
+    careless = Annotator.objects.get(study=study, user__username="sh-1")
+    before = _ratings(careless)
+
+    annotator_reject(annotator=careless, detail="answers at random", actor=rita)
+    assert _edit(clients["sh-1"], mine, 1, 1).status_code in (403, 404)
+    assert clients["sh-1"].post(f"/api/v1/me/datasets/{dataset}/records/search", json={}).status_code in (403, 404)
+    # The other annotator's answer stays, and still syncs.
+    assert _edit(clients["sh-2"], theirs, 5, 4).status_code == 200
+    result = study_sync(study=Study.objects.get(pk=study.pk))
+    assert (result.updated, result.withdrawn, result.frozen_ignored) == (1, 0, 0)
+    assert _ratings(careless) == before
+    cut = AuditEvent.objects.get(verb="study.annotator.cut", object_id=str(careless.pk))
+    assert cut.payload["shared_responses_deleted"] == 1
+    owner.close()

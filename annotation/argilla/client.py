@@ -13,8 +13,8 @@ Deactivating an annotator removes them from the workspace rather than deleting t
 and project they rate. Without the workspace the user can no longer open its datasets, nor answer
 its records; but Argilla 2.8 lets a user edit or delete a response of their own by its id
 (``PUT``/``DELETE /api/v1/responses/{id}``) whatever their workspaces, so cutting someone off a
-dataset for good means deleting the responses, i.e. their per-annotator dataset
-(``dataset_delete``), once Shiftlab holds their answers.
+dataset for good means deleting their responses (``dataset_delete`` for their own dataset,
+``responses_delete`` in one shared with others), once Shiftlab holds their answers.
 """
 
 from __future__ import annotations
@@ -363,6 +363,26 @@ def dataset_delete(dataset_id: UUID, *, client: httpx.Client) -> bool:
     module docstring)."""
     deleted = _call(client, "DELETE", f"/api/v1/datasets/{dataset_id}", f"delete dataset {dataset_id}", accept=(404,))
     return deleted is not None
+
+
+def responses_delete(dataset_id: UUID, user_id: UUID, *, client: httpx.Client) -> int:
+    """Delete every response of the user ``user_id`` in the dataset (the owner may delete anyone's);
+    returns how many. For a dataset shared with others, where ``dataset_delete`` would take theirs."""
+    action = f"read the responses of dataset {dataset_id}"
+    ids: list[str] = []
+    offset, total = 0, None
+    while total is None or offset < total:
+        params = {"include": "responses", "offset": offset, "limit": _RECORDS_PAGE}
+        page = _call(client, "GET", f"/api/v1/datasets/{dataset_id}/records", action, params=params)
+        total = page["total"]
+        if not page["items"]:
+            break
+        for record in page["items"]:
+            ids.extend(r["id"] for r in record.get("responses") or [] if r["user_id"] == str(user_id))
+        offset += len(page["items"])
+    for response_id in ids:
+        _call(client, "DELETE", f"/api/v1/responses/{response_id}", f"delete response {response_id}", accept=(404,))
+    return len(ids)
 
 
 def records_log(dataset_id: UUID, records: Iterable[RecordIn], *, client: httpx.Client) -> int:
