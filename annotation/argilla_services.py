@@ -7,10 +7,11 @@ from __future__ import annotations
 
 import re
 import secrets
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from contextlib import closing, contextmanager
 from dataclasses import dataclass, field
 from typing import Any
+from uuid import UUID
 
 from django.contrib.auth.base_user import AbstractBaseUser
 from django.db import transaction
@@ -68,6 +69,18 @@ def require_annotators(users: Iterable[AbstractBaseUser]) -> None:
             raise ShiftlabError(f"{user.get_username()} is not in the 'annotator' group: add them there first")
 
 
+def annotator_roles_check(users: Iterable[AbstractBaseUser], *, client) -> dict[str, str]:
+    """Every Argilla user's role, by username, after refusing any of ``users`` whose existing
+    account has another role than annotator (an admin's or owner's account is never handed over):
+    call it before anything is written."""
+    roles = argilla.user_roles(client=client)
+    for user in users:
+        username = user.get_username()
+        if username in roles:
+            argilla.user_role_check(username, roles[username], "annotator", client=client)
+    return roles
+
+
 def annotator_accounts_ensure(
     *, users: Sequence[AbstractBaseUser], workspace: str, client
 ) -> tuple[dict[Any, Any], dict[str, str]]:
@@ -75,11 +88,7 @@ def annotator_accounts_ensure(
     ``argilla_connection``). Returns (user pk -> Argilla user id, username -> initial password of each account
     created now). Existing accounts keep their password; an existing account with another role than
     annotator (an admin or owner) is refused before any account is created."""
-    roles = argilla.user_roles(client=client)
-    for user in users:
-        username = user.get_username()
-        if username in roles:
-            argilla.user_role_check(username, roles[username], "annotator", client=client)
+    roles = annotator_roles_check(users, client=client)
     argilla.workspace_ensure(workspace, client=client)
     user_ids, new_accounts = {}, {}
     for user in users:
@@ -94,7 +103,7 @@ def annotator_accounts_ensure(
     return user_ids, new_accounts
 
 
-def _mark_published(study, *, actor: AbstractBaseUser | None, verb: str, payload: dict):
+def mark_published(study, *, actor: AbstractBaseUser | None, verb: str, payload: dict):
     """Mark a study (validation or baseline) published, under a row lock; audited as ``verb`` the
     first time and ``verb.again`` on a later publish. Returns the fresh row."""
     with transaction.atomic():
@@ -115,54 +124,57 @@ class PublishResult:
     new_accounts: dict[str, str] = field(default_factory=dict)  # username -> initial Argilla password
 
 
-def argilla_publish(
-    study: Study | BaselineStudy,
-    *,
-    users: Sequence[AbstractBaseUser],
-    register: Callable[[dict[Any, Any]], object],
-    dataset: Mapping[str, Any],
-    records: Sequence[argilla.RecordIn],
-    actor: AbstractBaseUser | None,
-    verb: str,
-    audit_new_accounts: bool = False,
-    client=None,
-) -> PublishResult:
-    """Publish a study (validation or baseline) to Argilla, idempotently, and mark it published.
-
-    Ensures the study's workspace and an annotator account for each of ``users`` (``register``
-    gets user pk -> Argilla user id, to record them in Django), reuses the study's dataset or
-    creates it with ``dataset`` (fields, questions, guidelines, ``min_submitted``) and stores its
-    id, then upserts ``records`` by their external id. The publish is audited as ``verb``, with
-    the usernames of the accounts created now if ``audit_new_accounts``.
-    """
-    with argilla_connection(client) as conn:
-        user_ids, new_accounts = annotator_accounts_ensure(users=users, workspace=study.workspace, client=conn)
-        register(user_ids)
-        dataset_id = study.argilla_dataset_id or argilla.dataset_find(study.workspace, study.argilla_name, client=conn)
-        if dataset_id is None:
-            dataset_id = argilla.dataset_create(
-                client=conn, workspace=study.workspace, name=study.argilla_name, **dataset
-            )
-        type(study).objects.filter(pk=study.pk).update(argilla_dataset_id=dataset_id)
-        argilla.records_log(dataset_id, records, client=conn)
-    payload = {
-        "dataset_id": str(dataset_id),
-        "records": len(records),
-        "annotators": [u.get_username() for u in users],
-    }
-    if audit_new_accounts:
-        payload["new_accounts"] = sorted(new_accounts)
-    study = _mark_published(study, actor=actor, verb=verb, payload=payload)
-    return PublishResult(study=study, dataset_id=str(dataset_id), records=len(records), new_accounts=new_accounts)
-
-
-def annotator_workspace(study: Study, user: AbstractBaseUser) -> str:
-    """The Argilla workspace that holds only ``user``'s batch of ``study`` (one per study version
-    and annotator: Argilla shows an annotator every record of every dataset in their workspaces).
-    Workspaces are one namespace for the whole deployment while study names are unique per project,
-    so the name carries the study's id: two projects' "pilot" v1 never share a workspace."""
+def annotator_workspace(study: Study | BaselineStudy, user: AbstractBaseUser) -> str:
+    """The Argilla workspace that holds only ``user``'s batch of ``study`` (one per study version,
+    or baseline study, and annotator: Argilla shows an annotator every record of every dataset in
+    their workspaces). Workspaces are one namespace for the whole deployment while study names are
+    unique per project, so the name carries the study's id: two projects' "pilot" v1 never share a
+    workspace."""
     slug = re.sub(r"[^a-z0-9]+", "-", user.get_username().lower()).strip("-")[:40] or "user"
-    return f"{study.argilla_name}-s{study.pk}-{slug}-{user.pk}"
+    tag = "b" if isinstance(study, BaselineStudy) else "s"
+    return f"{study.argilla_name}-{tag}{study.pk}-{slug}-{user.pk}"
+
+
+@dataclass(frozen=True)
+class AnnotatorDataset:
+    """Where one annotator's own batch of a study lives in Argilla."""
+
+    user_id: UUID
+    workspace: str
+    dataset_id: UUID
+
+
+def annotator_dataset_ensure(
+    study: Study | BaselineStudy,
+    user: AbstractBaseUser,
+    *,
+    workspace: str,
+    dataset_id: UUID | None,
+    spec: Mapping[str, Any],
+    roles: dict[str, str],
+    new_accounts: dict[str, str],
+    client,
+) -> AnnotatorDataset:
+    """Ensure ``user``'s own workspace for ``study`` (``workspace``, or a new one named by
+    ``annotator_workspace``), their annotator account as its member, and their dataset of the
+    study in it (``dataset_id``, or the one found by name, or a new one created with ``spec``:
+    fields, questions, guidelines, ``min_submitted``). A new account gets a random password,
+    recorded in ``new_accounts`` (username -> password) and ``roles``; existing ones keep theirs.
+    Idempotent: an interrupted run is finished by running it again."""
+    username = user.get_username()
+    workspace = workspace or annotator_workspace(study, user)
+    argilla.workspace_ensure(workspace, client=client)
+    password = None
+    if username not in roles:
+        password = secrets.token_urlsafe(12)
+        new_accounts[username], roles[username] = password, "annotator"
+    user_id = argilla.user_ensure(
+        username, password or secrets.token_urlsafe(12), "annotator", workspace, client=client
+    )
+    dataset_id = dataset_id or argilla.dataset_find(workspace, study.argilla_name, client=client)
+    if dataset_id is None:
+        dataset_id = argilla.dataset_create(client=client, workspace=workspace, name=study.argilla_name, **spec)
+    return AnnotatorDataset(user_id=user_id, workspace=workspace, dataset_id=dataset_id)
 
 
 def _study_dataset_spec(study: Study) -> dict[str, Any]:
@@ -200,6 +212,50 @@ def _behind(annotator: Annotator, ahead: int) -> bool:
     )
 
 
+def annotators_cut(study: Study, leavers: Sequence[Annotator], *, client) -> None:
+    """Cut the access of withdrawn and rejected annotators (frozen in Django already) to their
+    batch of ``study``: out of their own workspace, or the study's shared one for a study published
+    before per-annotator batches (no reading, no new answers); then, once a sync has brought
+    everything they submitted before the cut into Django, their responses are deleted (their own
+    dataset, or their responses in the shared one), since Argilla lets a user edit a response of
+    their own by id whatever their workspaces (``argilla.client``). Their account and other studies
+    are untouched. A study never marked published (an interrupted first publish) keeps the
+    responses until the next reconcile."""
+    from annotation.sync_services import study_sync  # sync uses this module's connection helper
+
+    for annotator in leavers:
+        workspace = annotator.argilla_workspace or study.workspace
+        argilla.user_deactivate(annotator.user.get_username(), workspace, client=client)
+    study = Study.objects.get(pk=study.pk)
+    published = study.published_at is not None
+    if published and (study.argilla_dataset_id or any(a.argilla_dataset_id for a in leavers)):
+        study_sync(study=study, client=client)  # changes after the cut are ignored, not stored
+    for annotator in leavers:
+        deleted: dict[str, Any] = {}
+        if annotator.argilla_dataset_id is not None or study.argilla_dataset_id is not None:
+            if not published:
+                continue
+            if annotator.argilla_dataset_id is not None:
+                argilla.dataset_delete(annotator.argilla_dataset_id, client=client)
+                Assignment.objects.filter(annotator=annotator).update(argilla_record_id=None)
+                deleted["dataset_deleted"] = str(annotator.argilla_dataset_id)
+            user_id = annotator.argilla_user_id or argilla.user_get_id(annotator.user.get_username(), client=client)
+            if study.argilla_dataset_id is not None and user_id is not None:
+                count = argilla.responses_delete(study.argilla_dataset_id, user_id, client=client)
+                deleted["shared_responses_deleted"] = count
+        Annotator.objects.filter(pk=annotator.pk).update(argilla_deactivated=True)
+        audit_record(
+            actor=None,
+            verb="study.annotator.cut",
+            obj=annotator,
+            payload={
+                "workspace": annotator.argilla_workspace or study.workspace,
+                **deleted,
+                "frozen_at": annotator.frozen_at.isoformat() if annotator.frozen_at else None,
+            },
+        )
+
+
 def study_argilla_reconcile(*, study: Study, client, roles: dict[str, str] | None = None) -> tuple[int, dict[str, str]]:
     """Make Argilla hold exactly what Django says each annotator of ``study`` should see.
 
@@ -207,7 +263,8 @@ def study_argilla_reconcile(*, study: Study, client, roles: dict[str, str] | Non
     a dataset with the study's fields and questions, and one record per active assignment (upserted
     by the item's opaque id); records of assignments that ended are deleted (a record taken from
     someone must leave their queue). Rejected and withdrawn annotators are removed from their
-    workspace. Records already sent are not sent again. Idempotent: an interrupted run is repaired
+    workspace and their dataset is deleted once their answers are synced (``annotators_cut``).
+    Records already sent are not sent again. Idempotent: an interrupted run is repaired
     by running it again. Returns (records the annotators' datasets hold now, username -> initial
     password of each account created now).
     """
@@ -217,29 +274,29 @@ def study_argilla_reconcile(*, study: Study, client, roles: dict[str, str] | Non
     new_accounts: dict[str, str] = {}
     held = 0
     annotators = list(study.annotators.select_related("user").order_by("pk"))
+    leavers = [
+        a
+        for a in annotators
+        if a.status != Annotator.Status.ACTIVE and a.argilla_workspace and not a.argilla_deactivated
+    ]
+    if leavers:
+        annotators_cut(study, leavers, client=client)
     for annotator in annotators:
-        username = annotator.user.get_username()
         if annotator.status != Annotator.Status.ACTIVE:
-            if annotator.argilla_workspace and not annotator.argilla_deactivated:
-                argilla.user_deactivate(username, annotator.argilla_workspace, client=client)
-                Annotator.objects.filter(pk=annotator.pk).update(argilla_deactivated=True)
             continue
-        workspace = annotator.argilla_workspace or annotator_workspace(study, annotator.user)
-        argilla.workspace_ensure(workspace, client=client)
-        password = None
-        if username not in roles:
-            password = secrets.token_urlsafe(12)
-            new_accounts[username], roles[username] = password, "annotator"
-        user_id = argilla.user_ensure(
-            username, password or secrets.token_urlsafe(12), "annotator", workspace, client=client
+        placed = annotator_dataset_ensure(
+            study,
+            annotator.user,
+            workspace=annotator.argilla_workspace,
+            dataset_id=annotator.argilla_dataset_id,
+            spec=_study_dataset_spec(study),
+            roles=roles,
+            new_accounts=new_accounts,
+            client=client,
         )
-        dataset_id = annotator.argilla_dataset_id or argilla.dataset_find(workspace, study.argilla_name, client=client)
-        if dataset_id is None:
-            dataset_id = argilla.dataset_create(
-                client=client, workspace=workspace, name=study.argilla_name, **_study_dataset_spec(study)
-            )
+        user_id, dataset_id = placed.user_id, placed.dataset_id
         Annotator.objects.filter(pk=annotator.pk).update(
-            argilla_user_id=user_id, argilla_workspace=workspace, argilla_dataset_id=dataset_id
+            argilla_user_id=user_id, argilla_workspace=placed.workspace, argilla_dataset_id=dataset_id
         )
         rows = list(annotator.assignments.select_related("study_item").order_by("position"))
         live = _released([a for a in rows if a.active], annotator, design.batches_released)
@@ -365,10 +422,7 @@ def study_publish(
         if existing:
             raise ShiftlabError(f"{user.get_username()} was {existing.status} in {study}: they cannot rate it again")
     with argilla_connection(client) as conn:
-        roles = argilla.user_roles(client=conn)
-        for user in users:  # before anything is written: never hand over an admin's account
-            if user.get_username() in roles:
-                argilla.user_role_check(user.get_username(), roles[user.get_username()], "annotator", client=conn)
+        roles = annotator_roles_check(users, client=conn)
         known = set(study.annotators.values_list("user_id", flat=True))
         if study.published_at is not None and any(u.pk not in known for u in users):
             study_sync(study=study, client=conn)  # only work nobody submitted may move to newcomers
@@ -376,5 +430,5 @@ def study_publish(
         records, new_accounts = study_argilla_reconcile(study=study, client=conn, roles=roles)
         live = argilla_webhook_ensure(client=conn, actor=actor)  # never raises: sync is the fallback
     payload = {"records": records, "queues": assigned.queues, "moved": assigned.moved, "live_responses": live.detail}
-    study = _mark_published(study, actor=actor, verb="study.publish", payload=payload)
+    study = mark_published(study, actor=actor, verb="study.publish", payload=payload)
     return PublishResult(study=study, dataset_id="", records=records, new_accounts=new_accounts)

@@ -27,14 +27,24 @@ from django.utils import timezone
 from annotation import baseline_sampling as sampling
 from annotation import llm_annotator
 from annotation.argilla import client as argilla
-from annotation.argilla_services import PublishResult, argilla_connection, argilla_publish, require_annotators
+from annotation.argilla_services import (
+    PublishResult,
+    annotator_dataset_ensure,
+    annotator_roles_check,
+    argilla_connection,
+    mark_published,
+    require_annotators,
+)
+from annotation.assignment import receivers
 from annotation.models import (
     BASELINE_TASK_TYPES,
+    BaselineAnnotator,
     BaselineAnswer,
     BaselineAnswerRevision,
     BaselineInstance,
     BaselineStudy,
 )
+from annotation.sampling import seeded_rng
 from annotation.sync_diff import Response, SyncCounts, latest_responses, sync_diff, without_nul
 from annotation.sync_services import (
     BASELINE_SYNC_LOCK,
@@ -266,6 +276,92 @@ def _records(study: BaselineStudy, instances: Sequence[BaselineInstance]) -> lis
     return records
 
 
+def _units(instances: Sequence[BaselineInstance]) -> dict[str, list[BaselineInstance]]:
+    """Instances answered together go to the same annotators: a clustering batch or a reranking
+    query (``group``); any other instance is a unit of its own. In the study's order."""
+    units: dict[str, list[BaselineInstance]] = defaultdict(list)
+    for instance in instances:
+        units[instance.group or instance.key].append(instance)
+    return units
+
+
+def _baseline_assign(study: BaselineStudy, instances: Sequence[BaselineInstance]) -> tuple[dict[str, int], int]:
+    """Give each of the study's annotators (``study.annotators``) a seat and deal the units
+    (``_units``) that have fewer than ``raters_per_instance`` holders to the least-loaded
+    annotators who do not hold them yet (``assignment.receivers``, seeded). Holders are the
+    annotators whose dataset holds a unit and those who answered one of its instances (in a
+    shared dataset of an earlier publish: those instances are not asked again). A seat's keys only
+    grow: records once sent stay. The caller holds the study's row lock. Returns (username ->
+    instances given now, instances still short of raters: too few annotators)."""
+    raters = study.options.get("raters_per_instance", COMMON_OPTIONS["raters_per_instance"])
+    seats = {seat.user_id: seat for seat in study.baseline_annotators.select_related("user")}
+    for user in study.annotators.order_by("pk"):
+        if user.pk not in seats:
+            seats[user.pk] = BaselineAnnotator.objects.create(study=study, user=user)
+    units = _units(instances)
+    unit_of = {i.key: unit for unit, members in units.items() for i in members}
+    answered: dict[int, set[str]] = defaultdict(set)
+    for user_id, key in BaselineAnswer.objects.filter(
+        instance__study=study, source=BaselineAnswer.Source.HUMAN, user__isnull=False
+    ).values_list("user_id", "instance__key"):
+        answered[user_id].add(key)
+    holders: dict[str, set[int]] = {unit: set() for unit in units}
+    for pk, seat in seats.items():
+        for key in [*seat.keys, *answered[pk]]:
+            if key in unit_of:
+                holders[unit_of[key]].add(pk)
+    loads = {pk: sum(pk in held for held in holders.values()) for pk in sorted(seats)}
+    rng = seeded_rng(study.seed, "baseline-assign-" + ",".join(map(str, sorted(seats))))
+    for _ in range(raters):
+        given, _ = receivers([u for u in units if len(holders[u]) < raters], holders, loads, rng=rng)
+        for unit, pk in given.items():
+            holders[unit].add(pk)
+            loads[pk] += 1
+        if not given:
+            break
+    counts: dict[str, int] = {}
+    for pk, seat in seats.items():
+        had = set(seat.keys)
+        new = [i.key for i in instances if pk in holders[unit_of[i.key]] and i.key not in had | answered[pk]]
+        if new:
+            seat.keys = [i.key for i in instances if i.key in had or i.key in new]
+            seat.save(update_fields=["keys"])
+            counts[seat.user.get_username()] = len(new)
+    short = sum(len(members) for unit, members in units.items() if len(holders[unit]) < raters)
+    return counts, short
+
+
+def _baseline_reconcile(
+    study: BaselineStudy, instances: Sequence[BaselineInstance], *, roles: dict[str, str], client
+) -> tuple[int, dict[str, str]]:
+    """Make Argilla hold, for each annotator of the study, their own workspace and dataset with
+    the records of their seat's instances (upserted by key), as ``study_argilla_reconcile`` does
+    for validation studies. Returns (records the datasets hold, username -> initial password of
+    each account created now)."""
+    fields = FIELDS[study.task_type] + ((BATCH_FIELD,) if study.task_type == TaskType.CLUSTERING else ())
+    # One annotator per dataset: a record is done once its owner submitted it.
+    spec = {"fields": fields, "questions": _questions(study), "guidelines": study.instructions, "min_submitted": 1}
+    records = {r.external_id: r for r in _records(study, instances)}
+    new_accounts: dict[str, str] = {}
+    held = 0
+    for seat in study.baseline_annotators.select_related("user").order_by("pk"):
+        placed = annotator_dataset_ensure(
+            study,
+            seat.user,
+            workspace=seat.argilla_workspace,
+            dataset_id=seat.argilla_dataset_id,
+            spec=spec,
+            roles=roles,
+            new_accounts=new_accounts,
+            client=client,
+        )
+        BaselineAnnotator.objects.filter(pk=seat.pk).update(
+            argilla_user_id=placed.user_id, argilla_workspace=placed.workspace, argilla_dataset_id=placed.dataset_id
+        )
+        held += argilla.records_log(placed.dataset_id, [records[key] for key in seat.keys], client=client)
+    return held, new_accounts
+
+
 def baseline_publish(
     *,
     study: BaselineStudy,
@@ -273,35 +369,54 @@ def baseline_publish(
     actor: AbstractBaseUser | None = None,
     client=None,
 ) -> PublishResult:
-    """Publish the study to Argilla and provision its annotators' accounts.
+    """Publish the study to Argilla: each annotator gets their own workspace and dataset, holding
+    only the instances assigned to them (``_baseline_assign``: every instance goes to
+    ``raters_per_instance`` annotators, where there are that many), as validation studies do, so
+    that nobody reads or answers a baseline, or a part of one, not given to them.
 
-    Idempotent like ``study_publish``: workspace, accounts and dataset are reused, records are
-    upserted by instance key; publishing again with more annotators adds them. Every instance is
-    answered by ``raters_per_instance`` annotators (Argilla's task distribution).
+    Idempotent: workspaces, accounts and datasets are reused and records upserted by instance key;
+    publishing again with more annotators gives them the instances still short of raters. New
+    accounts get a random password, returned once in ``new_accounts``. A study published before
+    per-annotator datasets (one dataset shared in the project's workspace, which every baseline
+    annotator of the project could open) moves: its answers are synced, each annotator gets their
+    own dataset without the instances they answered, and the shared dataset is deleted (audited
+    ``baseline.move``); the answers stay in Shiftlab and count as before.
     """
     study = BaselineStudy.objects.get(pk=study.pk)
     if study.status == BaselineStudy.Status.CLOSED:
         raise ShiftlabError(f"{study} is closed: it takes no more answers")
     users = list(dict.fromkeys(annotators))
     require_annotators(users)
-    instances = list(study.instances.order_by("position"))
-    fields = FIELDS[study.task_type] + ((BATCH_FIELD,) if study.task_type == TaskType.CLUSTERING else ())
-    return argilla_publish(
-        study,
-        users=users,
-        register=lambda user_ids: study.annotators.add(*users),
-        dataset={
-            "fields": fields,
-            "questions": _questions(study),
-            "guidelines": study.instructions,
-            "min_submitted": study.options.get("raters_per_instance", COMMON_OPTIONS["raters_per_instance"]),
-        },
-        records=_records(study, instances),
-        actor=actor,
-        verb="baseline.publish",
-        audit_new_accounts=True,
-        client=client,
-    )
+    with argilla_connection(client) as conn:
+        roles = annotator_roles_check(users, client=conn)
+        shared = study.argilla_dataset_id
+        if shared is not None:
+            baseline_sync(study=study, client=conn)  # every answer in Shiftlab before the dataset goes
+        instances = list(study.instances.order_by("position"))
+        with transaction.atomic():
+            study = BaselineStudy.objects.select_for_update().get(pk=study.pk)
+            study.annotators.add(*users)
+            given, short = _baseline_assign(study, instances)
+        records, new_accounts = _baseline_reconcile(study, instances, roles=roles, client=conn)
+        if shared is not None:
+            argilla.dataset_delete(shared, client=conn)
+            BaselineStudy.objects.filter(pk=study.pk).update(argilla_dataset_id=None)
+            kept = BaselineAnswer.objects.filter(instance__study=study, source=BaselineAnswer.Source.HUMAN, active=True)
+            audit_record(
+                actor=actor,
+                verb="baseline.move",
+                obj=study,
+                payload={"dataset_deleted": str(shared), "workspace": study.workspace, "answers_kept": kept.count()},
+            )
+    payload = {
+        "records": records,
+        "annotators": sorted(u.get_username() for u in study.annotators.all()),
+        "given": given,
+        "instances_short_of_raters": short,
+        "new_accounts": sorted(new_accounts),
+    }
+    study = mark_published(study, actor=actor, verb="baseline.publish", payload=payload)
+    return PublishResult(study=study, dataset_id="", records=records, new_accounts=new_accounts)
 
 
 # --- sync ------------------------------------------------------------------------------------
@@ -361,21 +476,33 @@ def baseline_sync(*, study: BaselineStudy, client=None) -> BaselineSyncResult:
     was, and syncs of one study run one at a time.
     """
     study = BaselineStudy.objects.get(pk=study.pk)
-    if study.argilla_dataset_id is None:
+    seats = list(study.baseline_annotators.exclude(argilla_dataset_id=None).select_related("user").order_by("pk"))
+    datasets = [seat.argilla_dataset_id for seat in seats]
+    if study.argilla_dataset_id is not None:  # published before per-annotator datasets
+        datasets.append(study.argilla_dataset_id)
+    if not datasets:
         raise ShiftlabError(f"{study} is not published yet: publish it before syncing answers")
     if study.status == BaselineStudy.Status.CLOSED:
         raise ShiftlabError(f"{study} is closed: its answers are final and are not synced again")
+    # An answer can only be withdrawn by a read of the dataset that holds its record: an answer
+    # given in a shared dataset that was since moved away stays as it was.
+    readable = None
+    if study.argilla_dataset_id is None:
+        readable = {(key, seat.user.get_username()) for seat in seats for key in seat.keys}
     with sync_lock(BASELINE_SYNC_LOCK, study.pk):
         started = timezone.now()  # a response missing from this fetch was gone by then
         with argilla_connection(client) as conn:
-            rows = list(argilla.responses_fetch(study.argilla_dataset_id, client=conn))
+            rows = [row for dataset_id in datasets for row in argilla.responses_fetch(dataset_id, client=conn)]
             names = argilla.usernames(client=conn)
         responses = {(key, names.get(user_id)): response for (key, user_id), response in latest_responses(rows).items()}
-        return _baseline_store(study, responses, started)
+        return _baseline_store(study, responses, started, readable)
 
 
 def _baseline_store(
-    study: BaselineStudy, responses: Mapping[tuple[str, str | None], Response], started: datetime
+    study: BaselineStudy,
+    responses: Mapping[tuple[str, str | None], Response],
+    started: datetime,
+    readable: set[tuple[str, str]] | None,
 ) -> BaselineSyncResult:
     question = QUESTION[study.task_type]
     counts: dict[str, int] = defaultdict(int)
@@ -423,6 +550,10 @@ def _baseline_store(
                     invalid.append(invalid_entry(key, username, name, raw, response.at))
                 else:
                     submitted[row_key] = (value, response.at)
+
+        if readable is not None:
+            keys = {i.pk: key for key, i in instances.items()}
+            held |= {row_key for row_key in existing if (keys[row_key[0]], row_key[1]) not in readable}
 
         def withdrawn_at(row_key: tuple[int, str]) -> Any:
             response = by_rater.get(row_key)

@@ -142,7 +142,14 @@ class Annotator(models.Model):
     argilla_dataset_id = models.UUIDField(null=True, blank=True, help_text="The dataset holding only their batch.")
     status = models.CharField(max_length=16, choices=Status.choices, default=Status.ACTIVE, db_index=True)
     control_status = models.CharField(max_length=16, blank=True, help_text="Result of the last validation.")
-    argilla_deactivated = models.BooleanField(default=False)
+    argilla_deactivated = models.BooleanField(
+        default=False, help_text="Their access was cut in Argilla: out of their workspace, their dataset deleted."
+    )
+    frozen_at = models.DateTimeField(
+        null=True,
+        blank=True,
+        help_text="When they were withdrawn or rejected: any later change to their responses is ignored and audited.",
+    )
     created_at = models.DateTimeField(auto_now_add=True)
 
     class Meta:
@@ -384,7 +391,12 @@ class BaselineStudy(models.Model):
         related_name="baseline_studies",
         help_text="Users whose Argilla answers count.",
     )
-    argilla_dataset_id = models.UUIDField(null=True, blank=True)
+    argilla_dataset_id = models.UUIDField(
+        null=True,
+        blank=True,
+        help_text="Only a study published before per-annotator datasets: its dataset shared in the project's "
+        "workspace, until it is published again.",
+    )
     created_by = models.ForeignKey(
         settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
     )
@@ -404,6 +416,30 @@ class BaselineStudy(models.Model):
     def argilla_name(self) -> str:
         """The Argilla dataset's name: prefixed so it never clashes with a validation study's."""
         return f"baseline-{self.name}"
+
+
+class BaselineAnnotator(models.Model):
+    """One annotator of a baseline study, as ``Annotator`` is for a validation study: their own
+    Argilla workspace (they are its only annotator) and dataset, holding only the instances
+    assigned to them (``keys``). Shiftlab, not Argilla's task distribution, decides who answers
+    what: Argilla shows an annotator every record of every dataset in their workspaces."""
+
+    study = models.ForeignKey(BaselineStudy, on_delete=models.CASCADE, related_name="baseline_annotators")
+    user = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.PROTECT, related_name="baseline_seats")
+    argilla_user_id = models.UUIDField(null=True, blank=True)
+    argilla_workspace = models.CharField(max_length=200, blank=True)
+    argilla_dataset_id = models.UUIDField(null=True, blank=True)
+    keys = models.JSONField(
+        default=list, blank=True, help_text="Keys of the instances in their dataset, in the study's order."
+    )
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["study", "user__username"]
+        constraints = [models.UniqueConstraint(fields=["study", "user"], name="unique_baseline_annotator")]
+
+    def __str__(self) -> str:
+        return f"{self.user.get_username()} in {self.study}"
 
 
 class BaselineInstance(models.Model):

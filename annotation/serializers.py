@@ -90,6 +90,7 @@ class AnnotatorSerializer(serializers.ModelSerializer):
             "argilla_workspace",
             "argilla_dataset_id",
             "argilla_deactivated",
+            "frozen_at",
         ]
         read_only_fields = fields
 

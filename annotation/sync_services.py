@@ -4,7 +4,7 @@
 from __future__ import annotations
 
 from collections import defaultdict
-from collections.abc import Iterator, Mapping
+from collections.abc import Collection, Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import asdict, dataclass
 from datetime import datetime
@@ -33,9 +33,11 @@ RAW_VALUE_CHARS = 80
 
 
 def study_argilla_datasets(study: Study) -> list[UUID]:
-    """The Argilla datasets holding the study's records: one per annotator (their own batch), and
-    the single shared dataset of a study published before per-annotator batches existed."""
-    ids = [a.argilla_dataset_id for a in study.annotators.exclude(argilla_dataset_id=None).order_by("pk")]
+    """The Argilla datasets holding the study's records: one per annotator (their own batch; not
+    a frozen annotator's, deleted when their access was cut), and the single shared dataset of a
+    study published before per-annotator batches existed."""
+    own = study.annotators.exclude(argilla_dataset_id=None).exclude(argilla_deactivated=True)  # cut: deleted
+    ids = [a.argilla_dataset_id for a in own.order_by("pk")]
     if study.argilla_dataset_id is not None:
         ids.append(study.argilla_dataset_id)
     return ids
@@ -47,6 +49,7 @@ class SyncResult(SyncCounts):
     nul_stripped: int = 0  # comments stored without the NUL characters they held
     ignored_users: int = 0
     ignored_records: int = 0
+    frozen_ignored: int = 0  # changes by withdrawn or rejected annotators after their cut
 
 
 def _some(n: int, one: str, many: str) -> str:
@@ -65,6 +68,11 @@ def sync_summary(counts: Mapping[str, int]) -> str:
         notes.append(f"{what} outside the question's scale ignored (stored ratings kept; see the audit log)")
     if counts.get("stale"):
         notes.append(f"{_some(counts['stale'], 'answer', 'answers')} older than the stored rating skipped")
+    if counts.get("frozen_ignored"):
+        notes.append(
+            f"{_some(counts['frozen_ignored'], 'change', 'changes')} by frozen annotators ignored "
+            "(made after they were withdrawn or rejected; their ratings kept as at the cut; see the audit log)"
+        )
     if counts.get("nul_stripped"):
         notes.append(f"NUL characters removed from {_some(counts['nul_stripped'], 'comment', 'comments')}")
     ignored = [
@@ -99,9 +107,10 @@ def sync_lock(namespace: int, pk: int) -> Iterator[None]:
         yield
 
 
-def sync_invalid_audit(*, obj: Model, verb: str, found: list[dict[str, Any]]) -> None:
-    """Audit the invalid answers of one sync (``found``: item, annotator, question, value, at)
-    that no earlier ``verb`` event of ``obj`` named, so that re-syncing reports each one once."""
+def sync_invalid_audit(*, obj: Model, verb: str, found: list[dict[str, Any]], count: str = "invalid") -> None:
+    """Audit the answers of one sync that it did not store (``found``: item, annotator, question,
+    value, at; ``count`` names their number in the payload) that no earlier ``verb`` event of
+    ``obj`` named, so that re-syncing reports each one once."""
     named = {
         (entry["item"], entry["annotator"], entry["question"], entry["at"])
         for payload in audit_event_list(object_type=obj._meta.label_lower, object_id=str(obj.pk))
@@ -111,7 +120,7 @@ def sync_invalid_audit(*, obj: Model, verb: str, found: list[dict[str, Any]]) ->
     }
     new = [e for e in found if (e["item"], e["annotator"], e["question"], e["at"]) not in named]
     if new:
-        payload = {"invalid": len(found), "answers": new[:INVALID_LISTED], "not_listed": len(new[INVALID_LISTED:])}
+        payload = {count: len(found), "answers": new[:INVALID_LISTED], "not_listed": len(new[INVALID_LISTED:])}
         audit_record(actor=None, verb=verb, obj=obj, payload=payload)
 
 
@@ -151,11 +160,14 @@ def study_sync(*, study: Study, client=None) -> SyncResult:
     rating, increments ``edits`` and adds a ``RatingRevision``. Nothing older than what is stored
     replaces it (``sync_diff``); values off the question's scale are counted and audited, never
     stored, and leave the stored rating as it was. Syncs of one study run one at a time
-    (``sync_lock``).
+    (``sync_lock``). Withdrawn and rejected annotators are frozen: any change they make after
+    ``frozen_at`` is ignored and audited (``_frozen_changes``), and once their access was cut
+    their deleted dataset is not read; with every annotator cut, there is nothing to read.
     """
     study = Study.objects.get(pk=study.pk)
     datasets = study_argilla_datasets(study)
-    if study.published_at is None or not datasets:
+    cut_only = not datasets and study.annotators.filter(argilla_deactivated=True).exists()
+    if study.published_at is None or not (datasets or cut_only):
         raise ShiftlabError(f"{study} is not published yet: publish it before syncing responses")
     scales = {q.name: q.values for q in study_design(study).questions}
     with sync_lock(STUDY_SYNC_LOCK, study.pk):
@@ -192,6 +204,7 @@ def _study_store(
             pair_seen[(item_id, annotator_id)] = max(times, default=None)
         comments = {(c.study_item_id, c.annotator_id): c for c in RatingComment.objects.filter(study_item__study=study)}
         by_pair: dict[tuple[int, int], Response] = {}
+        late: dict[tuple[int, int], Response] = {}  # responses of frozen annotators changed after their cut
         submitted: dict[tuple[int, int, str], tuple[int, Any]] = {}
         held: set[tuple[int, int, str]] = set()
         for (external_id, user_id), response in responses.items():
@@ -203,6 +216,9 @@ def _study_store(
                 counts["ignored_users"] += 1
                 continue
             pair = (item.pk, annotator.pk)
+            if annotator.frozen_at is not None and response.at > annotator.frozen_at:
+                late[pair] = response
+                continue
             by_pair[pair] = response
             if response.status != "submitted":
                 continue  # its ratings, if any, are withdrawn below
@@ -219,6 +235,18 @@ def _study_store(
                     held.add((*pair, question))
                     username = annotator.user.get_username()
                     invalid.append(invalid_entry(external_id, username, question, value, response.at))
+
+        frozen = _frozen_changes(
+            [a for a in annotators.values() if a.frozen_at is not None],
+            items={i.pk: i.external_id for i in items.values()},
+            scales=scales,
+            existing=existing,
+            comments=comments,
+            late=late,
+            answered=by_pair.keys(),
+        )
+        held |= frozen.held
+        counts["frozen_ignored"] = len(frozen.changes)
 
         def withdrawn_at(key: tuple[int, int, str]) -> Any:
             response = by_pair.get(key[:2])
@@ -265,7 +293,63 @@ def _study_store(
             audit_record(actor=None, verb="study.sync", obj=study, payload=result.audit_payload())
         if invalid:
             sync_invalid_audit(obj=study, verb="study.sync.invalid", found=invalid)
+        if frozen.changes:
+            sync_invalid_audit(obj=study, verb="study.sync.frozen", found=frozen.changes, count="frozen_ignored")
     return result
+
+
+@dataclass(frozen=True)
+class FrozenChanges:
+    held: set[tuple[int, int, str]]  # stored ratings of frozen annotators: they stay as they are
+    changes: list[dict[str, Any]]  # what they changed after their cut, as the audit log names it
+
+
+def _frozen_changes(
+    frozen: list[Any],
+    *,
+    items: Mapping[int, str],
+    scales: Mapping[str, tuple[int, ...]],
+    existing: Mapping[tuple[int, int, str], Rating],
+    comments: Mapping[tuple[int, int], RatingComment],
+    late: Mapping[tuple[int, int], Response],
+    answered: Collection[tuple[int, int]],
+) -> FrozenChanges:
+    """What the sync must leave alone for frozen (withdrawn or rejected) annotators: their ratings
+    keep the state they had at the cut. Their responses changed after ``frozen_at`` (``late``:
+    edited, discarded, new) and their stored ratings whose response is gone (deleted by them; not
+    once the cut deleted their responses) are changes to ignore; each
+    differing answer (value, withdrawal or comment) is one entry for the audit log, timed by
+    Argilla's ``updated_at`` (a deletion by the cut time), so that re-syncing names it once."""
+    held: set[tuple[int, int, str]] = set()
+    changes: list[dict[str, Any]] = []
+    by_pk = {a.pk: a for a in frozen}
+    questions = [*scales, COMMENT]
+    for (item_id, annotator_id, question), rating in existing.items():
+        annotator, pair = by_pk.get(annotator_id), (item_id, annotator_id)
+        if annotator is None or pair in answered:  # answered before the cut: synced as usual
+            continue
+        held.add((item_id, annotator_id, question))
+        fetched = not annotator.argilla_deactivated  # once cut, their responses are gone from Argilla
+        if pair not in late and fetched and rating.active:
+            entry = invalid_entry(items[item_id], annotator.user.get_username(), question, None, annotator.frozen_at)
+            changes.append({**entry, "rating": rating.pk, "change": "deleted"})
+    for (item_id, annotator_id), response in late.items():
+        annotator = by_pk[annotator_id]
+        values = response.values if response.status == "submitted" else {}
+        for question in questions:
+            new = values.get(question)
+            if question == COMMENT:
+                stored = comments.get((item_id, annotator_id))
+                changed = str(new or "") != (stored.text if stored is not None else "")
+                rating_id = None
+            else:
+                rating = existing.get((item_id, annotator_id, question))
+                current = rating.value if rating is not None and rating.active else None
+                changed, rating_id = new != current, (rating.pk if rating is not None else None)
+            if changed:
+                entry = invalid_entry(items[item_id], annotator.user.get_username(), question, new, response.at)
+                changes.append({**entry, "rating": rating_id, "change": response.status})
+    return FrozenChanges(held=held, changes=changes)
 
 
 def _comment_store(comments: dict[tuple[int, int], RatingComment], pair: tuple[int, int], text: str) -> None:

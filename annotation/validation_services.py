@@ -15,8 +15,12 @@ from django.db import transaction
 from django.utils import timezone
 
 from annotation.argilla import ArgillaError
-from annotation.argilla import client as argilla
-from annotation.argilla_services import argilla_connection, require_annotators, study_argilla_reconcile
+from annotation.argilla_services import (
+    annotators_cut,
+    argilla_connection,
+    require_annotators,
+    study_argilla_reconcile,
+)
 from annotation.assignment_services import ReleaseResult, annotator_release
 from annotation.controls import ControlRating, ControlStatus, ItemKind, control_check
 from annotation.design import JUDGE_KIND_OF_QUESTION
@@ -234,9 +238,17 @@ class RejectResult:
     release: ReleaseResult | None  # where their items went (None: they had no assignment)
 
 
+def _freeze(annotator: Annotator, status: str) -> None:
+    """Give a leaving annotator ``status`` and freeze them from now (a rejected leaver stays frozen
+    from their withdrawal): the sync ignores, and audits, any later change to their responses, and
+    ``study_argilla_reconcile`` cuts their access in Argilla."""
+    annotator.status = status
+    annotator.frozen_at = annotator.frozen_at or timezone.now()
+    annotator.save(update_fields=["status", "frozen_at"])
+
+
 def _reject(annotator: Annotator, *, reason: RejectionReason, detail: str, actor) -> RejectResult:
-    annotator.status = Annotator.Status.REJECTED
-    annotator.save(update_fields=["status"])
+    _freeze(annotator, Annotator.Status.REJECTED)
     decision = RaterDecision.objects.create(annotator=annotator, reason=reason, detail=detail, decided_by=actor)
     audit_record(
         actor=actor,
@@ -261,8 +273,7 @@ def _deactivate_in_argilla(annotator: Annotator, *, client=None) -> bool:
             if annotator.argilla_workspace:
                 study_argilla_reconcile(study=annotator.study, client=conn)
             else:  # a study published before per-annotator batches: the study's shared workspace
-                argilla.user_deactivate(annotator.user.get_username(), workspace, client=conn)
-                Annotator.objects.filter(pk=annotator.pk).update(argilla_deactivated=True)
+                annotators_cut(annotator.study, [annotator], client=conn)
     except ArgillaError as exc:
         audit_record(actor=None, verb="study.annotator.deactivate.failed", obj=annotator, payload={"error": str(exc)})
         return False
@@ -310,8 +321,7 @@ def annotator_replace(
             raise ShiftlabError(f"{study} has no assignment yet: publish it with the annotators you want instead")
         if Annotator.objects.filter(study=study, user=user).exists():
             raise ShiftlabError(f"{user.get_username()} is already an annotator of {study}")
-        annotator.status = Annotator.Status.WITHDRAWN
-        annotator.save(update_fields=["status"])
+        _freeze(annotator, Annotator.Status.WITHDRAWN)
         RaterDecision.objects.create(
             annotator=annotator, decision="withdraw", reason=RejectionReason.MANUAL, detail=reason, decided_by=actor
         )

@@ -20,7 +20,7 @@ from annotation.argilla import client as argilla
 from annotation.argilla.display import Shown, from_argilla
 from annotation.baseline_llm_services import baseline_llm_annotate
 from annotation.baseline_services import baseline_close, baseline_create, baseline_publish, baseline_sync
-from annotation.models import BaselineAnswer, BaselineStudy
+from annotation.models import BaselineAnnotator, BaselineAnswer, BaselineStudy
 from core.errors import ShiftlabError
 from core.models import AuditEvent, Project
 from core.projects import project_create
@@ -85,6 +85,11 @@ def import_banking77(shared_data, tmp_path, n_test: int = 40, project: Project |
 
 def annotator_client(owner: httpx.Client, username: str) -> httpx.Client:
     return argilla_annotator_client(owner, argilla.user_get_id(username, client=owner))
+
+
+def own_dataset(study: BaselineStudy, username: str):
+    """The annotator's own dataset of the study (each annotator has one, in their own workspace)."""
+    return BaselineAnnotator.objects.get(study=study, user__username=username).argilla_dataset_id
 
 
 def pending(client: httpx.Client, dataset_id) -> list[dict]:
@@ -159,9 +164,10 @@ def test_human_baseline_end_to_end(argilla_server, settings, django_user_model, 
     assert len(labels) == 77 and labels == sorted(labels)
     assert cls_study.instances.count() == 40 and sts_study.instances.count() == 30
 
-    # Publish twice: the second run creates no account and no record.
+    # Publish twice: the second run creates no account and no record. With three raters per
+    # instance and three annotators, each annotator's own dataset holds every instance.
     first = baseline_publish(study=sts_study, annotators=users, actor=rita)
-    assert set(first.new_accounts) == set(ANNOTATORS) and first.records == 30
+    assert set(first.new_accounts) == set(ANNOTATORS) and first.records == 3 * 30
     assert baseline_publish(study=sts_study, annotators=users, actor=rita).new_accounts == {}
     assert baseline_publish(study=cls_study, annotators=users, actor=rita).new_accounts == {}
     sts_study.refresh_from_db()
@@ -169,12 +175,14 @@ def test_human_baseline_end_to_end(argilla_server, settings, django_user_model, 
     assert sts_study.status == cls_study.status == BaselineStudy.Status.PUBLISHED
     owner = argilla.client_get()
     for study, n in ((sts_study, 30), (cls_study, 40)):
-        total = owner.get(f"/api/v1/datasets/{study.argilla_dataset_id}/records", params={"limit": 1}).json()["total"]
-        assert total == n
-    questions = owner.get(f"/api/v1/datasets/{cls_study.argilla_dataset_id}/questions").json()["items"]
+        for name in ANNOTATORS:
+            dataset_id = own_dataset(study, name)
+            total = owner.get(f"/api/v1/datasets/{dataset_id}/records", params={"limit": 1}).json()["total"]
+            assert total == n
+    questions = owner.get(f"/api/v1/datasets/{own_dataset(cls_study, ANNOTATORS[0])}/questions").json()["items"]
     assert [(q["name"], q["settings"]["type"]) for q in questions] == [("label", "label_selection")]
     assert [o["value"] for o in questions[0]["settings"]["options"]] == labels
-    questions = owner.get(f"/api/v1/datasets/{sts_study.argilla_dataset_id}/questions").json()["items"]
+    questions = owner.get(f"/api/v1/datasets/{own_dataset(sts_study, ANNOTATORS[0])}/questions").json()["items"]
     assert [(q["name"], q["settings"]["type"]) for q in questions] == [("similarity", "rating")]
     assert [o["value"] for o in questions[0]["settings"]["options"]] == [0, 1, 2, 3, 4, 5]
 
@@ -186,23 +194,22 @@ def test_human_baseline_end_to_end(argilla_server, settings, django_user_model, 
     responses = {}
     for r, name in enumerate(ANNOTATORS):
         client = clients[name]
-        records = pending(client, sts_study.argilla_dataset_id)
+        sts_dataset, cls_dataset = own_dataset(sts_study, name), own_dataset(cls_study, name)
+        records = pending(client, sts_dataset)
         if r == 0:
-            assert_nothing_hidden_leaks(
-                client, sts_study.argilla_dataset_id, records, sts_study, ("sentence1", "sentence2")
-            )
+            assert_nothing_hidden_leaks(client, sts_dataset, records, sts_study, ("sentence1", "sentence2"))
         for record in records:
             value = sts_answer(sts_gold[record["external_id"]], r)
             responses[(name, record["external_id"])] = respond(client, record["id"], "submitted", {"similarity": value})
             expected[(name, record["external_id"])] = float(value)
-        records = pending(client, cls_study.argilla_dataset_id)
+        records = pending(client, cls_dataset)
         if r == 0:
-            assert_nothing_hidden_leaks(client, cls_study.argilla_dataset_id, records, cls_study, ("text",))
+            assert_nothing_hidden_leaks(client, cls_dataset, records, cls_study, ("text",))
         for k, record in enumerate(sorted(records, key=lambda rec: rec["external_id"])):
             value = label_answer(cls_gold[record["external_id"]], labels, k, r)
             respond(client, record["id"], "submitted", {"label": value})
             expected[(name, record["external_id"])] = value
-        assert pending(client, sts_study.argilla_dataset_id) == []
+        assert pending(client, sts_dataset) == []
 
     # Sync twice: every answer once, then nothing changes.
     for study, n in ((sts_study, 30), (cls_study, 40)):
@@ -418,16 +425,17 @@ def test_clustering_and_reranking_publish_and_sync(argilla_server, settings, dja
         baseline_publish(study=study, annotators=[user])
         study.refresh_from_db()
     client = annotator_client(owner, "hb-ann-solo")
-    questions = owner.get(f"/api/v1/datasets/{clu.argilla_dataset_id}/questions").json()["items"]
+    clu_dataset, rr_dataset = own_dataset(clu, "hb-ann-solo"), own_dataset(rr, "hb-ann-solo")
+    questions = owner.get(f"/api/v1/datasets/{clu_dataset}/questions").json()["items"]
     assert [(q["name"], q["settings"]["type"]) for q in questions] == [("group", "text")]
-    questions = owner.get(f"/api/v1/datasets/{rr.argilla_dataset_id}/questions").json()["items"]
+    questions = owner.get(f"/api/v1/datasets/{rr_dataset}/questions").json()["items"]
     assert [(q["name"], q["settings"]["type"]) for q in questions] == [("relevant", "label_selection")]
 
     gold = {i.key: i.gold for i in clu.instances.all()}
-    records = pending(client, clu.argilla_dataset_id)
+    records = pending(client, clu_dataset)
     assert_nothing_hidden_leaks(
         client,
-        clu.argilla_dataset_id,
+        clu_dataset,
         [{**r, "fields": {"text": r["fields"]["text"]}} for r in records],
         clu,
         ("text",),
@@ -437,8 +445,8 @@ def test_clustering_and_reranking_publish_and_sync(argilla_server, settings, dja
         assert from_argilla(record["fields"]["batch"], Shown.HTML) == batch
         respond(client, record["id"], "submitted", {"group": f"  {gold[record['external_id']].upper()} "})
     gold = {i.key: i.gold for i in rr.instances.all()}
-    records = pending(client, rr.argilla_dataset_id)
-    assert_nothing_hidden_leaks(client, rr.argilla_dataset_id, records, rr, ("query", "candidate"))
+    records = pending(client, rr_dataset)
+    assert_nothing_hidden_leaks(client, rr_dataset, records, rr, ("query", "candidate"))
     for record in records:
         respond(client, record["id"], "submitted", {"relevant": str(gold[record["external_id"]])})
 

@@ -294,3 +294,31 @@ def test_command_create_llm_annotate_and_status(sts, scripted, tmp_path):
         call_command("baseline", "create", "x", "--dataset", "pairs", "--task", "sts", "-n", "2", "--options", "{")
     with pytest.raises(CommandError, match="no baseline study 'nope'"):
         call_command("baseline", "sync", "nope")
+
+
+# --- who answers what -----------------------------------------------------------------------
+
+
+def test_instances_are_dealt_whole_batches_and_queries_at_a_time(clustering, reranking, django_user_model):
+    from annotation.baseline_services import _baseline_assign
+    from annotation.models import BaselineAnnotator
+
+    users = [django_user_model.objects.create_user(f"deal-{k}") for k in range(3)]
+    for dataset, task, n, options in (
+        (clustering, "clustering", 12, {"batch_size": 6, "raters_per_instance": 2}),
+        (reranking, "reranking", 3, {"candidates": 4, "raters_per_instance": 2}),
+    ):
+        study = baseline_create(name=f"deal-{task}", dataset=dataset, task_type=task, n_instances=n, options=options)
+        study.annotators.add(*users)
+        instances = list(study.instances.order_by("position"))
+        given, short = _baseline_assign(study, instances)
+        assert short == 0 and sum(given.values()) == 2 * len(instances)
+        seats = {s.user.username: set(s.keys) for s in BaselineAnnotator.objects.filter(study=study)}
+        groups = defaultdict(set)
+        for instance in instances:
+            groups[instance.group].add(instance.key)
+        for keys in seats.values():  # whole groups only
+            assert all(members <= keys or not members & keys for members in groups.values())
+        assert all(sum(members <= keys for keys in seats.values()) == 2 for members in groups.values())
+        # Dealing again (publishing again) gives nobody anything more.
+        assert _baseline_assign(study, instances) == ({}, 0)

@@ -124,6 +124,7 @@ def test_sync_says_what_it_found_and_the_study_page_keeps_it(client, researcher,
         "nul_stripped": 0,
         "ignored_users": 0,
         "ignored_records": 0,
+        "frozen_ignored": 0,
     }
     assert re.search(r"last sync \d{4}-\d\d-\d\d [\d:]+: 0 new, 1 edited, 0 withdrawn \(5 unchanged\)", page)
     # With a broker the task is only queued: the page says so, and keeps showing the last result.

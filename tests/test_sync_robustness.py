@@ -28,7 +28,7 @@ from django.db import connection
 
 from annotation.argilla import client as argilla
 from annotation.baseline_services import baseline_create, baseline_publish, baseline_sync
-from annotation.models import Annotator, BaselineAnswer, Rating, RatingComment, Study
+from annotation.models import Annotator, BaselineAnnotator, BaselineAnswer, Rating, RatingComment, Study
 from annotation.selectors import baseline_rater_counts
 from annotation.sync_services import study_sync, sync_summary
 from core.models import AuditEvent, Project
@@ -353,9 +353,9 @@ def test_a_withdrawn_baseline_answer_keeps_its_history(argilla_server, settings,
         options={"raters_per_instance": 1},
     )
     baseline_publish(study=study, annotators=[user])
-    study.refresh_from_db()
+    dataset_id = BaselineAnnotator.objects.get(study=study, user=user).argilla_dataset_id  # their own
     eve = argilla_annotator_client(owner, argilla.user_get_id("bl-eve", client=owner))
-    page = owner.get(f"/api/v1/datasets/{study.argilla_dataset_id}/records", params={"limit": 100}).raise_for_status()
+    page = owner.get(f"/api/v1/datasets/{dataset_id}/records", params={"limit": 100}).raise_for_status()
     ids = {r["external_id"]: r["id"] for r in page.json()["items"]}
     kept, changed, deleted = sorted(ids)
     responses = {key: respond(eve, ids[key], {"similarity": 3}) for key in (kept, changed, deleted)}

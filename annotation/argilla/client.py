@@ -13,8 +13,12 @@ through ``display.for_argilla``, written for the way the app puts it on the page
 the characters of a text, and nothing in one runs as code.
 
 Deactivating an annotator removes them from the workspace rather than deleting the user: Argilla
-2.8 has no "inactive" flag, and deleting a user deletes their responses (cascade), which the
-study's audit trail needs. Without the workspace the user can no longer open its datasets.
+2.8 has no "inactive" flag, and deleting a user deletes their responses (cascade) in every study
+and project they rate. Without the workspace the user can no longer open its datasets, nor answer
+its records; but Argilla 2.8 lets a user edit or delete a response of their own by its id
+(``PUT``/``DELETE /api/v1/responses/{id}``) whatever their workspaces, so cutting someone off a
+dataset for good means deleting their responses (``dataset_delete`` for their own dataset,
+``responses_delete`` in one shared with others), once Shiftlab holds their answers.
 """
 
 from __future__ import annotations
@@ -369,6 +373,34 @@ def dataset_find(workspace: str, name: str, *, client: httpx.Client) -> UUID | N
     return next(
         (UUID(d["id"]) for d in listing["items"] if d["name"] == name and d["workspace_id"] == str(workspace_id)), None
     )
+
+
+def dataset_delete(dataset_id: UUID, *, client: httpx.Client) -> bool:
+    """Delete a dataset with its records and their responses; False if the server had no such
+    dataset. The only way in Argilla 2.8 to stop a user editing their own responses (see the
+    module docstring)."""
+    deleted = _call(client, "DELETE", f"/api/v1/datasets/{dataset_id}", f"delete dataset {dataset_id}", accept=(404,))
+    return deleted is not None
+
+
+def responses_delete(dataset_id: UUID, user_id: UUID, *, client: httpx.Client) -> int:
+    """Delete every response of the user ``user_id`` in the dataset (the owner may delete anyone's);
+    returns how many. For a dataset shared with others, where ``dataset_delete`` would take theirs."""
+    action = f"read the responses of dataset {dataset_id}"
+    ids: list[str] = []
+    offset, total = 0, None
+    while total is None or offset < total:
+        params = {"include": "responses", "offset": offset, "limit": _RECORDS_PAGE}
+        page = _call(client, "GET", f"/api/v1/datasets/{dataset_id}/records", action, params=params)
+        total = page["total"]
+        if not page["items"]:
+            break
+        for record in page["items"]:
+            ids.extend(r["id"] for r in record.get("responses") or [] if r["user_id"] == str(user_id))
+        offset += len(page["items"])
+    for response_id in ids:
+        _call(client, "DELETE", f"/api/v1/responses/{response_id}", f"delete response {response_id}", accept=(404,))
+    return len(ids)
 
 
 def records_log(dataset_id: UUID, records: Iterable[RecordIn], *, client: httpx.Client) -> int:
