@@ -9,7 +9,7 @@ import re
 import secrets
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from contextlib import closing, contextmanager
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 from django.contrib.auth.base_user import AbstractBaseUser
@@ -22,7 +22,7 @@ from annotation.design import StudyKind
 from annotation.design_services import study_design, study_lock
 from annotation.models import Annotator, Assignment, BaselineStudy, Study
 from core.errors import ShiftlabError
-from core.roles import Role, has_role
+from core.rosters import annotator_audit, roster_require
 from core.services import audit_record
 
 FIELDS = {
@@ -61,37 +61,39 @@ def argilla_connection(client):
         yield owned
 
 
-def require_annotators(users: Iterable[AbstractBaseUser]) -> None:
-    """Only members of the annotator group may be given Argilla annotator accounts."""
-    for user in users:
-        if not has_role(user, Role.ANNOTATOR):
-            raise ShiftlabError(f"{user.get_username()} is not in the 'annotator' group: add them there first")
-
-
 def annotator_accounts_ensure(
     *, users: Sequence[AbstractBaseUser], workspace: str, client
-) -> tuple[dict[Any, Any], dict[str, str]]:
+) -> tuple[dict[Any, Any], tuple[str, ...]]:
     """Ensure ``workspace`` and an Argilla annotator account in it for each user (a connection from
-    ``argilla_connection``). Returns (user pk -> Argilla user id, username -> initial password of each account
-    created now). Existing accounts keep their password; an existing account with another role than
-    annotator (an admin or owner) is refused before any account is created."""
+    ``argilla_connection``). Returns (user pk -> Argilla user id, usernames of the accounts created
+    now). A new account gets a random password that nobody is shown: its annotator sets their own
+    (``onboarding_services``). Existing accounts keep their password; an existing account with
+    another role than annotator (an admin or owner) is refused before any account is created."""
     roles = argilla.user_roles(client=client)
     for user in users:
         username = user.get_username()
         if username in roles:
             argilla.user_role_check(username, roles[username], "annotator", client=client)
     argilla.workspace_ensure(workspace, client=client)
-    user_ids, new_accounts = {}, {}
+    user_ids = {}
     for user in users:
-        username = user.get_username()
-        password = None
-        if username not in roles:
-            password = secrets.token_urlsafe(12)
-            new_accounts[username] = password
         user_ids[user.pk] = argilla.user_ensure(
-            username, password or secrets.token_urlsafe(12), "annotator", workspace, client=client
+            user.get_username(), _unseen_password(), "annotator", workspace, client=client
         )
-    return user_ids, new_accounts
+    return user_ids, tuple(u.get_username() for u in users if u.get_username() not in roles)
+
+
+def _unseen_password() -> str:
+    """The password of a new Argilla account: random, returned to nobody and stored nowhere."""
+    return secrets.token_urlsafe(24)
+
+
+def annotators_audit_published(
+    study: Study | BaselineStudy, users: Iterable[AbstractBaseUser], *, actor: AbstractBaseUser | None
+) -> None:
+    """Record, in every project whose roster holds them, that ``users`` were published to ``study``."""
+    for user in users:
+        annotator_audit(actor=actor, verb="annotator.publish", user=user, obj=study, payload={"study": str(study)})
 
 
 def _mark_published(study, *, actor: AbstractBaseUser | None, verb: str, payload: dict):
@@ -112,7 +114,7 @@ class PublishResult:
     study: Study | BaselineStudy
     dataset_id: str
     records: int
-    new_accounts: dict[str, str] = field(default_factory=dict)  # username -> initial Argilla password
+    new_accounts: tuple[str, ...] = ()  # usernames of the Argilla accounts created now (never a password)
 
 
 def argilla_publish(
@@ -133,8 +135,10 @@ def argilla_publish(
     gets user pk -> Argilla user id, to record them in Django), reuses the study's dataset or
     creates it with ``dataset`` (fields, questions, guidelines, ``min_submitted``) and stores its
     id, then upserts ``records`` by their external id. The publish is audited as ``verb``, with
-    the usernames of the accounts created now if ``audit_new_accounts``.
+    the usernames of the accounts created now if ``audit_new_accounts``; each of ``users`` not
+    published to it before, in every project whose roster holds them.
     """
+    newcomers = [u for u in users if not study.annotators.filter(pk=u.pk).exists()]
     with argilla_connection(client) as conn:
         user_ids, new_accounts = annotator_accounts_ensure(users=users, workspace=study.workspace, client=conn)
         register(user_ids)
@@ -153,6 +157,7 @@ def argilla_publish(
     if audit_new_accounts:
         payload["new_accounts"] = sorted(new_accounts)
     study = _mark_published(study, actor=actor, verb=verb, payload=payload)
+    annotators_audit_published(study, newcomers, actor=actor)
     return PublishResult(study=study, dataset_id=str(dataset_id), records=len(records), new_accounts=new_accounts)
 
 
@@ -198,7 +203,9 @@ def _behind(annotator: Annotator, ahead: int) -> bool:
     )
 
 
-def study_argilla_reconcile(*, study: Study, client, roles: dict[str, str] | None = None) -> tuple[int, dict[str, str]]:
+def study_argilla_reconcile(
+    *, study: Study, client, roles: dict[str, str] | None = None
+) -> tuple[int, tuple[str, ...]]:
     """Make Argilla hold exactly what Django says each annotator of ``study`` should see.
 
     For each active annotator: their own workspace (they are its only annotator), their account,
@@ -206,13 +213,13 @@ def study_argilla_reconcile(*, study: Study, client, roles: dict[str, str] | Non
     by the item's opaque id); records of assignments that ended are deleted (a record taken from
     someone must leave their queue). Rejected and withdrawn annotators are removed from their
     workspace. Records already sent are not sent again. Idempotent: an interrupted run is repaired
-    by running it again. Returns (records the annotators' datasets hold now, username -> initial
-    password of each account created now).
+    by running it again. Returns (records the annotators' datasets hold now, usernames of the
+    accounts created now, whose random password nobody is shown).
     """
     design = study_design(study)
     field_a, field_b = (f.name for f in FIELDS[design.kind])
     roles = dict(argilla.user_roles(client=client) if roles is None else roles)
-    new_accounts: dict[str, str] = {}
+    new_accounts: list[str] = []
     held = 0
     annotators = list(study.annotators.select_related("user").order_by("pk"))
     for annotator in annotators:
@@ -224,13 +231,10 @@ def study_argilla_reconcile(*, study: Study, client, roles: dict[str, str] | Non
             continue
         workspace = annotator.argilla_workspace or annotator_workspace(study, annotator.user)
         argilla.workspace_ensure(workspace, client=client)
-        password = None
         if username not in roles:
-            password = secrets.token_urlsafe(12)
-            new_accounts[username], roles[username] = password, "annotator"
-        user_id = argilla.user_ensure(
-            username, password or secrets.token_urlsafe(12), "annotator", workspace, client=client
-        )
+            new_accounts.append(username)
+            roles[username] = "annotator"
+        user_id = argilla.user_ensure(username, _unseen_password(), "annotator", workspace, client=client)
         dataset_id = annotator.argilla_dataset_id or argilla.dataset_find(workspace, study.argilla_name, client=client)
         if dataset_id is None:
             dataset_id = argilla.dataset_create(
@@ -281,7 +285,7 @@ def study_argilla_reconcile(*, study: Study, client, roles: dict[str, str] | Non
             if gone:
                 argilla.records_delete(dataset_id, [a.argilla_record_id for a in gone], client=client)
                 Assignment.objects.filter(pk__in=[a.pk for a in gone]).update(argilla_record_id=None)
-    return held, new_accounts
+    return held, tuple(new_accounts)
 
 
 def study_release_batches(*, study: Study, client=None) -> int:
@@ -311,12 +315,15 @@ def study_publish(
     """Publish the study to Argilla (locking it first if it is a draft): each annotator gets
     their own workspace and dataset holding only their batch (``assignment_services``).
 
-    The first publish draws the assignment over the annotators given (at least
-    ``raters_per_item``); publishing again with new annotators moves a fair share of the open work
-    to them (after a sync, so that only unsubmitted items move). Idempotent: workspaces, accounts
+    The annotators must be on the roster of the study's project (``core.rosters``). The first
+    publish draws the assignment over them (at least ``raters_per_item``); publishing again with
+    new annotators moves a fair share of the open work to them (after a sync, so that only
+    unsubmitted items move). Idempotent: workspaces, accounts
     and datasets are reused and records upserted by their opaque id, so an interrupted publish can
-    simply be run again. New Argilla accounts get a random password, returned once in
-    ``new_accounts`` for the researcher to hand over; existing accounts keep theirs.
+    simply be run again. New Argilla accounts get a random password that nobody is shown
+    (``new_accounts`` names them): each annotator sets their own on Shiftlab's "My Argilla
+    account" page; existing accounts keep theirs. Each annotator published to for the first time is
+    audited in every project whose roster holds them.
     """
     from annotation.sync_services import study_sync  # sync uses this module's connection helper
     from annotation.webhook_services import argilla_webhook_ensure  # it imports the sync task
@@ -324,7 +331,7 @@ def study_publish(
     if not study.is_locked:
         study = study_lock(study=study, actor=actor)
     users = list(dict.fromkeys(annotators))
-    require_annotators(users)
+    roster_require(study.project, users)
     for user in users:
         existing = Annotator.objects.filter(study=study, user=user).exclude(status=Annotator.Status.ACTIVE).first()
         if existing:
@@ -335,6 +342,7 @@ def study_publish(
             if user.get_username() in roles:
                 argilla.user_role_check(user.get_username(), roles[user.get_username()], "annotator", client=conn)
         known = set(study.annotators.values_list("user_id", flat=True))
+        newcomers = [u for u in users if u.pk not in known]
         if study.published_at is not None and any(u.pk not in known for u in users):
             study_sync(study=study, client=conn)  # only work nobody submitted may move to newcomers
         assigned = study_assign(study=study, users=users, actor=actor)
@@ -342,4 +350,5 @@ def study_publish(
         live = argilla_webhook_ensure(client=conn, actor=actor)  # never raises: sync is the fallback
     payload = {"records": records, "queues": assigned.queues, "moved": assigned.moved, "live_responses": live.detail}
     study = _mark_published(study, actor=actor, verb="study.publish", payload=payload)
+    annotators_audit_published(study, newcomers, actor=actor)
     return PublishResult(study=study, dataset_id="", records=records, new_accounts=new_accounts)

@@ -27,7 +27,7 @@ from django.utils import timezone
 from annotation import baseline_sampling as sampling
 from annotation import llm_annotator
 from annotation.argilla import client as argilla
-from annotation.argilla_services import PublishResult, argilla_connection, argilla_publish, require_annotators
+from annotation.argilla_services import PublishResult, argilla_connection, argilla_publish
 from annotation.models import (
     BASELINE_TASK_TYPES,
     BaselineAnswer,
@@ -47,6 +47,7 @@ from annotation.sync_services import (
 from core.errors import ShiftlabError
 from core.models import Project
 from core.projects import default_project, project_require_same
+from core.rosters import roster_require
 from core.services import audit_record
 from corpora.models import Dataset, DatasetItem
 from corpora.task_types import TaskType
@@ -273,7 +274,8 @@ def baseline_publish(
     actor: AbstractBaseUser | None = None,
     client=None,
 ) -> PublishResult:
-    """Publish the study to Argilla and provision its annotators' accounts.
+    """Publish the study to Argilla and provision its annotators' accounts (annotators on the
+    roster of the study's project only; new accounts get a password nobody is shown).
 
     Idempotent like ``study_publish``: workspace, accounts and dataset are reused, records are
     upserted by instance key; publishing again with more annotators adds them. Every instance is
@@ -283,7 +285,7 @@ def baseline_publish(
     if study.status == BaselineStudy.Status.CLOSED:
         raise ShiftlabError(f"{study} is closed: it takes no more answers")
     users = list(dict.fromkeys(annotators))
-    require_annotators(users)
+    roster_require(study.project, users)  # only the annotators of its project
     instances = list(study.instances.order_by("position"))
     fields = FIELDS[study.task_type] + ((BATCH_FIELD,) if study.task_type == TaskType.CLUSTERING else ())
     return argilla_publish(

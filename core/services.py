@@ -87,3 +87,11 @@ def api_token_issue(*, user: AbstractBaseUser) -> Token:
             token.delete()
             token = Token.objects.create(user=user)
     return token
+
+
+def api_tokens_revoke(*, user: AbstractBaseUser) -> int:
+    """End every API token of ``user`` (their password changed); returns how many there were."""
+    deleted, _ = Token.objects.filter(user=user).delete()
+    if deleted:
+        audit_record(actor=None, verb="auth.tokens_revoke", obj=user, payload={"reason": "password changed"})
+    return deleted
