@@ -10,9 +10,10 @@ def _sync_roles(sender, **kwargs) -> None:
     roles_sync()
 
 
-def _note_password_change(sender, instance, raw=False, **kwargs) -> None:
-    if raw or instance.pk is None:
-        return
+def _note_password_change(sender, instance, raw=False, update_fields=None, **kwargs) -> None:
+    instance._shiftlab_password_changed = False
+    if raw or instance.pk is None or (update_fields is not None and "password" not in update_fields):
+        return  # e.g. the last_login update of every log-in: no query
     stored = sender.objects.filter(pk=instance.pk).values_list("password", flat=True).first()
     instance._shiftlab_password_changed = stored is not None and stored != instance.password
 

@@ -24,8 +24,8 @@ from django.db.models import QuerySet
 
 from core.errors import ShiftlabError
 from core.models import AuditEvent, Project, ProjectAnnotator
-from core.projects import ProjectAccessError, User, _unrestricted, project_can_manage, projects_readable
-from core.roles import Role, has_role
+from core.projects import ProjectAccessError, User, project_can_manage
+from core.roles import Role, has_role, is_admin
 
 
 def annotator_users() -> QuerySet:
@@ -38,11 +38,9 @@ def project_annotators(project: Project) -> QuerySet:
     return annotator_users().filter(rosters__project=project)
 
 
-def annotators_visible(user: User) -> QuerySet:
-    """The annotators ``user`` may see: those on the rosters of the projects they may read."""
-    if _unrestricted(user):
-        return annotator_users()
-    return annotator_users().filter(rosters__project__in=projects_readable(user)).distinct()
+def _operator_or_admin(user: User) -> bool:
+    """The system (an operator's command, a task) or an admin."""
+    return user is None or is_admin(user)
 
 
 def roster_require(project: Project, users: Iterable[AbstractBaseUser]) -> None:
@@ -67,7 +65,7 @@ def roster_refusal(project: Project, usernames: Iterable[str]) -> str:
 
 def roster_add(*, project: Project, user: AbstractBaseUser, actor: User) -> ProjectAnnotator:
     """Put the annotator ``user`` on ``project``'s roster (admins and the system only)."""
-    if not _unrestricted(actor):
+    if not _operator_or_admin(actor):
         raise ProjectAccessError(
             "Only admins put annotators on a project's roster: ask one to add them (an annotator of another "
             "project joins yours only that way)."

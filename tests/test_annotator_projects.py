@@ -89,8 +89,7 @@ def world(argilla_server, settings, django_user_model) -> World:
     beta = project_create(slug="ap-beta", owner=bea, actor=None)
     annotators = {}
     for name, project in (("ap-alma", alpha), ("ap-alf", alpha), ("ap-bo", beta), ("ap-bix", beta)):
-        annotators[name] = make_user(django_user_model, name, Role.ANNOTATOR)
-        roster_add(project=project, user=annotators[name], actor=None)
+        annotators[name] = make_user(django_user_model, name, Role.ANNOTATOR, roster=project)
     study_a, study_b = _study(alpha, ralph, "ap-study-a"), _study(beta, bea, "ap-study-b")
     return World(
         alpha,
@@ -263,3 +262,27 @@ def test_an_api_token_stops_working_after_a_password_change(world: World):
     w.ralph.set_password("third-pass-phrase-7")
     w.ralph.save()
     assert api.get("/api/projects/").status_code == 401
+
+
+def test_only_admins_fill_a_roster_and_owners_take_annotators_off(django_user_model):
+    owner = make_user(django_user_model, "ap-owner", Role.RESEARCHER)
+    admin = make_user(django_user_model, "ap-admin", Role.ADMIN)
+    project = project_create(slug="ap-roster", owner=owner, actor=None)
+    other = project_create(slug="ap-other", owner=admin, actor=None)
+    ana = make_user(django_user_model, "ap-ana", Role.ANNOTATOR, roster=other)
+    url = reverse("project", args=[project.slug])
+    page = page_as(owner).get(url).content.decode()
+    assert "No annotators yet: ask an admin to add them" in page and "Add to the roster" not in page
+    refused = page_as(owner).post(url, {"action": "roster", "roster-annotator": "ap-ana"})
+    assert refused.status_code == 403 and not project.roster.exists()
+    with pytest.raises(CommandError, match="Only admins"):
+        call_command("project", "annotator", "ap-roster", "ap-ana", "--as", "ap-owner")
+    added = page_as(admin).post(url, {"action": "roster", "roster-annotator": "ap-ana"})
+    assert added.status_code == 302 and list(project.roster.values_list("user__username", flat=True)) == ["ap-ana"]
+    assert "ap-ana" in page_as(owner).get(url).content.decode()
+    assert api_as(owner).get(f"/api/projects/{project.slug}/").json()["annotators"] == ["ap-ana"]
+    removed = page_as(owner).post(url, {"action": "roster", "remove": ana.pk})
+    assert removed.status_code == 302 and not project.roster.exists()
+    # Both changes are in the log of the project that keeps her, as in this one's.
+    verbs = {(e.verb, e.payload.get("in_project")) for e in AuditEvent.objects.filter(project=other)}
+    assert {("annotator.roster.add", "ap-roster"), ("annotator.roster.remove", "ap-roster")} <= verbs
