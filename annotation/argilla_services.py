@@ -328,10 +328,10 @@ def study_publish(
     from annotation.sync_services import study_sync  # sync uses this module's connection helper
     from annotation.webhook_services import argilla_webhook_ensure  # it imports the sync task
 
+    users = list(dict.fromkeys(annotators))
+    roster_require(study.project, users)  # before anything is written, the lock included
     if not study.is_locked:
         study = study_lock(study=study, actor=actor)
-    users = list(dict.fromkeys(annotators))
-    roster_require(study.project, users)
     for user in users:
         existing = Annotator.objects.filter(study=study, user=user).exclude(status=Annotator.Status.ACTIVE).first()
         if existing:

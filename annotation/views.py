@@ -8,7 +8,6 @@ from contextlib import contextmanager
 
 from celery.result import EagerResult
 from django.contrib import messages
-from django.contrib.auth import get_user_model
 from django.contrib.auth.decorators import login_required
 from django.core.exceptions import PermissionDenied
 from django.http import HttpResponse
@@ -227,11 +226,10 @@ def _study_publish(request, study: Study):
 
 
 def _outsiders(chosen: list[str], users) -> list[str]:
-    """Names of the chosen users who are no annotators of the project (ids only for unknown ones)."""
+    """The chosen user ids that name no annotator of the project, as "user #id": never their
+    usernames, which would tell who exists elsewhere."""
     found = {str(u.pk) for u in users}
-    ids = [pk for pk in dict.fromkeys(chosen) if pk not in found]
-    names = dict(get_user_model().objects.filter(pk__in=[i for i in ids if i.isdigit()]).values_list("pk", "username"))
-    return [names.get(int(i), f"user #{i}") if i.isdigit() else f"user #{i}" for i in ids]
+    return [f"user #{pk}" for pk in dict.fromkeys(chosen) if pk not in found]
 
 
 def _new_accounts_message(request, usernames) -> None:
