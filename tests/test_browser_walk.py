@@ -269,9 +269,9 @@ def test_walk_the_whole_loop(
             log_in(page, live_server.url, "walk-ui")
             page.get_by_role("link", name="My Argilla account").first.click()
             chosen = "walk-ui-chose-this-1"
-            page.get_by_label("Your Shiftlab password").fill(PASSWORD)
-            page.get_by_label("New Argilla password", exact=True).fill(chosen)
-            page.get_by_label("New Argilla password, again").fill(chosen)
+            page.locator("#id_current_password").fill(PASSWORD)
+            page.locator("#id_password").fill(chosen)
+            page.locator("#id_password_again").fill(chosen)
             with page.expect_navigation():
                 page.get_by_role("button", name="Set my Argilla password").click()
             expect(page.locator(".messages")).to_contain_text("Your Argilla password is set")
