@@ -21,6 +21,8 @@ import httpx
 import pytest
 from django.conf import settings as django_settings
 from django.core.management import CommandError, call_command
+from django.db import connection
+from django.db.migrations.executor import MigrationExecutor
 from django.urls import reverse
 from rest_framework.test import APIClient
 
@@ -291,3 +293,53 @@ def test_only_admins_fill_a_roster_and_owners_take_annotators_off(django_user_mo
     # Both changes are in the log of the project that keeps her, as in this one's.
     verbs = {(e.verb, e.payload.get("in_project")) for e in AuditEvent.objects.filter(project=other)}
     assert {("annotator.roster.add", "ap-roster"), ("annotator.roster.remove", "ap-roster")} <= verbs
+
+
+ROSTERS_BEFORE = [("annotation", "0008_projects"), ("core", "0004_project_annotators")]
+
+
+@pytest.mark.django_db(transaction=True)
+def test_the_migration_puts_past_annotators_on_their_projects_rosters(django_user_model):
+    """Annotators already published to a project's studies or baseline studies stay usable there;
+    an annotator never published to is on no roster."""
+    published = make_user(django_user_model, "ap-past", Role.ANNOTATOR)
+    baseline_only = make_user(django_user_model, "ap-past-baseline", Role.ANNOTATOR)
+    idle = make_user(django_user_model, "ap-idle", Role.ANNOTATOR)
+    executor = MigrationExecutor(connection)
+    latest = executor.loader.graph.leaf_nodes()
+    executor.migrate(ROSTERS_BEFORE)
+    try:
+        # Every other app as it is now: only the roster migration is undone.
+        before = [n for n in latest if n[0] not in ("annotation", "core")] + ROSTERS_BEFORE
+        old = MigrationExecutor(connection).loader.project_state(before).apps
+        old.get_model("core", "ProjectAnnotator").objects.all().delete()
+        project = old.get_model("core", "Project").objects.create(slug="ap-past-project")
+        study = old.get_model("annotation", "Study").objects.create(
+            name="ap-past-study", project_id=project.pk, design={}, design_hash="d"
+        )
+        old.get_model("annotation", "Annotator").objects.create(study=study, user_id=published.pk)
+        dataset = old.get_model("corpora", "Dataset").objects.create(
+            name="ap-past-data",
+            task_type="sts",
+            source="x",
+            source_format="csv",
+            content_hash="h",
+            project_id=project.pk,
+        )
+        baseline = old.get_model("annotation", "BaselineStudy").objects.create(
+            name="ap-past-baseline",
+            dataset=dataset,
+            task_type="sts",
+            n_instances=1,
+            instructions="i",
+            project_id=project.pk,
+        )
+        baseline.annotators.add(baseline_only.pk)
+        project_pk = project.pk
+    finally:
+        executor = MigrationExecutor(connection)
+        executor.loader.build_graph()
+        executor.migrate(latest)
+    on_roster = set(Project.objects.get(pk=project_pk).roster.values_list("user__username", flat=True))
+    assert on_roster == {"ap-past", "ap-past-baseline"}
+    assert not idle.rosters.filter(project_id=project_pk).exists()
