@@ -1,14 +1,15 @@
-"""Researcher API of studies (IsResearcher everywhere: annotators work in Argilla only)."""
+"""Researcher API of studies (IsResearcher everywhere), and one route of annotators: setting the
+password of their own Argilla account (``/api/me/argilla-password/``)."""
 
 from dataclasses import asdict
 from operator import attrgetter
 
-from django.contrib.auth import get_user_model
 from django.shortcuts import get_object_or_404
 from drf_spectacular.utils import extend_schema
 from rest_framework import mixins, status, viewsets
 from rest_framework.decorators import action
 from rest_framework.response import Response
+from rest_framework.views import APIView
 
 from annotation.adaptive_services import study_adaptive_decisions
 from annotation.argilla import ArgillaError
@@ -20,6 +21,7 @@ from annotation.design_services import study_create, study_design, study_lock, s
 from annotation.export_services import benchmark_config_export, benchmark_config_verify
 from annotation.gate_services import approval_decide, study_gate
 from annotation.models import Annotator, Flag, GateResult, Study
+from annotation.onboarding_services import argilla_password_set_own
 from annotation.quality_services import quality_report_data, study_annotator_quality
 from annotation.selectors import (
     benchmark_config_list,
@@ -31,6 +33,7 @@ from annotation.selectors import (
 )
 from annotation.serializers import (
     AnnotatorSerializer,
+    ArgillaPasswordSerializer,
     BenchmarkConfigExportSerializer,
     BenchmarkConfigSerializer,
     BenchmarkConfigVerifySerializer,
@@ -57,8 +60,9 @@ from annotation.validation_services import (
 from annotation.views import benchmark_config_response
 from core.apis import project_for_new_or_400
 from core.errors import ShiftlabError
-from core.permissions import IsResearcher
+from core.permissions import IsAnnotator, IsResearcher
 from core.projects import project_require_write, scoped
+from core.rosters import project_annotators, roster_refusal
 from transforms.models import TransformRun
 
 
@@ -156,20 +160,20 @@ class StudyViewSet(ProjectScopedMixin, mixins.ListModelMixin, mixins.RetrieveMod
     @extend_schema(request=StudyPublishSerializer, responses=StudySerializer)
     @action(detail=True, methods=["post"])
     def publish(self, request, pk=None):
-        """Publish to Argilla; new annotator accounts come back with their initial password once."""
+        """Publish to Argilla, to annotators on the roster of the study's project; ``new_accounts``
+        names the Argilla accounts made now (each annotator sets their own password)."""
         study = self.get_changeable_object()
         data_in = StudyPublishSerializer(data=request.data)
         data_in.is_valid(raise_exception=True)
         names = data_in.validated_data["annotators"]
-        users = list(get_user_model().objects.filter(username__in=names))
-        unknown = set(names) - {u.username for u in users}
-        if unknown:
-            return Response({"detail": f"unknown users {sorted(unknown)}"}, status=status.HTTP_400_BAD_REQUEST)
+        users = list(project_annotators(study.project).filter(username__in=names))
+        if outside := set(names) - {u.username for u in users}:  # unknown and other projects' alike
+            return Response({"detail": roster_refusal(study.project, outside)}, status=status.HTTP_400_BAD_REQUEST)
         try:
             result = study_publish(study=study, annotators=users, actor=request.user)
         except ShiftlabError as exc:
             return _error(exc)
-        return Response({**StudySerializer(result.study).data, "new_accounts": result.new_accounts})
+        return Response({**StudySerializer(result.study).data, "new_accounts": list(result.new_accounts)})
 
     @extend_schema(request=None, responses={202: None})
     @action(detail=True, methods=["post"])
@@ -277,14 +281,16 @@ class AnnotatorViewSet(ProjectScopedMixin, mixins.RetrieveModelMixin, viewsets.G
     @extend_schema(request=ReplaceSerializer, responses=AnnotatorSerializer)
     @action(detail=True, methods=["post"])
     def replace(self, request, pk=None):
-        """Replace an annotator who leaves: their unsubmitted items go to ``username`` (who gets
-        an Argilla account if needed: its initial password is in ``new_accounts``, once)."""
+        """Replace an annotator who leaves: their unsubmitted items go to ``username``, an annotator
+        on the roster of the study's project (who gets an Argilla account if needed: named in
+        ``new_accounts``; they set its password themselves)."""
         annotator = self.get_changeable_object()
         data_in = ReplaceSerializer(data=request.data)
         data_in.is_valid(raise_exception=True)
-        user = get_user_model().objects.filter(username=data_in.validated_data["username"]).first()
+        username = data_in.validated_data["username"]
+        user = project_annotators(annotator.study.project).filter(username=username).first()
         if user is None:
-            return Response({"detail": f"no user {data_in.validated_data['username']!r}"}, status=400)
+            return Response({"detail": roster_refusal(annotator.study.project, [username])}, status=400)
         try:
             result = annotator_replace(
                 annotator=annotator, user=user, reason=data_in.validated_data["reason"], actor=request.user
@@ -293,7 +299,11 @@ class AnnotatorViewSet(ProjectScopedMixin, mixins.RetrieveModelMixin, viewsets.G
             return _error(exc)
         newcomer = Annotator.objects.select_related("user").get(study=annotator.study, user=user)
         return Response(
-            {**AnnotatorSerializer(newcomer).data, "moved": result.release.given, "new_accounts": result.new_accounts}
+            {
+                **AnnotatorSerializer(newcomer).data,
+                "moved": result.release.given,
+                "new_accounts": list(result.new_accounts),
+            }
         )
 
 
@@ -414,3 +424,20 @@ class BenchmarkConfigViewSet(
                 "detail": check.acceptance.reason,
             }
         )
+
+
+class ArgillaPasswordView(APIView):
+    """An annotator sets the password of their own Argilla account (their Shiftlab password asked
+    again); nobody else can. Annotators only."""
+
+    permission_classes = [IsAnnotator]
+
+    @extend_schema(request=ArgillaPasswordSerializer, responses={200: dict})
+    def post(self, request):
+        data_in = ArgillaPasswordSerializer(data=request.data)
+        data_in.is_valid(raise_exception=True)
+        try:
+            argilla_password_set_own(user=request.user, **data_in.validated_data)
+        except ShiftlabError as exc:
+            return _error(exc)
+        return Response({"detail": "Your Argilla password is set: sign in to Argilla with your username and it."})

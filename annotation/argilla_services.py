@@ -9,7 +9,7 @@ import re
 import secrets
 from collections.abc import Iterable, Mapping, Sequence
 from contextlib import closing, contextmanager
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 from uuid import UUID
 
@@ -23,7 +23,7 @@ from annotation.design import StudyKind
 from annotation.design_services import study_design, study_lock
 from annotation.models import Annotator, Assignment, BaselineStudy, Study
 from core.errors import ShiftlabError
-from core.roles import Role, has_role
+from core.rosters import annotator_audit, roster_require
 from core.services import audit_record
 
 FIELDS = {
@@ -62,13 +62,6 @@ def argilla_connection(client):
         yield owned
 
 
-def require_annotators(users: Iterable[AbstractBaseUser]) -> None:
-    """Only members of the annotator group may be given Argilla annotator accounts."""
-    for user in users:
-        if not has_role(user, Role.ANNOTATOR):
-            raise ShiftlabError(f"{user.get_username()} is not in the 'annotator' group: add them there first")
-
-
 def annotator_roles_check(users: Iterable[AbstractBaseUser], *, client) -> dict[str, str]:
     """Every Argilla user's role, by username, after refusing any of ``users`` whose existing
     account has another role than annotator (an admin's or owner's account is never handed over):
@@ -83,24 +76,33 @@ def annotator_roles_check(users: Iterable[AbstractBaseUser], *, client) -> dict[
 
 def annotator_accounts_ensure(
     *, users: Sequence[AbstractBaseUser], workspace: str, client
-) -> tuple[dict[Any, Any], dict[str, str]]:
+) -> tuple[dict[Any, Any], tuple[str, ...]]:
     """Ensure ``workspace`` and an Argilla annotator account in it for each user (a connection from
-    ``argilla_connection``). Returns (user pk -> Argilla user id, username -> initial password of each account
-    created now). Existing accounts keep their password; an existing account with another role than
-    annotator (an admin or owner) is refused before any account is created."""
+    ``argilla_connection``). Returns (user pk -> Argilla user id, usernames of the accounts created
+    now). A new account gets a random password that nobody is shown: its annotator sets their own
+    (``onboarding_services``). Existing accounts keep their password; an existing account with
+    another role than annotator (an admin or owner) is refused before any account is created."""
     roles = annotator_roles_check(users, client=client)
     argilla.workspace_ensure(workspace, client=client)
-    user_ids, new_accounts = {}, {}
+    user_ids = {}
     for user in users:
-        username = user.get_username()
-        password = None
-        if username not in roles:
-            password = secrets.token_urlsafe(12)
-            new_accounts[username] = password
         user_ids[user.pk] = argilla.user_ensure(
-            username, password or secrets.token_urlsafe(12), "annotator", workspace, client=client
+            user.get_username(), _unseen_password(), "annotator", workspace, client=client
         )
-    return user_ids, new_accounts
+    return user_ids, tuple(u.get_username() for u in users if u.get_username() not in roles)
+
+
+def _unseen_password() -> str:
+    """The password of a new Argilla account: random, returned to nobody and stored nowhere."""
+    return secrets.token_urlsafe(24)
+
+
+def annotators_audit_published(
+    study: Study | BaselineStudy, users: Iterable[AbstractBaseUser], *, actor: AbstractBaseUser | None
+) -> None:
+    """Record, in every project whose roster holds them, that ``users`` were published to ``study``."""
+    for user in users:
+        annotator_audit(actor=actor, verb="annotator.publish", user=user, obj=study, payload={"study": str(study)})
 
 
 def mark_published(study, *, actor: AbstractBaseUser | None, verb: str, payload: dict):
@@ -121,7 +123,7 @@ class PublishResult:
     study: Study | BaselineStudy
     dataset_id: str
     records: int
-    new_accounts: dict[str, str] = field(default_factory=dict)  # username -> initial Argilla password
+    new_accounts: tuple[str, ...] = ()  # usernames of the Argilla accounts created now (never a password)
 
 
 def annotator_workspace(study: Study | BaselineStudy, user: AbstractBaseUser) -> str:
@@ -152,25 +154,23 @@ def annotator_dataset_ensure(
     dataset_id: UUID | None,
     spec: Mapping[str, Any],
     roles: dict[str, str],
-    new_accounts: dict[str, str],
+    new_accounts: list[str],
     client,
 ) -> AnnotatorDataset:
     """Ensure ``user``'s own workspace for ``study`` (``workspace``, or a new one named by
     ``annotator_workspace``), their annotator account as its member, and their dataset of the
     study in it (``dataset_id``, or the one found by name, or a new one created with ``spec``:
-    fields, questions, guidelines, ``min_submitted``). A new account gets a random password,
-    recorded in ``new_accounts`` (username -> password) and ``roles``; existing ones keep theirs.
+    fields, questions, guidelines, ``min_submitted``). A new account gets a random password that
+    nobody is shown (its username is appended to ``new_accounts`` and recorded in ``roles``);
+    existing accounts keep theirs.
     Idempotent: an interrupted run is finished by running it again."""
     username = user.get_username()
     workspace = workspace or annotator_workspace(study, user)
     argilla.workspace_ensure(workspace, client=client)
-    password = None
     if username not in roles:
-        password = secrets.token_urlsafe(12)
-        new_accounts[username], roles[username] = password, "annotator"
-    user_id = argilla.user_ensure(
-        username, password or secrets.token_urlsafe(12), "annotator", workspace, client=client
-    )
+        new_accounts.append(username)
+        roles[username] = "annotator"
+    user_id = argilla.user_ensure(username, _unseen_password(), "annotator", workspace, client=client)
     dataset_id = dataset_id or argilla.dataset_find(workspace, study.argilla_name, client=client)
     if dataset_id is None:
         dataset_id = argilla.dataset_create(client=client, workspace=workspace, name=study.argilla_name, **spec)
@@ -256,7 +256,9 @@ def annotators_cut(study: Study, leavers: Sequence[Annotator], *, client) -> Non
         )
 
 
-def study_argilla_reconcile(*, study: Study, client, roles: dict[str, str] | None = None) -> tuple[int, dict[str, str]]:
+def study_argilla_reconcile(
+    *, study: Study, client, roles: dict[str, str] | None = None
+) -> tuple[int, tuple[str, ...]]:
     """Make Argilla hold exactly what Django says each annotator of ``study`` should see.
 
     For each active annotator: their own workspace (they are its only annotator), their account,
@@ -265,13 +267,13 @@ def study_argilla_reconcile(*, study: Study, client, roles: dict[str, str] | Non
     someone must leave their queue). Rejected and withdrawn annotators are removed from their
     workspace and their dataset is deleted once their answers are synced (``annotators_cut``).
     Records already sent are not sent again. Idempotent: an interrupted run is repaired
-    by running it again. Returns (records the annotators' datasets hold now, username -> initial
-    password of each account created now).
+    by running it again. Returns (records the annotators' datasets hold now, usernames of the
+    accounts created now, whose random password nobody is shown).
     """
     design = study_design(study)
     field_a, field_b = (f.name for f in FIELDS[design.kind])
     roles = dict(argilla.user_roles(client=client) if roles is None else roles)
-    new_accounts: dict[str, str] = {}
+    new_accounts: list[str] = []
     held = 0
     annotators = list(study.annotators.select_related("user").order_by("pk"))
     leavers = [
@@ -340,7 +342,7 @@ def study_argilla_reconcile(*, study: Study, client, roles: dict[str, str] | Non
             if gone:
                 argilla.records_delete(dataset_id, [a.argilla_record_id for a in gone], client=client)
                 Assignment.objects.filter(pk__in=[a.pk for a in gone]).update(argilla_record_id=None)
-    return held, new_accounts
+    return held, tuple(new_accounts)
 
 
 def study_argilla_texts_resend(*, study: Study, actor: AbstractBaseUser | None = None, client=None) -> int:
@@ -403,20 +405,23 @@ def study_publish(
     """Publish the study to Argilla (locking it first if it is a draft): each annotator gets
     their own workspace and dataset holding only their batch (``assignment_services``).
 
-    The first publish draws the assignment over the annotators given (at least
-    ``raters_per_item``); publishing again with new annotators moves a fair share of the open work
-    to them (after a sync, so that only unsubmitted items move). Idempotent: workspaces, accounts
+    The annotators must be on the roster of the study's project (``core.rosters``). The first
+    publish draws the assignment over them (at least ``raters_per_item``); publishing again with
+    new annotators moves a fair share of the open work to them (after a sync, so that only
+    unsubmitted items move). Idempotent: workspaces, accounts
     and datasets are reused and records upserted by their opaque id, so an interrupted publish can
-    simply be run again. New Argilla accounts get a random password, returned once in
-    ``new_accounts`` for the researcher to hand over; existing accounts keep theirs.
+    simply be run again. New Argilla accounts get a random password that nobody is shown
+    (``new_accounts`` names them): each annotator sets their own on Shiftlab's "My Argilla
+    account" page; existing accounts keep theirs. Each annotator published to for the first time is
+    audited in every project whose roster holds them.
     """
     from annotation.sync_services import study_sync  # sync uses this module's connection helper
     from annotation.webhook_services import argilla_webhook_ensure  # it imports the sync task
 
+    users = list(dict.fromkeys(annotators))
+    roster_require(study.project, users)  # before anything is written, the lock included
     if not study.is_locked:
         study = study_lock(study=study, actor=actor)
-    users = list(dict.fromkeys(annotators))
-    require_annotators(users)
     for user in users:
         existing = Annotator.objects.filter(study=study, user=user).exclude(status=Annotator.Status.ACTIVE).first()
         if existing:
@@ -424,6 +429,7 @@ def study_publish(
     with argilla_connection(client) as conn:
         roles = annotator_roles_check(users, client=conn)
         known = set(study.annotators.values_list("user_id", flat=True))
+        newcomers = [u for u in users if u.pk not in known]
         if study.published_at is not None and any(u.pk not in known for u in users):
             study_sync(study=study, client=conn)  # only work nobody submitted may move to newcomers
         assigned = study_assign(study=study, users=users, actor=actor)
@@ -431,4 +437,5 @@ def study_publish(
         live = argilla_webhook_ensure(client=conn, actor=actor)  # never raises: sync is the fallback
     payload = {"records": records, "queues": assigned.queues, "moved": assigned.moved, "live_responses": live.detail}
     study = mark_published(study, actor=actor, verb="study.publish", payload=payload)
+    annotators_audit_published(study, newcomers, actor=actor)
     return PublishResult(study=study, dataset_id="", records=records, new_accounts=new_accounts)

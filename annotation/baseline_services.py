@@ -31,9 +31,9 @@ from annotation.argilla_services import (
     PublishResult,
     annotator_dataset_ensure,
     annotator_roles_check,
+    annotators_audit_published,
     argilla_connection,
     mark_published,
-    require_annotators,
 )
 from annotation.assignment import receivers
 from annotation.models import (
@@ -57,6 +57,7 @@ from annotation.sync_services import (
 from core.errors import ShiftlabError
 from core.models import Project
 from core.projects import default_project, project_require_same
+from core.rosters import roster_require
 from core.services import audit_record
 from corpora.models import Dataset, DatasetItem
 from corpora.task_types import TaskType
@@ -333,16 +334,16 @@ def _baseline_assign(study: BaselineStudy, instances: Sequence[BaselineInstance]
 
 def _baseline_reconcile(
     study: BaselineStudy, instances: Sequence[BaselineInstance], *, roles: dict[str, str], client
-) -> tuple[int, dict[str, str]]:
+) -> tuple[int, tuple[str, ...]]:
     """Make Argilla hold, for each annotator of the study, their own workspace and dataset with
     the records of their seat's instances (upserted by key), as ``study_argilla_reconcile`` does
-    for validation studies. Returns (records the datasets hold, username -> initial password of
-    each account created now)."""
+    for validation studies. Returns (records the datasets hold, usernames of the accounts
+    created now, whose random password nobody is shown)."""
     fields = FIELDS[study.task_type] + ((BATCH_FIELD,) if study.task_type == TaskType.CLUSTERING else ())
     # One annotator per dataset: a record is done once its owner submitted it.
     spec = {"fields": fields, "questions": _questions(study), "guidelines": study.instructions, "min_submitted": 1}
     records = {r.external_id: r for r in _records(study, instances)}
-    new_accounts: dict[str, str] = {}
+    new_accounts: list[str] = []
     held = 0
     for seat in study.baseline_annotators.select_related("user").order_by("pk"):
         placed = annotator_dataset_ensure(
@@ -359,7 +360,7 @@ def _baseline_reconcile(
             argilla_user_id=placed.user_id, argilla_workspace=placed.workspace, argilla_dataset_id=placed.dataset_id
         )
         held += argilla.records_log(placed.dataset_id, [records[key] for key in seat.keys], client=client)
-    return held, new_accounts
+    return held, tuple(new_accounts)
 
 
 def baseline_publish(
@@ -372,12 +373,13 @@ def baseline_publish(
     """Publish the study to Argilla: each annotator gets their own workspace and dataset, holding
     only the instances assigned to them (``_baseline_assign``: every instance goes to
     ``raters_per_instance`` annotators, where there are that many), as validation studies do, so
-    that nobody reads or answers a baseline, or a part of one, not given to them.
+    that nobody reads or answers a baseline, or a part of one, not given to them. Only annotators on
+    the roster of the study's project.
 
     Idempotent: workspaces, accounts and datasets are reused and records upserted by instance key;
     publishing again with more annotators gives them the instances still short of raters. New
-    accounts get a random password, returned once in ``new_accounts``. A study published before
-    per-annotator datasets (one dataset shared in the project's workspace, which every baseline
+    accounts get a random password that nobody is shown (``new_accounts`` names them). A study
+    published before per-annotator datasets (one dataset shared in the project's workspace, which every baseline
     annotator of the project could open) moves: its answers are synced, each annotator gets their
     own dataset without the instances they answered, and the shared dataset is deleted (audited
     ``baseline.move``); the answers stay in Shiftlab and count as before.
@@ -386,7 +388,8 @@ def baseline_publish(
     if study.status == BaselineStudy.Status.CLOSED:
         raise ShiftlabError(f"{study} is closed: it takes no more answers")
     users = list(dict.fromkeys(annotators))
-    require_annotators(users)
+    roster_require(study.project, users)  # only the annotators of its project
+    newcomers = [u for u in users if not study.annotators.filter(pk=u.pk).exists()]
     with argilla_connection(client) as conn:
         roles = annotator_roles_check(users, client=conn)
         shared = study.argilla_dataset_id
@@ -416,6 +419,7 @@ def baseline_publish(
         "new_accounts": sorted(new_accounts),
     }
     study = mark_published(study, actor=actor, verb="baseline.publish", payload=payload)
+    annotators_audit_published(study, newcomers, actor=actor)
     return PublishResult(study=study, dataset_id="", records=records, new_accounts=new_accounts)
 
 

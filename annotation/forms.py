@@ -1,6 +1,6 @@
 """Forms of the study pages: the study design form, which explains every field (unit, default,
 what it changes) and puts a refused design's reasons next to the fields to change, and the form
-that sets an annotator's Argilla password."""
+with which an annotator sets their own Argilla password."""
 
 from __future__ import annotations
 
@@ -319,15 +319,31 @@ class StudyCreateForm(StudyDesignForm):
         )
 
 
-class PasswordSetForm(forms.Form):
-    """Set an annotator's Argilla password: typed by the researcher, or generated when empty."""
+class ArgillaPasswordForm(forms.Form):
+    """An annotator sets their own Argilla password, confirming who they are with their Shiftlab one."""
 
-    annotator = forms.IntegerField(widget=forms.HiddenInput)
+    current_password = forms.CharField(
+        label="Your Shiftlab password",
+        strip=False,
+        widget=forms.PasswordInput(attrs={"autocomplete": "current-password"}),
+        help_text="The one you signed in here with: nobody else can set your Argilla password.",
+    )
     password = forms.CharField(
-        required=False,
+        label="New Argilla password",
         min_length=8,
         max_length=100,
         strip=False,
         widget=forms.PasswordInput(attrs={"autocomplete": "new-password"}),
-        help_text="At least 8 characters; leave empty to generate one. Shown once on the next page, never stored.",
+        help_text="At least 8 characters. Shiftlab passes it to Argilla and keeps no copy.",
     )
+    password_again = forms.CharField(
+        label="New Argilla password, again",
+        strip=False,
+        widget=forms.PasswordInput(attrs={"autocomplete": "new-password"}),
+    )
+
+    def clean(self):
+        data = super().clean()
+        if data.get("password") and data.get("password") != data.get("password_again"):
+            self.add_error("password_again", "The two passwords differ: type the same one twice.")
+        return data

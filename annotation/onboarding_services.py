@@ -1,15 +1,16 @@
 """Annotator onboarding after a study is published (issue 20): where each annotator rates (the
-Argilla annotation page of their own dataset), setting or resetting their Argilla password, and
+Argilla annotation page of their own dataset), annotators setting their own Argilla password, and
 what became of a queued sync.
 
-A password set here is returned to the caller once, to be shown on the response page; it is
+No researcher learns or sets an annotator's password (issue 27): an Argilla account is made at
+publishing with a random password nobody is shown, and its annotator sets their own while signed
+in to Shiftlab as themselves; operators with shell access may set one by command. A password is
 never stored in Shiftlab (not in the database, the session, a message or the audit log).
 """
 
 from __future__ import annotations
 
 import json
-import secrets
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
@@ -24,9 +25,11 @@ from annotation.argilla_services import argilla_connection
 from annotation.models import Annotator, Study
 from annotation.sync_services import sync_summary
 from core.errors import ShiftlabError
-from core.services import audit_record
+from core.roles import Role, has_role
+from core.rosters import annotator_audit
 
 SYNC_TASK = "annotation.sync_study"
+MIN_ARGILLA_PASSWORD = 8  # Argilla refuses shorter ones
 
 
 def annotation_ui_url(dataset_id: UUID | str | None) -> str:
@@ -34,8 +37,12 @@ def annotation_ui_url(dataset_id: UUID | str | None) -> str:
     ``ARGILLA_UI_URL`` is the address annotators' browsers reach Argilla at (default: the API URL)."""
     if not dataset_id:
         return ""
-    base = (getattr(settings, "ARGILLA_UI_URL", "") or settings.ARGILLA_API_URL).rstrip("/")
-    return f"{base}/dataset/{dataset_id}/annotation-mode"
+    return f"{annotator_argilla_home()}/dataset/{dataset_id}/annotation-mode"
+
+
+def annotator_argilla_home() -> str:
+    """The address annotators' browsers reach Argilla at (``ARGILLA_UI_URL``, default: the API URL)."""
+    return (getattr(settings, "ARGILLA_UI_URL", "") or settings.ARGILLA_API_URL).rstrip("/")
 
 
 def annotator_ui_url(annotator: Annotator) -> str:
@@ -44,24 +51,46 @@ def annotator_ui_url(annotator: Annotator) -> str:
     return annotation_ui_url(annotator.argilla_dataset_id or annotator.study.argilla_dataset_id)
 
 
-def annotator_password_set(*, annotator: Annotator, actor: AbstractBaseUser, password: str = "", client=None) -> str:
-    """Set the Argilla password of ``annotator`` (``password``, or a generated one when empty) and
-    return it. Only an active annotator of a published study with an Argilla account; audited
-    without the password."""
-    if annotator.study.published_at is None:
-        raise ShiftlabError(f"{annotator.study} is not published yet: publish it with this annotator first")
-    if annotator.status != Annotator.Status.ACTIVE:
+def argilla_password_set(*, user: AbstractBaseUser, password: str, actor: AbstractBaseUser | None, client=None) -> None:
+    """Give the Argilla annotator account of ``user`` the password ``password``: what annotators do
+    for themselves (:func:`argilla_password_set_own`) and operators with shell access by command
+    (``manage.py argilla_password``, ``actor`` None). Never an owner's or admin's Argilla account;
+    audited, without the password, in every project whose roster holds ``user``."""
+    if not has_role(user, Role.ANNOTATOR) or user.is_superuser:
         raise ShiftlabError(
-            f"{annotator.user.get_username()} is {annotator.status} in {annotator.study}: they no longer rate it"
+            f"{user.get_username()} is not an annotator: only annotators' Argilla passwords are set here"
         )
-    if password and len(password) < 8:
-        raise ShiftlabError("an Argilla password needs at least 8 characters: type a longer one or leave it empty")
-    password = password or secrets.token_urlsafe(12)
-    username = annotator.user.get_username()
+    if len(password) < MIN_ARGILLA_PASSWORD:
+        raise ShiftlabError(
+            f"an Argilla password needs at least {MIN_ARGILLA_PASSWORD} characters: choose a longer one"
+        )
+    username = user.get_username()
     with argilla_connection(client) as conn:
+        if argilla.user_get_id(username, client=conn) is None:
+            raise ShiftlabError(
+                f"{username} has no Argilla account yet: it is made when a study is first published to them"
+            )
         argilla.user_password_set(username, password, client=conn)
-    audit_record(actor=actor, verb="annotator.password.set", obj=annotator, payload={"username": username})
-    return password
+    annotator_audit(
+        actor=actor,
+        verb="annotator.argilla_password.set",
+        user=user,
+        payload={"by": "the annotator" if actor is not None and actor.pk == user.pk else "an operator (command)"},
+    )
+
+
+def argilla_password_set_own(*, user: AbstractBaseUser, current_password: str, password: str, client=None) -> None:
+    """An annotator, signed in to Shiftlab, sets the password of their own Argilla account; their
+    Shiftlab password is asked again, so that a session left open does not hand over the account."""
+    if not user.is_authenticated or not user.check_password(current_password or ""):
+        raise ShiftlabError("Your Shiftlab password is not right: type the one you sign in here with")
+    argilla_password_set(user=user, password=password, actor=user, client=client)
+
+
+def annotator_studies(user: AbstractBaseUser) -> list[tuple[Annotator, str]]:
+    """The studies ``user`` rates now, each with the Argilla page where they answer it."""
+    rows = Annotator.objects.filter(user=user, status=Annotator.Status.ACTIVE).select_related("study")
+    return [(a, annotator_ui_url(a)) for a in rows.order_by("-study__published_at", "-pk")]
 
 
 @dataclass(frozen=True)

@@ -52,7 +52,20 @@ class StudyDesignSerializer(serializers.Serializer):
 
 
 class StudyPublishSerializer(serializers.Serializer):
-    annotators = serializers.ListField(child=serializers.CharField(), default=list, help_text="Usernames.")
+    annotators = serializers.ListField(
+        child=serializers.CharField(),
+        default=list,
+        help_text="Usernames of annotators on the roster of the study's project.",
+    )
+
+
+class ArgillaPasswordSerializer(serializers.Serializer):
+    current_password = serializers.CharField(
+        trim_whitespace=False, help_text="Your Shiftlab password: only you set your Argilla password."
+    )
+    password = serializers.CharField(
+        trim_whitespace=False, min_length=8, max_length=100, help_text="The new password of your Argilla account."
+    )
 
 
 class StudyItemSerializer(serializers.ModelSerializer):
@@ -100,7 +113,9 @@ class RejectSerializer(serializers.Serializer):
 
 
 class ReplaceSerializer(serializers.Serializer):
-    username = serializers.CharField(help_text="The annotator who takes over the unsubmitted items.")
+    username = serializers.CharField(
+        help_text="The annotator who takes over the unsubmitted items (on the roster of the study's project)."
+    )
     reason = serializers.CharField()
 
 

@@ -11,5 +11,6 @@ urlpatterns = [
     path("studies/<int:pk>/annotators/", views.study_annotators_view, name="annotators"),
     path("exports/", views.export_view, name="exports"),
     path("exports/<int:pk>/<str:fmt>/", views.export_download_view, name="export-download"),
+    path("me/argilla/", views.my_argilla_view, name="my-argilla"),
     path("argilla/webhook/", webhook_views.argilla_webhook_view, name="argilla-webhook"),
 ]

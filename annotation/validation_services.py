@@ -18,7 +18,6 @@ from annotation.argilla import ArgillaError
 from annotation.argilla_services import (
     annotators_cut,
     argilla_connection,
-    require_annotators,
     study_argilla_reconcile,
 )
 from annotation.assignment_services import ReleaseResult, annotator_release
@@ -36,6 +35,7 @@ from annotation.validation import (
 )
 from core.errors import ShiftlabError
 from core.roles import Role, has_role
+from core.rosters import annotator_audit, roster_require
 from core.services import audit_record
 from transforms.backends import get_backend
 from transforms.backends.base import ChatFailure, ChatRequest
@@ -256,6 +256,13 @@ def _reject(annotator: Annotator, *, reason: RejectionReason, detail: str, actor
         obj=annotator,
         payload={"reason": reason.value, "detail": detail, "study": annotator.study_id},
     )
+    annotator_audit(
+        actor=actor,
+        verb="annotator.reject",
+        user=annotator.user,
+        obj=annotator.study,
+        payload={"study": str(annotator.study), "reason": reason.value},
+    )
     release = None
     if annotator.assignments.exists():  # every item of theirs needs another rater now
         release = annotator_release(annotator=annotator, reason=f"rejected ({reason.value})", actor=actor)
@@ -299,7 +306,7 @@ def annotator_reject(*, annotator: Annotator, detail: str, actor: AbstractBaseUs
 @dataclass(frozen=True)
 class ReplaceResult:
     release: ReleaseResult
-    new_accounts: dict[str, str]  # username -> initial Argilla password of an account created now
+    new_accounts: tuple[str, ...]  # usernames of the Argilla accounts created now (no password: nobody sees it)
 
 
 def annotator_replace(
@@ -307,14 +314,15 @@ def annotator_replace(
 ) -> ReplaceResult:
     """Replace an annotator who leaves a study (not for bad work: reject them for that) by
     ``user``: the leaver is withdrawn (their submitted ratings still count, they lose access to
-    this study only) and every item they have not submitted goes to ``user``, with controls."""
+    this study only) and every item they have not submitted goes to ``user``, who must be on the
+    roster of the study's project, with controls."""
     require_researcher(actor)
     if not reason.strip():
         raise ShiftlabError("give a reason for replacing the annotator")
-    require_annotators([user])
     with transaction.atomic():
-        annotator = Annotator.objects.select_for_update().select_related("user", "study").get(pk=annotator.pk)
+        annotator = Annotator.objects.select_for_update().select_related("user", "study__project").get(pk=annotator.pk)
         study = annotator.study
+        roster_require(study.project, [user])
         if annotator.status != Annotator.Status.ACTIVE:
             raise ShiftlabError(f"{annotator} is {annotator.status} already: only an active annotator can be replaced")
         if not annotator.assignments.exists():
@@ -337,6 +345,17 @@ def annotator_replace(
             verb="study.annotator.replace",
             obj=annotator,
             payload={"by": user.get_username(), "reason": reason.strip(), "moved": result.given},
+        )
+        detail = {"study": str(study), "reason": reason.strip()}
+        annotator_audit(
+            actor=actor, verb="annotator.withdraw", user=annotator.user, obj=study, payload={**detail, "by": str(user)}
+        )
+        annotator_audit(
+            actor=actor,
+            verb="annotator.publish",
+            user=user,
+            obj=study,
+            payload={**detail, "replaces": annotator.user.get_username()},
         )
     with argilla_connection(client) as conn:
         _, new_accounts = study_argilla_reconcile(study=study, client=conn)

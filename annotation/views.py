@@ -1,13 +1,15 @@
 """Pages of studies for researchers: builder, progress, annotator access, review queue, gate and
-approval, export. Thin: each POST calls one service and reports its outcome as a message, or
-answers with the page itself where it shows a form's errors or a password once."""
+approval, export; and the one page of annotators, "My Argilla account", where they set their own
+Argilla password. Thin: each POST calls one service and reports its outcome as a message, or
+answers with the page itself where it shows a form's errors."""
 
 from collections.abc import Iterator
 from contextlib import contextmanager
 
 from celery.result import EagerResult
 from django.contrib import messages
-from django.contrib.auth import get_user_model
+from django.contrib.auth.decorators import login_required
+from django.core.exceptions import PermissionDenied
 from django.http import HttpResponse
 from django.shortcuts import get_object_or_404, redirect, render
 from django.urls import reverse
@@ -34,11 +36,17 @@ from annotation.design_services import (
     study_revise,
 )
 from annotation.export_services import benchmark_config_export
-from annotation.forms import PasswordSetForm, StudyCreateForm, StudyDesignForm
+from annotation.forms import ArgillaPasswordForm, StudyCreateForm, StudyDesignForm
 from annotation.gate_services import approval_decide, gate_result_current, study_gate
 from annotation.gating import gate_state_of
 from annotation.models import Annotator, BenchmarkConfig, Flag, GateResult, Study
-from annotation.onboarding_services import annotator_password_set, annotator_ui_url, study_sync_job
+from annotation.onboarding_services import (
+    annotator_argilla_home,
+    annotator_studies,
+    annotator_ui_url,
+    argilla_password_set_own,
+    study_sync_job,
+)
 from annotation.quality_services import quality_figures, study_annotator_quality
 from annotation.selectors import (
     benchmark_config_list,
@@ -59,7 +67,8 @@ from annotation.validation_services import (
 )
 from core.errors import ShiftlabError
 from core.projects import project_require_write, projects_readable, projects_writable, scoped
-from core.roles import Role
+from core.roles import Role, has_role
+from core.rosters import project_annotators, roster_refusal
 from core.views import researcher_required
 
 
@@ -89,10 +98,6 @@ def _readable_study(request, pk: int) -> Study:
     return get_object_or_404(scoped(Study.objects.select_related("project"), request.user), pk=pk)
 
 
-def _annotator_users():
-    return get_user_model().objects.filter(groups__name=Role.ANNOTATOR, is_active=True).order_by("username")
-
-
 @researcher_required
 @require_http_methods(["GET", "POST"])
 def study_list_view(request):
@@ -102,7 +107,7 @@ def study_list_view(request):
     implications = None
     if request.method == "POST" and form.is_valid():
         runs, design = list(form.cleaned_data["runs"]), form.design()
-        context = design_context(runs=runs, annotators=_annotator_users().count())
+        context = design_context(runs=runs, annotators=project_annotators(form.cleaned_data["project"]).count())
         problems = design_problems(design, context)
         form.add_problems(problems)
         if not problems:
@@ -141,8 +146,8 @@ def study_list_view(request):
 @require_http_methods(["GET", "POST"])
 def study_detail_view(request, pk: int):
     """Design, progress (per-annotator counts, control pass rates, live agreement), annotator
-    access and actions. Publish, password and revise answer with the page itself: a password is
-    shown in that response only (never in a message, which the session would keep)."""
+    access and actions. Revise answers with the page itself where its form has errors. Only the
+    annotators on the roster of the study's project are listed and accepted."""
     study = _readable_study(request, pk)
     if request.method == "GET":
         return _study_page(request, study)
@@ -150,8 +155,6 @@ def study_detail_view(request, pk: int):
     action = request.POST.get("action")
     if action == "publish":
         return _study_publish(request, study)
-    if action == "password":
-        return _annotator_password(request, study)
     if action == "revise":
         return _study_revise(request, study)
     if action in ("reject", "replace"):
@@ -194,7 +197,7 @@ def _study_page(request, study: Study, **extra):
         "questions": QUESTIONS[design.kind],
         "progress": progress,
         "access": [(row, links.get(row.annotator.pk, "")) for row in progress.annotators],
-        "annotator_users": _annotator_users(),
+        "annotator_users": project_annotators(study.project),
         "open_flags": flag_list(study=study).count(),
         "runs": study.runs.select_related("dataset"),
         "last_sync": sync_summary(study.last_sync) if study.last_sync else "",
@@ -208,40 +211,34 @@ def _study_page(request, study: Study, **extra):
 
 
 def _study_publish(request, study: Study):
-    users = get_user_model().objects.filter(pk__in=request.POST.getlist("annotators"))
+    chosen = request.POST.getlist("annotators")
+    users = project_annotators(study.project).filter(pk__in=[pk for pk in chosen if pk.isdigit()])
     try:
+        if len(users) != len(set(chosen)):  # an id of no annotator of this project: said alike for all
+            raise ShiftlabError(roster_refusal(study.project, _outsiders(chosen, users)))
         result = study_publish(study=study, annotators=users, actor=request.user)
     except ShiftlabError as exc:
         messages.error(request, str(exc))
         return redirect("annotation:study", pk=study.pk)
     messages.success(request, f"Published {result.records} records to Argilla.")
-    study.refresh_from_db()
-    return _study_page(request, study, new_accounts=_accounts(study, result.new_accounts))
+    _new_accounts_message(request, result.new_accounts)
+    return redirect("annotation:study", pk=study.pk)
 
 
-def _accounts(study: Study, passwords: dict[str, str]) -> list[tuple[str, str, str]]:
-    """(username, password, annotation page) of each account given a password now."""
-    annotators = {a.user.get_username(): a for a in study.annotators.select_related("user", "study")}
-    return [
-        (name, password, annotator_ui_url(annotators[name]) if name in annotators else "")
-        for name, password in sorted(passwords.items())
-    ]
+def _outsiders(chosen: list[str], users) -> list[str]:
+    """The chosen user ids that name no annotator of the project, as "user #id": never their
+    usernames, which would tell who exists elsewhere."""
+    found = {str(u.pk) for u in users}
+    return [f"user #{pk}" for pk in dict.fromkeys(chosen) if pk not in found]
 
 
-def _annotator_password(request, study: Study):
-    form = PasswordSetForm(request.POST)
-    if form.is_valid():
-        annotator = get_object_or_404(Annotator, pk=form.cleaned_data["annotator"], study=study)
-        try:
-            password = annotator_password_set(
-                annotator=annotator, actor=request.user, password=form.cleaned_data["password"]
-            )
-        except ShiftlabError as exc:
-            form.add_error("password", str(exc))
-        else:
-            accounts = _accounts(study, {annotator.user.get_username(): password})
-            return _study_page(request, study, new_accounts=accounts, password_set=True)
-    return _study_page(request, study, password_form=form, password_for=form.data.get("annotator", ""))
+def _new_accounts_message(request, usernames) -> None:
+    if usernames:
+        messages.info(
+            request,
+            f"New Argilla accounts: {', '.join(sorted(usernames))}. Each annotator sets their own Argilla password "
+            "on Shiftlab's My Argilla account page, signed in as themselves.",
+        )
 
 
 def _study_revise(request, study: Study):
@@ -268,7 +265,10 @@ def _annotator_change(request, study: Study, action: str):
             moved = rejected.release.summary() if rejected.release else "they had no items"
             messages.success(request, f"Rejected {annotator.user.get_username()}: {moved}.")
             return redirect("annotation:study", pk=study.pk)
-        user = get_object_or_404(get_user_model(), pk=request.POST.get("user"))
+        chosen = str(request.POST.get("user", ""))
+        user = project_annotators(study.project).filter(pk=chosen).first() if chosen.isdigit() else None
+        if user is None:
+            raise ShiftlabError(roster_refusal(study.project, _outsiders([chosen], [])))
         replaced = annotator_replace(annotator=annotator, user=user, reason=reason, actor=request.user)
     except ShiftlabError as exc:
         messages.error(request, str(exc))
@@ -276,9 +276,37 @@ def _annotator_change(request, study: Study, action: str):
     messages.success(
         request, f"{user.get_username()} replaces {annotator.user.get_username()}: {replaced.release.summary()}."
     )
-    if not replaced.new_accounts:
-        return redirect("annotation:study", pk=study.pk)
-    return _study_page(request, study, new_accounts=_accounts(study, replaced.new_accounts))
+    _new_accounts_message(request, replaced.new_accounts)
+    return redirect("annotation:study", pk=study.pk)
+
+
+@login_required
+@require_http_methods(["GET", "POST"])
+def my_argilla_view(request):
+    """An annotator's own page: the studies they rate, each with its Argilla page, and the form that
+    sets their Argilla password (their Shiftlab password asked again). Annotators only."""
+    if not has_role(request.user, Role.ANNOTATOR) or request.user.is_superuser:
+        raise PermissionDenied("Annotators only: this page sets the password of your own Argilla annotator account.")
+    form = ArgillaPasswordForm(request.POST or None)
+    if request.method == "POST" and form.is_valid():
+        try:
+            argilla_password_set_own(
+                user=request.user,
+                current_password=form.cleaned_data["current_password"],
+                password=form.cleaned_data["password"],
+            )
+        except ShiftlabError as exc:
+            form.add_error(None, str(exc))
+        else:
+            messages.success(
+                request, "Your Argilla password is set: sign in to Argilla with your username and this password."
+            )
+            return redirect("annotation:my-argilla")
+    return render(
+        request,
+        "annotation/my_argilla.html",
+        {"form": form, "studies": annotator_studies(request.user), "argilla_url": annotator_argilla_home()},
+    )
 
 
 @researcher_required

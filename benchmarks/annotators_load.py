@@ -88,7 +88,9 @@ def _run(args, *, deadline: float) -> int:
     from annotation.design_services import study_create
     from annotation.models import Annotator, Rating
     from annotation.sync_services import study_sync
+    from core.projects import default_project
     from core.roles import Role
+    from core.rosters import roster_add
     from corpora.services import dataset_import
     from transforms.services import transform_run_create
 
@@ -99,6 +101,7 @@ def _run(args, *, deadline: float) -> int:
     for n in range(args.annotators):
         user = users.objects.create_user(f"load-annotator-{n:03d}", password=secrets.token_urlsafe(12))
         user.groups.add(Group.objects.get(name=Role.ANNOTATOR))
+        roster_add(project=default_project(), user=user, actor=None)  # the study's project
         annotators.append(user)
     sts = dataset_import(source=ROOT / "fixtures/sts/demo-sts.csv", task="sts", name="load-sts")
     # The other demo pairs stay free to serve as control items.

@@ -1,6 +1,6 @@
 from django.contrib import admin
 
-from core.models import AuditEvent, Membership, Project
+from core.models import AuditEvent, Membership, Project, ProjectAnnotator
 
 
 class ReadOnlyAdmin(admin.ModelAdmin):
@@ -45,3 +45,12 @@ class MembershipAdmin(admin.ModelAdmin):
     list_filter = ("role", "project")
     search_fields = ("project__slug", "user__username")
     autocomplete_fields = ("user",)
+
+
+# Rosters change on the project page or with `manage.py project annotator`, where each change is
+# audited in every project that shares the annotator; the admin site only shows them.
+@admin.register(ProjectAnnotator)
+class ProjectAnnotatorAdmin(ReadOnlyAdmin):
+    list_display = ("project", "user", "added_by", "created_at")
+    list_filter = ("project",)
+    search_fields = ("project__slug", "user__username")

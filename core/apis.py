@@ -17,6 +17,7 @@ from core.login_guard import client_address, login_lockout_message, login_lockou
 from core.models import Project
 from core.permissions import IsResearcher
 from core.projects import ProjectAccessError, project_for_new, projects_readable
+from core.rosters import project_annotators
 from core.selectors import project_list_roles
 from core.services import api_token_issue
 
@@ -82,16 +83,20 @@ class ObtainExpiringAuthToken(ObtainAuthToken):
 class ProjectSerializer(serializers.ModelSerializer):
     role = serializers.SerializerMethodField(help_text="Your role: owner, member, viewer, open or admin.")
     members = serializers.SerializerMethodField()
+    annotators = serializers.SerializerMethodField(help_text="Its roster: the annotators its studies may go to.")
 
     class Meta:
         model = Project
-        fields = ["slug", "name", "description", "open", "role", "members", "created_at"]
+        fields = ["slug", "name", "description", "open", "role", "members", "annotators", "created_at"]
 
     def get_role(self, project: Project) -> str:
         return self.context["roles"].get(project.pk, "")
 
     def get_members(self, project: Project) -> list[dict[str, str]]:
         return [{"username": m.user.username, "role": m.role} for m in project.memberships.all()]
+
+    def get_annotators(self, project: Project) -> list[str]:
+        return list(project_annotators(project).values_list("username", flat=True))
 
 
 class ProjectViewSet(viewsets.ReadOnlyModelViewSet):

@@ -38,6 +38,15 @@ class MembershipForm(forms.Form):
         return _user(self.cleaned_data["username"])
 
 
+class RosterAddForm(forms.Form):
+    """An admin puts an existing annotator on a project's roster."""
+
+    annotator = forms.CharField(max_length=150, help_text="An annotator's username.")
+
+    def clean_annotator(self):
+        return _user(self.cleaned_data["annotator"])
+
+
 def _user(username: str):
     user = get_user_model().objects.filter(username=username).first()
     if user is None:

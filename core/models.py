@@ -148,3 +148,23 @@ class Membership(models.Model):
 
     def __str__(self) -> str:
         return f"{self.user} {self.role} of {self.project}"
+
+
+class ProjectAnnotator(models.Model):
+    """An annotator on a project's roster: the project's researchers may publish its studies to
+    them, replace others by them and see them; nobody else's. An annotator on two rosters is one
+    person, with one Argilla account that only they set the password of (``core.rosters``)."""
+
+    project = models.ForeignKey(Project, on_delete=models.CASCADE, related_name="roster")
+    user = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="rosters")
+    added_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+    )
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["project", "user"]
+        constraints = [models.UniqueConstraint(fields=["project", "user"], name="one_roster_entry_per_annotator")]
+
+    def __str__(self) -> str:
+        return f"{self.user} annotates for {self.project}"

@@ -19,10 +19,12 @@ def audit_record(
     verb: str,
     obj: models.Model | None = None,
     payload: dict[str, Any] | None = None,
+    project: Project | None = None,
 ) -> AuditEvent:
-    """Append one event to the audit log. Call it inside the transaction of the action it records."""
+    """Append one event to the audit log. Call it inside the transaction of the action it records.
+    It goes into ``project`` when given, else into the project of ``obj``."""
     return AuditEvent.objects.create(
-        project=_project_of(obj),
+        project=project or _project_of(obj),
         actor=actor if actor is not None and actor.is_authenticated else None,
         verb=verb,
         object_type=obj._meta.label_lower if obj is not None else "",
@@ -85,3 +87,11 @@ def api_token_issue(*, user: AbstractBaseUser) -> Token:
             token.delete()
             token = Token.objects.create(user=user)
     return token
+
+
+def api_tokens_revoke(*, user: AbstractBaseUser) -> int:
+    """End every API token of ``user`` (their password changed); returns how many there were."""
+    deleted, _ = Token.objects.filter(user=user).delete()
+    if deleted:
+        audit_record(actor=None, verb="auth.tokens_revoke", obj=user, payload={"reason": "password changed"})
+    return deleted

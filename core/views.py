@@ -12,7 +12,7 @@ from django.views.decorators.cache import never_cache
 from django.views.decorators.http import require_http_methods
 
 from core.errors import ShiftlabError
-from core.forms import MembershipForm, ProjectCreateForm
+from core.forms import MembershipForm, ProjectCreateForm, RosterAddForm
 from core.health import health_report
 from core.login_guard import client_address, login_lockout_message, login_lockout_wait
 from core.projects import (
@@ -23,6 +23,7 @@ from core.projects import (
     projects_readable,
 )
 from core.roles import is_admin, is_researcher
+from core.rosters import project_annotators, roster_add, roster_remove
 from core.selectors import audit_event_list, project_holdings, project_list
 
 
@@ -111,13 +112,20 @@ def project_list_view(request):
 @researcher_required
 @require_http_methods(["GET", "POST"])
 def project_detail_view(request, slug: str):
-    """A project's members and what it holds; owners and admins add, change and remove members."""
+    """A project's members, annotators and what it holds; owners and admins add, change and remove
+    members and take annotators off the roster; admins put annotators on it."""
     project = get_object_or_404(projects_readable(request.user), slug=slug)
     manager = project_can_manage(request.user, project)
-    form = MembershipForm(request.POST or None) if manager else None
+    roster_post = request.method == "POST" and request.POST.get("action") == "roster"
+    form = MembershipForm(request.POST if request.method == "POST" and not roster_post else None) if manager else None
+    roster_form = (
+        RosterAddForm(request.POST if roster_post else None, prefix="roster") if is_admin(request.user) else None
+    )
     if request.method == "POST":
         if not manager:
             raise PermissionDenied(f"Only admins and owners of {project.slug} manage its members.")
+        if roster_post:
+            return _project_roster_change(request, project, roster_form)
         try:
             if request.POST.get("remove"):
                 user = get_object_or_404(project.memberships.select_related("user"), pk=request.POST["remove"]).user
@@ -131,11 +139,35 @@ def project_detail_view(request, slug: str):
                 return redirect("project", slug=project.slug)
         except ShiftlabError as exc:
             form.add_error(None, str(exc))
+    return _project_page(request, project, form=form, roster_form=roster_form, manager=manager)
+
+
+def _project_page(request, project, **context):
     context = {
+        **context,
         "project": project,
+        "annotators": project_annotators(project),
         "members": project.memberships.select_related("user").order_by("role", "user__username"),
         "holdings": project_holdings(project),
-        "form": form,
-        "manager": manager,
     }
     return render(request, "core/project_detail.html", context)
+
+
+def _project_roster_change(request, project, roster_form):
+    """Take an annotator off the roster (owners, admins), or put one on it (admins)."""
+    try:
+        if request.POST.get("remove"):
+            user = get_object_or_404(project_annotators(project), pk=request.POST["remove"])
+            roster_remove(project=project, user=user, actor=request.user)
+            messages.success(request, f"{user} is no longer an annotator of {project.slug}.")
+            return redirect("project", slug=project.slug)
+        if roster_form is None:
+            raise PermissionDenied("Only admins put annotators on a project's roster.")
+        if roster_form.is_valid():
+            user = roster_form.cleaned_data["annotator"]
+            roster_add(project=project, user=user, actor=request.user)
+            messages.success(request, f"{user} is now an annotator of {project.slug}.")
+            return redirect("project", slug=project.slug)
+    except ShiftlabError as exc:
+        roster_form.add_error(None, str(exc))
+    return _project_page(request, project, form=MembershipForm(), roster_form=roster_form, manager=True)

@@ -100,7 +100,7 @@ cat <<MSG
 
   Shiftlab is starting at  http://${HOST}:${PORT}/
   Log in as   researcher / ${SHIFTLAB_DEMO_PASSWORD:-shiftlab-demo}   (imports datasets, runs studies)
-              annotator  / ${SHIFTLAB_DEMO_PASSWORD:-shiftlab-demo}   (rates in Argilla)
+              annotator  / ${SHIFTLAB_DEMO_PASSWORD:-shiftlab-demo}   (rates in Argilla; chooses its Argilla password at /annotation/me/argilla/)
               admin      / ${SHIFTLAB_DEMO_PASSWORD:-shiftlab-demo}   (Django admin at /admin/)
   API docs:   http://${HOST}:${PORT}/api/docs/    Health: http://${HOST}:${PORT}/health/
   ${LLM_LINE}

@@ -211,7 +211,8 @@ LOGIN_URL = "login"
 LOGIN_REDIRECT_URL = "home"
 LOGOUT_REDIRECT_URL = "login"
 # Messages wait for the next page in the server-side session (database-backed), never in a cookie:
-# some carry one-time secrets, e.g. the initial password of a new Argilla account.
+# none should carry a secret (no page shows an Argilla password any more), but a cookie is the
+# client's to keep and replay.
 SESSION_ENGINE = "django.contrib.sessions.backends.db"
 MESSAGE_STORAGE = "django.contrib.messages.storage.session.SessionStorage"
 

@@ -5,6 +5,7 @@ from rest_framework.routers import DefaultRouter
 
 from annotation.apis import (
     AnnotatorViewSet,
+    ArgillaPasswordView,
     BenchmarkConfigViewSet,
     FlagViewSet,
     GateResultViewSet,
@@ -47,6 +48,7 @@ urlpatterns = [
     path("annotation/", include("annotation.urls")),
     path("benchmarks/", include("evaluation.urls")),
     path("admin/", admin.site.urls),
+    path("api/me/argilla-password/", ArgillaPasswordView.as_view(), name="my-argilla-password"),
     path("api/", include(router.urls)),
     path("api/auth/token/", ObtainExpiringAuthToken.as_view(), name="api-token"),
     path("api/schema/", SpectacularAPIView.as_view(), name="schema"),

@@ -28,7 +28,10 @@ from annotation.design import StudyDesign
 from annotation.design_services import study_create, study_lock
 from annotation.export_services import config_run_entry
 from annotation.models import Study
+from core.models import Project
+from core.projects import default_project
 from core.roles import Role
+from core.rosters import roster_add
 from corpora.models import Dataset, DatasetItem
 from corpora.services import dataset_import
 from evaluation.models import BenchmarkResult, BenchmarkRun
@@ -59,11 +62,15 @@ def require_or_skip(reason: str) -> None:
     pytest.skip(reason)
 
 
-def make_user(django_user_model, username: str, role: Role | None):
-    """A user with the shared test password, in the group of ``role``."""
+def make_user(django_user_model, username: str, role: Role | None, *, roster: Project | None = None):
+    """A user with the shared test password, in the group of ``role``. An annotator goes on the
+    roster of ``roster`` (default: the default project, where studies go unless a test names one),
+    as an admin would put them there."""
     user = django_user_model.objects.create_user(username=username, password=PASSWORD)
     if role is not None:
         user.groups.add(Group.objects.get(name=role))
+    if role == Role.ANNOTATOR:
+        roster_add(project=roster or default_project(), user=user, actor=None)
     return user
 
 

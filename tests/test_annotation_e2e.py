@@ -21,6 +21,7 @@ import httpx
 import pytest
 from django.conf import settings as django_settings
 from django.core.management import CommandError, call_command
+from django.urls import reverse
 
 from annotation.argilla import client as argilla
 from annotation.argilla_services import study_publish
@@ -39,7 +40,7 @@ from corpora.services import dataset_import
 from evaluation.benchmark_services import benchmark_run_create_from_config
 from evaluation.tasks import start_benchmark_run
 from tests.argilla_ui import answer, rate_in_ui, respond
-from tests.support import argilla_annotator_client, argilla_pending, make_user, require_or_skip
+from tests.support import PASSWORD, argilla_annotator_client, argilla_pending, make_user, page_as, require_or_skip
 from transforms.services import GenerationParams, transform_run_create
 
 pytestmark = [pytest.mark.django_db, pytest.mark.services]
@@ -107,8 +108,8 @@ def test_study_end_to_end(llm_backend, argilla_server, settings, django_user_mod
     settings.ARGILLA_API_URL, settings.ARGILLA_API_KEY = argilla_server.url, argilla_server.api_key
     rita = make_user(django_user_model, "rita", Role.RESEARCHER)
     names = ("ann-ui", "ann-a", "ann-b", "careless")
-    users = {name: make_user(django_user_model, name, Role.ANNOTATOR) for name in names}
     team = project_create(slug="e2e-project", owner=rita, actor=None)
+    users = {name: make_user(django_user_model, name, Role.ANNOTATOR, roster=team) for name in names}
     demo = django_settings.BASE_DIR / "fixtures/sts/demo-sts.csv"
     sts = dataset_import(source=demo, task="sts", name="demo-sts", project=team)
     runs = [run_now(sts, "paraphrase"), run_now(sts, "summarization")]
@@ -143,7 +144,7 @@ def test_study_end_to_end(llm_backend, argilla_server, settings, django_user_mod
     assigned = Assignment.objects.filter(annotator__study=study, active=True)
     assert set(first.new_accounts) == set(names) and first.records == assigned.count()
     assert set(Counter(assigned.filter(study_item__kind="real").values_list("study_item", flat=True)).values()) == {3}
-    assert study_publish(study=study, annotators=users.values(), actor=rita).new_accounts == {}
+    assert study_publish(study=study, annotators=users.values(), actor=rita).new_accounts == ()
     study.refresh_from_db()
     owner = argilla.client_get()
     annotators = {a.user.username: a for a in study.annotators.select_related("user")}
@@ -161,7 +162,10 @@ def test_study_end_to_end(llm_backend, argilla_server, settings, django_user_mod
 
     # One annotator rates two records in the real Argilla web UI.
     by_text = {(i.text_a, i.text_b): i for i in items}
-    ui_user_id, ui_password = annotators["ann-ui"].argilla_user_id, first.new_accounts["ann-ui"]
+    # Nobody was shown a password: ann-ui chooses hers on My Argilla account, signed in to Shiftlab.
+    ui_user_id, ui_password = annotators["ann-ui"].argilla_user_id, "ann-ui-chose-this-1"
+    chosen = {"current_password": PASSWORD, "password": ui_password, "password_again": ui_password}
+    assert page_as(users["ann-ui"]).post(reverse("annotation:my-argilla"), chosen).status_code == 302
     with chromium_page() as page:
         page.goto(f"{argilla_server.url}/sign-in")
         page.locator("input[name=Username]").fill("ann-ui")

@@ -79,9 +79,10 @@ def test_each_annotator_sees_only_their_own_batch_and_reassignment_keeps_it_so(
 ):
     settings.ARGILLA_API_URL, settings.ARGILLA_API_KEY = argilla_server.url, argilla_server.api_key
     rita = make_user(django_user_model, "rita", Role.RESEARCHER)
-    users = {n: make_user(django_user_model, n, Role.ANNOTATOR) for n in ("iso-1", "iso-2", "iso-3", "iso-4", "iso-5")}
     # Its slug is also the Argilla workspace: apart from other tests'.
     team = project_create(slug="team-a", owner=rita, actor=None)
+    names = ("iso-1", "iso-2", "iso-3", "iso-4", "iso-5")
+    users = {n: make_user(django_user_model, n, Role.ANNOTATOR, roster=team) for n in names}
     demo = django_settings.BASE_DIR / "fixtures/sts/demo-sts.csv"
     sts = dataset_import(source=demo, task="sts", name="demo-sts", project=team)
     run = transform_run_create(dataset=sts, transformation="random_keywords", seed=1, limit=20, dispatch=False)
@@ -94,7 +95,7 @@ def test_each_annotator_sees_only_their_own_batch_and_reassignment_keeps_it_so(
     three = [users["iso-1"], users["iso-2"], users["iso-3"]]
     published = {s.name: study_publish(study=s, annotators=three, actor=rita) for s in (first, second)}
     assert set(published["iso-one"].new_accounts) == {"iso-1", "iso-2", "iso-3"}
-    assert published["iso-two"].new_accounts == {}
+    assert published["iso-two"].new_accounts == ()
     first, second = Study.objects.get(pk=first.pk), Study.objects.get(pk=second.pk)
     owner = argilla.client_get()
     clients = {}

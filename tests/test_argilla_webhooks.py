@@ -266,9 +266,9 @@ def test_responses_arrive_live_and_the_sync_catches_up_when_delivery_stops(
     settings.ARGILLA_API_URL, settings.ARGILLA_API_KEY = argilla_server.url, argilla_server.api_key
     settings.SHIFTLAB_PUBLIC_URL = live_server.url
     rita = make_user(django_user_model, "rita", Role.RESEARCHER)
-    users = [make_user(django_user_model, name, Role.ANNOTATOR) for name in ("live-1", "live-2")]
     # Its slug is also the Argilla workspace: apart from other tests'.
     team = project_create(slug="team-live", owner=rita, actor=None)
+    users = [make_user(django_user_model, name, Role.ANNOTATOR, roster=team) for name in ("live-1", "live-2")]
     demo = django_settings.BASE_DIR / "fixtures/sts/demo-sts.csv"
     sts = dataset_import(source=demo, task="sts", name="demo-sts", project=team)
     run = transform_run_create(dataset=sts, transformation="random_keywords", seed=1, limit=12, dispatch=False)

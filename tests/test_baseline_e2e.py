@@ -140,9 +140,9 @@ def test_human_baseline_end_to_end(argilla_server, settings, django_user_model, 
     started = time.monotonic()
     settings.ARGILLA_API_URL, settings.ARGILLA_API_KEY = argilla_server.url, argilla_server.api_key
     rita = make_user(django_user_model, "rita", Role.RESEARCHER)
-    users = [make_user(django_user_model, name, Role.ANNOTATOR) for name in ANNOTATORS]
     # Its slug is also the Argilla workspace: apart from other tests'.
     team = project_create(slug="hb-project", owner=rita, actor=None)
+    users = [make_user(django_user_model, name, Role.ANNOTATOR, roster=team) for name in ANNOTATORS]
     sts = import_stsb(shared_data, tmp_path, project=team)
     banking = import_banking77(shared_data, tmp_path, project=team)
     t_import = time.monotonic() - started
@@ -168,8 +168,8 @@ def test_human_baseline_end_to_end(argilla_server, settings, django_user_model, 
     # instance and three annotators, each annotator's own dataset holds every instance.
     first = baseline_publish(study=sts_study, annotators=users, actor=rita)
     assert set(first.new_accounts) == set(ANNOTATORS) and first.records == 3 * 30
-    assert baseline_publish(study=sts_study, annotators=users, actor=rita).new_accounts == {}
-    assert baseline_publish(study=cls_study, annotators=users, actor=rita).new_accounts == {}
+    assert baseline_publish(study=sts_study, annotators=users, actor=rita).new_accounts == ()
+    assert baseline_publish(study=cls_study, annotators=users, actor=rita).new_accounts == ()
     sts_study.refresh_from_db()
     cls_study.refresh_from_db()
     assert sts_study.status == cls_study.status == BaselineStudy.Status.PUBLISHED
@@ -380,14 +380,14 @@ def test_clustering_and_reranking_publish_and_sync(argilla_server, settings, dja
     """The two task types the main test leaves out: their Argilla questions (free-text group name
     with the batch as context; a relevant/not-relevant label) and how answers come back."""
     settings.ARGILLA_API_URL, settings.ARGILLA_API_KEY = argilla_server.url, argilla_server.api_key
-    user = make_user(django_user_model, "hb-ann-solo", Role.ANNOTATOR)
+    team = Project.objects.create(slug="hb-two")
+    user = make_user(django_user_model, "hb-ann-solo", Role.ANNOTATOR, roster=team)
     topics = {
         "weather": ["It rained all day", "Snow is expected tonight", "A warm sunny afternoon"],
         "food": ["The soup was too salty", "Fresh bread from the bakery", "We grilled vegetables"],
     }
     path = tmp_path / "clusters.jsonl"
     path.write_text("".join(json.dumps({"text": t, "label": label}) + "\n" for label, ts in topics.items() for t in ts))
-    team = Project.objects.create(slug="hb-two")
     clusters = dataset_import(source=path, task="clustering", name="hb-clusters", project=team)
     path = tmp_path / "rerank.jsonl"
     path.write_text(

@@ -262,7 +262,7 @@ def test_health_shows_details_to_staff_only(client, admin_client, researcher, se
     assert full["checks"]["argilla"]["status"] == "error" and "127.0.0.1:9" in full["checks"]["argilla"]["detail"]
 
 
-# --- 5. one-time passwords never reach a cookie ----------------------------------------------
+# --- 5. passwords never reach a cookie ----------------------------------------------
 
 
 def _cookie_texts(response) -> list[str]:
@@ -276,21 +276,37 @@ def _cookie_texts(response) -> list[str]:
     return texts
 
 
-def test_initial_argilla_passwords_stay_server_side(client, researcher, annotator, monkeypatch):
+class _Connection:
+    def close(self) -> None:
+        pass
+
+
+def test_argilla_passwords_stay_server_side(client, researcher, annotator, monkeypatch):
     design = StudyDesign(llm_judges=())
     study = Study.objects.create(name="pw", design=design.to_dict(), design_hash=design.content_hash)
-    password = "initial-" + secrets.token_hex(8)
     monkeypatch.setattr(
         "annotation.views.study_publish",
-        lambda **_: PublishResult(study=study, dataset_id="d", records=3, new_accounts={"anna": password}),
+        lambda **_: PublishResult(study=study, dataset_id="d", records=3, new_accounts=("anna",)),
     )
     client.force_login(researcher)
     url = reverse("annotation:study", args=[study.pk])
-    # Shown in the publish response itself (issue 20: never in a message, which the session keeps).
+    # Publishing names the new account; no password exists anywhere to leak (issue 27).
     response = client.post(url, {"action": "publish"})
-    assert response.status_code == 200 and password.encode() in response.content
-    assert not any(password in text for text in _cookie_texts(response))
-    assert password.encode() not in client.get(url).content
+    assert response.status_code == 302 and "New Argilla accounts: anna" in client.get(url).content.decode()
+    # The password an annotator chooses goes to Argilla only: no cookie, no page carries it.
+    sent = []
+    monkeypatch.setattr(argilla, "client_get", lambda: _Connection())
+    monkeypatch.setattr(argilla, "user_get_id", lambda username, *, client: "id")
+    monkeypatch.setattr(argilla, "user_password_set", lambda username, password, *, client: sent.append(password))
+    client.force_login(annotator)
+    chosen = "chosen-" + secrets.token_hex(8)
+    response = client.post(
+        reverse("annotation:my-argilla"),
+        {"current_password": PASSWORD, "password": chosen, "password_again": chosen},
+    )
+    assert response.status_code == 302 and sent == [chosen]
+    assert not any(chosen in text for text in _cookie_texts(response))
+    assert chosen.encode() not in client.get(reverse("annotation:my-argilla")).content
 
 
 # --- 6. Argilla accounts that are not annotators ---------------------------------------------

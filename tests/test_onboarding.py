@@ -1,8 +1,8 @@
-"""Annotator onboarding after publishing (issue 20): each annotator's annotation page, their
-submitted / assigned progress, a password set or reset and shown once in the response (never in
-a cookie, the session's messages or the audit log), what a queued sync found, and 403 for
-annotators. Argilla is replaced at its adapter here; the adapter call itself runs against a real
-local Argilla in the last test."""
+"""Annotator onboarding after publishing (issues 20, 27): each annotator's annotation page, their
+submitted / assigned progress, annotators setting their own Argilla password (kept nowhere: not in
+a cookie, the session's messages or the audit log; no researcher can set one), what a queued sync
+found, and 403 for annotators on study pages. Argilla is replaced at its adapter here; the
+adapter call itself runs against a real local Argilla in the last test."""
 
 from __future__ import annotations
 
@@ -14,6 +14,7 @@ import pytest
 from celery.result import AsyncResult
 from django.contrib.messages.storage.session import SessionStorage
 from django.contrib.sessions.models import Session
+from django.test import RequestFactory
 from django.urls import reverse
 from django.utils import timezone
 from django_celery_results.models import TaskResult
@@ -22,11 +23,11 @@ from annotation import views as annotation_views
 from annotation.argilla import client as argilla_client
 from annotation.argilla_services import PublishResult
 from annotation.assignment_services import study_assign
-from annotation.models import Annotator, Study
-from annotation.onboarding_services import annotation_ui_url, annotator_password_set
+from annotation.models import Study
+from annotation.onboarding_services import annotation_ui_url
 from core.models import AuditEvent
 from core.roles import Role
-from tests.support import make_user, published_keyword_study
+from tests.support import PASSWORD, api_as, make_user, published_keyword_study
 
 pytestmark = pytest.mark.django_db
 
@@ -57,6 +58,7 @@ def argilla_calls(monkeypatch) -> list[tuple[str, str]]:
     monkeypatch.setattr(
         argilla_client, "user_password_set", lambda username, password, *, client: calls.append((username, password))
     )
+    monkeypatch.setattr(argilla_client, "user_get_id", lambda username, *, client: uuid.uuid4())
     return calls
 
 
@@ -69,7 +71,9 @@ def _session_texts(client) -> list[str]:
     texts = [json.dumps(data, default=str)]
     stored = data.get(SessionStorage.session_key)
     if stored:
-        texts.extend(str(m) for m in SessionStorage(None).deserialize_messages(stored))
+        request = RequestFactory().get("/")
+        request.session = {}
+        texts.extend(str(m) for m in SessionStorage(request).deserialize_messages(stored))
     return texts
 
 
@@ -90,54 +94,58 @@ def test_access_table_links_each_annotator_to_their_page_with_progress(client, r
     assert page.count('<td class="num">0 / 6</td>') == 2
 
 
-def test_a_password_is_shown_once_in_the_response_and_kept_nowhere(client, researcher, study, argilla_calls):
-    client.force_login(researcher)
-    url = reverse("annotation:study", args=[study.pk])
+def test_an_annotator_sets_their_own_argilla_password_which_is_kept_nowhere(client, study, argilla_calls):
     anna = study.annotators.get(user__username="anna")
-    response = client.post(url, {"action": "password", "annotator": anna.pk, "password": ""})
-    assert response.status_code == 200
-    ((username, password),) = argilla_calls
-    assert username == "anna" and len(password) >= 16
-    assert response.content.decode().count(password) == 1
-    assert not any(password in text for text in _everywhere_but_the_page(client, response))
-    assert password not in client.get(url).content.decode()
-    event = AuditEvent.objects.get(verb="annotator.password.set")
-    assert event.payload == {"username": "anna"}
-    # A typed password is used as it is; a short one is refused next to the field, nothing sent.
+    client.force_login(anna.user)
+    url = reverse("annotation:my-argilla")
+    page = client.get(url).content.decode()
+    link = f"/dataset/{anna.argilla_dataset_id}/annotation-mode"
+    assert "My Argilla account" in page and link in page  # where she rates
     typed = "a-typed-secret-9"
-    page = client.post(url, {"action": "password", "annotator": anna.pk, "password": typed}).content.decode()
-    assert argilla_calls[-1] == ("anna", typed) and page.count(typed) == 1
-    refused = client.post(url, {"action": "password", "annotator": anna.pk, "password": "short"})
-    assert refused.status_code == 200 and len(argilla_calls) == 2
-    assert "at least 8 characters" in refused.content.decode()
+    form = {"current_password": PASSWORD, "password": typed, "password_again": typed}
+    response = client.post(url, form)
+    assert response.status_code == 302 and argilla_calls == [("anna", typed)]
+    assert not any(typed in text for text in _everywhere_but_the_page(client, response))
+    assert typed not in client.get(url).content.decode()
+    event = AuditEvent.objects.get(verb="annotator.argilla_password.set")
+    assert event.payload["annotator"] == "anna" and event.payload["by"] == "the annotator"
+    # Refused next to the form, nothing sent: a wrong Shiftlab password, a short or mistyped one.
+    for changed, reason in (
+        ({"current_password": "not-hers"}, "Your Shiftlab password is not right"),
+        ({"password": "short", "password_again": "short"}, "at least 8 characters"),
+        ({"password_again": "another-one-1"}, "The two passwords differ"),
+    ):
+        refused = client.post(url, {**form, **changed})
+        assert refused.status_code == 200 and reason in refused.content.decode()
+    assert len(argilla_calls) == 1
 
 
-def test_no_password_for_an_annotator_who_left(researcher, study, argilla_calls):
-    bob = study.annotators.get(user__username="bob")
-    Annotator.objects.filter(pk=bob.pk).update(status=Annotator.Status.WITHDRAWN)
-    bob.refresh_from_db()
-    with pytest.raises(Exception, match="withdrawn"):
-        annotator_password_set(annotator=bob, actor=researcher)
+def test_no_researcher_sets_an_annotators_password(client, researcher, study, argilla_calls):
+    client.force_login(researcher)
+    anna = study.annotators.get(user__username="anna")
+    url = reverse("annotation:study", args=[study.pk])
+    assert "Set password" not in client.get(url).content.decode()
+    client.post(url, {"action": "password", "annotator": anna.pk, "password": "researcher-chose-1"})
+    assert client.get(reverse("annotation:my-argilla")).status_code == 403
+    assert api_as(researcher).post("/api/me/argilla-password/", {}, format="json").status_code == 403
     assert argilla_calls == []
 
 
-def test_publishing_shows_new_passwords_in_its_response_only(client, researcher, study, monkeypatch):
-    password = "initial-" + uuid.uuid4().hex[:12]
+def test_publishing_names_new_accounts_and_shows_no_password(client, researcher, study, monkeypatch):
     monkeypatch.setattr(
         annotation_views,
         "study_publish",
-        lambda **_: PublishResult(study=study, dataset_id="d", records=6, new_accounts={"anna": password}),
+        lambda **_: PublishResult(study=study, dataset_id="d", records=6, new_accounts=("anna",)),
     )
     client.force_login(researcher)
     url = reverse("annotation:study", args=[study.pk])
     response = client.post(url, {"action": "publish"})
-    assert response.status_code == 200
-    page = response.content.decode()
-    assert page.count(password) == 1 and "Published 6 records to Argilla." in page
+    assert response.status_code == 302
+    page = client.get(url).content.decode()
+    assert "Published 6 records to Argilla." in page and "New Argilla accounts: anna" in page
+    assert "My Argilla account" in page and "password</th>" not in page
     anna = study.annotators.get(user__username="anna")
     assert f"/dataset/{anna.argilla_dataset_id}/annotation-mode" in page
-    assert not any(password in text for text in _everywhere_but_the_page(client, response))
-    assert password not in client.get(url).content.decode()
 
 
 def test_a_queued_sync_shows_when_it_finished_and_what_it_found(client, researcher, study, monkeypatch):

@@ -100,9 +100,9 @@ def world(db, django_user_model) -> World:
     bob = make_user(django_user_model, "bob-b", Role.RESEARCHER)
     vic = make_user(django_user_model, "vic-a", Role.RESEARCHER)
     adam = make_user(django_user_model, "adam", Role.ADMIN)
-    anna = make_user(django_user_model, "anna", Role.ANNOTATOR)
     a = project_create(slug="proj-a", owner=rita, actor=None)
     b = project_create(slug="proj-b", owner=bob, actor=None)
+    anna = make_user(django_user_model, "anna", Role.ANNOTATOR, roster=a)
     membership_set(project=a, user=vic, role=Membership.Role.VIEWER, actor=None)
     run_a = keyword_run(dataset_import(source=DEMO_STS, task="sts", name="demo-a", project=a), 1)
     run_b = keyword_run(dataset_import(source=DEMO_STS, task="sts", name="demo-b", project=b), 1)
@@ -269,7 +269,6 @@ PAGE_CHANGES = [
     ("annotation:study", {"action": "validate"}),
     ("annotation:study", {"action": "gate"}),
     ("annotation:study", {"action": "publish"}),
-    ("annotation:study", {"action": "password", "annotator": "{annotator}", "password": "long-enough-1"}),
     ("annotation:study", {"action": "revise", "revise-seed": "4"}),
     ("annotation:study", {"action": "reject", "annotator": "{annotator}", "reason": "careless"}),
     ("annotation:study", {"action": "replace", "annotator": "{annotator}", "reason": "left"}),

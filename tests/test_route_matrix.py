@@ -30,8 +30,9 @@ from tests.support import make_user
 pytestmark = pytest.mark.django_db
 
 PUBLIC, USER, RESEARCHER, STAFF = "public", "signed-in user", "researcher", "staff"
+ANNOTATOR = "annotator only"  # their own Argilla account: researchers and admins have none to set
 RANK = {"anonymous": 0, "annotator": 1, "researcher": 2, "admin": 3}
-NEEDS = {PUBLIC: 0, USER: 1, RESEARCHER: 2, STAFF: 3}
+NEEDS = {PUBLIC: 0, USER: 1, RESEARCHER: 2, STAFF: 3, ANNOTATOR: 1}
 
 # Who may use each route. Researcher means the 'researcher' group or an admin.
 RULES: dict[str, str] = {
@@ -58,6 +59,8 @@ RULES: dict[str, str] = {
     "admin:login": PUBLIC,
     "admin:logout": PUBLIC,
     "api-token": PUBLIC,  # exchanges a password for a token (throttled, lockout)
+    "annotation:my-argilla": ANNOTATOR,
+    "my-argilla-password": ANNOTATOR,
 }
 # Namespaces whose every route is for researchers (pages) and the API router (researchers only,
 # core.permissions.IsResearcher), unless RULES says otherwise.
@@ -190,7 +193,7 @@ def test_every_route_refuses_the_callers_its_rule_keeps_out_and_never_fails(who,
             response = getattr(client, method)(url)
             if response.status_code >= 500:
                 problems.append(f"{method.upper()} {url} ({name}): {response.status_code}")
-            elif RANK[who] < NEEDS[rule] and not _refused(response):
+            elif (RANK[who] < NEEDS[rule] or (rule == ANNOTATOR and who != "annotator")) and not _refused(response):
                 problems.append(f"{method.upper()} {url} ({name}, for {rule}) let {who} in: {response.status_code}")
             if method == "post" and user is not None and not client.session.get("_auth_user_id"):
                 client = _client(user)  # a POST to a logout route signed the caller out: sign in again

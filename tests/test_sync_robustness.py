@@ -339,8 +339,8 @@ def test_two_syncs_at_once_lose_duplicate_and_invent_nothing(argilla_server, set
 @pytest.mark.django_db
 def test_a_withdrawn_baseline_answer_keeps_its_history(argilla_server, settings, django_user_model):
     owner = _argilla(settings, argilla_server)
-    user = make_user(django_user_model, "bl-eve", Role.ANNOTATOR)
     team = Project.objects.create(slug="bl-history")
+    user = make_user(django_user_model, "bl-eve", Role.ANNOTATOR, roster=team)
     demo = django_settings.BASE_DIR / "fixtures/sts/demo-sts.csv"
     sts = dataset_import(source=demo, task="sts", name="demo-sts", project=team)
     study = baseline_create(

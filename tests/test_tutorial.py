@@ -1,7 +1,7 @@
 """docs/tutorial.md, run as written: every command of its ```bash tutorial blocks in order, against a
 test database seeded as ``make demo`` seeds it, with the embedded LLM (SmolLM2) and a real local
 Argilla server; the annotator's step (rating in Argilla) goes through Argilla's REST API with the
-password that publishing printed, and each demo page the tutorial names is opened in headless
+password the annotator chose on My Argilla account, and each demo page the tutorial names is opened in headless
 Chromium and photographed (``docs/screenshots/tutorial-*.png`` with SHIFTLAB_UPDATE_SCREENSHOTS=1,
 else ``var/screenshots/``).
 
@@ -19,6 +19,8 @@ from pathlib import Path
 import httpx
 import pytest
 from django.core.management import call_command, get_commands
+from django.test import Client
+from django.urls import reverse
 
 from annotation.models import StudyItem
 from evaluation.models import BenchmarkRun
@@ -82,12 +84,16 @@ def sign_in_to_argilla(url: str, username: str, password: str) -> httpx.Client:
 
 
 def rate_as_annotator(argilla_url: str, publish_output: str) -> int:
-    """Step 4 of the tutorial: sign in as ``annotator`` with the printed password, photograph the
-    first record, answer every record as a careful person would. Returns how many were answered.
-    The browser closes before the tutorial goes on: its event loop would stop the LLM backend's."""
-    found = re.search(r"New Argilla account annotator: initial password (\S+)", publish_output)
-    assert found, f"publishing printed no password for annotator:\n{publish_output}"
-    password = found.group(1)
+    """Step 4 of the tutorial: ``annotator`` chooses an Argilla password on My Argilla account
+    (publishing printed none), signs in to Argilla with it, photographs the first record and
+    answers every record as a careful person would. Returns how many were answered. The browser
+    closes before the tutorial goes on: its event loop would stop the LLM backend's."""
+    assert "New Argilla account annotator: they set its password themselves" in publish_output, publish_output
+    shiftlab = Client()
+    assert shiftlab.login(username="annotator", password=PASSWORD)
+    password = "annotator-chose-1"
+    chosen = {"current_password": PASSWORD, "password": password, "password_again": password}
+    assert shiftlab.post(reverse("annotation:my-argilla"), chosen).status_code == 302
     client = sign_in_to_argilla(argilla_url, "annotator", password)
     datasets = client.get("/api/v1/me/datasets").raise_for_status().json()["items"]
     assert [d["name"] for d in datasets] == ["tutorial-v1"], "the tutorial names the dataset tutorial-v1"

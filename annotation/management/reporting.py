@@ -6,7 +6,8 @@ from annotation.argilla_services import PublishResult
 
 
 def publish_report(stdout: OutputWrapper, result: PublishResult) -> None:
-    """The published dataset, and the initial password of each Argilla account created now."""
+    """The published dataset, and the Argilla accounts created now (whose password nobody is shown:
+    each annotator sets their own on Shiftlab's My Argilla account page)."""
     if result.dataset_id:
         stdout.write(f"Published {result.study} to Argilla dataset {result.dataset_id}: {result.records} records.")
     else:
@@ -14,5 +15,12 @@ def publish_report(stdout: OutputWrapper, result: PublishResult) -> None:
             f"Published {result.study} to Argilla: {result.records} records in the annotators' own datasets "
             "(each holds only that annotator's batch)."
         )
-    for username, password in result.new_accounts.items():
-        stdout.write(f"New Argilla account {username}: initial password {password}")
+    new_accounts_report(stdout, result.new_accounts)
+
+
+def new_accounts_report(stdout: OutputWrapper, usernames) -> None:
+    for username in usernames:
+        stdout.write(
+            f"New Argilla account {username}: they set its password themselves on Shiftlab's My Argilla account "
+            "page (/annotation/me/argilla/), signed in as themselves."
+        )

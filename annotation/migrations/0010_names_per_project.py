@@ -8,7 +8,7 @@ class Migration(migrations.Migration):
     deployment: another project's name is free, and no refusal reveals it (issue 27)."""
 
     dependencies = [
-        ("annotation", "0008_projects"),
+        ("annotation", "0009_frozen_and_isolated_annotators"),
         ("core", "0003_audit_project"),
         ("corpora", "0005_projects"),
         ("transforms", "0006_job_waiting"),

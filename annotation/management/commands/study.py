@@ -12,7 +12,7 @@ from annotation.design import DesignError, StudyDesign
 from annotation.design_services import study_create, study_design, study_lock, study_revise
 from annotation.gate_services import approval_decide, gate_result_current, study_gate
 from annotation.gating import gate_state_of
-from annotation.management.reporting import publish_report
+from annotation.management.reporting import new_accounts_report, publish_report
 from annotation.models import Flag, GateResult, Study
 from annotation.quality_services import study_annotator_quality
 from annotation.selectors import study_progress
@@ -294,8 +294,7 @@ class Command(BaseCommand):
             raise CommandError(f"{username} does not annotate {study}")
         result = annotator_replace(annotator=annotator, user=_user(by), reason=reason, actor=actor)
         self.stdout.write(f"{by} replaces {username} in {annotator.study}: {result.release.summary()}.")
-        for name, password in result.new_accounts.items():
-            self.stdout.write(f"New Argilla account {name}, initial password: {password} (shown once).")
+        new_accounts_report(self.stdout, result.new_accounts)
 
     def do_decide(self, *, actor, study, transformation, decision, comment, **_):
         if actor is None:

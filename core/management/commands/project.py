@@ -4,9 +4,12 @@
     manage.py project create SLUG [--name NAME] [--owner USER] [--open] [--as USER]
     manage.py project member SLUG USER [--role owner|member|viewer] [--as USER]
     manage.py project remove SLUG USER [--as USER]
+    manage.py project annotator SLUG USER [--as USER]
+    manage.py project annotator-remove SLUG USER [--as USER]
 
 Without ``--as`` the command acts as the system (an operator on the host); with it, as that user:
-only admins create projects, only admins and owners manage members.
+only admins create projects and put annotators on a project's roster, only admins and owners
+manage members and take annotators off the roster.
 """
 
 from django.core.management.base import BaseCommand, CommandError
@@ -14,6 +17,7 @@ from django.core.management.base import BaseCommand, CommandError
 from core.errors import ShiftlabError
 from core.models import Membership, Project
 from core.projects import membership_remove, membership_set, project_create, projects_readable, user_by_name
+from core.rosters import project_annotators, roster_add, roster_remove
 from core.selectors import project_list
 
 
@@ -35,13 +39,20 @@ class Command(BaseCommand):
         remove = sub.add_parser("remove", help="Take a member out of a project (admins, owners).")
         remove.add_argument("slug")
         remove.add_argument("username")
-        for p in (listing, create, member, remove):
+        annotator = sub.add_parser(
+            "annotator", help="Put an annotator on the project's roster: its studies may be published to them (admins)."
+        )
+        annotator_remove = sub.add_parser("annotator-remove", help="Take an annotator off the roster (admins, owners).")
+        for p in (annotator, annotator_remove):
+            p.add_argument("slug")
+            p.add_argument("username")
+        for p in (listing, create, member, remove, annotator, annotator_remove):
             p.add_argument("--as", dest="actor", help="Act as this user (default: the system).")
 
     def handle(self, *args, action, actor=None, **options):
         try:
             user = user_by_name(actor) if actor else None
-            getattr(self, f"do_{action}")(actor=user, **options)
+            getattr(self, f"do_{action.replace('-', '_')}")(actor=user, **options)
         except ShiftlabError as exc:
             raise CommandError(str(exc)) from exc
 
@@ -49,7 +60,10 @@ class Command(BaseCommand):
         for project, role in project_list(user=actor):
             members = ", ".join(f"{m.user.username} ({m.role})" for m in project.memberships.select_related("user"))
             flag = " open" if project.open else ""
-            self.stdout.write(f"{project.slug}{flag} [{role}]: {members or 'no members'}")
+            annotators = ", ".join(project_annotators(project).values_list("username", flat=True))
+            self.stdout.write(
+                f"{project.slug}{flag} [{role}]: {members or 'no members'}; annotators: {annotators or 'none'}"
+            )
 
     def do_create(self, *, actor, slug, name, owner, open, **_):
         owner_user = user_by_name(owner) if owner else None
@@ -65,6 +79,14 @@ class Command(BaseCommand):
         project = self._project(actor, slug)
         membership_remove(project=project, user=user_by_name(username), actor=actor)
         self.stdout.write(self.style.SUCCESS(f"{username} is no longer in {slug}."))
+
+    def do_annotator(self, *, actor, slug, username, **_):
+        roster_add(project=self._project(actor, slug), user=user_by_name(username), actor=actor)
+        self.stdout.write(self.style.SUCCESS(f"{username} is an annotator of {slug}."))
+
+    def do_annotator_remove(self, *, actor, slug, username, **_):
+        roster_remove(project=self._project(actor, slug), user=user_by_name(username), actor=actor)
+        self.stdout.write(self.style.SUCCESS(f"{username} is no longer an annotator of {slug}."))
 
     @staticmethod
     def _project(actor, slug: str) -> Project:

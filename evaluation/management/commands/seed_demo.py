@@ -1,4 +1,5 @@
-"""Seed the single-machine demo: roles, three demo users and one fixture dataset per task type.
+"""Seed the single-machine demo: roles, three demo users (the annotator on the default project's
+roster) and one fixture dataset per task type.
 
 Lives in the most downstream app so that it may seed data of every app as later features land.
 Idempotent: existing users keep their passwords, existing datasets are left alone.
@@ -12,7 +13,9 @@ from django.contrib.auth import get_user_model
 from django.contrib.auth.models import Group
 from django.core.management.base import BaseCommand
 
+from core.projects import default_project
 from core.roles import Role
+from core.rosters import roster_add
 from core.services import roles_sync
 from corpora.models import Dataset
 from corpora.services import ImportOptions, dataset_import
@@ -54,6 +57,8 @@ class Command(BaseCommand):
                 user.save()
             user.groups.add(Group.objects.get(name=role))
             self.stdout.write(f"user {username:<11} role {role:<11} {'created' if created else 'exists'}")
+        # The demo's studies live in the default project: its annotator is on that roster.
+        roster_add(project=default_project(), user=users.objects.get(username="annotator"), actor=None)
         researcher = users.objects.get(username="researcher")
         for name, task, relative in DEMO_DATASETS:
             if Dataset.objects.filter(name=name).exists():
