@@ -180,7 +180,7 @@ class StudyViewSet(ProjectScopedMixin, mixins.ListModelMixin, mixins.RetrieveMod
     def sync(self, request, pk=None):
         """Queue a sync of submitted responses (runs at once in the single-machine default)."""
         study = self.get_changeable_object()
-        if study.argilla_dataset_id is None:
+        if study.published_at is None:  # per-annotator datasets: the study itself holds no dataset id
             return Response({"detail": f"{study} is not published yet"}, status=status.HTTP_400_BAD_REQUEST)
         try:
             outcome = sync_study.delay(study.pk)

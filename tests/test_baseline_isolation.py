@@ -60,7 +60,7 @@ def _sts(slug: str, django_user_model):
 def test_each_annotator_reads_and_answers_only_their_own_baseline_records(argilla_server, settings, django_user_model):
     settings.ARGILLA_API_URL, settings.ARGILLA_API_KEY = argilla_server.url, argilla_server.api_key
     rita, team, sts = _sts("hb-iso", django_user_model)
-    users = {n: make_user(django_user_model, n, Role.ANNOTATOR) for n in ("bi-1", "bi-2", "bi-3")}
+    users = {n: make_user(django_user_model, n, Role.ANNOTATOR, roster=team) for n in ("bi-1", "bi-2", "bi-3")}
     split = next(iter(sts.splits))
     options = {"raters_per_instance": 1}
     x = baseline_create(name="hbi-x", dataset=sts, task_type="sts", n_instances=6, split=split, options=options)
@@ -120,7 +120,7 @@ def test_a_baseline_published_in_the_shared_workspace_moves_when_published_again
 ):
     settings.ARGILLA_API_URL, settings.ARGILLA_API_KEY = argilla_server.url, argilla_server.api_key
     rita, team, sts = _sts("hb-move", django_user_model)
-    users = [make_user(django_user_model, n, Role.ANNOTATOR) for n in ("bm-1", "bm-2")]
+    users = [make_user(django_user_model, n, Role.ANNOTATOR, roster=team) for n in ("bm-1", "bm-2")]
     study = baseline_create(
         name="hbm-old", dataset=sts, task_type="sts", n_instances=4, split=next(iter(sts.splits)), project=team
     )

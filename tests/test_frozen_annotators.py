@@ -46,9 +46,9 @@ DESIGN = StudyDesign(
 
 def _study(slug: str, name: str, django_user_model, usernames: tuple[str, ...]):
     rita = make_user(django_user_model, f"rita-{slug}", Role.RESEARCHER)
-    users = {n: make_user(django_user_model, n, Role.ANNOTATOR) for n in usernames}
     # Its slug is also the Argilla workspace: apart from other tests'.
     team = project_create(slug=slug, owner=rita, actor=None)
+    users = {n: make_user(django_user_model, n, Role.ANNOTATOR, roster=team) for n in usernames}
     demo = django_settings.BASE_DIR / "fixtures/sts/demo-sts.csv"
     sts = dataset_import(source=demo, task="sts", name=f"demo-sts-{slug}", project=team)
     run = transform_run_create(dataset=sts, transformation="random_keywords", seed=1, limit=16, dispatch=False)
