@@ -256,3 +256,22 @@ def test_lock_is_refused_when_controls_are_detectable_and_an_override_is_recorde
     assert exported["detectability_override"]["over_limit"]["random_keywords"] > 0.75
     read = config_read(config.document)
     assert read.transformations[0].study.detectability_override["reason"] == override
+
+
+def test_the_design_form_takes_the_detectability_limit_and_an_override():
+    from annotation.forms import StudyDesignForm
+
+    base = StudyDesign(llm_judges=())
+    form = StudyDesignForm(base=base)
+    assert form.fields["detectability_limit"].initial == 0.75
+    data = {name: value for name, value in base.to_dict().items() if name != "llm_judges"}
+    data.update(detectability_limit="0.7", detectability_override="pilot with a hand-made pool, checked by eye")
+    form = StudyDesignForm(data=data, base=base)
+    assert form.is_valid(), form.errors
+    design = form.design()
+    assert (design.detectability_limit, design.detectability_override) == (0.7, data["detectability_override"])
+    assert design.to_dict()["detectability_override"] == data["detectability_override"]
+    # Left at their defaults the new fields stay out of the design's dict, so older designs keep their hash.
+    assert "detectability_limit" not in base.to_dict() and "detectability_override" not in base.to_dict()
+    form = StudyDesignForm(data={**data, "detectability_override": "because"}, base=base)
+    assert not form.is_valid() and "at least 10 characters" in str(form.errors["detectability_override"])
