@@ -193,14 +193,15 @@ def study_history(study: Study) -> History:
 
 
 def _fresh_first(tiers: Iterator[list], history: History) -> Iterator[list]:
-    """The tiers without what ``history`` forbids, and with the candidates earlier studies used
-    as controls held back into one last tier."""
-    reused = []
+    """The tiers without what ``history`` forbids and without what earlier studies used as
+    controls, then one last tier of everything allowed (used or not: texts of a negative pair up
+    with each other, so a fresh text may need a used partner)."""
+    allowed_all = []
     for tier in tiers:
         allowed = [c for c in tier if history.allows(c)]
-        reused.extend(c for c in allowed if history.used(c))
+        allowed_all.extend(allowed)
         yield [c for c in allowed if not history.used(c)]
-    yield reused
+    yield allowed_all
 
 
 def project_datasets(study: Study):

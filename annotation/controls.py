@@ -171,12 +171,12 @@ def _is_content(word: str) -> bool:
 
 
 def keyword_list(text: str, n: int, *, prefer: str = "") -> str:
-    """``text`` as a comma-separated list of ``n`` of its distinct words (at least three, or all it
+    """``text`` as a comma-separated list of ``n`` of its distinct words (at least one, or all it
     has), in their order in the text: the shape of the keyword transformations' outputs. Content
     words (:func:`content_words`) come first, then the others; within each, words that also occur
     in ``prefer`` first (a keyword list is made of its source's words)."""
     words = list(dict.fromkeys(_WORD.findall(text)))
-    n = min(len(words), max(3, n))
+    n = min(len(words), max(1, n))
     known = {w.lower() for w in _WORD.findall(prefer)}
     rank = sorted(range(len(words)), key=lambda k: (not _is_content(words[k]), words[k].lower() not in known, k))
     keep = sorted(rank[:n])
@@ -372,6 +372,7 @@ def _best_text_pair(by_language, used: set[str], target: Shape, rng: np.random.G
     by_pool: dict[Hashable, list[tuple[TextCandidate, int]]] = {}
     for t in side_b:
         by_pool.setdefault(t[0].pool, []).append(t)
+    side_a = [t for t in side_a if t[0].pool in by_pool]  # only texts that have partners
     scored = []
     for i in _subset(len(side_a), _NEGATIVE_A_CANDIDATES, rng):
         a, words_a = side_a[i]
@@ -379,7 +380,7 @@ def _best_text_pair(by_language, used: set[str], target: Shape, rng: np.random.G
         for j in _subset(len(partners), _SHAPE_CANDIDATES, rng):
             b, words_b = partners[j]
             if b.group != a.group and b.text != a.text:
-                shown_b = min(words_b, max(3, target.words_b)) if target.keywords else words_b
+                shown_b = min(words_b, max(1, target.words_b)) if target.keywords else words_b
                 scored.append((_distance(words_a, shown_b, target), len(scored), a, b, words_a, words_b))
     for _, _, a, b, words_a, words_b in sorted(scored, key=lambda s: s[:2]):
         if content_overlap(a.text, b.text) <= MAX_NEGATIVE_OVERLAP:
