@@ -325,3 +325,21 @@ def study_control_detectability(*, study: Study) -> ControlDetectability:
         return ControlDetectability.from_dict(stored)
     items = study.items.order_by("position").only("kind", "text_a", "text_b", "language_a", "language_b")
     return items_detectability(list(items), seed=StudyDesign.from_dict(study.design).seed)
+
+
+def study_detectability_notes(study: Study) -> list[str]:
+    """Lines for the study page and ``study status``: each transformation's detectability as
+    stored at lock, and the override when the study locked with detectable controls."""
+    info = study.sample_info
+    lines = [
+        f"{name}: easy positives {ControlDetectability.from_dict(d).easy_positive.text()}, "
+        f"easy negatives {ControlDetectability.from_dict(d).easy_negative.text()}"
+        for name, d in info.get("detectability_by_transformation", {}).items()
+    ]
+    if override := info.get("detectability_override"):
+        over = ", ".join(f"{name} {auc:.2f}" for name, auc in override["over_limit"].items())
+        lines.append(
+            f"locked with detectable controls (easy-positive AUC over the limit {override['limit']:.2f}: {over}) "
+            f"because: {override['reason']}"
+        )
+    return lines

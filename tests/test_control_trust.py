@@ -5,9 +5,11 @@ detectable controls. Random-keyword runs (no LLM) over the demo datasets, real d
 
 import json
 from datetime import UTC, datetime
+from io import StringIO
 
 import pytest
 from django.conf import settings
+from django.core.management import call_command
 
 from annotation.assignment_services import study_assign
 from annotation.config_schema import config_read
@@ -21,7 +23,7 @@ from core.errors import ShiftlabError
 from core.models import AuditEvent, Project
 from core.roles import Role
 from corpora.services import dataset_import
-from tests.support import make_user
+from tests.support import make_user, page_as
 from transforms.services import transform_run_create
 from transforms.tasks import start_run
 
@@ -245,6 +247,12 @@ def test_lock_is_refused_when_controls_are_detectable_and_an_override_is_recorde
     assert recorded["reason"] == override and recorded["over_limit"]["random_keywords"] > 0.75
     entry = AuditEvent.objects.get(verb="study.lock", object_id=str(study.pk))
     assert entry.payload["sample"]["detectability_override"]["reason"] == override
+    out = StringIO()
+    call_command("study", "status", "detectable-ok", stdout=out)
+    assert "random_keywords: easy positives" in out.getvalue()
+    assert "locked with detectable controls" in out.getvalue() and override in out.getvalue()
+    page = page_as(rita).get(f"/annotation/studies/{study.pk}/").content.decode()
+    assert "locked with detectable controls" in page and "random_keywords: easy positives" in page
 
     result = GateResult.objects.create(
         study=study, transformation="random_keywords", passed=True, evidence={}, evidence_hash="0" * 64
