@@ -43,6 +43,7 @@ from annotation.controls import (
     Shape,
     TextCandidate,
     draw_controls,
+    word_overlap,
 )
 from annotation.design import StudyDesign
 from annotation.detectability import ControlDetectability, Record, control_detectability
@@ -280,6 +281,7 @@ def study_controls_draw(
             word_count(b),
             normalized_edit_distance(a, b),
             transformation=t,
+            overlap=word_overlap(a, b),
             keywords=t in KEYWORD_TRANSFORMATIONS,
         )
         for a, b, la, lb, t in real

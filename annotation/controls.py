@@ -19,7 +19,8 @@ Controls must not stand out among the real items, so :func:`draw_controls`
 - makes each control copy the shape of a randomly drawn real item of one transformation and
   pattern (controls are shared over transformations and patterns in proportion to their real
   items): the word count of text A, the length ratio B/A and, for easy positives, how much B
-  rewrites A (normalised word edit distance); the closest of up to 256 candidates is taken. For a
+  rewrites A (normalised word edit distance) and how many words they share (word overlap); the
+  closest of up to 256 candidates is taken. For a
   transformation whose output is a keyword list (``keywords``, ``random_keywords``) text B becomes
   a keyword list too (:func:`keyword_list`, the real item's number of words, content words
   first): of text A's own words for an easy positive (a gold pair supplies text A; a text whose
@@ -82,6 +83,7 @@ class Shape:
     words_b: int
     edit: float = 0.0
     transformation: str = ""
+    overlap: float | None = None  # word overlap of the texts (``word_overlap``), matched by positives when given
     keywords: bool = False  # the real item's text B is a keyword list
 
     @property
@@ -209,6 +211,14 @@ def _word_list(text: str) -> list[str]:
 def is_punctuation_edit(a: str, b: str) -> bool:
     """Whether two texts have the same words (ignoring case and punctuation): not a rewrite."""
     return _word_list(a) == _word_list(b)
+
+
+def word_overlap(a: str, b: str) -> float:
+    """Jaccard overlap of the texts' lower-cased words (1 when both have none), as the
+    detectability check measures it."""
+    wa, wb = set(_word_list(a)), set(_word_list(b))
+    union = wa | wb
+    return len(wa & wb) / len(union) if union else 1.0
 
 
 def content_overlap(a: str, b: str) -> float:
@@ -345,6 +355,8 @@ def _best_pair(
     def distance(pair: tuple[_Oriented, _Oriented]) -> float:
         original, c = pair
         shape = _distance(c.words_a, c.words_b, target)
+        if rewrites and target.overlap is not None:
+            shape += abs(word_overlap(c.text_a, c.text_b) - target.overlap)
         if reshape and rewrites and not original.as_given:
             # A list that drops content words of its text loses meaning: any candidate whose list
             # keeps them all comes first.
