@@ -3,6 +3,7 @@
 
 Usage: .venv/bin/python benchmarks/control_detectability.py [--pairs 30] [--items 40] [--seeds 5]
            [--model qwen2.5-coder-1.5b-instruct] [--data-dir DIR]
+           [--all-transformations [--generate-only] [--shared-data DIR]]
 
 Runs paraphrase and summarisation with the embedded llama.cpp server over ``--pairs`` pairs of
 STS-B (English test set, from ../shared/data; the demo STS fixture when that is absent), in a
@@ -25,6 +26,15 @@ indistinguishable), and the easy-positive AUC without the shared-text feature, f
 - NEW: the controls ``study_lock`` draws now (``annotation.controls``/``control_services``).
 
 Both use the same real items. The issue's goal: easy-positive AUC ≤ 0.75 with the new construction.
+``--all-transformations`` (issue 27): every transformation of ``transforms/registry.py`` over the
+first ``--pairs`` pairs of STS-B (``--shared-data`` names the shared/data folder when it is not
+next to the checkout), with gold translation pairs (STS-B sentences against their stsb-multi-mt
+translations, rows never transformed) imported for the translations; runs already in
+``--data-dir`` are reused (``--generate-only`` makes them and stops). Then one study per
+transformation and seed (up to ``--items`` real items, 4 controls per 5) is locked with an
+override and deleted again, so each is measured as the first study of its project; it prints the
+easy-positive and easy-negative AUC and whether the default limit (0.75) would refuse the lock.
+
 The model is fetched into ``var/models`` on first use (``make models``); SmolLM2
 (``smollm2-135m-instruct``) is faster but mostly copies its input.
 """
