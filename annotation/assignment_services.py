@@ -88,7 +88,9 @@ def _append(annotator: Annotator, slots: Sequence[Slot]) -> None:
 def _give(annotator: Annotator, items: Sequence[int], *, design, label: str) -> None:
     """Append ``items`` to the annotator's queue: they fill its last batch, then new batches get
     controls the annotator has not had yet, here or in another study (``assignment.queue_extend``)."""
-    positives, negatives = _fresh_controls(annotator, *_controls(annotator.study))
+    all_positives, all_negatives = _controls(annotator.study)
+    positives, negatives = _fresh_controls(annotator, all_positives, all_negatives)
+    met = len(all_positives) + len(all_negatives) - len(positives) - len(negatives)
     try:
         slots = queue_extend(
             _queue(annotator),
@@ -100,7 +102,13 @@ def _give(annotator: Annotator, items: Sequence[int], *, design, label: str) -> 
             rng=seeded_rng(design.seed, label),
         )
     except ValueError as exc:
-        raise ShiftlabError(f"cannot give {len(items)} more items to {annotator}: {exc}") from exc
+        hint = (
+            f" ({met} of the study's controls are kept from them: they met them in another study; give the "
+            "items to another annotator, or lock a revision with more controls)"
+            if met
+            else ""
+        )
+        raise ShiftlabError(f"cannot give {len(items)} more items to {annotator}: {exc}{hint}") from exc
     _append(annotator, slots)
 
 
