@@ -18,7 +18,7 @@ Items and annotators are opaque integer keys (database ids); randomness comes fr
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -97,8 +97,11 @@ def draw_assignment(
     batch_size: int,
     controls_per_batch: int,
     rng: np.random.Generator,
+    met: Mapping[int, Collection[int]] | None = None,
 ) -> dict[int, list[Slot]]:
     """Each annotator's queue, in the order they should see it.
+
+    ``met`` (annotator -> controls) keeps from an annotator the controls they met in another study.
 
     Real items are taken in a seeded order and each goes to the ``raters_per_item`` annotators
     with the fewest items so far (ties broken at random), so loads differ by at most one. Each
@@ -119,13 +122,24 @@ def draw_assignment(
             load[a] += 1
         for a in chosen:  # fresh tie-breaks, so equal loads do not always favour the same people
             tiebreak[a] = float(rng.random())
-    most = max((len(v) for v in mine.values()), default=0)
-    need = controls_needed(most, batch_size=batch_size, controls_per_batch=controls_per_batch)
-    if need > len(positives) + len(negatives):
-        raise ValueError(
-            f"a queue of {most} items needs {need} distinct controls, but the study has "
-            f"{len(positives) + len(negatives)}"
+    met = met or {}
+    usable = {
+        a: (
+            [c for c in positives if c not in met.get(a, ())],
+            [c for c in negatives if c not in met.get(a, ())],
         )
+        for a in annotators
+    }
+    for a in annotators:
+        need = controls_needed(len(mine[a]), batch_size=batch_size, controls_per_batch=controls_per_batch)
+        have = len(usable[a][0]) + len(usable[a][1])
+        if need > have:
+            seen = len(positives) + len(negatives) - have
+            raise ValueError(
+                f"a queue of {len(mine[a])} items needs {need} distinct controls, but the study has "
+                f"{len(positives) + len(negatives)}"
+                + (f", {seen} of which annotator {a} already met in another study" if seen else "")
+            )
     queues = {}
     for a in annotators:
         # Each queue keeps the common (seeded) item order across batches, shuffled only inside a
@@ -133,7 +147,7 @@ def draw_assignment(
         # which is what lets a sequential gate settle before every item is rated.
         queues[a] = _batches(
             mine[a],
-            _control_order(positives, negatives, rng),
+            _control_order(*usable[a], rng),
             first_batch=0,
             batch_size=batch_size,
             controls_per_batch=controls_per_batch,

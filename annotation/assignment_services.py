@@ -49,6 +49,28 @@ def _controls(study: Study) -> tuple[list[int], list[int]]:
     return positives, negatives
 
 
+def controls_met_elsewhere(annotator: Annotator) -> set[int]:
+    """This study's controls the annotator's user must not get: a control whose text A or text B
+    they met in a control of another study (assigned there, whether rated or not)."""
+    seen = set()
+    for text_a, text_b in (
+        Assignment.objects.filter(annotator__user_id=annotator.user_id)
+        .exclude(annotator__study_id=annotator.study_id)
+        .exclude(study_item__kind=ItemKind.REAL)
+        .values_list("study_item__text_a", "study_item__text_b")
+    ):
+        seen.update((text_a, text_b))
+    if not seen:
+        return set()
+    controls = StudyItem.objects.filter(study_id=annotator.study_id).exclude(kind=ItemKind.REAL)
+    return {pk for pk, a, b in controls.values_list("pk", "text_a", "text_b") if a in seen or b in seen}
+
+
+def _fresh_controls(annotator: Annotator, positives: list[int], negatives: list[int]) -> tuple[list[int], list[int]]:
+    met = controls_met_elsewhere(annotator)
+    return [c for c in positives if c not in met], [c for c in negatives if c not in met]
+
+
 def _queue(annotator: Annotator) -> list[Slot]:
     rows = annotator.assignments.filter(active=True).select_related("study_item").order_by("position")
     return [Slot(a.study_item_id, a.study_item.kind != ItemKind.REAL, a.batch) for a in rows]
@@ -65,8 +87,10 @@ def _append(annotator: Annotator, slots: Sequence[Slot]) -> None:
 
 def _give(annotator: Annotator, items: Sequence[int], *, design, label: str) -> None:
     """Append ``items`` to the annotator's queue: they fill its last batch, then new batches get
-    controls the annotator has not had yet (``assignment.queue_extend``)."""
-    positives, negatives = _controls(annotator.study)
+    controls the annotator has not had yet, here or in another study (``assignment.queue_extend``)."""
+    all_positives, all_negatives = _controls(annotator.study)
+    positives, negatives = _fresh_controls(annotator, all_positives, all_negatives)
+    met = len(all_positives) + len(all_negatives) - len(positives) - len(negatives)
     try:
         slots = queue_extend(
             _queue(annotator),
@@ -78,7 +102,13 @@ def _give(annotator: Annotator, items: Sequence[int], *, design, label: str) -> 
             rng=seeded_rng(design.seed, label),
         )
     except ValueError as exc:
-        raise ShiftlabError(f"cannot give {len(items)} more items to {annotator}: {exc}") from exc
+        hint = (
+            f" ({met} of the study's controls are kept from them: they met them in another study; give the "
+            "items to another annotator, or lock a revision with more controls)"
+            if met
+            else ""
+        )
+        raise ShiftlabError(f"cannot give {len(items)} more items to {annotator}: {exc}{hint}") from exc
     _append(annotator, slots)
 
 
@@ -153,8 +183,7 @@ def _pull(study: Study, design) -> dict[str, int]:
                 slots = next_batch(
                     queue,
                     items,
-                    positives,
-                    negatives,
+                    *_fresh_controls(annotator, positives, negatives),
                     controls_per_batch=design.controls_per_batch,
                     rng=seeded_rng(design.seed, f"pull-{annotator.pk}-{len(queue)}"),
                 )
@@ -225,7 +254,7 @@ def study_assign(*, study: Study, users: Sequence[AbstractBaseUser], actor: Abst
             _pull(study, design)  # newcomers simply start pulling: nothing needs to move
         elif first:
             positives, negatives = _controls(study)
-            active = list(study.annotators.filter(status=Annotator.Status.ACTIVE).order_by("pk"))
+            active = list(study.annotators.filter(status=Annotator.Status.ACTIVE).select_related("user").order_by("pk"))
             real = list(study.items.filter(kind=ItemKind.REAL).order_by("position").values_list("pk", flat=True))
             try:
                 queues = draw_assignment(
@@ -237,9 +266,18 @@ def study_assign(*, study: Study, users: Sequence[AbstractBaseUser], actor: Abst
                     batch_size=design.batch_size,
                     controls_per_batch=design.controls_per_batch,
                     rng=seeded_rng(design.seed, "assignment"),
+                    met=(met := {a.pk: controls_met_elsewhere(a) for a in active}),
                 )
             except ValueError as exc:
-                raise ShiftlabError(f"cannot assign {study}: {exc}") from exc
+                who = ", ".join(a.user.get_username() for a in active if met.get(a.pk))
+                hint = (
+                    f" ({who} met some of its controls in another study and never gets them again: lock a "
+                    "revision with more controls, e.g. a control pool or more controls per batch, or publish to "
+                    "other annotators)"
+                    if who
+                    else ""
+                )
+                raise ShiftlabError(f"cannot assign {study}: {exc}{hint}") from exc
             for annotator in active:
                 _append(annotator, queues[annotator.pk])
         else:

@@ -94,6 +94,9 @@ class StudyEntry:
     version: int
     design_hash: str
     design: Mapping[str, Any]
+    # Present when the study was locked although its controls were detectable: the reason, the
+    # limit and each transformation's easy-positive AUC over it (annotation.design_services).
+    detectability_override: Mapping[str, Any] | None = None
 
 
 @dataclass(frozen=True)
@@ -302,6 +305,7 @@ def _transformation(r: _Reader) -> TransformationEntry:
             version=study.integer("version"),
             design_hash=study.string("design_hash"),
             design=study.mapping("design").data,
+            detectability_override=_override(study),
         ),
         runs=r.items("runs", _run, non_empty=True),
         approval=ApprovalEntry(
@@ -315,8 +319,24 @@ def _transformation(r: _Reader) -> TransformationEntry:
         ),
     )
     for part in (r, study, approval, gate):
-        part.done()
+        part.done(optional=("detectability_override",) if part is study else ())
     return entry
+
+
+def _override(study: _Reader) -> Mapping[str, Any] | None:
+    if "detectability_override" not in study.data:
+        return None
+    override = study.mapping("detectability_override")
+    override.string("reason", non_empty=True)
+    limit = override.get("limit")
+    if isinstance(limit, bool) or not isinstance(limit, int | float):
+        raise ConfigError(override.at("limit"), f"expected a number, got {_kind(limit)}")
+    over = override.mapping("over_limit")
+    for name, auc in over.data.items():
+        if isinstance(auc, bool) or not isinstance(auc, int | float):
+            raise ConfigError(over.at(name), f"expected a number, got {_kind(auc)}")
+    override.done()
+    return override.data
 
 
 def _run(r: _Reader) -> RunEntry:

@@ -129,7 +129,9 @@ def control_pool_parse(rows: Sequence[RawRow], *, source: str) -> tuple[tuple[It
             problems.append(Problem(source, row.line, f"the same pair as line {seen[(text_a, text_b)]}"))
             continue
         seen[(text_a, text_b)] = row.line
-        pairs.append((ItemKind(kind), PairCandidate(text_a, text_b, language_a, language_b, origin=POOL_ORIGIN)))
+        pairs.append(
+            (ItemKind(kind), PairCandidate(text_a, text_b, language_a, language_b, origin=POOL_ORIGIN, as_given=True))
+        )
     if not pairs and not problems:
         problems.append(Problem(source, None, "the control pool holds no pairs"))
     if problems:

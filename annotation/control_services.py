@@ -3,13 +3,10 @@ easily the drawn controls can be told from the real items.
 
 Easy positives come, in this order of preference, from
 1. the researcher's control pool file (``annotation.control_pool``);
-2. pairs validated in earlier studies: real items of another study whose transformation was
-   approved on its current gate result and whose counted ratings (active, by annotators not
-   rejected whose control check passed at the last validation) are all at the top of every
-   question, from at least the design's raters per item;
-3. gold paraphrase pairs of the study's own datasets: STS pairs whose gold score is in the top
+2. gold paraphrase pairs of the study's own datasets: STS pairs whose gold score is in the top
    tenth of the scale (≥ 4.5 on 0–5), pair-classification pairs labelled 1;
-4. the same from the other imported datasets whose languages fit the study's.
+3. the same from the other datasets of the study's project, and datasets marked ``shared``, whose
+   languages fit the study's. Nothing of another project is ever read.
 
 Easy negatives come from
 1. the pool file;
@@ -17,34 +14,47 @@ Easy negatives come from
    the output of another held-back item of the same run (the real items' languages and style);
 3. other texts of the study's datasets, paired with each other.
 
+Expected answers therefore come from gold data (a dataset's gold score, or the kind a researcher
+declared in the pool) only. Real items of earlier studies are never controls, even when their
+raters agreed (the pairs "validated in earlier studies" of issue 14 are no longer drawn): a pair
+rated as a real item in any study of the project, in either order, is never a control, nor is a
+transformed text shown as a real item there (its text B). Candidates that served as controls in
+an earlier study of the project come last, after every fresh one, so that revisions and later
+studies draw new controls while there are any; the assignment
+(``assignment_services``) never gives an annotator a control whose text they met in a control of
+another study.
+
 Nothing of this reaches Argilla: controls become ``StudyItem`` rows like the real items.
 """
 
 from __future__ import annotations
 
-from collections import defaultdict
 from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
+
+from django.db.models import Q
 
 from annotation.control_pool import POOL_ORIGIN
 from annotation.controls import (
     ControlPair,
     ControlShortage,
-    ControlStatus,
     ItemKind,
     PairCandidate,
     Shape,
     TextCandidate,
     draw_controls,
+    word_overlap,
 )
 from annotation.design import StudyDesign
 from annotation.detectability import ControlDetectability, Record, control_detectability
-from annotation.models import Annotator, Approval, GateResult, Rating, Study, StudyItem
+from annotation.models import Study, StudyItem
 from annotation.sampling import seeded_rng
 from core.errors import ShiftlabError
 from corpora.models import Dataset, DatasetItem
 from corpora.task_types import TaskType, task_spec
 from transforms.attempts import side_language
 from transforms.models import TransformedItem
+from transforms.registry import KEYWORD_TRANSFORMATIONS
 from transforms.text_metrics import normalized_edit_distance, word_count
 
 GOLD_TASKS = (TaskType.STS, TaskType.PAIR_CLASSIFICATION)
@@ -114,55 +124,6 @@ def _fits(dataset: Dataset, patterns: set[tuple[str, str]]) -> bool:
     return False
 
 
-def _validated_pairs(study: Study) -> list[PairCandidate]:
-    """Real items of other studies that raters found perfect, in approved transformations."""
-    current: dict[tuple[int, str], int] = {}
-    results = GateResult.objects.exclude(study=study).order_by("study_id", "transformation", "-created_at", "-id")
-    for row in results.values("id", "study_id", "transformation"):
-        current.setdefault((row["study_id"], row["transformation"]), row["id"])
-    approved = set(
-        Approval.objects.filter(gate_result_id__in=current.values(), decision=Approval.Decision.APPROVE).values_list(
-            "gate_result_id", flat=True
-        )
-    )
-    pairs = []
-    for (study_id, transformation), result_id in sorted(current.items()):
-        if result_id not in approved:
-            continue
-        other = Study.objects.get(pk=study_id)
-        design = StudyDesign.from_dict(other.design)
-        ratings = (
-            Rating.objects.filter(
-                study_item__study=other,
-                study_item__kind=ItemKind.REAL,
-                study_item__transformation=transformation,
-                active=True,
-                annotator__control_status=ControlStatus.PASSED,
-            )
-            .exclude(annotator__status=Annotator.Status.REJECTED)
-            .select_related("study_item")
-            .order_by("study_item__position", "annotator_id", "question")
-        )
-        by_item: dict[int, dict[str, list[int]]] = defaultdict(lambda: defaultdict(list))
-        items = {}
-        for rating in ratings:
-            by_item[rating.study_item_id][rating.question].append(rating.value)
-            items[rating.study_item_id] = rating.study_item
-        for item_id, answers in by_item.items():
-            perfect = all(
-                len(answers.get(q.name, [])) >= design.raters_per_item and set(answers[q.name]) == {q.high}
-                for q in design.questions
-            )
-            if perfect:
-                item = items[item_id]
-                pairs.append(
-                    PairCandidate(
-                        item.text_a, item.text_b, item.language_a, item.language_b, origin=f"validated:{other}"
-                    )
-                )
-    return pairs
-
-
 def _held_back_texts(held_back: Sequence[TransformedItem]) -> list[TextCandidate]:
     texts = []
     for out in held_back:
@@ -193,19 +154,78 @@ def _dataset_texts(datasets: Sequence[Dataset]) -> list[TextCandidate]:
     return texts
 
 
+@dataclass(frozen=True)
+class History:
+    """What earlier studies of the project showed: the (text A, text B) pairs and the texts B of
+    their real items, and the texts of their controls."""
+
+    real_pairs: frozenset[tuple[str, str]]
+    real_outputs: frozenset[str]
+    control_texts: frozenset[str]
+
+    def allows(self, candidate: PairCandidate | TextCandidate) -> bool:
+        """Never a pair that was a real item (either order), nor a text shown as a real item's output."""
+        if isinstance(candidate, TextCandidate):
+            return candidate.text not in self.real_outputs
+        pair = (candidate.text_a, candidate.text_b)
+        return (
+            pair not in self.real_pairs
+            and pair[::-1] not in self.real_pairs
+            and not {candidate.text_a, candidate.text_b} & self.real_outputs
+        )
+
+    def used(self, candidate: PairCandidate | TextCandidate) -> bool:
+        """Shown as (part of) a control in an earlier study."""
+        if isinstance(candidate, TextCandidate):
+            return candidate.text in self.control_texts
+        return bool({candidate.text_a, candidate.text_b} & self.control_texts)
+
+
+def study_history(study: Study) -> History:
+    """The real items and controls of the project's other studies (``History``)."""
+    items = StudyItem.objects.filter(study__project_id=study.project_id).exclude(study=study)
+    real = list(items.filter(kind=ItemKind.REAL).values_list("text_a", "text_b"))
+    controls = items.exclude(kind=ItemKind.REAL).values_list("text_a", "text_b")
+    return History(
+        real_pairs=frozenset(real),
+        real_outputs=frozenset(b for _, b in real),
+        control_texts=frozenset(t for pair in controls for t in pair),
+    )
+
+
+def _fresh_first(tiers: Iterator[list], history: History) -> Iterator[list]:
+    """The tiers without what ``history`` forbids and without what earlier studies used as
+    controls, then one last tier of everything allowed (used or not: texts of a negative pair up
+    with each other, so a fresh text may need a used partner)."""
+    allowed_all = []
+    for tier in tiers:
+        allowed = [c for c in tier if history.allows(c)]
+        allowed_all.extend(allowed)
+        yield [c for c in allowed if not history.used(c)]
+    yield allowed_all
+
+
+def project_datasets(study: Study):
+    """Datasets a study may draw controls from: its project's and those shared on purpose."""
+    return Dataset.objects.filter(Q(project_id=study.project_id) | Q(shared=True))
+
+
+def _own_datasets(study: Study) -> list[Dataset]:
+    return list(Dataset.objects.filter(transform_runs__in=study.runs.all()).distinct().order_by("name"))
+
+
 def _positive_tiers(study: Study, pool, patterns: set[tuple[str, str]]) -> Iterator[list[PairCandidate]]:
     yield [pair for kind, pair in pool if kind == ItemKind.EASY_POSITIVE]
-    yield _validated_pairs(study)
-    own = Dataset.objects.filter(transform_runs__in=study.runs.all()).distinct().order_by("name")
+    own = _own_datasets(study)
     yield _gold_pairs([d for d in own if d.task_type in GOLD_TASKS])
-    others = Dataset.objects.filter(task_type__in=GOLD_TASKS).exclude(pk__in=[d.pk for d in own]).order_by("name")
-    yield _gold_pairs([d for d in others if _fits(d, patterns)])
+    others = project_datasets(study).filter(task_type__in=GOLD_TASKS).exclude(pk__in=[d.pk for d in own])
+    yield _gold_pairs([d for d in others.order_by("name") if _fits(d, patterns)])
 
 
 def _negative_tiers(study: Study, pool, held_back: Sequence[TransformedItem]) -> Iterator[list]:
     yield [pair for kind, pair in pool if kind == ItemKind.EASY_NEGATIVE]
     yield _held_back_texts(held_back)
-    yield _dataset_texts(list(Dataset.objects.filter(transform_runs__in=study.runs.all()).distinct().order_by("name")))
+    yield _dataset_texts(_own_datasets(study))
 
 
 def _shortage_message(study: Study, exc: ControlShortage) -> str:
@@ -233,9 +253,11 @@ def _shortage_message(study: Study, exc: ControlShortage) -> str:
         + ". Supply pairs in a control pool file (JSONL or CSV with columns text_a, text_b, "
         f"kind={example.kind.value}, language_a={example.pattern[0] or 'xx'}, "
         f"language_b={example.pattern[1] or 'xx'}) and lock with "
-        f"`manage.py study lock {study.name}@{study.version} --control-pool FILE`, import a dataset with "
-        "gold paraphrase pairs in these languages (STS or pair classification), or sample fewer items "
-        "(design.items_per_transformation). See docs/annotation.md, 'Sampling and control items'."
+        f"`manage.py study lock {study.name}@{study.version} --control-pool FILE`, import into project "
+        f"{study.project} a dataset with gold paraphrase pairs in these languages (STS or pair classification; "
+        "controls come only from the study's project and datasets shared on purpose, never from real items of "
+        "earlier studies), or sample fewer items (design.items_per_transformation). See docs/annotation.md, "
+        "'Sampling and control items'."
     )
 
 
@@ -243,23 +265,36 @@ def study_controls_draw(
     *,
     study: Study,
     design: StudyDesign,
-    real: Sequence[tuple[str, str, str, str]],
+    real: Sequence[tuple[str, str, str, str, str]],
     held_back: Sequence[TransformedItem],
     n: int,
     pool: Sequence[tuple[ItemKind, PairCandidate]] = (),
 ) -> list[ControlPair]:
     """``n`` controls for ``study`` whose real items are ``real`` (text A, text B, language A,
-    language B); ``held_back`` are the successful outputs of its runs that were not sampled.
+    language B, transformation); ``held_back`` are the successful outputs of its runs that were not sampled.
     Raises ``ShiftlabError`` saying what is missing and how to supply it."""
-    shapes = [Shape(la, lb, word_count(a), word_count(b), normalized_edit_distance(a, b)) for a, b, la, lb in real]
+    shapes = [
+        Shape(
+            la,
+            lb,
+            word_count(a),
+            word_count(b),
+            normalized_edit_distance(a, b),
+            transformation=t,
+            overlap=word_overlap(a, b),
+            keywords=t in KEYWORD_TRANSFORMATIONS,
+        )
+        for a, b, la, lb, t in real
+    ]
     patterns = {s.pattern for s in shapes}
+    history = study_history(study)
     try:
         return draw_controls(
             shapes,
             n=n,
-            positives=_positive_tiers(study, pool, patterns),
-            negatives=_negative_tiers(study, pool, held_back),
-            taken={t for a, b, _, _ in real for t in (a, b)},
+            positives=_fresh_first(_positive_tiers(study, pool, patterns), history),
+            negatives=_fresh_first(_negative_tiers(study, pool, held_back), history),
+            taken={t for a, b, *_ in real for t in (a, b)},
             rng=seeded_rng(design.seed, "controls"),
         )
     except ControlShortage as exc:
@@ -272,6 +307,18 @@ def items_detectability(items: Sequence[StudyItem], *, seed: int) -> ControlDete
     return control_detectability(records, rng=seeded_rng(seed, "detectability"))
 
 
+def detectability_by_transformation(
+    items: Sequence[StudyItem], imitates: dict[int, str], *, seed: int
+) -> dict[str, ControlDetectability]:
+    """The detectability check per transformation: its real items against the controls shaped
+    after them (``imitates``: id of a control row -> transformation), items in position order."""
+    out = {}
+    for name in sorted({i.transformation for i in items if i.kind == ItemKind.REAL}):
+        mine = [i for i in items if (i.transformation if i.kind == ItemKind.REAL else imitates.get(id(i))) == name]
+        out[name] = items_detectability(mine, seed=seed)
+    return out
+
+
 def study_control_detectability(*, study: Study) -> ControlDetectability:
     """How well cheap features tell the study's controls from its real items (cross-validated
     AUC; see ``annotation.detectability``). Computed once at lock, when the items are drawn, and
@@ -280,3 +327,21 @@ def study_control_detectability(*, study: Study) -> ControlDetectability:
         return ControlDetectability.from_dict(stored)
     items = study.items.order_by("position").only("kind", "text_a", "text_b", "language_a", "language_b")
     return items_detectability(list(items), seed=StudyDesign.from_dict(study.design).seed)
+
+
+def study_detectability_notes(study: Study) -> list[str]:
+    """Lines for the study page and ``study status``: each transformation's detectability as
+    stored at lock, and the override when the study locked with detectable controls."""
+    info = study.sample_info
+    lines = [
+        f"{name}: easy positives {ControlDetectability.from_dict(d).easy_positive.text()}, "
+        f"easy negatives {ControlDetectability.from_dict(d).easy_negative.text()}"
+        for name, d in info.get("detectability_by_transformation", {}).items()
+    ]
+    if override := info.get("detectability_override"):
+        over = ", ".join(f"{name} {auc:.2f}" for name, auc in override["over_limit"].items())
+        lines.append(
+            f"locked with detectable controls (easy-positive AUC over the limit {override['limit']:.2f}: {over}) "
+            f"because: {override['reason']}"
+        )
+    return lines

@@ -75,6 +75,10 @@ JUDGE_KIND_OF_QUESTION = {"quality": "quality", "fluency": "fluency", "similarit
 
 
 ASSIGNMENT_MODES = ("fixed", "pull")
+DEFAULT_DETECTABILITY_LIMIT = 0.75
+# Fields added after designs were first hashed: left out of ``to_dict`` (and so of the hash) while
+# they hold their default, so designs written before them keep their hash.
+_LATER_DEFAULTS = {"detectability_limit": DEFAULT_DETECTABILITY_LIMIT, "detectability_override": ""}
 
 
 class DesignError(ValueError):
@@ -117,6 +121,12 @@ class StudyDesign:
     # work follows the annotators who rate (loads may differ; needs batches_released >= 1).
     assignment: str = "fixed"
     guidelines: str = ""
+    # Locking is refused when a transformation's easy positives can be told from its real items
+    # with a cross-validated AUC above this (annotation.detectability), unless
+    # ``detectability_override`` gives the reason to lock anyway (recorded in the audit log and
+    # in the exported config).
+    detectability_limit: float = DEFAULT_DETECTABILITY_LIMIT
+    detectability_override: str = ""
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "kind", _choice(StudyKind, self.kind, "kind"))
@@ -137,6 +147,7 @@ class StudyDesign:
             ("flag_low_competence", self.flag_low_competence, 0, 1),
             ("acceptance_threshold", self.acceptance_threshold, 0, 5),
             ("batches_released", self.batches_released, 0, 10_000),
+            ("detectability_limit", self.detectability_limit, 0.5, 1),
         )
         for name, value, low, high in checks:
             if isinstance(value, bool) or not isinstance(value, int | float) or not low <= value <= high:
@@ -148,6 +159,17 @@ class StudyDesign:
             raise DesignError(
                 "design.assignment 'pull' hands out batches as annotators finish them: set batches_released "
                 "to at least 1 (how many unfinished batches an annotator holds at once)"
+            )
+        if not isinstance(self.detectability_override, str):
+            raise DesignError(
+                f"design.detectability_override must be text (the reason to lock with detectable controls), "
+                f"got {self.detectability_override!r}"
+            )
+        object.__setattr__(self, "detectability_override", self.detectability_override.strip())
+        if self.detectability_override and len(self.detectability_override) < 10:
+            raise DesignError(
+                "design.detectability_override must say why controls that can be told apart are acceptable "
+                "(at least 10 characters); leave it empty to have such a lock refused"
             )
         if self.min_control_ratings > 0 and self.controls_per_batch == 0:
             raise DesignError("design.min_control_ratings > 0 needs controls: set controls_per_batch to at least 1")
@@ -184,6 +206,9 @@ class StudyDesign:
         data = asdict(self)
         data["kind"] = self.kind.value
         data["llm_judges"] = list(self.llm_judges)
+        for name, default in _LATER_DEFAULTS.items():
+            if data[name] == default:
+                del data[name]
         return data
 
     @property

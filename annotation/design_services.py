@@ -15,7 +15,12 @@ from django.db import transaction
 from django.db.models import Count
 from django.utils import timezone
 
-from annotation.control_services import items_detectability, source_language, study_controls_draw
+from annotation.control_services import (
+    detectability_by_transformation,
+    items_detectability,
+    source_language,
+    study_controls_draw,
+)
 from annotation.controls import ItemKind, PairCandidate, expected_value
 from annotation.controls import n_controls as controls_needed
 from annotation.design import DesignContext, DesignProblem, StudyDesign, design_problems
@@ -192,6 +197,34 @@ def _source_key(out: TransformedItem) -> str:
     return " ".join(out.source_text.split()).lower()
 
 
+def _over_limit(per_transformation, design: StudyDesign) -> dict[str, float]:
+    """Transformation -> easy-positive AUC, for those above the design's detectability limit."""
+    return {
+        name: round(result.easy_positive.auc, 4)
+        for name, result in per_transformation.items()
+        if result.easy_positive.auc is not None and result.easy_positive.auc > design.detectability_limit
+    }
+
+
+def _detectable_message(study: Study, design: StudyDesign, per_transformation, over: dict[str, float]) -> str:
+    parts = [
+        f"{name}: easy-positive AUC {auc:.2f} over {per_transformation[name].easy_positive.n_controls} controls "
+        f"and {per_transformation[name].easy_positive.n_real} real items"
+        for name, auc in over.items()
+    ]
+    return (
+        f"cannot lock {study}: annotators could tell its controls from its real items. "
+        f"Detectability above design.detectability_limit {design.detectability_limit:.2f} "
+        f"(cross-validated AUC, 0.5 = indistinguishable) for {'; '.join(parts)}. Nothing was written. "
+        "What to do: give the controls more pairs to choose from (import gold paraphrase pairs into the project, "
+        "or sample more items so more held-back outputs remain), supply a control pool shaped like these "
+        "transformations' outputs (--control-pool FILE), use a different layout (one transformation per "
+        "study, other batch sizes), or lock anyway by setting design.detectability_override to the reason "
+        "(recorded in the design, the audit log and the exported config). See docs/annotation.md, "
+        "'Sampling and control items'."
+    )
+
+
 def study_lock(
     *,
     study: Study,
@@ -287,35 +320,57 @@ def study_lock(
         controls = study_controls_draw(
             study=study,
             design=design,
-            real=[(r.text_a, r.text_b, r.language_a, r.language_b) for r in rows],
+            real=[(r.text_a, r.text_b, r.language_a, r.language_b, r.transformation) for r in rows],
             held_back=[o for o in outputs if o.pk not in sampled],
             n=n_ctrl,
             pool=control_pool,
         )
         sources: dict[str, dict[str, int]] = defaultdict(lambda: defaultdict(int))
+        imitates: dict[int, str] = {}
         for pair in controls:
-            expected = {q.name: v for q in design.questions if (v := expected_value(pair.kind, q)) is not None}
+            expected = {
+                q.name: v
+                for q in design.questions
+                if (v := expected_value(pair.kind, q, keywords=pair.keywords)) is not None
+            }
             sources[pair.kind.value][pair.origin] += 1
-            rows.append(
-                StudyItem(
-                    study=study,
-                    position=0,
-                    kind=pair.kind,
-                    text_a=pair.text_a,
-                    text_b=pair.text_b,
-                    language_a=pair.language_a,
-                    language_b=pair.language_b,
-                    expected=expected,
-                )
+            row = StudyItem(
+                study=study,
+                position=0,
+                kind=pair.kind,
+                text_a=pair.text_a,
+                text_b=pair.text_b,
+                language_a=pair.language_a,
+                language_b=pair.language_b,
+                expected=expected,
             )
+            imitates[id(row)] = pair.imitates
+            rows.append(row)
         order = seeded_rng(design.seed, "order").permutation(len(rows))
         for position, index in enumerate(order):
             rows[int(index)].position = position
+        by_position = sorted(rows, key=lambda row: row.position)
+        per_transformation = detectability_by_transformation(by_position, imitates, seed=design.seed)
+        over = _over_limit(per_transformation, design)
+        if over and not design.detectability_override:
+            raise ShiftlabError(_detectable_message(study, design, per_transformation, over))
         StudyItem.objects.bulk_create(rows)
         sample_info["controls"] = len(controls)
         sample_info["control_sources"] = {kind: dict(sorted(by.items())) for kind, by in sorted(sources.items())}
-        by_position = sorted(rows, key=lambda row: row.position)
         sample_info["detectability"] = asdict(items_detectability(by_position, seed=design.seed))
+        sample_info["detectability_by_transformation"] = {
+            name: asdict(result) for name, result in per_transformation.items()
+        }
+        sample_info["detectability_limit"] = design.detectability_limit
+        partial = sum(1 for pair in controls if pair.dropped)
+        if partial:  # keyword lists that could not keep every content word of their text
+            sample_info["keyword_positives_dropping_words"] = partial
+        if over:
+            sample_info["detectability_override"] = {
+                "reason": design.detectability_override,
+                "limit": design.detectability_limit,
+                "over_limit": over,
+            }
         study.sample_info = sample_info
         study.status, study.locked_at = Study.Status.LOCKED, timezone.now()
         study.save(update_fields=["sample_info", "status", "locked_at"])

@@ -9,6 +9,7 @@ on a study's records, using only cheap surface features an attentive annotator c
   (:func:`transforms.text_metrics.normalized_edit_distance`), and their word overlap (Jaccard of
   lower-cased words);
 - how many other records share a text with the record;
+- how list-like the second text is (commas per word: a keyword list among sentences stands out);
 - whether both texts have the same language, and the language pair (one indicator per pair).
 
 It reports the cross-validated ROC AUC (stratified k-fold, seeded; the mean over folds, classes
@@ -48,6 +49,7 @@ FEATURE_NAMES = (
     "edit_distance",
     "word_overlap",
     "shared_texts",
+    "list_shape",
     "same_language",
 )
 
@@ -123,6 +125,7 @@ def features(records: Sequence[Record]) -> np.ndarray:
                 normalized_edit_distance(r.text_a, r.text_b),
                 len(set_a & set_b) / len(union) if union else 1.0,
                 float(shared),
+                r.text_b.count(",") / words_b,
                 float(r.language_a == r.language_b),
                 *(float(pair == p) for p in pairs),
             ]

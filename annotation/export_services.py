@@ -74,6 +74,20 @@ def config_run_entry(run: TransformRun) -> dict:
     }
 
 
+def _study_entry(study: Study) -> dict:
+    """A study in the config; one locked with detectable controls says so (the reason and the AUCs
+    over the limit, as recorded at lock)."""
+    entry = {
+        "name": study.name,
+        "version": study.version,
+        "design_hash": study.design_hash,
+        "design": study.design,
+    }
+    if override := study.sample_info.get("detectability_override"):
+        entry["detectability_override"] = override
+    return entry
+
+
 def benchmark_config_export(
     *, actor: AbstractBaseUser | None = None, studies: Sequence[Study] | None = None, name: str = ""
 ) -> BenchmarkConfig:
@@ -103,12 +117,7 @@ def benchmark_config_export(
             {
                 "transformation": result.transformation,
                 "axis": spec.axis.value,
-                "study": {
-                    "name": result.study.name,
-                    "version": result.study.version,
-                    "design_hash": result.study.design_hash,
-                    "design": result.study.design,
-                },
+                "study": _study_entry(result.study),
                 "runs": runs,
                 "approval": {
                     "decision": approval.decision,

@@ -200,6 +200,23 @@ class StudyDesignForm(forms.Form):
         high=2**31 - 1,
         initial=DEFAULT.seed,
     )
+    detectability_limit = forms.FloatField(
+        label="Detectability limit (AUC)",
+        help_text="Locking is refused when a transformation's easy-positive controls can be told from its real "
+        "items with a cross-validated AUC above this (0.5 = indistinguishable, 1 = always). "
+        f"Default {DEFAULT.detectability_limit}.",
+        min_value=0.5,
+        max_value=1,
+        required=False,  # left out: the design's current value (clean_detectability_limit)
+        widget=forms.NumberInput(attrs={"step": "0.01"}),
+    )
+    detectability_override = forms.CharField(
+        label="Lock with detectable controls because…",
+        required=False,
+        max_length=1000,
+        help_text="Leave empty to have a lock with detectable controls refused. A reason given here lets it "
+        "lock anyway; the reason and the AUCs are recorded in the audit log and the exported config.",
+    )
     guidelines = forms.CharField(
         required=False,
         widget=forms.Textarea(attrs={"rows": 4}),
@@ -208,7 +225,17 @@ class StudyDesignForm(forms.Form):
 
     FIELDSETS = (
         ("Questions and sample", ("kind", "items_per_transformation", "raters_per_item", "seed")),
-        ("Batches and controls", ("batch_size", "controls_per_batch", "min_control_ratings", "control_margin")),
+        (
+            "Batches and controls",
+            (
+                "batch_size",
+                "controls_per_batch",
+                "min_control_ratings",
+                "control_margin",
+                "detectability_limit",
+                "detectability_override",
+            ),
+        ),
         (
             "Flags and rejection",
             (
@@ -249,7 +276,7 @@ class StudyDesignForm(forms.Form):
         self._base = base
         aliases = backend_aliases()
         self.fields["llm_judges"].choices = [(a, a) for a in dict.fromkeys([*aliases, *base.llm_judges])]
-        values = base.to_dict()
+        values = {name: getattr(base, name) for name in StudyDesign.__dataclass_fields__} | base.to_dict()
         for name in self.design_fields():
             self.fields[name].initial = values[name]
 
@@ -270,6 +297,10 @@ class StudyDesignForm(forms.Form):
 
     def clean_assignment(self) -> str:
         return self.cleaned_data.get("assignment") or self._base.assignment
+
+    def clean_detectability_limit(self) -> float:
+        value = self.cleaned_data.get("detectability_limit")
+        return self._base.detectability_limit if value is None else value
 
     def _field_of(self, message: str) -> str | None:
         name = message.removeprefix("design.").split(" ", 1)[0]

@@ -192,3 +192,34 @@ def test_pulling_until_done_gives_every_item_exactly_r_raters(n_items, panel, r,
             pull(a)
     assert sorted(raters) == sorted(order)
     assert all(len(v) == r for v in raters.values())
+
+
+def test_an_annotator_never_gets_controls_met_in_another_study():
+    real = list(range(8))
+    positives, negatives = [100, 101, 102, 103], [200, 201, 202, 203]
+    met = {1: {100, 101, 200, 201}}
+    queues = draw_assignment(
+        real,
+        positives,
+        negatives,
+        [1, 2],
+        raters_per_item=1,
+        batch_size=4,
+        controls_per_batch=2,
+        rng=np.random.default_rng(0),
+        met=met,
+    )
+    mine = {s.item for s in queues[1] if s.control}
+    assert len(mine) == 2 and not mine & met[1]
+    with pytest.raises(ValueError, match="needs 4 distinct controls, but the study has 8, 6 of which annotator 1"):
+        draw_assignment(
+            real,
+            positives,
+            negatives,
+            [1],
+            raters_per_item=1,
+            batch_size=4,
+            controls_per_batch=2,
+            rng=np.random.default_rng(0),
+            met={1: {100, 101, 102, 200, 201, 202}},
+        )

@@ -17,10 +17,13 @@ from annotation.controls import (
     Shape,
     TextCandidate,
     content_overlap,
+    content_words,
     control_check,
     draw_controls,
     expected_value,
     is_punctuation_edit,
+    keyword_list,
+    looks_like_keywords,
     n_controls,
 )
 from annotation.design import StudyDesign
@@ -262,3 +265,39 @@ def test_control_expectations_and_check():
     assert bad.status == ControlStatus.FAILED and bad.misses == (ControlRating(1, 5),) and bad.pass_rate == 0.75
     assert control_check(good[:1], margin=1, min_ratings=2).status == ControlStatus.INSUFFICIENT
     assert control_check([], margin=1, min_ratings=0).status == ControlStatus.PASSED
+
+
+def test_keyword_lists_take_content_words_of_the_text_in_its_order():
+    text = "The museum is closed on Mondays for cleaning."
+    assert keyword_list(text, 3) == "museum, closed, Mondays"
+    assert keyword_list(text, 2) == "museum, closed"
+    assert keyword_list("It is on.", 5) == "It, is, on"  # all it has
+    assert keyword_list("Heavy rainfall flooded several towns.", 2, prefer="The towns were flooded.") == (
+        "flooded, towns"
+    )
+    assert content_words("This is what they said about the weather.") == 2  # said, weather
+    assert looks_like_keywords("museum, closed, Mondays") and looks_like_keywords("onions, wooden board")
+    assert not looks_like_keywords("The museum is closed, on Mondays.")
+
+
+def test_keyword_shaped_controls_are_lists_of_their_own_text_and_expect_no_fluency():
+    real = [Shape("en", "en", word_count(s), 3, 0.7, transformation="random_keywords", keywords=True) for s in SOURCES]
+    controls = draw(6, real=real)
+    for control in controls:
+        assert control.imitates == "random_keywords" and control.keywords
+        assert looks_like_keywords(control.text_b) and word_count(control.text_b) <= 3
+        if control.kind == ItemKind.EASY_POSITIVE:
+            # Made of text A's own words, keeping all its content words (short gold texts exist).
+            words_a = {w.lower() for w in control.text_a.replace(",", " ").replace(".", " ").split()}
+            assert {w.lower() for w in control.text_b.split(", ")} <= words_a
+            assert control.dropped == 0
+    fluency = StudyDesign().question("fluency")
+    assert expected_value(ItemKind.EASY_POSITIVE, fluency, keywords=True) is None
+    assert expected_value(ItemKind.EASY_POSITIVE, fluency) == fluency.high
+
+
+def test_a_pool_pair_is_shown_as_given():
+    pool = [PairCandidate("The shop opens at nine.", "Opening time: nine.", "", "", origin="pool", as_given=True)]
+    real = [Shape("en", "en", 6, 3, 0.7, transformation="keywords", keywords=True)]
+    (control,) = draw_controls(real, n=1, positives=[pool], negatives=[[]], taken=set(), rng=np.random.default_rng(0))
+    assert (control.text_a, control.text_b) == ("The shop opens at nine.", "Opening time: nine.")

@@ -19,7 +19,7 @@ from annotation.adaptive_services import study_adaptive_decisions
 from annotation.argilla_services import study_publish
 from annotation.config_export import config_render
 from annotation.control_pool import control_pool_from_upload
-from annotation.control_services import study_control_detectability
+from annotation.control_services import study_control_detectability, study_detectability_notes
 from annotation.design import (
     QUESTIONS,
     REPLAYED_SAVING,
@@ -203,6 +203,7 @@ def _study_page(request, study: Study, **extra):
         "last_sync": sync_summary(study.last_sync) if study.last_sync else "",
         "sync_job": sync_job,
         "detectability": study_control_detectability(study=study) if study.is_locked else None,
+        "detectability_notes": study_detectability_notes(study) if study.is_locked else [],
         "adaptive": study_adaptive_decisions(study=study),
         "revise_form": StudyDesignForm(base=design, prefix="revise"),
         **extra,

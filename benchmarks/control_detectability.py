@@ -3,6 +3,7 @@
 
 Usage: .venv/bin/python benchmarks/control_detectability.py [--pairs 30] [--items 40] [--seeds 5]
            [--model qwen2.5-coder-1.5b-instruct] [--data-dir DIR]
+           [--all-transformations [--generate-only] [--shared-data DIR]]
 
 Runs paraphrase and summarisation with the embedded llama.cpp server over ``--pairs`` pairs of
 STS-B (English test set, from ../shared/data; the demo STS fixture when that is absent), in a
@@ -25,6 +26,15 @@ indistinguishable), and the easy-positive AUC without the shared-text feature, f
 - NEW: the controls ``study_lock`` draws now (``annotation.controls``/``control_services``).
 
 Both use the same real items. The issue's goal: easy-positive AUC ≤ 0.75 with the new construction.
+``--all-transformations`` (issue 27): every transformation of ``transforms/registry.py`` over the
+first ``--pairs`` pairs of STS-B (``--shared-data`` names the shared/data folder when it is not
+next to the checkout), with gold translation pairs (STS-B sentences against their stsb-multi-mt
+translations, rows never transformed) imported for the translations; runs already in
+``--data-dir`` are reused (``--generate-only`` makes them and stops). Then one study per
+transformation and seed (up to ``--items`` real items, 4 controls per 5) is locked with an
+override and deleted again, so each is measured as the first study of its project; it prints the
+easy-positive and easy-negative AUC and whether the default limit (0.75) would refuse the lock.
+
 The model is fetched into ``var/models`` on first use (``make models``); SmolLM2
 (``smollm2-135m-instruct``) is faster but mostly copies its input.
 """
@@ -104,6 +114,180 @@ def auc_without(records, feature: str, seed: int) -> float | None:
     return float(np.mean(cross_val_score(model, x, y, cv=cv, scoring="roc_auc")))
 
 
+# --- every transformation (issue 27): the controls study_lock draws, one study per transformation ---
+
+PARALLEL_LANGUAGES = ("de", "es", "fr")  # stsb-multi-mt translations that serve as gold translation pairs
+
+
+def _parallel_gold(root: Path, language: str, start: int, n: int, folder: Path) -> Path:
+    """A cross-lingual STS file of STS-B sentences against their stsb-multi-mt translation (score 5):
+    gold translation pairs from the rows ``start``..``start + n`` (never the transformed ones)."""
+    import csv
+
+    def first_sentences(lang):
+        with (root / f"stsb-{lang}-test.csv").open(encoding="utf-8", newline="") as handle:
+            return [row[0] for row in csv.reader(handle)]
+
+    english, other = first_sentences("en"), first_sentences(language)
+    path = folder / f"stsb-en-{language}-parallel.csv"
+    with path.open("w", encoding="utf-8", newline="") as handle:
+        writer = csv.writer(handle)
+        for a, b in list(zip(english, other, strict=True))[start : start + n]:
+            writer.writerow([a, b, "5.0"])
+    return path
+
+
+def all_transformations(args) -> None:
+    """Generate (or reuse) a run of every transformation over ``--pairs`` STS-B pairs, then lock one
+    study per transformation and seed and print the detectability of the controls it drew."""
+    import numpy as np
+    from django.conf import settings
+
+    from annotation.control_services import origin_label
+    from annotation.design import StudyDesign
+    from annotation.design_services import study_create, study_lock
+    from core.errors import ShiftlabError
+    from corpora.models import Dataset
+    from corpora.services import ImportOptions, dataset_import
+    from transforms.backends import reset_backends
+    from transforms.embedded import LlamaServer, ensure_model
+    from transforms.models import TransformRun
+    from transforms.registry import TRANSFORMATIONS
+    from transforms.services import GenerationParams, transform_run_create
+    from transforms.tasks import start_run
+
+    stsb = Path(args.shared_data) / "stsb-multi-mt" / STSB.name if args.shared_data else STSB
+    if not stsb.exists():
+        raise SystemExit(f"{stsb} not found: this mode needs STS-B from shared/data (see --shared-data)")
+    options = ImportOptions(columns=["sentence1", "sentence2", "score"])
+    english = Dataset.objects.filter(name=stsb.stem).first() or dataset_import(
+        source=stsb, task="sts", name=stsb.stem, options=options
+    )
+    for language in PARALLEL_LANGUAGES:
+        name = f"stsb-en-{language}-parallel"
+        if not Dataset.objects.filter(name=name).exists():
+            path = _parallel_gold(stsb.parent, language, 4 * args.pairs, 300, Path(settings.DATA_DIR))
+            dataset_import(
+                source=path,
+                task="sts",
+                name=name,
+                options=ImportOptions(language=f"en-{language}", columns=["sentence1", "sentence2", "score"]),
+            )
+    languages = {
+        "translation": ["de"],
+        "cross_translation": list(PARALLEL_LANGUAGES),
+        "backtranslation": list(PARALLEL_LANGUAGES),
+    }
+    runs = {}
+    for name in TRANSFORMATIONS:
+        run = (
+            TransformRun.objects.filter(
+                dataset=english, transformation=name, item_limit=args.pairs, status=TransformRun.Status.SUCCEEDED
+            )
+            .order_by("-pk")
+            .first()
+        )
+        if run is not None:
+            runs[name] = run
+    missing = [name for name in TRANSFORMATIONS if name not in runs]
+    if missing:
+        model_path = ensure_model(
+            args.model, models_dir=Path(os.environ.get("SHIFTLAB_MODELS_DIR") or ROOT / "var/models")
+        )
+        log = Path(settings.DATA_DIR) / "llama-server.log"
+        with LlamaServer(model_path, model_alias=args.model, n_ctx=2048, log_path=log) as server:
+            settings.TRANSFORM_BACKENDS = {
+                "default": {
+                    "BACKEND": "transforms.backends.openai_compat.OpenAICompatBackend",
+                    "OPTIONS": {"base_url": server.base_url, "model": args.model, "max_concurrency": 2},
+                }
+            }
+            reset_backends()
+            for name in missing:
+                started = time.perf_counter()
+                run = transform_run_create(
+                    dataset=english,
+                    transformation=name,
+                    seed=1337,
+                    limit=args.pairs,
+                    dispatch=False,
+                    languages=languages.get(name),
+                    params=GenerationParams(temperature=0.7, max_tokens=160, max_attempts=2),
+                )
+                start_run.delay(run.pk)
+                run.refresh_from_db()
+                print(
+                    f"{name}: {run.outputs.filter(ok=True).count()} of {run.total} texts transformed "
+                    f"({run.llm_calls} LLM calls, {time.perf_counter() - started:.0f} s, {args.model}, {run.status})",
+                    flush=True,
+                )
+                runs[name] = run
+    if args.generate_only:
+        return
+    print(
+        f"\nOne study per transformation and seed: up to {args.items} real items, batches of 5 with 4 controls "
+        f"(half easy positives), detectability limit 0.75. AUC = cross-validated ROC AUC of "
+        "annotation.detectability (0.5 = indistinguishable); each study locks with an override, so that "
+        "the AUC of a lock the limit refuses is shown too."
+    )
+    print(f"{'transformation':<22} {'seed':>4} {'n real':>6} {'n pos':>5} {'n neg':>5} {'pos':>5} {'neg':>5}  outcome")
+    summary: dict[str, dict[str, list[float]]] = {}
+    for name, run in runs.items():
+        ok = run.outputs.filter(ok=True).exclude(output_text="").count()
+        for seed in range(args.seeds):
+            # The override lets every study lock, so that the AUC of those the limit refuses is printed too.
+            design = StudyDesign(
+                items_per_transformation=min(args.items, ok),
+                batch_size=5,
+                controls_per_batch=4,
+                llm_judges=(),
+                seed=seed,
+                detectability_override="benchmark: measures detectability, nobody rates these studies",
+            )
+            study = study_create(
+                name=f"all-{name.replace('_', '-')}-{seed}-{time.time_ns()}", runs=[run], design=design
+            )
+            try:
+                study = study_lock(study=study)
+            except ShiftlabError as exc:  # too few candidates: no controls at all
+                summary.setdefault(name, {}).setdefault("short", []).append(1.0)
+                print(f"{name:<22} {seed:>4} {'':>6} {'':>5} {'':>5} {'':>5} {'':>5}  lock refused: {exc}", flush=True)
+                continue
+            result = study.sample_info["detectability"]
+            pos, neg = result["easy_positive"], result["easy_negative"]
+            refused = name in study.sample_info.get("detectability_override", {}).get("over_limit", {})
+            if refused:
+                summary.setdefault(name, {}).setdefault("refused", []).append(1.0)
+            for kind, score in (("pos", pos), ("neg", neg)):
+                if score["auc"] is not None:
+                    summary.setdefault(name, {}).setdefault(kind, []).append(score["auc"])
+            sources = study.sample_info.get("control_sources", {})
+            where = "; ".join(
+                f"{kind}: " + ", ".join(f"{origin_label(o)} {n}" for o, n in by.items()) for kind, by in sources.items()
+            )
+            study.delete()  # each study is measured as the first of its project (nothing of it is excluded later)
+            cells = " ".join(f"{s['auc']:>5.2f}" if s["auc"] is not None else "  n/a" for s in (pos, neg))
+            print(
+                f"{name:<22} {seed:>4} {pos['n_real']:>6} {pos['n_controls']:>5} {neg['n_controls']:>5} {cells}"
+                f"  {'REFUSED without the override' if refused else 'locked'} ({where})",
+                flush=True,
+            )
+    print("\nMean ± SD over seeds of the easy-positive and easy-negative AUC (goal: ≤ 0.75, else locking refused)")
+    for name, by in summary.items():
+        cells = []
+        for kind in ("pos", "neg"):
+            values = by.get(kind, [])
+            sd = statistics.stdev(values) if len(values) > 1 else 0.0
+            cells.append(f"{kind} {np.mean(values):.2f} ± {sd:.2f} (n={len(values)})" if values else f"{kind} n/a")
+        refused, short = len(by.get("refused", [])), len(by.get("short", []))
+        print(
+            f"  {name:<22} "
+            + ", ".join(cells)
+            + (f", over the limit (lock refused) for {refused} seed(s)" if refused else "")
+            + (f", too few candidates (lock refused) for {short} seed(s)" if short else "")
+        )
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--pairs", type=int, default=30, help="STS pairs transformed per run (two texts each).")
@@ -111,6 +295,15 @@ def main() -> None:
     parser.add_argument("--seeds", type=int, default=5, help="Studies locked per layout, one per seed 0..N-1.")
     parser.add_argument("--model", default="qwen2.5-coder-1.5b-instruct", help="Embedded model name.")
     parser.add_argument("--data-dir", help="SHIFTLAB_DATA_DIR to use (default: a new temporary folder).")
+    parser.add_argument(
+        "--all-transformations",
+        action="store_true",
+        help="Every transformation of transforms/registry.py: one study each (runs in --data-dir are reused).",
+    )
+    parser.add_argument("--shared-data", help="The shared/data folder (default: ../shared/data next to the checkout).")
+    parser.add_argument(
+        "--generate-only", action="store_true", help="With --all-transformations: make the runs, lock nothing."
+    )
     args = parser.parse_args()
 
     os.environ["SHIFTLAB_DATA_DIR"] = args.data_dir or tempfile.mkdtemp(prefix="shiftlab-controls-")
@@ -138,6 +331,9 @@ def main() -> None:
     from transforms.tasks import start_run
 
     call_command("migrate", verbosity=0)
+    if args.all_transformations:
+        all_transformations(args)
+        return
     columns = ["sentence1", "sentence2", "score"]
     source = STSB if STSB.exists() else DEMO_STS
     if source is DEMO_STS:

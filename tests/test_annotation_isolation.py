@@ -85,6 +85,9 @@ def test_each_annotator_sees_only_their_own_batch_and_reassignment_keeps_it_so(
     users = {n: make_user(django_user_model, n, Role.ANNOTATOR, roster=team) for n in names}
     demo = django_settings.BASE_DIR / "fixtures/sts/demo-sts.csv"
     sts = dataset_import(source=demo, task="sts", name="demo-sts", project=team)
+    # Gold pairs enough for two studies: no annotator meets a control twice (issue 27).
+    pairs = django_settings.BASE_DIR / "fixtures/pair_classification/demo-paraphrase-pairs.jsonl"
+    dataset_import(source=pairs, task="pair_classification", name="demo-paraphrase-pairs", project=team)
     run = transform_run_create(dataset=sts, transformation="random_keywords", seed=1, limit=20, dispatch=False)
     start_run.delay(run.pk)  # eager: the run finishes here
     run.refresh_from_db()

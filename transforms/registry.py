@@ -48,6 +48,9 @@ class Transformation:
     # The rewrite keeps the meaning in the source's language, so a statement stays a statement and a
     # question a question (the ``sentence_type`` error check).
     keeps_sentence_type: bool = False
+    # The output is a comma-separated list of words, not prose (controls of its studies take that
+    # shape, and have no fluency to expect).
+    keyword_output: bool = False
 
     @property
     def uses_llm(self) -> bool:
@@ -148,6 +151,7 @@ TRANSFORMATIONS: dict[str, Transformation] = {
             LanguagePlan.SAME,
             "Only the key words of the text (used for augmented encoding).",
             may_shrink=True,
+            keyword_output=True,
         ),
         Transformation(
             "random_keywords",
@@ -157,9 +161,12 @@ TRANSFORMATIONS: dict[str, Transformation] = {
             LanguagePlan.SAME,
             "Baseline without an LLM: at least three words drawn at random from the text.",
             may_shrink=True,
+            keyword_output=True,
         ),
     )
 }
+
+KEYWORD_TRANSFORMATIONS: frozenset[str] = frozenset(name for name, t in TRANSFORMATIONS.items() if t.keyword_output)
 
 DEFAULT_LANGUAGES: tuple[str, ...] = ("es", "fr", "de", "tr", "ar")
 

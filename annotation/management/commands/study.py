@@ -7,7 +7,7 @@ from django.core.management.base import BaseCommand, CommandError
 from annotation.adaptive_services import study_adaptive_check, study_adaptive_decisions
 from annotation.argilla_services import study_argilla_texts_resend, study_publish, study_release_batches
 from annotation.control_pool import control_pool_read
-from annotation.control_services import study_control_detectability
+from annotation.control_services import study_control_detectability, study_detectability_notes
 from annotation.design import DesignError, StudyDesign
 from annotation.design_services import study_create, study_design, study_lock, study_revise
 from annotation.gate_services import approval_decide, gate_result_current, study_gate
@@ -224,6 +224,8 @@ class Command(BaseCommand):
         )
         if study.is_locked:
             self.stdout.write(study_control_detectability(study=study).summary())
+            for line in study_detectability_notes(study):
+                self.stdout.write(f"  {line}")
         for a in progress.annotators:
             rate = f"{a.control_pass_rate:.0%}" if a.control_pass_rate is not None else "-"
             self.stdout.write(
