@@ -2,30 +2,42 @@
 records (nothing of another study, nothing of another annotator's batch); every batch holds its
 controls; rejecting, replacing and adding annotators re-assigns work with an audit trail.
 
+A second project with a hostile researcher (issue 27): every path around the validation that he
+could take towards another project's study, annotators and records (pages, API, commands,
+services, his annotators' own Argilla keys) reads and writes nothing of it.
+
 Real local Argilla server; the study's texts come from a random-keywords run (no LLM needed).
 """
 
 from __future__ import annotations
 
+import csv
 from collections import Counter, defaultdict
+from dataclasses import replace
 
 import httpx
 import pytest
 from django.conf import settings as django_settings
+from django.core.management import CommandError, call_command
+from django.urls import reverse
 
 from annotation.argilla import client as argilla
 from annotation.argilla_services import study_publish
+from annotation.baseline_services import baseline_create, baseline_publish
 from annotation.controls import ItemKind
 from annotation.design import StudyDesign
-from annotation.design_services import study_create
+from annotation.design_services import study_create, study_lock
 from annotation.models import Annotator, Assignment, Rating, Study
 from annotation.sync_services import study_sync
 from annotation.validation_services import annotator_reject, annotator_replace
-from core.models import AuditEvent
+from core.errors import ShiftlabError
+from core.models import AuditEvent, ProjectAnnotator
 from core.projects import project_create
 from core.roles import Role
+from core.rosters import roster_add
+from corpora.models import DatasetItem
 from corpora.services import dataset_import
-from tests.support import argilla_annotator_client, make_user
+from tests.support import api_as, argilla_annotator_client, make_user, page_as
 from transforms.services import transform_run_create
 from transforms.tasks import start_run
 
@@ -243,3 +255,183 @@ def test_released_batches_advance_as_each_annotator_finishes(argilla_server, set
         _submit(clients["rel-1"], record, items[record["external_id"]])
     sync_study.delay(study.pk)  # eager here: sync, then release
     assert batches_shown("rel-1") == [0, 1] and batches_shown("rel-2") == [0]
+
+
+# --- a second project and a hostile researcher (issue 27) ----------------------------------------
+
+
+def _beta_csv(path) -> str:
+    """The demo STS pairs, every text reworded, so that no text of beta's dataset is one of alpha's."""
+    source = django_settings.BASE_DIR / "fixtures/sts/demo-sts.csv"
+    with open(source, newline="", encoding="utf-8") as f:
+        rows = list(csv.DictReader(f))
+    for row in rows:
+        for key in ("sentence1", "sentence2"):
+            row[key] = f"Over in Belmont, {row[key][0].lower()}{row[key][1:]}"
+    with open(path, "w", newline="", encoding="utf-8") as f:
+        writer = csv.DictWriter(f, fieldnames=list(rows[0]))
+        writer.writeheader()
+        writer.writerows(rows)
+    return str(path)
+
+
+def _keyword_study(*, project, owner, source, name: str) -> Study:
+    dataset = dataset_import(source=source, task="sts", name="shared-name", project=project)
+    run = transform_run_create(dataset=dataset, transformation="random_keywords", seed=1, limit=12, dispatch=False)
+    start_run.delay(run.pk)  # eager: the run finishes here
+    run.refresh_from_db()
+    design = replace(DESIGN, detectability_override="isolation test: too few controls to measure detectability")
+    return study_lock(study=study_create(name=name, project=project, runs=[run], design=design, created_by=owner))
+
+
+def _alpha_state(alpha) -> dict:
+    """Everything of alpha a hostile researcher could change, as comparable values."""
+    studies = Study.objects.filter(project=alpha)
+    return {
+        "studies": sorted(studies.values_list("pk", "name", "version", "status", "published_at")),
+        "annotators": sorted(
+            Annotator.objects.filter(study__project=alpha).values_list("pk", "user_id", "status", "frozen_at")
+        ),
+        "assignments": sorted(
+            Assignment.objects.filter(annotator__study__project=alpha).values_list("pk", "active", "annotator_id")
+        ),
+        "ratings": sorted(Rating.objects.filter(study_item__study__project=alpha).values_list("pk", "value", "active")),
+        "roster": sorted(ProjectAnnotator.objects.filter(project=alpha).values_list("user_id", flat=True)),
+        "audit": AuditEvent.objects.filter(project=alpha).count(),
+    }
+
+
+def test_a_hostile_researcher_of_another_project_reads_and_writes_nothing_of_it(
+    argilla_server, settings, django_user_model, tmp_path
+):
+    """Alpha's study is published to alpha's annotator, who rates it. Hugo, researcher of beta,
+    tries every path around the validation: reading alpha's study (API, pages, commands),
+    publishing his study to alpha's annotator or replacing his own annotator by her (API, page,
+    command, service), putting her on his roster, a baseline for her, a study and dataset named
+    like alpha's, and, with his annotator's own Argilla key, alpha's records. Nothing of alpha is
+    read (404 or a refusal that names nothing of alpha) or written (alpha's rows, its audit log and
+    its Argilla datasets are as they were), and no control of beta's study comes from alpha."""
+    settings.ARGILLA_API_URL, settings.ARGILLA_API_KEY = argilla_server.url, argilla_server.api_key
+    ria = make_user(django_user_model, "hx-ria", Role.RESEARCHER)
+    hugo = make_user(django_user_model, "hx-hugo", Role.RESEARCHER)
+    alpha = project_create(slug="hx-alpha", owner=ria, actor=None)
+    beta = project_create(slug="hx-beta", owner=hugo, actor=None)
+    al = {n: make_user(django_user_model, n, Role.ANNOTATOR, roster=alpha) for n in ("hx-al1", "hx-al2")}
+    be = {n: make_user(django_user_model, n, Role.ANNOTATOR, roster=beta) for n in ("hx-be1", "hx-be2")}
+    demo = django_settings.BASE_DIR / "fixtures/sts/demo-sts.csv"
+    secret = _keyword_study(project=alpha, owner=ria, source=demo, name="hx-secret")
+    study_publish(study=secret, annotators=list(al.values()), actor=ria)
+    owner = argilla.client_get()
+    alpha_clients = {
+        a.user.username: argilla_annotator_client(owner, a.argilla_user_id) for a in secret.annotators.all()
+    }
+    al1 = secret.annotators.get(user=al["hx-al1"])
+    items = {i.external_id: i for i in secret.items.all()}
+    for record in _my_records(alpha_clients["hx-al1"], al1.argilla_dataset_id)[:3]:
+        _submit(alpha_clients["hx-al1"], record, items[record["external_id"]])
+    study_sync(study=secret)
+    alpha_datasets = {name: _my_datasets(c) for name, c in alpha_clients.items()}
+    alpha_records = {
+        name: sorted((r["id"], r["external_id"]) for r in _my_records(c, a.argilla_dataset_id))
+        for name, c in alpha_clients.items()
+        for a in [secret.annotators.get(user__username=name)]
+    }
+    before = _alpha_state(alpha)
+    alpha_texts = {
+        t
+        for p in DatasetItem.objects.filter(dataset__project=alpha).values_list("payload", flat=True)
+        for t in (p.get("sentence1"), p.get("sentence2"))
+        if t
+    }
+    assert alpha_texts
+
+    # Beta's own study, with its own dataset (same name as alpha's: names are per project).
+    mine = _keyword_study(project=beta, owner=hugo, source=_beta_csv(tmp_path / "beta.csv"), name="hx-secret")
+    beta_texts = {t for i in mine.items.all() for t in (i.text_a, i.text_b)}
+    assert not beta_texts & alpha_texts, "a control or item of beta came from alpha's dataset"
+    study_publish(study=mine, annotators=list(be.values()), actor=hugo)
+
+    api, page = api_as(hugo), page_as(hugo)
+    alma = al["hx-al1"]
+    a1 = secret.annotators.get(user=alma)
+    # Reads of alpha: every answer is 404 and names nothing of alpha.
+    for url in (
+        f"/api/studies/{secret.pk}/",
+        f"/api/studies/{secret.pk}/items/",
+        f"/api/studies/{secret.pk}/annotators/",
+        f"/api/studies/{secret.pk}/progress/",
+        f"/api/study-annotators/{a1.pk}/",
+        f"/api/projects/{alpha.slug}/",
+    ):
+        answer = api.get(url)
+        assert answer.status_code == 404, (url, answer.status_code)
+    assert page.get(reverse("annotation:study", args=[secret.pk])).status_code == 404
+    listing = (
+        api.get("/api/studies/").content.decode()
+        + page.get(reverse("annotation:study", args=[mine.pk])).content.decode()
+    )
+    assert (
+        "hx-al1" not in listing
+        and "hx-al2" not in listing
+        and str(secret.pk) not in str([s["id"] for s in api.get("/api/studies/").json()["results"]])
+    )
+    with pytest.raises(CommandError):
+        call_command("study", "status", str(secret.pk), "--as", "hx-hugo")
+    # Writes on alpha: 404 before anything happens.
+    for url, body in (
+        (f"/api/studies/{secret.pk}/sync/", {}),
+        (f"/api/studies/{secret.pk}/publish/", {"annotators": ["hx-be1"]}),
+        (f"/api/study-annotators/{a1.pk}/reject/", {"reason": "x"}),
+        (f"/api/study-annotators/{a1.pk}/replace/", {"username": "hx-be1", "reason": "x"}),
+    ):
+        assert api.post(url, body, format="json").status_code == 404, url
+    assert page.post(reverse("annotation:study", args=[secret.pk]), {"action": "publish"}).status_code == 404
+
+    # Pulling alpha's annotator into beta: publish, replace, roster, baseline, password.
+    refused = api.post(f"/api/studies/{mine.pk}/publish/", {"annotators": ["hx-al1"]}, format="json")
+    assert refused.status_code == 400 and "roster" in refused.json()["detail"]
+    b1 = mine.annotators.get(user=be["hx-be1"])
+    refused = api.post(f"/api/study-annotators/{b1.pk}/replace/", {"username": "hx-al1", "reason": "x"})
+    assert refused.status_code == 400 and "roster" in refused.json()["detail"]
+    with pytest.raises(CommandError, match="roster"):
+        call_command("study", "publish", str(mine.pk), "--annotators", "hx-al2", "--as", "hx-hugo")
+    with pytest.raises(ShiftlabError):
+        roster_add(project=beta, user=alma, actor=hugo)
+    dataset = mine.runs.first().dataset
+    baseline = baseline_create(
+        name="hx-secret",
+        dataset=dataset,
+        task_type="sts",
+        n_instances=4,
+        split=next(iter(dataset.splits)),
+        project=beta,
+    )
+    with pytest.raises(ShiftlabError, match="roster"):
+        baseline_publish(study=baseline, annotators=[alma], actor=hugo)
+    page.post(
+        reverse("annotation:study", args=[mine.pk]), {"action": "password", "annotator": a1.pk, "password": "x" * 12}
+    )
+    assert api.post("/api/me/argilla-password/", {"password": "x" * 12}, format="json").status_code == 403
+
+    # Beta's annotators, with their own Argilla keys, reach nothing of alpha.
+    beta_clients = {a.user.username: argilla_annotator_client(owner, a.argilla_user_id) for a in mine.annotators.all()}
+    for name, client in beta_clients.items():
+        assert not _my_datasets(client) & set().union(*alpha_datasets.values()), name
+        for record_id, _ in alpha_records["hx-al1"][:2]:
+            assert client.get(f"/api/v1/records/{record_id}").status_code in (403, 404)
+            body = {"status": "submitted", "values": {"quality": {"value": 1}, "fluency": {"value": 1}}}
+            assert client.post(f"/api/v1/records/{record_id}/responses", json=body).status_code in (403, 404)
+        search = client.post(f"/api/v1/me/datasets/{al1.argilla_dataset_id}/records/search", json={})
+        assert search.status_code in (403, 404)
+
+    # Nothing of alpha changed: its rows, its audit log, its annotators' Argilla datasets and records.
+    study_sync(study=secret)
+    assert _alpha_state(alpha) == before
+    assert not AuditEvent.objects.filter(project=alpha, actor=hugo).exists()
+    assert {name: _my_datasets(c) for name, c in alpha_clients.items()} == alpha_datasets
+    assert {
+        name: sorted((r["id"], r["external_id"]) for r in _my_records(c, a.argilla_dataset_id))
+        for name, c in alpha_clients.items()
+        for a in [secret.annotators.get(user__username=name)]
+    } == alpha_records
+    owner.close()
