@@ -242,7 +242,7 @@ def benchmark_config_verify(*, text: str, fmt: config_export.Format) -> ConfigCh
 def benchmark_config_evidence_changes(*, check: ConfigCheck) -> list[str]:
     """What changed, since this deployment exported the config, in the evidence behind each of its
     approved transformations: the gate result it names is no longer the current one (gated again:
-    passed or failed), its approval was withdrawn or replaced, the study was revised, annotators
+    passed or failed), its approval was withdrawn or replaced, a newer version of the study was locked, annotators
     were rejected or ratings changed after the gate. Empty when nothing changed, and for a config
     exported elsewhere (its evidence lives on that deployment, which signed it)."""
     if check.known is None or check.verification.config is None:
@@ -276,8 +276,10 @@ def _evidence_changes(entry: TransformationEntry, *, project: Project) -> list[s
         approval.decided_at.isoformat() != entry.approval.at or approval.decided_by.get_username() != entry.approval.by
     ):
         changes.append(f"its approval was replaced (now by {approval.decided_by.get_username()})")
+    # A draft revision is a proposal: the study's design changes once a newer version is locked.
     newer = (
         Study.objects.filter(project=project, name=gate.study.name, version__gt=gate.study.version)
+        .exclude(status=Study.Status.DRAFT)
         .order_by("-version")
         .first()
     )

@@ -67,6 +67,7 @@ def test_each_change_of_evidence_is_named(export, researcher):  # noqa: F811
             project=study.project,
             design=study.design,
             design_hash=study.design_hash,
+            status=Study.Status.LOCKED,  # a draft revision is only a proposal: it voids nothing
         ),
         "rejected": lambda: RaterDecision.objects.create(
             annotator=Annotator.objects.create(study=study, user=researcher),
@@ -86,6 +87,22 @@ def test_each_change_of_evidence_is_named(export, researcher):  # noqa: F811
         with pytest.raises(Exception) as raised:
             benchmark_run_create_from_config(text=config.json_text, fmt="json", models=[MODEL], dispatch=False)
         assert messages[name] in str(raised.value), (name, str(raised.value))
+
+
+def test_a_draft_revision_voids_nothing(export):  # noqa: F811
+    """A revision in draft is a proposal: the config's evidence holds until a newer version is locked."""
+    config = export()
+    study = GateResult.objects.get(pk=config.document["transformations"][0]["gate"]["id"]).study
+    Study.objects.create(
+        name=study.name,
+        version=2,
+        previous=study,
+        project=study.project,
+        design=study.design,
+        design_hash=study.design_hash,
+    )
+    run = benchmark_run_create_from_config(text=config.json_text, fmt="json", models=[MODEL], dispatch=False)
+    assert not run.evidence_override
 
 
 def test_running_anyway_records_the_reasons_and_shows_them(export, researcher, tmp_path):  # noqa: F811
