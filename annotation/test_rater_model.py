@@ -6,6 +6,7 @@ import numpy as np
 import pytest
 
 from annotation.rater_model import confusion_matrix, fit_rater_model
+from annotation.rater_simulation import SCALE, auc, simulate_study
 from core.stats import spearman_rho
 
 N_ITEMS, N_RATERS = 200, 20
@@ -101,3 +102,27 @@ def test_biosses_five_raters(shared_data):
             f"BIOSSES {e.rater}: competence {e.competence:.3f} [{e.ci_low:.3f}, {e.ci_high:.3f}], "
             f"bias {e.bias:+.2f}, sigma {e.sigma:.2f}"
         )
+
+
+def _simulated_fit(seed, *, clustered=True):
+    study = simulate_study(seed, clustered=clustered)
+    triples = [((r.item, r.question), r.annotator, r.value) for r in study.records]
+    real = {(r.item, r.question) for r in study.records if r.kind == "real"}
+    fit = fit_rater_model(triples, scale=SCALE, rng=np.random.default_rng(0), n_boot=0, competence_units=real)
+    return study, fit
+
+
+@pytest.mark.parametrize("seed", [0, 1, 2])
+def test_straight_liners_cannot_look_competent_when_ratings_cluster_at_3_and_4(seed):
+    """Issue 29: with true quality clustered at 3-4, a rater answering 3 everywhere agreed with
+    the latent truth often enough to be fitted as the most precise rater (competence 0.73 against
+    0.25-0.56 for the careful raters, AUC 0.53 on seed 0). Competence now rests on how the
+    rater's answers follow the other raters' across items, which a constant answer cannot do."""
+    study, fit = _simulated_fit(seed)
+    careful = [e.competence for e in fit.raters if study.careful(e.rater)]
+    by_kind = {}
+    for e in fit.raters:
+        by_kind.setdefault(study.kinds[e.rater], []).append(e.competence)
+    assert max(by_kind["straight_mode"] + by_kind["straight_other"]) < min(careful)
+    careless = [c for kind in ("straight_mode", "straight_other", "random", "savvy") for c in by_kind[kind]]
+    assert auc(careful, careless) >= 0.9
