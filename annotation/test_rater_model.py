@@ -126,3 +126,22 @@ def test_straight_liners_cannot_look_competent_when_ratings_cluster_at_3_and_4(s
     assert max(by_kind["straight_mode"] + by_kind["straight_other"]) < min(careful)
     careless = [c for kind in ("straight_mode", "straight_other", "random", "savvy") for c in by_kind[kind]]
     assert auc(careful, careless) >= 0.9
+
+
+def test_an_excluded_rater_moves_nobody_else():
+    """Issue 29: rejected raters stayed in the fit and pushed careful raters down. Excluded, a
+    rater still gets an estimate, but everyone else's figures are those of a fit without them."""
+    study = simulate_study(4)
+    triples = [((r.item, r.question), r.annotator, r.value) for r in study.records]
+    real = {(r.item, r.question) for r in study.records if r.kind == "real"}
+    gone = {"random0", "straight_other0", "savvy1"}
+    kwargs = {"scale": SCALE, "rng": np.random.default_rng(0), "n_boot": 0, "competence_units": real}
+    excluded = fit_rater_model(triples, exclude=gone, **kwargs)
+    without = fit_rater_model([t for t in triples if t[1] not in gone], **kwargs)
+    assert {e.rater for e in excluded.raters} == {e.rater for e in without.raters} | gone
+    for e in without.raters:
+        other = excluded.rater(e.rater)
+        assert other.competence == pytest.approx(e.competence, abs=1e-9)
+        if study.careful(e.rater):  # EM and L-BFGS stop at a tolerance: close, not equal
+            assert (other.bias, other.sigma) == pytest.approx((e.bias, e.sigma), abs=0.02)
+    assert excluded.rater("straight_other0").competence == 0.0
