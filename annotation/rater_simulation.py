@@ -18,7 +18,9 @@ positives). Rater kinds:
 - ``biased``: a careful reader with a constant offset of +1 or -1 category (clipped to the scale).
 
 Careful and biased raters read: their time per item is log-normal with median 15 s; the others
-take 5 s (log sd 0.6, so the two overlap). Answers are clipped to 1-5.
+take 5 s (log sd 0.6, so the two overlap). Answers are clipped to 1-5. With ``disguised`` the
+careless raters recognise the controls and answer them right, and take as long as careful ones:
+only their answers to real items give them away.
 """
 
 from __future__ import annotations
@@ -60,6 +62,7 @@ def simulate_study(
     n_controls: int = 10,
     n_careful: int = 12,
     n_each_careless: int = 2,
+    disguised: bool = False,
 ) -> SimulatedStudy:
     """One simulated study: a ``RatingRecord`` per rating (question ``quality``)."""
     rng = np.random.default_rng(seed)
@@ -74,7 +77,9 @@ def simulate_study(
 
     def answer(rater: str, truth: float, expected: int | None) -> int:
         kind = kinds[rater]
-        if kind in (CAREFUL, "biased"):
+        if disguised and expected is not None and kind not in (CAREFUL, "biased"):
+            value = expected
+        elif kind in (CAREFUL, "biased"):
             if expected is not None:
                 value = expected + (rng.choice([-1, 1]) if rng.random() < 0.05 else 0)
             else:
@@ -95,7 +100,7 @@ def simulate_study(
     records: list[RatingRecord] = []
 
     def rate(rater: str, item: str, truth: float, kind: str, expected: int | None) -> None:
-        reads = kinds[rater] in (CAREFUL, "biased")
+        reads = disguised or kinds[rater] in (CAREFUL, "biased")
         clock[rater] += float(rng.lognormal(np.log(15.0 if reads else 5.0), 0.6))
         records.append(
             RatingRecord(

@@ -104,14 +104,15 @@ def test_distribution_counts_answers_per_question():
     assert not math.isnan(quality.timing.median_seconds)
 
 
-@pytest.mark.parametrize("clustered", [True, False])
-def test_carefulness_separates_careless_from_careful_raters_on_a_simulated_study(clustered):
+@pytest.mark.parametrize(("clustered", "disguised"), [(True, False), (True, True), (False, False)])
+def test_carefulness_separates_careless_from_careful_raters_on_a_simulated_study(clustered, disguised):
     """Issue 29: every signal counts: the rater model's competence (a constant or unread answer
     does not follow the items), its bias (a careful reader one category off), the control pass
     rate and the time per item. Careless-vs-careful AUC >= 0.9 on three seeds, with ratings
-    clustered at 3-4 and spread over the scale."""
+    clustered at 3-4 and spread over the scale, and when careless raters pass the controls and
+    take their time (disguised): then only their answers to real items give them away."""
     for seed in range(3):
-        study = simulate_study(seed, clustered=clustered)
+        study = simulate_study(seed, clustered=clustered, disguised=disguised)
         records = study.records
         quality = annotator_quality(records, min_seconds=3, control_margin=1)
         real = {(r.item, r.question) for r in records if r.kind == "real"}
