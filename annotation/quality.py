@@ -31,7 +31,7 @@ from dataclasses import dataclass
 from statistics import median
 
 from annotation.controls import ControlRating, ItemKind, control_check
-from annotation.rater_model import RaterEstimate
+from annotation.rater_model import MIN_PAIRS, RaterEstimate
 from core.stats import spearman_rho, wilson_interval
 
 MAX_GAP_SECONDS = 30 * 60  # a longer pause between two submissions is a break, not work
@@ -283,9 +283,10 @@ def carefulness(quality: AnnotatorQuality, estimate: RaterEstimate | None) -> fl
     - the **control pass rate** (1 without checked controls);
     - the share of timed items **not too fast** (1 without timed items).
 
-    None without a competence (no rating of an item someone else rated). A product, so any one
+    None without a competence (fewer than ``MIN_PAIRS`` real ratings with a consensus: nobody
+    else rated the rater's real items). A product, so any one
     signal at 0 puts the rater at 0; the weights are not fitted, they are the plain product."""
-    if estimate is None:
+    if estimate is None or estimate.n_consensus < MIN_PAIRS:
         return None
     score = estimate.competence / (1.0 + estimate.bias**2)
     if quality.controls.rate is not None:

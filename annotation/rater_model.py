@@ -76,6 +76,7 @@ class RaterEstimate:
     competence: float  # Pearson's r with the leave-one-out consensus, clipped to [0, 1]
     ci_low: float | None  # percentile bootstrap interval of the competence (None: n_boot = 0)
     ci_high: float | None
+    n_consensus: int = 0  # ratings with a consensus that the competence rests on (< MIN_PAIRS: unknown)
 
 
 @dataclass(frozen=True)
@@ -170,6 +171,8 @@ def fit_rater_model(
             ]
         )
         weights = np.where([r in excluded for r in range(n_raters)], 0.0, competence)
+    has_consensus = ~np.isnan(consensus)
+    n_consensus = np.bincount(rater_index[scored][has_consensus], minlength=n_raters)
     intervals: list[tuple[float | None, float | None]] = [(None, None)] * n_raters
     if n_boot:
         tail = (1.0 - confidence) / 2.0
@@ -193,6 +196,7 @@ def fit_rater_model(
             competence=float(competence[r]),
             ci_low=intervals[r][0],
             ci_high=intervals[r][1],
+            n_consensus=int(n_consensus[r]),
         )
         for r in range(n_raters)
     )

@@ -136,6 +136,25 @@ def test_carefulness_multiplies_the_available_signals():
     records += [rec("a", 100 + n, 5, 1000 + 10.0 * n, kind="easy_positive", expected=5) for n in range(3)]
     records += [rec("a", 200, 1, 2000, kind="easy_negative", expected=1)]
     quality = annotator_quality(records, min_seconds=3, control_margin=0)["a"]
-    estimate = RaterEstimate("a", 10, bias=1.0, sigma=0.5, competence=0.8, ci_low=0.6, ci_high=0.9)
+    estimate = RaterEstimate("a", 10, bias=1.0, sigma=0.5, competence=0.8, ci_low=0.6, ci_high=0.9, n_consensus=10)
     assert carefulness(quality, estimate) == pytest.approx(0.8 * 0.5 * 1.0 * 1.0)
     assert carefulness(quality, None) is None  # no competence: nothing to say
+
+
+def test_carefulness_is_unknown_when_no_real_item_is_shared():
+    """Controls rated by everyone, each real item by one rater: nothing to correlate, so the
+    competence rests on no pair and carefulness says nothing rather than 0."""
+    records = [rec(r, f"{r}{n}", 1 + n % 5, 10.0 * n) for r in "ab" for n in range(8)]
+    records += [rec(r, "c", 5, 100.0, kind="easy_positive", expected=5) for r in "ab"]
+    records += [rec(r, "d", 1, 110.0, kind="easy_negative", expected=1) for r in "ab"]
+    fit = fit_rater_model(
+        [((x.item, x.question), x.annotator, x.value) for x in records],
+        scale=SCALE,
+        rng=np.random.default_rng(0),
+        n_boot=10,
+        competence_units={(x.item, x.question) for x in records if x.kind == "real"},
+    )
+    quality = annotator_quality(records, min_seconds=3, control_margin=1)
+    estimate = fit.rater("a")
+    assert estimate.n_consensus == 0 and (estimate.ci_low, estimate.ci_high) == (0.0, 1.0)
+    assert carefulness(quality["a"], estimate) is None
