@@ -18,6 +18,8 @@ Per annotator, from their ratings as plain records:
   than ``min_shared`` pairs or no variation).
 - **deviation from the LLM**: the mean absolute difference between the rating and the item's LLM
   estimate (on the question's scale), over the real items that have one.
+
+:func:`carefulness` combines them with the rater model's figures into one score in [0, 1].
 """
 
 from __future__ import annotations
@@ -29,6 +31,7 @@ from dataclasses import dataclass
 from statistics import median
 
 from annotation.controls import ControlRating, ItemKind, control_check
+from annotation.rater_model import MIN_PAIRS, RaterEstimate
 from core.stats import spearman_rho, wilson_interval
 
 MAX_GAP_SECONDS = 30 * 60  # a longer pause between two submissions is a break, not work
@@ -267,3 +270,27 @@ def annotator_flag_hits(
     if low_competence > 0 and competence_high is not None and competence_high < low_competence:
         hits.append(AnnotatorFlagHit("low_competence", competence_high))
     return hits
+
+
+def carefulness(quality: AnnotatorQuality, estimate: RaterEstimate | None) -> float | None:
+    """One score in [0, 1] from every signal, the product of:
+
+    - the rater model's **competence** (correlation with the leave-one-out consensus on real
+      items): 0 for a straight-liner, near 0 for a random rater or one answering near the
+      study's mode without reading;
+    - ``1 / (1 + bias**2)`` with the model's **bias** in categories: 0.5 for a careful reader one
+      category off, above 0.97 within ±0.17 (competence does not see an offset);
+    - the **control pass rate** (1 without checked controls);
+    - the share of timed items **not too fast** (1 without timed items).
+
+    None without a competence (fewer than ``MIN_PAIRS`` real ratings with a consensus: nobody
+    else rated the rater's real items). A product, so any one
+    signal at 0 puts the rater at 0; the weights are not fitted, they are the plain product."""
+    if estimate is None or estimate.n_consensus < MIN_PAIRS:
+        return None
+    score = estimate.competence / (1.0 + estimate.bias**2)
+    if quality.controls.rate is not None:
+        score *= quality.controls.rate
+    if quality.timing.share_too_fast is not None:
+        score *= 1.0 - quality.timing.share_too_fast
+    return float(score)

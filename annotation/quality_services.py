@@ -14,7 +14,7 @@ from annotation.controls import ItemKind
 from annotation.design import StudyDesign
 from annotation.design_services import study_design
 from annotation.models import Annotator, Flag, Rating, Study
-from annotation.quality import AnnotatorQuality, RatingRecord, annotator_flag_hits, annotator_quality
+from annotation.quality import AnnotatorQuality, RatingRecord, annotator_flag_hits, annotator_quality, carefulness
 from annotation.rater_model import RaterEstimate, RaterModelFit, fit_rater_model
 from annotation.sampling import seeded_rng
 from annotation.validation import ANNOTATOR_RULES
@@ -27,6 +27,11 @@ class AnnotatorQualityRow:
     annotator: Annotator
     quality: AnnotatorQuality | None  # None: no active rating yet
     competence: RaterEstimate | None  # None: no rating of an item someone else rated too
+
+    @property
+    def carefulness(self) -> float | None:
+        """``annotation.quality.carefulness``: competence, bias, controls and time in one score."""
+        return carefulness(self.quality, self.competence) if self.quality and self.competence else None
 
     @property
     def username(self) -> str:
@@ -68,9 +73,11 @@ def quality_records(study: Study) -> list[RatingRecord]:
     return records
 
 
-def study_rater_model(study: Study, *, records: list[RatingRecord] | None = None, n_boot: int = N_BOOT):
+def study_rater_model(study: Study, *, records: list[RatingRecord] | None = None, n_boot: int = N_BOOT, rejected=None):
     """The ordinal rater model fitted to every active rating (real items and controls; each item's
-    question is a unit), on the scale of the questions that hold most ratings; seeded by the design."""
+    question is a unit), on the scale of the questions that hold most ratings; seeded by the design.
+    Rejected annotators get estimates but count in no one's consensus nor in the model's latent
+    categories; competence is measured on real items only."""
     design = study_design(study)
     records = quality_records(study) if records is None else records
     scales = {q.name: (q.low, q.high) for q in design.questions}
@@ -82,7 +89,16 @@ def study_rater_model(study: Study, *, records: list[RatingRecord] | None = None
         question = design.questions[0]
         return None, (question.low, question.high)
     scale, triples = max(by_scale.items(), key=lambda kv: len(kv[1]))
-    fit = fit_rater_model(triples, scale=scale, rng=seeded_rng(design.seed, "rater-model"), n_boot=n_boot)
+    if rejected is None:
+        rejected = set(study.annotators.filter(status=Annotator.Status.REJECTED).values_list("pk", flat=True))
+    fit = fit_rater_model(
+        triples,
+        scale=scale,
+        rng=seeded_rng(design.seed, "rater-model"),
+        n_boot=n_boot,
+        exclude=rejected,
+        competence_units={(r.item, r.question) for r in records if r.kind == ItemKind.REAL},
+    )
     return fit, scale
 
 
@@ -94,7 +110,7 @@ def study_annotator_quality(*, study: Study) -> StudyQuality:
     annotators = list(study.annotators.select_related("user"))
     rejected = {a.pk for a in annotators if a.status == Annotator.Status.REJECTED}
     figures = _figures(records, design, rejected)
-    fit, scale = study_rater_model(study, records=records)
+    fit, scale = study_rater_model(study, records=records, rejected=rejected)
     rows = [
         AnnotatorQualityRow(
             annotator=a,
@@ -133,7 +149,7 @@ def annotator_flags_apply(*, study: Study) -> tuple[int, int]:
     annotators = {a.pk: a for a in study.annotators.all()}
     rejected = {pk for pk, a in annotators.items() if a.status == Annotator.Status.REJECTED}
     figures = _figures(records, design, rejected)
-    fit = study_rater_model(study, records=records)[0] if design.flag_low_competence else None
+    fit = study_rater_model(study, records=records, rejected=rejected)[0] if design.flag_low_competence else None
     created = removed = 0
     for pk, annotator in annotators.items():
         hits = {}
@@ -230,6 +246,7 @@ def quality_report_data(report: StudyQuality) -> dict:
                     if r.quality
                     else {"n_items": 0, "n_ratings": 0}
                 ),
+                "carefulness": r.carefulness,
                 "competence": None
                 if r.competence is None
                 else {k: v for k, v in asdict(r.competence).items() if k not in ("rater", "n_ratings")},

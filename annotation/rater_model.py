@@ -10,19 +10,35 @@ cannot identify; it is the ordered-probit rater of Johnson (1996) with threshold
 half-points. The latent categories are integrated out and ``pi``, every ``bias_r`` and
 ``sigma_r`` are fitted by EM (the M-step for the raters by L-BFGS with the analytic gradient),
 under weak priors: ``bias ~ N(0, 1)``, ``log sigma ~ N(0, 1)``, a Dirichlet(2, ..., 2) on ``pi``.
-Because the truth is a category, a straight-liner cannot look accurate: answering 3 whatever the
-truth fits only with a large ``sigma``.
 
-**Competence** is the rater's mean, over their ratings, of the probability that the true
-category is the one they answered, given the fitted model and the *other* raters' answers to the
-same unit (their own answer is left out, so it cannot vouch for itself). It reads as an expected
-accuracy: near 1 for a careful rater among careful peers, near the share of the answered
-category for a random rater or a straight-liner. The interval is a percentile bootstrap of that
-mean over the rater's ratings with the fitted model held fixed (seeded ``numpy.random.Generator``):
-it shows how many ratings the figure rests on, not the uncertainty of the peers' parameters.
-``bias`` and ``sigma`` are reported as well; the parametric competence
-``sum_t pi_t P(k = t | t)`` was tried and rejected: a straight-liner is outside the
-two-parameter family, so it overrates them.
+The model gives each rater's ``bias`` and ``sigma`` and the prevalences. It does not judge
+who is careless: when the true categories cluster (most items 3 or 4), a rater answering 3
+everywhere agrees with the latent truth on many items and EM fits them as the *most* precise rater
+(issue 29: on the clustered study of ``annotation.rater_simulation``, seed 0, the old
+posterior-accuracy competence gave the straight-liners at 3 0.71 and 0.73 against 0.25-0.56 for the
+careful raters). Raters in ``exclude`` (rejected ones) are fitted but
+do not count in the latent categories.
+
+**Competence** is Pearson's r, across the rater's units, between their answer and the
+*leave-one-out consensus*: the weighted mean of the other raters' answers to the same unit
+(excluded raters weigh 0), clipped to [0, 1]. The weights are 1 in a first round, then each
+rater's competence from the round before (``CONSENSUS_ROUNDS`` in all), so that random raters and
+straight-liners stop diluting everyone's consensus. It measures how much the rater's answers follow
+the items: a constant answer has no variation and scores 0 whatever its value (a straight-liner
+cannot rank above any rater with a positive correlation), and so does anything that does not
+depend on the item (a uniform random rater, one answering the study's mode with noise), up to the
+chance correlation of their number of ratings. It does not see a constant offset: a careful rater
+who answers one category too high keeps a high competence; ``bias`` reports the offset, and
+``annotation.quality.carefulness`` combines both with the control pass rate and time per item.
+With fewer than ``MIN_PAIRS`` ratings that have a consensus the competence is 0 with the interval
+[0, 1] (nothing is known). The interval is a percentile bootstrap of r over the rater's (answer,
+consensus) pairs with the consensus held fixed (seeded ``numpy.random.Generator``): it shows how
+many ratings the figure rests on, not the uncertainty of the peers' answers. ``competence_units``
+restricts it to the real items (controls would let a rater who gets them right and straight-lines
+the rest follow the consensus on controls alone). The old competence, the rater's mean
+probability that the true category is the one they answered given the other raters' answers, was
+dropped for the reason above; the parametric ``sum_t pi_t P(k = t | t)`` was rejected before it:
+a straight-liner is outside the two-parameter family, so it overrates them.
 
 References
 ----------
@@ -30,14 +46,12 @@ Dawid, A. P. and Skene, A. M. (1979). Maximum likelihood estimation of observer 
 the EM algorithm. Journal of the Royal Statistical Society C 28(1), 20–28.
 Johnson, V. E. (1996). On Bayesian analysis of multirater ordinal data: an application to
 automated essay grading. Journal of the American Statistical Association 91(433), 42–51.
-Passonneau, R. J. and Carpenter, B. (2014). The benefits of a model of annotation. Transactions
-of the Association for Computational Linguistics 2, 311–326.
 Efron, B. and Tibshirani, R. J. (1993). An Introduction to the Bootstrap. Chapman & Hall, ch. 13.
 """
 
 from __future__ import annotations
 
-from collections.abc import Hashable, Sequence
+from collections.abc import Collection, Hashable, Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -47,6 +61,8 @@ BIAS_PRIOR_SD = 1.0
 LOG_SIGMA_PRIOR_SD = 1.0
 PREVALENCE_PRIOR = 2.0  # Dirichlet concentration per category
 MAX_ITERATIONS = 100
+CONSENSUS_ROUNDS = 3  # equal weights, then twice weighted by the raters' competence
+MIN_PAIRS = 3  # ratings with a consensus below which a competence means nothing
 TOLERANCE = 1e-5  # change of the log posterior per rating that ends EM
 _LOG_SQRT_2PI = 0.5 * np.log(2 * np.pi)
 
@@ -57,9 +73,10 @@ class RaterEstimate:
     n_ratings: int
     bias: float  # in categories: + = answers above the true category
     sigma: float  # noise scale, in categories
-    competence: float
+    competence: float  # Pearson's r with the leave-one-out consensus, clipped to [0, 1]
     ci_low: float | None  # percentile bootstrap interval of the competence (None: n_boot = 0)
     ci_high: float | None
+    n_consensus: int = 0  # ratings with a consensus that the competence rests on (< MIN_PAIRS: unknown)
 
 
 @dataclass(frozen=True)
@@ -87,6 +104,8 @@ def fit_rater_model(
     n_boot: int = 200,
     confidence: float = 0.95,
     min_raters_per_unit: int = 2,
+    exclude: Collection[Hashable] = (),
+    competence_units: Collection[Hashable] | None = None,
 ) -> RaterModelFit:
     """Fit the ordinal rater model to ``(unit, rater, value)`` triples.
 
@@ -104,6 +123,13 @@ def fit_rater_model(
         Coverage of the percentile intervals.
     min_raters_per_unit
         Units with fewer raters are left out: a lone rating says nothing about its rater.
+    exclude
+        Raters (rejected ones) who get estimates but move nothing: they count neither in the
+        latent categories of the model nor in anyone's consensus.
+    competence_units
+        The units the competence is measured on (None: all). Pass the real items: controls have
+        obvious answers, so a rater who gets them right and straight-lines the rest would
+        otherwise follow the consensus on the controls alone.
 
     Returns
     -------
@@ -115,26 +141,52 @@ def fit_rater_model(
         raise ValueError(f"scale must be (low, high) integers with low < high, got {scale!r}")
     if n_boot < 0 or not 0 < confidence < 1:
         raise ValueError(f"n_boot must be >= 0 and confidence in (0, 1), got {n_boot} and {confidence}")
-    unit_index, rater_ids, rater_index, answers = _validated(ratings, scale=scale, min_raters=min_raters_per_unit)
+    unit_ids, unit_index, rater_ids, rater_index, answers = _validated(
+        ratings, scale=scale, min_raters=min_raters_per_unit
+    )
     n_raters, n_categories = len(rater_ids), high - low + 1
     if not n_raters:
         return RaterModelFit(
             raters=(), prevalence=(), n_units=0, n_ratings=0, n_boot=n_boot, confidence=confidence, converged=True
         )
     n_units = int(unit_index.max()) + 1
-    model = _Model(unit_index, rater_index, answers, n_units, n_raters, n_categories)
+    excluded = {n for n, r in enumerate(rater_ids) if r in exclude}
+    counted = np.array([r not in excluded for r in rater_index], dtype=bool)
+    model = _Model(unit_index, rater_index, answers, n_units, n_raters, n_categories, counted)
     params, prevalence, converged = model.fit()
 
-    own = model.own_answer_probability(params, prevalence)
     counts = np.bincount(rater_index, minlength=n_raters)
-    competence = np.bincount(rater_index, weights=own, minlength=n_raters) / counts
+    if competence_units is None:
+        scored = np.ones(answers.size, dtype=bool)
+    else:
+        wanted = set(competence_units)
+        scored = np.array([unit_ids[u] in wanted for u in unit_index], dtype=bool)
+    weights = np.array([0.0 if r in excluded else 1.0 for r in range(n_raters)])
+    for _ in range(CONSENSUS_ROUNDS):
+        consensus = _leave_one_out_consensus(unit_index[scored], rater_index[scored], answers[scored], weights)
+        competence = np.array(
+            [
+                _correlation(answers[scored][rater_index[scored] == r], consensus[rater_index[scored] == r])
+                for r in range(n_raters)
+            ]
+        )
+        weights = np.where([r in excluded for r in range(n_raters)], 0.0, competence)
+    has_consensus = ~np.isnan(consensus)
+    n_consensus = np.bincount(rater_index[scored][has_consensus], minlength=n_raters)
     intervals: list[tuple[float | None, float | None]] = [(None, None)] * n_raters
     if n_boot:
         tail = (1.0 - confidence) / 2.0
         for r in range(n_raters):
-            mine = own[rater_index == r]
-            means = mine[rng.integers(0, mine.size, size=(n_boot, mine.size))].mean(axis=1)
-            intervals[r] = (float(np.quantile(means, tail)), float(np.quantile(means, 1 - tail)))
+            mine = rater_index[scored] == r
+            x, c = answers[scored][mine].astype(float), consensus[mine]
+            valid = ~np.isnan(c)
+            x, c = x[valid], c[valid]
+            if x.size < MIN_PAIRS:
+                intervals[r] = (0.0, 1.0)
+                continue
+            draws = rng.integers(0, x.size, size=(n_boot, x.size))
+            resampled = _rowwise_correlation(x[draws], c[draws])
+            intervals[r] = (float(np.quantile(resampled, tail)), float(np.quantile(resampled, 1 - tail)))
     estimates = tuple(
         RaterEstimate(
             rater=rater_ids[r],
@@ -144,6 +196,7 @@ def fit_rater_model(
             competence=float(competence[r]),
             ci_low=intervals[r][0],
             ci_high=intervals[r][1],
+            n_consensus=int(n_consensus[r]),
         )
         for r in range(n_raters)
     )
@@ -170,8 +223,8 @@ def confusion_matrix(bias: float, sigma: float, n_categories: int) -> np.ndarray
 class _Model:
     """EM over the latent categories for one data set (answers 0-based)."""
 
-    def __init__(self, unit, rater, answers, n_units, n_raters, n_categories):
-        self.unit, self.rater, self.answers = unit, rater, answers
+    def __init__(self, unit, rater, answers, n_units, n_raters, n_categories, counted):
+        self.unit, self.rater, self.answers, self.counted = unit, rater, answers, counted
         self.n_units, self.n_raters, self.n_categories = n_units, n_raters, n_categories
         truth = np.arange(n_categories)[None, :]
         # Bounds of each answer's category minus each candidate truth: shape (n_ratings, K).
@@ -203,16 +256,6 @@ class _Model:
             previous = objective
         return params, prevalence, False
 
-    def own_answer_probability(self, params: np.ndarray, prevalence: np.ndarray) -> np.ndarray:
-        """Per rating: the probability, given only the other raters' answers to the same unit,
-        that the true category is the one this rating gave."""
-        log_p = self._log_likelihood(params)[0]
-        per_unit = np.zeros((self.n_units, self.n_categories))
-        np.add.at(per_unit, self.unit, log_p)
-        log_joint = np.log(prevalence)[None, :] + per_unit[self.unit] - log_p  # without the rating itself
-        posterior = np.exp(log_joint - special.logsumexp(log_joint, axis=1, keepdims=True))
-        return posterior[np.arange(self.answers.size), self.answers]
-
     def _log_likelihood(self, params: np.ndarray):
         """log P(answer | truth) per rating and truth, with the standardised bounds and sigma."""
         bias, sigma = params[: self.n_raters][self.rater], np.exp(params[self.n_raters :])[self.rater]
@@ -223,7 +266,7 @@ class _Model:
     def _posterior(self, params, prevalence) -> tuple[np.ndarray, float]:
         log_p = self._log_likelihood(params)[0]
         per_unit = np.zeros((self.n_units, self.n_categories))
-        np.add.at(per_unit, self.unit, log_p)
+        np.add.at(per_unit, self.unit, log_p * self.counted[:, None])  # excluded raters move nothing
         log_joint = np.log(prevalence)[None, :] + per_unit
         log_evidence = special.logsumexp(log_joint, axis=1, keepdims=True)
         return np.exp(log_joint - log_evidence), float(log_evidence.sum())
@@ -249,6 +292,38 @@ class _Model:
             ]
         )
         return value, grad
+
+
+def _leave_one_out_consensus(unit, rater, answers, weights) -> np.ndarray:
+    """Per rating: the weighted mean of the *other* raters' answers to its unit (NaN where no
+    other rater has weight)."""
+    w = weights[rater]
+    total = np.bincount(unit, weights=w * answers)
+    mass = np.bincount(unit, weights=w)
+    others = mass[unit] - w
+    with np.errstate(invalid="ignore", divide="ignore"):
+        return np.where(others > 1e-12, (total[unit] - w * answers) / others, np.nan)
+
+
+def _correlation(x: np.ndarray, consensus: np.ndarray) -> float:
+    """Pearson's r of a rater's answers with their consensus, clipped at 0; 0 without at least
+    ``MIN_PAIRS`` pairs or without variation on either side (a constant answer carries no
+    information about the items)."""
+    valid = ~np.isnan(consensus)
+    if valid.sum() < MIN_PAIRS:
+        return 0.0
+    return float(_rowwise_correlation(x[valid][None, :].astype(float), consensus[valid][None, :])[0])
+
+
+def _rowwise_correlation(x: np.ndarray, y: np.ndarray) -> np.ndarray:
+    """Pearson's r of each row pair, clipped to [0, 1]; 0 for a constant row."""
+    dx = x - x.mean(axis=1, keepdims=True)
+    dy = y - y.mean(axis=1, keepdims=True)
+    sxx, syy = (dx * dx).sum(axis=1), (dy * dy).sum(axis=1)
+    denominator = np.sqrt(sxx * syy)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        r = np.where(denominator > 1e-12, (dx * dy).sum(axis=1) / denominator, 0.0)
+    return np.clip(r, 0.0, 1.0)
 
 
 def _log_interval_probability(low: np.ndarray, high: np.ndarray) -> np.ndarray:
@@ -290,6 +365,7 @@ def _validated(ratings, *, scale: tuple[int, int], min_raters: int):
     rater_ids = list(dict.fromkeys(row[1] for row in kept))
     rater_codes = {r: n for n, r in enumerate(rater_ids)}
     return (
+        list(unit_codes),
         np.array([unit_codes[row[0]] for row in kept], dtype=int),
         rater_ids,
         np.array([rater_codes[row[1]] for row in kept], dtype=int),

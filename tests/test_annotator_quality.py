@@ -71,7 +71,8 @@ def test_figures_per_annotator(study):
     assert liner.straight_lining.longest_run == 12 and liner.straight_lining.entropy_bits == 0.0
     assert anna.controls.rate == 1.0 and anna.controls.ci_high == 1.0 and anna.controls.ci_low < 1.0
     assert liner.deviation.peer_mad > anna.deviation.peer_mad
-    assert rows["liner"].competence.competence < rows["anna"].competence.competence
+    assert rows["liner"].competence.competence == 0.0 < rows["anna"].competence.competence
+    assert rows["liner"].carefulness == 0.0 < rows["bob"].carefulness
     assert report.model.converged and report.scale == (1, 5)
 
 
@@ -129,6 +130,7 @@ def test_page_api_and_command_for_researchers_only(study, researcher, client):
     rows = {a["username"]: a for a in data["annotators"]}
     assert rows["liner"]["straight_lining"]["entropy_bits"] == 0.0
     assert rows["anna"]["competence"]["ci_low"] <= rows["anna"]["competence"]["competence"]
+    assert rows["liner"]["carefulness"] == 0.0 < rows["anna"]["carefulness"]
     assert "Annotator quality" in client.get(reverse("annotation:study", args=[study.pk])).content.decode()
 
     out = StringIO()

@@ -245,7 +245,7 @@ class Command(BaseCommand):
         report = study_annotator_quality(study=_study(study, actor))
         self.stdout.write(
             f"{'annotator':<16} {'status':<9} {'items':>5} {'med s':>6} {'fast':>5} {'run':>4} {'H bits':>6} "
-            f"{'controls':>9} {'|d| peers':>9} {'rho':>5} {'|d| LLM':>7}  competence [95% CI]"
+            f"{'controls':>9} {'|d| peers':>9} {'rho':>5} {'|d| LLM':>7}  competence [95% CI]  bias  care"
         )
 
         def fmt(value, spec):
@@ -254,6 +254,8 @@ class Command(BaseCommand):
         for row in report.rows:
             q, c = row.quality, row.competence
             competence = f"{c.competence:.2f} [{fmt(c.ci_low, '.2f')}, {fmt(c.ci_high, '.2f')}]" if c else "-"
+            if c:
+                competence += f"  {c.bias:+.2f}  {fmt(row.carefulness, '.2f')}"
             if q is None:
                 self.stdout.write(f"{row.username:<16} {row.annotator.status:<9} {0:>5}  no rating yet  {competence}")
                 continue
