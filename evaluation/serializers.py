@@ -96,6 +96,7 @@ class RobustnessOptionsSerializer(serializers.Serializer):
     split_half_splits = serializers.IntegerField(min_value=1, max_value=MAX_SPLITS, required=False)
     wilcoxon_unit = serializers.ChoiceField(choices=OPTION_CHOICES["wilcoxon_unit"], required=False)
     baseline_compare = serializers.ChoiceField(choices=OPTION_CHOICES["baseline_compare"], required=False)
+    shift_interval = serializers.ChoiceField(choices=OPTION_CHOICES["shift_interval"], required=False)
 
     def options(self) -> ReportOptions:
         return ReportOptions.from_mapping(self.validated_data)

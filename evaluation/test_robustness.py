@@ -224,6 +224,7 @@ def test_default_options_and_their_record_in_every_export(cube):
         "split_half_splits": 100,
         "wilcoxon_unit": "model_mean",
         "baseline_compare": "delta",
+        "shift_interval": "walsh",
     }
     chosen = analyse(cube, tau_unit="seed_mean", split_half_splits=1000)
     assert chosen.as_dict()["options"]["tau_unit"] == "seed_mean"
