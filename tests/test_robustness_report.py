@@ -49,6 +49,8 @@ def test_report_page_renders_tables_figures_and_export_links(client, researcher,
     assert all(f"heatmap.{fmt}" in html for fmt in ("svg", "png", "pdf"))
     assert "robustness-ranks.tex?tau_unit=seed_mean" in html and 'id="figure-ranks"' in html
     assert "With 3 datasets no pair can reach p &lt; 0.05" in html
+    # run-aggregated, 3 datasets: the Walsh interval is their range, marked with the coverage it has
+    assert "(75% only)" in html
     chosen = client.get(reverse("evaluation:robustness", args=[run.pk]), {"baseline_compare": "transformed"})
     assert "the model's transformed score minus the baseline" in chosen.content.decode()
     refused = client.get(reverse("evaluation:robustness", args=[run.pk]), {"tau_unit": "nonsense"})
