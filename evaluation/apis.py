@@ -4,6 +4,7 @@ from django.shortcuts import get_object_or_404
 from drf_spectacular.utils import extend_schema
 from rest_framework import mixins, status, viewsets
 from rest_framework.decorators import action
+from rest_framework.exceptions import ValidationError
 from rest_framework.response import Response
 
 from annotation.models import BenchmarkConfig
@@ -16,8 +17,9 @@ from evaluation.benchmark_services import (
     benchmark_run_create_from_datasets,
     benchmark_run_resume,
 )
-from evaluation.report_robustness import JSON_NAME, robustness_report_files, robustness_report_get
+from evaluation.report_robustness import JSON_NAME, robustness_options, robustness_report_files, robustness_report_get
 from evaluation.reports import benchmark_report
+from evaluation.robustness import ReportOptionError
 from evaluation.selectors import benchmark_result_list, benchmark_run_list
 from evaluation.serializers import (
     BenchmarkResultSerializer,
@@ -98,10 +100,17 @@ class BenchmarkRunViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, view
     def robustness(self, request, pk=None):
         """The robustness report: shift statistics (pooled and run-aggregated, Holm-adjusted), model vs
         baseline, Kendall's τ, split-half reliability, drift vs quality, rankings with rank intervals and
-        letters, and notes on empty sections. Query parameters choose the statistics' units."""
+        letters, and notes on empty sections. Query parameters choose the statistics' units; unset ones
+        are the run's preset's, or the multi-axis paper's protocol; one that differs from the run's
+        preset is refused (400)."""
         chosen = RobustnessOptionsSerializer(data=request.query_params)
         chosen.is_valid(raise_exception=True)
-        report = robustness_report_get(run=self.get_object(), options=chosen.options())
+        run = self.get_object()
+        try:
+            options = robustness_options(run=run, values=chosen.validated_data)
+        except ReportOptionError as exc:
+            raise ValidationError({"detail": str(exc)}) from None
+        report = robustness_report_get(run=run, options=options)
         files = robustness_report_files(report, figures=False)
         return Response(json.loads(files[JSON_NAME]))
 

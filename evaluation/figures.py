@@ -14,7 +14,13 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402  (the backend is chosen first)
 import numpy as np  # noqa: E402
 
-from evaluation.robustness import ALL_MODELS, POOLED, RobustnessReport  # noqa: E402
+from evaluation.robustness import (  # noqa: E402
+    ALL_MODELS,
+    SHIFT_FIGURE_UNITS,
+    UNIT_DESCRIPTIONS,
+    ReportOptions,
+    RobustnessReport,
+)
 
 ALPHA = 0.05
 _RC = {"svg.hashsalt": "shiftlab", "svg.fonttype": "none", "font.size": 9}
@@ -28,8 +34,8 @@ FIGURES = {
     ),
     "shifts": (
         "Hodges–Lehmann shift per transformation (95% CI)",
-        "unit: dataset × seed result; with several models, the all-models table (models averaged per unit "
-        "unless wilcoxon_unit=per_model); ★ = significant after Holm across transformations",
+        "{unit}; with several models, the all-models table (models averaged per unit unless "
+        "wilcoxon_unit=per_model); ★ = significant after Holm across transformations (shift_figure_unit={option})",
     ),
     "heatmap": (
         "Mean Δ per model and transformation",
@@ -54,6 +60,14 @@ PNG_DPI = 200
 _METADATA = {"svg": {"Date": None}, "png": {"Software": None}, "pdf": {"CreationDate": None, "ModDate": None}}
 
 
+def figure_titles(options: ReportOptions) -> dict[str, tuple[str, str]]:
+    """Name -> (title, unit) of every figure, the shifts figure's unit the one ``options`` chose."""
+    unit = SHIFT_FIGURE_UNITS[options.shift_figure_unit]
+    title, text = FIGURES["shifts"]
+    shifts = text.format(unit=UNIT_DESCRIPTIONS[(unit, "transformation")], option=options.shift_figure_unit)
+    return {**FIGURES, "shifts": (title, shifts)}
+
+
 def report_figures(report: RobustnessReport, *, fmt: str = "svg") -> dict[str, str | bytes]:
     """Name -> figure of every figure the report has data for: SVG text, or PNG/PDF bytes."""
     if fmt not in FORMATS:
@@ -63,7 +77,9 @@ def report_figures(report: RobustnessReport, *, fmt: str = "svg") -> dict[str, s
         builders["dumbbell"] = lambda: _dumbbell(report)
     table = (
         report.shift_table(
-            scope=ALL_MODELS if len(report.models) > 1 else report.models[0], unit=POOLED, level="transformation"
+            scope=ALL_MODELS if len(report.models) > 1 else report.models[0],
+            unit=SHIFT_FIGURE_UNITS[report.options.shift_figure_unit],
+            level="transformation",
         )
         if report.models
         else None

@@ -6,6 +6,7 @@ from __future__ import annotations
 import dataclasses
 import json
 from collections import defaultdict
+from collections.abc import Mapping
 from pathlib import Path
 
 import numpy as np
@@ -31,8 +32,23 @@ RANKS_LATEX_NAME = "robustness-ranks.tex"
 TABLE_NAMES = (CSV_NAME, JSON_NAME, LATEX_NAME, RANKS_LATEX_NAME)
 
 
+def robustness_options(*, run: BenchmarkRun, values: Mapping[str, object] | None = None) -> ReportOptions:
+    """The report options of ``run``: ``values`` (plain data: a query string, a command line;
+    None or "" is unset) filled from the run's preset, or the defaults (the paper's protocol)
+    when it has none. A value that differs from the run's preset raises ``ReportOptionError``."""
+    return ReportOptions.for_preset(run_preset(run), values)
+
+
+def run_preset(run: BenchmarkRun) -> str:
+    """The preset the run was made with ("" for none)."""
+    return (run.plan or {}).get("preset") or ""
+
+
 def robustness_report_get(*, run: BenchmarkRun, options: ReportOptions | None = None) -> RobustnessReport:
-    """The report of ``run`` under ``options`` (the statistics' units; default ``ReportOptions()``)."""
+    """The report of ``run`` under ``options`` (the statistics' units; default: the run's preset's,
+    or the paper's protocol, ``robustness_options``)."""
+    if options is None:
+        options = robustness_options(run=run)
     results = list(benchmark_result_list(run=run, item_scores=True))
     units = [unit_score(r, item_scores=True) for r in results]
     task_types = {r.dataset.name: r.dataset.task_type for r in results}

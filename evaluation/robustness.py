@@ -4,23 +4,25 @@ Takes the run's units as ``aggregation.UnitScore`` rows (transformed units carry
 data's score on the same items) and answers the questions of SPEC §5 with ``evaluation.stats``
 and ``core.stats``:
 
-- **original vs transformed**: Hodges–Lehmann shift (transformed − original) with a seeded 95%
-  bootstrap CI, Wilcoxon p and Holm-adjusted p, per transformation and per axis, for each model and
-  for all models pooled. Two units of observation: *pooled* (one dataset × seed result) and
-  *run-aggregated* (a dataset's results averaged over seeds first). Holm's family is one table:
+- **original vs transformed**: Hodges–Lehmann shift (transformed − original) with the
+  distribution-free Walsh-average 95% interval (or a seeded bootstrap one), Wilcoxon p and
+  Holm-adjusted p, per transformation and per axis, for each model and for all models pooled.
+  Two units of observation: *run-aggregated* (a dataset's results averaged over seeds first, the
+  paper's unit) and *pooled* (one dataset × seed result). Holm's family is one table:
   the transformations (or the axes) of one scope and unit;
 - **model vs baseline**: per transformation, each model's Δ (or transformed score) against the
   first model's, paired over (dataset, seed); Holm over every (model, transformation) comparison;
-- **Kendall's τ** between the original and the transformed model ranking of each dataset × seed
-  (or dataset, seeds averaged), mean ± SD per transformation and per axis;
-- **split-half reliability** of per-axis profiles (dataset × model mean Δ or score, strata = task
+- **Kendall's τ** between the original and the transformed model ranking of each dataset, seeds
+  averaged (or dataset × seed), mean ± SD per transformation and per axis;
+- **split-half reliability** of per-axis profiles (dataset × model mean score or Δ, strata = task
   type);
 - **drift vs quality**: Spearman between per-item embedding drift and mean human quality;
 - **rankings**: models ranked on the original data and per axis, with bootstrap rank intervals
   and significance letters (``evaluation.ranking``).
 
-Where the papers and this report could use different units, ``ReportOptions`` chooses (see its
-docstring for which default is which and why); the chosen unit is named in every table.
+Where the papers and this report could use different units, ``ReportOptions`` chooses: by default
+the multi-axis paper's protocol (its preset is the one definition of these defaults), the other
+units as named options (see its docstring for why); the chosen unit is named in every table.
 """
 
 from __future__ import annotations
@@ -35,7 +37,8 @@ from core.stats import CorrelationResult, kendall_tau, spearman_with_ci
 from evaluation.aggregation import ModelAggregate, UnitScore, aggregate, mean_sd
 from evaluation.benchmark_plan import BENCHMARK_AXES, ORIGINAL
 from evaluation.ranking import Ranking, rank_models
-from evaluation.stats import ShiftResult, aggregate_runs, paired_shifts, split_half_reliability
+from evaluation.stats import SHIFT_INTERVALS, ShiftResult, aggregate_runs, paired_shifts, split_half_reliability
+from transforms.presets import DEFAULT_PROTOCOL, preset_get, resolve_report_options
 
 ALL_MODELS = "all models"
 MODEL_MEAN = "model mean"  # the pseudo-model of the all-models tables when models are averaged first
@@ -49,14 +52,25 @@ UNIT_DESCRIPTIONS = {
 }
 
 
-# Report options: name -> allowed values, the default first (the default's reason is in ReportOptions).
-OPTION_CHOICES: dict[str, tuple[str, ...]] = {
-    "tau_unit": ("per_seed", "seed_mean"),
-    "axis_tau": ("pooled", "axis_mean_scores"),
-    "split_half_on": ("deltas", "scores"),
+# Report options: name -> the values each accepts. Their defaults are the paper's protocol, read
+# from its preset (transforms.presets.DEFAULT_PROTOCOL, the one place they are written); an option
+# the paper leaves open falls back to OPEN_DEFAULTS.
+_VALUES: dict[str, tuple[str, ...]] = {
+    "tau_unit": ("seed_mean", "per_seed"),
+    "axis_tau": ("axis_mean_scores", "pooled"),
+    "split_half_on": ("scores", "deltas"),
     "wilcoxon_unit": ("model_mean", "per_model"),
     "baseline_compare": ("delta", "transformed"),
+    "shift_interval": SHIFT_INTERVALS,
+    "shift_figure_unit": ("run_aggregated", "pooled"),
 }
+OPEN_DEFAULTS: dict[str, object] = {"baseline_compare": "delta"}
+PAPER_DEFAULTS: Mapping[str, object] = {**OPEN_DEFAULTS, **preset_get(DEFAULT_PROTOCOL).report_options}
+# name -> allowed values, the default first (the default's reason is in ReportOptions)
+OPTION_CHOICES: dict[str, tuple[str, ...]] = {
+    name: (PAPER_DEFAULTS[name], *(v for v in values if v != PAPER_DEFAULTS[name])) for name, values in _VALUES.items()
+}
+SHIFT_FIGURE_UNITS = {"run_aggregated": RUN_AGGREGATED, "pooled": POOLED}
 MAX_SPLITS = 100_000
 
 
@@ -66,36 +80,47 @@ class ReportOptionError(ValueError):
 
 @dataclass(frozen=True)
 class ReportOptions:
-    """Units of the report's statistics, where the papers and this report could differ.
+    """Units of the report's statistics, where the papers and this report could differ. The
+    defaults are the multi-axis (HTEB) paper's protocol (SPEC §5), taken from its preset; the
+    other values stay as named options.
 
-    - ``tau_unit``: ``per_seed`` (default) ranks models on each dataset × seed result and reports
-      mean ± SD of τ over those; ``seed_mean`` ranks them on each dataset's scores averaged over
-      seeds (the multi-axis paper). Both are sound: per seed says how stable one draw of the
-      transformation leaves the ranking, seed means how stable the expected ranking is.
-    - ``axis_tau``: ``pooled`` (default) pools the τ of the axis' transformations;
-      ``axis_mean_scores`` ranks models on the axis' scores averaged over its transformations
-      (the multi-axis paper). Both sound: the first is the typical transformation, the second the
-      axis score a leaderboard shows.
-    - ``split_half_on``: ``deltas`` (default: the robustness profile) or ``scores`` (transformed
-      scores, the multi-axis paper); ``split_half_splits``: random splits (default 100, the paper
-      1000; more splits only make the median's Monte Carlo error smaller).
+    - ``tau_unit``: ``seed_mean`` (default, the paper) ranks the models on each dataset's scores
+      averaged over seeds: how stable the expected ranking is; ``per_seed`` (the default before
+      November 2026) ranks them on each dataset × seed result: how stable one draw of the
+      transformation leaves the ranking.
+    - ``axis_tau``: ``axis_mean_scores`` (default, the paper) ranks models on the axis' scores
+      averaged over its transformations (the axis score a leaderboard shows); ``pooled`` pools the
+      τ of the axis' transformations (the typical transformation).
+    - ``split_half_on``: ``scores`` (default, the paper: transformed scores) or ``deltas`` (the
+      robustness profile); ``split_half_splits``: random splits (default 1000, the paper; more
+      splits only make the median's Monte Carlo error smaller).
     - ``wilcoxon_unit`` (all-models tables only): ``model_mean`` (default) averages the models'
       results per dataset × transformation × seed first (the papers); ``per_model`` (before
       November 2026) made every model × dataset × seed result a unit. The models are scored on the
       same transformed texts, so their results are not independent: counting each model as a unit
       multiplies n by the number of models and makes p-values too small. That was a bug, hence
       the new default; ``per_model`` stays for comparison with old reports.
-    - ``baseline_compare``: ``delta`` (default) compares a model's Δ with the baseline's (is it
-      more robust?); ``transformed`` compares their transformed scores (is it better on the
-      transformed data? the paraphrasing paper). Both sound; they answer different questions.
+    - ``baseline_compare``: ``delta`` (default; the multi-axis paper makes no such comparison)
+      compares a model's Δ with the baseline's (is it more robust?); ``transformed`` compares their
+      transformed scores (is it better on the transformed data? the paraphrasing paper).
+    - ``shift_interval``: the Hodges–Lehmann interval. ``walsh`` (default, the papers) is the
+      distribution-free interval between ordered Walsh averages, its order from the signed-rank
+      distribution, with its achieved coverage; ``bootstrap`` (before November 2026) a percentile
+      bootstrap, which covered the true shift only 89% of the time at n = 8 (issue 29).
+    - ``shift_figure_unit``: the table the shifts figure draws (its stars are that table's Holm
+      p). ``run_aggregated`` (default, the paper: a dataset, runs averaged); ``pooled`` (before
+      November 2026) a dataset × seed result, a unit the paper rejects (seeds of one dataset are
+      not independent, so its p-values are too small).
     """
 
-    tau_unit: str = "per_seed"
-    axis_tau: str = "pooled"
-    split_half_on: str = "deltas"
-    split_half_splits: int = 100
-    wilcoxon_unit: str = "model_mean"
-    baseline_compare: str = "delta"
+    tau_unit: str = PAPER_DEFAULTS["tau_unit"]
+    axis_tau: str = PAPER_DEFAULTS["axis_tau"]
+    split_half_on: str = PAPER_DEFAULTS["split_half_on"]
+    split_half_splits: int = PAPER_DEFAULTS["split_half_splits"]
+    wilcoxon_unit: str = PAPER_DEFAULTS["wilcoxon_unit"]
+    baseline_compare: str = PAPER_DEFAULTS["baseline_compare"]
+    shift_interval: str = PAPER_DEFAULTS["shift_interval"]
+    shift_figure_unit: str = PAPER_DEFAULTS["shift_figure_unit"]
 
     def __post_init__(self) -> None:
         for name, choices in OPTION_CHOICES.items():
@@ -113,17 +138,19 @@ class ReportOptions:
     def from_mapping(cls, values: Mapping[str, object] | None) -> ReportOptions:
         """Options from plain data (a preset's ``report_options``, a query string, a command line);
         unset or None values keep the default; an integer given as text is accepted for the splits."""
-        values = {k: v for k, v in (values or {}).items() if v is not None and v != ""}
-        unknown = sorted(set(values) - {f.name for f in fields(cls)})
-        if unknown:
-            known = ", ".join(f.name for f in fields(cls))
-            raise ReportOptionError(f"unknown report option(s) {', '.join(unknown)}: the options are {known}")
-        if isinstance(values.get("split_half_splits"), str):
-            text = values["split_half_splits"]
-            if not text.strip().isdigit():
-                raise ReportOptionError(f"report option split_half_splits must be an integer, got {text!r}")
-            values["split_half_splits"] = int(text)
-        return cls(**values)
+        return cls(**_given_options(values))
+
+    @classmethod
+    def for_preset(cls, preset: str | None, values: Mapping[str, object] | None = None) -> ReportOptions:
+        """Options from plain data filled from ``preset``'s (a run's preset; none: the defaults).
+        A value that differs from the preset's is refused, naming the option and the preset."""
+        given = _given_options(values)
+        try:
+            return cls(**resolve_report_options(preset or None, given))
+        except ReportOptionError:
+            raise
+        except ValueError as exc:  # PresetConflict, or an unknown preset
+            raise ReportOptionError(str(exc)) from None
 
     def as_dict(self) -> dict[str, object]:
         return asdict(self)
@@ -313,7 +340,7 @@ def robustness_analyse(
                     for label in order
                     if label in groups
                 }
-                results = paired_shifts(pairs, seed=seed, n_resamples=n_resamples)
+                results = paired_shifts(pairs, seed=seed, n_resamples=n_resamples, interval=options.shift_interval)
                 shifts.append(ShiftTable(scope, unit, level, tuple(results), options.wilcoxon_unit))
 
     baseline = models[0] if models else None
@@ -335,7 +362,7 @@ def robustness_analyse(
                         [delta[(baseline, t, *k)] for k in keys],
                         [delta[(model, t, *k)] for k in keys],
                     )
-        comparisons = tuple(paired_shifts(pairs, seed=seed, n_resamples=n_resamples))
+        comparisons = tuple(paired_shifts(pairs, seed=seed, n_resamples=n_resamples, interval=options.shift_interval))
 
     taus: tuple[TauSummary, ...] = ()
     if len(models) < 2:
@@ -530,6 +557,22 @@ def _pairs(units: Sequence[UnitScore], *, run_aggregated: bool) -> tuple[list[fl
     before = aggregate_runs({k: u.original_score for k, u in key.items()})
     after = aggregate_runs({k: u.score for k, u in key.items()})
     return [before[k] for k in before], [after[k] for k in before]
+
+
+def _given_options(values: Mapping[str, object] | None) -> dict[str, object]:
+    """The set options of plain data (None and "" are unset); unknown names refused; the splits
+    given as text made an integer."""
+    values = {k: v for k, v in (values or {}).items() if v is not None and v != ""}
+    unknown = sorted(set(values) - {f.name for f in fields(ReportOptions)})
+    if unknown:
+        known = ", ".join(f.name for f in fields(ReportOptions))
+        raise ReportOptionError(f"unknown report option(s) {', '.join(unknown)}: the options are {known}")
+    if isinstance(values.get("split_half_splits"), str):
+        text = values["split_half_splits"]
+        if not text.strip().isdigit():
+            raise ReportOptionError(f"report option split_half_splits must be an integer, got {text!r}")
+        values["split_half_splits"] = int(text)
+    return values
 
 
 def _group(items, key) -> dict:

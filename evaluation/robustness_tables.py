@@ -19,6 +19,7 @@ SHIFT_STATISTICS = (
     "hodges_lehmann",
     "ci_low",
     "ci_high",
+    "ci_confidence",
     "median_absolute_difference",
     "wilcoxon_statistic",
     "p_value",

@@ -3,7 +3,7 @@ from rest_framework import serializers
 from core.limits import MAX_COUNT, MAX_ID, MAX_SEED
 from core.serializers import JobWaitingSerializer
 from evaluation.models import BenchmarkResult, BenchmarkRun
-from evaluation.robustness import MAX_SPLITS, OPTION_CHOICES, ReportOptions
+from evaluation.robustness import MAX_SPLITS, OPTION_CHOICES
 from transforms.presets import preset_choices
 
 
@@ -88,7 +88,8 @@ class BenchmarkRunCreateSerializer(serializers.Serializer):
 
 # --- robustness report options (the statistics' units; evaluation.robustness.ReportOptions) ---
 class RobustnessOptionsSerializer(serializers.Serializer):
-    """Query parameters of the robustness report; an unset option keeps its default."""
+    """Query parameters of the robustness report; an unset option keeps the run's preset's value or
+    the default (the multi-axis paper's protocol)."""
 
     tau_unit = serializers.ChoiceField(choices=OPTION_CHOICES["tau_unit"], required=False)
     axis_tau = serializers.ChoiceField(choices=OPTION_CHOICES["axis_tau"], required=False)
@@ -96,9 +97,8 @@ class RobustnessOptionsSerializer(serializers.Serializer):
     split_half_splits = serializers.IntegerField(min_value=1, max_value=MAX_SPLITS, required=False)
     wilcoxon_unit = serializers.ChoiceField(choices=OPTION_CHOICES["wilcoxon_unit"], required=False)
     baseline_compare = serializers.ChoiceField(choices=OPTION_CHOICES["baseline_compare"], required=False)
-
-    def options(self) -> ReportOptions:
-        return ReportOptions.from_mapping(self.validated_data)
+    shift_interval = serializers.ChoiceField(choices=OPTION_CHOICES["shift_interval"], required=False)
+    shift_figure_unit = serializers.ChoiceField(choices=OPTION_CHOICES["shift_figure_unit"], required=False)
 
 
 class BenchmarkResultSerializer(serializers.ModelSerializer):

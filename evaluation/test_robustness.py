@@ -215,24 +215,93 @@ def analyse(cube, **options):
     )
 
 
-def test_default_options_and_their_record_in_every_export(cube):
+# The multi-axis (HTEB) paper's protocol, written out here rather than read from the presets module:
+# τ per dataset on seed-averaged scores (an axis: on its transformations' mean), split-half on the
+# transformed scores with 1,000 splits, Wilcoxon on the models' mean, the Walsh-average HL interval,
+# and the shifts figure on its unit (runs averaged, datasets as observations).
+PAPER_PROTOCOL = {
+    "tau_unit": "seed_mean",
+    "axis_tau": "axis_mean_scores",
+    "split_half_on": "scores",
+    "split_half_splits": 1000,
+    "wilcoxon_unit": "model_mean",
+    "baseline_compare": "delta",  # the multi-axis paper compares no model with a baseline
+    "shift_interval": "walsh",
+    "shift_figure_unit": "run_aggregated",
+}
+
+
+def test_default_options_are_the_papers_and_recorded_in_every_export(cube):
     found = analyse(cube)
-    assert found.options == ReportOptions() and found.options.as_dict() == {
-        "tau_unit": "per_seed",
-        "axis_tau": "pooled",
-        "split_half_on": "deltas",
-        "split_half_splits": 100,
-        "wilcoxon_unit": "model_mean",
-        "baseline_compare": "delta",
-    }
-    chosen = analyse(cube, tau_unit="seed_mean", split_half_splits=1000)
-    assert chosen.as_dict()["options"]["tau_unit"] == "seed_mean"
-    rows = list(csv.DictReader(io.StringIO(robustness_csv(chosen))))
+    assert found.options == ReportOptions() and found.options.as_dict() == PAPER_PROTOCOL
+    rows = list(csv.DictReader(io.StringIO(robustness_csv(found))))
     assert {r["label"]: r["value"] for r in rows if r["table"] == "options"}["split_half_splits"] == "1000"
     assert {r["unit"] for r in rows if r["table"] == "kendall tau per transformation"} == {
         "unit: dataset (scores averaged over seeds first) ranking of the models"
     }
-    assert "tau_unit=seed_mean" in robustness_latex(chosen).splitlines()[0]
+    assert "tau_unit=seed_mean" in robustness_latex(found).splitlines()[0]
+    chosen = analyse(cube, tau_unit="per_seed", split_half_splits=100)
+    assert chosen.as_dict()["options"]["tau_unit"] == "per_seed"
+    assert "tau_unit=per_seed" in robustness_latex(chosen).splitlines()[0]
+
+
+def test_defaults_compute_the_papers_tau_and_split_half(cube):
+    def mean_over(m, d, transformations, which):
+        return np.mean([cube[(m, d, t, s)][which] for t in transformations for s in OPT_SEEDS])
+
+    found = {t.label: t for t in analyse(cube).taus}
+    for label, members in (("paraphrase", ["paraphrase"]), ("lexical", OPT_TRANSFORMATIONS)):
+        per_dataset = [
+            stats.kendalltau(
+                [mean_over(m, d, members, 0) for m in OPT_MODELS], [mean_over(m, d, members, 1) for m in OPT_MODELS]
+            ).statistic
+            for d in OPT_DATASETS
+        ]
+        assert found[label].n == 2 and found[label].mean == pytest.approx(np.mean(per_dataset))
+    # two datasets of one task type: every split is one dataset per half, so the median is the
+    # Spearman between the two datasets' mean transformed scores
+    expected = stats.spearmanr(
+        [mean_over(m, "d1", OPT_TRANSFORMATIONS, 1) for m in OPT_MODELS],
+        [mean_over(m, "d2", OPT_TRANSFORMATIONS, 1) for m in OPT_MODELS],
+    ).statistic
+    (reliability,) = analyse(cube).reliability
+    assert reliability.n_splits == 1000 and reliability.median == pytest.approx(expected)
+
+
+@pytest.fixture(scope="module")
+def five_datasets():
+    """3 models, 5 datasets, 3 seeds, one transformation that lowers every score by about 0.05."""
+    rng = np.random.default_rng(5)
+    rows, cells = [], {}
+    for i, m in enumerate(OPT_MODELS):
+        for d in range(5):
+            rows.append(UnitScore(m, f"d{d}", "original", "", 0, 0.6))
+            for s in (1, 2, 3):
+                before = 0.6 + 0.02 * i + 0.03 * d + float(rng.normal(0, 0.01))
+                after = before - 0.05 + float(rng.normal(0, 0.01))
+                cells[(m, d, s)] = (before, after)
+                rows.append(UnitScore(m, f"d{d}", "paraphrase", "lexical", s, after, before))
+    return rows, cells
+
+
+def test_defaults_test_shifts_on_the_papers_unit_with_the_walsh_interval(five_datasets):
+    rows, cells = five_datasets
+    found = robustness_analyse(rows, models=OPT_MODELS, task_types={f"d{d}": "sts" for d in range(5)})
+    # the paper's unit: one value per dataset, the models' and seeds' mean of transformed − original
+    d = [np.mean([cells[(m, k, s)][1] - cells[(m, k, s)][0] for m in OPT_MODELS for s in (1, 2, 3)]) for k in range(5)]
+    (row,) = found.shift_table(scope=ALL_MODELS, unit=RUN_AGGREGATED, level="transformation").rows
+    assert row.n == 5 and row.p_value == pytest.approx(stats.wilcoxon(d).pvalue) == pytest.approx(0.0625)
+    # 5 values cannot reach 95%: the Walsh interval is their range, with coverage 1 − 2/2**5
+    assert (row.ci_low, row.ci_high, row.ci_confidence) == (pytest.approx(min(d)), pytest.approx(max(d)), 0.9375)
+    # the shifts figure uses that unit: no star (p = 0.0625); the dataset × seed unit (n = 15) stars it
+    assert "★" not in report_figures(found)["shifts"]
+    pooled = robustness_analyse(
+        rows,
+        models=OPT_MODELS,
+        task_types={f"d{d}": "sts" for d in range(5)},
+        options=ReportOptions(shift_figure_unit="pooled"),
+    )
+    assert "★" in report_figures(pooled)["shifts"]
 
 
 def test_tau_on_seed_averaged_scores(cube):
@@ -249,8 +318,8 @@ def test_tau_on_seed_averaged_scores(cube):
         and tau.mean == pytest.approx(np.mean(expected))
         and tau.sd == pytest.approx(np.std(expected, ddof=1))
     )
-    per_seed = {t.label: t for t in analyse(cube).taus}["paraphrase"]
-    assert per_seed.n == 4  # today's unit: dataset x seed
+    per_seed = {t.label: t for t in analyse(cube, tau_unit="per_seed").taus}["paraphrase"]
+    assert per_seed.n == 4  # the option per_seed: dataset x seed
 
 
 def test_axis_tau_on_axis_averaged_scores(cube):
@@ -264,9 +333,9 @@ def test_axis_tau_on_axis_averaged_scores(cube):
     found = {t.label: t for t in analyse(cube, tau_unit="seed_mean", axis_tau="axis_mean_scores").taus}["lexical"]
     assert found.n == 2 and found.mean == pytest.approx(np.mean(seed_means))
     per_seed = [axis_tau([(d, s)]) for d in OPT_DATASETS for s in OPT_SEEDS]
-    found = {t.label: t for t in analyse(cube, axis_tau="axis_mean_scores").taus}["lexical"]
+    found = {t.label: t for t in analyse(cube, tau_unit="per_seed").taus}["lexical"]
     assert found.n == 4 and found.mean == pytest.approx(np.mean(per_seed))
-    pooled = {t.label: t for t in analyse(cube).taus}["lexical"]
+    pooled = {t.label: t for t in analyse(cube, tau_unit="per_seed", axis_tau="pooled").taus}["lexical"]
     assert pooled.n == 8  # 2 transformations x 2 datasets x 2 seeds, each with its own τ
 
 
@@ -321,7 +390,7 @@ def test_baseline_compare_transformed_or_delta(cube):
 @pytest.mark.parametrize(
     ("values", "message"),
     [
-        ({"tau_unit": "per_dataset"}, "tau_unit='per_dataset' is unknown: use one of per_seed, seed_mean"),
+        ({"tau_unit": "per_dataset"}, "tau_unit='per_dataset' is unknown: use one of seed_mean, per_seed"),
         ({"kendall": "x"}, "unknown report option(s) kendall"),
         ({"split_half_splits": "many"}, "split_half_splits must be an integer"),
         ({"split_half_splits": 0}, "from 1 to 100000"),
@@ -342,6 +411,20 @@ def test_options_from_plain_data_keep_defaults_for_unset_values():
     }
     assert ReportOptions.from_mapping(preset) == ReportOptions(**preset)
     assert ReportOptions.from_mapping({"split_half_splits": "250", "tau_unit": None}).split_half_splits == 250
+
+
+def test_the_papers_preset_is_the_one_source_of_the_defaults():
+    from transforms.presets import PRESETS
+
+    paper = dict(PRESETS["multi-axis-paper"].report_options)
+    assert {name: ReportOptions().as_dict()[name] for name in paper} == paper
+    assert ReportOptions.for_preset("multi-axis-paper") == ReportOptions() == ReportOptions.for_preset(None)
+    paraphrasing = ReportOptions.for_preset("paraphrasing-paper", {"split_half_splits": "40"})
+    assert (paraphrasing.baseline_compare, paraphrasing.split_half_splits) == ("transformed", 40)
+    with pytest.raises(ReportOptionError, match="tau_unit='per_seed' conflicts with preset 'multi-axis-paper'"):
+        ReportOptions.for_preset("multi-axis-paper", {"tau_unit": "per_seed"})
+    with pytest.raises(ReportOptionError, match="unknown preset 'mteb'"):
+        ReportOptions.for_preset("mteb")
 
 
 def test_csv_cells_never_open_as_spreadsheet_formulas():

@@ -15,9 +15,15 @@ from core.views import researcher_required
 from evaluation.baseline_services import baseline_report_build
 from evaluation.benchmark_services import benchmark_run_create_from_config, benchmark_run_create_from_datasets
 from evaluation.encoders import encoder_aliases
-from evaluation.figures import FIGURES, FORMATS, report_figures
+from evaluation.figures import FORMATS, figure_titles, report_figures
 from evaluation.forms import BaselineCreateForm, BenchmarkRunForm, LLMAnnotateForm
-from evaluation.report_robustness import TABLE_NAMES, robustness_report_file, robustness_report_get
+from evaluation.report_robustness import (
+    TABLE_NAMES,
+    robustness_options,
+    robustness_report_file,
+    robustness_report_get,
+    run_preset,
+)
 from evaluation.reports import benchmark_report
 from evaluation.robustness import OPTION_CHOICES, ReportOptionError, ReportOptions
 from evaluation.selectors import baseline_study_list, benchmark_run_list
@@ -77,10 +83,10 @@ def benchmark_robustness_view(request, pk: int):
     """The robustness report of a run: tables, figures (inline SVG) and export links."""
     run = get_object_or_404(benchmark_run_list(user=request.user), pk=pk)
     try:
-        options = _report_options(request)
+        options = _report_options(request, run)
     except ReportOptionError as exc:
-        messages.error(request, f"{exc}; the report below uses the default options")
-        options = ReportOptions()
+        messages.error(request, f"{exc}; the report below uses the run's options")
+        options = robustness_options(run=run)
     report = robustness_report_get(run=run, options=options)
     svgs = report_figures(report)
     figures = [
@@ -91,7 +97,7 @@ def benchmark_robustness_view(request, pk: int):
             "svg": _inline(svgs[name]),
             "files": [f"{name}.{fmt}" for fmt in FORMATS],
         }
-        for name, (title, unit) in FIGURES.items()
+        for name, (title, unit) in figure_titles(options).items()
         if name in svgs
     ]
     return render(
@@ -103,6 +109,7 @@ def benchmark_robustness_view(request, pk: int):
             "figures": figures,
             "exports": TABLE_NAMES,
             "options": options,
+            "preset": run_preset(run),
             "option_fields": [
                 {"name": name, "choices": choices, "value": getattr(options, name)}
                 for name, choices in OPTION_CHOICES.items()
@@ -115,9 +122,10 @@ def benchmark_robustness_view(request, pk: int):
     )
 
 
-def _report_options(request) -> ReportOptions:
-    """The robustness report's options (the statistics' units) from the query string."""
-    return ReportOptions.from_mapping({name: request.GET.get(name) for name in ReportOptions().as_dict()})
+def _report_options(request, run) -> ReportOptions:
+    """The robustness report's options (the statistics' units) from the query string, the unset
+    ones from the run's preset or the defaults (the paper's protocol)."""
+    return robustness_options(run=run, values={name: request.GET.get(name) for name in ReportOptions().as_dict()})
 
 
 EXPORT_TYPES = {
@@ -138,7 +146,7 @@ def benchmark_robustness_export_view(request, pk: int, name: str):
     if content_type is None:
         raise Http404(f"no report file {name!r}")
     try:
-        options = _report_options(request)
+        options = _report_options(request, run)
     except ReportOptionError as exc:
         return HttpResponseBadRequest(str(exc), content_type="text/plain; charset=utf-8")
     content = robustness_report_file(robustness_report_get(run=run, options=options), name)

@@ -43,16 +43,18 @@ def test_report_page_renders_tables_figures_and_export_links(client, researcher,
         "Rankings with rank intervals and letter groups",
     ):
         assert title in html
-    assert "<svg" in html and "unit: dataset × seed result" in html
+    assert "<svg" in html and "unit: dataset, scores averaged over seeds first" in html
     assert "no transformed item of this run has human quality ratings" in html
     assert "robustness.csv" in html and "robustness-axes.tex" in html
     assert all(f"heatmap.{fmt}" in html for fmt in ("svg", "png", "pdf"))
-    assert "robustness-ranks.tex?tau_unit=per_seed" in html and 'id="figure-ranks"' in html
+    assert "robustness-ranks.tex?tau_unit=seed_mean" in html and 'id="figure-ranks"' in html
     assert "With 3 datasets no pair can reach p &lt; 0.05" in html
+    # run-aggregated, 3 datasets: the Walsh interval is their range, marked with the coverage it has
+    assert "(75% only)" in html
     chosen = client.get(reverse("evaluation:robustness", args=[run.pk]), {"baseline_compare": "transformed"})
     assert "the model's transformed score minus the baseline" in chosen.content.decode()
     refused = client.get(reverse("evaluation:robustness", args=[run.pk]), {"tau_unit": "nonsense"})
-    assert refused.status_code == 200 and "use one of per_seed, seed_mean" in refused.content.decode()
+    assert refused.status_code == 200 and "use one of seed_mean, per_seed" in refused.content.decode()
 
 
 def test_exports(client, researcher, run):
@@ -267,3 +269,39 @@ def test_stored_item_scores_make_the_original_ranking_resample_items(client, res
     html = client.get(reverse("evaluation:robustness", args=[run.pk])).content.decode()
     assert "unit resampled: item (within each dataset; 30 items in 3 datasets" in html
     assert "unit resampled: dataset (3)" in html
+
+
+def test_the_run_page_api_and_command_apply_the_runs_preset(client, researcher, researcher_client, run, tmp_path):
+    # issue 29: a run made with a paper's preset is reported in that paper's units everywhere
+    run.plan = {**(run.plan or {}), "preset": "paraphrasing-paper"}  # its units: τ on seed means, transformed
+    run.save(update_fields=["plan"])
+    client.force_login(researcher)
+    page = client.get(reverse("evaluation:robustness", args=[run.pk])).content.decode()
+    assert "the model's transformed score minus the baseline" in page and "preset <strong>paraphrasing-paper" in page
+    refused = client.get(reverse("evaluation:robustness", args=[run.pk]), {"baseline_compare": "delta"})
+    html = refused.content.decode()
+    assert "baseline_compare=&#x27;delta&#x27; conflicts with preset &#x27;paraphrasing-paper&#x27;" in html
+    assert "the model's transformed score minus the baseline" in html  # the report keeps the run's units
+    data = researcher_client.get(f"/api/benchmark-runs/{run.pk}/robustness/").json()
+    assert data["options"]["baseline_compare"] == "transformed" and data["options"]["tau_unit"] == "seed_mean"
+    bad = researcher_client.get(f"/api/benchmark-runs/{run.pk}/robustness/", {"baseline_compare": "delta"})
+    assert bad.status_code == 400 and "conflicts with preset 'paraphrasing-paper'" in bad.json()["detail"]
+    url = reverse("evaluation:robustness-export", args=[run.pk, "robustness.csv"])
+    assert client.get(url, {"baseline_compare": "delta"}).status_code == 400
+    call_command("benchmark", "report", str(run.pk), "--out", str(tmp_path), stdout=io.StringIO())
+    options = json.loads((tmp_path / "robustness.json").read_text())["options"]
+    assert options["baseline_compare"] == "transformed"
+
+
+def test_a_run_without_preset_is_reported_in_the_papers_units(researcher_client, run):
+    # the multi-axis paper's protocol, written out here: seeds averaged, datasets the units
+    data = researcher_client.get(f"/api/benchmark-runs/{run.pk}/robustness/").json()
+    assert {k: data["options"][k] for k in ("tau_unit", "axis_tau", "split_half_on", "split_half_splits")} == {
+        "tau_unit": "seed_mean",
+        "axis_tau": "axis_mean_scores",
+        "split_half_on": "scores",
+        "split_half_splits": 1000,
+    }
+    assert (data["options"]["shift_interval"], data["options"]["shift_figure_unit"]) == ("walsh", "run_aggregated")
+    assert {t["n"] for t in data["kendall_tau"]} == {3}  # one τ per dataset (3), not per dataset × seed (6)
+    assert all(r["ci_method"] == "walsh" for t in data["shifts"] for r in t["rows"])

@@ -23,6 +23,9 @@ def test_multi_axis_paper_fixes_greedy_generation_three_seeds_and_its_statistics
         "axis_tau": "axis_mean_scores",
         "split_half_on": "scores",
         "split_half_splits": 1000,
+        "wilcoxon_unit": "model_mean",
+        "shift_interval": "walsh",
+        "shift_figure_unit": "run_aggregated",
     }
 
 
@@ -86,14 +89,19 @@ def test_unknown_preset_and_choices():
 
 
 def test_report_options_are_filled_from_the_preset_and_conflicts_named():
-    given = {"tau_unit": None, "wilcoxon_unit": "per_model", "split_half_splits": None}
+    given = {"tau_unit": None, "baseline_compare": "transformed", "split_half_splits": None}
     assert resolve_report_options("multi-axis-paper", given) == {
         "tau_unit": "seed_mean",
         "axis_tau": "axis_mean_scores",
         "split_half_on": "scores",
         "split_half_splits": 1000,
-        "wilcoxon_unit": "per_model",
+        "wilcoxon_unit": "model_mean",
+        "shift_interval": "walsh",
+        "shift_figure_unit": "run_aggregated",
+        "baseline_compare": "transformed",
     }
-    assert resolve_report_options(None, given) == {"wilcoxon_unit": "per_model"}
+    assert resolve_report_options(None, given) == {"baseline_compare": "transformed"}
+    with pytest.raises(PresetConflict, match="wilcoxon_unit='per_model' conflicts with preset 'multi-axis-paper'"):
+        resolve_report_options("multi-axis-paper", {"wilcoxon_unit": "per_model"})
     with pytest.raises(PresetConflict, match="baseline_compare='delta' conflicts with preset 'paraphrasing-paper'"):
         resolve_report_options("paraphrasing-paper", {"baseline_compare": "delta"})

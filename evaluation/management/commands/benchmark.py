@@ -14,10 +14,10 @@ from evaluation.benchmark_services import (
     benchmark_run_resume,
 )
 from evaluation.models import BenchmarkRun
-from evaluation.report_robustness import robustness_report_write
+from evaluation.report_robustness import robustness_report_write, run_preset
 from evaluation.reports import benchmark_report
 from evaluation.robustness import OPTION_CHOICES, ReportOptions
-from transforms.presets import PRESETS, resolve_preset, resolve_report_options
+from transforms.presets import PRESETS, resolve_preset
 
 
 class Command(BaseCommand):
@@ -86,16 +86,22 @@ class Command(BaseCommand):
         report = sub.add_parser("report", help="Write the robustness report's files.")
         report.add_argument("run", type=int)
         report.add_argument("--out", type=Path, help="Output folder (default: DATA_DIR/reports/RUN/).")
-        # The statistics' units (evaluation.robustness.ReportOptions); unset options keep their default.
+        # The statistics' units (evaluation.robustness.ReportOptions); unset options keep the run's
+        # preset's value, or the default (the multi-axis paper's protocol).
         for name, choices in OPTION_CHOICES.items():
             report.add_argument(
                 f"--{name.replace('_', '-')}", dest=name, choices=choices, help=f"Default: {choices[0]}."
             )
         report.add_argument(
-            "--split-half-splits", dest="split_half_splits", type=int, help="Random splits (default: 100)."
+            "--split-half-splits",
+            dest="split_half_splits",
+            type=int,
+            help=f"Random splits (default: {ReportOptions().split_half_splits}).",
         )
         # --- presets (issue 15): a paper's statistics units fill the options left unset ---
-        report.add_argument("--preset", choices=list(PRESETS), help="A paper's protocol: its statistics' units.")
+        report.add_argument(
+            "--preset", choices=list(PRESETS), help="A paper's protocol: its statistics' units (default: the run's)."
+        )
         _add_actor(report)
 
         # --- export (issue 17): mteb results folder, Hugging Face dataset folder ---
@@ -200,8 +206,12 @@ class Command(BaseCommand):
 
     def do_report(self, *, user: User, run, out=None, preset=None, **options):
         given = {name: options.get(name) for name in (*OPTION_CHOICES, "split_half_splits")}
-        chosen = ReportOptions.from_mapping(resolve_report_options(preset, given))  # preset: issue 15
-        for path in robustness_report_write(run=self._get(run, user, write=True), out=out, options=chosen):
+        # preset (issue 15): the one given (checked first), else the run's; unset options are the
+        # paper's protocol (issue 29)
+        chosen = ReportOptions.for_preset(preset, given) if preset else None
+        found = self._get(run, user, write=True)
+        chosen = chosen or ReportOptions.for_preset(run_preset(found), given)
+        for path in robustness_report_write(run=found, out=out, options=chosen):
             self.stdout.write(str(path))
 
     def do_export(self, *, user: User, run, export_format, out, push=None, **_):
