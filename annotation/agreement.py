@@ -180,6 +180,49 @@ def agreement_summary(
     )
 
 
+# Where AC2 and alpha can mislead (agreement_warnings): fewer items with two raters or more than
+# this, or more than this share of all ratings on one value.
+FEW_ITEMS = 30
+SKEWED_SHARE = 0.8
+
+
+def agreement_warnings(
+    ratings: Sequence[Sequence[float]] | np.ndarray, *, categories: Sequence[float]
+) -> tuple[str, ...]:
+    """Why AC2 and Krippendorff's alpha of this items x raters matrix may mislead (empty when
+    nothing stands out): no item with two raters (both undefined), every rating on one value (no
+    variation: undefined or degenerate), most ratings on one value (the prevalence paradox:
+    kappa-like coefficients swing with the share), or few items with two raters (wide intervals)."""
+    x = _matrix(ratings, categories)
+    values = x[~np.isnan(x)]
+    if not values.size:
+        return ()
+    pairable = _pairable_items(x)
+    if pairable == 0:
+        return ("no item has 2 or more raters: AC2 and α are undefined (one rater per item measures no agreement)",)
+    found, counts = np.unique(values, return_counts=True)
+    warnings_ = []
+    if found.size == 1:
+        warnings_.append(
+            f"every rating is {found[0]:g}: AC2 and α are undefined or degenerate (there is no variation to agree on)"
+        )
+    else:
+        top = int(np.argmax(counts))
+        share = counts[top] / values.size
+        if share > SKEWED_SHARE:
+            warnings_.append(
+                f"{share:.0%} of ratings are {found[top]:g} (more than {SKEWED_SHARE:.0%}): with ratings this "
+                "concentrated AC2 and α can disagree and both can mislead (the prevalence paradox); read them "
+                "beside the mean and the share"
+            )
+    if pairable < FEW_ITEMS:
+        warnings_.append(
+            f"only {pairable} item{'s' if pairable != 1 else ''} with 2 or more raters (fewer than {FEW_ITEMS}): "
+            "AC2 and α rest on few items and their intervals are wide"
+        )
+    return tuple(warnings_)
+
+
 def ratings_matrix(
     triples: Sequence[tuple[object, object, float]],
 ) -> tuple[np.ndarray, list[object], list[object]]:

@@ -113,6 +113,9 @@ class GateEntry:
     passed: bool
     evidence_hash: str
     evidence: Mapping[str, Any]
+    # The gate passed on items with fewer than 2 counted raters because the study's design declared
+    # a single-rater pilot (annotation.gating); absent (False) otherwise.
+    single_rater_pilot: bool = False
 
 
 @dataclass(frozen=True)
@@ -316,11 +319,26 @@ def _transformation(r: _Reader) -> TransformationEntry:
             passed=gate.boolean("passed"),
             evidence_hash=gate.string("evidence_hash"),
             evidence=gate.mapping("evidence").data,
+            single_rater_pilot=_pilot(gate),
         ),
     )
     for part in (r, study, approval, gate):
         part.done(optional=("detectability_override",) if part is study else ())
     return entry
+
+
+def _pilot(gate: _Reader) -> bool:
+    """A gate's single-rater pilot mark, which must say what its evidence says."""
+    marked = gate.boolean("single_rater_pilot") if "single_rater_pilot" in gate.data else False
+    evidence = gate.data.get("evidence")
+    recorded = isinstance(evidence, Mapping) and evidence.get("single_rater_pilot") is True
+    if marked != recorded:
+        raise ConfigError(
+            gate.at("single_rater_pilot"),
+            "must be true exactly when the gate's evidence records a single-rater pilot "
+            f"(evidence says {str(recorded).lower()})",
+        )
+    return marked
 
 
 def _override(study: _Reader) -> Mapping[str, Any] | None:

@@ -78,7 +78,12 @@ ASSIGNMENT_MODES = ("fixed", "pull")
 DEFAULT_DETECTABILITY_LIMIT = 0.75
 # Fields added after designs were first hashed: left out of ``to_dict`` (and so of the hash) while
 # they hold their default, so designs written before them keep their hash.
-_LATER_DEFAULTS = {"detectability_limit": DEFAULT_DETECTABILITY_LIMIT, "detectability_override": ""}
+_LATER_DEFAULTS = {
+    "detectability_limit": DEFAULT_DETECTABILITY_LIMIT,
+    "detectability_override": "",
+    "single_rater_pilot": False,
+    "min_ac2_lower": None,
+}
 
 
 class DesignError(ValueError):
@@ -127,6 +132,12 @@ class StudyDesign:
     # in the exported config).
     detectability_limit: float = DEFAULT_DETECTABILITY_LIMIT
     detectability_override: str = ""
+    # The gate passes only when every item has at least 2 counted raters, unless the study
+    # declares itself a single-rater pilot (marked in the gate's evidence and the exported config).
+    single_rater_pilot: bool = False
+    # An optional minimum agreement: every question's AC2 lower confidence bound must reach it for
+    # the gate to pass. None = off (the default, and the paper's protocol).
+    min_ac2_lower: float | None = None
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "kind", _choice(StudyKind, self.kind, "kind"))
@@ -173,6 +184,17 @@ class StudyDesign:
             )
         if self.min_control_ratings > 0 and self.controls_per_batch == 0:
             raise DesignError("design.min_control_ratings > 0 needs controls: set controls_per_batch to at least 1")
+        if not isinstance(self.single_rater_pilot, bool):
+            raise DesignError(f"design.single_rater_pilot must be true or false, got {self.single_rater_pilot!r}")
+        if self.min_ac2_lower is not None and (
+            isinstance(self.min_ac2_lower, bool)
+            or not isinstance(self.min_ac2_lower, int | float)
+            or not -1 <= self.min_ac2_lower <= 1
+        ):
+            raise DesignError(
+                "design.min_ac2_lower must be empty (off) or a number between -1 and 1 (the lowest AC2 lower "
+                f"confidence bound the gate accepts), got {self.min_ac2_lower!r}"
+            )
         if isinstance(self.seed, bool) or not isinstance(self.seed, int) or self.seed < 0:
             raise DesignError(f"design.seed must be a non-negative integer, got {self.seed!r}")
         if not isinstance(self.adaptive, bool):

@@ -130,6 +130,8 @@ def benchmark_config_export(
                     "passed": result.passed,
                     "evidence_hash": result.evidence_hash,
                     "evidence": result.evidence,
+                    # A gate that passed only as a declared single-rater pilot says so in the config.
+                    **({"single_rater_pilot": True} if result.evidence.get("single_rater_pilot") else {}),
                 },
             }
         )

@@ -153,6 +153,22 @@ class StudyDesignForm(forms.Form):
         low=0,
         high=5,
     )
+    single_rater_pilot = forms.BooleanField(
+        label="Single-rater pilot",
+        required=False,
+        help_text="A gate passes only when every item has at least 2 counted raters, so that agreement can be "
+        "measured. Tick this to let a pilot with one rater per item pass; the gate and the exported config "
+        "mark it as a single-rater pilot. Off by default.",
+    )
+    min_ac2_lower = forms.FloatField(
+        label="Minimum agreement (AC2 lower bound)",
+        required=False,
+        min_value=-1,
+        max_value=1,
+        widget=forms.NumberInput(attrs={"step": "0.01"}),
+        help_text="A transformation passes only when every question's AC2 (ordinal) lower 95% confidence bound "
+        "is at least this. Empty = no minimum (the default, as in the paper's protocol).",
+    )
     adaptive = forms.BooleanField(
         label="Adaptive stopping",
         required=False,
@@ -253,6 +269,8 @@ class StudyDesignForm(forms.Form):
             "Gate",
             (
                 "acceptance_threshold",
+                "single_rater_pilot",
+                "min_ac2_lower",
                 "adaptive",
                 "adaptive_alpha",
                 "adaptive_min_items",

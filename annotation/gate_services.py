@@ -90,7 +90,10 @@ def study_agreement(study: Study, ratings: Sequence[CountedRating] | None = None
         for question in design.questions:
             triples = [(r.item_id, r.annotator_id, r.value) for r in ratings if r.question == question.name and keep(r)]
             matrix, _, _ = agreement.ratings_matrix(triples)
-            report[group][question.name] = agreement.agreement_summary(matrix, categories=question.values).to_dict()
+            report[group][question.name] = {
+                **agreement.agreement_summary(matrix, categories=question.values).to_dict(),
+                "warnings": list(agreement.agreement_warnings(matrix, categories=question.values)),
+            }
     return report
 
 
@@ -133,6 +136,7 @@ def study_gate(*, study: Study, actor: AbstractBaseUser | None = None) -> list[G
                 {q.name: Counter(r.item_id for r in mine if r.question == q.name).values() for q in design.questions},
                 items=min(design.items_per_transformation, drawn[name]),
                 raters_per_item=design.raters_per_item,
+                completed_only=design.adaptive,
             )
             sequential = sequential_decision(design, mine) if design.adaptive else None
             decision = gate_decide(
@@ -142,6 +146,9 @@ def study_gate(*, study: Study, actor: AbstractBaseUser | None = None) -> list[G
                 settled=None
                 if sequential is None or sequential.state is Settled.UNDECIDED
                 else sequential.state is Settled.PASS,
+                single_rater_pilot=design.single_rater_pilot,
+                min_ac2_lower=design.min_ac2_lower,
+                ac2_lower={q: (s["ac2"] or {}).get("ci_low") for q, s in per_question.items()},
             )
             evidence = {
                 "study": {
@@ -161,6 +168,8 @@ def study_gate(*, study: Study, actor: AbstractBaseUser | None = None) -> list[G
                 "ratings_raters_per_item": coverage.raters_per_item,
                 "ratings_counted": coverage.counted,
                 "ratings_missing": coverage.missing,
+                "items_with_fewer_than_2_raters": coverage.thin_items,
+                "min_ac2_lower": design.min_ac2_lower,
                 "n_items": len({r.item_id for r in mine}),
                 "n_ratings": len(mine),
                 "n_raters": len({r.annotator_id for r in mine}),
@@ -169,6 +178,9 @@ def study_gate(*, study: Study, actor: AbstractBaseUser | None = None) -> list[G
                 "raters_not_counted_unchecked_controls": unchecked,
                 "sample": study.sample_info.get(name, {}),
             }
+            if decision.single_rater_pilot:
+                # Passed only because the design declared a single-rater pilot: the config says so.
+                evidence["single_rater_pilot"] = True
             if sequential is not None:
                 evidence["sequential"] = {**sequential.to_dict(), "summary": sequential.summary()}
             result = GateResult.objects.create(

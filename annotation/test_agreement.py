@@ -152,3 +152,29 @@ def test_pairwise_agreement_uses_common_items_and_skips_undefined_pairs():
     ratings = {"b": {"x": 1, "y": 2, "z": 3}, "a": {"x": 1, "y": 3, "z": 2, "w": 5}, "c": {"x": 4}}
     values = pairwise_agreement(ratings, spearman_rho, min_common=3)
     assert values == (pytest.approx(scipy_stats.spearmanr([1, 3, 2], [1, 2, 3]).statistic),)
+
+
+def test_agreement_warnings_say_where_the_coefficients_can_mislead():
+    from annotation.agreement import agreement_warnings
+
+    scale = [1, 2, 3, 4, 5]
+    varied = np.array([[1 + (i % 5), 1 + ((i + (i % 2)) % 5)] for i in range(40)], dtype=float)
+    assert agreement_warnings(varied, categories=scale) == ()
+    single = np.array([[4.0], [3.0], [5.0]])
+    assert agreement_warnings(single, categories=scale) == (
+        "no item has 2 or more raters: AC2 and α are undefined (one rater per item measures no agreement)",
+    )
+    few = varied[:10]
+    assert agreement_warnings(few, categories=scale) == (
+        "only 10 items with 2 or more raters (fewer than 30): AC2 and α rest on few items and their intervals are wide",
+    )
+    same = np.full((40, 2), 4.0)
+    assert agreement_warnings(same, categories=scale) == (
+        "every rating is 4: AC2 and α are undefined or degenerate (there is no variation to agree on)",
+    )
+    skewed = np.full((40, 2), 4.0)
+    skewed[:6, 0] = 3.0
+    assert agreement_warnings(skewed, categories=scale) == (
+        "92% of ratings are 4 (more than 80%): with ratings this concentrated AC2 and α can disagree and "
+        "both can mislead (the prevalence paradox); read them beside the mean and the share",
+    )

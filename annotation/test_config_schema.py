@@ -67,6 +67,20 @@ def _edit(path: str, value=None, *, delete: bool = False):
         ),
         (_edit("transformations.0.gate.passed", "yes"), "transformations[0].gate.passed: expected true or false"),
         (
+            _edit("transformations.0.gate.single_rater_pilot", True),
+            "transformations[0].gate.single_rater_pilot: must be true exactly when the gate's evidence records a "
+            "single-rater pilot (evidence says false)",
+        ),
+        (
+            _edit("transformations.0.gate.evidence.single_rater_pilot", True),
+            "transformations[0].gate.single_rater_pilot: must be true exactly when the gate's evidence records a "
+            "single-rater pilot (evidence says true)",
+        ),
+        (
+            _edit("transformations.0.gate.single_rater_pilot", "yes"),
+            "transformations[0].gate.single_rater_pilot: expected true or false",
+        ),
+        (
             _edit("transformations.0.runs.0.target_languages", ["en", 3]),
             "transformations[0].runs[0].target_languages[1]",
         ),
@@ -137,3 +151,12 @@ def test_size_is_capped_before_parsing():
     text = json.dumps({"padding": "x" * MAX_CONFIG_BYTES})
     with pytest.raises(ConfigError, match=f"more than the {MAX_CONFIG_BYTES}"):
         config_load(text, "json")
+
+
+def test_a_single_rater_pilot_gate_reads_with_its_mark():
+    document = copy.deepcopy(sealed())
+    gate = document["transformations"][0]["gate"]
+    gate["evidence"] = {**gate["evidence"], "single_rater_pilot": True}
+    gate["single_rater_pilot"] = True
+    assert config_read(document).transformations[0].gate.single_rater_pilot is True
+    assert config_read(sealed()).transformations[0].gate.single_rater_pilot is False

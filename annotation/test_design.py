@@ -84,3 +84,15 @@ def test_adaptive_implications_use_the_sequential_gate():
     # Too few items to stop before the last: no saving promised.
     small = design_implications(design.revised(items_per_transformation=10), DesignContext({"paraphrase": 10}))
     assert small.adaptive_best_items is None and small.adaptive_best_saving is None
+
+
+def test_later_gate_fields_keep_old_hashes_and_are_checked():
+    design = StudyDesign(items_per_transformation=6, seed=3)
+    assert "single_rater_pilot" not in design.to_dict() and "min_ac2_lower" not in design.to_dict()
+    pilot = design.revised(single_rater_pilot=True, raters_per_item=1, min_ac2_lower=0.2)
+    assert pilot.to_dict()["single_rater_pilot"] is True and pilot.to_dict()["min_ac2_lower"] == 0.2
+    assert StudyDesign.from_dict(pilot.to_dict()) == pilot and pilot.content_hash != design.content_hash
+    with pytest.raises(DesignError, match="single_rater_pilot must be true or false"):
+        StudyDesign(single_rater_pilot="yes")
+    with pytest.raises(DesignError, match="min_ac2_lower must be empty .off. or a number between -1 and 1"):
+        StudyDesign(min_ac2_lower=1.5)

@@ -341,10 +341,18 @@ def benchmark_run_with_results() -> BenchmarkRun:
 
 
 def published_keyword_study(
-    *, researcher, name: str, limit: int, items: int, batch_size: int, **published_fields
+    *,
+    researcher,
+    name: str,
+    limit: int,
+    items: int,
+    batch_size: int,
+    design_fields: dict | None = None,
+    **published_fields,
 ) -> Study:
     """A locked study, marked published, of a random-keywords run over the first ``limit`` demo STS
-    pairs (no LLM): 2 raters per item, 2 controls per batch, no LLM judge, seed 3."""
+    pairs (no LLM): 2 raters per item, 2 controls per batch, no LLM judge, seed 3 (``design_fields``
+    change the design)."""
     sts = dataset_import(source=settings.BASE_DIR / "fixtures/sts/demo-sts.csv", task="sts", name="demo-sts")
     run = transform_run_create(dataset=sts, transformation="random_keywords", seed=1, limit=limit, dispatch=False)
     start_run.delay(run.pk)  # eager: the run finishes here
@@ -357,7 +365,7 @@ def published_keyword_study(
         min_control_ratings=2,
         llm_judges=(),
         seed=3,
-    )
+    ).revised(**(design_fields or {}))
     study = study_lock(study=study_create(name=name, runs=[run], design=design, created_by=researcher))
     Study.objects.filter(pk=study.pk).update(
         published_at=timezone.now(), status=Study.Status.PUBLISHED, **published_fields

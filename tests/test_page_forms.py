@@ -186,6 +186,23 @@ def test_the_design_form_explains_checks_and_creates_a_study(page, sts, annotato
     assert study.design["items_per_transformation"] == 5 and study.design["llm_judges"] == []
 
 
+def test_the_design_form_declares_a_single_rater_pilot_and_a_minimum_agreement(page, sts, annotators):
+    run = keyword_run(sts, 1)
+    url = reverse("annotation:studies")
+    form = page.get(url).content.decode()
+    assert "Single-rater pilot" in form and "Minimum agreement (AC2 lower bound)" in form
+    html = page.post(url, {**DESIGN, "min_ac2_lower": "1.5", "runs": [run.pk]}).content.decode()
+    assert "less than or equal to 1" in field_errors(html, "id_min_ac2_lower")
+    fields = {**DESIGN, "raters_per_item": "1", "single_rater_pilot": "on", "min_ac2_lower": "0.2"}
+    page.post(url, {**fields, "runs": [run.pk], "action": "create"})
+    design = Study.objects.get(name="page-study").design
+    assert design["single_rater_pilot"] is True and design["min_ac2_lower"] == 0.2
+    # Left at their defaults, the fields stay out of the design (and of its hash).
+    page.post(url, {**DESIGN, "name": "plain", "runs": [run.pk], "action": "create"})
+    plain = Study.objects.get(name="plain").design
+    assert "single_rater_pilot" not in plain and "min_ac2_lower" not in plain
+
+
 def test_designs_that_cannot_work_are_refused_next_to_the_field(page, researcher_client, sts, annotators):
     run = keyword_run(sts, 1)
     url = reverse("annotation:studies")
