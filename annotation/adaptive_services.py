@@ -3,7 +3,9 @@ transformation (``annotation.sequential``) is computed from the counted ratings;
 settled, the transformation's items that annotators have not submitted yet leave their queues.
 
 - ``study_adaptive_decisions``: the current decision of each transformation (reads only).
-- ``study_adaptive_check``: stores the decisions in ``Study.sample_info["adaptive"]``, ends the
+- ``study_adaptive_check``: stores the decisions in ``Study.sample_info["adaptive"]`` and the
+  fixed order the gate observes items in in ``Study.sample_info["adaptive_order"]`` (the order items
+  first completed, extended at each check, never rebuilt: ``sequential.fixed_sequence``), ends the
   open assignments of settled transformations (``study.adaptive.settled``, audited with the
   evidence), gives them back if a later change of counted ratings (a rejected rater) unsettles the
   transformation (``study.adaptive.unsettled``), and pushes the change to Argilla
@@ -29,9 +31,9 @@ from annotation.argilla import ArgillaError
 from annotation.argilla_services import argilla_connection, study_argilla_reconcile
 from annotation.controls import ItemKind
 from annotation.design_services import study_design
-from annotation.gate_services import CountedRating, counted_ratings, sequential_decision
+from annotation.gate_services import CountedRating, counted_ratings, observation_order, sequential_observations
 from annotation.models import Annotator, Assignment, Rating, Study
-from annotation.sequential import JointDecision, Settled
+from annotation.sequential import FixedSequence, JointDecision, Settled, settle_questions
 from core.services import audit_record
 
 logger = logging.getLogger(__name__)
@@ -55,10 +57,11 @@ class AdaptiveResult:
         return "; ".join(parts)
 
 
-def study_adaptive_decisions(
+def study_adaptive_observations(
     *, study: Study, ratings: Sequence[CountedRating] | None = None
-) -> dict[str, JointDecision]:
-    """Transformation -> its sequential decision now; empty for a non-adaptive design."""
+) -> dict[str, tuple[FixedSequence, JointDecision]]:
+    """Transformation -> its observations in their fixed order (the stored order extended by the
+    items completed since) and its sequential decision now; empty for a non-adaptive design."""
     design = study_design(study)
     if not design.adaptive or not study.is_locked:
         return {}
@@ -66,10 +69,25 @@ def study_adaptive_decisions(
     by_transformation: dict[str, list[CountedRating]] = defaultdict(list)
     for r in ratings:
         by_transformation[r.transformation].append(r)
-    return {
-        name: sequential_decision(design, by_transformation[name])
-        for name in sorted({r.transformation for r in study.runs.all()})
-    }
+    result = {}
+    for name in sorted({r.transformation for r in study.runs.all()}):
+        seen = sequential_observations(design, by_transformation[name], observation_order(study, name))
+        decision = settle_questions(
+            seen.means,
+            threshold=design.acceptance_threshold,
+            alpha=design.adaptive_alpha,
+            scales={q.name: (q.low, q.high) for q in design.questions},
+            min_items=design.adaptive_min_items,
+        )
+        result[name] = (seen, decision)
+    return result
+
+
+def study_adaptive_decisions(
+    *, study: Study, ratings: Sequence[CountedRating] | None = None
+) -> dict[str, JointDecision]:
+    """Transformation -> its sequential decision now; empty for a non-adaptive design."""
+    return {name: d for name, (_, d) in study_adaptive_observations(study=study, ratings=ratings).items()}
 
 
 def _open_assignments(study: Study, transformation: str) -> list[Assignment]:
@@ -127,7 +145,8 @@ def study_adaptive_check(*, study: Study, actor: AbstractBaseUser | None = None,
     restored: dict[str, int] = {}
     with transaction.atomic():
         study = Study.objects.select_for_update().get(pk=study.pk)
-        decisions = study_adaptive_decisions(study=study)
+        observed = study_adaptive_observations(study=study)
+        decisions = {name: d for name, (_, d) in observed.items()}
         before = study.sample_info.get("adaptive", {})
         now = timezone.now()
         for name, decision in decisions.items():
@@ -174,6 +193,10 @@ def study_adaptive_check(*, study: Study, actor: AbstractBaseUser | None = None,
             "adaptive": {
                 name: {**d.to_dict(), "summary": d.summary(), "checked_at": now.isoformat()}
                 for name, d in decisions.items()
+            },
+            # The fixed order the gate sees items in: the next check extends it, never reorders it.
+            "adaptive_order": {
+                name: [[item, list(raters)] for item, raters in seen.ledger] for name, (seen, _) in observed.items()
             },
         }
         study.save(update_fields=["sample_info"])

@@ -207,3 +207,26 @@ def test_the_sync_task_runs_the_check_after_the_sync(researcher, monkeypatch):
     study = Study.objects.create(name="s", design=StudyDesign().to_dict(), design_hash="x")
     assert tasks.sync_study(study.pk) == asdict(SyncResult())
     assert calls == [("sync", study.pk), ("check", study.pk)]
+
+
+def test_the_gate_sees_items_in_the_order_they_first_completed(researcher, django_user_model, monkeypatch):
+    monkeypatch.setattr(adaptive_services, "study_argilla_reconcile", FakeArgilla())
+    study = _study(researcher, django_user_model, adaptive=False)
+    Study.objects.filter(pk=study.pk).update(design={**study.design, "adaptive": True, "adaptive_min_items": 50})
+    study = Study.objects.get(pk=study.pk)
+    adaptive_services.study_adaptive_check(study=study, actor=researcher, client=object())
+    real = list(study.items.filter(kind=ItemKind.REAL).order_by("position"))
+    order = Study.objects.get(pk=study.pk).sample_info["adaptive_order"]["random_keywords"]
+    assert [item for item, _ in order] == [item.pk for item in real[:COMPLETE]]
+    # A partial item's second rating arrives now with an earlier time (synced late): it goes last.
+    late = real[COMPLETE]
+    holder = Assignment.objects.filter(study_item=late).order_by("annotator_id").last()
+    for question in ("quality", "fluency"):
+        Rating.objects.create(
+            study_item=late, annotator_id=holder.annotator_id, question=question, value=5, submitted_at=AT
+        )
+    adaptive_services.study_adaptive_check(study=Study.objects.get(pk=study.pk), actor=researcher, client=object())
+    order = Study.objects.get(pk=study.pk).sample_info["adaptive_order"]["random_keywords"]
+    assert [item for item, _ in order] == [item.pk for item in real[:COMPLETE]] + [late.pk]
+    [decision] = adaptive_services.study_adaptive_decisions(study=Study.objects.get(pk=study.pk)).values()
+    assert decision.observed == COMPLETE + 1
