@@ -56,10 +56,26 @@ Unit of observation
 Ratings of one item by different raters are correlated (they share the item), so single ratings
 are not independent observations. The unit is the *item*: the mean of its counted raters'
 ratings (the first ``raters_per_item`` raters who answered every question), rescaled to
-``[0, 1]`` by the question's scale, in the order items complete. Only items with the full
-``raters_per_item`` counted raters enter, so every observation is the same kind of quantity; with
-items drawn at random from the transformation's outputs and queues in random order, the sequence is
-a sequence of i.i.d. draws whose mean is the gate's mean (every item weighted equally).
+``[0, 1]`` by the question's scale. Only items with the full ``raters_per_item`` counted raters
+enter, so every observation is the same kind of quantity; with items drawn at random from the
+transformation's outputs and queues in random order, the sequence is a sequence of i.i.d. draws
+whose mean is the gate's mean (every item weighted equally).
+
+Order of observation
+--------------------
+The guarantee of [1]_ (Theorem 3, through Ville's inequality [2]_) is for *one* sequence
+``x_1, x_2, ...`` seen in a fixed order, each bet depending only on the observations before it,
+and for any stopping time of that sequence. The gate therefore sees items in the order they
+*first* completed (``fixed_sequence``): the order is stored at each check and only extended, never
+rebuilt; an item never moves and none is inserted before one already observed. Rebuilding the
+order from submission times at every check (as before issue 29) could insert an item in the past
+(ratings synced late, a rater whose ratings start counting when their control check passes) or
+remove one, so successive checks saw different sequences, which the guarantee does not cover. The
+order in which items complete must not depend on their ratings (annotators rate at their own pace,
+items arrive in random order); a rater rejected after their items entered leaves the item in its
+place with its remaining raters, and the sequence stops before it until a replacement completes
+it (the one case where an observed value changes: the replacement's rating replaces the rejected
+one's, which [1]_ does not cover either, and which only a rejection causes).
 
 References
 ----------
@@ -156,10 +172,10 @@ def _validate(x: np.ndarray, *, alpha: float, scale: tuple[float, float]) -> tup
 
 def _bets(x: np.ndarray, alpha: float) -> np.ndarray:
     """The predictable plug-in bet sizes ``l_1 .. l_n`` of [1] (each uses only earlier data)."""
-    t = np.arange(1, x.size + 1, dtype=float)
-    mean = (0.5 + np.cumsum(x)) / (t + 1)
-    var = (0.25 + np.cumsum((x - mean) ** 2)) / (t + 1)
-    previous = np.concatenate(([0.25], var[:-1]))
+    t = np.arange(1, x.shape[-1] + 1, dtype=float)
+    mean = (0.5 + np.cumsum(x, axis=-1)) / (t + 1)
+    var = (0.25 + np.cumsum((x - mean) ** 2, axis=-1)) / (t + 1)
+    previous = np.concatenate((np.full(x.shape[:-1] + (1,), 0.25), var[..., :-1]), axis=-1)
     return np.sqrt(2 * np.log(2 / alpha) / (previous * t * np.log1p(t)))
 
 
@@ -305,6 +321,151 @@ def settle_questions(
     else:
         state, n = Settled.UNDECIDED, observed
     return JointDecision(state, n, observed, alpha, share, decisions, alpha_pass_per_question=alpha)
+
+
+def _first_events(x: np.ndarray, tau: float, *, alpha: float, alpha_pass: float, min_items: int) -> tuple:
+    """For each row of ``x`` (sequences on ``[0, 1]``): the item (1-based) at which ``settle``
+    would first settle it, and whether that is a pass (``inf`` where it never settles)."""
+    lam = _bets(x, alpha)
+    with np.errstate(divide="ignore"):
+        up = np.minimum(lam, TRUNCATION / tau)
+        down = np.minimum(lam, TRUNCATION / (1 - tau))
+    log_up = np.cumsum(np.log1p(up * (x - tau)), axis=-1)
+    log_down = np.cumsum(np.log1p(-down * (x - tau)), axis=-1)
+    n = np.arange(1, x.shape[-1] + 1)
+    passed = (log_up >= np.log(2 / alpha_pass)) & (n >= min_items)
+    failed = (log_down >= np.log(2 / alpha)) & (n >= min_items)
+    first_pass = np.where(passed.any(axis=-1), passed.argmax(axis=-1) + 1, np.inf)
+    first_fail = np.where(failed.any(axis=-1), failed.argmax(axis=-1) + 1, np.inf)
+    return np.minimum(first_pass, first_fail), first_pass < first_fail
+
+
+@dataclass(frozen=True)
+class SavingForecast:
+    """What adaptive stopping is expected to save on one transformation, predicted from its own
+    observations so far (``forecast_saving``). Items are counted; ratings follow in proportion,
+    plus the ratings in flight when it settles."""
+
+    observed: int  # items observed so far
+    total: int  # items drawn for the transformation
+    mean: dict[str, float]  # question -> mean of the per-item means so far
+    sd: dict[str, float]  # question -> their standard deviation
+    expected_items: float  # expected item at which it settles (``total`` where it would not)
+    low_items: int  # 10th percentile of that item
+    high_items: int  # 90th percentile
+    settles: float  # share of the simulated continuations that settle before the last item
+    settled: bool = False  # already settled: the items are known, not predicted
+
+    @property
+    def saving(self) -> float:
+        return 1 - self.expected_items / self.total
+
+    @property
+    def saving_low(self) -> float:
+        return 1 - self.high_items / self.total
+
+    @property
+    def saving_high(self) -> float:
+        return 1 - self.low_items / self.total
+
+    def to_dict(self) -> dict:
+        return {
+            "observed": self.observed,
+            "total": self.total,
+            "mean": self.mean,
+            "sd": self.sd,
+            "expected_items": round(self.expected_items, 1),
+            "items_interval": [self.low_items, self.high_items],
+            "saving": round(self.saving, 3),
+            "saving_interval": [round(self.saving_low, 3), round(self.saving_high, 3)],
+            "settles": round(self.settles, 3),
+            "settled": self.settled,
+            "summary": self.summary(),
+        }
+
+    def summary(self) -> str:
+        """One line, e.g. ``expected to settle at about 34 of 100 items (80% interval 22-61): about
+        66% of the ratings saved (39-78%), predicted from 12 items (quality mean 3.80, SD 0.60)``."""
+        if self.settled:
+            n = int(self.expected_items)
+            return f"settled at {n} of {self.total} items: {self.saving:.0%} of the items not needed"
+        stats = ", ".join(f"{q} mean {self.mean[q]:.2f}, SD {self.sd[q]:.2f}" for q in self.mean)
+        return (
+            f"expected to settle at about {self.expected_items:.0f} of {self.total} items "
+            f"(80% interval {self.low_items}-{self.high_items}): about {self.saving:.0%} of the ratings saved "
+            f"({self.saving_low:.0%}-{self.saving_high:.0%}), predicted from {self.observed} items ({stats}); "
+            f"it settles before the last item in {self.settles:.0%} of the simulated continuations"
+        )
+
+
+MIN_FORECAST_ITEMS = 3  # fewer observations say too little about the spread to predict from
+
+
+def forecast_saving(
+    per_question: Mapping[str, Sequence[float]],
+    *,
+    threshold: float,
+    alpha: float,
+    scales: Mapping[str, tuple[float, float]],
+    min_items: int,
+    total: int,
+    draws: int = 400,
+    seed: int = 0,
+) -> SavingForecast | None:
+    """Predict the item at which ``settle_questions`` settles, from the observations so far.
+
+    Each of ``draws`` simulated continuations first resamples the observed items (a bootstrap:
+    a population as plausible as the one observed, its mean as uncertain as the sample's), then
+    draws the ``total - observed`` items still to come from it, and runs the rule over the observed
+    items followed by these. The expectation and the 10th-90th percentiles of the settling item
+    (``total`` where it does not settle) make the forecast; a mean far from the threshold settles
+    early, one near it late or never. None with fewer than ``MIN_FORECAST_ITEMS`` observations
+    (the saving then depends on a distance to the threshold nothing has measured yet).
+    Deterministic for a given ``seed``.
+    """
+    names = sorted(per_question)
+    values = np.array([np.asarray(per_question[q], dtype=float) for q in names])  # questions x items
+    observed = values.shape[1] if values.size else 0
+    if observed < MIN_FORECAST_ITEMS or total < 1:
+        return None
+    total = max(total, observed)
+    mean = {q: round(float(values[i].mean()), 3) for i, q in enumerate(names)}
+    sd = {q: round(float(values[i].std(ddof=1)), 3) for i, q in enumerate(names)}
+    now = settle_questions(
+        dict(zip(names, values.tolist(), strict=True)),
+        threshold=threshold,
+        alpha=alpha,
+        scales=scales,
+        min_items=min_items,
+    )
+    if now.state is not Settled.UNDECIDED:
+        return SavingForecast(observed, total, mean, sd, float(now.n), now.n, now.n, 1.0, settled=True)
+    rng = np.random.default_rng(seed)
+    population = rng.integers(0, observed, (draws, observed))
+    future = np.take_along_axis(population, rng.integers(0, observed, (draws, total - observed)), axis=1)
+    index = np.concatenate((np.broadcast_to(np.arange(observed), (draws, observed)), future), axis=1)
+    share = alpha / len(names)
+    fail_at = np.full(draws, np.inf)
+    pass_at = np.zeros(draws)
+    for i, q in enumerate(names):
+        low, high = scales[q]
+        x = (values[i][index] - low) / (high - low)
+        tau = float(np.clip((threshold - low) / (high - low), 0.0, 1.0))
+        first, is_pass = _first_events(x, tau, alpha=share, alpha_pass=alpha, min_items=min_items)
+        fail_at = np.where(~is_pass & np.isfinite(first), np.minimum(fail_at, first), fail_at)
+        pass_at = np.where(is_pass, np.maximum(pass_at, first), np.inf)
+    settle_at = np.minimum(np.minimum(fail_at, pass_at), total)
+    low_items, high_items = np.percentile(settle_at, [10, 90])
+    return SavingForecast(
+        observed,
+        total,
+        mean,
+        sd,
+        float(settle_at.mean()),
+        int(np.floor(low_items)),
+        int(np.ceil(high_items)),
+        float(np.mean(np.minimum(fail_at, pass_at) < total)),
+    )
 
 
 class ItemRating(NamedTuple):

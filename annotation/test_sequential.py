@@ -13,6 +13,7 @@ from annotation.sequential import (
     capital,
     confidence_sequence,
     fixed_sequence,
+    forecast_saving,
     item_means,
     settle,
     settle_questions,
@@ -188,3 +189,27 @@ def test_the_observation_order_is_fixed_once_items_complete():
     # A replacement rater completes it again, in the same position.
     back = fixed_sequence([*without, rated(1, 14, 2, 30)], questions=["q"], raters_per_item=2, ledger=waiting.ledger)
     assert back.items == [1, 2, 3] and back.ledger[0] == (1, (10, 14)) and back.means["q"][0] == 3.0
+
+
+def _forecast(values, total=100):
+    return forecast_saving({"q": values}, threshold=3.0, alpha=0.05, scales={"q": SCALE}, min_items=10, total=total)
+
+
+def test_the_saving_is_predicted_from_the_ratings_so_far():
+    rng = np.random.default_rng(3)
+    assert _forecast([4.0, 4.5]) is None  # too few items to say anything
+    far, near = _forecast(_item_means(rng, 4.3, (12,)).tolist()), _forecast(_item_means(rng, 3.05, (12,)).tolist())
+    assert far.saving > 0.6 and near.saving < far.saving and near.low_items <= near.expected_items <= near.high_items
+    assert (
+        far.summary().startswith("expected to settle at about") and "predicted from 12 items (q mean" in far.summary()
+    )
+    settled = _forecast([5.0] * 15)
+    assert settled.settled and settled.expected_items == 10 and settled.saving == 0.9
+    # The prediction made after 12 items is close to what the rule then does, on average (it leans
+    # towards the threshold: 12 items leave the distance to it uncertain).
+    predicted, realised = [], []
+    for _ in range(40):
+        x = _item_means(rng, 3.6, (100,))
+        predicted.append(_forecast(x[:12].tolist()).saving)
+        realised.append(1 - settle(x, threshold=3.0, alpha=0.05, scale=SCALE, min_items=10).n / 100)
+    assert abs(np.mean(predicted) - np.mean(realised)) < 0.15
