@@ -2,7 +2,8 @@
 transformation (``annotation.sequential``) is computed from the counted ratings; once it is
 settled, the transformation's items that annotators have not submitted yet leave their queues.
 
-- ``study_adaptive_decisions``: the current decision of each transformation (reads only).
+- ``study_adaptive_decisions``: the current decision of each transformation (reads only);
+  ``study_adaptive_rows`` adds the saving predicted from each transformation's own items so far.
 - ``study_adaptive_check``: stores the decisions in ``Study.sample_info["adaptive"]`` and the
   fixed order the gate observes items in in ``Study.sample_info["adaptive_order"]`` (the order items
   first completed, extended at each check, never rebuilt: ``sequential.fixed_sequence``), ends the
@@ -33,7 +34,15 @@ from annotation.controls import ItemKind
 from annotation.design_services import study_design
 from annotation.gate_services import CountedRating, counted_ratings, observation_order, sequential_observations
 from annotation.models import Annotator, Assignment, Rating, Study
-from annotation.sequential import FixedSequence, JointDecision, Settled, settle_questions
+from annotation.sequential import (
+    MIN_FORECAST_ITEMS,
+    FixedSequence,
+    JointDecision,
+    SavingForecast,
+    Settled,
+    forecast_saving,
+    settle_questions,
+)
 from core.services import audit_record
 
 logger = logging.getLogger(__name__)
@@ -88,6 +97,63 @@ def study_adaptive_decisions(
 ) -> dict[str, JointDecision]:
     """Transformation -> its sequential decision now; empty for a non-adaptive design."""
     return {name: d for name, (_, d) in study_adaptive_observations(study=study, ratings=ratings).items()}
+
+
+@dataclass(frozen=True)
+class AdaptiveRow:
+    """One transformation of an adaptive study as pages and the API show it."""
+
+    transformation: str
+    decision: JointDecision
+    forecast: SavingForecast | None  # None: too few items yet to predict from (see ``forecast_line``)
+
+    @property
+    def forecast_line(self) -> str:
+        if self.forecast is not None:
+            return self.forecast.summary()
+        return (
+            f"saving not predicted yet ({self.decision.observed} items fully rated, {MIN_FORECAST_ITEMS} needed): "
+            "it depends on how far the true mean lies from the threshold"
+        )
+
+
+def _rated_pairs(ratings: Sequence[CountedRating]) -> dict[str, set[tuple[int, int]]]:
+    pairs: dict[str, set[tuple[int, int]]] = defaultdict(set)
+    for r in ratings:
+        pairs[r.transformation].add((r.item_id, r.annotator_id))
+    return pairs
+
+
+def study_adaptive_rows(*, study: Study, ratings: Sequence[CountedRating] | None = None) -> list[AdaptiveRow]:
+    """Each transformation's decision and the saving predicted from its own items so far
+    (``sequential.forecast_saving``, seeded by the design's seed: the page shows the same figure
+    until new ratings come); empty for a non-adaptive design."""
+    design = study_design(study)
+    ratings = counted_ratings(study) if ratings is None and design.adaptive and study.is_locked else ratings
+    observed = study_adaptive_observations(study=study, ratings=ratings)
+    drawn = Counter(study.items.filter(kind=ItemKind.REAL).values_list("transformation", flat=True))
+    # Ratings already given to items not observed yet are spent whenever it settles.
+    in_flight: Counter[str] = Counter()
+    for name, pairs in _rated_pairs(ratings or []).items():
+        seen = set(observed[name][0].items) if name in observed else set()
+        in_flight[name] = sum(1 for item, _ in pairs if item not in seen)
+    return [
+        AdaptiveRow(
+            name,
+            decision,
+            forecast_saving(
+                seen.means,
+                threshold=design.acceptance_threshold,
+                alpha=design.adaptive_alpha,
+                scales={q.name: (q.low, q.high) for q in design.questions},
+                min_items=design.adaptive_min_items,
+                total=drawn[name],
+                seed=design.seed,
+                in_flight_items=in_flight[name] / design.raters_per_item,
+            ),
+        )
+        for name, (seen, decision) in observed.items()
+    ]
 
 
 def _open_assignments(study: Study, transformation: str) -> list[Assignment]:

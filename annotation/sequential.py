@@ -411,17 +411,23 @@ def forecast_saving(
     total: int,
     draws: int = 400,
     seed: int = 0,
+    in_flight_items: float = 0.0,
 ) -> SavingForecast | None:
     """Predict the item at which ``settle_questions`` settles, from the observations so far.
 
-    Each of ``draws`` simulated continuations first resamples the observed items (a bootstrap:
-    a population as plausible as the one observed, its mean as uncertain as the sample's), then
-    draws the ``total - observed`` items still to come from it, and runs the rule over the observed
-    items followed by these. The expectation and the 10th-90th percentiles of the settling item
-    (``total`` where it does not settle) make the forecast; a mean far from the threshold settles
+    Each of ``draws`` simulated continuations draws the ``total - observed`` items still to come
+    from the observed items (a bootstrap: the future looks like the past, its mean off the true one
+    by about the sample's standard error) and runs the rule over the observed items followed by
+    these. (Resampling the observed items first as well, to add the mean's uncertainty once more,
+    predicted worse in the replays: 16.6 against 14.3 points of mean absolute error after 10
+    items.) The expectation and the 10th-90th percentiles of the settling item (``total`` where
+    it does not settle) make the forecast; a mean far from the threshold settles
     early, one near it late or never. None with fewer than ``MIN_FORECAST_ITEMS`` observations
     (the saving then depends on a distance to the threshold nothing has measured yet).
-    Deterministic for a given ``seed``.
+    ``in_flight_items``: ratings already submitted on items not complete yet, in items (ratings /
+    raters per item); they are spent whenever it settles, so the predicted saving counts them as
+    spent (the work in flight stays about that size until the end). Deterministic for a given
+    ``seed``.
     """
     names = sorted(per_question)
     values = np.array([np.asarray(per_question[q], dtype=float) for q in names])  # questions x items
@@ -440,9 +446,9 @@ def forecast_saving(
     )
     if now.state is not Settled.UNDECIDED:
         return SavingForecast(observed, total, mean, sd, float(now.n), now.n, now.n, 1.0, settled=True)
+    extra = max(float(in_flight_items), 0.0)
     rng = np.random.default_rng(seed)
-    population = rng.integers(0, observed, (draws, observed))
-    future = np.take_along_axis(population, rng.integers(0, observed, (draws, total - observed)), axis=1)
+    future = rng.integers(0, observed, (draws, total - observed))
     index = np.concatenate((np.broadcast_to(np.arange(observed), (draws, observed)), future), axis=1)
     share = alpha / len(names)
     fail_at = np.full(draws, np.inf)
@@ -455,6 +461,8 @@ def forecast_saving(
         fail_at = np.where(~is_pass & np.isfinite(first), np.minimum(fail_at, first), fail_at)
         pass_at = np.where(is_pass, np.maximum(pass_at, first), np.inf)
     settle_at = np.minimum(np.minimum(fail_at, pass_at), total)
+    settles = float(np.mean(np.minimum(fail_at, pass_at) < total))
+    settle_at = np.minimum(settle_at + extra, total)  # items' worth of ratings spent when it settles
     low_items, high_items = np.percentile(settle_at, [10, 90])
     return SavingForecast(
         observed,
@@ -464,7 +472,7 @@ def forecast_saving(
         float(settle_at.mean()),
         int(np.floor(low_items)),
         int(np.ceil(high_items)),
-        float(np.mean(np.minimum(fail_at, pass_at) < total)),
+        settles,
     )
 
 

@@ -154,6 +154,12 @@ def test_a_settled_transformation_leaves_the_queues_and_the_gate_passes(
     api.force_authenticate(researcher)
     progress = api.get(f"/api/studies/{study.pk}/progress/").json()
     assert progress["adaptive"]["random_keywords"]["summary"].startswith(line)
+    # The saving shown is the study's own: 4 of its 20 items were needed.
+    assert (
+        "settled at 4 of 20 items: 80% of the items not needed"
+        in client.get(reverse("annotation:study", args=[study.pk])).content.decode()
+    )
+    assert progress["adaptive"]["random_keywords"]["forecast"]["settled"] is True
     out = StringIO()
     call_command("study", "status", str(study.pk), stdout=out)
     assert f"adaptive random_keywords: {line}" in out.getvalue()
@@ -230,3 +236,10 @@ def test_the_gate_sees_items_in_the_order_they_first_completed(researcher, djang
     assert [item for item, _ in order] == [item.pk for item in real[:COMPLETE]] + [late.pk]
     [decision] = adaptive_services.study_adaptive_decisions(study=Study.objects.get(pk=study.pk)).values()
     assert decision.observed == COMPLETE + 1
+    # Not settled yet: the saving is predicted from its own 9 items, never a fixed figure.
+    client = APIClient()
+    client.force_authenticate(researcher)
+    progress = client.get(f"/api/studies/{study.pk}/progress/").json()["adaptive"]["random_keywords"]
+    assert progress["forecast"]["observed"] == COMPLETE + 1 and progress["forecast"]["total"] == 20
+    assert progress["forecast_summary"].startswith("expected to settle at about 20 of 20 items")
+    assert "predicted from 9 items (fluency mean 5.00, SD 0.00" in progress["forecast_summary"]
