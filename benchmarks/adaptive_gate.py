@@ -2,6 +2,17 @@
 decision differs from the decision on the complete study, and its error rate at the threshold.
 
 Usage: .venv/bin/python benchmarks/adaptive_gate.py [--studies 150] [--orders 4] [--null 4000] [--seed 0]
+       .venv/bin/python benchmarks/adaptive_gate.py --grid-only [--grid-studies 200]
+
+The calibration data are read from ``../shared/data`` (or ``$SHIFTLAB_BENCH_DATA``, e.g. from a
+git worktree).
+
+- **grid of true means** (issue 29, printed first): studies whose questions (quality, fluency)
+  both have the true mean ``threshold + d`` for ``d`` from -0.75 to +0.75, pull assignment with
+  batches of 10: ratings saved (in flight included), items not needed, decisions differing from the
+  complete study, and the saving ``annotation.sequential.forecast_saving`` predicted after 10 and
+  20 complete items (what the study page shows then) against the realised saving of the same
+  replay (mean absolute difference, in points).
 
 Complete studies are replayed in random orders through ``annotation.sequential.settle_questions``
 (the code the service runs), checked after every completed item (the finest a study can look),
