@@ -163,6 +163,7 @@ def test_a_settled_transformation_leaves_the_queues_and_the_gate_passes(
     out = StringIO()
     call_command("study", "status", str(study.pk), stdout=out)
     assert f"adaptive random_keywords: {line}" in out.getvalue()
+    assert "    settled at 4 of 20 items: 80% of the items not needed" in out.getvalue()
 
     # A rater rejected afterwards: too few complete items now, so the withdrawn work comes back.
     rejected = Annotator.objects.filter(study=study).order_by("pk").first()
