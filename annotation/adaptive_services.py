@@ -2,8 +2,11 @@
 transformation (``annotation.sequential``) is computed from the counted ratings; once it is
 settled, the transformation's items that annotators have not submitted yet leave their queues.
 
-- ``study_adaptive_decisions``: the current decision of each transformation (reads only).
-- ``study_adaptive_check``: stores the decisions in ``Study.sample_info["adaptive"]``, ends the
+- ``study_adaptive_decisions``: the current decision of each transformation (reads only);
+  ``study_adaptive_rows`` adds the saving predicted from each transformation's own items so far.
+- ``study_adaptive_check``: stores the decisions in ``Study.sample_info["adaptive"]`` and the
+  fixed order the gate observes items in in ``Study.sample_info["adaptive_order"]`` (the order items
+  first completed, extended at each check, never rebuilt: ``sequential.fixed_sequence``), ends the
   open assignments of settled transformations (``study.adaptive.settled``, audited with the
   evidence), gives them back if a later change of counted ratings (a rejected rater) unsettles the
   transformation (``study.adaptive.unsettled``), and pushes the change to Argilla
@@ -29,9 +32,17 @@ from annotation.argilla import ArgillaError
 from annotation.argilla_services import argilla_connection, study_argilla_reconcile
 from annotation.controls import ItemKind
 from annotation.design_services import study_design
-from annotation.gate_services import CountedRating, counted_ratings, sequential_decision
+from annotation.gate_services import CountedRating, counted_ratings, observation_order, sequential_observations
 from annotation.models import Annotator, Assignment, Rating, Study
-from annotation.sequential import JointDecision, Settled
+from annotation.sequential import (
+    MIN_FORECAST_ITEMS,
+    FixedSequence,
+    JointDecision,
+    SavingForecast,
+    Settled,
+    forecast_saving,
+    settle_questions,
+)
 from core.services import audit_record
 
 logger = logging.getLogger(__name__)
@@ -55,10 +66,11 @@ class AdaptiveResult:
         return "; ".join(parts)
 
 
-def study_adaptive_decisions(
+def study_adaptive_observations(
     *, study: Study, ratings: Sequence[CountedRating] | None = None
-) -> dict[str, JointDecision]:
-    """Transformation -> its sequential decision now; empty for a non-adaptive design."""
+) -> dict[str, tuple[FixedSequence, JointDecision]]:
+    """Transformation -> its observations in their fixed order (the stored order extended by the
+    items completed since) and its sequential decision now; empty for a non-adaptive design."""
     design = study_design(study)
     if not design.adaptive or not study.is_locked:
         return {}
@@ -66,10 +78,82 @@ def study_adaptive_decisions(
     by_transformation: dict[str, list[CountedRating]] = defaultdict(list)
     for r in ratings:
         by_transformation[r.transformation].append(r)
-    return {
-        name: sequential_decision(design, by_transformation[name])
-        for name in sorted({r.transformation for r in study.runs.all()})
-    }
+    result = {}
+    for name in sorted({r.transformation for r in study.runs.all()}):
+        seen = sequential_observations(design, by_transformation[name], observation_order(study, name))
+        decision = settle_questions(
+            seen.means,
+            threshold=design.acceptance_threshold,
+            alpha=design.adaptive_alpha,
+            scales={q.name: (q.low, q.high) for q in design.questions},
+            min_items=design.adaptive_min_items,
+        )
+        result[name] = (seen, decision)
+    return result
+
+
+def study_adaptive_decisions(
+    *, study: Study, ratings: Sequence[CountedRating] | None = None
+) -> dict[str, JointDecision]:
+    """Transformation -> its sequential decision now; empty for a non-adaptive design."""
+    return {name: d for name, (_, d) in study_adaptive_observations(study=study, ratings=ratings).items()}
+
+
+@dataclass(frozen=True)
+class AdaptiveRow:
+    """One transformation of an adaptive study as pages and the API show it."""
+
+    transformation: str
+    decision: JointDecision
+    forecast: SavingForecast | None  # None: too few items yet to predict from (see ``forecast_line``)
+
+    @property
+    def forecast_line(self) -> str:
+        if self.forecast is not None:
+            return self.forecast.summary()
+        return (
+            f"saving not predicted yet ({self.decision.observed} items fully rated, {MIN_FORECAST_ITEMS} needed): "
+            "it depends on how far the true mean lies from the threshold"
+        )
+
+
+def _rated_pairs(ratings: Sequence[CountedRating]) -> dict[str, set[tuple[int, int]]]:
+    pairs: dict[str, set[tuple[int, int]]] = defaultdict(set)
+    for r in ratings:
+        pairs[r.transformation].add((r.item_id, r.annotator_id))
+    return pairs
+
+
+def study_adaptive_rows(*, study: Study, ratings: Sequence[CountedRating] | None = None) -> list[AdaptiveRow]:
+    """Each transformation's decision and the saving predicted from its own items so far
+    (``sequential.forecast_saving``, seeded by the design's seed: the page shows the same figure
+    until new ratings come); empty for a non-adaptive design."""
+    design = study_design(study)
+    ratings = counted_ratings(study) if ratings is None and design.adaptive and study.is_locked else ratings
+    observed = study_adaptive_observations(study=study, ratings=ratings)
+    drawn = Counter(study.items.filter(kind=ItemKind.REAL).values_list("transformation", flat=True))
+    # Ratings already given to items not observed yet are spent whenever it settles.
+    in_flight: Counter[str] = Counter()
+    for name, pairs in _rated_pairs(ratings or []).items():
+        seen = set(observed[name][0].items) if name in observed else set()
+        in_flight[name] = sum(1 for item, _ in pairs if item not in seen)
+    return [
+        AdaptiveRow(
+            name,
+            decision,
+            forecast_saving(
+                seen.means,
+                threshold=design.acceptance_threshold,
+                alpha=design.adaptive_alpha,
+                scales={q.name: (q.low, q.high) for q in design.questions},
+                min_items=design.adaptive_min_items,
+                total=drawn[name],
+                seed=design.seed,
+                in_flight_items=in_flight[name] / design.raters_per_item,
+            ),
+        )
+        for name, (seen, decision) in observed.items()
+    ]
 
 
 def _open_assignments(study: Study, transformation: str) -> list[Assignment]:
@@ -127,7 +211,8 @@ def study_adaptive_check(*, study: Study, actor: AbstractBaseUser | None = None,
     restored: dict[str, int] = {}
     with transaction.atomic():
         study = Study.objects.select_for_update().get(pk=study.pk)
-        decisions = study_adaptive_decisions(study=study)
+        observed = study_adaptive_observations(study=study)
+        decisions = {name: d for name, (_, d) in observed.items()}
         before = study.sample_info.get("adaptive", {})
         now = timezone.now()
         for name, decision in decisions.items():
@@ -174,6 +259,10 @@ def study_adaptive_check(*, study: Study, actor: AbstractBaseUser | None = None,
             "adaptive": {
                 name: {**d.to_dict(), "summary": d.summary(), "checked_at": now.isoformat()}
                 for name, d in decisions.items()
+            },
+            # The fixed order the gate sees items in: the next check extends it, never reorders it.
+            "adaptive_order": {
+                name: [[item, list(raters)] for item, raters in seen.ledger] for name, (seen, _) in observed.items()
             },
         }
         study.save(update_fields=["sample_info"])

@@ -11,7 +11,7 @@ from rest_framework.decorators import action
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from annotation.adaptive_services import study_adaptive_decisions
+from annotation.adaptive_services import study_adaptive_rows
 from annotation.argilla import ArgillaError
 from annotation.argilla_services import study_publish
 from annotation.control_pool import control_pool_from_upload
@@ -230,8 +230,13 @@ class StudyViewSet(ProjectScopedMixin, mixins.ListModelMixin, mixins.RetrieveMod
                 "agreement": progress.agreement,
                 "control_detectability": asdict(detectability) if detectability else None,
                 "adaptive": {
-                    name: {**d.to_dict(), "summary": d.summary()}
-                    for name, d in study_adaptive_decisions(study=study).items()
+                    row.transformation: {
+                        **row.decision.to_dict(),
+                        "summary": row.decision.summary(),
+                        "forecast": row.forecast.to_dict() if row.forecast else None,
+                        "forecast_summary": row.forecast_line,
+                    }
+                    for row in study_adaptive_rows(study=study)
                 },
             }
         )

@@ -261,12 +261,25 @@ def _choice(enum: type[StrEnum], value: Any, name: str) -> StrEnum:
 
 # --- What a design can do with what is there (pure checks; issue 20) ---------------------------
 
-# Ratings saved by adaptive stopping in the documented replays (benchmarks/adaptive_gate.py,
-# docs/annotation.md): simulated raters at realistic paces, from whole queues in Argilla (20.4%)
-# through fixed queues released batch by batch (33.5%) to pull assignment with batches of 5
-# (43.7%). Real SummEval ratings saved 49-52%; a transformation whose mean sits near the
-# threshold saves next to nothing (BIOSSES: 2.1%).
-REPLAYED_SAVING = {"whole queues": 0.204, "batches released one by one": 0.335, "pull, batches of 5": 0.437}
+# What adaptive stopping saved, by how far the true mean lies from the acceptance threshold: the
+# grid replay of benchmarks/adaptive_gate.py (seed 0, 200 simulated studies per row, two questions
+# both at that mean, threshold 3.0 on 1-5, alpha 0.05, at least 10 items, 100 items x 3 raters,
+# five annotators at random paces with pull assignment and batches of 10; ratings in flight when it
+# settles count as spent). (distance, saved when the mean is below, saved when above.) Shown before
+# any rating; once a transformation has ratings, its own prediction replaces it
+# (sequential.forecast_saving). No single figure holds for every study.
+ADAPTIVE_SAVING_BY_DISTANCE = (
+    (0.0, 0.0, 0.0),
+    (0.1, 0.010, 0.002),
+    (0.25, 0.152, 0.070),
+    (0.5, 0.533, 0.457),
+    (0.75, 0.671, 0.654),
+)
+ADAPTIVE_SAVING_CONDITIONS = (
+    "simulated studies, quality and fluency both at the mean shown, threshold 3 on 1–5, α 0.05, "
+    "at least 10 items, 100 items × 3 raters, 5 annotators at random paces, pull assignment, batches of 10; "
+    "ratings in flight when it settles count as spent"
+)
 
 
 @dataclass(frozen=True)

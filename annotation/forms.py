@@ -206,8 +206,9 @@ class StudyDesignForm(forms.Form):
         initial=DEFAULT.assignment,
         required=False,  # left out: the design's current value (clean_assignment)
         help_text="Pull lets the work follow the annotators who rate, so items complete about in order and "
-        "adaptive stopping saves more (41–44% of ratings with batches of 10 or 5 in the replays, against "
-        "33–34% fixed). Needs at least 1 batch in Argilla at a time. Default fixed.",
+        "adaptive stopping wastes fewer ratings on items still in flight when it settles (how much it saves "
+        "depends on how far each mean lies from the threshold). Needs at least 1 batch in Argilla at a time. "
+        "Default fixed.",
     )
     seed = _whole(
         "Sampling seed",

@@ -18,7 +18,7 @@ from annotation.design import StudyDesign
 from annotation.design_services import study_design
 from annotation.gating import GateState, gate_decide, gate_state_of, rating_coverage
 from annotation.models import Annotator, Approval, GateResult, RaterDecision, Rating, Study
-from annotation.sequential import ItemRating, JointDecision, Settled, item_means, settle_questions
+from annotation.sequential import FixedSequence, ItemRating, JointDecision, Settled, fixed_sequence, settle_questions
 from annotation.validation_services import control_checks, require_researcher
 from core.errors import ShiftlabError
 from core.hashing import sha256_json
@@ -55,18 +55,33 @@ def counted_ratings(study: Study) -> list[CountedRating]:
     ]
 
 
-def sequential_decision(design: StudyDesign, ratings: Sequence[CountedRating]) -> JointDecision:
-    """The sequential gate of one transformation (adaptive designs) from its counted ratings:
-    per-item means of items with ``raters_per_item`` counted raters, in the order they completed
-    (``annotation.sequential``). Reads only; withdrawing is ``adaptive_services``'."""
-    questions = [q.name for q in design.questions]
-    _, per_question = item_means(
+def observation_order(study: Study, transformation: str) -> list[tuple[int, tuple[int, ...]]]:
+    """The gate's fixed order of one transformation's items so far (``Study.sample_info
+    ["adaptive_order"]``, written by ``adaptive_services.study_adaptive_check``)."""
+    stored = study.sample_info.get("adaptive_order", {}).get(transformation, [])
+    return [(int(item), tuple(int(r) for r in raters)) for item, raters in stored]
+
+
+def sequential_observations(
+    design: StudyDesign, ratings: Sequence[CountedRating], ledger: Sequence[tuple[int, Sequence[int]]] = ()
+) -> FixedSequence:
+    """Per-item means of the items with ``raters_per_item`` counted raters, in the fixed order
+    ``ledger`` extended by the items completed since (``annotation.sequential.fixed_sequence``)."""
+    return fixed_sequence(
         (ItemRating(r.item_id, r.annotator_id, r.question, r.value, r.submitted_at) for r in ratings),
-        questions=questions,
+        questions=[q.name for q in design.questions],
         raters_per_item=design.raters_per_item,
+        ledger=ledger,
     )
+
+
+def sequential_decision(
+    design: StudyDesign, ratings: Sequence[CountedRating], ledger: Sequence[tuple[int, Sequence[int]]] = ()
+) -> JointDecision:
+    """The sequential gate of one transformation (adaptive designs) from its counted ratings, seen
+    in the fixed order (``sequential_observations``). Reads only; withdrawing is ``adaptive_services``'."""
     return settle_questions(
-        per_question,
+        sequential_observations(design, ratings, ledger).means,
         threshold=design.acceptance_threshold,
         alpha=design.adaptive_alpha,
         scales={q.name: (q.low, q.high) for q in design.questions},
@@ -138,7 +153,7 @@ def study_gate(*, study: Study, actor: AbstractBaseUser | None = None) -> list[G
                 raters_per_item=design.raters_per_item,
                 completed_only=design.adaptive,
             )
-            sequential = sequential_decision(design, mine) if design.adaptive else None
+            sequential = sequential_decision(design, mine, observation_order(study, name)) if design.adaptive else None
             decision = gate_decide(
                 {q: s["mean"] for q, s in per_question.items()},
                 threshold=design.acceptance_threshold,

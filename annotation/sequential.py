@@ -56,10 +56,26 @@ Unit of observation
 Ratings of one item by different raters are correlated (they share the item), so single ratings
 are not independent observations. The unit is the *item*: the mean of its counted raters'
 ratings (the first ``raters_per_item`` raters who answered every question), rescaled to
-``[0, 1]`` by the question's scale, in the order items complete. Only items with the full
-``raters_per_item`` counted raters enter, so every observation is the same kind of quantity; with
-items drawn at random from the transformation's outputs and queues in random order, the sequence is
-a sequence of i.i.d. draws whose mean is the gate's mean (every item weighted equally).
+``[0, 1]`` by the question's scale. Only items with the full ``raters_per_item`` counted raters
+enter, so every observation is the same kind of quantity; with items drawn at random from the
+transformation's outputs and queues in random order, the sequence is a sequence of i.i.d. draws
+whose mean is the gate's mean (every item weighted equally).
+
+Order of observation
+--------------------
+The guarantee of [1]_ (Theorem 3, through Ville's inequality [2]_) is for *one* sequence
+``x_1, x_2, ...`` seen in a fixed order, each bet depending only on the observations before it,
+and for any stopping time of that sequence. The gate therefore sees items in the order they
+*first* completed (``fixed_sequence``): the order is stored at each check and only extended, never
+rebuilt; an item never moves and none is inserted before one already observed. Rebuilding the
+order from submission times at every check (as before issue 29) could insert an item in the past
+(ratings synced late, a rater whose ratings start counting when their control check passes) or
+remove one, so successive checks saw different sequences, which the guarantee does not cover. The
+order in which items complete must not depend on their ratings (annotators rate at their own pace,
+items arrive in random order); a rater rejected after their items entered leaves the item in its
+place with its remaining raters, and the sequence stops before it until a replacement completes
+it (the one case where an observed value changes: the replacement's rating replaces the rejected
+one's, which [1]_ does not cover either, and which only a rejection causes).
 
 References
 ----------
@@ -156,10 +172,10 @@ def _validate(x: np.ndarray, *, alpha: float, scale: tuple[float, float]) -> tup
 
 def _bets(x: np.ndarray, alpha: float) -> np.ndarray:
     """The predictable plug-in bet sizes ``l_1 .. l_n`` of [1] (each uses only earlier data)."""
-    t = np.arange(1, x.size + 1, dtype=float)
-    mean = (0.5 + np.cumsum(x)) / (t + 1)
-    var = (0.25 + np.cumsum((x - mean) ** 2)) / (t + 1)
-    previous = np.concatenate(([0.25], var[:-1]))
+    t = np.arange(1, x.shape[-1] + 1, dtype=float)
+    mean = (0.5 + np.cumsum(x, axis=-1)) / (t + 1)
+    var = (0.25 + np.cumsum((x - mean) ** 2, axis=-1)) / (t + 1)
+    previous = np.concatenate((np.full(x.shape[:-1] + (1,), 0.25), var[..., :-1]), axis=-1)
     return np.sqrt(2 * np.log(2 / alpha) / (previous * t * np.log1p(t)))
 
 
@@ -307,6 +323,159 @@ def settle_questions(
     return JointDecision(state, n, observed, alpha, share, decisions, alpha_pass_per_question=alpha)
 
 
+def _first_events(x: np.ndarray, tau: float, *, alpha: float, alpha_pass: float, min_items: int) -> tuple:
+    """For each row of ``x`` (sequences on ``[0, 1]``): the item (1-based) at which ``settle``
+    would first settle it, and whether that is a pass (``inf`` where it never settles)."""
+    lam = _bets(x, alpha)
+    with np.errstate(divide="ignore"):
+        up = np.minimum(lam, TRUNCATION / tau)
+        down = np.minimum(lam, TRUNCATION / (1 - tau))
+    log_up = np.cumsum(np.log1p(up * (x - tau)), axis=-1)
+    log_down = np.cumsum(np.log1p(-down * (x - tau)), axis=-1)
+    n = np.arange(1, x.shape[-1] + 1)
+    passed = (log_up >= np.log(2 / alpha_pass)) & (n >= min_items)
+    failed = (log_down >= np.log(2 / alpha)) & (n >= min_items)
+    first_pass = np.where(passed.any(axis=-1), passed.argmax(axis=-1) + 1, np.inf)
+    first_fail = np.where(failed.any(axis=-1), failed.argmax(axis=-1) + 1, np.inf)
+    return np.minimum(first_pass, first_fail), first_pass < first_fail
+
+
+@dataclass(frozen=True)
+class SavingForecast:
+    """What adaptive stopping is expected to save on one transformation, predicted from its own
+    observations so far (``forecast_saving``). Items are counted; ratings follow in proportion,
+    plus the ratings in flight when it settles."""
+
+    observed: int  # items observed so far
+    total: int  # items drawn for the transformation
+    mean: dict[str, float]  # question -> mean of the per-item means so far
+    sd: dict[str, float]  # question -> their standard deviation
+    expected_items: float  # expected item at which it settles (``total`` where it would not)
+    low_items: int  # 10th percentile of that item
+    high_items: int  # 90th percentile
+    settles: float  # share of the simulated continuations that settle before the last item
+    settled: bool = False  # already settled: the items are known, not predicted
+
+    @property
+    def saving(self) -> float:
+        return 1 - self.expected_items / self.total
+
+    @property
+    def saving_low(self) -> float:
+        return 1 - self.high_items / self.total
+
+    @property
+    def saving_high(self) -> float:
+        return 1 - self.low_items / self.total
+
+    def to_dict(self) -> dict:
+        return {
+            "observed": self.observed,
+            "total": self.total,
+            "mean": self.mean,
+            "sd": self.sd,
+            "expected_items": round(self.expected_items, 1),
+            "items_interval": [self.low_items, self.high_items],
+            "saving": round(self.saving, 3),
+            "saving_interval": [round(self.saving_low, 3), round(self.saving_high, 3)],
+            "settles": round(self.settles, 3),
+            "settled": self.settled,
+            "summary": self.summary(),
+        }
+
+    def summary(self) -> str:
+        """One line, e.g. ``expected to settle at about 34 of 100 items (80% interval 22-61): about
+        66% of the ratings saved (39-78%), predicted from 12 items (quality mean 3.80, SD 0.60)``."""
+        if self.settled:
+            n = int(self.expected_items)
+            return f"settled at {n} of {self.total} items: {self.saving:.0%} of the items not needed"
+        stats = ", ".join(f"{q} mean {self.mean[q]:.2f}, SD {self.sd[q]:.2f}" for q in self.mean)
+        return (
+            f"expected to settle at about {self.expected_items:.0f} of {self.total} items "
+            f"(80% interval {self.low_items}-{self.high_items}): about {self.saving:.0%} of the ratings saved "
+            f"({self.saving_low:.0%}-{self.saving_high:.0%}), predicted from {self.observed} items ({stats}); "
+            f"it settles before the last item in {self.settles:.0%} of the simulated continuations"
+        )
+
+
+MIN_FORECAST_ITEMS = 3  # fewer observations say too little about the spread to predict from
+
+
+def forecast_saving(
+    per_question: Mapping[str, Sequence[float]],
+    *,
+    threshold: float,
+    alpha: float,
+    scales: Mapping[str, tuple[float, float]],
+    min_items: int,
+    total: int,
+    draws: int = 400,
+    seed: int = 0,
+    in_flight_items: float = 0.0,
+) -> SavingForecast | None:
+    """Predict the item at which ``settle_questions`` settles, from the observations so far.
+
+    Each of ``draws`` simulated continuations draws the ``total - observed`` items still to come
+    from the observed items (a bootstrap: the future looks like the past, its mean off the true one
+    by about the sample's standard error) and runs the rule over the observed items followed by
+    these. (Resampling the observed items first as well, to add the mean's uncertainty once more,
+    predicted worse in the replays: 16.6 against 14.3 points of mean absolute error after 10
+    items.) The expectation and the 10th-90th percentiles of the settling item (``total`` where
+    it does not settle) make the forecast; a mean far from the threshold settles
+    early, one near it late or never. None with fewer than ``MIN_FORECAST_ITEMS`` observations
+    (the saving then depends on a distance to the threshold nothing has measured yet).
+    ``in_flight_items``: ratings already submitted on items not complete yet, in items (ratings /
+    raters per item); they are spent whenever it settles, so the predicted saving counts them as
+    spent (the work in flight stays about that size until the end). Deterministic for a given
+    ``seed``.
+    """
+    names = sorted(per_question)
+    values = np.array([np.asarray(per_question[q], dtype=float) for q in names])  # questions x items
+    observed = values.shape[1] if values.size else 0
+    if observed < MIN_FORECAST_ITEMS or total < 1:
+        return None
+    total = max(total, observed)
+    mean = {q: round(float(values[i].mean()), 3) for i, q in enumerate(names)}
+    sd = {q: round(float(values[i].std(ddof=1)), 3) for i, q in enumerate(names)}
+    now = settle_questions(
+        dict(zip(names, values.tolist(), strict=True)),
+        threshold=threshold,
+        alpha=alpha,
+        scales=scales,
+        min_items=min_items,
+    )
+    if now.state is not Settled.UNDECIDED:
+        return SavingForecast(observed, total, mean, sd, float(now.n), now.n, now.n, 1.0, settled=True)
+    extra = max(float(in_flight_items), 0.0)
+    rng = np.random.default_rng(seed)
+    future = rng.integers(0, observed, (draws, total - observed))
+    index = np.concatenate((np.broadcast_to(np.arange(observed), (draws, observed)), future), axis=1)
+    share = alpha / len(names)
+    fail_at = np.full(draws, np.inf)
+    pass_at = np.zeros(draws)
+    for i, q in enumerate(names):
+        low, high = scales[q]
+        x = (values[i][index] - low) / (high - low)
+        tau = float(np.clip((threshold - low) / (high - low), 0.0, 1.0))
+        first, is_pass = _first_events(x, tau, alpha=share, alpha_pass=alpha, min_items=min_items)
+        fail_at = np.where(~is_pass & np.isfinite(first), np.minimum(fail_at, first), fail_at)
+        pass_at = np.where(is_pass, np.maximum(pass_at, first), np.inf)
+    settle_at = np.minimum(np.minimum(fail_at, pass_at), total)
+    settles = float(np.mean(np.minimum(fail_at, pass_at) < total))
+    settle_at = np.minimum(settle_at + extra, total)  # items' worth of ratings spent when it settles
+    low_items, high_items = np.percentile(settle_at, [10, 90])
+    return SavingForecast(
+        observed,
+        total,
+        mean,
+        sd,
+        float(settle_at.mean()),
+        int(np.floor(low_items)),
+        int(np.ceil(high_items)),
+        settles,
+    )
+
+
 class ItemRating(NamedTuple):
     item: int
     rater: int
@@ -315,23 +484,93 @@ class ItemRating(NamedTuple):
     at: datetime
 
 
-def item_means(
-    ratings: Iterable[ItemRating], *, questions: Sequence[str], raters_per_item: int
-) -> tuple[list[int], dict[str, list[float]]]:
-    """The observations of ``settle_questions`` from counted ratings: items with at least
-    ``raters_per_item`` raters who answered every question, each item's mean over its first
-    ``raters_per_item`` such raters (by the time of their last answer), items ordered by when
-    that last needed rater answered (ties by item id). Returns (item ids, question -> means)."""
+def _full_raters(
+    ratings: Iterable[ItemRating], questions: Sequence[str]
+) -> dict[int, list[tuple[datetime, int, dict[str, float]]]]:
+    """Item -> its raters who answered every question, as (time of their last answer, rater,
+    question -> value), earliest first (ties by rater id)."""
     answers: dict[int, dict[int, dict[str, tuple[float, datetime]]]] = defaultdict(lambda: defaultdict(dict))
     for r in ratings:
         answers[r.item][r.rater][r.question] = (r.value, r.at)
-    complete = []
+    full = {}
     for item, raters in answers.items():
-        full = [(max(at for _, at in q.values()), rater, q) for rater, q in raters.items() if set(questions) <= set(q)]
-        if len(full) < raters_per_item:
-            continue
-        chosen = sorted(full, key=lambda row: (row[0], row[1]))[:raters_per_item]
-        means = {name: float(np.mean([q[name][0] for _, _, q in chosen])) for name in questions}
-        complete.append((chosen[-1][0], item, means))
-    complete.sort(key=lambda row: (row[0], row[1]))
-    return [item for _, item, _ in complete], {name: [m[name] for _, _, m in complete] for name in questions}
+        rows = [
+            (max(at for _, at in q.values()), rater, {name: v for name, (v, _) in q.items()})
+            for rater, q in raters.items()
+            if set(questions) <= set(q)
+        ]
+        full[item] = sorted(rows, key=lambda row: (row[0], row[1]))
+    return full
+
+
+def item_means(
+    ratings: Iterable[ItemRating], *, questions: Sequence[str], raters_per_item: int
+) -> tuple[list[int], dict[str, list[float]]]:
+    """Complete items in the order they completed, rebuilt from the ratings alone (an overview;
+    the gate observes ``fixed_sequence``): items with at least ``raters_per_item`` raters who
+    answered every question, each item's mean over its first ``raters_per_item`` such raters (by
+    the time of their last answer), items ordered by when that last needed rater answered (ties by
+    item id). Returns (item ids, question -> means)."""
+    sequence = fixed_sequence(ratings, questions=questions, raters_per_item=raters_per_item)
+    return sequence.items, sequence.means
+
+
+@dataclass(frozen=True)
+class FixedSequence:
+    """The observations of the gate in their fixed order (see ``fixed_sequence``)."""
+
+    ledger: list[tuple[int, tuple[int, ...]]]  # (item, its counted raters), in observation order
+    items: list[int]  # the items observed: the complete prefix of the ledger
+    means: dict[str, list[float]]  # question -> per-item means of ``items``, in that order
+    waiting: int | None = None  # the ledger item the sequence waits for (no longer complete), if any
+
+
+def fixed_sequence(
+    ratings: Iterable[ItemRating],
+    *,
+    questions: Sequence[str],
+    raters_per_item: int,
+    ledger: Sequence[tuple[int, Sequence[int]]] = (),
+) -> FixedSequence:
+    """The gate's observations in one fixed order: the order items *first* completed.
+
+    ``ledger`` is the order fixed by earlier checks, ``(item, counted raters)`` per position. It is
+    kept as it is: an item never moves, and no item is ever inserted before one already there.
+    Items completed since (``raters_per_item`` raters who answered every question) are appended, in
+    the order their last needed rater answered (ties by item id), with their first
+    ``raters_per_item`` such raters. An item of the ledger whose raters no longer all count (a
+    rater rejected) takes the first complete raters it has now, in the same position; if it has too
+    few, the sequence stops before it (``waiting``) until it completes again, so the observed
+    sequence is always a prefix of the ledger. Rebuilding the order from submission times at each
+    check would instead insert items in the past (a rater whose ratings start counting late) or
+    remove them, which the confidence sequence's guarantee does not cover.
+    """
+    full = _full_raters(ratings, questions)
+    new_ledger: list[tuple[int, tuple[int, ...]]] = []
+    seen = set()
+    for item, raters in ledger:
+        item = int(item)
+        seen.add(item)
+        rows = full.get(item, [])
+        by_rater = {rater for _, rater, _ in rows}
+        if not set(raters) <= by_rater or len(raters) != raters_per_item:
+            raters = tuple(rater for _, rater, _ in rows[:raters_per_item])
+        new_ledger.append((item, tuple(int(r) for r in raters)))
+    fresh = sorted(
+        (rows[raters_per_item - 1][0], item, tuple(rater for _, rater, _ in rows[:raters_per_item]))
+        for item, rows in full.items()
+        if item not in seen and len(rows) >= raters_per_item
+    )
+    new_ledger += [(item, raters) for _, item, raters in fresh]
+    items: list[int] = []
+    means: dict[str, list[float]] = {name: [] for name in questions}
+    waiting = None
+    for item, raters in new_ledger:
+        values = {rater: q for _, rater, q in full.get(item, [])}
+        if len(raters) < raters_per_item or not set(raters) <= set(values):
+            waiting = item
+            break
+        items.append(item)
+        for name in questions:
+            means[name].append(float(np.mean([values[r][name] for r in raters])))
+    return FixedSequence(new_ledger, items, means, waiting)

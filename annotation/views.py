@@ -15,14 +15,15 @@ from django.shortcuts import get_object_or_404, redirect, render
 from django.urls import reverse
 from django.views.decorators.http import require_http_methods
 
-from annotation.adaptive_services import study_adaptive_decisions
+from annotation.adaptive_services import study_adaptive_rows
 from annotation.argilla_services import study_publish
 from annotation.config_export import config_render
 from annotation.control_pool import control_pool_from_upload
 from annotation.control_services import study_control_detectability, study_detectability_notes
 from annotation.design import (
+    ADAPTIVE_SAVING_BY_DISTANCE,
+    ADAPTIVE_SAVING_CONDITIONS,
     QUESTIONS,
-    REPLAYED_SAVING,
     DesignError,
     design_implications,
     design_problems,
@@ -56,6 +57,7 @@ from annotation.selectors import (
     study_list,
     study_progress,
 )
+from annotation.sequential import MIN_FORECAST_ITEMS
 from annotation.sync_services import sync_summary
 from annotation.tasks import sync_study
 from annotation.validation_services import (
@@ -137,7 +139,9 @@ def study_list_view(request):
             "form": form,
             "implications": implications,
             "design": form.design() if implications else None,
-            "replayed_saving": REPLAYED_SAVING,
+            "saving_by_distance": ADAPTIVE_SAVING_BY_DISTANCE,
+            "saving_conditions": ADAPTIVE_SAVING_CONDITIONS,
+            "min_forecast_items": MIN_FORECAST_ITEMS,
         },
     )
 
@@ -204,7 +208,8 @@ def _study_page(request, study: Study, **extra):
         "sync_job": sync_job,
         "detectability": study_control_detectability(study=study) if study.is_locked else None,
         "detectability_notes": study_detectability_notes(study) if study.is_locked else [],
-        "adaptive": study_adaptive_decisions(study=study),
+        "adaptive": study_adaptive_rows(study=study),
+        "min_forecast_items": MIN_FORECAST_ITEMS,
         "revise_form": StudyDesignForm(base=design, prefix="revise"),
         **extra,
     }

@@ -2,6 +2,17 @@
 decision differs from the decision on the complete study, and its error rate at the threshold.
 
 Usage: .venv/bin/python benchmarks/adaptive_gate.py [--studies 150] [--orders 4] [--null 4000] [--seed 0]
+       .venv/bin/python benchmarks/adaptive_gate.py --grid-only [--grid-studies 200]
+
+The calibration data are read from ``../shared/data`` (or ``$SHIFTLAB_BENCH_DATA``, e.g. from a
+git worktree).
+
+- **grid of true means** (issue 29, printed first): studies whose questions (quality, fluency)
+  both have the true mean ``threshold + d`` for ``d`` from -0.75 to +0.75, pull assignment with
+  batches of 10: ratings saved (in flight included), items not needed, decisions differing from the
+  complete study, and the saving ``annotation.sequential.forecast_saving`` predicted after 10 and
+  20 complete items (what the study page shows then) against the realised saving of the same
+  replay (mean absolute difference, in points).
 
 Complete studies are replayed in random orders through ``annotation.sequential.settle_questions``
 (the code the service runs), checked after every completed item (the finest a study can look),
@@ -44,6 +55,7 @@ from __future__ import annotations
 import argparse
 import csv
 import json
+import os
 import statistics
 import sys
 import time
@@ -56,9 +68,9 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from annotation.assignment import pull_items  # noqa: E402
-from annotation.sequential import Settled, settle_questions  # noqa: E402
+from annotation.sequential import Settled, forecast_saving, settle_questions  # noqa: E402
 
-DATA = ROOT.parent / "shared" / "data"
+DATA = Path(os.environ.get("SHIFTLAB_BENCH_DATA", ROOT.parent / "shared" / "data"))  # a worktree: set it
 THRESHOLD, ALPHA, MIN_ITEMS, ITEMS, RATERS_PER_ITEM, PANEL = 3.0, 0.05, 10, 100, 3, 5
 SCALE = (1, 5)
 # Queues in one common order, released batch by batch (design ``batches_released``), by batch size.
@@ -286,6 +298,81 @@ def at_threshold(biases, noise, item_sd, rng, *, replays: int, questions: int, i
     return replays, passes, fails
 
 
+GRID = (-0.75, -0.5, -0.25, -0.1, 0.0, 0.1, 0.25, 0.5, 0.75)  # true mean - threshold
+FORECAST_AT = (10, 20)  # items observed when the prediction is read
+
+
+def grid_replay(args, biases, noise, item_sd, rng, *, batch_size: int = 10) -> dict:
+    """Studies whose two questions (quality, fluency) both have the true mean ``threshold + d``
+    for each ``d`` of ``GRID``, replayed with pull assignment (batches of ``batch_size``): ratings
+    saved, decisions differing from the complete study's, and the saving ``forecast_saving``
+    predicted after ``FORECAST_AT`` items (the study page's prediction then) against the realised
+    one. Returns d -> columns."""
+    rows = {}
+    total = ITEMS * RATERS_PER_ITEM
+    for d in GRID:
+        centre = centre_for(THRESHOLD + d, biases, sqrt(item_sd**2 + noise**2))
+        row = {"replays": 0, "spent": 0, "items": 0, "differ": 0, **{f"predicted@{k}": [] for k in FORECAST_AT}}
+        row["realised"] = []
+        for _ in range(args.grid_studies):
+            order, spent, pulled = pull_replay(rng, batch_size=batch_size)
+            ratings, _ = simulate({"quality": centre, "fluency": centre}, biases, noise, item_sd, rng, raters=pulled)
+            decision, full = replay(ratings, order)
+            settled = decision.state is not Settled.UNDECIDED
+            used = int(spent[decision.n - 1]) if settled else total
+            row["replays"] += 1
+            row["spent"] += used
+            row["items"] += decision.n if settled else ITEMS
+            row["differ"] += settled and (decision.state is Settled.PASS) != full
+            row["realised"].append(1 - used / total)
+            per_item = {q: v.mean(axis=1)[order] for q, v in ratings.items()}
+            for k in FORECAST_AT:
+                forecast = forecast_saving(
+                    {q: v[:k].tolist() for q, v in per_item.items()},
+                    threshold=THRESHOLD,
+                    alpha=ALPHA,
+                    scales=dict.fromkeys(per_item, SCALE),
+                    min_items=MIN_ITEMS,
+                    total=ITEMS,
+                    seed=int(rng.integers(2**31)),
+                    in_flight_items=(int(spent[k - 1]) - k * RATERS_PER_ITEM) / RATERS_PER_ITEM,
+                )
+                row[f"predicted@{k}"].append(forecast.saving)
+        rows[d] = row
+    return rows
+
+
+def print_grid(rows: dict) -> None:
+    total = ITEMS * RATERS_PER_ITEM
+    heads = " ".join(f"{'pred@' + str(k):>8} {'|err|':>6}" for k in FORECAST_AT)
+    print(f"{'true mean - threshold':>22} {'replays':>8} {'saved':>7} {'items':>7} {'differ':>7} {heads}")
+    every = {"spent": 0, "replays": 0, "differ": 0, **{k: [] for k in FORECAST_AT}, "realised": []}
+    for d, row in rows.items():
+        realised = np.array(row["realised"])
+        cells = []
+        for k in FORECAST_AT:
+            predicted = np.array(row[f"predicted@{k}"])
+            cells.append(f"{predicted.mean():>8.1%} {np.abs(predicted - realised).mean():>6.1%}")
+            every[k] += list(predicted)
+        every["realised"] += list(realised)
+        every["spent"] += row["spent"]
+        every["replays"] += row["replays"]
+        every["differ"] += row["differ"]
+        print(
+            f"{d:>+22.2f} {row['replays']:>8} {1 - row['spent'] / (row['replays'] * total):>7.1%} "
+            f"{1 - row['items'] / (row['replays'] * ITEMS):>7.1%} {row['differ'] / row['replays']:>7.1%} "
+            + " ".join(cells)
+        )
+    realised = np.array(every["realised"])
+    cells = " ".join(
+        f"{np.mean(every[k]):>8.1%} {np.abs(np.array(every[k]) - realised).mean():>6.1%}" for k in FORECAST_AT
+    )
+    print(
+        f"{'grid, all':>22} {every['replays']:>8} {1 - every['spent'] / (every['replays'] * total):>7.1%} "
+        f"{'':>7} {every['differ'] / every['replays']:>7.1%} {cells}"
+    )
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--studies", type=int, default=150, help="simulated studies per scenario (a)")
@@ -293,6 +380,8 @@ def main() -> None:
     parser.add_argument("--real-orders", type=int, default=100, help="random orders per real transformation")
     parser.add_argument("--null", type=int, default=4000, help="replays at the threshold")
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--grid-studies", type=int, default=100, help="studies per point of the grid of true means")
+    parser.add_argument("--grid-only", action="store_true", help="only the grid of true means around the threshold")
     args = parser.parse_args()
     if not DATA.is_dir():
         sys.exit(f"public data not found at {DATA}: this benchmark calibrates on it")
@@ -304,6 +393,15 @@ def main() -> None:
         f"SummEval coherence item SD {item_sd:.3f}"
     )
     print(f"rule: threshold {THRESHOLD}, alpha {ALPHA}, min items {MIN_ITEMS}, {ITEMS} items x {RATERS_PER_ITEM}")
+    print()
+    print("grid of true means (quality = fluency) around the threshold, pull assignment, batches of 10:")
+    print("saved = ratings (in flight included), items = items not needed, differ = early decision on the other")
+    print("side than the complete study; pred@k = saving forecast_saving predicts after k items, |err| = its mean")
+    print("absolute difference from the realised saving of the same replay")
+    print_grid(grid_replay(args, biases, noise, item_sd, rng))
+    if args.grid_only:
+        print(f"\n{time.perf_counter() - started:.0f} s")
+        return
     print()
     print(f"{'replay':<52} {'replays':>8} {'saved':>7} {'differ':>7}")
     a = scenario_a(args, biases, noise, item_sd, rng)

@@ -154,9 +154,16 @@ def test_a_settled_transformation_leaves_the_queues_and_the_gate_passes(
     api.force_authenticate(researcher)
     progress = api.get(f"/api/studies/{study.pk}/progress/").json()
     assert progress["adaptive"]["random_keywords"]["summary"].startswith(line)
+    # The saving shown is the study's own: 4 of its 20 items were needed.
+    assert (
+        "settled at 4 of 20 items: 80% of the items not needed"
+        in client.get(reverse("annotation:study", args=[study.pk])).content.decode()
+    )
+    assert progress["adaptive"]["random_keywords"]["forecast"]["settled"] is True
     out = StringIO()
     call_command("study", "status", str(study.pk), stdout=out)
     assert f"adaptive random_keywords: {line}" in out.getvalue()
+    assert "    settled at 4 of 20 items: 80% of the items not needed" in out.getvalue()
 
     # A rater rejected afterwards: too few complete items now, so the withdrawn work comes back.
     rejected = Annotator.objects.filter(study=study).order_by("pk").first()
@@ -207,3 +214,33 @@ def test_the_sync_task_runs_the_check_after_the_sync(researcher, monkeypatch):
     study = Study.objects.create(name="s", design=StudyDesign().to_dict(), design_hash="x")
     assert tasks.sync_study(study.pk) == asdict(SyncResult())
     assert calls == [("sync", study.pk), ("check", study.pk)]
+
+
+def test_the_gate_sees_items_in_the_order_they_first_completed(researcher, django_user_model, monkeypatch):
+    monkeypatch.setattr(adaptive_services, "study_argilla_reconcile", FakeArgilla())
+    study = _study(researcher, django_user_model, adaptive=False)
+    Study.objects.filter(pk=study.pk).update(design={**study.design, "adaptive": True, "adaptive_min_items": 50})
+    study = Study.objects.get(pk=study.pk)
+    adaptive_services.study_adaptive_check(study=study, actor=researcher, client=object())
+    real = list(study.items.filter(kind=ItemKind.REAL).order_by("position"))
+    order = Study.objects.get(pk=study.pk).sample_info["adaptive_order"]["random_keywords"]
+    assert [item for item, _ in order] == [item.pk for item in real[:COMPLETE]]
+    # A partial item's second rating arrives now with an earlier time (synced late): it goes last.
+    late = real[COMPLETE]
+    holder = Assignment.objects.filter(study_item=late).order_by("annotator_id").last()
+    for question in ("quality", "fluency"):
+        Rating.objects.create(
+            study_item=late, annotator_id=holder.annotator_id, question=question, value=5, submitted_at=AT
+        )
+    adaptive_services.study_adaptive_check(study=Study.objects.get(pk=study.pk), actor=researcher, client=object())
+    order = Study.objects.get(pk=study.pk).sample_info["adaptive_order"]["random_keywords"]
+    assert [item for item, _ in order] == [item.pk for item in real[:COMPLETE]] + [late.pk]
+    [decision] = adaptive_services.study_adaptive_decisions(study=Study.objects.get(pk=study.pk)).values()
+    assert decision.observed == COMPLETE + 1
+    # Not settled yet: the saving is predicted from its own 9 items, never a fixed figure.
+    client = APIClient()
+    client.force_authenticate(researcher)
+    progress = client.get(f"/api/studies/{study.pk}/progress/").json()["adaptive"]["random_keywords"]
+    assert progress["forecast"]["observed"] == COMPLETE + 1 and progress["forecast"]["total"] == 20
+    assert progress["forecast_summary"].startswith("expected to settle at about 20 of 20 items")
+    assert "predicted from 9 items (fluency mean 5.00, SD 0.00" in progress["forecast_summary"]

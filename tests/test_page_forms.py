@@ -274,3 +274,26 @@ def test_annotators_get_403_on_every_form_page(client, django_user_model, sts):
     for name in ("transforms:runs", "transforms:judge-reports", "annotation:studies", "evaluation:benchmarks"):
         assert client.post(reverse(name), {}).status_code == 403
     assert client.post(reverse("evaluation:baselines"), {}).status_code == 403
+
+
+def test_the_design_form_promises_no_fixed_adaptive_saving(page, sts, annotators):
+    run = keyword_run(sts, 1)
+    url = reverse("annotation:studies")
+    form = page.get(url).content.decode()
+    checked = page.post(
+        url,
+        {
+            **DESIGN,
+            "adaptive": "on",
+            "assignment": "pull",
+            "batches_released": "1",
+            "runs": [run.pk],
+            "action": "check",
+        },
+    ).content.decode()
+    for html in (form, checked):
+        assert "44%" not in html and "41–44%" not in html and "≥ 40%" not in html
+    # Before any rating the saving is said to depend on the distance to the threshold, with the replay's table.
+    text = html_text.unescape(re.sub(r"<[^>]+>", " ", checked))
+    assert "depends on how far" in text and "true mean − threshold" in text
+    assert re.search(r"±0\.10\s+\d+%", text) and re.search(r"±0\.75\s+\d+%", text)

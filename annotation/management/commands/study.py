@@ -4,7 +4,7 @@ from dataclasses import asdict
 from django.contrib.auth import get_user_model
 from django.core.management.base import BaseCommand, CommandError
 
-from annotation.adaptive_services import study_adaptive_check, study_adaptive_decisions
+from annotation.adaptive_services import study_adaptive_check, study_adaptive_rows
 from annotation.argilla_services import study_argilla_texts_resend, study_publish, study_release_batches
 from annotation.control_pool import control_pool_read
 from annotation.control_services import study_control_detectability, study_detectability_notes
@@ -234,8 +234,9 @@ class Command(BaseCommand):
                 f"check {a.control_status or '-'}, pass {rate}), "
                 f"flags open {a.open_flags} confirmed {a.confirmed_flags}"
             )
-        for name, decision in study_adaptive_decisions(study=study).items():
-            self.stdout.write(f"  adaptive {name}: {decision.summary()}")
+        for row in study_adaptive_rows(study=study):
+            self.stdout.write(f"  adaptive {row.transformation}: {row.decision.summary()}")
+            self.stdout.write(f"    {row.forecast_line}")
         for name in sorted({r.transformation for r in study.runs.all()}):
             current = gate_result_current(study=study, transformation=name)
             if current is not None:
