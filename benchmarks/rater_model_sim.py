@@ -13,8 +13,10 @@ lowest over seeds) and in how many studies a straight-liner ranks at or above so
   given the other raters, that the true category is the one answered), reproduced here;
 - ``Dawid-Skene acc.``: a plain Dawid–Skene model (one free confusion matrix per rater, add-one
   smoothing, EM from the vote shares), each rater's expected accuracy ``sum_t pi_t C[t, t]``;
-  crowd-kit (its Dawid–Skene, MACE and GLAD) is not installed in this environment, so only this
-  plain version is compared;
+- ``crowd-kit DS``, ``crowd-kit MACE``, ``crowd-kit GLAD``: the established models of the
+  crowd-kit library (requirements-dev.txt) on the same ratings, each unit (item, question) a task:
+  Dawid–Skene's expected accuracy from its ``errors_`` and ``priors_``, MACE's probability of
+  not spamming (``spamming_[:, 1]``), GLAD's expertise ``alphas_``;
 - ``competence``: the rater model's competence now (correlation with the leave-one-out
   consensus on real items, reweighted);
 - ``controls``, ``not too fast``: the control pass rate and the share of timed items over 3 s
@@ -74,6 +76,29 @@ def dawid_skene_accuracy(triples, iterations: int = 50) -> dict:
     return dict(zip(raters, accuracy, strict=True))
 
 
+def crowd_kit_skills(triples) -> dict[str, dict]:
+    """Each rater's skill under crowd-kit's Dawid–Skene, MACE and GLAD (categorical labels)."""
+    import pandas as pd
+    from crowdkit.aggregation import GLAD, MACE, DawidSkene
+
+    data = pd.DataFrame([(str(u), w, int(v)) for u, w, v in triples], columns=["task", "worker", "label"])
+    ds = DawidSkene(n_iter=100).fit(data)
+    priors = ds.priors_
+    ds_skill = {
+        w: float(sum(priors[t] * ds.errors_.loc[(w, t), t] for t in priors.index if (w, t) in ds.errors_.index))
+        for w in data["worker"].unique()
+    }
+    mace = MACE(n_iter=100, random_state=0).fit(data)
+    _, names = pd.factorize(data["worker"])
+    mace_skill = dict(zip(names, mace.spamming_[:, 1], strict=True))
+    glad = GLAD(n_iter=50).fit(data)
+    return {
+        "crowd-kit DS": ds_skill,
+        "crowd-kit MACE": mace_skill,
+        "crowd-kit GLAD": dict(glad.alphas_.items()),
+    }
+
+
 def scores(study) -> dict[str, dict]:
     records = study.records
     triples = [((r.item, r.question), r.annotator, r.value) for r in records]
@@ -85,6 +110,7 @@ def scores(study) -> dict[str, dict]:
     return {
         "old competence": old_competence(triples),
         "Dawid-Skene acc.": dawid_skene_accuracy(triples),
+        **crowd_kit_skills(triples),
         "competence": {e.rater: e.competence for e in fit.raters},
         "controls": {a: q.controls.rate for a, q in quality.items()},
         "not too fast": {a: 1 - q.timing.share_too_fast for a, q in quality.items()},
