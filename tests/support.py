@@ -282,6 +282,17 @@ def minimal_config_body() -> dict:
     }
 
 
+def eager_keyword_run(dataset, *, limit: int, seed: int = 1) -> TransformRun:
+    """A random_keywords run over the first ``limit`` items of ``dataset``, started and finished
+    through the task (eager Celery: the run finishes before this returns)."""
+    run = transform_run_create(
+        dataset=dataset, transformation="random_keywords", seed=seed, limit=limit, dispatch=False
+    )
+    start_run.delay(run.pk)
+    run.refresh_from_db()
+    return run
+
+
 def keyword_run(dataset, seed, *, fail_items=()):
     """A finished random_keywords run (no LLM); the outputs of ``fail_items`` are marked failed."""
     run = transform_run_create(

@@ -20,23 +20,12 @@ from annotation.models import Study
 from core.errors import ShiftlabError
 from core.roles import Role
 from corpora.services import dataset_import
-from tests.support import make_user
+from tests.support import eager_keyword_run, make_user
 from transforms.models import TransformedItem
-from transforms.services import transform_run_create
-from transforms.tasks import start_run
 
 pytestmark = pytest.mark.django_db
 FIXTURES = settings.BASE_DIR / "fixtures"
 AT = datetime(2026, 1, 1, tzinfo=UTC)
-
-
-def keyword_run(dataset, *, limit, seed=1):
-    run = transform_run_create(
-        dataset=dataset, transformation="random_keywords", seed=seed, limit=limit, dispatch=False
-    )
-    start_run.delay(run.pk)  # eager: the run finishes here
-    run.refresh_from_db()
-    return run
 
 
 def demo_sts():
@@ -54,7 +43,7 @@ def write_pool(path, rows):
 
 
 def test_controls_are_fresh_rewrites_and_unrelated_texts_never_seen_elsewhere_in_the_study():
-    study = study_lock(study=draft("fresh", keyword_run(demo_sts(), limit=8)))
+    study = study_lock(study=draft("fresh", eager_keyword_run(demo_sts(), limit=8)))
     items = list(study.items.all())
     real = [i for i in items if i.kind == ItemKind.REAL]
     controls = [i for i in items if i.kind != ItemKind.REAL]
@@ -84,7 +73,7 @@ def test_controls_are_fresh_rewrites_and_unrelated_texts_never_seen_elsewhere_in
 
 def test_lock_refuses_without_positives_says_what_is_missing_and_writes_nothing(tmp_path):
     intents = dataset_import(source=FIXTURES / "classification/demo-intents", task="classification", name="intents")
-    study = draft("no-gold", keyword_run(intents, limit=20), items_per_transformation=8, batch_size=4)
+    study = draft("no-gold", eager_keyword_run(intents, limit=20), items_per_transformation=8, batch_size=4)
     with pytest.raises(ShiftlabError) as raised:
         study_lock(study=study)
     message = str(raised.value)
@@ -116,7 +105,7 @@ def test_lock_refuses_without_positives_says_what_is_missing_and_writes_nothing(
 
 
 def test_translation_studies_need_positives_in_their_language_pair(tmp_path):
-    run = keyword_run(demo_sts(), limit=8)
+    run = eager_keyword_run(demo_sts(), limit=8)
     # Pretend the run translated into German: real items become en→de.
     TransformedItem.objects.filter(run=run).update(target_language="de")
     study = draft("to-german", run)
@@ -147,7 +136,7 @@ def test_translation_studies_need_positives_in_their_language_pair(tmp_path):
 
 def test_command_locks_with_a_pool_and_status_prints_the_detectability(tmp_path):
     intents = dataset_import(source=FIXTURES / "classification/demo-intents", task="classification", name="intents")
-    draft("cli", keyword_run(intents, limit=20), items_per_transformation=8, batch_size=4)
+    draft("cli", eager_keyword_run(intents, limit=20), items_per_transformation=8, batch_size=4)
     bad = write_pool(tmp_path / "bad.jsonl", [{"text_a": "Hi there.", "text_b": "hi there", "kind": "easy_positive"}])
     with pytest.raises(CommandError, match="line 1: text_b differs from text_a only in punctuation"):
         call_command("study", "lock", "cli", "--control-pool", str(bad))
@@ -179,7 +168,7 @@ def test_detectability_of_a_locked_study():
         name="demo-paraphrase-pairs",
     )
     study = study_lock(
-        study=draft("bigger", keyword_run(demo_sts(), limit=30), items_per_transformation=30, batch_size=5)
+        study=draft("bigger", eager_keyword_run(demo_sts(), limit=30), items_per_transformation=30, batch_size=5)
     )
     # Keyword lists keep every content word of their text: demo-paraphrase-pairs has such short texts.
     assert study.sample_info["control_sources"]["easy_positive"] == {"gold:demo-paraphrase-pairs": 6}
@@ -202,7 +191,7 @@ def test_the_page_and_the_api_lock_with_an_uploaded_pool_and_show_the_refusal_wi
     rita = make_user(django_user_model, "rita", Role.RESEARCHER)
     client.force_login(rita)
     intents = dataset_import(source=FIXTURES / "classification/demo-intents", task="classification", name="intents")
-    run = keyword_run(intents, limit=20)
+    run = eager_keyword_run(intents, limit=20)
     study = draft("page-pool", run, items_per_transformation=8, batch_size=4)
     refused = client.post(f"/annotation/studies/{study.pk}/", {"action": "lock"}, follow=True).content.decode()
     assert "easy positive controls with both texts in en are needed" in refused

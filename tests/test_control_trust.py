@@ -23,22 +23,11 @@ from core.errors import ShiftlabError
 from core.models import AuditEvent, Project
 from core.roles import Role
 from corpora.services import dataset_import
-from tests.support import make_user, page_as
-from transforms.services import transform_run_create
-from transforms.tasks import start_run
+from tests.support import eager_keyword_run, make_user, page_as
 
 pytestmark = pytest.mark.django_db
 FIXTURES = settings.BASE_DIR / "fixtures"
 AT = datetime(2026, 1, 1, tzinfo=UTC)
-
-
-def keyword_run(dataset, *, limit, seed=1):
-    run = transform_run_create(
-        dataset=dataset, transformation="random_keywords", seed=seed, limit=limit, dispatch=False
-    )
-    start_run.delay(run.pk)  # eager: the run finishes here
-    run.refresh_from_db()
-    return run
 
 
 def demo_sts(project=None, name="demo-sts"):
@@ -72,7 +61,7 @@ def test_controls_come_only_from_the_studys_own_project_or_datasets_shared_on_pu
     beta = Project.objects.create(slug="beta", name="Beta")
     closed = paraphrase_pairs(project=alpha)  # alpha's, not shared
     alpha_texts = {t for item in closed.items.all() for t in item.payload.values() if isinstance(t, str)}
-    run = keyword_run(demo_sts(project=beta), limit=30)
+    run = eager_keyword_run(demo_sts(project=beta), limit=30)
     # demo-sts alone has too few gold pairs for 6 easy positives: only alpha's dataset could help.
     study = draft("beta-study", run, items_per_transformation=30, batch_size=5)
     assert study.project == beta
@@ -91,7 +80,7 @@ def test_controls_come_only_from_the_studys_own_project_or_datasets_shared_on_pu
 
 def test_a_control_is_never_shown_twice_to_one_annotator_across_studies(django_user_model):
     ann = make_user(django_user_model, "ann", Role.ANNOTATOR)
-    run = keyword_run(demo_sts(), limit=8)
+    run = eager_keyword_run(demo_sts(), limit=8)
     design = {"items_per_transformation": 4, "batch_size": 4, "controls_per_batch": 2, "raters_per_item": 1}
     first = study_lock(study=draft("first", run, **design))
     study_assign(study=first, users=[ann], actor=None)
@@ -114,7 +103,7 @@ def test_assignment_skips_controls_an_annotator_met_in_another_study(django_user
     ann = make_user(django_user_model, "ann", Role.ANNOTATOR)
     bob = make_user(django_user_model, "bob", Role.ANNOTATOR)
     paraphrase_pairs()  # enough gold pairs for 8 controls
-    run = keyword_run(demo_sts(), limit=8)
+    run = eager_keyword_run(demo_sts(), limit=8)
     design = {"items_per_transformation": 4, "batch_size": 4, "controls_per_batch": 2, "raters_per_item": 1}
     first = study_lock(study=draft("one", run, **design))
     study_assign(study=first, users=[ann], actor=None)
@@ -143,7 +132,7 @@ def test_assignment_skips_controls_an_annotator_met_in_another_study(django_user
 
 def test_real_items_of_an_earlier_study_never_become_controls(django_user_model, tmp_path):
     sts = demo_sts()
-    earlier = study_lock(study=draft("earlier", keyword_run(sts, limit=8), items_per_transformation=4))
+    earlier = study_lock(study=draft("earlier", eager_keyword_run(sts, limit=8), items_per_transformation=4))
     rita = make_user(django_user_model, "rita", Role.RESEARCHER)
     raters = [
         Annotator.objects.create(
@@ -164,7 +153,7 @@ def test_real_items_of_an_earlier_study_never_become_controls(django_user_model,
     pool = tmp_path / "pool.jsonl"
     pool.write_text(json.dumps({"text_a": real[0].text_a, "text_b": real[0].text_b, "kind": "easy_positive"}) + "\n")
     later = study_lock(
-        study=draft("later", keyword_run(sts, limit=20, seed=2), items_per_transformation=4, batch_size=2),
+        study=draft("later", eager_keyword_run(sts, limit=20, seed=2), items_per_transformation=4, batch_size=2),
         control_pool=control_pool_read(pool),
     )
     earlier_real = {(i.text_a, i.text_b) for i in real}
@@ -175,7 +164,9 @@ def test_real_items_of_an_earlier_study_never_become_controls(django_user_model,
 
 def test_a_single_careless_raters_answers_never_become_expected_answers(django_user_model):
     sts = demo_sts()
-    pilot = study_lock(study=draft("pilot", keyword_run(sts, limit=8), items_per_transformation=4, raters_per_item=1))
+    pilot = study_lock(
+        study=draft("pilot", eager_keyword_run(sts, limit=8), items_per_transformation=4, raters_per_item=1)
+    )
     rita = make_user(django_user_model, "rita", Role.RESEARCHER)
     careless = Annotator.objects.create(
         study=pilot, user=make_user(django_user_model, "careless", Role.ANNOTATOR), control_status="passed"
@@ -189,7 +180,7 @@ def test_a_single_careless_raters_answers_never_become_expected_answers(django_u
     )
     Approval.objects.create(gate_result=result, decision="approve", comment="ok", decided_by=rita)
     later = study_lock(
-        study=draft("after-pilot", keyword_run(sts, limit=20, seed=2), items_per_transformation=4, batch_size=2)
+        study=draft("after-pilot", eager_keyword_run(sts, limit=20, seed=2), items_per_transformation=4, batch_size=2)
     )
     assert not pairs(later) & {(i.text_a, i.text_b) for i in rated}
     for control in later.items.filter(kind=ItemKind.EASY_POSITIVE):
@@ -199,7 +190,7 @@ def test_a_single_careless_raters_answers_never_become_expected_answers(django_u
 def test_keyword_study_controls_are_keyword_lists_like_its_real_items():
     paraphrase_pairs()
     study = study_lock(
-        study=draft("keywords", keyword_run(demo_sts(), limit=30), items_per_transformation=30, batch_size=5)
+        study=draft("keywords", eager_keyword_run(demo_sts(), limit=30), items_per_transformation=30, batch_size=5)
     )
     real = list(study.items.filter(kind=ItemKind.REAL))
     assert all("," in r.text_b and not r.text_b.rstrip().endswith(".") for r in real)
@@ -227,7 +218,7 @@ def test_lock_is_refused_when_controls_are_detectable_and_an_override_is_recorde
     pool.write_text(
         "".join(json.dumps({"text_a": a, "text_b": b, "kind": "easy_positive"}) + "\n" for a, b in sentences)
     )
-    run = keyword_run(demo_sts(), limit=30)
+    run = eager_keyword_run(demo_sts(), limit=30)
     design = {"items_per_transformation": 24, "batch_size": 4, "controls_per_batch": 2}
     study = draft("detectable", run, **design)
     with pytest.raises(ShiftlabError) as raised:

@@ -383,21 +383,33 @@ def dataset_delete(dataset_id: UUID, *, client: httpx.Client) -> bool:
     return deleted is not None
 
 
-def responses_delete(dataset_id: UUID, user_id: UUID, *, client: httpx.Client) -> int:
-    """Delete every response of the user ``user_id`` in the dataset (the owner may delete anyone's);
-    returns how many. For a dataset shared with others, where ``dataset_delete`` would take theirs."""
-    action = f"read the responses of dataset {dataset_id}"
-    ids: list[str] = []
+def _dataset_records(
+    dataset_id: UUID, *, client: httpx.Client, action: str, responses: bool
+) -> Iterator[tuple[dict[str, Any], int]]:
+    """Every record of the dataset (with its responses if ``responses``), read a page of
+    ``_RECORDS_PAGE`` at a time, each with the dataset's record total as the server reported it."""
     offset, total = 0, None
     while total is None or offset < total:
-        params = {"include": "responses", "offset": offset, "limit": _RECORDS_PAGE}
+        params = {"offset": offset, "limit": _RECORDS_PAGE} | ({"include": "responses"} if responses else {})
         page = _call(client, "GET", f"/api/v1/datasets/{dataset_id}/records", action, params=params)
         total = page["total"]
         if not page["items"]:
             break
         for record in page["items"]:
-            ids.extend(r["id"] for r in record.get("responses") or [] if r["user_id"] == str(user_id))
+            yield record, total
         offset += len(page["items"])
+
+
+def responses_delete(dataset_id: UUID, user_id: UUID, *, client: httpx.Client) -> int:
+    """Delete every response of the user ``user_id`` in the dataset (the owner may delete anyone's);
+    returns how many. For a dataset shared with others, where ``dataset_delete`` would take theirs."""
+    action = f"read the responses of dataset {dataset_id}"
+    ids = [
+        r["id"]
+        for record, _ in _dataset_records(dataset_id, client=client, action=action, responses=True)
+        for r in record.get("responses") or []
+        if r["user_id"] == str(user_id)
+    ]
     for response_id in ids:
         _call(client, "DELETE", f"/api/v1/responses/{response_id}", f"delete response {response_id}", accept=(404,))
     return len(ids)
@@ -431,17 +443,11 @@ def responses_fetch(dataset_id: UUID, *, client: httpx.Client) -> Iterator[Respo
     """
     action = f"read the responses of dataset {dataset_id}"
     seen: set[str] = set()
-    offset, total = 0, None
-    while total is None or offset < total:
-        params = {"include": "responses", "offset": offset, "limit": _RECORDS_PAGE}
-        page = _call(client, "GET", f"/api/v1/datasets/{dataset_id}/records", action, params=params)
-        total = page["total"]
-        if not page["items"]:
-            break
-        for record in page["items"]:
-            seen.add(record["id"])
-            yield from _response_rows(record)
-        offset += len(page["items"])
+    total = 0
+    for record, reported in _dataset_records(dataset_id, client=client, action=action, responses=True):
+        seen.add(record["id"])
+        total = reported
+        yield from _response_rows(record)
     if len(seen) != total:
         raise ArgillaError(
             f"Argilla at {client.base_url}: dataset {dataset_id} changed while its responses were read "
@@ -472,17 +478,8 @@ def _response_rows(record: Mapping[str, Any]) -> Iterator[ResponseRow]:
 def record_ids(dataset_id: UUID, *, client: httpx.Client) -> dict[str, UUID]:
     """Argilla's record id of every record of the dataset, by Shiftlab's external id."""
     action = f"list the records of dataset {dataset_id}"
-    found: dict[str, UUID] = {}
-    offset, total = 0, None
-    while total is None or offset < total:
-        params = {"offset": offset, "limit": _RECORDS_PAGE}
-        page = _call(client, "GET", f"/api/v1/datasets/{dataset_id}/records", action, params=params)
-        total = page["total"]
-        if not page["items"]:
-            break
-        found.update({r["external_id"]: UUID(r["id"]) for r in page["items"] if r.get("external_id")})
-        offset += len(page["items"])
-    return found
+    records = _dataset_records(dataset_id, client=client, action=action, responses=False)
+    return {r["external_id"]: UUID(r["id"]) for r, _ in records if r.get("external_id")}
 
 
 _RECORDS_DELETE = 100  # the server's limit per request
