@@ -9,6 +9,7 @@ from annotation.models import (
     Approval,
     ArgillaWebhook,
     Assignment,
+    BaselineAnnotator,
     BaselineAnswer,
     BaselineAnswerRevision,
     BaselineInstance,
@@ -102,6 +103,12 @@ class BaselineStudyAdmin(ReadOnlyAdmin):
     list_display = ("name", "project", "task_type", "dataset", "split", "n_instances", "seed", "status", "published_at")
     list_filter = ("project", "task_type", "status")
     search_fields = ("name",)
+
+
+@admin.register(BaselineAnnotator)
+class BaselineAnnotatorAdmin(ReadOnlyAdmin):
+    list_display = ("study", "user", "argilla_workspace", "argilla_dataset_id", "created_at")
+    list_filter = ("study",)
 
 
 @admin.register(BaselineInstance)
