@@ -4,8 +4,11 @@ from django.db import migrations, models
 
 
 class Migration(migrations.Migration):
+    # After the rename's data copy: this rebuilds the run table (SQLite), whose rows must find
+    # their dataset in corpora_dataset by then (tests/test_corpora_rename.py).
     dependencies = [
         ("transforms", "0003_judge_report"),
+        ("corpora", "0002_rename_from_datasets"),
     ]
 
     operations = [
