@@ -29,6 +29,7 @@ from annotation.argilla_services import study_publish
 from annotation.design import StudyDesign
 from annotation.design_services import study_create, study_lock
 from annotation.models import StudyItem
+from annotation.onboarding_services import argilla_password_set
 from core.models import AuditEvent
 from core.roles import Role
 from corpora.services import dataset_import
@@ -121,7 +122,9 @@ def test_hostile_texts_show_literally_and_never_run(argilla_server, settings, dj
     researcher = make_user(django_user_model, "rosalind", Role.RESEARCHER)
     annotator = make_user(django_user_model, "ada", Role.ANNOTATOR)
     study = _corpus_study(researcher, texts, _guidelines(payloads))
-    published = study_publish(study=study, annotators=[annotator], actor=researcher)
+    study_publish(study=study, annotators=[annotator], actor=researcher)
+    password = "ada-chose-this-1"  # as ada would on My Argilla account
+    argilla_password_set(user=annotator, password=password, actor=annotator)
     dataset_id = study.annotators.get().argilla_dataset_id
     base = argilla_server.url
     own = (base, "data:", *ARGILLA_FONTS)
@@ -136,7 +139,7 @@ def test_hostile_texts_show_literally_and_never_run(argilla_server, settings, dj
         page.on("dialog", lambda d: (dialogs.append(d.message), d.dismiss()))
         page.goto(f"{base}/sign-in")
         page.locator("input[name=Username]").fill("ada")
-        page.locator("input[name=Password]").fill(published.new_accounts["ada"])
+        page.locator("input[name=Password]").fill(password)
         page.get_by_role("button", name="Sign in").click()
         page.wait_for_url(f"{base}/")
 
