@@ -193,6 +193,13 @@ def _stratum(out: TransformedItem) -> str:
     return f"{out.run.dataset.name}|{out.item.language}>{out.target_language}"
 
 
+def _sample_key(out: TransformedItem) -> tuple:
+    """What identifies an output for sampling whatever the database: its dataset's content, item
+    and field (a row id would make the same seed draw differently on another database); the run's
+    id only tells apart two runs of one transformation, seed and dataset."""
+    return (out.run.dataset.content_hash, out.item.split, out.item.position, out.side, out.run.seed, out.run_id)
+
+
 def _source_key(out: TransformedItem) -> str:
     return " ".join(out.source_text.split()).lower()
 
@@ -267,10 +274,10 @@ def study_lock(
         # controls, whose texts appear nowhere else, and shows annotators the same text twice.
         used_sources: set[str] = set()
         for name in transformations:
-            pool = {o.pk: o for o in by_transformation[name]}
-            fresh = {pk: o for pk, o in pool.items() if _source_key(o) not in used_sources}
+            pool = {_sample_key(o): o for o in by_transformation[name]}
+            fresh = {key: o for key, o in pool.items() if _source_key(o) not in used_sources}
             sample = stratified_sample(
-                [Unit(pk, _stratum(o)) for pk, o in fresh.items()],
+                [Unit(key, _stratum(o)) for key, o in fresh.items()],
                 design.items_per_transformation,
                 rng=seeded_rng(design.seed, name),
             )
@@ -278,7 +285,7 @@ def study_lock(
             shared = 0
             if sample.shortfall and len(fresh) < len(pool):  # top up with originals drawn already
                 extra = stratified_sample(
-                    [Unit(pk, _stratum(o)) for pk, o in pool.items() if pk not in fresh],
+                    [Unit(key, _stratum(o)) for key, o in pool.items() if key not in fresh],
                     sample.shortfall,
                     rng=seeded_rng(design.seed, f"{name}-shared-originals"),
                 )
@@ -286,8 +293,8 @@ def study_lock(
                 shared = len(extra.keys)
                 for stratum, n in extra.allocation.items():
                     allocation[stratum] = allocation.get(stratum, 0) + n
-            chosen.extend(pool[pk] for pk in keys)
-            used_sources.update(_source_key(pool[pk]) for pk in keys)
+            chosen.extend(pool[key] for key in keys)
+            used_sources.update(_source_key(pool[key]) for key in keys)
             available: dict[str, int] = defaultdict(int)
             for o in pool.values():
                 available[_stratum(o)] += 1

@@ -230,3 +230,21 @@ def test_the_page_and_the_api_lock_with_an_uploaded_pool_and_show_the_refusal_wi
     )
     assert locked.status_code == 200, locked.content
     assert Study.objects.get(pk=other.pk).sample_info["control_sources"]["easy_positive"] == {"pool": 2}
+
+
+def test_the_same_seed_draws_the_same_study_whatever_the_row_ids(django_user_model):
+    """Two projects, the same dataset file, the same run and design: the same items and controls,
+    in the same order, although the second project's rows have other ids (a sample once sorted
+    row ids as text, so "10" came before "9" and another database drew another study)."""
+    from core.projects import project_create
+
+    owner = make_user(django_user_model, "rita", Role.RESEARCHER)
+    drawn = []
+    for slug in ("seed-a", "seed-b"):
+        project = project_create(slug=slug, owner=owner, actor=None)
+        sts = dataset_import(source=FIXTURES / "sts/demo-sts.csv", task="sts", name="demo-sts", project=project)
+        run = eager_keyword_run(sts, limit=40)
+        design = StudyDesign(items_per_transformation=12, batch_size=4, controls_per_batch=1, llm_judges=(), seed=3)
+        study = study_lock(study=study_create(name="same", project=project, runs=[run], design=design))
+        drawn.append([(i.kind, i.text_a, i.text_b) for i in study.items.order_by("position")])
+    assert drawn[0] == drawn[1]
