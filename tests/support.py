@@ -5,6 +5,7 @@ Test modules import from here, never from one another.
 
 from __future__ import annotations
 
+import csv
 import os
 import subprocess
 import sys
@@ -280,6 +281,22 @@ def minimal_config_body() -> dict:
         ],
         "datasets": [dataset],
     }
+
+
+def reworded_demo_sts(path: Path, place: str) -> Path:
+    """The demo STS pairs with every text set in ``place`` ("Over in Belmont, the volcano..."),
+    written to ``path``: a dataset that shares no text with the demo file (another project's data,
+    whose controls an annotator of both projects has not seen)."""
+    with open(settings.BASE_DIR / "fixtures/sts/demo-sts.csv", newline="", encoding="utf-8") as f:
+        rows = list(csv.DictReader(f))
+    for row in rows:
+        for key in ("sentence1", "sentence2"):
+            row[key] = f"Over in {place}, {row[key][0].lower()}{row[key][1:]}"
+    with open(path, "w", newline="", encoding="utf-8") as f:
+        writer = csv.DictWriter(f, fieldnames=list(rows[0]))
+        writer.writeheader()
+        writer.writerows(rows)
+    return path
 
 
 def eager_keyword_run(dataset, *, limit: int, seed: int = 1) -> TransformRun:

@@ -11,7 +11,6 @@ Real local Argilla server; the study's texts come from a random-keywords run (no
 
 from __future__ import annotations
 
-import csv
 from collections import Counter, defaultdict
 from dataclasses import replace
 
@@ -37,7 +36,7 @@ from core.roles import Role
 from core.rosters import roster_add
 from corpora.models import DatasetItem
 from corpora.services import dataset_import
-from tests.support import api_as, argilla_annotator_client, make_user, page_as
+from tests.support import api_as, argilla_annotator_client, make_user, page_as, reworded_demo_sts
 from transforms.services import transform_run_create
 from transforms.tasks import start_run
 
@@ -260,21 +259,6 @@ def test_released_batches_advance_as_each_annotator_finishes(argilla_server, set
 # --- a second project and a hostile researcher (issue 27) ----------------------------------------
 
 
-def _beta_csv(path) -> str:
-    """The demo STS pairs, every text reworded, so that no text of beta's dataset is one of alpha's."""
-    source = django_settings.BASE_DIR / "fixtures/sts/demo-sts.csv"
-    with open(source, newline="", encoding="utf-8") as f:
-        rows = list(csv.DictReader(f))
-    for row in rows:
-        for key in ("sentence1", "sentence2"):
-            row[key] = f"Over in Belmont, {row[key][0].lower()}{row[key][1:]}"
-    with open(path, "w", newline="", encoding="utf-8") as f:
-        writer = csv.DictWriter(f, fieldnames=list(rows[0]))
-        writer.writeheader()
-        writer.writerows(rows)
-    return str(path)
-
-
 def _keyword_study(*, project, owner, source, name: str) -> Study:
     dataset = dataset_import(source=source, task="sts", name="shared-name", project=project)
     run = transform_run_create(dataset=dataset, transformation="random_keywords", seed=1, limit=12, dispatch=False)
@@ -346,7 +330,9 @@ def test_a_hostile_researcher_of_another_project_reads_and_writes_nothing_of_it(
     assert alpha_texts
 
     # Beta's own study, with its own dataset (same name as alpha's: names are per project).
-    mine = _keyword_study(project=beta, owner=hugo, source=_beta_csv(tmp_path / "beta.csv"), name="hx-secret")
+    mine = _keyword_study(
+        project=beta, owner=hugo, source=reworded_demo_sts(tmp_path / "beta.csv", "Belmont"), name="hx-secret"
+    )
     beta_texts = {t for i in mine.items.all() for t in (i.text_a, i.text_b)}
     assert not beta_texts & alpha_texts, "a control or item of beta came from alpha's dataset"
     study_publish(study=mine, annotators=list(be.values()), actor=hugo)

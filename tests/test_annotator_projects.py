@@ -38,7 +38,7 @@ from core.roles import Role
 from core.rosters import roster_add
 from core.selectors import audit_event_list
 from corpora.services import dataset_import
-from tests.support import PASSWORD, api_as, make_user, page_as
+from tests.support import PASSWORD, api_as, make_user, page_as, reworded_demo_sts
 from transforms.services import transform_run_create
 from transforms.tasks import start_run
 
@@ -69,10 +69,8 @@ class World:
     study_b: Study
 
 
-def _study(project: Project, owner, name: str) -> Study:
-    sts = dataset_import(
-        source=django_settings.BASE_DIR / "fixtures/sts/demo-sts.csv", task="sts", name=f"{name}-sts", project=project
-    )
+def _study(project: Project, owner, name: str, source) -> Study:
+    sts = dataset_import(source=source, task="sts", name=f"{name}-sts", project=project)
     run = transform_run_create(dataset=sts, transformation="random_keywords", seed=1, limit=8, dispatch=False)
     start_run.delay(run.pk)  # eager: the run finishes here
     run.refresh_from_db()
@@ -82,7 +80,7 @@ def _study(project: Project, owner, name: str) -> Study:
 
 
 @pytest.fixture
-def world(argilla_server, settings, django_user_model) -> World:
+def world(argilla_server, settings, django_user_model, tmp_path) -> World:
     settings.ARGILLA_API_URL, settings.ARGILLA_API_KEY = argilla_server.url, argilla_server.api_key
     ralph = make_user(django_user_model, "ap-ralph", Role.RESEARCHER)
     bea = make_user(django_user_model, "ap-bea", Role.RESEARCHER)
@@ -92,7 +90,9 @@ def world(argilla_server, settings, django_user_model) -> World:
     annotators = {}
     for name, project in (("ap-alma", alpha), ("ap-alf", alpha), ("ap-bo", beta), ("ap-bix", beta)):
         annotators[name] = make_user(django_user_model, name, Role.ANNOTATOR, roster=project)
-    study_a, study_b = _study(alpha, ralph, "ap-study-a"), _study(beta, bea, "ap-study-b")
+    # Each project its own texts: an annotator of both never meets one of her controls again.
+    study_a = _study(alpha, ralph, "ap-study-a", django_settings.BASE_DIR / "fixtures/sts/demo-sts.csv")
+    study_b = _study(beta, bea, "ap-study-b", reworded_demo_sts(tmp_path / "beta.csv", "Belmont"))
     return World(
         alpha,
         beta,
