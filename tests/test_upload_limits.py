@@ -13,8 +13,8 @@ from annotation.design import StudyDesign
 from annotation.design_services import study_create
 from annotation.models import Study
 from corpora.services import dataset_import
-from tests.support import api_as, page_as
-from tests.test_control_items import FIXTURES, keyword_run
+from tests.support import api_as, eager_keyword_run, page_as
+from tests.test_control_items import FIXTURES
 
 pytestmark = pytest.mark.django_db
 MB = 2**20
@@ -36,7 +36,7 @@ def pool_of(size: int) -> bytes:
 @pytest.fixture
 def draft_study(researcher):
     intents = dataset_import(source=FIXTURES / "classification/demo-intents", task="classification", name="intents")
-    run = keyword_run(intents, limit=20)
+    run = eager_keyword_run(intents, limit=20)
     design = StudyDesign(items_per_transformation=8, batch_size=4, controls_per_batch=2, llm_judges=(), seed=3)
     return study_create(name="pool-limit", runs=[run], design=design)
 
