@@ -74,24 +74,6 @@ def annotator_roles_check(users: Iterable[AbstractBaseUser], *, client) -> dict[
     return roles
 
 
-def annotator_accounts_ensure(
-    *, users: Sequence[AbstractBaseUser], workspace: str, client
-) -> tuple[dict[Any, Any], tuple[str, ...]]:
-    """Ensure ``workspace`` and an Argilla annotator account in it for each user (a connection from
-    ``argilla_connection``). Returns (user pk -> Argilla user id, usernames of the accounts created
-    now). A new account gets a random password that nobody is shown: its annotator sets their own
-    (``onboarding_services``). Existing accounts keep their password; an existing account with
-    another role than annotator (an admin or owner) is refused before any account is created."""
-    roles = annotator_roles_check(users, client=client)
-    argilla.workspace_ensure(workspace, client=client)
-    user_ids = {}
-    for user in users:
-        user_ids[user.pk] = argilla.user_ensure(
-            user.get_username(), _unseen_password(), "annotator", workspace, client=client
-        )
-    return user_ids, tuple(u.get_username() for u in users if u.get_username() not in roles)
-
-
 def _unseen_password() -> str:
     """The password of a new Argilla account: random, returned to nobody and stored nowhere."""
     return secrets.token_urlsafe(24)

@@ -382,9 +382,7 @@ def published_keyword_study(
     pairs (no LLM): 2 raters per item, 2 controls per batch, no LLM judge, seed 3 (``design_fields``
     change the design)."""
     sts = dataset_import(source=settings.BASE_DIR / "fixtures/sts/demo-sts.csv", task="sts", name="demo-sts")
-    run = transform_run_create(dataset=sts, transformation="random_keywords", seed=1, limit=limit, dispatch=False)
-    start_run.delay(run.pk)  # eager: the run finishes here
-    run.refresh_from_db()
+    run = eager_keyword_run(sts, limit=limit)
     design = StudyDesign(
         items_per_transformation=items,
         raters_per_item=2,

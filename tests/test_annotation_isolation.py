@@ -36,7 +36,7 @@ from core.roles import Role
 from core.rosters import roster_add
 from corpora.models import DatasetItem
 from corpora.services import dataset_import
-from tests.support import api_as, argilla_annotator_client, make_user, page_as, reworded_demo_sts
+from tests.support import api_as, argilla_annotator_client, eager_keyword_run, make_user, page_as, reworded_demo_sts
 from transforms.services import transform_run_create
 from transforms.tasks import start_run
 
@@ -261,9 +261,7 @@ def test_released_batches_advance_as_each_annotator_finishes(argilla_server, set
 
 def _keyword_study(*, project, owner, source, name: str) -> Study:
     dataset = dataset_import(source=source, task="sts", name="shared-name", project=project)
-    run = transform_run_create(dataset=dataset, transformation="random_keywords", seed=1, limit=12, dispatch=False)
-    start_run.delay(run.pk)  # eager: the run finishes here
-    run.refresh_from_db()
+    run = eager_keyword_run(dataset, limit=12)
     design = replace(DESIGN, detectability_override="isolation test: too few controls to measure detectability")
     return study_lock(study=study_create(name=name, project=project, runs=[run], design=design, created_by=owner))
 

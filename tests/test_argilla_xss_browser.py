@@ -35,10 +35,8 @@ from core.roles import Role
 from corpora.services import dataset_import
 from tests.argilla_ui import respond
 from tests.browser_support import DOC_SCREENSHOTS, SCREENSHOTS, TIMEOUT_MS, chromium_browser
-from tests.support import argilla_annotator_client, argilla_pending, make_user
+from tests.support import argilla_annotator_client, argilla_pending, eager_keyword_run, make_user
 from tests.xss_corpus import corpus
-from transforms.services import transform_run_create
-from transforms.tasks import start_run
 
 try:
     from playwright.sync_api import TimeoutError as PlaywrightTimeout
@@ -86,9 +84,7 @@ def exfil():
 def _corpus_study(researcher, texts: list[str], guidelines: str):
     """A study of ``ITEMS`` real pairs whose texts are ``texts`` (in pairs), not yet published."""
     sts = dataset_import(source=django_settings.BASE_DIR / "fixtures/sts/demo-sts.csv", task="sts", name="demo-sts")
-    run = transform_run_create(dataset=sts, transformation="random_keywords", seed=1, limit=ITEMS, dispatch=False)
-    start_run.delay(run.pk)  # eager: the run finishes here
-    run.refresh_from_db()
+    run = eager_keyword_run(sts, limit=ITEMS)
     design = StudyDesign(
         items_per_transformation=ITEMS,
         raters_per_item=1,
