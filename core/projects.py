@@ -38,6 +38,8 @@ User = AbstractBaseUser | AnonymousUser | None
 class ProjectAccessError(ShiftlabError, PermissionDenied):
     """The caller may read the project but not change it (pages and the API answer 403)."""
 
+    http_status = 403
+
 
 def default_project() -> Project:
     """The open project that holds what existed before projects (made on first use)."""

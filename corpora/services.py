@@ -16,7 +16,7 @@ from django.db import transaction
 from django.db.models import F, ProtectedError, RestrictedError
 from django.utils import timezone
 
-from core.errors import ShiftlabError
+from core.errors import ConflictError, ShiftlabError, TooLargeError
 from core.job_services import job_fail, job_note
 from core.models import Project
 from core.projects import default_project, project_require_write
@@ -34,11 +34,11 @@ IMPORT_MAX_ATTEMPTS = 3
 logger = logging.getLogger(__name__)
 
 
-class UploadTooLargeError(ShiftlabError):
+class UploadTooLargeError(TooLargeError):
     """The uploaded files together exceed ``DATASET_MAX_UPLOAD_MB``."""
 
 
-class DatasetInUseError(ShiftlabError):
+class DatasetInUseError(ConflictError):
     """The dataset is referenced by runs, results or studies that must not lose it."""
 
 

@@ -246,6 +246,8 @@ REST_FRAMEWORK = {
         "rest_framework.parsers.MultiPartParser",
     ],
     "DEFAULT_SCHEMA_CLASS": "drf_spectacular.openapi.AutoSchema",
+    # One error boundary: a ShiftlabError raised below any API view is answered here.
+    "EXCEPTION_HANDLER": "core.api_errors.exception_handler",
     "DEFAULT_PAGINATION_CLASS": "rest_framework.pagination.LimitOffsetPagination",
     "PAGE_SIZE": 50,
     # Proxies in front of the web server whose X-Forwarded-For is trusted: the client address of

@@ -1,0 +1,20 @@
+"""The API's one error boundary: DRF's exception handler, set in ``REST_FRAMEWORK``.
+
+A ``ShiftlabError`` raised anywhere below an API view becomes its ``http_status`` with
+``{"detail": message}``, or ``{field: [message]}`` when the error names an input, so that API
+views never catch service errors themselves. Everything else goes to DRF's own handler.
+"""
+
+from __future__ import annotations
+
+from rest_framework.response import Response
+from rest_framework.views import exception_handler as drf_exception_handler
+
+from core.errors import ShiftlabError
+
+
+def exception_handler(exc: Exception, context: dict) -> Response | None:
+    if isinstance(exc, ShiftlabError):
+        body = {exc.field: [str(exc)]} if exc.field else {"detail": str(exc)}
+        return Response(body, status=exc.http_status)
+    return drf_exception_handler(exc, context)
