@@ -30,6 +30,7 @@ __all__ = [
     "dispatch_on_commit",
     "failure_reason",
     "fan_out",
+    "task_named",
 ]
 logger = logging.getLogger(__name__)
 
@@ -136,3 +137,17 @@ def failure_reason(exc: BaseException) -> str:
     """A one-line description of why a task failed, for a job's error message."""
     text = str(exc) or exc.__class__.__name__
     return text if len(text) <= 500 else text[:500] + "…"
+
+
+def task_named(name: str, *args: Any, **kwargs: Any) -> Signature:
+    """A signature of the task registered under ``name`` (its ``@shared_task(name=...)``).
+
+    Services dispatch their tasks by name, so that no service imports a ``tasks`` module (which
+    imports the services it calls: an import circle). The signature resolves to the registered
+    task, so eager mode and the task's own options apply as with ``task.s(...)``.
+    """
+    from celery import current_app
+
+    if name not in current_app.tasks:  # a web process imports the apps' tasks modules on first use
+        current_app.loader.import_default_modules()
+    return current_app.signature(name, args=args, kwargs=kwargs)
