@@ -11,18 +11,23 @@ from rest_framework.decorators import action
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from annotation.adaptive_services import study_adaptive_rows
 from annotation.argilla import ArgillaError
-from annotation.argilla_services import study_publish
-from annotation.control_pool import control_pool_from_upload
-from annotation.control_services import study_control_detectability
-from annotation.design import DesignError, StudyDesign
-from annotation.design_services import study_create, study_design, study_lock, study_revise, study_update_design
-from annotation.export_services import benchmark_config_export, benchmark_config_verify
-from annotation.gate_services import approval_decide, study_gate
+from annotation.configs.export_services import benchmark_config_export, benchmark_config_verify
 from annotation.models import Annotator, Flag, GateResult, Study
-from annotation.onboarding_services import argilla_password_set_own
-from annotation.quality_services import quality_report_data, study_annotator_quality
+from annotation.publishing.argilla_services import study_publish
+from annotation.publishing.onboarding_services import argilla_password_set_own
+from annotation.quality.adaptive_services import study_adaptive_rows
+from annotation.quality.control_pool import control_pool_from_upload
+from annotation.quality.control_services import study_control_detectability
+from annotation.quality.gate_services import approval_decide, study_gate
+from annotation.quality.quality_services import quality_report_data, study_annotator_quality
+from annotation.quality.validation_services import (
+    annotator_reject,
+    annotator_replace,
+    flag_review,
+    study_item_translate,
+    study_validate,
+)
 from annotation.selectors import (
     benchmark_config_list,
     export_studies,
@@ -49,14 +54,9 @@ from annotation.serializers import (
     StudyPublishSerializer,
     StudySerializer,
 )
+from annotation.studies.design import DesignError, StudyDesign
+from annotation.studies.design_services import study_create, study_design, study_lock, study_revise, study_update_design
 from annotation.tasks import sync_study
-from annotation.validation_services import (
-    annotator_reject,
-    annotator_replace,
-    flag_review,
-    study_item_translate,
-    study_validate,
-)
 from annotation.views import benchmark_config_response
 from core.apis import project_for_new_or_400
 from core.errors import ShiftlabError

@@ -8,7 +8,7 @@ from collections.abc import Iterable
 
 from django import forms
 
-from annotation.design import DesignError, DesignProblem, StudyDesign, StudyKind
+from annotation.studies.design import DesignError, DesignProblem, StudyDesign, StudyKind
 from core.errors import ShiftlabError
 from core.models import Project
 from core.projects import project_resolve, projects_writable, scoped
@@ -34,7 +34,7 @@ def _number(label: str, help_text: str, *, low: float, high: float, step: str = 
 
 
 class StudyDesignForm(forms.Form):
-    """The declared design of a study (``annotation.design.StudyDesign``), one field per parameter,
+    """The declared design of a study (``annotation.studies.design.StudyDesign``), one field per parameter,
     initialised with ``base`` (the defaults, or the design a new version starts from; parameters
     without a field here keep its values). ``design()`` gives the validated design; a
     ``DesignError`` of the design itself is shown on the field it names."""

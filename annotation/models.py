@@ -12,9 +12,9 @@ from django.core.validators import RegexValidator
 from django.db import models
 from django.db.models import Q
 
-from annotation.config_export import config_signed_with
-from annotation.controls import ItemKind
-from annotation.validation import FlagRule, RejectionReason
+from annotation.configs.config_export import config_signed_with
+from annotation.quality.controls import ItemKind
+from annotation.quality.validation import FlagRule, RejectionReason
 from core.models import project_field
 from corpora.task_types import TaskType
 from transforms.models import TransformedItem, TransformRun
@@ -48,7 +48,7 @@ class Study(models.Model):
         help_text="Argilla workspace: its project's slug (older studies keep the one they were published in).",
     )
     runs = models.ManyToManyField(TransformRun, related_name="studies")
-    design = models.JSONField(help_text="annotation.design.StudyDesign as a dict.")
+    design = models.JSONField(help_text="annotation.studies.design.StudyDesign as a dict.")
     design_hash = models.CharField(max_length=64)
     status = models.CharField(max_length=16, choices=Status.choices, default=Status.DRAFT, db_index=True)
     sample_info = models.JSONField(default=dict, blank=True, help_text="Per transformation: strata, shortfall.")
@@ -163,7 +163,7 @@ class Annotator(models.Model):
 class Assignment(models.Model):
     """One record in one annotator's batch: Shiftlab, not Argilla, decides who rates what.
 
-    Drawn when the study is first published (``annotation.assignment``); ``active`` is False once
+    Drawn when the study is first published (``annotation.studies.assignment``); ``active`` is False once
     the item was taken from this annotator (rejected, replaced, rebalanced), with the reason."""
 
     annotator = models.ForeignKey(Annotator, on_delete=models.CASCADE, related_name="assignments")
@@ -523,7 +523,7 @@ class BaselineAnswerRevision(models.Model):
 class ArgillaWebhook(models.Model):
     """The webhook this deployment registered in Argilla (webhooks there are server-wide): Argilla
     POSTs response events to ``url``, signed with ``secret``, and the receiver checks the signature
-    (``annotation.webhook_services``). One row per deployment; a new public URL replaces it."""
+    (``annotation.publishing.webhook_services``). One row per deployment; a new public URL replaces it."""
 
     url = models.URLField(max_length=500, unique=True, help_text="Shiftlab's receiver, as registered.")
     argilla_id = models.UUIDField(unique=True)

@@ -7,9 +7,6 @@ from dataclasses import dataclass
 
 from django.db.models import Count, Q, QuerySet
 
-from annotation.controls import ItemKind
-from annotation.design_services import study_design
-from annotation.gate_services import study_agreement
 from annotation.models import (
     Annotator,
     Assignment,
@@ -21,7 +18,10 @@ from annotation.models import (
     Rating,
     Study,
 )
-from annotation.validation_services import control_checks
+from annotation.quality.controls import ItemKind
+from annotation.quality.gate_services import study_agreement
+from annotation.quality.validation_services import control_checks
+from annotation.studies.design_services import study_design
 from core.errors import ShiftlabError
 from core.models import Project
 from core.projects import scoped

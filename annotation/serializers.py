@@ -44,7 +44,7 @@ class StudyCreateSerializer(serializers.Serializer):
         help_text="Slug of the project it goes into (its runs must be in it); default: your one project.",
     )
     runs = serializers.ListField(child=serializers.IntegerField(min_value=1, max_value=MAX_ID), min_length=1)
-    design = serializers.JSONField(default=dict, help_text="Fields of annotation.design.StudyDesign.")
+    design = serializers.JSONField(default=dict, help_text="Fields of annotation.studies.design.StudyDesign.")
 
 
 class StudyDesignSerializer(serializers.Serializer):

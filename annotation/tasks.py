@@ -5,12 +5,12 @@ from dataclasses import asdict
 
 from celery import shared_task
 
-from annotation.adaptive_services import study_adaptive_check
 from annotation.argilla import ArgillaUnavailable
-from annotation.argilla_services import study_release_batches
 from annotation.models import Study
+from annotation.publishing.argilla_services import study_release_batches
+from annotation.publishing.sync_services import study_sync
+from annotation.quality.adaptive_services import study_adaptive_check
 from annotation.selectors import study_sync_due_list
-from annotation.sync_services import study_sync
 from core.task_policy import ARGILLA_UNAVAILABLE
 
 

@@ -15,40 +15,33 @@ from django.shortcuts import get_object_or_404, redirect, render
 from django.urls import reverse
 from django.views.decorators.http import require_http_methods
 
-from annotation.adaptive_services import study_adaptive_rows
-from annotation.argilla_services import study_publish
-from annotation.config_export import config_render
-from annotation.control_pool import control_pool_from_upload
-from annotation.control_services import study_control_detectability, study_detectability_notes
-from annotation.design import (
-    ADAPTIVE_SAVING_BY_DISTANCE,
-    ADAPTIVE_SAVING_CONDITIONS,
-    QUESTIONS,
-    DesignError,
-    design_implications,
-    design_problems,
-)
-from annotation.design_services import (
-    DesignRefused,
-    design_context,
-    study_create,
-    study_design,
-    study_lock,
-    study_revise,
-)
-from annotation.export_services import benchmark_config_export
+from annotation.configs.config_export import config_render
+from annotation.configs.export_services import benchmark_config_export
 from annotation.forms import ArgillaPasswordForm, StudyCreateForm, StudyDesignForm
-from annotation.gate_services import approval_decide, gate_result_current, study_gate
-from annotation.gating import gate_state_of
 from annotation.models import Annotator, BenchmarkConfig, Flag, GateResult, Study
-from annotation.onboarding_services import (
+from annotation.publishing.argilla_services import study_publish
+from annotation.publishing.onboarding_services import (
     annotator_argilla_home,
     annotator_studies,
     annotator_ui_url,
     argilla_password_set_own,
     study_sync_job,
 )
-from annotation.quality_services import quality_figures, study_annotator_quality
+from annotation.publishing.sync_services import sync_summary
+from annotation.quality.adaptive_services import study_adaptive_rows
+from annotation.quality.control_pool import control_pool_from_upload
+from annotation.quality.control_services import study_control_detectability, study_detectability_notes
+from annotation.quality.gate_services import approval_decide, gate_result_current, study_gate
+from annotation.quality.gating import gate_state_of
+from annotation.quality.quality_services import quality_figures, study_annotator_quality
+from annotation.quality.sequential import MIN_FORECAST_ITEMS
+from annotation.quality.validation_services import (
+    annotator_reject,
+    annotator_replace,
+    flag_review,
+    study_item_translate,
+    study_validate,
+)
 from annotation.selectors import (
     benchmark_config_list,
     export_studies,
@@ -57,16 +50,23 @@ from annotation.selectors import (
     study_list,
     study_progress,
 )
-from annotation.sequential import MIN_FORECAST_ITEMS
-from annotation.sync_services import sync_summary
-from annotation.tasks import sync_study
-from annotation.validation_services import (
-    annotator_reject,
-    annotator_replace,
-    flag_review,
-    study_item_translate,
-    study_validate,
+from annotation.studies.design import (
+    ADAPTIVE_SAVING_BY_DISTANCE,
+    ADAPTIVE_SAVING_CONDITIONS,
+    QUESTIONS,
+    DesignError,
+    design_implications,
+    design_problems,
 )
+from annotation.studies.design_services import (
+    DesignRefused,
+    design_context,
+    study_create,
+    study_design,
+    study_lock,
+    study_revise,
+)
+from annotation.tasks import sync_study
 from core.errors import ShiftlabError
 from core.projects import project_require_write, projects_readable, projects_writable, scoped
 from core.roles import Role, has_role

@@ -10,11 +10,11 @@ git worktree).
 - **grid of true means** (issue 29, printed first): studies whose questions (quality, fluency)
   both have the true mean ``threshold + d`` for ``d`` from -0.75 to +0.75, pull assignment with
   batches of 10: ratings saved (in flight included), items not needed, decisions differing from the
-  complete study, and the saving ``annotation.sequential.forecast_saving`` predicted after 10 and
+  complete study, and the saving ``annotation.quality.sequential.forecast_saving`` predicted after 10 and
   20 complete items (what the study page shows then) against the realised saving of the same
   replay (mean absolute difference, in points).
 
-Complete studies are replayed in random orders through ``annotation.sequential.settle_questions``
+Complete studies are replayed in random orders through ``annotation.quality.sequential.settle_questions``
 (the code the service runs), checked after every completed item (the finest a study can look),
 with the defaults of a design: threshold 3.0, alpha 0.05, at least 10 items, 100 items per
 transformation, 3 raters per item.
@@ -31,10 +31,10 @@ transformation, 3 raters per item.
   at its third rating, and at settlement every assignment not yet submitted is withdrawn: ratings
   submitted on items that never completed are spent too;
   *released batches of 20 / 10*: the same, but queues follow one common item order, shuffled
-  only inside batches (as ``annotation.assignment`` draws them, shown one batch at a time with
+  only inside batches (as ``annotation.studies.assignment`` draws them, shown one batch at a time with
   the design's ``batches_released``);
   *pull, batches of 20 / 10 / 5*: the design's ``assignment = "pull"``: nothing is drawn ahead; an
-  annotator who finished their batch gets the next one from ``annotation.assignment.pull_items``
+  annotator who finished their batch gets the next one from ``annotation.studies.assignment.pull_items``
   (the function the service calls: items closest to completion first), so the work follows the
   faster annotators and items complete in about one order.
 - **(b) real ratings**: SummEval (16 summarisation systems as transformations, 100 articles as
@@ -67,8 +67,8 @@ import numpy as np
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from annotation.assignment import pull_items  # noqa: E402
-from annotation.sequential import Settled, forecast_saving, settle_questions  # noqa: E402
+from annotation.quality.sequential import Settled, forecast_saving, settle_questions  # noqa: E402
+from annotation.studies.assignment import pull_items  # noqa: E402
 
 DATA = Path(os.environ.get("SHIFTLAB_BENCH_DATA", ROOT.parent / "shared" / "data"))  # a worktree: set it
 THRESHOLD, ALPHA, MIN_ITEMS, ITEMS, RATERS_PER_ITEM, PANEL = 3.0, 0.05, 10, 100, 3, 5

@@ -83,11 +83,11 @@ def _run(args, *, deadline: float) -> int:
     from django.db import connection
 
     from annotation.argilla.client import API_KEY_HEADER
-    from annotation.argilla_services import study_publish
-    from annotation.design import StudyDesign
-    from annotation.design_services import study_create
     from annotation.models import Annotator, Rating
-    from annotation.sync_services import study_sync
+    from annotation.publishing.argilla_services import study_publish
+    from annotation.publishing.sync_services import study_sync
+    from annotation.studies.design import StudyDesign
+    from annotation.studies.design_services import study_create
     from core.projects import default_project
     from core.roles import Role
     from core.rosters import roster_add

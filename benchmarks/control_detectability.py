@@ -17,13 +17,13 @@ mode. Two study layouts:
 
 For each layout and each of ``--seeds`` study seeds it locks a study of ``--items`` items per
 transformation (batches of 5 real items with 2 controls each, so there are many controls to
-cross-validate) and prints the cross-validated AUC of ``annotation.detectability`` (0.5 =
+cross-validate) and prints the cross-validated AUC of ``annotation.quality.detectability`` (0.5 =
 indistinguishable), and the easy-positive AUC without the shared-text feature, for:
 
 - OLD: the construction before issue 14, reproduced here: easy positive = a sampled source
   against itself minus its final full stop; easy negative = a sampled source against the output
   of the sampled item with the least word overlap;
-- NEW: the controls ``study_lock`` draws now (``annotation.controls``/``control_services``).
+- NEW: the controls ``study_lock`` draws now (``annotation.quality.controls``/``control_services``).
 
 Both use the same real items. The issue's goal: easy-positive AUC ≤ 0.75 with the new construction.
 ``--all-transformations`` (issue 27): every transformation of ``transforms/registry.py`` over the
@@ -94,7 +94,7 @@ def old_control_pairs(sources, outputs, n, rng):
 
 
 def auc_without(records, feature: str, seed: int) -> float | None:
-    """Easy positives vs real items, cross-validated like ``annotation.detectability`` but
+    """Easy positives vs real items, cross-validated like ``annotation.quality.detectability`` but
     without one feature: how much of the AUC that feature carries."""
     import numpy as np
     from sklearn.linear_model import LogisticRegression
@@ -102,7 +102,7 @@ def auc_without(records, feature: str, seed: int) -> float | None:
     from sklearn.pipeline import make_pipeline
     from sklearn.preprocessing import StandardScaler
 
-    from annotation.detectability import FEATURE_NAMES, features
+    from annotation.quality.detectability import FEATURE_NAMES, features
 
     keep = [r for r in records if r.kind in ("real", "easy_positive")]
     y = np.array([r.kind == "easy_positive" for r in keep], dtype=int)
@@ -143,9 +143,9 @@ def all_transformations(args) -> None:
     import numpy as np
     from django.conf import settings
 
-    from annotation.control_services import origin_label
-    from annotation.design import StudyDesign
-    from annotation.design_services import study_create, study_lock
+    from annotation.quality.control_services import origin_label
+    from annotation.studies.design import StudyDesign
+    from annotation.studies.design_services import study_create, study_lock
     from core.errors import ShiftlabError
     from corpora.models import Dataset
     from corpora.services import ImportOptions, dataset_import
@@ -227,7 +227,7 @@ def all_transformations(args) -> None:
     print(
         f"\nOne study per transformation and seed: up to {args.items} real items, batches of 5 with 4 controls "
         f"(half easy positives), detectability limit 0.75. AUC = cross-validated ROC AUC of "
-        "annotation.detectability (0.5 = indistinguishable); each study locks with an override, so that "
+        "annotation.quality.detectability (0.5 = indistinguishable); each study locks with an override, so that "
         "the AUC of a lock the limit refuses is shown too."
     )
     print(f"{'transformation':<22} {'seed':>4} {'n real':>6} {'n pos':>5} {'n neg':>5} {'pos':>5} {'neg':>5}  outcome")
@@ -318,11 +318,11 @@ def main() -> None:
     from django.conf import settings
     from django.core.management import call_command
 
-    from annotation.control_services import origin_label, study_control_detectability
-    from annotation.design import StudyDesign
-    from annotation.design_services import study_create, study_lock
-    from annotation.detectability import Record, control_detectability
-    from annotation.sampling import seeded_rng
+    from annotation.quality.control_services import origin_label, study_control_detectability
+    from annotation.quality.detectability import Record, control_detectability
+    from annotation.studies.design import StudyDesign
+    from annotation.studies.design_services import study_create, study_lock
+    from annotation.studies.sampling import seeded_rng
     from corpora.models import Dataset
     from corpora.services import ImportOptions, dataset_import
     from transforms.backends import reset_backends

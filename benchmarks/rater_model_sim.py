@@ -2,7 +2,7 @@
 
 Usage: .venv/bin/python benchmarks/rater_model_sim.py [--seeds 5]
 
-Simulates studies with ``annotation.rater_simulation`` (200 real items rated by 5 of 20 raters,
+Simulates studies with ``annotation.quality.rater_simulation`` (200 real items rated by 5 of 20 raters,
 10 controls rated by everyone; 12 careful raters and 2 each of straight-liners at the mode,
 straight-liners at another value, uniform random, "savvy" and biased raters), with true quality
 clustered at 3-4 (also *disguised*: careless raters answer the controls right and take as long
@@ -21,7 +21,7 @@ lowest over seeds) and in how many studies a straight-liner ranks at or above so
   consensus on real items, reweighted);
 - ``controls``, ``not too fast``: the control pass rate and the share of timed items over 3 s
   (ties count half, so both are at 0.5 or below on the disguised study);
-- ``carefulness``: ``annotation.quality.carefulness``, the product of all of them with the bias.
+- ``carefulness``: ``annotation.quality.annotator_quality.carefulness``, the product of all of them with the bias.
 """
 
 from __future__ import annotations
@@ -37,8 +37,8 @@ from scipy import special
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from annotation import rater_model  # noqa: E402
-from annotation.quality import annotator_quality, carefulness  # noqa: E402
-from annotation.rater_simulation import SCALE, auc, simulate_study  # noqa: E402
+from annotation.quality.annotator_quality import annotator_quality, carefulness  # noqa: E402
+from annotation.quality.rater_simulation import SCALE, auc, simulate_study  # noqa: E402
 
 
 def old_competence(triples) -> dict:

@@ -7,7 +7,7 @@
   researcher can never pull another project's annotator into theirs by username. Owners of a
   project, and admins, take an annotator off its roster; their past work stays in its studies.
 - An annotator on two rosters is one person with one Argilla account, whose password only they
-  set (``annotation.onboarding_services``). Every change to an annotator is audited in every
+  set (``annotation.publishing.onboarding_services``). Every change to an annotator is audited in every
   project whose roster holds them (:func:`annotator_audit`), so each project sees what another
   did to the person it shares.
 """

@@ -2,7 +2,7 @@
 
 A plan is models x datasets x (original + approved transformations) x seeds. Everything here is
 plain data: the services turn a plan into transformation runs and Celery tasks. The shape of the
-exported config, typed by ``annotation/config_schema.py``, is read in one place, ``plan_from_config``.
+exported config, typed by ``annotation/configs/config_schema.py``, is read in one place, ``plan_from_config``.
 """
 
 from __future__ import annotations
@@ -11,7 +11,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from annotation.config_schema import BenchmarkConfigDocument, TransformationEntry
+from annotation.configs.config_schema import BenchmarkConfigDocument, TransformationEntry
 from transforms.registry import TRANSFORMATIONS, Axis
 
 ORIGINAL = "original"
@@ -102,7 +102,7 @@ def plan_from_config(
     seeds: Sequence[int] | None = None,
     transformations: Sequence[str] | None = None,
 ) -> Plan:
-    """The plan of a verified, typed config (``annotation.config_schema``): its approved
+    """The plan of a verified, typed config (``annotation.configs.config_schema``): its approved
     transformations (only those), each with the generator, prompts and languages of its runs and
     the union of their seeds, applied to the config's datasets. ``datasets``, ``seeds`` and
     ``transformations`` narrow or replace them."""

@@ -14,8 +14,8 @@ from django.db import IntegrityError, transaction
 from django.db.models import F
 from django.utils import timezone
 
-from annotation.config_export import Format, config_render
-from annotation.export_services import ConfigCheck, benchmark_config_evidence_changes, benchmark_config_verify
+from annotation.configs.config_export import Format, config_render
+from annotation.configs.export_services import ConfigCheck, benchmark_config_evidence_changes, benchmark_config_verify
 from annotation.models import BenchmarkConfig
 from core.errors import ShiftlabError
 from core.job_services import JobWait, job_fail

@@ -11,9 +11,9 @@ from typing import Any
 
 from django import forms
 
-from annotation.baseline_services import COMMON_OPTIONS, OPTION_DEFAULTS
-from annotation.config_export import format_of
-from annotation.config_schema import MAX_CONFIG_BYTES
+from annotation.baselines.baseline_services import COMMON_OPTIONS, OPTION_DEFAULTS
+from annotation.configs.config_export import format_of
+from annotation.configs.config_schema import MAX_CONFIG_BYTES
 from annotation.models import BASELINE_TASK_TYPES, BenchmarkConfig
 from core.forms import NewInProjectForm
 from core.projects import User, scoped

@@ -63,7 +63,7 @@ from dataclasses import asdict, dataclass, field
 import numpy as np
 from sklearn.metrics import adjusted_rand_score
 
-from annotation.agreement import fleiss_kappa, pairwise_agreement
+from annotation.quality.agreement import fleiss_kappa, pairwise_agreement
 from core.stats import fisher_z_interval, kendall_tau, spearman_rho, wilson_interval
 from evaluation.evaluators.classification import classification_scores
 from evaluation.evaluators.clustering import clustering_v_measure

@@ -4,7 +4,7 @@ results, one row per unit."""
 from django.conf import settings
 from django.db import models
 
-from annotation.config_export import DEVELOPMENT_KEY_LABEL, config_signed_with
+from annotation.configs.config_export import DEVELOPMENT_KEY_LABEL, config_signed_with
 from core.models import TrackedJob, project_field
 from corpora.models import Dataset
 from transforms.models import TransformRun

@@ -6,8 +6,8 @@ from django.http import Http404, HttpResponse, HttpResponseBadRequest
 from django.shortcuts import get_object_or_404, redirect, render
 from django.views.decorators.http import require_http_methods
 
-from annotation.baseline_llm_services import baseline_llm_annotate
-from annotation.baseline_services import baseline_create
+from annotation.baselines.baseline_llm_services import baseline_llm_annotate
+from annotation.baselines.baseline_services import baseline_create
 from core.errors import ShiftlabError
 from core.plots import csp_safe_svg
 from core.projects import project_can_write, project_require_write

@@ -82,7 +82,7 @@ DEBUG = env_bool("SHIFTLAB_DEBUG", False)
 # with nothing set. shiftlab.settings_production, the settings of a server, turns this off.
 DEVELOPMENT_SECRETS_ALLOWED = True
 SECRET_KEY = env_str("SHIFTLAB_SECRET_KEY") or DEV_SECRET_KEY
-# Signs exported benchmark configs (HMAC-SHA256, annotation/config_export.py): a run accepts a config
+# Signs exported benchmark configs (HMAC-SHA256, annotation/configs/config_export.py): a run accepts a config
 # this deployment exported or one signed with this key, so deployments that share it share configs.
 CONFIG_SIGNING_KEY = env_str("SHIFTLAB_CONFIG_SIGNING_KEY") or DEV_CONFIG_SIGNING_KEY
 
@@ -475,7 +475,7 @@ ARGILLA_UI_URL = env_str("ARGILLA_UI_URL", ARGILLA_API_URL)
 # Where Argilla's worker reaches this deployment (scheme, host, optional port and prefix), e.g.
 # https://shiftlab.example.org. Publishing a study then registers an Argilla webhook to
 # <it>/annotation/argilla/webhook/, and responses are synced as they come. Empty: no webhook;
-# responses arrive with each sync (annotation/webhook_services.py).
+# responses arrive with each sync (annotation/publishing/webhook_services.py).
 SHIFTLAB_PUBLIC_URL = env_str("SHIFTLAB_PUBLIC_URL").strip().rstrip("/")
 if SHIFTLAB_PUBLIC_URL and not SHIFTLAB_PUBLIC_URL.startswith(("http://", "https://")):
     raise ImproperlyConfigured(

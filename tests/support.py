@@ -24,11 +24,11 @@ from django.utils import timezone
 from rest_framework.test import APIClient
 
 from annotation.argilla.client import API_KEY_HEADER
-from annotation.config_export import config_render, config_seal
-from annotation.design import StudyDesign
-from annotation.design_services import study_create, study_lock
-from annotation.export_services import config_run_entry
+from annotation.configs.config_export import config_render, config_seal
+from annotation.configs.export_services import config_run_entry
 from annotation.models import Study
+from annotation.studies.design import StudyDesign
+from annotation.studies.design_services import study_create, study_lock
 from core.models import Project
 from core.projects import default_project
 from core.roles import Role

@@ -1,6 +1,6 @@
 """Adaptive stopping with the database: a study of a random-keywords run (no LLM), assignments
 drawn by ``study_assign``, ratings written as a sync would (``Rating`` rows), and Argilla replaced
-by a fake ``study_argilla_reconcile`` (monkeypatched in ``annotation.adaptive_services``) that
+by a fake ``study_argilla_reconcile`` (monkeypatched in ``annotation.quality.adaptive_services``) that
 records its calls and, like the real one, forgets the record ids of ended assignments."""
 
 import uuid
@@ -15,17 +15,18 @@ from django.urls import reverse
 from django.utils import timezone
 from rest_framework.test import APIClient
 
-from annotation import adaptive_services, tasks
+from annotation import tasks
 from annotation.argilla import ArgillaUnavailable
-from annotation.assignment_services import study_assign
-from annotation.controls import ItemKind
-from annotation.design import StudyDesign
-from annotation.design_services import study_create, study_lock
-from annotation.gate_services import study_gate
-from annotation.gating import GateState, gate_state_of
 from annotation.models import Annotator, Assignment, Rating, Study
-from annotation.sync_services import SyncResult
-from annotation.validation_services import study_validate
+from annotation.publishing.sync_services import SyncResult
+from annotation.quality import adaptive_services
+from annotation.quality.controls import ItemKind
+from annotation.quality.gate_services import study_gate
+from annotation.quality.gating import GateState, gate_state_of
+from annotation.quality.validation_services import study_validate
+from annotation.studies.assignment_services import study_assign
+from annotation.studies.design import StudyDesign
+from annotation.studies.design_services import study_create, study_lock
 from core.models import AuditEvent
 from core.roles import Role
 from corpora.services import dataset_import

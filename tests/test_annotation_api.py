@@ -9,11 +9,11 @@ from django.urls import reverse
 from rest_framework.authtoken.models import Token
 from rest_framework.test import APIClient
 
-from annotation.controls import ItemKind
-from annotation.export_services import benchmark_config_export
-from annotation.gate_services import approval_decide, study_gate
+from annotation.configs.export_services import benchmark_config_export
 from annotation.models import Annotator, Flag, GateResult, Rating, Study
-from annotation.validation_services import study_validate
+from annotation.quality.controls import ItemKind
+from annotation.quality.gate_services import approval_decide, study_gate
+from annotation.quality.validation_services import study_validate
 from core.errors import ShiftlabError
 from core.roles import Role
 from tests.support import make_user, published_keyword_study

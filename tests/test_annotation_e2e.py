@@ -24,14 +24,14 @@ from django.core.management import CommandError, call_command
 from django.urls import reverse
 
 from annotation.argilla import client as argilla
-from annotation.argilla_services import study_publish
-from annotation.controls import ItemKind
-from annotation.design import StudyDesign
-from annotation.design_services import study_create, study_lock, study_revise, study_update_design
-from annotation.gate_services import approval_decide, study_gate
 from annotation.models import Annotator, Assignment, Flag, Rating, RatingRevision, Study
-from annotation.sync_services import study_sync
-from annotation.validation_services import flag_review, study_validate
+from annotation.publishing.argilla_services import study_publish
+from annotation.publishing.sync_services import study_sync
+from annotation.quality.controls import ItemKind
+from annotation.quality.gate_services import approval_decide, study_gate
+from annotation.quality.validation_services import flag_review, study_validate
+from annotation.studies.design import StudyDesign
+from annotation.studies.design_services import study_create, study_lock, study_revise, study_update_design
 from core.errors import ShiftlabError
 from core.models import AuditEvent
 from core.projects import project_create

@@ -21,14 +21,14 @@ from django.core.management import CommandError, call_command
 from django.urls import reverse
 
 from annotation.argilla import client as argilla
-from annotation.argilla_services import study_publish
-from annotation.baseline_services import baseline_create, baseline_publish
-from annotation.controls import ItemKind
-from annotation.design import StudyDesign
-from annotation.design_services import study_create, study_lock
+from annotation.baselines.baseline_services import baseline_create, baseline_publish
 from annotation.models import Annotator, Assignment, Rating, Study
-from annotation.sync_services import study_sync
-from annotation.validation_services import annotator_reject, annotator_replace
+from annotation.publishing.argilla_services import study_publish
+from annotation.publishing.sync_services import study_sync
+from annotation.quality.controls import ItemKind
+from annotation.quality.validation_services import annotator_reject, annotator_replace
+from annotation.studies.design import StudyDesign
+from annotation.studies.design_services import study_create, study_lock
 from core.errors import ShiftlabError
 from core.models import AuditEvent, ProjectAnnotator
 from core.projects import project_create

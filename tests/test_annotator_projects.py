@@ -27,10 +27,10 @@ from django.urls import reverse
 from rest_framework.test import APIClient
 
 from annotation.argilla import client as argilla
-from annotation.argilla_services import study_publish
-from annotation.design import StudyDesign
-from annotation.design_services import study_create, study_lock
 from annotation.models import Annotator, Study
+from annotation.publishing.argilla_services import study_publish
+from annotation.studies.design import StudyDesign
+from annotation.studies.design_services import study_create, study_lock
 from core.errors import ShiftlabError
 from core.models import AuditEvent, Project
 from core.projects import project_create

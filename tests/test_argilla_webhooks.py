@@ -18,15 +18,15 @@ import httpx
 import pytest
 from django.conf import settings as django_settings
 
-from annotation import webhook_services
 from annotation.argilla import ArgillaError
 from annotation.argilla import client as argilla
-from annotation.argilla_services import study_publish
-from annotation.design import StudyDesign
-from annotation.design_services import study_create
 from annotation.models import Annotator, ArgillaWebhook, Rating, Study
-from annotation.sync_services import study_sync
-from annotation.webhook_services import argilla_webhook_ensure
+from annotation.publishing import webhook_services
+from annotation.publishing.argilla_services import study_publish
+from annotation.publishing.sync_services import study_sync
+from annotation.publishing.webhook_services import argilla_webhook_ensure
+from annotation.studies.design import StudyDesign
+from annotation.studies.design_services import study_create
 from core.models import AuditEvent
 from core.projects import project_create
 from core.roles import Role
@@ -40,7 +40,7 @@ SECRET = base64.b64encode(b"a signing secret of 32 bytes....").decode()
 
 
 def _signed(body: bytes, *, secret: str = SECRET, message_id: str | None = None, at: int | None = None) -> dict:
-    """Standard Webhooks headers for ``body``, computed here independently of annotation.webhooks."""
+    """Standard Webhooks headers for ``body``, computed here independently of annotation.publishing.webhooks."""
     message_id = message_id or f"msg_{secrets.token_urlsafe(16)}"
     at = int(time.time()) if at is None else at
     digest = hmac.new(base64.b64decode(secret), f"{message_id}.{at}.".encode() + body, hashlib.sha256).digest()
@@ -154,7 +154,7 @@ def test_events_of_studies_sync_them_and_other_events_are_ignored_with_200(
         body = _event(dataset, "response.updated")
         assert _post(client, body, _signed(body)).status_code == 202
     assert fake.ran == [study_datasets.study.pk] * 2
-    with caplog.at_level("INFO", logger="annotation.webhook_services"):
+    with caplog.at_level("INFO", logger="annotation.publishing.webhook_services"):
         for _ in range(2):
             body = _event(uuid.uuid4(), "response.deleted")
             answer = _post(client, body, _signed(body))

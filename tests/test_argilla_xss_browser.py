@@ -25,11 +25,11 @@ from django.core.management import call_command
 
 from annotation.argilla import client as argilla
 from annotation.argilla.display import Shown, for_argilla
-from annotation.argilla_services import study_publish
-from annotation.design import StudyDesign
-from annotation.design_services import study_create, study_lock
 from annotation.models import StudyItem
-from annotation.onboarding_services import argilla_password_set
+from annotation.publishing.argilla_services import study_publish
+from annotation.publishing.onboarding_services import argilla_password_set
+from annotation.studies.design import StudyDesign
+from annotation.studies.design_services import study_create, study_lock
 from core.models import AuditEvent
 from core.roles import Role
 from corpora.services import dataset_import

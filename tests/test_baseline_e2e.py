@@ -18,8 +18,8 @@ from django.core.management import call_command
 
 from annotation.argilla import client as argilla
 from annotation.argilla.display import Shown, from_argilla
-from annotation.baseline_llm_services import baseline_llm_annotate
-from annotation.baseline_services import baseline_close, baseline_create, baseline_publish, baseline_sync
+from annotation.baselines.baseline_llm_services import baseline_llm_annotate
+from annotation.baselines.baseline_services import baseline_close, baseline_create, baseline_publish, baseline_sync
 from annotation.models import BaselineAnnotator, BaselineAnswer, BaselineStudy
 from core.errors import ShiftlabError
 from core.models import AuditEvent, Project

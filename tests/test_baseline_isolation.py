@@ -17,9 +17,9 @@ import pytest
 from django.conf import settings as django_settings
 from django.utils import timezone
 
-from annotation import baseline_services
 from annotation.argilla import client as argilla
-from annotation.baseline_services import baseline_create, baseline_publish, baseline_sync
+from annotation.baselines import baseline_services
+from annotation.baselines.baseline_services import baseline_create, baseline_publish, baseline_sync
 from annotation.models import BaselineAnswer, BaselineStudy
 from core.models import AuditEvent
 from core.projects import project_create

@@ -11,8 +11,8 @@ from collections import Counter, defaultdict
 import pytest
 from django.core.management import CommandError, call_command
 
-from annotation.baseline_llm_services import baseline_llm_annotate
-from annotation.baseline_services import answer_value, baseline_create
+from annotation.baselines.baseline_llm_services import baseline_llm_annotate
+from annotation.baselines.baseline_services import answer_value, baseline_create
 from annotation.models import BaselineAnswer, BaselineStudy
 from core.errors import ShiftlabError
 from core.models import AuditEvent
@@ -300,7 +300,7 @@ def test_command_create_llm_annotate_and_status(sts, scripted, tmp_path):
 
 
 def test_instances_are_dealt_whole_batches_and_queries_at_a_time(clustering, reranking, django_user_model):
-    from annotation.baseline_services import _baseline_assign
+    from annotation.baselines.baseline_services import _baseline_assign
     from annotation.models import BaselineAnnotator
 
     users = [django_user_model.objects.create_user(f"deal-{k}") for k in range(3)]

@@ -11,7 +11,7 @@ import pytest
 import yaml
 from django.conf import settings
 
-from annotation.config_schema import config_read
+from annotation.configs.config_schema import config_read
 from core.errors import ShiftlabError
 from corpora.models import Dataset, DatasetItem
 from corpora.services import dataset_import

@@ -157,8 +157,8 @@ def test_annotator_gets_403_on_datasets(live_server, page, e2e_annotator):
 
 def test_alpha_in_an_upper_cased_header_stays_alpha(live_server, page, e2e_researcher):
     """Table headers are upper-cased by the style sheet; α upper-cased reads as A (issue 20)."""
-    from annotation.design import StudyDesign
-    from annotation.design_services import study_create
+    from annotation.studies.design import StudyDesign
+    from annotation.studies.design_services import study_create
     from corpora.services import dataset_import
     from transforms.services import transform_run_create
     from transforms.tasks import start_run

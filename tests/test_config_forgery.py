@@ -16,8 +16,8 @@ from django.core.management import call_command
 from django.core.management.base import CommandError
 from django.urls import reverse
 
-from annotation.config_export import HASH_KEY, SIGNATURE_KEY, config_hash, config_render, signing_key_id
-from annotation.export_services import benchmark_config_export
+from annotation.configs.config_export import HASH_KEY, SIGNATURE_KEY, config_hash, config_render, signing_key_id
+from annotation.configs.export_services import benchmark_config_export
 from annotation.models import Approval, BenchmarkConfig, GateResult
 from core.errors import ShiftlabError
 from evaluation.benchmark_services import benchmark_run_create_from_config

@@ -11,12 +11,12 @@ from django.conf import settings
 from django.core.management import call_command
 from django.core.management.base import CommandError
 
-from annotation.control_pool import control_pool_read
-from annotation.control_services import study_control_detectability
-from annotation.controls import ItemKind, is_punctuation_edit, looks_like_keywords
-from annotation.design import StudyDesign
-from annotation.design_services import study_create, study_lock
 from annotation.models import Study
+from annotation.quality.control_pool import control_pool_read
+from annotation.quality.control_services import study_control_detectability
+from annotation.quality.controls import ItemKind, is_punctuation_edit, looks_like_keywords
+from annotation.studies.design import StudyDesign
+from annotation.studies.design_services import study_create, study_lock
 from core.errors import ShiftlabError
 from core.roles import Role
 from corpora.services import dataset_import

@@ -11,14 +11,14 @@ import pytest
 from django.conf import settings
 from django.core.management import call_command
 
-from annotation.assignment_services import study_assign
-from annotation.config_schema import config_read
-from annotation.control_pool import control_pool_read
-from annotation.controls import ItemKind
-from annotation.design import StudyDesign
-from annotation.design_services import study_create, study_lock, study_revise
-from annotation.export_services import benchmark_config_export
+from annotation.configs.config_schema import config_read
+from annotation.configs.export_services import benchmark_config_export
 from annotation.models import Annotator, Approval, Assignment, GateResult, Rating, Study
+from annotation.quality.control_pool import control_pool_read
+from annotation.quality.controls import ItemKind
+from annotation.studies.assignment_services import study_assign
+from annotation.studies.design import StudyDesign
+from annotation.studies.design_services import study_create, study_lock, study_revise
 from core.errors import ShiftlabError
 from core.models import AuditEvent, Project
 from core.roles import Role

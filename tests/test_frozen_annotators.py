@@ -14,14 +14,14 @@ import httpx
 import pytest
 from django.conf import settings as django_settings
 
-from annotation import webhook_services
 from annotation.argilla import client as argilla
-from annotation.argilla_services import study_publish
-from annotation.design import StudyDesign
-from annotation.design_services import study_create
 from annotation.models import Annotator, ArgillaWebhook, Rating, RatingComment, Study
-from annotation.sync_services import study_sync, sync_summary
-from annotation.validation_services import annotator_reject, annotator_replace
+from annotation.publishing import webhook_services
+from annotation.publishing.argilla_services import study_publish
+from annotation.publishing.sync_services import study_sync, sync_summary
+from annotation.quality.validation_services import annotator_reject, annotator_replace
+from annotation.studies.design import StudyDesign
+from annotation.studies.design_services import study_create
 from core.models import AuditEvent
 from core.projects import project_create
 from core.roles import Role

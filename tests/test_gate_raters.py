@@ -12,12 +12,12 @@ from datetime import UTC, datetime
 import pytest
 from django.urls import reverse
 
-from annotation.config_export import config_verify
-from annotation.controls import ItemKind
-from annotation.export_services import benchmark_config_export
-from annotation.gate_services import approval_decide, study_gate
+from annotation.configs.config_export import config_verify
+from annotation.configs.export_services import benchmark_config_export
 from annotation.models import Annotator, Rating, Study
-from annotation.validation_services import study_validate
+from annotation.quality.controls import ItemKind
+from annotation.quality.gate_services import approval_decide, study_gate
+from annotation.quality.validation_services import study_validate
 from core.errors import ShiftlabError
 from core.roles import Role
 from tests.support import make_user, published_keyword_study

@@ -22,10 +22,10 @@ from rest_framework.authtoken.models import Token
 from rest_framework.test import APIClient
 
 from annotation.argilla import client as argilla
-from annotation.argilla_services import PublishResult, annotator_roles_check
-from annotation.design import StudyDesign
 from annotation.management.commands.argilla_server import DEV_OWNER_PASSWORD
 from annotation.models import BenchmarkConfig, Study
+from annotation.publishing.argilla_services import PublishResult, annotator_roles_check
+from annotation.studies.design import StudyDesign
 from core.errors import ShiftlabError
 from core.models import AuditEvent
 from core.roles import Role

@@ -12,10 +12,10 @@ from django.conf import settings
 from django.core.files.uploadedfile import SimpleUploadedFile
 from django.core.management import call_command
 
-from annotation.argilla_services import annotator_workspace
-from annotation.baseline_services import baseline_create
-from annotation.design_services import study_create
+from annotation.baselines.baseline_services import baseline_create
 from annotation.models import BaselineStudy, Study
+from annotation.publishing.argilla_services import annotator_workspace
+from annotation.studies.design_services import study_create
 from core.errors import ShiftlabError
 from core.projects import project_create
 from core.roles import Role

@@ -21,10 +21,10 @@ from django_celery_results.models import TaskResult
 
 from annotation import views as annotation_views
 from annotation.argilla import client as argilla_client
-from annotation.argilla_services import PublishResult
-from annotation.assignment_services import study_assign
 from annotation.models import Study
-from annotation.onboarding_services import annotation_ui_url
+from annotation.publishing.argilla_services import PublishResult
+from annotation.publishing.onboarding_services import annotation_ui_url
+from annotation.studies.assignment_services import study_assign
 from core.models import AuditEvent
 from core.roles import Role
 from tests.support import PASSWORD, api_as, make_user, published_keyword_study

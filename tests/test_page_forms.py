@@ -14,9 +14,9 @@ from django.conf import settings
 from django.core.management import CommandError, call_command
 from django.urls import reverse
 
-from annotation.design_services import study_create
-from annotation.export_services import benchmark_config_export
+from annotation.configs.export_services import benchmark_config_export
 from annotation.models import Approval, BaselineStudy, GateResult, Study
+from annotation.studies.design_services import study_create
 from core.roles import Role
 from corpora.services import dataset_import
 from evaluation.models import BenchmarkRun

@@ -17,10 +17,8 @@ from django.conf import settings
 from django.core.management import CommandError, call_command
 from django.urls import reverse
 
-from annotation.baseline_services import baseline_create
-from annotation.design import StudyDesign
-from annotation.design_services import study_create, study_lock, study_revise
-from annotation.export_services import benchmark_config_export
+from annotation.baselines.baseline_services import baseline_create
+from annotation.configs.export_services import benchmark_config_export
 from annotation.models import (
     Annotator,
     Approval,
@@ -31,6 +29,8 @@ from annotation.models import (
     Rating,
     Study,
 )
+from annotation.studies.design import StudyDesign
+from annotation.studies.design_services import study_create, study_lock, study_revise
 from core.errors import ShiftlabError
 from core.models import Membership, Project
 from core.projects import membership_set, project_create

@@ -18,10 +18,10 @@ from django.conf import settings
 from django.core.management import CommandError, call_command
 from django.urls import reverse
 
-from annotation.baseline_services import baseline_create
-from annotation.design_services import study_create
-from annotation.export_services import benchmark_config_export
+from annotation.baselines.baseline_services import baseline_create
+from annotation.configs.export_services import benchmark_config_export
 from annotation.models import Approval, BaselineStudy, BenchmarkConfig, GateResult
+from annotation.studies.design_services import study_create
 from core.models import DEFAULT_PROJECT, Membership, Project
 from core.roles import Role
 from corpora.models import Dataset

@@ -10,12 +10,12 @@ from datetime import UTC, datetime, timedelta
 import pytest
 from django.conf import settings
 
-from annotation.assignment_services import annotator_release, open_items, study_assign, study_pull
-from annotation.control_pool import control_pool_read
-from annotation.controls import ItemKind
-from annotation.design import DesignError, StudyDesign
-from annotation.design_services import study_create, study_lock
 from annotation.models import Annotator, Assignment, Rating, Study
+from annotation.quality.control_pool import control_pool_read
+from annotation.quality.controls import ItemKind
+from annotation.studies.assignment_services import annotator_release, open_items, study_assign, study_pull
+from annotation.studies.design import DesignError, StudyDesign
+from annotation.studies.design_services import study_create, study_lock
 from core.models import AuditEvent
 from core.roles import Role
 from corpora.services import dataset_import

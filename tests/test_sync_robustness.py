@@ -27,10 +27,10 @@ from django.conf import settings as django_settings
 from django.db import connection
 
 from annotation.argilla import client as argilla
-from annotation.baseline_services import baseline_create, baseline_publish, baseline_sync
+from annotation.baselines.baseline_services import baseline_create, baseline_publish, baseline_sync
 from annotation.models import Annotator, BaselineAnnotator, BaselineAnswer, Rating, RatingComment, Study
+from annotation.publishing.sync_services import study_sync, sync_summary
 from annotation.selectors import baseline_rater_counts
-from annotation.sync_services import study_sync, sync_summary
 from core.models import AuditEvent, Project
 from core.roles import Role
 from corpora.services import dataset_import

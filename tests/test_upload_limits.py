@@ -9,9 +9,9 @@ import json
 import pytest
 from django.core.files.uploadedfile import SimpleUploadedFile
 
-from annotation.design import StudyDesign
-from annotation.design_services import study_create
 from annotation.models import Study
+from annotation.studies.design import StudyDesign
+from annotation.studies.design_services import study_create
 from corpora.services import dataset_import
 from tests.support import api_as, eager_keyword_run, page_as
 from tests.test_control_items import FIXTURES

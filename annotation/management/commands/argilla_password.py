@@ -13,7 +13,7 @@ import sys
 
 from django.core.management.base import BaseCommand, CommandError
 
-from annotation.onboarding_services import argilla_password_set
+from annotation.publishing.onboarding_services import argilla_password_set
 from core.errors import ShiftlabError
 from core.projects import user_by_name
 

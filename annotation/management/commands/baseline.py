@@ -5,8 +5,8 @@ from pathlib import Path
 from django.contrib.auth import get_user_model
 from django.core.management.base import BaseCommand, CommandError
 
-from annotation.baseline_llm_services import baseline_llm_annotate
-from annotation.baseline_services import baseline_close, baseline_create, baseline_publish, baseline_sync
+from annotation.baselines.baseline_llm_services import baseline_llm_annotate
+from annotation.baselines.baseline_services import baseline_close, baseline_create, baseline_publish, baseline_sync
 from annotation.management.reporting import publish_report
 from annotation.models import BASELINE_TASK_TYPES, BaselineStudy
 from annotation.selectors import baseline_get, baseline_rater_counts

@@ -2,8 +2,8 @@ from pathlib import Path
 
 from django.core.management.base import BaseCommand, CommandError
 
-from annotation.config_export import DEVELOPMENT_KEY_NOTE, format_of
-from annotation.export_services import (
+from annotation.configs.config_export import DEVELOPMENT_KEY_NOTE, format_of
+from annotation.configs.export_services import (
     benchmark_config_export,
     benchmark_config_file_read,
     benchmark_config_verify,

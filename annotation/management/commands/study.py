@@ -4,20 +4,20 @@ from dataclasses import asdict
 from django.contrib.auth import get_user_model
 from django.core.management.base import BaseCommand, CommandError
 
-from annotation.adaptive_services import study_adaptive_check, study_adaptive_rows
-from annotation.argilla_services import study_argilla_texts_resend, study_publish, study_release_batches
-from annotation.control_pool import control_pool_read
-from annotation.control_services import study_control_detectability, study_detectability_notes
-from annotation.design import DesignError, StudyDesign
-from annotation.design_services import study_create, study_design, study_lock, study_revise
-from annotation.gate_services import approval_decide, gate_result_current, study_gate
-from annotation.gating import gate_state_of
 from annotation.management.reporting import new_accounts_report, publish_report
 from annotation.models import Flag, GateResult, Study
-from annotation.quality_services import study_annotator_quality
+from annotation.publishing.argilla_services import study_argilla_texts_resend, study_publish, study_release_batches
+from annotation.publishing.sync_services import study_sync, sync_summary
+from annotation.quality.adaptive_services import study_adaptive_check, study_adaptive_rows
+from annotation.quality.control_pool import control_pool_read
+from annotation.quality.control_services import study_control_detectability, study_detectability_notes
+from annotation.quality.gate_services import approval_decide, gate_result_current, study_gate
+from annotation.quality.gating import gate_state_of
+from annotation.quality.quality_services import study_annotator_quality
+from annotation.quality.validation_services import annotator_reject, annotator_replace, flag_review, study_validate
 from annotation.selectors import study_progress
-from annotation.sync_services import study_sync, sync_summary
-from annotation.validation_services import annotator_reject, annotator_replace, flag_review, study_validate
+from annotation.studies.design import DesignError, StudyDesign
+from annotation.studies.design_services import study_create, study_design, study_lock, study_revise
 from core.errors import ShiftlabError
 from core.nesting import nesting_check
 from core.projects import project_require_write, project_resolve, scoped, user_by_name

@@ -3,8 +3,8 @@ from pathlib import Path
 
 from django.core.management.base import BaseCommand, CommandError
 
-from annotation.config_export import format_of
-from annotation.export_services import benchmark_config_file_read
+from annotation.configs.config_export import format_of
+from annotation.configs.export_services import benchmark_config_file_read
 from core.errors import ShiftlabError
 from core.progress import follow_job, job_status_lines, progress_bar
 from core.projects import User, project_require_write, project_resolve, scoped, user_by_name

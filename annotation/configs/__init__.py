@@ -1,0 +1,1 @@
+"""Validated benchmark configs: their schema, signing and hashing (pure), and their export."""

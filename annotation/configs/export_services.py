@@ -1,0 +1,320 @@
+"""Export services: the validated benchmark config of the approved transformations (prompts,
+generator, seeds, languages, datasets and the evidence behind each approval, signed with the
+deployment's key and sealed with its own hash), the verification of a config file, and the check
+a benchmark run makes before it uses one.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+from django.conf import settings
+from django.contrib.auth.base_user import AbstractBaseUser
+from django.db import transaction
+from django.utils import timezone
+
+from annotation.configs import config_export
+from annotation.configs.config_schema import MAX_CONFIG_BYTES, TransformationEntry
+from annotation.models import Approval, BenchmarkConfig, GateResult, RaterDecision, Study
+from annotation.quality.gate_services import gate_result_current
+from core.errors import ShiftlabError
+from core.models import Project
+from core.services import audit_record
+from transforms.models import PromptTemplate, TransformRun
+from transforms.registry import TRANSFORMATIONS
+
+
+def approved_gate_results(studies: Sequence[Study] | None = None) -> list[GateResult]:
+    """The current gate result of each (study, transformation) when it carries an approval."""
+    candidates = GateResult.objects.select_related("study__project", "approval").order_by(
+        "study_id", "transformation", "-created_at", "-id"
+    )
+    if studies is not None:
+        candidates = candidates.filter(study__in=studies)
+    current: dict[tuple[int, str], GateResult] = {}
+    for result in candidates:
+        current.setdefault((result.study_id, result.transformation), result)
+    return [r for r in current.values() if hasattr(r, "approval") and r.approval.decision == Approval.Decision.APPROVE]
+
+
+def config_run_entry(run: TransformRun) -> dict:
+    prompts = []
+    for key, digest in sorted(run.prompt_hashes.items()):
+        # The run's own project's version first: the same wording may be a different version elsewhere.
+        same = PromptTemplate.objects.filter(key=key, content_hash=digest)
+        template = same.filter(project_id=run.project_id).first() or same.first()
+        if template is None:
+            raise ShiftlabError(f"run {run.pk}: prompt {key} with hash {digest[:12]} is missing; cannot export it")
+        prompts.append(
+            {"key": key, "version": template.version, "hash": digest, "system": template.system, "user": template.user}
+        )
+    generator = run.generator
+    return {
+        "run_id": run.pk,
+        "run_hash": run.run_hash,
+        "seed": run.seed,
+        "dataset": {
+            "name": run.dataset.name,
+            "content_hash": run.dataset.content_hash,
+            "task_type": run.dataset.task_type,
+            "languages": run.dataset.languages,
+        },
+        "generator": {
+            "backend_alias": generator.backend_alias,
+            "model": generator.model,
+            "params": generator.params,
+            "hash": generator.content_hash,
+        },
+        "prompts": prompts,
+        "target_languages": run.languages,
+        "run_language": run.run_language,
+        "item_limit": run.item_limit,
+    }
+
+
+def _study_entry(study: Study) -> dict:
+    """A study in the config; one locked with detectable controls says so (the reason and the AUCs
+    over the limit, as recorded at lock)."""
+    entry = {
+        "name": study.name,
+        "version": study.version,
+        "design_hash": study.design_hash,
+        "design": study.design,
+    }
+    if override := study.sample_info.get("detectability_override"):
+        entry["detectability_override"] = override
+    return entry
+
+
+def benchmark_config_export(
+    *, actor: AbstractBaseUser | None = None, studies: Sequence[Study] | None = None, name: str = ""
+) -> BenchmarkConfig:
+    """Write the validated benchmark config of every approved transformation (of ``studies``, or
+    of all studies): prompts with hashes, generator, seeds, languages, datasets with content hashes
+    and the evidence behind each approval; it is signed with ``CONFIG_SIGNING_KEY`` and carries its
+    own hash, which is registered as a ``BenchmarkConfig`` row in the project of its studies.
+    Approvals from studies of several projects are refused: export one project at a time."""
+    approved = approved_gate_results(studies)
+    if not approved:
+        raise ShiftlabError("no approved transformation to export: gate a study and approve a transformation first")
+    project = _one_project(approved)
+    transformations = []
+    datasets = {}
+    for result in sorted(approved, key=lambda r: (r.transformation, r.study.name, r.study.version)):
+        runs = [
+            config_run_entry(run)
+            for run in result.study.runs.filter(transformation=result.transformation)
+            .select_related("dataset", "generator")
+            .order_by("pk")
+        ]
+        for run in runs:
+            datasets[run["dataset"]["name"]] = run["dataset"]
+        spec = TRANSFORMATIONS[result.transformation]
+        approval = result.approval
+        transformations.append(
+            {
+                "transformation": result.transformation,
+                "axis": spec.axis.value,
+                "study": _study_entry(result.study),
+                "runs": runs,
+                "approval": {
+                    "decision": approval.decision,
+                    "by": approval.decided_by.get_username(),
+                    "at": approval.decided_at.isoformat(),
+                    "comment": approval.comment,
+                },
+                "gate": {
+                    "id": result.pk,
+                    "passed": result.passed,
+                    "evidence_hash": result.evidence_hash,
+                    "evidence": result.evidence,
+                    # A gate that passed only as a declared single-rater pilot says so in the config.
+                    **({"single_rater_pilot": True} if result.evidence.get("single_rater_pilot") else {}),
+                },
+            }
+        )
+    document = config_export.config_seal(
+        {
+            "name": name,
+            "exported_at": timezone.now().isoformat(),
+            "exported_by": actor.get_username() if actor is not None else "",
+            "transformations": transformations,
+            "datasets": [datasets[k] for k in sorted(datasets)],
+        },
+        key=settings.CONFIG_SIGNING_KEY,
+    )
+    texts = {fmt: config_export.config_render(document, fmt) for fmt in ("json", "yaml")}
+    largest = max(len(text.encode("utf-8")) for text in texts.values())
+    if largest > MAX_CONFIG_BYTES:
+        raise ShiftlabError(
+            f"the config would have {largest} bytes, more than the {MAX_CONFIG_BYTES} a benchmark run reads: "
+            "export fewer studies at a time (--study)"
+        )
+    with transaction.atomic():
+        config = BenchmarkConfig.objects.create(
+            name=name,
+            project=project,
+            document=document,
+            config_hash=document[config_export.HASH_KEY],
+            json_text=texts["json"],
+            yaml_text=texts["yaml"],
+            created_by=actor,
+        )
+        audit_record(
+            actor=actor,
+            verb="benchmark_config.export",
+            obj=config,
+            payload={
+                "config_hash": config.config_hash,
+                "transformations": [
+                    (t["transformation"], t["study"]["name"], t["study"]["version"]) for t in transformations
+                ],
+            },
+        )
+    return config
+
+
+def _one_project(approved: Sequence[GateResult]) -> Project:
+    projects = {result.study.project for result in approved}
+    if len(projects) > 1:
+        raise ShiftlabError(
+            "the approved transformations belong to studies of several projects "
+            f"({', '.join(sorted(p.slug for p in projects))}): a config holds one project's studies, "
+            "so export one project at a time (choose the project, or name its studies)"
+        )
+    return projects.pop()
+
+
+@dataclass(frozen=True)
+class ConfigCheck:
+    """A config file checked against this deployment: what its text proves (content hash and
+    canonical form, signature under this server's key), whether it is one of this deployment's
+    exports, and whether a benchmark run may use it."""
+
+    verification: config_export.Verification
+    known: BenchmarkConfig | None  # the exported row with this hash, if this deployment made it
+    acceptance: config_export.Acceptance
+
+    @property
+    def ok(self) -> bool:
+        """The content verifies (safe parsing, shape, hash and canonical form)."""
+        return self.verification.ok
+
+    @property
+    def registered(self) -> bool:
+        return self.known is not None
+
+    @property
+    def accepted(self) -> bool:
+        return self.acceptance.accepted
+
+    def facts(self) -> dict:
+        """The three facts and the decision, for the command, the API and pages; registration and
+        signature are not checked (None) when the content does not verify. ``development_key``:
+        signed with Shiftlab's public development key, so not validated whatever else holds."""
+        checked = self.ok
+        return {
+            "content_ok": self.ok,
+            "registered": self.registered if checked else None,
+            "signature": self.verification.signature.value if checked else None,
+            "signature_problem": self.verification.signature_problem,
+            "development_key": self.verification.development_key if checked else None,
+            "accepted": self.accepted,
+        }
+
+
+def benchmark_config_verify(*, text: str, fmt: config_export.Format) -> ConfigCheck:
+    """Verify a config file (safe parsing, shape, hash, canonical form, signature under
+    ``CONFIG_SIGNING_KEY`` or the public development key), look it up among this deployment's
+    exports, and decide whether a benchmark run may use it (production refuses the development key)."""
+    verification = config_export.config_verify(
+        text, fmt, key=settings.CONFIG_SIGNING_KEY, development_key=settings.DEV_CONFIG_SIGNING_KEY
+    )
+    known = None
+    if verification.ok:
+        known = BenchmarkConfig.objects.filter(config_hash=verification.declared_hash).first()
+    acceptance = config_export.config_acceptance(
+        verification, registered=known is not None, development_allowed=settings.DEVELOPMENT_SECRETS_ALLOWED
+    )
+    return ConfigCheck(verification=verification, known=known, acceptance=acceptance)
+
+
+def benchmark_config_evidence_changes(*, check: ConfigCheck) -> list[str]:
+    """What changed, since this deployment exported the config, in the evidence behind each of its
+    approved transformations: the gate result it names is no longer the current one (gated again:
+    passed or failed), its approval was withdrawn or replaced, a newer version of the study was locked, annotators
+    were rejected or ratings changed after the gate. Empty when nothing changed, and for a config
+    exported elsewhere (its evidence lives on that deployment, which signed it)."""
+    if check.known is None or check.verification.config is None:
+        return []
+    changes = []
+    for entry in check.verification.config.approved:
+        where = f"{entry.transformation} ({entry.study.name} v{entry.study.version})"
+        changes += [f"{where}: {what}" for what in _evidence_changes(entry, project=check.known.project)]
+    return changes
+
+
+def _evidence_changes(entry: TransformationEntry, *, project: Project) -> list[str]:
+    gate = (
+        GateResult.objects.select_related("study", "approval__decided_by")
+        .filter(pk=entry.gate.id, study__project=project, transformation=entry.transformation)
+        .first()
+    )
+    if gate is None or gate.evidence_hash != entry.gate.evidence_hash:
+        return [f"its gate result {entry.gate.id} is no longer the one the config names: export the config again"]
+    changes = []
+    current = gate_result_current(study=gate.study, transformation=gate.transformation)
+    if current.pk != gate.pk:
+        outcome = "failed: " + "; ".join(current.evidence.get("reasons", [])) if not current.passed else "passed"
+        changes.append(
+            f"a later gate (result {current.pk}, {current.created_at:%Y-%m-%d %H:%M}) {outcome}".rstrip(": ")
+        )
+    approval = getattr(gate, "approval", None)
+    if approval is None or approval.decision != Approval.Decision.APPROVE:
+        changes.append("its approval was withdrawn")
+    elif (
+        approval.decided_at.isoformat() != entry.approval.at or approval.decided_by.get_username() != entry.approval.by
+    ):
+        changes.append(f"its approval was replaced (now by {approval.decided_by.get_username()})")
+    # A draft revision is a proposal: the study's design changes once a newer version is locked.
+    newer = (
+        Study.objects.filter(project=project, name=gate.study.name, version__gt=gate.study.version)
+        .exclude(status=Study.Status.DRAFT)
+        .order_by("-version")
+        .first()
+    )
+    if newer is not None:
+        changes.append(f"the study was revised: {newer.name} v{newer.version} replaces v{gate.study.version}")
+    rejected = sorted(
+        RaterDecision.objects.filter(
+            annotator__study=gate.study, decision="reject", decided_at__gt=gate.created_at
+        ).values_list("annotator__user__username", flat=True)
+    )
+    if rejected:
+        changes.append(
+            f"annotators rejected since the gate ({', '.join(rejected)}): their ratings no longer count; gate the "
+            "study again"
+        )
+    changed_at = gate.study.ratings_changed_at
+    if changed_at is not None and changed_at > gate.created_at:
+        changes.append(
+            f"ratings changed since the gate (last on {changed_at:%Y-%m-%d %H:%M}): validate and gate the study again"
+        )
+    return changes
+
+
+def benchmark_config_file_read(*, path: Path) -> str:
+    """The text of a config file, refused before reading when it is larger than any config."""
+    if not path.is_file():
+        raise ShiftlabError(f"no config file {path}")
+    size = path.stat().st_size
+    if size > MAX_CONFIG_BYTES:
+        raise ShiftlabError(f"{path} has {size} bytes, more than the {MAX_CONFIG_BYTES} a benchmark config may have")
+    try:
+        return path.read_text(encoding="utf-8")
+    except UnicodeDecodeError:
+        raise ShiftlabError(
+            f"{path} is not UTF-8 text: use the file as {config_export.EXPORT_COMMAND} wrote it"
+        ) from None

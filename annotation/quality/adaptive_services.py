@@ -1,0 +1,277 @@
+"""Adaptive stopping of a study (``design.adaptive``): after each sync, the sequential gate of each
+transformation (``annotation.quality.sequential``) is computed from the counted ratings; once it is
+settled, the transformation's items that annotators have not submitted yet leave their queues.
+
+- ``study_adaptive_decisions``: the current decision of each transformation (reads only);
+  ``study_adaptive_rows`` adds the saving predicted from each transformation's own items so far.
+- ``study_adaptive_check``: stores the decisions in ``Study.sample_info["adaptive"]`` and the
+  fixed order the gate observes items in in ``Study.sample_info["adaptive_order"]`` (the order items
+  first completed, extended at each check, never rebuilt: ``sequential.fixed_sequence``), ends the
+  open assignments of settled transformations (``study.adaptive.settled``, audited with the
+  evidence), gives them back if a later change of counted ratings (a rejected rater) unsettles the
+  transformation (``study.adaptive.unsettled``), and pushes the change to Argilla
+  (``argilla_services.study_argilla_reconcile``). Argilla being unreachable never undoes a
+  decision: the assignments stay ended in Django and the next check (every sync) or publish
+  removes the records.
+
+Non-adaptive designs are left exactly as they are.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections import Counter, defaultdict
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+from django.contrib.auth.base_user import AbstractBaseUser
+from django.db import transaction
+from django.utils import timezone
+
+from annotation.argilla import ArgillaError
+from annotation.models import Annotator, Assignment, Rating, Study
+from annotation.publishing.argilla_services import argilla_connection, study_argilla_reconcile
+from annotation.quality.controls import ItemKind
+from annotation.quality.gate_services import CountedRating, counted_ratings, observation_order, sequential_observations
+from annotation.quality.sequential import (
+    MIN_FORECAST_ITEMS,
+    FixedSequence,
+    JointDecision,
+    SavingForecast,
+    Settled,
+    forecast_saving,
+    settle_questions,
+)
+from annotation.studies.design_services import study_design
+from core.services import audit_record
+
+logger = logging.getLogger(__name__)
+
+SETTLED_PREFIX = "settled: "  # end_reason of assignments withdrawn by the sequential gate
+
+
+@dataclass(frozen=True)
+class AdaptiveResult:
+    decisions: dict[str, JointDecision] = field(default_factory=dict)
+    withdrawn: dict[str, int] = field(default_factory=dict)  # transformation -> assignments ended now
+    restored: dict[str, int] = field(default_factory=dict)  # transformation -> assignments given back now
+    argilla_error: str = ""  # why Argilla could not be updated (the decision stands)
+
+    def summary(self) -> str:
+        parts = [f"{name}: {d.summary()}" for name, d in sorted(self.decisions.items())]
+        parts += [f"{name}: {n} open assignments withdrawn" for name, n in sorted(self.withdrawn.items())]
+        parts += [f"{name}: {n} assignments given back" for name, n in sorted(self.restored.items())]
+        if self.argilla_error:
+            parts.append(f"Argilla not updated yet ({self.argilla_error}); the next sync retries")
+        return "; ".join(parts)
+
+
+def study_adaptive_observations(
+    *, study: Study, ratings: Sequence[CountedRating] | None = None
+) -> dict[str, tuple[FixedSequence, JointDecision]]:
+    """Transformation -> its observations in their fixed order (the stored order extended by the
+    items completed since) and its sequential decision now; empty for a non-adaptive design."""
+    design = study_design(study)
+    if not design.adaptive or not study.is_locked:
+        return {}
+    ratings = counted_ratings(study) if ratings is None else ratings
+    by_transformation: dict[str, list[CountedRating]] = defaultdict(list)
+    for r in ratings:
+        by_transformation[r.transformation].append(r)
+    result = {}
+    for name in sorted({r.transformation for r in study.runs.all()}):
+        seen = sequential_observations(design, by_transformation[name], observation_order(study, name))
+        decision = settle_questions(
+            seen.means,
+            threshold=design.acceptance_threshold,
+            alpha=design.adaptive_alpha,
+            scales={q.name: (q.low, q.high) for q in design.questions},
+            min_items=design.adaptive_min_items,
+        )
+        result[name] = (seen, decision)
+    return result
+
+
+def study_adaptive_decisions(
+    *, study: Study, ratings: Sequence[CountedRating] | None = None
+) -> dict[str, JointDecision]:
+    """Transformation -> its sequential decision now; empty for a non-adaptive design."""
+    return {name: d for name, (_, d) in study_adaptive_observations(study=study, ratings=ratings).items()}
+
+
+@dataclass(frozen=True)
+class AdaptiveRow:
+    """One transformation of an adaptive study as pages and the API show it."""
+
+    transformation: str
+    decision: JointDecision
+    forecast: SavingForecast | None  # None: too few items yet to predict from (see ``forecast_line``)
+
+    @property
+    def forecast_line(self) -> str:
+        if self.forecast is not None:
+            return self.forecast.summary()
+        return (
+            f"saving not predicted yet ({self.decision.observed} items fully rated, {MIN_FORECAST_ITEMS} needed): "
+            "it depends on how far the true mean lies from the threshold"
+        )
+
+
+def _rated_pairs(ratings: Sequence[CountedRating]) -> dict[str, set[tuple[int, int]]]:
+    pairs: dict[str, set[tuple[int, int]]] = defaultdict(set)
+    for r in ratings:
+        pairs[r.transformation].add((r.item_id, r.annotator_id))
+    return pairs
+
+
+def study_adaptive_rows(*, study: Study, ratings: Sequence[CountedRating] | None = None) -> list[AdaptiveRow]:
+    """Each transformation's decision and the saving predicted from its own items so far
+    (``sequential.forecast_saving``, seeded by the design's seed: the page shows the same figure
+    until new ratings come); empty for a non-adaptive design."""
+    design = study_design(study)
+    ratings = counted_ratings(study) if ratings is None and design.adaptive and study.is_locked else ratings
+    observed = study_adaptive_observations(study=study, ratings=ratings)
+    drawn = Counter(study.items.filter(kind=ItemKind.REAL).values_list("transformation", flat=True))
+    # Ratings already given to items not observed yet are spent whenever it settles.
+    in_flight: Counter[str] = Counter()
+    for name, pairs in _rated_pairs(ratings or []).items():
+        seen = set(observed[name][0].items) if name in observed else set()
+        in_flight[name] = sum(1 for item, _ in pairs if item not in seen)
+    return [
+        AdaptiveRow(
+            name,
+            decision,
+            forecast_saving(
+                seen.means,
+                threshold=design.acceptance_threshold,
+                alpha=design.adaptive_alpha,
+                scales={q.name: (q.low, q.high) for q in design.questions},
+                min_items=design.adaptive_min_items,
+                total=drawn[name],
+                seed=design.seed,
+                in_flight_items=in_flight[name] / design.raters_per_item,
+            ),
+        )
+        for name, (seen, decision) in observed.items()
+    ]
+
+
+def _open_assignments(study: Study, transformation: str) -> list[Assignment]:
+    """Active assignments of the transformation's real items whose annotator has not submitted them."""
+    rows = list(
+        Assignment.objects.filter(
+            annotator__study=study,
+            active=True,
+            study_item__kind=ItemKind.REAL,
+            study_item__transformation=transformation,
+        )
+    )
+    submitted = set(
+        Rating.objects.filter(
+            study_item__study=study, study_item__transformation=transformation, active=True
+        ).values_list("annotator_id", "study_item_id")
+    )
+    return [a for a in rows if (a.annotator_id, a.study_item_id) not in submitted]
+
+
+def _withdrawn(study: Study, transformation: str):
+    return Assignment.objects.filter(
+        annotator__study=study,
+        active=False,
+        study_item__transformation=transformation,
+        end_reason__startswith=SETTLED_PREFIX,
+    )
+
+
+def _argilla_pending(study: Study) -> bool:
+    """Whether Argilla still shows a withdrawn record, or lacks one given back."""
+    if study.published_at is None:
+        return False
+    ended = Assignment.objects.filter(annotator__study=study, active=False, end_reason__startswith=SETTLED_PREFIX)
+    restored = Assignment.objects.filter(
+        annotator__study=study,
+        annotator__status=Annotator.Status.ACTIVE,
+        active=True,
+        argilla_record_id=None,
+        end_reason__startswith="given back",
+    )
+    return ended.exclude(argilla_record_id=None).exists() or restored.exists()
+
+
+def study_adaptive_check(*, study: Study, actor: AbstractBaseUser | None = None, client=None) -> AdaptiveResult:
+    """Decide, store, withdraw or give back, and push to Argilla (see the module docstring).
+
+    Idempotent: a check with nothing new writes the decisions only. ``client`` is an Argilla
+    connection (None: a new owner connection, opened only when Argilla needs an update).
+    """
+    design = study_design(study)
+    if not design.adaptive:
+        return AdaptiveResult()
+    withdrawn: dict[str, int] = {}
+    restored: dict[str, int] = {}
+    with transaction.atomic():
+        study = Study.objects.select_for_update().get(pk=study.pk)
+        observed = study_adaptive_observations(study=study)
+        decisions = {name: d for name, (_, d) in observed.items()}
+        before = study.sample_info.get("adaptive", {})
+        now = timezone.now()
+        for name, decision in decisions.items():
+            state = decision.state
+            previous = before.get(name, {}).get("state", Settled.UNDECIDED.value)
+            if state is not Settled.UNDECIDED:
+                rows = _open_assignments(study, name)
+                reason = f"{SETTLED_PREFIX}{state.value} at {decision.n} items"
+                Assignment.objects.filter(pk__in=[a.pk for a in rows]).update(
+                    active=False, ended_at=now, end_reason=reason
+                )
+                if rows or state.value != previous:
+                    withdrawn[name] = len(rows)
+                    per_annotator = Counter(a.annotator_id for a in rows)
+                    names = dict(study.annotators.values_list("pk", "user__username"))
+                    audit_record(
+                        actor=actor,
+                        verb="study.adaptive.settled",
+                        obj=study,
+                        payload={
+                            "transformation": name,
+                            "decision": decision.to_dict(),
+                            "summary": decision.summary(),
+                            "withdrawn": len(rows),
+                            "withdrawn_per_annotator": {names[k]: n for k, n in sorted(per_annotator.items())},
+                            "design_hash": study.design_hash,
+                        },
+                    )
+            elif previous != Settled.UNDECIDED.value:
+                # Counted ratings changed since it settled (a rater rejected): it needs its items again.
+                back = _withdrawn(study, name).filter(annotator__status=Annotator.Status.ACTIVE)
+                count = back.update(
+                    active=True, ended_at=None, end_reason="given back: no longer settled after ratings changed"
+                )
+                restored[name] = count
+                audit_record(
+                    actor=actor,
+                    verb="study.adaptive.unsettled",
+                    obj=study,
+                    payload={"transformation": name, "decision": decision.to_dict(), "given_back": count},
+                )
+        study.sample_info = {
+            **study.sample_info,
+            "adaptive": {
+                name: {**d.to_dict(), "summary": d.summary(), "checked_at": now.isoformat()}
+                for name, d in decisions.items()
+            },
+            # The fixed order the gate sees items in: the next check extends it, never reorders it.
+            "adaptive_order": {
+                name: [[item, list(raters)] for item, raters in seen.ledger] for name, (seen, _) in observed.items()
+            },
+        }
+        study.save(update_fields=["sample_info"])
+    error = ""
+    if any(withdrawn.values()) or any(restored.values()) or _argilla_pending(study):
+        try:
+            with argilla_connection(client) as conn:
+                study_argilla_reconcile(study=study, client=conn)
+        except ArgillaError as exc:
+            error = str(exc)
+            logger.warning("%s: adaptive withdrawal not pushed to Argilla yet: %s", study, exc)
+    return AdaptiveResult(decisions=decisions, withdrawn=withdrawn, restored=restored, argilla_error=error)

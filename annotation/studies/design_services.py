@@ -1,0 +1,387 @@
+"""Services of human-validation studies, first steps: declare a study (draft), change its design
+or revise it as a new version, and lock it (design frozen; items and controls drawn). Every step
+is audited. Publishing and syncing follow in ``argilla_services``.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from collections.abc import Sequence
+from dataclasses import asdict
+
+from django.contrib.auth.base_user import AbstractBaseUser
+from django.core.exceptions import ImproperlyConfigured
+from django.db import transaction
+from django.db.models import Count
+from django.utils import timezone
+
+from annotation.models import Study, StudyItem
+from annotation.quality.control_services import (
+    detectability_by_transformation,
+    items_detectability,
+    source_language,
+    study_controls_draw,
+)
+from annotation.quality.controls import ItemKind, PairCandidate, expected_value
+from annotation.quality.controls import n_controls as controls_needed
+from annotation.studies.design import DesignContext, DesignProblem, StudyDesign, design_problems
+from annotation.studies.sampling import Unit, seeded_rng, stratified_sample
+from core.errors import ShiftlabError
+from core.models import Project
+from core.projects import default_project, project_require_same
+from core.services import audit_record
+from transforms.backends import get_backend
+from transforms.models import TransformedItem, TransformRun
+
+
+def study_design(study: Study) -> StudyDesign:
+    return StudyDesign.from_dict(study.design)
+
+
+def _check_runs(runs: Sequence[TransformRun]) -> list[TransformRun]:
+    runs = list(dict.fromkeys(runs))
+    if not runs:
+        raise ShiftlabError("a study needs at least one transformation run: pass the ids of succeeded runs")
+    unfinished = [f"{r.pk} ({r.status})" for r in runs if r.status != TransformRun.Status.SUCCEEDED]
+    if unfinished:
+        raise ShiftlabError(f"only succeeded runs can be validated; not succeeded: {', '.join(unfinished)}")
+    return runs
+
+
+class DesignRefused(ShiftlabError):
+    """A design that cannot work with the study's runs (``annotation.studies.design.design_problems``);
+    ``problems`` names the field to change for each reason, for forms to show next to it."""
+
+    def __init__(self, problems: Sequence[DesignProblem]):
+        self.problems = tuple(problems)
+        super().__init__("; ".join(f"design.{p.field}: {p.message}" for p in self.problems))
+
+
+def design_context(*, runs: Sequence[TransformRun], annotators: int | None = None) -> DesignContext:
+    """What a design over ``runs`` is checked against: the successfully transformed texts of each
+    transformation (the texts ``study_lock`` draws from) and, when given, the annotator count."""
+    counts = (
+        TransformedItem.objects.filter(run__in=list(runs), ok=True)
+        .exclude(output_text="")
+        .order_by()
+        .values_list("run__transformation")
+        .annotate(n=Count("pk"))
+    )
+    available = {name: 0 for name in {r.transformation for r in runs}}
+    available.update(dict(counts))
+    return DesignContext(available=available, annotators=annotators)
+
+
+def study_design_check(*, design: StudyDesign, runs: Sequence[TransformRun], annotators: int | None = None) -> None:
+    """Refuse (``DesignRefused``) a design that cannot work over ``runs``; every interface that
+    declares or changes a design goes through here."""
+    problems = design_problems(design, design_context(runs=runs, annotators=annotators))
+    if problems:
+        raise DesignRefused(problems)
+
+
+def _check_judges(design: StudyDesign) -> None:
+    for alias in design.llm_judges:
+        try:
+            get_backend(alias)
+        except ImproperlyConfigured as exc:
+            raise ShiftlabError(f"design.llm_judges: {exc}") from exc
+
+
+def _common_project(objects: Sequence[TransformRun]) -> Project:
+    projects = {obj.project_id for obj in objects}
+    return objects[0].project if len(projects) == 1 else default_project()
+
+
+def study_create(
+    *,
+    name: str,
+    runs: Sequence[TransformRun],
+    design: StudyDesign,
+    project: Project | None = None,
+    created_by: AbstractBaseUser | None = None,
+    annotators: int | None = None,
+) -> Study:
+    """A draft study (version 1) over succeeded runs of ``project`` (default: the runs' project
+    when they share one, else the default project), published to the Argilla workspace named after
+    the project. Its design can change until it is locked. A design that cannot work over the runs
+    (and with ``annotators`` annotators, when given) is refused with ``DesignRefused``."""
+    runs = _check_runs(runs)
+    project = project or _common_project(runs)
+    project_require_same(project, *runs, role="the study's runs")
+    _check_judges(design)
+    study_design_check(design=design, runs=runs, annotators=annotators)
+    if Study.objects.filter(project=project, name=name).exists():
+        raise ShiftlabError(
+            f"a study named {name!r} exists in project {project.slug}: revise it (new version) or choose another name"
+        )
+    study = Study(
+        name=name,
+        project=project,
+        workspace=project.slug,
+        design=design.to_dict(),
+        design_hash=design.content_hash,
+        created_by=created_by,
+    )
+    try:
+        study.full_clean(exclude=["runs"])
+    except Exception as exc:  # ValidationError: report which field is wrong
+        raise ShiftlabError(f"invalid study: {exc}") from exc
+    with transaction.atomic():
+        study.save()
+        study.runs.set(runs)
+        audit_record(
+            actor=created_by,
+            verb="study.create",
+            obj=study,
+            payload={"runs": [r.pk for r in runs], "design": design.to_dict()},
+        )
+    return study
+
+
+def study_update_design(*, study: Study, design: StudyDesign, actor: AbstractBaseUser | None = None) -> Study:
+    """Change the design of a draft study; a locked study refuses (revise it instead)."""
+    _check_judges(design)
+    with transaction.atomic():
+        study = Study.objects.select_for_update().get(pk=study.pk)
+        if study.is_locked:
+            raise ShiftlabError(f"{study} is locked: its design cannot change. Revise it to make a new version.")
+        study_design_check(design=design, runs=list(study.runs.all()))
+        study.design, study.design_hash = design.to_dict(), design.content_hash
+        study.save(update_fields=["design", "design_hash"])
+        audit_record(actor=actor, verb="study.design.update", obj=study, payload=design.to_dict())
+    return study
+
+
+def study_revise(
+    *,
+    study: Study,
+    design: StudyDesign | None = None,
+    runs: Sequence[TransformRun] | None = None,
+    actor: AbstractBaseUser | None = None,
+) -> Study:
+    """A new draft version of a study with a changed design and/or runs; the old one is untouched.
+    The new version stays in the study's project and Argilla workspace."""
+    design = design or study_design(study)
+    runs = _check_runs(runs if runs is not None else list(study.runs.all()))
+    project_require_same(study.project, *runs, role="the study's runs")
+    _check_judges(design)
+    study_design_check(design=design, runs=runs)
+    with transaction.atomic():
+        latest = Study.objects.filter(project=study.project, name=study.name).order_by("-version").first()
+        revised = Study.objects.create(
+            name=study.name,
+            version=latest.version + 1,
+            previous=study,
+            project=study.project,
+            workspace=study.workspace,
+            design=design.to_dict(),
+            design_hash=design.content_hash,
+            created_by=actor,
+        )
+        revised.runs.set(runs)
+        audit_record(
+            actor=actor,
+            verb="study.revise",
+            obj=revised,
+            payload={"previous": study.pk, "design": design.to_dict(), "runs": [r.pk for r in runs]},
+        )
+    return revised
+
+
+def _stratum(out: TransformedItem) -> str:
+    return f"{out.run.dataset.name}|{out.item.language}>{out.target_language}"
+
+
+def _sample_key(out: TransformedItem) -> tuple:
+    """What identifies an output for sampling whatever the database: its dataset's content, item
+    and field (a row id would make the same seed draw differently on another database); the run's
+    id only tells apart two runs of one transformation, seed and dataset."""
+    return (out.run.dataset.content_hash, out.item.split, out.item.position, out.side, out.run.seed, out.run_id)
+
+
+def _source_key(out: TransformedItem) -> str:
+    return " ".join(out.source_text.split()).lower()
+
+
+def _over_limit(per_transformation, design: StudyDesign) -> dict[str, float]:
+    """Transformation -> easy-positive AUC, for those above the design's detectability limit."""
+    return {
+        name: round(result.easy_positive.auc, 4)
+        for name, result in per_transformation.items()
+        if result.easy_positive.auc is not None and result.easy_positive.auc > design.detectability_limit
+    }
+
+
+def _detectable_message(study: Study, design: StudyDesign, per_transformation, over: dict[str, float]) -> str:
+    parts = [
+        f"{name}: easy-positive AUC {auc:.2f} over {per_transformation[name].easy_positive.n_controls} controls "
+        f"and {per_transformation[name].easy_positive.n_real} real items"
+        for name, auc in over.items()
+    ]
+    return (
+        f"cannot lock {study}: annotators could tell its controls from its real items. "
+        f"Detectability above design.detectability_limit {design.detectability_limit:.2f} "
+        f"(cross-validated AUC, 0.5 = indistinguishable) for {'; '.join(parts)}. Nothing was written. "
+        "What to do: give the controls more pairs to choose from (import gold paraphrase pairs into the project, "
+        "or sample more items so more held-back outputs remain), supply a control pool shaped like these "
+        "transformations' outputs (--control-pool FILE), use a different layout (one transformation per "
+        "study, other batch sizes), or lock anyway by setting design.detectability_override to the reason "
+        "(recorded in the design, the audit log and the exported config). See docs/annotation.md, "
+        "'Sampling and control items'."
+    )
+
+
+def study_lock(
+    *,
+    study: Study,
+    actor: AbstractBaseUser | None = None,
+    control_pool: Sequence[tuple[ItemKind, PairCandidate]] = (),
+) -> Study:
+    """Freeze the design and draw the study's items: a seeded stratified sample of successfully
+    transformed texts per transformation, plus control items, in a seeded shuffled order.
+
+    Controls are drawn from ``control_pool`` (``annotation.quality.control_pool.control_pool_read``)
+    first, then from the other sources ``annotation.quality.control_services`` lists; when too few exist
+    the lock is refused with what is missing, and nothing is written. Locking a locked study
+    changes nothing.
+    """
+    with transaction.atomic():
+        study = Study.objects.select_for_update().get(pk=study.pk)
+        if study.is_locked:
+            return study
+        design = study_design(study)
+        outputs = (
+            TransformedItem.objects.filter(run__in=study.runs.all(), ok=True)
+            .exclude(output_text="")
+            .select_related("run__dataset", "item")
+            .order_by("pk")
+        )
+        by_transformation: dict[str, list[TransformedItem]] = defaultdict(list)
+        for out in outputs:
+            by_transformation[out.run.transformation].append(out)
+        transformations = sorted({r.transformation for r in study.runs.all()})
+        empty = [t for t in transformations if not by_transformation[t]]
+        if empty:
+            raise ShiftlabError(
+                f"no successfully transformed texts for {', '.join(empty)} in the study's runs: "
+                "nothing to validate there; remove those runs (revise the study) or rerun them"
+            )
+        chosen: list[TransformedItem] = []
+        sample_info = {}
+        # Each original text is drawn for one transformation only while the pools allow: an
+        # original shown twice (its paraphrase and its summary, say) tells real items from
+        # controls, whose texts appear nowhere else, and shows annotators the same text twice.
+        used_sources: set[str] = set()
+        for name in transformations:
+            pool = {_sample_key(o): o for o in by_transformation[name]}
+            fresh = {key: o for key, o in pool.items() if _source_key(o) not in used_sources}
+            sample = stratified_sample(
+                [Unit(key, _stratum(o)) for key, o in fresh.items()],
+                design.items_per_transformation,
+                rng=seeded_rng(design.seed, name),
+            )
+            keys, allocation = list(sample.keys), dict(sample.allocation)
+            shared = 0
+            if sample.shortfall and len(fresh) < len(pool):  # top up with originals drawn already
+                extra = stratified_sample(
+                    [Unit(key, _stratum(o)) for key, o in pool.items() if key not in fresh],
+                    sample.shortfall,
+                    rng=seeded_rng(design.seed, f"{name}-shared-originals"),
+                )
+                keys.extend(extra.keys)
+                shared = len(extra.keys)
+                for stratum, n in extra.allocation.items():
+                    allocation[stratum] = allocation.get(stratum, 0) + n
+            chosen.extend(pool[key] for key in keys)
+            used_sources.update(_source_key(pool[key]) for key in keys)
+            available: dict[str, int] = defaultdict(int)
+            for o in pool.values():
+                available[_stratum(o)] += 1
+            sample_info[name] = {
+                "drawn": len(keys),
+                "allocation": allocation,
+                "available": dict(available),
+                "shortfall": design.items_per_transformation - len(keys),
+                "shared_originals": shared,
+            }
+        n_ctrl = controls_needed(
+            len(chosen), batch_size=design.batch_size, controls_per_batch=design.controls_per_batch
+        )
+        rows = [
+            StudyItem(
+                study=study,
+                position=0,
+                kind=ItemKind.REAL,
+                transformed_item=o,
+                transformation=o.run.transformation,
+                stratum=_stratum(o),
+                text_a=o.source_text,
+                text_b=o.output_text,
+                language_a=source_language(o),
+                language_b=o.target_language,
+            )
+            for o in chosen
+        ]
+        sampled = {o.pk for o in chosen}
+        controls = study_controls_draw(
+            study=study,
+            design=design,
+            real=[(r.text_a, r.text_b, r.language_a, r.language_b, r.transformation) for r in rows],
+            held_back=[o for o in outputs if o.pk not in sampled],
+            n=n_ctrl,
+            pool=control_pool,
+        )
+        sources: dict[str, dict[str, int]] = defaultdict(lambda: defaultdict(int))
+        imitates: dict[int, str] = {}
+        for pair in controls:
+            expected = {
+                q.name: v
+                for q in design.questions
+                if (v := expected_value(pair.kind, q, keywords=pair.keywords)) is not None
+            }
+            sources[pair.kind.value][pair.origin] += 1
+            row = StudyItem(
+                study=study,
+                position=0,
+                kind=pair.kind,
+                text_a=pair.text_a,
+                text_b=pair.text_b,
+                language_a=pair.language_a,
+                language_b=pair.language_b,
+                expected=expected,
+            )
+            imitates[id(row)] = pair.imitates
+            rows.append(row)
+        order = seeded_rng(design.seed, "order").permutation(len(rows))
+        for position, index in enumerate(order):
+            rows[int(index)].position = position
+        by_position = sorted(rows, key=lambda row: row.position)
+        per_transformation = detectability_by_transformation(by_position, imitates, seed=design.seed)
+        over = _over_limit(per_transformation, design)
+        if over and not design.detectability_override:
+            raise ShiftlabError(_detectable_message(study, design, per_transformation, over))
+        StudyItem.objects.bulk_create(rows)
+        sample_info["controls"] = len(controls)
+        sample_info["control_sources"] = {kind: dict(sorted(by.items())) for kind, by in sorted(sources.items())}
+        sample_info["detectability"] = asdict(items_detectability(by_position, seed=design.seed))
+        sample_info["detectability_by_transformation"] = {
+            name: asdict(result) for name, result in per_transformation.items()
+        }
+        sample_info["detectability_limit"] = design.detectability_limit
+        partial = sum(1 for pair in controls if pair.dropped)
+        if partial:  # keyword lists that could not keep every content word of their text
+            sample_info["keyword_positives_dropping_words"] = partial
+        if over:
+            sample_info["detectability_override"] = {
+                "reason": design.detectability_override,
+                "limit": design.detectability_limit,
+                "over_limit": over,
+            }
+        study.sample_info = sample_info
+        study.status, study.locked_at = Study.Status.LOCKED, timezone.now()
+        study.save(update_fields=["sample_info", "status", "locked_at"])
+        audit_record(
+            actor=actor, verb="study.lock", obj=study, payload={"design_hash": study.design_hash, "sample": sample_info}
+        )
+    return study
