@@ -160,6 +160,7 @@ class BaselineCreateForm(NewInProjectForm):
         help_text="What annotators read. Empty: the project's wording for the task.",
     )
 
+    INPUTS = ("project", "name", "dataset", "n_instances", "split", "seed", "instructions")  # of baseline_create
     OPTIONS = ("raters_per_instance", "batch_size", "candidates", "stratify")
 
     def __init__(self, *args, user: User, **kwargs):

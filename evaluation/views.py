@@ -165,19 +165,9 @@ def baseline_list_view(request):
     (as ``baseline create`` does)."""
     form = BaselineCreateForm(request.POST or None, user=request.user)
     if request.method == "POST" and form.is_valid():
-        data = form.cleaned_data
+        inputs = {name: form.cleaned_data[name] for name in form.INPUTS}
         try:
-            study = baseline_create(
-                actor=request.user,
-                project=data["project"],
-                name=data["name"],
-                dataset=data["dataset"],
-                n_instances=data["n_instances"],
-                split=data["split"],
-                seed=data["seed"],
-                options=form.options(),
-                instructions=data["instructions"],
-            )
+            study = baseline_create(actor=request.user, options=form.options(), **inputs)
         except ProjectAccessError:
             raise  # a read-only project: 403, as the API and the command refuse it
         except ShiftlabError as exc:
