@@ -19,8 +19,9 @@ from django.conf import settings
 from django.core.management import CommandError, call_command
 from django.urls import reverse
 
+from annotation.baselines.baseline_services import baseline_create
 from annotation.models import BaselineStudy, BenchmarkConfig, Study
-from core.models import Membership
+from core.models import Membership, Project
 from core.projects import membership_set, project_create
 from core.roles import Role
 from corpora.services import dataset_import
@@ -45,8 +46,6 @@ def rae(django_user_model):
 
 @pytest.fixture
 def alpha_sts(rae):
-    from core.models import Project
-
     return dataset_import(source=DEMO_STS, task="sts", name="demo-alpha", project=Project.objects.get(slug="alpha"))
 
 
@@ -163,3 +162,17 @@ def test_named_studies_are_refused_alike_when_the_caller_cannot_see_them(rae, ap
     with pytest.raises(CommandError, match=rf"no studies \[{missing}\]"):
         export_by_command(tmp_path, "by-command", "--study", str(missing), "--as", "rae")
     assert export_by_api(rae, "by-api", studies=[approved.pk]).status_code == 201
+
+
+def test_changing_a_baseline_of_a_read_only_project_is_refused_by_every_door(rae):
+    gamma = Project.objects.get(slug="gamma")
+    dataset_import(source=DEMO_STS, task="sts", name="demo-gamma", project=gamma)
+    olga = gamma.memberships.get(role=Membership.Role.OWNER).user
+    study = baseline_create(actor=olga, name="olgas", dataset="demo-gamma", n_instances=2)
+    assert study.project == gamma
+    page = page_as(rae).post(reverse("evaluation:baseline", args=[study.pk]), {"action": "llm-annotate"})
+    assert page.status_code == 403
+    for action in ("llm-annotate", "publish", "sync", "close"):
+        with pytest.raises(CommandError, match=READ_ONLY):
+            command("baseline", action, "olgas", "--as", "rae")
+    assert not study.instances.filter(answers__isnull=False).exists()
