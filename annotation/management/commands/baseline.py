@@ -17,6 +17,8 @@ from core.nesting import nesting_check
 from core.progress import progress_bar
 from core.projects import scoped, user_by_name
 
+CREATE_INPUTS = ("project", "name", "dataset", "task_type", "n_instances", "split", "seed")  # of baseline_create
+
 
 def _study(ref: str, actor=None) -> BaselineStudy:
     """The baseline study named or numbered ``ref`` among those ``actor`` may read (``None``: the
@@ -46,10 +48,11 @@ class Command(ShiftlabCommand):
         create = sub.add_parser("create", help="Draw the instances of a new baseline study.")
         create.add_argument("name")
         create.add_argument("--dataset", required=True, help="Name of an imported dataset.")
-        create.add_argument("--task", required=True, choices=[t.value for t in BASELINE_TASK_TYPES])
+        create.add_argument("--task", dest="task_type", required=True, choices=[t.value for t in BASELINE_TASK_TYPES])
         create.add_argument(
             "-n",
             "--instances",
+            dest="n_instances",
             type=int,
             required=True,
             help="Pairs (sts), items (classification, clustering) or queries (reranking).",
@@ -92,7 +95,7 @@ class Command(ShiftlabCommand):
         actor = user_by_name(actor) if actor else None
         getattr(self, f"do_{action.replace('-', '_')}")(actor=actor, **options)
 
-    def do_create(self, *, actor, name, dataset, task, instances, split, seed, options, instructions, project, **_):
+    def do_create(self, *, actor, options, instructions, **given):
         try:
             nesting_check(options, "json")
             parsed = json.loads(options)
@@ -105,21 +108,11 @@ class Command(ShiftlabCommand):
                 instructions = Path(instructions[1:]).read_text(encoding="utf-8")
             except OSError as exc:
                 raise CommandError(f"cannot read the instructions file: {exc}") from exc
-        study = baseline_create(
-            actor=actor,
-            project=project,
-            name=name,
-            dataset=dataset,
-            task_type=task,
-            n_instances=instances,
-            split=split,
-            seed=seed,
-            options=parsed,
-            instructions=instructions,
-        )
+        inputs = {name: given[name] for name in CREATE_INPUTS}
+        study = baseline_create(actor=actor, options=parsed, instructions=instructions, **inputs)
         self.stdout.write(
-            f"Created {study} (id {study.pk}): {study.instances.count()} instances of {task} "
-            f"from {study.dataset.name}/{split}, seed {seed}."
+            f"Created {study} (id {study.pk}): {study.instances.count()} instances of {study.task_type} "
+            f"from {study.dataset.name}/{study.split}, seed {study.seed}."
         )
 
     def do_publish(self, *, actor, study, annotators, **_):
