@@ -4,7 +4,6 @@ password of their own Argilla account (``/api/me/argilla-password/``)."""
 from dataclasses import asdict
 from operator import attrgetter
 
-from django.shortcuts import get_object_or_404
 from drf_spectacular.utils import extend_schema
 from rest_framework import mixins, status, viewsets
 from rest_framework.decorators import action
@@ -13,7 +12,7 @@ from rest_framework.views import APIView
 
 from annotation.argilla import ArgillaError
 from annotation.configs.export_services import benchmark_config_export, benchmark_config_verify
-from annotation.models import Annotator, Flag, GateResult, Study
+from annotation.models import Annotator, Flag, GateResult
 from annotation.publishing.argilla_services import study_publish
 from annotation.publishing.onboarding_services import argilla_password_set_own
 from annotation.quality.adaptive_services import study_adaptive_rows
@@ -30,7 +29,6 @@ from annotation.quality.validation_services import (
 )
 from annotation.selectors import (
     benchmark_config_list,
-    export_studies,
     flag_list,
     gate_result_list,
     study_list,
@@ -391,18 +389,9 @@ class BenchmarkConfigViewSet(
         data_in = BenchmarkConfigExportSerializer(data=request.data)
         data_in.is_valid(raise_exception=True)
         data = data_in.validated_data
-        if data.get("studies"):
-            readable = scoped(Study.objects.select_related("project"), request.user)
-            studies = [get_object_or_404(readable, pk=pk) for pk in data["studies"]]
-            for study in studies:
-                project_require_write(request.user, study.project)
-        else:
-            project = project_for_new_or_400(request.user, data["project"]) if data["project"] else None
-            studies = export_studies(request.user, project=project)
-        try:
-            config = benchmark_config_export(actor=request.user, studies=studies, name=data["name"])
-        except ShiftlabError as exc:
-            return _error(exc)
+        config = benchmark_config_export(
+            actor=request.user, project=data["project"] or None, studies=data.get("studies"), name=data["name"]
+        )
         return Response(BenchmarkConfigSerializer(config).data, status=status.HTTP_201_CREATED)
 
     @extend_schema(responses={(200, "application/yaml"): str})

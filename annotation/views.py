@@ -10,7 +10,7 @@ from celery.result import EagerResult
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
 from django.core.exceptions import PermissionDenied
-from django.http import HttpResponse
+from django.http import Http404, HttpResponse
 from django.shortcuts import get_object_or_404, redirect, render
 from django.urls import reverse
 from django.views.decorators.http import require_http_methods
@@ -44,7 +44,6 @@ from annotation.quality.validation_services import (
 )
 from annotation.selectors import (
     benchmark_config_list,
-    export_studies,
     flag_list,
     gate_result_list,
     study_list,
@@ -68,7 +67,8 @@ from annotation.studies.design_services import (
 )
 from annotation.tasks import sync_study
 from core.errors import ShiftlabError
-from core.projects import project_require_write, projects_readable, projects_writable, scoped
+from core.pages import show_error
+from core.projects import ProjectAccessError, project_require_write, projects_writable, scoped
 from core.roles import Role, has_role
 from core.rosters import project_annotators, roster_refusal
 from core.views import researcher_required
@@ -378,16 +378,19 @@ def export_view(request):
     project (the chosen one, or the only one the caller may change that has approvals)."""
     writable = projects_writable(request.user).order_by("slug")
     if request.method == "POST":
-        slug = request.POST.get("project", "")
-        project = get_object_or_404(projects_readable(request.user), slug=slug) if slug else None
-        if project is not None:
-            project_require_write(request.user, project)
-        with _refusals_as_messages(request):
+        try:
             config = benchmark_config_export(
                 actor=request.user,
-                studies=export_studies(request.user, project=project),
+                project=request.POST.get("project") or None,
                 name=request.POST.get("name", "").strip(),
             )
+        except ProjectAccessError:
+            raise  # a read-only project: 403, as the API and the command refuse it
+        except ShiftlabError as exc:
+            if exc.field == "project":  # none the caller can read: as any object they cannot see
+                raise Http404(str(exc)) from None
+            show_error(request, exc)
+        else:
             messages.success(request, f"Exported config {config.config_hash[:12]} of project {config.project}.")
         return redirect("annotation:exports")
     configs = scoped(benchmark_config_list(), request.user)[:100]

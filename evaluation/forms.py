@@ -11,7 +11,7 @@ from typing import Any
 
 from django import forms
 
-from annotation.baselines.baseline_services import COMMON_OPTIONS, OPTION_DEFAULTS
+from annotation.baselines.baseline_tasks import COMMON_OPTIONS, OPTION_DEFAULTS
 from annotation.configs.config_export import format_of
 from annotation.configs.config_schema import MAX_CONFIG_BYTES
 from annotation.models import BASELINE_TASK_TYPES, BenchmarkConfig
@@ -160,6 +160,7 @@ class BaselineCreateForm(NewInProjectForm):
         help_text="What annotators read. Empty: the project's wording for the task.",
     )
 
+    INPUTS = ("project", "name", "dataset", "n_instances", "split", "seed", "instructions")  # of baseline_create
     OPTIONS = ("raters_per_instance", "batch_size", "candidates", "stratify")
 
     def __init__(self, *args, user: User, **kwargs):
@@ -172,7 +173,7 @@ class BaselineCreateForm(NewInProjectForm):
         self.fields["dataset"].label_from_instance = lambda d: f"{d.name} ({d.task_type})"
 
     def options(self) -> dict[str, Any]:
-        """The options the dataset's task takes (``baseline_services.OPTION_DEFAULTS``), as given."""
+        """The options the dataset's task takes (``baseline_tasks.OPTION_DEFAULTS``), as given."""
         task = self.cleaned_data["dataset"].task_type
         known = {*COMMON_OPTIONS, *OPTION_DEFAULTS[task]}
         return {
@@ -181,16 +182,11 @@ class BaselineCreateForm(NewInProjectForm):
             if name in known and self.cleaned_data[name] not in (None, "")
         }
 
-    def add_service_error(self, message: str) -> None:
-        """A ``baseline_create`` refusal next to the field it is about, when it names one."""
-        field = None
-        if "named" in message:
-            field = "name"
-        elif "has no split" in message:
-            field = "split"
-        elif message.startswith("option "):
-            field = message.split(" ", 2)[1]
-        self.add_error(field if field in self.fields else None, message)
+    def clean_project(self) -> str | None:
+        """The slug of the project chosen, if any: ``baseline_create`` picks the project (without
+        one, the dataset's), as it does for the command."""
+        chosen = self.cleaned_data["project"]
+        return chosen.slug if chosen else None
 
 
 class LLMAnnotateForm(forms.Form):

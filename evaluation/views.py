@@ -9,8 +9,9 @@ from django.views.decorators.http import require_http_methods
 from annotation.baselines.baseline_llm_services import baseline_llm_annotate
 from annotation.baselines.baseline_services import baseline_create
 from core.errors import ShiftlabError
+from core.pages import show_error
 from core.plots import csp_safe_svg
-from core.projects import project_can_write, project_require_write
+from core.projects import ProjectAccessError, project_can_write, project_require_write
 from core.views import researcher_required
 from evaluation.baseline_services import baseline_report_build
 from evaluation.benchmark_services import benchmark_run_create_from_config, benchmark_run_create_from_datasets
@@ -164,22 +165,13 @@ def baseline_list_view(request):
     (as ``baseline create`` does)."""
     form = BaselineCreateForm(request.POST or None, user=request.user)
     if request.method == "POST" and form.is_valid():
-        data = form.cleaned_data
+        inputs = {name: form.cleaned_data[name] for name in form.INPUTS}
         try:
-            study = baseline_create(
-                name=data["name"],
-                dataset=data["dataset"],
-                task_type=data["dataset"].task_type,
-                n_instances=data["n_instances"],
-                split=data["split"],
-                seed=data["seed"],
-                options=form.options(),
-                instructions=data["instructions"],
-                project=data["project"],
-                created_by=request.user,
-            )
+            study = baseline_create(actor=request.user, options=form.options(), **inputs)
+        except ProjectAccessError:
+            raise  # a read-only project: 403, as the API and the command refuse it
         except ShiftlabError as exc:
-            form.add_service_error(str(exc))
+            show_error(request, exc, form=form)
         else:
             messages.success(request, f"Baseline study {study.name}: {study.instances.count()} instances drawn.")
             return redirect("evaluation:baseline", pk=study.pk)

@@ -388,7 +388,7 @@ def test_a_hostile_researcher_of_another_project_reads_and_writes_nothing_of_it(
         task_type="sts",
         n_instances=4,
         split=next(iter(dataset.splits)),
-        project=beta,
+        project=beta.slug,
     )
     with pytest.raises(ShiftlabError, match="roster"):
         baseline_publish(study=baseline, annotators=[alma], actor=hugo)

@@ -19,7 +19,8 @@ from django.core.management import call_command
 from annotation.argilla import client as argilla
 from annotation.argilla.display import Shown, from_argilla
 from annotation.baselines.baseline_llm_services import baseline_llm_annotate
-from annotation.baselines.baseline_services import baseline_close, baseline_create, baseline_publish, baseline_sync
+from annotation.baselines.baseline_services import baseline_close, baseline_create, baseline_publish
+from annotation.baselines.baseline_sync_services import baseline_sync
 from annotation.models import BaselineAnnotator, BaselineAnswer, BaselineStudy
 from core.errors import ShiftlabError
 from core.models import AuditEvent, Project
@@ -149,7 +150,7 @@ def test_human_baseline_end_to_end(argilla_server, settings, django_user_model, 
     assert sts.n_items == 30 and banking.splits["test"] == 40
 
     sts_study = baseline_create(
-        name="hb-stsb", dataset=sts, task_type="sts", n_instances=30, seed=3, project=team, created_by=rita
+        name="hb-stsb", dataset=sts, task_type="sts", n_instances=30, seed=3, project=team.slug, actor=rita
     )
     cls_study = baseline_create(
         name="hb-banking",
@@ -157,8 +158,8 @@ def test_human_baseline_end_to_end(argilla_server, settings, django_user_model, 
         task_type="classification",
         n_instances=40,
         seed=3,
-        project=team,
-        created_by=rita,
+        project=team.slug,
+        actor=rita,
     )
     labels = cls_study.options["labels"]
     assert len(labels) == 77 and labels == sorted(labels)
@@ -409,7 +410,7 @@ def test_clustering_and_reranking_publish_and_sync(argilla_server, settings, dja
         dataset=clusters,
         task_type="clustering",
         n_instances=6,
-        project=team,
+        project=team.slug,
         options={"batch_size": 6, "raters_per_instance": 1},
     )
     rr = baseline_create(
@@ -417,7 +418,7 @@ def test_clustering_and_reranking_publish_and_sync(argilla_server, settings, dja
         dataset=rerank,
         task_type="reranking",
         n_instances=2,
-        project=team,
+        project=team.slug,
         options={"candidates": 4, "raters_per_instance": 1},
     )
     owner = argilla.client_get()

@@ -18,8 +18,9 @@ from django.conf import settings as django_settings
 from django.utils import timezone
 
 from annotation.argilla import client as argilla
-from annotation.baselines import baseline_services
-from annotation.baselines.baseline_services import baseline_create, baseline_publish, baseline_sync
+from annotation.baselines.baseline_services import baseline_create, baseline_publish
+from annotation.baselines.baseline_sync_services import baseline_sync
+from annotation.baselines.baseline_tasks import baseline_task
 from annotation.models import BaselineAnswer, BaselineStudy
 from core.models import AuditEvent
 from core.projects import project_create
@@ -122,7 +123,7 @@ def test_a_baseline_published_in_the_shared_workspace_moves_when_published_again
     rita, team, sts = _sts("hb-move", django_user_model)
     users = [make_user(django_user_model, n, Role.ANNOTATOR, roster=team) for n in ("bm-1", "bm-2")]
     study = baseline_create(
-        name="hbm-old", dataset=sts, task_type="sts", n_instances=4, split=next(iter(sts.splits)), project=team
+        name="hbm-old", dataset=sts, task_type="sts", n_instances=4, split=next(iter(sts.splits)), project=team.slug
     )
     # Published as before: one dataset in the project's workspace, shared by its annotators.
     owner = argilla.client_get()
@@ -133,12 +134,12 @@ def test_a_baseline_published_in_the_shared_workspace_moves_when_published_again
         client=owner,
         workspace=team.slug,
         name=study.argilla_name,
-        fields=baseline_services.FIELDS[study.task_type],
-        questions=baseline_services._questions(study),
+        fields=baseline_task(study.task_type).fields,
+        questions=baseline_task(study.task_type).questions(study.options),
         guidelines=study.instructions,
         min_submitted=2,
     )
-    records = baseline_services._records(study, list(study.instances.order_by("position")))
+    records = baseline_task(study.task_type).records(list(study.instances.order_by("position")))
     argilla.records_log(legacy, records, client=owner)
     BaselineStudy.objects.filter(pk=study.pk).update(
         argilla_dataset_id=legacy, status="published", published_at=timezone.now()

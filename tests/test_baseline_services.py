@@ -12,7 +12,8 @@ import pytest
 from django.core.management import CommandError, call_command
 
 from annotation.baselines.baseline_llm_services import baseline_llm_annotate
-from annotation.baselines.baseline_services import answer_value, baseline_create
+from annotation.baselines.baseline_services import baseline_create
+from annotation.baselines.baseline_sync_services import answer_value
 from annotation.models import BaselineAnswer, BaselineStudy
 from core.errors import ShiftlabError
 from core.models import AuditEvent
@@ -79,7 +80,7 @@ def reranking(tmp_path):
 
 
 def test_create_draws_a_seeded_sample_and_audits_it(sts, researcher):
-    study = baseline_create(name="b-sts", dataset=sts, task_type="sts", n_instances=8, seed=4, created_by=researcher)
+    study = baseline_create(name="b-sts", dataset=sts, task_type="sts", n_instances=8, seed=4, actor=researcher)
     twin = baseline_create(name="b-sts-twin", dataset=sts, task_type="sts", n_instances=8, seed=4)
     other = baseline_create(name="b-sts-other", dataset=sts, task_type="sts", n_instances=8, seed=5)
     rows = lambda s: [(i.key, i.item_id, i.texts, i.gold) for i in s.instances.all()]  # noqa: E731

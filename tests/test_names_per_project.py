@@ -39,7 +39,7 @@ def two(django_user_model):
     demo_b = dataset_import(source=DEMO_STS, task="sts", name="demo-b", project=b)
     run_a, run_b = keyword_run(demo_a, 1), keyword_run(demo_b, 1)
     secret = study_create(name="acquisition-target", runs=[run_a], design=DESIGN, project=a, created_by=rita)
-    baseline_create(name="acquisition-humans", dataset=demo_a, task_type="sts", n_instances=3, project=a)
+    baseline_create(name="acquisition-humans", dataset=demo_a, task_type="sts", n_instances=3, project=a.slug)
     return {"a": a, "b": b, "rita": rita, "bob": bob, "run_b": run_b, "demo_b": demo_b, "secret": secret}
 
 
@@ -66,12 +66,12 @@ def test_a_name_taken_in_the_same_project_is_still_refused(two):
 
 def test_another_projects_baseline_name_is_free(two):
     created = baseline_create(
-        name="acquisition-humans", dataset=two["demo_b"], task_type="sts", n_instances=3, project=two["b"]
+        name="acquisition-humans", dataset=two["demo_b"], task_type="sts", n_instances=3, project=two["b"].slug
     )
     assert created.project == two["b"] and BaselineStudy.objects.filter(name="acquisition-humans").count() == 2
     with pytest.raises(ShiftlabError, match="exists in project proj-b"):
         baseline_create(
-            name="acquisition-humans", dataset=two["demo_b"], task_type="sts", n_instances=3, project=two["b"]
+            name="acquisition-humans", dataset=two["demo_b"], task_type="sts", n_instances=3, project=two["b"].slug
         )
 
 

@@ -369,12 +369,12 @@ def test_commands_act_as_the_named_user(world):
 def test_baselines_keep_to_their_project(world, tmp_path):
     demo_a, demo_b = Dataset.objects.get(name="demo-a"), Dataset.objects.get(name="demo-b")
     with pytest.raises(ShiftlabError, match="the baseline's dataset must be in the same project"):
-        baseline_create(name="bl-mixed", dataset=demo_a, task_type="sts", n_instances=3, project=world.b)
-    study = baseline_create(name="bl-a", dataset=demo_a, task_type="sts", n_instances=3, project=world.a)
+        baseline_create(name="bl-mixed", dataset=demo_a, task_type="sts", n_instances=3, project=world.b.slug)
+    study = baseline_create(name="bl-a", dataset=demo_a, task_type="sts", n_instances=3, project=world.a.slug)
     assert (study.project, study.workspace) == (world.a, "proj-a")
     demo_a.shared = True
     demo_a.save(update_fields=["shared"])
-    shared = baseline_create(name="bl-shared", dataset=demo_a, task_type="sts", n_instances=3, project=world.b)
+    shared = baseline_create(name="bl-shared", dataset=demo_a, task_type="sts", n_instances=3, project=world.b.slug)
     assert shared.workspace == "proj-b"
     with pytest.raises(CommandError, match="no dataset 'demo-b'"):
         call_command("baseline", "create", "bl-x", "--dataset", "demo-b", "--task", "sts", "-n", "3", "--as", "rita-a")

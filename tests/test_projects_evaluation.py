@@ -82,7 +82,7 @@ def world(django_user_model, admin_user_role, tmp_path, settings):
     b_sts = dataset_import(source=DEMO_STS, task="sts", name="b-sts", created_by=bob, project=b)
     shared = dataset_import(source=DEMO_STS, task="sts", name="shared-sts", created_by=alice, project=a)
     Dataset.objects.filter(pk=shared.pk).update(shared=True)
-    study = baseline_create(name="a-humans", dataset=a_sts, task_type="sts", n_instances=4, project=a, created_by=alice)
+    study = baseline_create(name="a-humans", dataset=a_sts, task_type="sts", n_instances=4, project=a.slug, actor=alice)
     return {
         "a": a,
         "b": b,

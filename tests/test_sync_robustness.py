@@ -27,7 +27,8 @@ from django.conf import settings as django_settings
 from django.db import connection
 
 from annotation.argilla import client as argilla
-from annotation.baselines.baseline_services import baseline_create, baseline_publish, baseline_sync
+from annotation.baselines.baseline_services import baseline_create, baseline_publish
+from annotation.baselines.baseline_sync_services import baseline_sync
 from annotation.models import Annotator, BaselineAnnotator, BaselineAnswer, Rating, RatingComment, Study
 from annotation.publishing.sync_services import study_sync, sync_summary
 from annotation.selectors import baseline_rater_counts
@@ -349,7 +350,7 @@ def test_a_withdrawn_baseline_answer_keeps_its_history(argilla_server, settings,
         task_type="sts",
         n_instances=3,
         split=next(iter(sts.splits)),
-        project=team,
+        project=team.slug,
         options={"raters_per_instance": 1},
     )
     baseline_publish(study=study, annotators=[user])

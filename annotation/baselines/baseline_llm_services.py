@@ -8,24 +8,23 @@ from __future__ import annotations
 from collections import defaultdict
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 from django.contrib.auth.base_user import AbstractBaseUser
 from django.core.exceptions import ImproperlyConfigured
 from django.db import transaction
 from django.utils import timezone
 
-from annotation.baselines import llm_annotator
-from annotation.models import BaselineAnswer, BaselineInstance, BaselineStudy
+from annotation.baselines.baseline_tasks import LLMUnit, baseline_task
+from annotation.models import BaselineAnswer, BaselineStudy
 from core.errors import ShiftlabError
 from core.hashing import sha256_text
+from core.projects import project_require_write
 from core.services import audit_record
-from corpora.task_types import TaskType
 from transforms import planning
 from transforms.backends import get_backend
 from transforms.backends.base import ChatFailure, ChatRequest
 
-LLM_MAX_TOKENS = {TaskType.STS: 16, TaskType.CLASSIFICATION: 48, TaskType.RERANKING: 8}
-LLM_TOKENS_PER_CLUSTER_LINE = 24
 LLM_CHUNK = 16  # LLM requests between two saves / progress updates
 
 
@@ -43,46 +42,42 @@ class LLMAnnotateResult:
     failed: int  # instances the backend could not answer (nothing stored; run again)
 
 
-@dataclass(frozen=True)
-class _Unit:
-    """One LLM request: one instance, or a whole clustering batch."""
-
-    instances: tuple[BaselineInstance, ...]
-    messages: list[dict[str, str]]
-    max_tokens: int
-
-
-def _llm_units(study: BaselineStudy, todo: Sequence[BaselineInstance]) -> list[_Unit]:
-    if study.task_type == TaskType.CLUSTERING:
-        batches: dict[str, list[BaselineInstance]] = defaultdict(list)
-        for instance in todo:
-            batches[instance.group].append(instance)
-        return [
-            _Unit(
-                tuple(batch),
-                llm_annotator.clustering_messages(study.instructions, [i.texts[0] for i in batch]),
-                16 + LLM_TOKENS_PER_CLUSTER_LINE * len(batch),
-            )
-            for batch in batches.values()
-        ]
-    labels = study.options.get("labels", ())
+def _requests(study: BaselineStudy, units: Sequence[LLMUnit]) -> list[ChatRequest]:
+    """Greedy decoding, with a seed drawn from the study's seed and the unit's first instance key."""
     return [
-        _Unit(
-            (i,),
-            llm_annotator.instance_messages(study.task_type, study.instructions, i.texts, labels=labels),
-            LLM_MAX_TOKENS[study.task_type],
+        ChatRequest(
+            messages=u.messages,
+            temperature=0.0,
+            top_p=1.0,
+            max_tokens=u.max_tokens,
+            seed=planning.sampling_seed(seed=study.seed, text_hash=sha256_text(u.instances[0].key), step=0, attempt=0),
         )
-        for i in todo
+        for u in units
     ]
 
 
-def _parse_unit(study: BaselineStudy, unit: _Unit, reply: str) -> list[llm_annotator.Parsed]:
-    if study.task_type == TaskType.CLUSTERING:
-        parsed = llm_annotator.parse_clusters(reply, len(unit.instances))
-        if not parsed.ok:
-            return [parsed] * len(unit.instances)
-        return [llm_annotator.Parsed(value=v) for v in parsed.value]
-    return [llm_annotator.parse_instance(study.task_type, reply, labels=study.options.get("labels", ()))]
+def _answers(
+    study: BaselineStudy, rater: str, units: Sequence[LLMUnit], results: Sequence[Any], counts: dict[str, int]
+) -> list[BaselineAnswer]:
+    """The answer rows of the units the backend answered (a failed request gives none)."""
+    task, rows, now = baseline_task(study.task_type), [], timezone.now()
+    for unit, result in zip(units, results, strict=True):
+        if isinstance(result, ChatFailure):
+            continue
+        for instance, parsed in zip(unit.instances, task.llm_parse(unit, result.text, study.options), strict=True):
+            rows.append(
+                BaselineAnswer(
+                    instance=instance,
+                    rater=rater,
+                    source=BaselineAnswer.Source.LLM,
+                    value=parsed.value if parsed.ok else None,
+                    raw=result.text,
+                    valid=parsed.ok,
+                    submitted_at=now,
+                )
+            )
+            counts["valid" if parsed.ok else "invalid"] += 1
+    return rows
 
 
 def baseline_llm_annotate(
@@ -101,9 +96,11 @@ def baseline_llm_annotate(
     answers are saved every few requests. Clustering is asked per batch (a batch whose reply does
     not parse gets an invalid answer for each of its texts). ``on_progress(done, total)`` counts
     instances. Requests the backend fails are not stored: the call then raises ``ShiftlabError``
-    after saving the rest, and running it again retries them.
+    after saving the rest, and running it again retries them. ``actor`` must be able to change the
+    study's project.
     """
-    study = BaselineStudy.objects.get(pk=study.pk)
+    study = BaselineStudy.objects.select_related("project").get(pk=study.pk)
+    project_require_write(actor, study.project)
     if study.status == BaselineStudy.Status.CLOSED:
         raise ShiftlabError(f"{study} is closed: it takes no more answers, from humans or LLMs")
     try:
@@ -116,44 +113,16 @@ def baseline_llm_annotate(
         BaselineAnswer.objects.filter(instance__study=study, rater=rater).values_list("instance_id", flat=True)
     )
     todo = [i for i in instances if i.pk not in answered]
-    units = _llm_units(study, todo)
+    units = baseline_task(study.task_type).llm_units(study.instructions, study.options, todo)
     done, counts, failures = len(answered), defaultdict(int), []
     if on_progress:
         on_progress(done, len(instances))
     for start in range(0, len(units), LLM_CHUNK):
         chunk = units[start : start + LLM_CHUNK]
-        requests = [
-            ChatRequest(
-                messages=u.messages,
-                temperature=0.0,
-                top_p=1.0,
-                max_tokens=u.max_tokens,
-                seed=planning.sampling_seed(
-                    seed=study.seed, text_hash=sha256_text(u.instances[0].key), step=0, attempt=0
-                ),
-            )
-            for u in chunk
-        ]
-        results = backend.generate(requests)
-        rows, now = [], timezone.now()
+        results = backend.generate(_requests(study, chunk))
         chunk_failures = [r.message for r in results if isinstance(r, ChatFailure)]
         failures.extend(chunk_failures)
-        for unit, result in zip(chunk, results, strict=True):
-            if isinstance(result, ChatFailure):
-                continue
-            for instance, parsed in zip(unit.instances, _parse_unit(study, unit, result.text), strict=True):
-                rows.append(
-                    BaselineAnswer(
-                        instance=instance,
-                        rater=rater,
-                        source=BaselineAnswer.Source.LLM,
-                        value=parsed.value if parsed.ok else None,
-                        raw=result.text,
-                        valid=parsed.ok,
-                        submitted_at=now,
-                    )
-                )
-                counts["valid" if parsed.ok else "invalid"] += 1
+        rows = _answers(study, rater, chunk, results, counts)
         with transaction.atomic():
             BaselineAnswer.objects.bulk_create(rows, ignore_conflicts=True)
         done += len(rows)
@@ -169,26 +138,17 @@ def baseline_llm_annotate(
         invalid=counts["invalid"],
         failed=len(todo) - counts["valid"] - counts["invalid"],
     )
-    if counts["valid"] or counts["invalid"]:
+    if result.valid or result.invalid:
+        payload = {"rater": rater, "model": backend.model_id, "valid": result.valid, "invalid": result.invalid}
         with transaction.atomic():
             audit_record(
-                actor=actor,
-                verb="baseline.llm_annotate",
-                obj=study,
-                payload={
-                    "rater": rater,
-                    "model": backend.model_id,
-                    "valid": result.valid,
-                    "invalid": result.invalid,
-                    "failed": result.failed,
-                },
+                actor=actor, verb="baseline.llm_annotate", obj=study, payload={**payload, "failed": result.failed}
             )
     if result.failed:
-        saved = counts["valid"] + counts["invalid"]
         reason = failures[0] if failures else "stopped early"
         raise ShiftlabError(
             f"the LLM backend {backend_alias!r} failed on {result.failed} of {len(todo)} instances "
-            f"({reason}); the {saved} answers received are saved: run llm-annotate again to retry "
-            "the rest"
+            f"({reason}); the {result.valid + result.invalid} answers received are saved: run llm-annotate "
+            "again to retry the rest"
         )
     return result

@@ -28,13 +28,14 @@ from typing import Any
 import numpy as np
 
 from annotation.studies.sampling import Unit, stratified_sample
+from core.errors import ShiftlabError
 
 PREFIXES = {"sts": "sts", "classification": "cls", "clustering": "clu", "reranking": "rr"}
 DEFAULT_BATCH_SIZE = 10
 DEFAULT_CANDIDATES = 10
 
 
-class SamplingError(ValueError):
+class SamplingError(ShiftlabError, ValueError):
     """The items cannot give the requested sample; the message says what to change."""
 
 
@@ -224,24 +225,3 @@ def sample_reranking(
                 )
             )
     return drawn
-
-
-def sample_instances(
-    task_type: str, items: Sequence[SourceItem], n: int, *, rng: np.random.Generator, options: Mapping[str, Any]
-) -> list[DrawnInstance]:
-    """Dispatch on ``task_type`` with the study's options (see each sampler)."""
-    if task_type == "sts":
-        return sample_sts(items, n, rng=rng)
-    if task_type == "classification":
-        return sample_classification(items, n, rng=rng, stratify=bool(options.get("stratify", False)))
-    if task_type == "clustering":
-        return sample_clustering(
-            items,
-            n,
-            rng=rng,
-            batch_size=int(options.get("batch_size", DEFAULT_BATCH_SIZE)),
-            clusters_per_batch=options.get("clusters_per_batch"),
-        )
-    if task_type == "reranking":
-        return sample_reranking(items, n, rng=rng, max_candidates=options.get("candidates", DEFAULT_CANDIDATES))
-    raise SamplingError(f"unknown baseline task type {task_type!r}: choose one of {', '.join(PREFIXES)}")

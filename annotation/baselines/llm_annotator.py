@@ -142,26 +142,3 @@ def parse_clusters(reply: str, n: int) -> Parsed:
         missing = sorted(set(range(1, n + 1)) - set(names))
         return Parsed(error=f"no group name for text(s) {', '.join(map(str, missing))}")
     return Parsed(value=[names[k] for k in range(1, n + 1)])
-
-
-def instance_messages(
-    task_type: str, instructions: str, texts: Sequence[str], *, labels: Sequence[str] = ()
-) -> list[dict[str, str]]:
-    """The chat for one instance of a per-instance task (every task but clustering)."""
-    if task_type == "sts":
-        return sts_messages(instructions, texts)
-    if task_type == "classification":
-        return classification_messages(instructions, texts, labels)
-    if task_type == "reranking":
-        return reranking_messages(instructions, texts)
-    raise ValueError(f"{task_type!r} is not answered per instance (clustering is answered per batch)")
-
-
-def parse_instance(task_type: str, reply: str, *, labels: Sequence[str] = ()) -> Parsed:
-    if task_type == "sts":
-        return parse_sts(reply)
-    if task_type == "classification":
-        return parse_label(reply, labels)
-    if task_type == "reranking":
-        return parse_relevance(reply)
-    raise ValueError(f"{task_type!r} is not answered per instance (clustering is answered per batch)")

@@ -146,8 +146,3 @@ def test_reranking_candidates_are_shuffled_not_positives_first():
     drawn = sampling.sample_reranking(items, 30, rng=rng(), max_candidates=None)
     firsts = Counter(next(d.gold for d in drawn if d.group == g) for g in {d.group for d in drawn})
     assert firsts[0] > 0 and firsts[1] > 0
-
-
-def test_dispatch_rejects_unknown_task():
-    with pytest.raises(SamplingError, match="unknown baseline task type"):
-        sampling.sample_instances("retrieval", [], 1, rng=rng(), options={})

@@ -18,10 +18,8 @@ def test_prompts_carry_instructions_texts_and_format_but_no_gold():
     assert "- card_arrival" in user and "- lost_or_stolen_card" in user
     user = llm.clustering_messages("Group them.", ["x", "y", "z"])[1]["content"]
     assert "1. x\n2. y\n3. z" in user
-    user = llm.instance_messages("reranking", "Judge.", ("query", "cand"))[1]["content"]
+    user = llm.reranking_messages("Judge.", ("query", "cand"))[1]["content"]
     assert "Query: query" in user and "Candidate: cand" in user
-    with pytest.raises(ValueError, match="per batch"):
-        llm.instance_messages("clustering", "x", ("t",))
 
 
 @pytest.mark.parametrize(

@@ -36,9 +36,9 @@ from annotation.configs.config_schema import (
     BenchmarkConfigDocument,
     ConfigError,
     Format,
-    config_load,
     config_read,
 )
+from annotation.configs.config_text import config_load
 from core.hashing import canonical_json, sha256_json
 
 HASH_KEY = "config_hash"
@@ -106,7 +106,7 @@ def config_render(document: dict[str, Any], fmt: Format) -> str:
             default_flow_style=False,
             width=100,
         )
-    raise ValueError(f"unknown format {fmt!r}: use json or yaml")
+    raise ConfigError("", f"unknown format {fmt!r}: use json or yaml")
 
 
 def format_of(filename: str) -> Format:
@@ -115,7 +115,7 @@ def format_of(filename: str) -> Format:
         return "json"
     if lower.endswith((".yaml", ".yml")):
         return "yaml"
-    raise ValueError(f"cannot tell the format of {filename!r}: name it *.json, *.yaml or *.yml")
+    raise ConfigError("", f"cannot tell the format of {filename!r}: name it *.json, *.yaml or *.yml")
 
 
 class SignatureState(StrEnum):

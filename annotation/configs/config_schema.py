@@ -14,15 +14,12 @@ mappings of JSON data.
 
 from __future__ import annotations
 
-import json
-import math
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, Literal
 
-import yaml
-
-from core.nesting import MAX_NESTING, NestingError, nesting_check
+from core.errors import ShiftlabError
+from core.nesting import MAX_NESTING
 
 SCHEMA = "shiftlab.benchmark-config/1"
 # Far above a real export, and below DATA_UPLOAD_MAX_MEMORY_SIZE, so the API reaches this check;
@@ -33,7 +30,7 @@ SIGNATURE_ALGORITHM = "hmac-sha256"
 Format = Literal["json", "yaml"]
 
 
-class ConfigError(ValueError):
+class ConfigError(ShiftlabError, ValueError):
     """A config text or document that is not a well-formed benchmark config; ``path`` names the
     field ("" for the whole file)."""
 
@@ -155,112 +152,6 @@ class BenchmarkConfigDocument:
         return tuple(t for t in self.transformations if t.approved)
 
 
-# --- reading text -----------------------------------------------------------------------------
-
-
-# libyaml when it is there: a pure-Python YAML parser takes over 30 s for the largest config.
-_SafeLoader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
-
-
-def _refuse_anchor(event: yaml.Event) -> None:
-    """Refuse an anchor or alias as a parser event (nothing is composed or expanded)."""
-    if isinstance(event, yaml.AliasEvent) or getattr(event, "anchor", None) is not None:
-        mark = event.start_mark
-        raise ConfigError(
-            "",
-            f"YAML anchors and aliases (&/*) are not allowed (line {mark.line + 1}, column {mark.column + 1}): "
-            "write each value out (a YAML file exported by Shiftlab before 2026-11-25 has them: download "
-            "it again from the exports page, or use its JSON file)",
-        )
-
-
-class _StrictLoader(_SafeLoader):
-    """The safe loader, refusing merge keys and duplicate keys (anchors, aliases and deep nesting
-    are refused before it runs, in ``config_load``'s scan of the parser's events)."""
-
-    def construct_mapping(self, node, deep=False):
-        seen = set()
-        for key_node, _ in node.value:
-            if key_node.tag == "tag:yaml.org,2002:merge":
-                raise ConfigError("", f"YAML merge keys (<<) are not allowed (line {key_node.start_mark.line + 1})")
-            key = self.construct_object(key_node, deep=True)
-            if isinstance(key, str):
-                if key in seen:
-                    raise ConfigError("", f"duplicate key {key!r} (line {key_node.start_mark.line + 1})")
-                seen.add(key)
-        return super().construct_mapping(node, deep=deep)
-
-
-def _json_object(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
-    out: dict[str, Any] = {}
-    for key, value in pairs:
-        if key in out:
-            raise ConfigError("", f"duplicate key {key!r} in a JSON object")
-        out[key] = value
-    return out
-
-
-def _json_constant(name: str) -> float:
-    raise ConfigError("", f"{name} is not a number a benchmark config may hold")
-
-
-def config_load(text: str, fmt: Format) -> dict[str, Any]:
-    """The plain JSON data of a config's text (a mapping), or a ``ConfigError`` saying why not."""
-    size = len(text.encode("utf-8", errors="surrogatepass"))
-    if size > MAX_CONFIG_BYTES:
-        raise ConfigError(
-            "", f"the file has {size} bytes, more than the {MAX_CONFIG_BYTES} a benchmark config may have"
-        )
-    if fmt not in ("json", "yaml"):
-        raise ConfigError("", f"unknown format {fmt!r}: use json or yaml")
-    try:
-        # Before any parser that recurses: libyaml's composer overflows the C stack on deep nesting.
-        nesting_check(text, fmt, limit=MAX_DEPTH, on_yaml_event=_refuse_anchor if fmt == "yaml" else None)
-    except NestingError as exc:
-        raise ConfigError("", f"the file is {exc}") from None
-    try:
-        if fmt == "json":
-            data = json.loads(text, object_pairs_hook=_json_object, parse_constant=_json_constant)
-        else:
-            data = yaml.load(text, Loader=_StrictLoader)  # noqa: S506 - _StrictLoader is a safe loader
-    except ConfigError:
-        raise
-    except (ValueError, yaml.YAMLError) as exc:
-        raise ConfigError("", f"the file does not parse as {fmt}: {exc}") from None
-    if not isinstance(data, dict):
-        raise ConfigError("", f"the file holds {_kind(data)}, not a benchmark config mapping")
-    _check_json_data(data, "", 0)
-    return data
-
-
-def _check_json_data(value: Any, path: str, depth: int) -> None:
-    if depth > MAX_DEPTH:
-        raise ConfigError(path, f"nested too deeply (at most {MAX_DEPTH} levels)")
-    if isinstance(value, dict):
-        for key, item in value.items():
-            if not isinstance(key, str):
-                raise ConfigError(path, f"keys must be strings, found {_kind(key)} {key!r}")
-            _check_text(key, path)
-            _check_json_data(item, _join(path, key), depth + 1)
-    elif isinstance(value, list):
-        for n, item in enumerate(value):
-            _check_json_data(item, f"{path}[{n}]", depth + 1)
-    elif isinstance(value, float):
-        if not math.isfinite(value):
-            raise ConfigError(path, "NaN and infinite numbers are not allowed")
-    elif isinstance(value, str):
-        _check_text(value, path)
-    elif not (value is None or isinstance(value, int | bool)):
-        raise ConfigError(path, f"{_kind(value)} is not JSON data (quote dates and times)")
-
-
-def _check_text(value: str, path: str) -> None:
-    try:
-        value.encode("utf-8")
-    except UnicodeEncodeError:
-        raise ConfigError(path, "holds an unpaired surrogate (\\ud800-\\udfff), which is not Unicode text") from None
-
-
 # --- reading data -----------------------------------------------------------------------------
 
 
@@ -348,11 +239,11 @@ def _override(study: _Reader) -> Mapping[str, Any] | None:
     override.string("reason", non_empty=True)
     limit = override.get("limit")
     if isinstance(limit, bool) or not isinstance(limit, int | float):
-        raise ConfigError(override.at("limit"), f"expected a number, got {_kind(limit)}")
+        raise ConfigError(override.at("limit"), f"expected a number, got {kind_of(limit)}")
     over = override.mapping("over_limit")
     for name, auc in over.data.items():
         if isinstance(auc, bool) or not isinstance(auc, int | float):
-            raise ConfigError(over.at(name), f"expected a number, got {_kind(auc)}")
+            raise ConfigError(over.at(name), f"expected a number, got {kind_of(auc)}")
     override.done()
     return override.data
 
@@ -408,13 +299,13 @@ class _Reader:
 
     def __init__(self, data: Any, path: str):
         if not isinstance(data, Mapping):
-            raise ConfigError(path, f"expected a mapping, got {_kind(data)}")
+            raise ConfigError(path, f"expected a mapping, got {kind_of(data)}")
         self.data = data
         self.path = path
         self.read: set[str] = set()
 
     def at(self, key: str) -> str:
-        return _join(self.path, key)
+        return path_join(self.path, key)
 
     def get(self, key: str) -> Any:
         if key not in self.data:
@@ -425,7 +316,7 @@ class _Reader:
     def string(self, key: str, *, non_empty: bool = False) -> str:
         value = self.get(key)
         if not isinstance(value, str):
-            raise ConfigError(self.at(key), f"expected a string, got {_kind(value)}")
+            raise ConfigError(self.at(key), f"expected a string, got {kind_of(value)}")
         if non_empty and not value:
             raise ConfigError(self.at(key), "must not be empty")
         return value
@@ -441,13 +332,15 @@ class _Reader:
         if value is None and nullable:
             return None
         if isinstance(value, bool) or not isinstance(value, int):
-            raise ConfigError(self.at(key), f"expected an integer{' or null' if nullable else ''}, got {_kind(value)}")
+            raise ConfigError(
+                self.at(key), f"expected an integer{' or null' if nullable else ''}, got {kind_of(value)}"
+            )
         return value
 
     def boolean(self, key: str) -> bool:
         value = self.get(key)
         if not isinstance(value, bool):
-            raise ConfigError(self.at(key), f"expected true or false, got {_kind(value)}")
+            raise ConfigError(self.at(key), f"expected true or false, got {kind_of(value)}")
         return value
 
     def mapping(self, key: str) -> _Reader:
@@ -457,7 +350,7 @@ class _Reader:
         values = self._list(key)
         for n, value in enumerate(values):
             if not isinstance(value, str):
-                raise ConfigError(f"{self.at(key)}[{n}]", f"expected a string, got {_kind(value)}")
+                raise ConfigError(f"{self.at(key)}[{n}]", f"expected a string, got {kind_of(value)}")
         return tuple(values)
 
     def items(self, key: str, read, *, non_empty: bool = False) -> tuple:
@@ -469,7 +362,7 @@ class _Reader:
     def _list(self, key: str) -> list:
         value = self.get(key)
         if not isinstance(value, list):
-            raise ConfigError(self.at(key), f"expected a list, got {_kind(value)}")
+            raise ConfigError(self.at(key), f"expected a list, got {kind_of(value)}")
         return value
 
     def done(self, *, optional: tuple[str, ...] = ()) -> None:
@@ -479,11 +372,13 @@ class _Reader:
             raise ConfigError(self.at(unknown[0]), "not a field of this config format")
 
 
-def _join(path: str, key: str) -> str:
+def path_join(path: str, key: str) -> str:
+    """The path of ``key`` inside ``path``, as a ``ConfigError`` names it."""
     return f"{path}.{key}" if path else key
 
 
-def _kind(value: Any) -> str:
+def kind_of(value: Any) -> str:
+    """What ``value`` is, in words, for a ``ConfigError``."""
     if value is None:
         return "null"
     if isinstance(value, bool):

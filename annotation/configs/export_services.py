@@ -13,14 +13,17 @@ from pathlib import Path
 from django.conf import settings
 from django.contrib.auth.base_user import AbstractBaseUser
 from django.db import transaction
+from django.db.models import QuerySet
 from django.utils import timezone
 
 from annotation.configs import config_export
 from annotation.configs.config_schema import MAX_CONFIG_BYTES, TransformationEntry
 from annotation.models import Approval, BenchmarkConfig, GateResult, RaterDecision, Study
 from annotation.quality.gate_services import gate_result_current
-from core.errors import ShiftlabError
+from annotation.selectors import export_studies
+from core.errors import NotFoundError, ShiftlabError
 from core.models import Project
+from core.projects import ProjectAccessError, project_require_write, project_resolve, scoped
 from core.services import audit_record
 from transforms.models import PromptTemplate, TransformRun
 from transforms.registry import TRANSFORMATIONS
@@ -88,53 +91,87 @@ def _study_entry(study: Study) -> dict:
     return entry
 
 
+def _export_scope(
+    actor: AbstractBaseUser | None, *, project: str | None, studies: Sequence[Study | int] | None
+) -> list[Study] | QuerySet[Study]:
+    """The studies whose approvals an export takes: ``studies`` (Study rows or ids) that ``actor``
+    may read, each in a project they may change; else those of ``project`` (a slug); else those
+    of every project ``actor`` may change."""
+    if studies:
+        ids = [getattr(study, "pk", study) for study in studies]
+        found = list(scoped(Study.objects.select_related("project"), actor).filter(pk__in=ids))
+        if missing := set(ids) - {study.pk for study in found}:
+            raise NotFoundError(f"no studies {sorted(missing)}")
+        for study in found:
+            project_require_write(actor, study.project)
+        return found
+    if not project:
+        return export_studies(actor)
+    try:
+        return export_studies(actor, project=project_resolve(actor, project))
+    except ProjectAccessError:
+        raise
+    except ShiftlabError as exc:
+        raise ShiftlabError(str(exc), field="project") from None
+
+
+def _transformation_entry(result: GateResult) -> tuple[dict, list[dict]]:
+    """An approved transformation as the config holds it, and its runs."""
+    runs = [
+        config_run_entry(run)
+        for run in result.study.runs.filter(transformation=result.transformation)
+        .select_related("dataset", "generator")
+        .order_by("pk")
+    ]
+    approval = result.approval
+    entry = {
+        "transformation": result.transformation,
+        "axis": TRANSFORMATIONS[result.transformation].axis.value,
+        "study": _study_entry(result.study),
+        "runs": runs,
+        "approval": {
+            "decision": approval.decision,
+            "by": approval.decided_by.get_username(),
+            "at": approval.decided_at.isoformat(),
+            "comment": approval.comment,
+        },
+        "gate": {
+            "id": result.pk,
+            "passed": result.passed,
+            "evidence_hash": result.evidence_hash,
+            "evidence": result.evidence,
+            # A gate that passed only as a declared single-rater pilot says so in the config.
+            **({"single_rater_pilot": True} if result.evidence.get("single_rater_pilot") else {}),
+        },
+    }
+    return entry, runs
+
+
 def benchmark_config_export(
-    *, actor: AbstractBaseUser | None = None, studies: Sequence[Study] | None = None, name: str = ""
+    *,
+    actor: AbstractBaseUser | None = None,
+    project: str | None = None,
+    studies: Sequence[Study | int] | None = None,
+    name: str = "",
 ) -> BenchmarkConfig:
-    """Write the validated benchmark config of every approved transformation (of ``studies``, or
-    of all studies): prompts with hashes, generator, seeds, languages, datasets with content hashes
-    and the evidence behind each approval; it is signed with ``CONFIG_SIGNING_KEY`` and carries its
-    own hash, which is registered as a ``BenchmarkConfig`` row in the project of its studies.
-    Approvals from studies of several projects are refused: export one project at a time."""
-    approved = approved_gate_results(studies)
+    """Write the validated benchmark config of every approved transformation of the studies chosen
+    (``_export_scope``: ``studies``, else those of ``project``, else every study ``actor`` may
+    change): prompts with hashes, generator, seeds, languages, datasets with content hashes and the
+    evidence behind each approval; it is signed with ``CONFIG_SIGNING_KEY`` and carries its own
+    hash, which is registered as a ``BenchmarkConfig`` row in the project of its studies.
+    Approvals from studies of several projects are refused: export one project at a time. The one
+    entry of page, API and command."""
+    approved = approved_gate_results(_export_scope(actor, project=project, studies=studies))
     if not approved:
         raise ShiftlabError("no approved transformation to export: gate a study and approve a transformation first")
-    project = _one_project(approved)
+    owner = _one_project(approved)
     transformations = []
     datasets = {}
     for result in sorted(approved, key=lambda r: (r.transformation, r.study.name, r.study.version)):
-        runs = [
-            config_run_entry(run)
-            for run in result.study.runs.filter(transformation=result.transformation)
-            .select_related("dataset", "generator")
-            .order_by("pk")
-        ]
+        entry, runs = _transformation_entry(result)
         for run in runs:
             datasets[run["dataset"]["name"]] = run["dataset"]
-        spec = TRANSFORMATIONS[result.transformation]
-        approval = result.approval
-        transformations.append(
-            {
-                "transformation": result.transformation,
-                "axis": spec.axis.value,
-                "study": _study_entry(result.study),
-                "runs": runs,
-                "approval": {
-                    "decision": approval.decision,
-                    "by": approval.decided_by.get_username(),
-                    "at": approval.decided_at.isoformat(),
-                    "comment": approval.comment,
-                },
-                "gate": {
-                    "id": result.pk,
-                    "passed": result.passed,
-                    "evidence_hash": result.evidence_hash,
-                    "evidence": result.evidence,
-                    # A gate that passed only as a declared single-rater pilot says so in the config.
-                    **({"single_rater_pilot": True} if result.evidence.get("single_rater_pilot") else {}),
-                },
-            }
-        )
+        transformations.append(entry)
     document = config_export.config_seal(
         {
             "name": name,
@@ -145,6 +182,11 @@ def benchmark_config_export(
         },
         key=settings.CONFIG_SIGNING_KEY,
     )
+    return _config_register(document, name=name, project=owner, actor=actor)
+
+
+def _config_register(document: dict, *, name: str, project: Project, actor: AbstractBaseUser | None) -> BenchmarkConfig:
+    """Store a sealed config with its JSON and YAML renderings (refused when larger than a run reads)."""
     texts = {fmt: config_export.config_render(document, fmt) for fmt in ("json", "yaml")}
     largest = max(len(text.encode("utf-8")) for text in texts.values())
     if largest > MAX_CONFIG_BYTES:
@@ -169,7 +211,8 @@ def benchmark_config_export(
             payload={
                 "config_hash": config.config_hash,
                 "transformations": [
-                    (t["transformation"], t["study"]["name"], t["study"]["version"]) for t in transformations
+                    (t["transformation"], t["study"]["name"], t["study"]["version"])
+                    for t in document["transformations"]
                 ],
             },
         )

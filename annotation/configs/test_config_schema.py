@@ -7,7 +7,8 @@ import json
 import pytest
 
 from annotation.configs.config_export import config_render, config_seal
-from annotation.configs.config_schema import MAX_CONFIG_BYTES, SCHEMA, ConfigError, config_load, config_read
+from annotation.configs.config_schema import MAX_CONFIG_BYTES, SCHEMA, ConfigError, config_read
+from annotation.configs.config_text import config_load
 from tests.support import minimal_config_body
 
 KEY = "a-test-signing-key"

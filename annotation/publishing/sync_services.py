@@ -3,33 +3,32 @@
 
 from __future__ import annotations
 
-from collections import defaultdict
-from collections.abc import Collection, Iterator, Mapping
-from contextlib import contextmanager
+from collections.abc import Collection, Mapping
 from dataclasses import asdict, dataclass
 from datetime import datetime
 from typing import Any
 from uuid import UUID
 
-from django.db import connection, transaction
-from django.db.models import Max, Model
 from django.utils import timezone
 
 from annotation.argilla import client as argilla
 from annotation.models import Rating, RatingComment, RatingRevision, Study
+from annotation.publishing.answer_store import (
+    STUDY_SYNC_LOCK,
+    AnswerStore,
+    Collected,
+    Responses,
+    invalid_entry,
+    seen_at,
+    sync_invalid_audit,
+    sync_lock,
+)
 from annotation.publishing.argilla_services import argilla_connection
-from annotation.publishing.sync_diff import Response, SyncCounts, latest_responses, sync_diff, without_nul
+from annotation.publishing.sync_diff import Response, SyncCounts, latest_responses, without_nul
 from annotation.studies.design_services import study_design
 from core.errors import ShiftlabError
-from core.selectors import audit_event_list
-from core.services import audit_record
 
 COMMENT = "comment"  # the optional free-text question of every study dataset
-# Keys of PostgreSQL advisory locks (namespace, object id): one sync per study at a time.
-STUDY_SYNC_LOCK = 0x53594E43
-BASELINE_SYNC_LOCK = 0x42534E43
-INVALID_LISTED = 200  # invalid answers named in one audit event; the rest in the next sync's
-RAW_VALUE_CHARS = 80
 
 
 def study_argilla_datasets(study: Study) -> list[UUID]:
@@ -88,65 +87,6 @@ def sync_summary(counts: Mapping[str, int]) -> str:
     return "; ".join([text, *notes])
 
 
-@contextmanager
-def sync_lock(namespace: int, pk: int) -> Iterator[None]:
-    """Serialise the syncs of one study, from the fetch to the last write.
-
-    On PostgreSQL: a transaction-level advisory lock, held until the transaction it opens ends, so
-    a second sync waits and then fetches what the first one left behind (an id colliding modulo
-    2**31 only makes two syncs wait for each other). SQLite serialises writes by itself, and a
-    write transaction held open through a fetch would block every other writer: there the syncs'
-    fetches may overlap, and the staleness rule of ``sync_diff`` keeps an older answer from winning.
-    """
-    if connection.vendor != "postgresql":
-        yield
-        return
-    with transaction.atomic():
-        with connection.cursor() as cursor:
-            cursor.execute("SELECT pg_advisory_xact_lock(%s::integer, %s::integer)", [namespace, pk % 2**31])
-        yield
-
-
-def sync_invalid_audit(*, obj: Model, verb: str, found: list[dict[str, Any]], count: str = "invalid") -> None:
-    """Audit the answers of one sync that it did not store (``found``: item, annotator, question,
-    value, at; ``count`` names their number in the payload) that no earlier ``verb`` event of
-    ``obj`` named, so that re-syncing reports each one once."""
-    named = {
-        (entry["item"], entry["annotator"], entry["question"], entry["at"])
-        for payload in audit_event_list(object_type=obj._meta.label_lower, object_id=str(obj.pk))
-        .filter(verb=verb)
-        .values_list("payload", flat=True)
-        for entry in payload.get("answers", ())
-    }
-    new = [e for e in found if (e["item"], e["annotator"], e["question"], e["at"]) not in named]
-    if new:
-        payload = {count: len(found), "answers": new[:INVALID_LISTED], "not_listed": len(new[INVALID_LISTED:])}
-        audit_record(actor=None, verb=verb, obj=obj, payload=payload)
-
-
-def invalid_entry(item: str, annotator: str, question: str, value: Any, at: Any) -> dict[str, Any]:
-    """An invalid answer as the audit log keeps it: the raw value as ``repr``, shortened (which
-    also escapes NUL characters, which PostgreSQL would refuse in the JSON payload)."""
-    raw = repr(value)
-    raw = raw if len(raw) <= RAW_VALUE_CHARS else raw[: RAW_VALUE_CHARS - 1] + "…"
-    return {"item": item, "annotator": annotator, "question": question, "value": raw, "at": at.isoformat()}
-
-
-def fetch_outdated(started: Any, synced_at: Any) -> bool:
-    """Whether a fetch started before the one whose result is stored (``synced_at``): an
-    overlapping sync that fetched later has written already, and everything this fetch saw is at
-    best as new as that. Its sync writes nothing (its answers count as stale); the next one
-    brings whatever changed since."""
-    return synced_at is not None and started < synced_at
-
-
-def seen_at(row: Any) -> Any:
-    """The Argilla time of the newest state stored for a row annotated with ``last_revision_at``:
-    its submission, or a later withdrawal."""
-    times = [t for t in (row.submitted_at, row.last_revision_at) if t is not None]
-    return max(times) if times else None
-
-
 def _on_scale(value: Any, values: tuple[int, ...]) -> bool:
     return isinstance(value, int) and not isinstance(value, bool) and value in values
 
@@ -174,46 +114,50 @@ def study_sync(*, study: Study, client=None) -> SyncResult:
         started = timezone.now()  # a response missing from this fetch was gone by then
         with argilla_connection(client) as conn:
             rows = [row for dataset_id in datasets for row in argilla.responses_fetch(dataset_id, client=conn)]
-        return _study_store(study, scales, latest_responses(rows), started)
+        return _StudyStore(scales).store(study, latest_responses(rows), started)
 
 
-def _study_store(
-    study: Study,
-    scales: Mapping[str, tuple[int, ...]],
-    responses: Mapping[tuple[str, Any], Response],
-    started: datetime,
-) -> SyncResult:
-    counts: dict[str, int] = defaultdict(int)
-    invalid: list[dict[str, Any]] = []
-    with transaction.atomic():
-        study = Study.objects.select_for_update().get(pk=study.pk)
-        if fetch_outdated(started, study.synced_at):
-            fetched = [q for r in responses.values() if r.status == "submitted" for q in r.values if q != COMMENT]
-            return SyncResult(stale=len(fetched))
-        items = {i.external_id: i for i in study.items.all()}
-        annotators = {a.argilla_user_id: a for a in study.annotators.select_related("user")}
-        existing = {
-            (r.study_item_id, r.annotator_id, r.question): r
-            for r in Rating.objects.filter(study_item__study=study).annotate(
-                last_revision_at=Max("revisions__argilla_updated_at")
-            )
-        }
+class _StudyStore(AnswerStore):
+    """A study's ratings: one per (item, annotator, question), with the annotator's comment kept
+    beside them; frozen annotators' changes after their cut are left alone (``_frozen_changes``)."""
+
+    model = Study
+    revision_model = RatingRevision
+    revision_of = "rating"
+    result_type = SyncResult
+    verb = "study.sync"
+
+    def __init__(self, scales: Mapping[str, tuple[int, ...]]):
+        self.scales = scales
+        self.frozen_changes: list[dict[str, Any]] = []
+
+    def stale(self, responses: Responses) -> int:
+        return len([q for r in responses.values() if r.status == "submitted" for q in r.values if q != COMMENT])
+
+    def answers(self, obj: Study):
+        return Rating.objects.filter(study_item__study=obj)
+
+    def key_of(self, row: Rating) -> tuple[int, int, str]:
+        return (row.study_item_id, row.annotator_id, row.question)
+
+    def collect(self, obj: Study, responses: Responses, existing: Mapping) -> Collected:
+        items = {i.external_id: i for i in obj.items.all()}
+        annotators = {a.argilla_user_id: a for a in obj.annotators.select_related("user")}
         pair_seen: dict[tuple[int, int], Any] = {}  # newest stored time of each item x annotator
         for (item_id, annotator_id, _), rating in existing.items():
             times = [t for t in (pair_seen.get((item_id, annotator_id)), seen_at(rating)) if t is not None]
             pair_seen[(item_id, annotator_id)] = max(times, default=None)
-        comments = {(c.study_item_id, c.annotator_id): c for c in RatingComment.objects.filter(study_item__study=study)}
+        comments = {(c.study_item_id, c.annotator_id): c for c in RatingComment.objects.filter(study_item__study=obj)}
         by_pair: dict[tuple[int, int], Response] = {}
         late: dict[tuple[int, int], Response] = {}  # responses of frozen annotators changed after their cut
-        submitted: dict[tuple[int, int, str], tuple[int, Any]] = {}
-        held: set[tuple[int, int, str]] = set()
+        found = Collected(response_of=lambda key: by_pair.get(key[:2]))
         for (external_id, user_id), response in responses.items():
             item, annotator = items.get(external_id), annotators.get(user_id)
             if item is None:
-                counts["ignored_records"] += 1
+                found.counts["ignored_records"] += 1
                 continue
             if annotator is None:
-                counts["ignored_users"] += 1
+                found.counts["ignored_users"] += 1
                 continue
             pair = (item.pk, annotator.pk)
             if annotator.frozen_at is not None and response.at > annotator.frozen_at:
@@ -221,81 +165,57 @@ def _study_store(
                 continue
             by_pair[pair] = response
             if response.status != "submitted":
-                continue  # its ratings, if any, are withdrawn below
+                continue  # its ratings, if any, are withdrawn
             for question, value in response.values.items():
                 if question == COMMENT:
                     text = str(value or "")
-                    counts["nul_stripped"] += without_nul(text) != text
+                    found.counts["nul_stripped"] += without_nul(text) != text
                     seen = pair_seen.get(pair)
                     if seen is None or response.at >= seen:  # an older response's comment is stale
                         _comment_store(comments, pair, without_nul(text))
-                elif question in scales and _on_scale(value, scales[question]):
-                    submitted[(*pair, question)] = (value, response.at)
+                elif question in self.scales and _on_scale(value, self.scales[question]):
+                    found.submitted[(*pair, question)] = (value, response.at)
                 else:
-                    held.add((*pair, question))
+                    found.held.add((*pair, question))
                     username = annotator.user.get_username()
-                    invalid.append(invalid_entry(external_id, username, question, value, response.at))
-
+                    found.invalid.append(invalid_entry(external_id, username, question, value, response.at))
         frozen = _frozen_changes(
             [a for a in annotators.values() if a.frozen_at is not None],
             items={i.pk: i.external_id for i in items.values()},
-            scales=scales,
+            scales=self.scales,
             existing=existing,
             comments=comments,
             late=late,
             answered=by_pair.keys(),
         )
-        held |= frozen.held
-        counts["frozen_ignored"] = len(frozen.changes)
+        found.held |= frozen.held
+        found.counts["frozen_ignored"] = len(frozen.changes)
+        self.frozen_changes = frozen.changes
+        return found
 
-        def withdrawn_at(key: tuple[int, int, str]) -> Any:
-            response = by_pair.get(key[:2])
-            return response.at if response is not None else started
-
-        diff = sync_diff(
-            submitted,
-            existing,
-            is_current=lambda rating, value: rating.active and rating.value == value,
-            is_live=lambda rating: rating.active,
-            seen_at=seen_at,
-            withdrawn_at=withdrawn_at,
-            held=held,
+    def create(self, key: tuple[int, int, str], value: Any, at: Any) -> Rating:
+        item_id, annotator_id, question = key
+        return Rating.objects.create(
+            study_item_id=item_id, annotator_id=annotator_id, question=question, value=value, submitted_at=at
         )
-        for (item_id, annotator_id, question), value, at in diff.create:
-            rating = Rating.objects.create(
-                study_item_id=item_id, annotator_id=annotator_id, question=question, value=value, submitted_at=at
-            )
-            RatingRevision.objects.create(rating=rating, value=value, status="submitted", argilla_updated_at=at)
-        for rating, value, at in diff.update:
-            rating.edits += 1
-            rating.value, rating.active, rating.submitted_at = value, True, at
-            rating.save(update_fields=["value", "active", "submitted_at", "edits", "updated_at"])
-            RatingRevision.objects.create(rating=rating, value=value, status="submitted", argilla_updated_at=at)
-        for rating, at in diff.touch:
-            rating.submitted_at = at
-            rating.save(update_fields=["submitted_at", "updated_at"])
-        for key, rating, at in diff.withdraw:
-            response = by_pair.get(key[:2])
-            rating.active = False
-            rating.save(update_fields=["active", "updated_at"])
-            # A missing response's revision keeps the time its fetch started: the response was gone
-            # by then, and an older sync must not bring the rating back.
-            status = response.status if response is not None else "missing"
-            RatingRevision.objects.create(rating=rating, value=None, status=status, argilla_updated_at=at)
-        result = SyncResult(**diff.counts(), invalid=len(invalid), **counts)
-        study.synced_at, study.last_sync = started, asdict(result)
+
+    def edited(self, row: Rating) -> list[str]:
+        row.edits += 1
+        return ["edits"]
+
+    def record(self, obj: Study, result: SyncCounts, started: datetime) -> None:
+        obj.synced_at, obj.last_sync = started, asdict(result)
         fields = ["synced_at", "last_sync"]
         if result.changed:
-            study.ratings_changed_at = timezone.now()
+            obj.ratings_changed_at = timezone.now()
             fields.append("ratings_changed_at")
-        study.save(update_fields=fields)
-        if result.changed:
-            audit_record(actor=None, verb="study.sync", obj=study, payload=result.audit_payload())
-        if invalid:
-            sync_invalid_audit(obj=study, verb="study.sync.invalid", found=invalid)
-        if frozen.changes:
-            sync_invalid_audit(obj=study, verb="study.sync.frozen", found=frozen.changes, count="frozen_ignored")
-    return result
+        obj.save(update_fields=fields)
+
+    def audit_left_alone(self, obj: Study, collected: Collected) -> None:
+        if collected.invalid:
+            sync_invalid_audit(obj=obj, verb="study.sync.invalid", found=collected.invalid)
+        if self.frozen_changes:
+            sync_invalid_audit(obj=obj, verb="study.sync.frozen", found=self.frozen_changes, count="frozen_ignored")
 
 
 @dataclass(frozen=True)

@@ -123,7 +123,7 @@ def test_no_older_state_replaces_a_newer_one(events, fetch_steps, random):
 @given(EVENTS, FETCHES, st.randoms(use_true_random=False))
 def test_syncs_in_any_order_end_where_the_newest_fetch_says(events, fetch_steps, random):
     """With the services' second rule (a fetch that started before the stored one writes nothing,
-    ``sync_services.fetch_outdated``), the result is what the newest fetch alone gives: nothing
+    ``answer_store.fetch_outdated``), the result is what the newest fetch alone gives: nothing
     lost, nothing invented, no older value winning."""
     history = _history(events)
     fetches = [2 * step + 1 for step in fetch_steps]

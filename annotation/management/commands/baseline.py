@@ -3,31 +3,30 @@ import sys
 from pathlib import Path
 
 from django.contrib.auth import get_user_model
-from django.core.management.base import BaseCommand, CommandError
+from django.core.management.base import CommandError
 
 from annotation.baselines.baseline_llm_services import baseline_llm_annotate
-from annotation.baselines.baseline_services import baseline_close, baseline_create, baseline_publish, baseline_sync
+from annotation.baselines.baseline_services import baseline_close, baseline_create, baseline_publish
+from annotation.baselines.baseline_sync_services import baseline_sync
 from annotation.management.reporting import publish_report
 from annotation.models import BASELINE_TASK_TYPES, BaselineStudy
 from annotation.selectors import baseline_get, baseline_rater_counts
-from core.errors import ShiftlabError
+from core.commands import ShiftlabCommand
+from core.errors import NotFoundError
 from core.nesting import nesting_check
 from core.progress import progress_bar
-from core.projects import project_require_write, project_resolve, scoped, user_by_name
-from corpora.models import Dataset
-from corpora.selectors import dataset_get
+from core.projects import scoped, user_by_name
+
+CREATE_INPUTS = ("project", "name", "dataset", "task_type", "n_instances", "split", "seed")  # of baseline_create
 
 
-def _study(ref: str, actor=None, *, change: bool = False) -> BaselineStudy:
+def _study(ref: str, actor=None) -> BaselineStudy:
     """The baseline study named or numbered ``ref`` among those ``actor`` may read (``None``: the
-    system, all); with ``change``, a read-only caller is refused."""
+    system, all); the services refuse a change by a read-only caller."""
     try:
-        study = baseline_get(ref, studies=scoped(BaselineStudy.objects.select_related("project"), actor))
+        return baseline_get(ref, studies=scoped(BaselineStudy.objects.select_related("project"), actor))
     except BaselineStudy.DoesNotExist:
-        raise CommandError(f"no baseline study {ref!r}: give its name or id (see `baseline status`)") from None
-    if change:
-        project_require_write(actor, study.project)
-    return study
+        raise NotFoundError(f"no baseline study {ref!r}: give its name or id (see `baseline status`)") from None
 
 
 def _users(usernames: list[str]):
@@ -37,7 +36,7 @@ def _users(usernames: list[str]):
     return [found[name] for name in usernames]
 
 
-class Command(BaseCommand):
+class Command(ShiftlabCommand):
     help = (
         "Human performance baselines: create (seeded sample of task instances) → publish (Argilla) → "
         "sync (answers back) → close (answers final); llm-annotate lets an LLM answer the same instances; "
@@ -49,10 +48,11 @@ class Command(BaseCommand):
         create = sub.add_parser("create", help="Draw the instances of a new baseline study.")
         create.add_argument("name")
         create.add_argument("--dataset", required=True, help="Name of an imported dataset.")
-        create.add_argument("--task", required=True, choices=[t.value for t in BASELINE_TASK_TYPES])
+        create.add_argument("--task", dest="task_type", required=True, choices=[t.value for t in BASELINE_TASK_TYPES])
         create.add_argument(
             "-n",
             "--instances",
+            dest="n_instances",
             type=int,
             required=True,
             help="Pairs (sts), items (classification, clustering) or queries (reranking).",
@@ -73,7 +73,8 @@ class Command(BaseCommand):
         create.add_argument(
             "--project",
             help="Slug of the project it goes into (the dataset must be in it or shared; its Argilla workspace "
-            "is named after it). Default: the --as user's one project, else the default project.",
+            "is named after it). Default: the dataset's project, else the --as user's one project, else the "
+            "default project.",
         )
         publish = sub.add_parser("publish", help="Publish to Argilla and provision annotator accounts.")
         publish.add_argument("study")
@@ -88,23 +89,13 @@ class Command(BaseCommand):
         status = sub.add_parser("status", help="Instances and answers per rater.")
         status.add_argument("study", nargs="?")
         for p in sub.choices.values():
-            p.add_argument(
-                "--as", dest="actor", help="Act as this researcher: their projects only, audited under their name."
-            )
+            self.add_actor_argument(p)
 
     def handle(self, *args, action, actor=None, **options):
-        try:
-            actor = user_by_name(actor) if actor else None
-            getattr(self, f"do_{action.replace('-', '_')}")(actor=actor, **options)
-        except ShiftlabError as exc:
-            raise CommandError(str(exc)) from exc
+        actor = user_by_name(actor) if actor else None
+        getattr(self, f"do_{action.replace('-', '_')}")(actor=actor, **options)
 
-    def do_create(self, *, actor, name, dataset, task, instances, split, seed, options, instructions, project, **_):
-        project = project_resolve(actor, project)
-        try:
-            dataset = dataset_get(name=dataset, user=actor, project=project)
-        except Dataset.DoesNotExist:
-            raise CommandError(f"no dataset {dataset!r}: import it first (`manage.py dataset import`)") from None
+    def do_create(self, *, actor, options, instructions, **given):
         try:
             nesting_check(options, "json")
             parsed = json.loads(options)
@@ -117,29 +108,19 @@ class Command(BaseCommand):
                 instructions = Path(instructions[1:]).read_text(encoding="utf-8")
             except OSError as exc:
                 raise CommandError(f"cannot read the instructions file: {exc}") from exc
-        study = baseline_create(
-            name=name,
-            dataset=dataset,
-            task_type=task,
-            n_instances=instances,
-            split=split,
-            seed=seed,
-            options=parsed,
-            instructions=instructions,
-            project=project,
-            created_by=actor,
-        )
+        inputs = {name: given[name] for name in CREATE_INPUTS}
+        study = baseline_create(actor=actor, options=parsed, instructions=instructions, **inputs)
         self.stdout.write(
-            f"Created {study} (id {study.pk}): {study.instances.count()} instances of {task} "
-            f"from {dataset.name}/{split}, seed {seed}."
+            f"Created {study} (id {study.pk}): {study.instances.count()} instances of {study.task_type} "
+            f"from {study.dataset.name}/{study.split}, seed {study.seed}."
         )
 
     def do_publish(self, *, actor, study, annotators, **_):
-        study = _study(study, actor, change=True)
+        study = _study(study, actor)
         publish_report(self.stdout, baseline_publish(study=study, annotators=_users(annotators), actor=actor))
 
     def do_sync(self, *, actor, study, **_):
-        r = baseline_sync(study=_study(study, actor, change=True))
+        r = baseline_sync(study=_study(study, actor), actor=actor)
         self.stdout.write(
             f"Synced: {r.created} new, {r.updated} changed, {r.withdrawn} withdrawn, {r.unchanged} "
             f"unchanged answers; ignored {r.ignored_users} answers of users outside the study"
@@ -149,7 +130,7 @@ class Command(BaseCommand):
         )
 
     def do_llm_annotate(self, *, actor, study, backend, **_):
-        study = _study(study, actor, change=True)
+        study = _study(study, actor)
         interactive = sys.stdout.isatty()
 
         def show(done: int, total: int) -> None:
@@ -167,7 +148,7 @@ class Command(BaseCommand):
         )
 
     def do_close(self, *, actor, study, **_):
-        closed = baseline_close(study=_study(study, actor, change=True), actor=actor)
+        closed = baseline_close(study=_study(study, actor), actor=actor)
         self.stdout.write(f"Closed {closed}: its answers are final.")
 
     def do_status(self, *, actor, study, **_):

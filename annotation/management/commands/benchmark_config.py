@@ -1,6 +1,6 @@
 from pathlib import Path
 
-from django.core.management.base import BaseCommand, CommandError
+from django.core.management.base import CommandError
 
 from annotation.configs.config_export import DEVELOPMENT_KEY_NOTE, format_of
 from annotation.configs.export_services import (
@@ -8,13 +8,11 @@ from annotation.configs.export_services import (
     benchmark_config_file_read,
     benchmark_config_verify,
 )
-from annotation.models import Study
-from annotation.selectors import export_studies
-from core.errors import ShiftlabError
-from core.projects import project_require_write, project_resolve, scoped, user_by_name
+from core.commands import ShiftlabCommand
+from core.projects import user_by_name
 
 
-class Command(BaseCommand):
+class Command(ShiftlabCommand):
     help = (
         "Validated benchmark configs. `export`: every approved transformation of one project (--project, or "
         "those of --study) as YAML and/or JSON, signed with this server's key and with its own hash; "
@@ -35,30 +33,17 @@ class Command(BaseCommand):
         export.add_argument(
             "--project", help="Only approvals of this project's studies (needed when several have approvals)."
         )
-        export.add_argument(
-            "--as", dest="actor", help="Act as this researcher: their projects only, audited under their name."
-        )
+        self.add_actor_argument(export)
         verify = sub.add_parser("verify")
         verify.add_argument("file")
 
     def handle(self, *args, action, **options):
-        try:
-            getattr(self, f"do_{action}")(**options)
-        except (ShiftlabError, ValueError) as exc:
-            raise CommandError(str(exc)) from exc
+        getattr(self, f"do_{action}")(**options)
 
     def do_export(self, *, out, study, name, actor, project, **_):
         formats = [(Path(path), format_of(path)) for path in out]
         user = user_by_name(actor) if actor else None
-        if study:
-            studies = list(scoped(Study.objects.select_related("project"), user).filter(pk__in=study))
-            if missing := set(study) - {s.pk for s in studies}:
-                raise CommandError(f"no studies {sorted(missing)}")
-            for found in studies:
-                project_require_write(user, found.project)
-        else:
-            studies = export_studies(user, project=project_resolve(user, project) if project else None)
-        config = benchmark_config_export(actor=user, studies=studies, name=name)
+        config = benchmark_config_export(actor=user, project=project, studies=study, name=name)
         for path, fmt in formats:
             path.write_text(config.json_text if fmt == "json" else config.yaml_text, encoding="utf-8")
             self.stdout.write(f"Wrote {path} ({fmt})")
