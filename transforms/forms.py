@@ -1,6 +1,6 @@
 """Forms of the transformation pages (issue 20): start a run, and queue the three kinds of judge
 report. Each form checks what a page can check (types, ranges, choices); the services check the
-rest, and ``add_service_error`` puts their refusal next to the field it names."""
+rest, and ``core.pages.show_error`` puts their refusal next to the field it names."""
 
 from __future__ import annotations
 
@@ -12,9 +12,9 @@ from corpora.models import Dataset
 from corpora.task_types import TaskType
 from transforms.backends import backend_aliases, configured_model
 from transforms.models import JudgeReport, TransformRun
+from transforms.params import DEFAULT_SEED, MAX_ATTEMPTS_LIMIT, MAX_TOKENS_LIMIT, GenerationParams
 from transforms.presets import preset_choices
 from transforms.registry import TRANSFORMATIONS
-from transforms.services import DEFAULT_SEED, MAX_ATTEMPTS_LIMIT, MAX_TOKENS_LIMIT, GenerationParams
 
 DEFAULT_PARAMS = GenerationParams()
 
@@ -26,15 +26,6 @@ def _backend_choices() -> list[tuple[str, str]]:
         model = configured_model(alias)
         choices.append((alias, f"{model} ({alias})" if model and model != alias else alias))
     return choices
-
-
-class ServiceErrorsMixin:
-    """Puts a service's refusal next to the field its message starts with ("temperature must
-    be ...", "seed=[1] conflicts with preset ..."), or above the form."""
-
-    def add_service_error(self, message: str) -> None:
-        head = message.split(" ", 1)[0].split("=", 1)[0].removeprefix("--").replace("-", "_")
-        self.add_error(head if head in self.fields else None, message)
 
 
 class ProjectFormMixin:
@@ -61,7 +52,7 @@ class ProjectFormMixin:
         return project.slug if project else None
 
 
-class TransformRunForm(ProjectFormMixin, ServiceErrorsMixin, forms.Form):
+class TransformRunForm(ProjectFormMixin, forms.Form):
     """A transformation run, as ``POST /api/transform-runs/`` and ``manage.py transform`` take it.
     Empty settings are unset: a preset fills them, then the defaults."""
 
@@ -138,8 +129,13 @@ class TransformRunForm(ProjectFormMixin, ServiceErrorsMixin, forms.Form):
         codes = [c.strip() for c in self.cleaned_data["languages"].replace(",", " ").split() if c.strip()]
         return codes or None
 
+    def service_data(self) -> dict:
+        """The inputs and raw settings of :func:`transforms.services.transform_runs_start`."""
+        data = {name: value for name, value in self.cleaned_data.items() if name != "project"}
+        return {**data, "dataset": data["dataset"].name}
 
-class JudgeEvaluationForm(ProjectFormMixin, ServiceErrorsMixin, forms.Form):
+
+class JudgeEvaluationForm(ProjectFormMixin, forms.Form):
     """How well a judge reproduces gold similarity scores of an STS dataset."""
 
     dataset = DatasetChoiceField(
@@ -170,7 +166,7 @@ class JudgeEvaluationForm(ProjectFormMixin, ServiceErrorsMixin, forms.Form):
         }
 
 
-class JudgeRunForm(ServiceErrorsMixin, forms.Form):
+class JudgeRunForm(forms.Form):
     """Quality and fluency of a run's rewrites, by one or more judges (the report goes into the
     run's project)."""
 
@@ -199,7 +195,7 @@ class JudgeRunForm(ServiceErrorsMixin, forms.Form):
         return {"kind": JudgeReport.Kind.RUN, "run": self.cleaned_data["run"].pk, "judges": self.cleaned_data["judges"]}
 
 
-class JudgeSelectionForm(ProjectFormMixin, ServiceErrorsMixin, forms.Form):
+class JudgeSelectionForm(ProjectFormMixin, forms.Form):
     """Compare candidate generators on one transformation: every candidate transforms the same
     items and every candidate judges every candidate."""
 

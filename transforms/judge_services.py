@@ -14,12 +14,13 @@ from django.utils import timezone
 
 from core.errors import ShiftlabError
 from core.models import Project
-from core.projects import project_for_new, project_require_same, scoped
+from core.projects import User, project_for_new, project_require_same, scoped
 from core.services import audit_record
 from corpora.models import Dataset
 from corpora.selectors import dataset_get
 from corpora.task_types import TaskType
 from transforms.backends import get_backend
+from transforms.backends.base import TransientBackendError
 from transforms.judgement_services import (
     RUN_KINDS,
     JudgeParams,
@@ -32,9 +33,10 @@ from transforms.judgement_services import (
 )
 from transforms.judging import JudgeKind, degenerate_judges, evaluate_judge, score_counts, summarize_run
 from transforms.models import JudgeReport, TransformRun
+from transforms.params import GenerationParams
 from transforms.presets import resolve_preset
 from transforms.selection_services import execute_selection, judge_report_create_selection
-from transforms.services import GenerationParams, TransientBackendError, transform_run_settings
+from transforms.services import transform_run_settings
 from transforms.text_metrics import word_count
 
 
@@ -54,10 +56,7 @@ def judge_report_settings(
     """Resolve a judge request: an unset seed is the preset's first seed (else 0), an unset
     temperature the preset's (else the judge's greedy default); a selection's candidates are
     generated with the preset's settings. A value that conflicts with the preset is an error."""
-    try:
-        resolved = resolve_preset(preset or None, seeds=None if seed is None else [seed], temperature=temperature)
-    except ValueError as exc:
-        raise ShiftlabError(str(exc)) from None
+    resolved = resolve_preset(preset or None, seeds=None if seed is None else [seed], temperature=temperature)
     params = JudgeParams(
         temperature=JudgeParams.temperature if resolved.temperature is None else resolved.temperature,
         max_attempts=JudgeParams.max_attempts if max_attempts is None else max_attempts,
@@ -149,7 +148,8 @@ def judge_report_create_run(
 def judge_report_create(
     *,
     kind: str,
-    created_by: AbstractBaseUser | None = None,
+    actor: User = None,
+    project: str | None = None,
     dispatch: bool = True,
     dataset: str | None = None,
     run: int | None = None,
@@ -168,52 +168,44 @@ def judge_report_create(
     resamples: int = 1000,
     alpha: float = 0.05,
     preset: str = "",
-    project: str | None = None,
 ) -> JudgeReport:
-    """Any kind of report from plain values (names and ids), as the API and the page receive them.
-    ``None`` is unset: filled from ``preset``, else seed 0 and the judge's default temperature.
+    """THE entry of the page, the API and ``manage.py judge`` for every kind of report, from plain
+    values (names and ids). ``None`` is unset: filled from ``preset``, else seed 0 and the judge's
+    default temperature.
 
-    Datasets and runs are looked up as ``created_by`` may read them (None: the system, which reads
+    Datasets and runs are looked up as ``actor`` may read them (None: the system, which reads
     everything); one they may not read is missing. The report goes into the project ``project``
-    names, else that of its inputs, else the caller's own (:func:`transforms.services.project_for_new`),
+    names, else that of its inputs, else the caller's own (:func:`core.projects.project_for_new`),
     which the caller must be able to change: ProjectAccessError (403) otherwise, raised before
-    anything is created."""
-    try:
-        found = dataset_get(name=dataset, user=created_by, project=project or None) if dataset else None
-    except Dataset.DoesNotExist:
-        raise ShiftlabError(f"no dataset named {dataset!r}") from None
+    anything is created. ``dispatch=False`` leaves the report for the caller to execute (the command
+    does, in its own process)."""
+    found = _dataset_named(dataset, actor=actor, project=project) if dataset else None
     settings = judge_report_settings(preset=preset, seed=seed, temperature=temperature, max_attempts=max_attempts)
-    seed, params = settings.seed, settings.params
+    common = dict(
+        seed=settings.seed, params=settings.params, preset=settings.preset, created_by=actor, dispatch=dispatch
+    )
     if kind == JudgeReport.Kind.EVALUATION:
         if found is None:
             raise ShiftlabError("an evaluation report needs a dataset")
         return judge_report_create_evaluation(
-            project=project_for_new(created_by, project, found),
+            project=project_for_new(actor, project, found),
             dataset=found,
             judge=(judges or ["default"])[0],
             limit=limit,
             split=split,
-            seed=seed,
-            params=params,
-            preset=settings.preset,
-            created_by=created_by,
-            dispatch=dispatch,
+            **common,
         )
-    readable_runs = scoped(TransformRun.objects, created_by)
+    readable_runs = scoped(TransformRun.objects, actor)
     if kind == JudgeReport.Kind.RUN:
         judged = readable_runs.filter(pk=run).first() if run is not None else None
         if judged is None:
             raise ShiftlabError(f"no transformation run {run}")
         return judge_report_create_run(
-            project=project_for_new(created_by, project, judged),
+            project=project_for_new(actor, project, judged),
             run=judged,
             judges=judges or ["default"],
-            seed=seed,
-            params=params,
             n_resamples=resamples,
-            preset=settings.preset,
-            created_by=created_by,
-            dispatch=dispatch,
+            **common,
         )
     if kind != JudgeReport.Kind.SELECTION:
         raise ShiftlabError(f"unknown report kind {kind!r}: use evaluation, run or selection")
@@ -222,7 +214,7 @@ def judge_report_create(
     if missing:
         raise ShiftlabError(f"no transformation run(s) {sorted(missing)}")
     return judge_report_create_selection(
-        project=project_for_new(created_by, project, *found_runs, found),
+        project=project_for_new(actor, project, *found_runs, found),
         dataset=found,
         transformation=transformation,
         transformations=transformations,
@@ -232,15 +224,18 @@ def judge_report_create(
         runs=found_runs,
         judges=judges,
         limit=limit,
-        seed=seed,
         generation_params=settings.generation_params,
-        params=params,
         n_resamples=resamples,
         alpha=alpha,
-        preset=settings.preset,
-        created_by=created_by,
-        dispatch=dispatch,
+        **common,
     )
+
+
+def _dataset_named(name: str, *, actor: User, project: str | None) -> Dataset:
+    try:
+        return dataset_get(name=name, user=actor, project=project or None)
+    except Dataset.DoesNotExist:
+        raise ShiftlabError(f"No dataset named {name!r}. See: python manage.py corpora list") from None
 
 
 def judge_report_resume(*, report_id: int, actor: AbstractBaseUser | None = None) -> JudgeReport:

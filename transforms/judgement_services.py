@@ -12,15 +12,15 @@ from django.db.models import F
 from core.errors import ShiftlabError
 from core.hashing import sha256_text
 from core.job_services import JobWait, job_fail
-from core.task_policy import dispatch_on_commit
+from core.task_policy import dispatch_on_commit, task_named
 from transforms import planning
-from transforms.backends import get_backend
-from transforms.backends.base import ChatFailure, ChatRequest, LLMBackend
+from transforms.backends import backend_chosen, get_backend
+from transforms.backends.base import ChatFailure, ChatRequest, LLMBackend, TransientBackendError
 from transforms.cache_keys import judgement_key
 from transforms.judging import JUDGE_PROMPTS, SCALES, JudgeKind, parse_score
 from transforms.models import Judgement, JudgeReport, TransformedItem, TransformRun
+from transforms.params import GenerationParams
 from transforms.prompts import prompt_hash
-from transforms.services import GenerationParams, TransientBackendError
 
 JUDGE_CHUNK_SIZE = 16  # judge calls between two progress updates
 RUN_KINDS = (JudgeKind.QUALITY, JudgeKind.FLUENCY)
@@ -157,7 +157,7 @@ def check_judges(judges: Sequence[str]) -> list[str]:
     if not judges:
         raise ShiftlabError("name at least one judge (a backend alias in TRANSFORM_BACKENDS)")
     for alias in judges:
-        get_backend(alias)  # raises ImproperlyConfigured naming the configured aliases
+        backend_chosen(alias)
     return judges
 
 
@@ -171,12 +171,11 @@ def report_start(report: JudgeReport, *, dispatch: bool) -> None:
     """Queue the report's execution once the current transaction commits; if its task fails for
     good (or cannot be queued) the report is failed with the reason."""
     if dispatch:
-        # here, not at the top: transforms.tasks imports the services
-        from transforms.tasks import execute_judge_report, judge_report_failed
-
         report_id = report.pk
         dispatch_on_commit(
-            lambda: execute_judge_report.apply_async((report_id,), link_error=judge_report_failed.s(report_id)),
+            lambda: task_named("transforms.execute_judge_report", report_id).apply_async(
+                link_error=task_named("transforms.judge_report_failed", report_id)
+            ),
             on_broker_down=lambda message: judge_report_fail(report_id=report_id, reason=message),
         )
 

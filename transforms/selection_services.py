@@ -26,6 +26,7 @@ from transforms.judgement_services import (
 )
 from transforms.judging import JudgeKind, degenerate_judges, score_counts
 from transforms.models import Generation, JudgeReport, TransformedItem, TransformRun
+from transforms.params import GenerationParams
 from transforms.registry import transformation_get
 from transforms.selection import (
     DEFAULT_CRITERIA,
@@ -37,7 +38,7 @@ from transforms.selection import (
     text_scores,
 )
 from transforms.selectors import transform_run_summary
-from transforms.services import GenerationParams, transform_run_create
+from transforms.services import transform_run_create
 
 
 def judge_report_create_selection(
@@ -88,10 +89,7 @@ def judge_report_create_selection(
     no_llm = [name for name in names if not transformation_get(name).uses_llm]
     if no_llm:
         raise ShiftlabError(f"{', '.join(no_llm)} uses no generator model: there is nothing to select")
-    try:
-        chosen = selection_criteria(names, criteria)
-    except ValueError as exc:
-        raise ShiftlabError(str(exc)) from None
+    chosen = selection_criteria(names, criteria)
     with transaction.atomic():  # candidate runs and the report are created together or not at all
         if candidates:
             if dataset is None:

@@ -5,12 +5,12 @@ from celery import shared_task
 
 from core.sweeper import StuckJobKind, stuck_job_kind_register
 from core.task_policy import TRANSIENT_BACKEND, failure_reason, fan_out
+from transforms.backends.base import TransientBackendError
 from transforms.chunk_services import transform_run_execute_chunk
 from transforms.judge_services import judge_report_execute, judge_report_resume
 from transforms.judgement_services import judge_report_fail, judge_report_waiting
 from transforms.models import JudgeReport, TransformRun
 from transforms.services import (
-    TransientBackendError,
     transform_run_fail,
     transform_run_finalize,
     transform_run_mark_started,
