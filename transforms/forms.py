@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from django import forms
 
-from core.projects import User, projects_writable, scoped
+from core.projects import User, projects_readable, projects_writable, scoped
 from corpora.forms import DatasetChoiceField
 from corpora.models import Dataset
 from corpora.task_types import TaskType
@@ -30,21 +30,22 @@ def _backend_choices() -> list[tuple[str, str]]:
 
 class ProjectFormMixin:
     """Forms of a signed-in ``user``: a ``project`` select of the projects they may change
-    (preselected when there is one), and their inputs cut to what they may read."""
+    (preselected when there is one), and their inputs cut to what they may read. A project they
+    may only read is accepted here so that the service refuses it as the API and the command do
+    (403), rather than the form calling it an invalid choice."""
 
     def add_project_field(self, user: User) -> None:
         projects = projects_writable(user).order_by("slug")
-        self.fields = {
-            "project": forms.ModelChoiceField(
-                queryset=projects,
-                to_field_name="slug",
-                required=False,
-                empty_label="the inputs' project, else your own",
-                initial=projects[0].slug if len(projects) == 1 else None,
-                help_text="The project the new work belongs to; its inputs must be of it (or shared datasets).",
-            ),
-            **self.fields,
-        }
+        field = forms.ModelChoiceField(
+            queryset=projects_readable(user).order_by("slug"),
+            to_field_name="slug",
+            required=False,
+            empty_label="the inputs' project, else your own",
+            initial=projects[0].slug if len(projects) == 1 else None,
+            help_text="The project the new work belongs to; its inputs must be of it (or shared datasets).",
+        )
+        field.widget.choices = [("", field.empty_label), *((p.slug, str(p)) for p in projects)]
+        self.fields = {"project": field, **self.fields}
 
     def project_slug(self) -> str | None:
         """The chosen project's slug; None leaves the choice to the service (inputs', else own)."""
