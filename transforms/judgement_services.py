@@ -5,18 +5,17 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass
-from functools import partial
 
 from django.db.models import F
 
 from core.errors import ShiftlabError
 from core.hashing import sha256_text
-from core.job_services import JobWait, job_fail
-from core.task_policy import dispatch_on_commit, task_named
+from core.job_services import JobWait
 from transforms import planning
 from transforms.backends import backend_chosen, get_backend
 from transforms.backends.base import ChatFailure, ChatRequest, LLMBackend, TransientBackendError
 from transforms.cache_keys import judgement_key
+from transforms.jobs import REPORTS
 from transforms.judging import JUDGE_PROMPTS, SCALES, JudgeKind, parse_score
 from transforms.models import Judgement, JudgeReport, TransformedItem, TransformRun
 from transforms.params import GenerationParams
@@ -168,33 +167,19 @@ def report_options(*, seed: int, params: JudgeParams, n_resamples: int, **extra)
 
 
 def report_start(report: JudgeReport, *, dispatch: bool) -> None:
-    """Queue the report's execution once the current transaction commits; if its task fails for
-    good (or cannot be queued) the report is failed with the reason."""
+    """Queue the report's execution once the current transaction commits (see :class:`transforms.jobs.JobKind`)."""
     if dispatch:
-        report_id = report.pk
-        dispatch_on_commit(
-            lambda: task_named("transforms.execute_judge_report", report_id).apply_async(
-                link_error=task_named("transforms.judge_report_failed", report_id)
-            ),
-            on_broker_down=lambda message: judge_report_fail(report_id=report_id, reason=message),
-        )
+        REPORTS.dispatch(report.pk)
 
 
 def judge_report_fail(*, report_id: int, reason: str) -> None:
     """Fail an unfinished report with ``reason`` and say how to go on."""
-    job_fail(
-        model=JudgeReport,
-        job_id=report_id,
-        message=(
-            f"{reason}. Judgements made so far are cached: fix the cause, then resume the report "
-            f"(POST /api/judge-reports/{report_id}/resume/)."
-        ),
-    )
+    REPORTS.fail(report_id, reason=reason)
 
 
 def judge_report_waiting(*, report_id: int) -> JobWait:
     """How the report's task records that it waits on a judge's backend, and fails it when it gives up."""
-    return JobWait(model=JudgeReport, job_id=report_id, fail=partial(judge_report_fail, report_id=report_id))
+    return REPORTS.waiting(report_id)
 
 
 def report_params(report: JudgeReport) -> JudgeParams:

@@ -3,7 +3,9 @@ limits, and what a run request resolves to. Pure: every interface and service im
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import TypedDict
 
 from core.errors import ShiftlabError
 from core.hashing import sha256_json
@@ -50,3 +52,16 @@ class RunSettings:
     seeds: tuple[int, ...]
     languages: list[str] | None
     preset: str
+
+
+class RunOptions(TypedDict, total=False):
+    """The raw settings of a run request, as the page, the API and the command take them: one left
+    out (or None) is unset, filled from ``preset`` and then from the defaults."""
+
+    preset: str
+    seed: int | None
+    temperature: float | None
+    top_p: float | None
+    max_tokens: int | None
+    max_attempts: int | None
+    languages: Sequence[str] | None

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import asdict
-from functools import partial
+from typing import Unpack
 
 from django.conf import settings
 from django.contrib.auth.models import AbstractBaseUser
@@ -20,20 +20,20 @@ from django.utils import timezone
 
 from core.errors import NotFoundError, ShiftlabError
 from core.hashing import sha256_json
-from core.job_services import JobWait, job_fail
+from core.job_services import JobWait
 from core.models import Project
 from core.projects import User, project_for_new, project_require_same
 from core.services import audit_record
-from core.task_policy import dispatch_on_commit, task_named
 from corpora.models import Dataset
 from corpora.selectors import dataset_get
 from corpora.task_types import task_spec
 from transforms.backends import backend_chosen
+from transforms.jobs import RUNS
 from transforms.models import GeneratorConfig, TransformedItem, TransformRun
-from transforms.params import DEFAULT_SEED, GenerationParams, RunSettings
+from transforms.params import DEFAULT_SEED, GenerationParams, RunOptions, RunSettings
 from transforms.presets import resolve_preset
 from transforms.prompt_services import prompt_template_active
-from transforms.registry import Transformation, transformation_get
+from transforms.registry import transformation_get
 from transforms.run_languages import run_output_languages, run_target_languages
 from transforms.selectors import transform_run_items
 
@@ -47,13 +47,7 @@ def transform_runs_start(
     backend: str = "default",
     limit: int | None = None,
     language_check: bool = True,
-    preset: str = "",
-    seed: int | None = None,
-    temperature: float | None = None,
-    top_p: float | None = None,
-    max_tokens: int | None = None,
-    max_attempts: int | None = None,
-    languages: Sequence[str] | None = None,
+    **options: Unpack[RunOptions],
 ) -> list[TransformRun]:
     """THE entry of the page, the API and ``manage.py transform``: start the runs of a request.
 
@@ -65,15 +59,7 @@ def transform_runs_start(
     except Dataset.DoesNotExist:
         raise NotFoundError(f"No dataset named {dataset!r}. See: python manage.py corpora list") from None
     target = project_for_new(actor, project, found)
-    run_settings = transform_run_settings(
-        preset=preset,
-        seed=seed,
-        temperature=temperature,
-        top_p=top_p,
-        max_tokens=max_tokens,
-        max_attempts=max_attempts,
-        languages=languages,
-    )
+    run_settings = transform_run_settings(**options)
     return [
         transform_run_create(
             dataset=found,
@@ -92,26 +78,19 @@ def transform_runs_start(
     ]
 
 
-def transform_run_settings(
-    *,
-    preset: str = "",
-    seed: int | None = None,
-    temperature: float | None = None,
-    top_p: float | None = None,
-    max_tokens: int | None = None,
-    max_attempts: int | None = None,
-    languages: Sequence[str] | None = None,
-) -> RunSettings:
+def transform_run_settings(**options: Unpack[RunOptions]) -> RunSettings:
     """Resolve a run request: ``None`` means unset, filled from ``preset`` and then from the defaults.
     Without a seed, a preset runs each of its seeds; without either, the one default seed."""
+    seed = options.get("seed")
     resolved = resolve_preset(
-        preset or None,
+        options.get("preset") or None,
         seeds=None if seed is None else [seed],
-        temperature=temperature,
-        top_p=top_p,
-        languages=languages,
+        temperature=options.get("temperature"),
+        top_p=options.get("top_p"),
+        languages=options.get("languages"),
     )
     defaults = GenerationParams()
+    max_tokens, max_attempts = options.get("max_tokens"), options.get("max_attempts")
     params = GenerationParams(
         temperature=defaults.temperature if resolved.temperature is None else resolved.temperature,
         top_p=defaults.top_p if resolved.top_p is None else resolved.top_p,
@@ -168,61 +147,48 @@ def transform_run_create(
     generator = _generator_config(backend_alias, backend.model_id if backend else "none", params)
     model_identity = backend.model_identity() if backend else ""
     prompts = [prompt_template_active(key, project=project) for key in spec.prompt_keys]
-    prompt_hashes = {p.key: p.content_hash for p in prompts}
-    run_hash = _run_hash(
-        dataset, spec, generator, prompt_hashes, seed, languages, limit, model_identity, language_check
+    run = TransformRun(
+        project=project,
+        dataset=dataset,
+        transformation=spec.name,
+        generator=generator,
+        prompt_hashes={p.key: p.content_hash for p in prompts},
+        seed=seed,
+        languages=languages,
+        run_language=outputs.run_language,
+        item_limit=limit,
+        preset=preset,
+        model_identity=model_identity,
+        language_check=language_check,
+        unchecked_languages=outputs.unchecked if not language_check else [],
+        total=n_items * n_fields,
+        created_by=created_by,
     )
+    run.run_hash = _run_hash(run)
     with transaction.atomic():
-        run = TransformRun.objects.create(
-            project=project,
-            dataset=dataset,
-            transformation=spec.name,
-            generator=generator,
-            prompt_hashes=prompt_hashes,
-            seed=seed,
-            languages=languages,
-            run_language=outputs.run_language,
-            item_limit=limit,
-            preset=preset,
-            model_identity=model_identity,
-            language_check=language_check,
-            unchecked_languages=outputs.unchecked if not language_check else [],
-            run_hash=run_hash,
-            total=n_items * n_fields,
-            created_by=created_by,
-        )
+        run.save()
         run.prompts.set(prompts)
-        audit_record(actor=created_by, verb="transform.run.create", obj=run, payload={"run_hash": run_hash})
+        audit_record(actor=created_by, verb="transform.run.create", obj=run, payload={"run_hash": run.run_hash})
         if dispatch:
-            _dispatch_start(run.pk)
+            RUNS.dispatch(run.pk)
     return run
 
 
-def _run_hash(
-    dataset: Dataset,
-    spec: Transformation,
-    generator: GeneratorConfig,
-    prompt_hashes: dict[str, str],
-    seed: int,
-    languages: list[str],
-    limit: int | None,
-    model_identity: str,
-    language_check: bool,
-) -> str:
-    """What defines a run's outputs (runs with the same hash give the same texts)."""
+def _run_hash(run: TransformRun) -> str:
+    """What defines a run's outputs: runs with the same hash give the same texts."""
     defining = {
-        "dataset": dataset.content_hash,
-        "transformation": spec.name,
-        "generator": generator.content_hash,
-        "prompts": prompt_hashes,
-        "seed": seed,
-        "languages": languages,
-        "limit": limit,
+        "dataset": run.dataset.content_hash,
+        "transformation": run.transformation,
+        "generator": run.generator.content_hash,
+        "prompts": run.prompt_hashes,
+        "seed": run.seed,
+        "languages": run.languages,
+        "limit": run.item_limit,
     }
     # Added only when they differ from what runs made before they existed had: old hashes stay valid.
-    if model_identity:
-        defining["model_identity"] = model_identity
-    if not language_check:
+    if run.model_identity:
+        defining["model_identity"] = run.model_identity
+    if not run.language_check:
         defining["language_check"] = False
     return sha256_json(defining)
 
@@ -242,36 +208,19 @@ def transform_run_resume(*, run_id: int, actor: AbstractBaseUser | None = None) 
     with transaction.atomic():
         TransformRun.objects.filter(pk=run_id).update(status=TransformRun.Status.PENDING, error="", finished_at=None)
         audit_record(actor=actor, verb="transform.run.resume", obj=run, payload={"done": run.done, "total": run.total})
-        _dispatch_start(run_id)
+        RUNS.dispatch(run_id)
     run.refresh_from_db()
     return run
 
 
-def _dispatch_start(run_id: int) -> None:
-    """Queue the run's start task after commit; any task of the run failing for good fails the run."""
-    dispatch_on_commit(
-        lambda: task_named("transforms.start_run", run_id).apply_async(
-            link_error=task_named("transforms.run_failed", run_id)
-        ),
-        on_broker_down=lambda message: transform_run_fail(run_id=run_id, reason=message),
-    )
-
-
 def transform_run_fail(*, run_id: int, reason: str) -> None:
     """Fail an unfinished run with ``reason`` and say how to go on (task failures, broker outages, the sweeper)."""
-    job_fail(
-        model=TransformRun,
-        job_id=run_id,
-        message=(
-            f"{reason}. Texts done so far are kept: fix the cause, then resume the run "
-            f"(python manage.py transform --run {run_id} --resume, or POST /api/transform-runs/{run_id}/resume/)."
-        ),
-    )
+    RUNS.fail(run_id, reason=reason)
 
 
 def transform_run_waiting(*, run_id: int) -> JobWait:
     """How the run's chunk tasks record that they wait on its backend, and fail it when they give up."""
-    return JobWait(model=TransformRun, job_id=run_id, fail=partial(transform_run_fail, run_id=run_id))
+    return RUNS.waiting(run_id)
 
 
 def transform_run_pending_chunks(*, run_id: int, chunk_size: int | None = None) -> list[list[int]]:
