@@ -9,7 +9,7 @@ from dataclasses import asdict, dataclass
 
 from django.contrib.auth.base_user import AbstractBaseUser
 from django.db import transaction
-from django.db.models import F
+from django.db.models import F, QuerySet
 from django.utils import timezone
 
 from core.errors import ShiftlabError
@@ -173,12 +173,9 @@ def judge_report_create(
     values (names and ids). ``None`` is unset: filled from ``preset``, else seed 0 and the judge's
     default temperature.
 
-    Datasets and runs are looked up as ``actor`` may read them (None: the system, which reads
-    everything); one they may not read is missing. The report goes into the project ``project``
-    names, else that of its inputs, else the caller's own (:func:`core.projects.project_for_new`),
-    which the caller must be able to change: ProjectAccessError (403) otherwise, raised before
-    anything is created. ``dispatch=False`` leaves the report for the caller to execute (the command
-    does, in its own process)."""
+    Inputs are looked up as ``actor`` (None: the system) may read them. The report goes into the
+    project :func:`core.projects.project_for_new` picks, or a ProjectAccessError (403) is raised
+    before anything is created. ``dispatch=False`` leaves the report to the caller to execute."""
     found = _dataset_named(dataset, actor=actor, project=project) if dataset else None
     settings = judge_report_settings(preset=preset, seed=seed, temperature=temperature, max_attempts=max_attempts)
     common = dict(
@@ -209,10 +206,7 @@ def judge_report_create(
         )
     if kind != JudgeReport.Kind.SELECTION:
         raise ShiftlabError(f"unknown report kind {kind!r}: use evaluation, run or selection")
-    found_runs = list(readable_runs.filter(pk__in=runs).select_related("generator", "dataset"))
-    missing = set(runs) - {r.pk for r in found_runs}
-    if missing:
-        raise ShiftlabError(f"no transformation run(s) {sorted(missing)}")
+    found_runs = _runs_named(readable_runs, runs)
     return judge_report_create_selection(
         project=project_for_new(actor, project, *found_runs, found),
         dataset=found,
@@ -229,6 +223,14 @@ def judge_report_create(
         alpha=alpha,
         **common,
     )
+
+
+def _runs_named(readable: QuerySet[TransformRun], ids: Sequence[int]) -> list[TransformRun]:
+    found = list(readable.filter(pk__in=ids).select_related("generator", "dataset"))
+    missing = set(ids) - {r.pk for r in found}
+    if missing:
+        raise ShiftlabError(f"no transformation run(s) {sorted(missing)}")
+    return found
 
 
 def _dataset_named(name: str, *, actor: User, project: str | None) -> Dataset:
