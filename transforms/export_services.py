@@ -26,7 +26,8 @@ def transform_run_export(*, run: TransformRun, path: Path | str) -> ExportResult
     left out (a failed text is never replaced by its original); the count is returned."""
     path = Path(path)
     task = TaskType(run.dataset.task_type)
-    fields = task_spec(task).transformable_fields
+    spec = task_spec(task)
+    fields, gold_name = spec.transformable_fields, spec.gold_field
     outputs: dict[int, dict[str, TransformedItem]] = {}
     for out in TransformedItem.objects.filter(run=run).select_related("item"):
         outputs.setdefault(out.item_id, {})[out.side] = out
@@ -42,7 +43,6 @@ def transform_run_export(*, run: TransformRun, path: Path | str) -> ExportResult
     if task is TaskType.RETRIEVAL:
         _export_beir(run, rows, path)
     elif task in PAIR_TASKS:
-        gold_name = "label" if task is TaskType.PAIR_CLASSIFICATION else "score"
         path.parent.mkdir(parents=True, exist_ok=True)
         with path.open("w", newline="", encoding="utf-8") as handle:
             writer = csv.writer(handle)
@@ -52,7 +52,6 @@ def transform_run_export(*, run: TransformRun, path: Path | str) -> ExportResult
                     [item.item_id, item.split, language, payload["sentence1"], payload["sentence2"], item.gold]
                 )
     else:
-        gold_name = {TaskType.SUMMARIZATION: "relevance", TaskType.RERANKING: None}.get(task, "label")
         _write_jsonl(
             path,
             (

@@ -9,8 +9,8 @@ from django import forms
 from core.projects import User, projects_readable, projects_writable, scoped
 from corpora.forms import DatasetChoiceField
 from corpora.models import Dataset
-from corpora.task_types import TaskType
 from transforms.backends import backend_aliases, configured_model
+from transforms.judging import GOLD_SIMILARITY_TASKS
 from transforms.models import JudgeReport, TransformRun
 from transforms.params import DEFAULT_SEED, MAX_ATTEMPTS_LIMIT, MAX_TOKENS_LIMIT, GenerationParams
 from transforms.presets import preset_choices
@@ -26,6 +26,11 @@ def _backend_choices() -> list[tuple[str, str]]:
         model = configured_model(alias)
         choices.append((alias, f"{model} ({alias})" if model and model != alias else alias))
     return choices
+
+
+def _optional_count(label: str, limit: int, help_text: str) -> forms.IntegerField:
+    """A positive whole-number setting up to ``limit``; empty is unset."""
+    return forms.IntegerField(label=label, required=False, min_value=1, max_value=limit, help_text=help_text)
 
 
 class ProjectFormMixin:
@@ -97,19 +102,11 @@ class TransformRunForm(ProjectFormMixin, forms.Form):
         widget=forms.NumberInput(attrs={"step": "0.05"}),
         help_text=f"Nucleus sampling, (0, 1]. Empty: {DEFAULT_PARAMS.top_p}, or the preset's.",
     )
-    max_tokens = forms.IntegerField(
-        label="Max tokens per answer",
-        required=False,
-        min_value=1,
-        max_value=MAX_TOKENS_LIMIT,
-        help_text=f"Empty: {DEFAULT_PARAMS.max_tokens}.",
-    )
-    max_attempts = forms.IntegerField(
-        label="Attempts per text",
-        required=False,
-        min_value=1,
-        max_value=MAX_ATTEMPTS_LIMIT,
-        help_text=f"A failed text is tried again up to this many times in all. Empty: {DEFAULT_PARAMS.max_attempts}.",
+    max_tokens = _optional_count("Max tokens per answer", MAX_TOKENS_LIMIT, f"Empty: {DEFAULT_PARAMS.max_tokens}.")
+    max_attempts = _optional_count(
+        "Attempts per text",
+        MAX_ATTEMPTS_LIMIT,
+        f"A failed text is tried again up to this many times in all. Empty: {DEFAULT_PARAMS.max_attempts}.",
     )
     language_check = forms.BooleanField(
         label="Check output languages",
@@ -141,7 +138,7 @@ class JudgeEvaluationForm(ProjectFormMixin, forms.Form):
 
     dataset = DatasetChoiceField(
         label="STS dataset",
-        queryset=Dataset.objects.filter(task_type__in=[TaskType.STS, TaskType.STR]).order_by("name"),
+        queryset=Dataset.objects.filter(task_type__in=GOLD_SIMILARITY_TASKS).order_by("name"),
         to_field_name="name",
         help_text="Pairs with gold similarity scores.",
     )

@@ -18,7 +18,6 @@ from core.projects import User, project_for_new, project_require_same, scoped
 from core.services import audit_record
 from corpora.models import Dataset
 from corpora.selectors import dataset_get
-from corpora.task_types import TaskType
 from transforms.backends import get_backend
 from transforms.backends.base import TransientBackendError
 from transforms.judgement_services import (
@@ -31,7 +30,14 @@ from transforms.judgement_services import (
     report_start,
     run_texts,
 )
-from transforms.judging import JudgeKind, degenerate_judges, evaluate_judge, score_counts, summarize_run
+from transforms.judging import (
+    GOLD_SIMILARITY_TASKS,
+    JudgeKind,
+    degenerate_judges,
+    evaluate_judge,
+    score_counts,
+    summarize_run,
+)
 from transforms.models import JudgeReport, TransformRun
 from transforms.params import GenerationParams
 from transforms.presets import resolve_preset
@@ -88,7 +94,7 @@ def judge_report_create_evaluation(
     in ``project`` (default: the dataset's; the default project for a shared dataset)."""
     project = project or project_for_new(None, None, dataset)
     project_require_same(project, dataset, role="the evaluated dataset")
-    if dataset.task_type not in (TaskType.STS, TaskType.STR):
+    if dataset.task_type not in GOLD_SIMILARITY_TASKS:
         raise ShiftlabError(f"judge evaluation needs an sts or str dataset; {dataset.name} is {dataset.task_type}")
     if limit is not None and limit < 3:
         raise ShiftlabError("--limit must be at least 3 (a correlation needs three pairs)")
