@@ -24,8 +24,8 @@ from transforms.judgement_services import (
     RUN_KINDS,
     JudgeParams,
     ReportProgress,
-    check_judges,
     judge_with_progress,
+    report_declare,
     report_options,
     report_start,
     run_texts,
@@ -101,18 +101,15 @@ def judge_report_create_evaluation(
     options = report_options(
         seed=seed, params=params or JudgeParams(), n_resamples=1000, limit=limit, split=split, **_preset_option(preset)
     )
-    with transaction.atomic():
-        report = JudgeReport.objects.create(
-            kind=JudgeReport.Kind.EVALUATION,
-            project=project,
-            dataset=dataset,
-            judges=check_judges([judge]),
-            options=options,
-            created_by=created_by,
-        )
-        audit_record(actor=created_by, verb="judge.report.create", obj=report, payload=options)
-        report_start(report, dispatch=dispatch)
-    return report
+    return report_declare(
+        kind=JudgeReport.Kind.EVALUATION,
+        project=project,
+        dataset=dataset,
+        judges=[judge],
+        options=options,
+        created_by=created_by,
+        dispatch=dispatch,
+    )
 
 
 def judge_report_create_run(
@@ -136,19 +133,17 @@ def judge_report_create_run(
     options = report_options(
         seed=seed, params=params or JudgeParams(), n_resamples=n_resamples, **_preset_option(preset)
     )
-    with transaction.atomic():
-        report = JudgeReport.objects.create(
-            kind=JudgeReport.Kind.RUN,
-            project=project,
-            dataset=run.dataset,
-            judges=check_judges(judges),
-            options=options,
-            created_by=created_by,
-        )
-        report.runs.set([run])
-        audit_record(actor=created_by, verb="judge.report.create", obj=report, payload={"run": run.pk, **options})
-        report_start(report, dispatch=dispatch)
-    return report
+    return report_declare(
+        kind=JudgeReport.Kind.RUN,
+        project=project,
+        dataset=run.dataset,
+        judges=judges,
+        options=options,
+        runs=[run],
+        audited={"run": run.pk},
+        created_by=created_by,
+        dispatch=dispatch,
+    )
 
 
 def judge_report_create(

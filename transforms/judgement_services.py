@@ -6,11 +6,16 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass
 
+from django.contrib.auth.base_user import AbstractBaseUser
+from django.db import transaction
 from django.db.models import F
 
 from core.errors import ShiftlabError
 from core.hashing import sha256_text
 from core.job_services import JobWait
+from core.models import Project
+from core.services import audit_record
+from corpora.models import Dataset
 from transforms import planning
 from transforms.backends import backend_chosen, get_backend
 from transforms.backends.base import ChatFailure, ChatRequest, LLMBackend, TransientBackendError
@@ -164,6 +169,36 @@ def report_options(*, seed: int, params: JudgeParams, n_resamples: int, **extra)
     if n_resamples < 100:
         raise ShiftlabError(f"use at least 100 bootstrap resamples (got {n_resamples})")
     return {"seed": seed, "judge_params": asdict(params), "n_resamples": n_resamples, **extra}
+
+
+def report_declare(
+    *,
+    kind: str,
+    project: Project,
+    dataset: Dataset,
+    judges: Sequence[str],
+    options: dict,
+    runs: Sequence[TransformRun] = (),
+    audited: dict | None = None,
+    created_by: AbstractBaseUser | None,
+    dispatch: bool,
+) -> JudgeReport:
+    """Create a report of ``runs`` (its judges checked), audit it with ``audited`` and its options,
+    and (with ``dispatch``) queue it once the transaction commits: all or nothing."""
+    with transaction.atomic():
+        report = JudgeReport.objects.create(
+            kind=kind,
+            project=project,
+            dataset=dataset,
+            judges=check_judges(judges),
+            options=options,
+            created_by=created_by,
+        )
+        if runs:
+            report.runs.set(runs)
+        audit_record(actor=created_by, verb="judge.report.create", obj=report, payload={**(audited or {}), **options})
+        report_start(report, dispatch=dispatch)
+    return report
 
 
 def report_start(report: JudgeReport, *, dispatch: bool) -> None:

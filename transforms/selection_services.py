@@ -11,17 +11,15 @@ from django.db import transaction
 from core.errors import ShiftlabError
 from core.models import Project
 from core.projects import project_for_new, project_require_same
-from core.services import audit_record
 from corpora.models import Dataset
 from transforms.backends import get_backend
 from transforms.chunk_services import transform_run_execute_inline
 from transforms.judgement_services import (
     JudgeParams,
     ReportProgress,
-    check_judges,
     judge_with_progress,
+    report_declare,
     report_options,
-    report_start,
     run_texts,
 )
 from transforms.judging import JudgeKind, degenerate_judges, score_counts
@@ -107,20 +105,17 @@ def judge_report_create_selection(
         options = _selection_options(
             runs, chosen, seed=seed, params=params, n_resamples=n_resamples, alpha=alpha, top_k=top_k, preset=preset
         )
-        report = JudgeReport.objects.create(
+        return report_declare(
             kind=JudgeReport.Kind.SELECTION,
             project=project,
             dataset=runs[0].dataset,
-            judges=check_judges(judges),
+            judges=judges,
             options=options,
+            runs=runs,
+            audited={"runs": [r.pk for r in runs]},
             created_by=created_by,
+            dispatch=dispatch,
         )
-        report.runs.set(runs)
-        audit_record(
-            actor=created_by, verb="judge.report.create", obj=report, payload={"runs": [r.pk for r in runs], **options}
-        )
-        report_start(report, dispatch=dispatch)
-    return report
 
 
 def _check_selection(

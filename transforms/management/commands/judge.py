@@ -43,15 +43,15 @@ class Command(ShiftlabCommand):
             "status", help="A report's progress, the backend it waits for (while its task retries), its error."
         )
         status.add_argument("report", type=int)
-        _add_actor(status)
+        ShiftlabCommand.add_actor_argument(status)
         show = sub.add_parser("show", help="Print a stored report, or export it.")
         show.add_argument("report", type=int)
         show.add_argument("--json", action="store_true")
         show.add_argument("--csv", metavar="PATH", help="Write the report's tables as CSV (long form).")
-        _add_actor(show)
+        ShiftlabCommand.add_actor_argument(show)
 
     def handle(self, *args, **o):
-        self.user: User = user_by_name(o["as_user"]) if o["as_user"] else None
+        self.user: User = user_by_name(o["actor"]) if o["actor"] else None
         if o["action"] == "show":
             return self._show(o)
         if o["action"] == "status":
@@ -165,15 +165,6 @@ _REPORT_INPUTS = {
 }
 
 
-def _add_actor(p) -> None:
-    p.add_argument(
-        "--as",
-        dest="as_user",
-        metavar="USER",
-        help="Act as this user: only their projects' datasets, runs and reports are found.",
-    )
-
-
 def _add_judged(p, judges_help: str) -> None:
     """The options of the subcommands that make a report."""
     p.add_argument("--judge", dest="judges", action="append", help=judges_help)
@@ -191,7 +182,7 @@ def _add_judged(p, judges_help: str) -> None:
         metavar="SLUG",
         help="Project of the report (default: its inputs', else the user's own one, else the default).",
     )
-    _add_actor(p)
+    ShiftlabCommand.add_actor_argument(p)
 
 
 def _add_evaluate(sub) -> None:
@@ -253,4 +244,4 @@ def _add_sensitivity(sub) -> None:
     sensitivity.add_argument("--resamples", type=int, default=1000)
     sensitivity.add_argument("--json", action="store_true", help="Print the report as JSON.")
     sensitivity.add_argument("--csv", metavar="PATH", help="Write the report's tables as CSV (long form).")
-    _add_actor(sensitivity)
+    ShiftlabCommand.add_actor_argument(sensitivity)

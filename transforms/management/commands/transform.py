@@ -54,12 +54,7 @@ class Command(ShiftlabCommand):
             "or with --export, --wait or --resume.",
         )
         parser.add_argument("--resume", action="store_true", help="Queue the texts of --run that have no outcome.")
-        parser.add_argument(
-            "--as",
-            dest="as_user",
-            metavar="USER",
-            help="Act as this user: only their projects' datasets and runs are found, and changes need their role.",
-        )
+        self.add_actor_argument(parser)
         parser.add_argument(
             "--project",
             metavar="SLUG",
@@ -69,7 +64,7 @@ class Command(ShiftlabCommand):
     def handle(self, *args, **o):
         if o["resume"] and not o["run"]:
             raise CommandError("--resume needs --run RUN_ID")
-        self.user = user_by_name(o["as_user"]) if o["as_user"] else None
+        self.user = user_by_name(o["actor"]) if o["actor"] else None
         if o["run"]:
             runs = [self._get_run(o["run"])]
             if o["resume"]:
