@@ -183,8 +183,21 @@ def test_a_report_in_a_project_the_caller_may_only_read_is_refused_by_every_door
     assert not TransformRun.objects.filter(project=world["gamma"]).exists()
 
 
+def test_a_judged_run_of_a_project_the_caller_may_only_read_is_refused_by_every_door(world):
+    """The report goes into the run's project, which the page has no field for: a run of gamma."""
+    gamma = dataset_import(source=DEMO_STS, task="sts", name="sts-gamma", project=world["gamma"])
+    run = keyword_run(gamma, 2).pk
+    page = page_as(world["rita"]).post(
+        reverse("transforms:judge-reports"), {"kind": "run", "run": run, "judges": ["default"]}
+    )
+    assert page.status_code == 403
+    api = api_as(world["rita"]).post("/api/judge-reports/", {"kind": "run", "run": run}, format="json")
+    assert api.status_code == 403 and READ_ONLY in api.json()["detail"]
+    assert _command("judge", "run", "--run", str(run)) == api.json()["detail"]
+    assert not JudgeReport.objects.filter(project=world["gamma"]).exists()
+
+
 def test_a_judged_run_named_into_a_project_the_caller_may_only_read_is_refused_alike(world):
-    """The page has no project field for a judged run (the report goes into the run's project)."""
     run = world["run"].pk
     body = {"kind": "run", "run": run, "project": "gamma"}
     api = api_as(world["rita"]).post("/api/judge-reports/", body, format="json")

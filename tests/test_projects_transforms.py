@@ -311,9 +311,10 @@ def test_the_run_form_offers_writable_projects_and_refuses_other_inputs(world):
 def test_the_judge_page_forms_are_scoped(world):
     vera = page_as(world["vera"])
     body = {"kind": "run", "run": world["run_a"].pk, "judges": ["default"]}
-    # The run select offers only runs the caller may change: a viewer's choice is invalid.
-    response = vera.post(reverse("transforms:judge-reports"), body)
-    assert response.status_code == 200 and b"Select a valid choice" in response.content
+    # The run select offers only runs the caller may change; a viewer who posts one she reads is
+    # refused (403) as the API and the command refuse her.
+    assert f'value="{world["run_a"].pk}"'.encode() not in vera.get(reverse("transforms:judge-reports")).content
+    assert vera.post(reverse("transforms:judge-reports"), body).status_code == 403
     alice = page_as(world["alice"])
     response = alice.post(reverse("transforms:judge-reports"), body)
     assert response.status_code == 302

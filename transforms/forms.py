@@ -5,6 +5,7 @@ rest, and ``core.pages.show_error`` puts their refusal next to the field it name
 from __future__ import annotations
 
 from django import forms
+from django.db.models import QuerySet
 
 from core.projects import User, projects_readable, projects_writable, scoped
 from corpora.forms import DatasetChoiceField
@@ -33,6 +34,14 @@ def _optional_count(label: str, limit: int, help_text: str) -> forms.IntegerFiel
     return forms.IntegerField(label=label, required=False, min_value=1, max_value=limit, help_text=help_text)
 
 
+def _offer_only(field: forms.ModelChoiceField, offered: QuerySet, *, key: str = "pk") -> None:
+    """Offer only ``offered`` (what the user may change) while the field accepts all it reads:
+    a choice the user may only read then reaches the service, which refuses it (403) as the API
+    and the command do, instead of the form calling it invalid."""
+    empty = [("", field.empty_label)] if field.empty_label is not None else []
+    field.widget.choices = [*empty, *((getattr(obj, key), field.label_from_instance(obj)) for obj in offered)]
+
+
 class ProjectFormMixin:
     """Forms of a signed-in ``user``: a ``project`` select of the projects they may change
     (preselected when there is one), and their inputs cut to what they may read. A project they
@@ -49,7 +58,7 @@ class ProjectFormMixin:
             initial=projects[0].slug if len(projects) == 1 else None,
             help_text="The project the new work belongs to; its inputs must be of it (or shared datasets).",
         )
-        field.widget.choices = [("", field.empty_label), *((p.slug, str(p)) for p in projects)]
+        _offer_only(field, projects, key="slug")
         self.fields = {"project": field, **self.fields}
 
     def project_slug(self) -> str | None:
@@ -180,14 +189,14 @@ class JudgeRunForm(forms.Form):
     def __init__(self, *args, user: User, **kwargs):
         kwargs.setdefault("label_suffix", "")
         super().__init__(*args, **kwargs)
-        # Only runs the user may change: the report goes into the run's project.
-        self.fields["run"].queryset = scoped(self.fields["run"].queryset, user, write=True)
         choices = _backend_choices()
         self.fields["judges"].choices = choices
         self.fields["judges"].initial = [choices[0][0]] if choices else []
-        self.fields["run"].label_from_instance = lambda r: (
-            f"#{r.pk} {r.transformation} of {r.dataset.name} ({r.generator.model})"
-        )
+        runs = self.fields["run"]
+        runs.label_from_instance = lambda r: f"#{r.pk} {r.transformation} of {r.dataset.name} ({r.generator.model})"
+        # Offered: the runs the user may change, as the report goes into the run's project.
+        runs.queryset, offered = scoped(runs.queryset, user), scoped(runs.queryset, user, write=True)
+        _offer_only(runs, offered)
 
     def service_data(self) -> dict:
         return {"kind": JudgeReport.Kind.RUN, "run": self.cleaned_data["run"].pk, "judges": self.cleaned_data["judges"]}
