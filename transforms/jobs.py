@@ -3,11 +3,13 @@ waited on: one description per kind, so that both queue alike and say alike how 
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from functools import partial
 
 from core.job_services import JobWait, job_fail
 from core.models import TrackedJob
+from core.sweeper import StuckJobKind
 from core.task_policy import dispatch_on_commit, task_named
 from transforms.models import JudgeReport, TransformRun
 
@@ -38,6 +40,16 @@ class JobKind:
         how = self.resume.format(id=job_id)
         message = f"{reason}. {self.kept}: fix the cause, then resume the {self.noun} ({how})."
         job_fail(model=self.model, job_id=job_id, message=message)
+
+    def stuck(self, label: str, *, tasks: set[str], resume: Callable[[TrackedJob], object]) -> StuckJobKind:
+        """What the sweeper needs to resume or fail a job of this kind that ``tasks`` left stuck."""
+        return StuckJobKind(
+            label=label,
+            model=self.model,
+            task_names=frozenset(tasks),
+            resume=resume,
+            fail=lambda job_id, reason: self.fail(job_id, reason=reason),
+        )
 
     def waiting(self, job_id: int) -> JobWait:
         """How the job's tasks record that they wait on a backend, and fail it when they give up."""
