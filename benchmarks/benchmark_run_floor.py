@@ -84,7 +84,8 @@ def main() -> None:
     from transforms.chunk_services import transform_run_execute_inline
     from transforms.embedded import TEST_MODEL, LlamaServer, ensure_model
     from transforms.models import TransformedItem
-    from transforms.services import GenerationParams, transform_run_create
+    from transforms.params import GenerationParams
+    from transforms.services import transform_run_create
 
     dataset = _dataset(args, dataset_import)
     limit = None if args.stsb else args.pairs

@@ -152,8 +152,9 @@ def all_transformations(args) -> None:
     from transforms.backends import reset_backends
     from transforms.embedded import LlamaServer, ensure_model
     from transforms.models import TransformRun
+    from transforms.params import GenerationParams
     from transforms.registry import TRANSFORMATIONS
-    from transforms.services import GenerationParams, transform_run_create
+    from transforms.services import transform_run_create
     from transforms.tasks import start_run
 
     stsb = Path(args.shared_data) / "stsb-multi-mt" / STSB.name if args.shared_data else STSB
@@ -327,7 +328,8 @@ def main() -> None:
     from corpora.services import ImportOptions, dataset_import
     from transforms.backends import reset_backends
     from transforms.embedded import LlamaServer, ensure_model
-    from transforms.services import GenerationParams, transform_run_create
+    from transforms.params import GenerationParams
+    from transforms.services import transform_run_create
     from transforms.tasks import start_run
 
     call_command("migrate", verbosity=0)

@@ -101,7 +101,8 @@ def main() -> None:
     from transforms.backends import reset_backends
     from transforms.embedded import TEST_MODEL, LlamaServer, ensure_model
     from transforms.models import TransformedItem, TransformRun
-    from transforms.services import GenerationParams, transform_run_create
+    from transforms.params import GenerationParams
+    from transforms.services import transform_run_create
 
     name = f"scifact-q{args.queries or 'all'}-d{args.docs if args.docs is not None else 'all'}"
     dataset = Dataset.objects.filter(name=name).first()

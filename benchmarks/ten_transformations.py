@@ -40,14 +40,11 @@ def main() -> None:
     from corpora.models import Dataset
     from corpora.services import ImportOptions, dataset_import
     from transforms.models import TransformRun
+    from transforms.params import GenerationParams
+    from transforms.prompt_services import prompt_template_active, prompt_template_create_version
     from transforms.registry import TRANSFORMATIONS
     from transforms.selectors import transform_run_summary
-    from transforms.services import (
-        GenerationParams,
-        prompt_template_active,
-        prompt_template_create_version,
-        transform_run_create,
-    )
+    from transforms.services import transform_run_create
 
     if settings.CELERY_TASK_ALWAYS_EAGER:
         sys.exit("Set CELERY_BROKER_URL and start a worker: this script measures runs executed by Celery workers.")

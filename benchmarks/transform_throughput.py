@@ -422,8 +422,9 @@ def prepare_workload(args) -> Workload:
     from core.hashing import sha256_text
     from corpora.services import ImportOptions, dataset_import
     from transforms import planning
+    from transforms.params import GenerationParams
+    from transforms.prompt_services import prompt_template_active
     from transforms.prompts import PromptText
-    from transforms.services import GenerationParams, prompt_template_active
 
     call_command("migrate", verbosity=0)
     source, pairs = read_pairs(args.n // 2)

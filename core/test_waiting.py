@@ -65,7 +65,7 @@ def test_the_give_up_message_counts_the_retries():
 
 
 class ServerDown(BackendUnavailable):
-    """A subclass, as the apps define theirs (transforms.services.TransientBackendError)."""
+    """A subclass, as the apps define theirs (transforms.backends.base.TransientBackendError)."""
 
 
 def test_the_error_survives_pickling_with_what_it_says():

@@ -40,9 +40,11 @@ from evaluation.benchmark_scoring import benchmark_unit_score
 from evaluation.encoders import EncoderError, get_encoder
 from evaluation.models import BenchmarkResult, BenchmarkRun
 from evaluation.services import TRAIN_SPLIT
+from transforms.backends.base import TransientBackendError
 from transforms.models import TransformRun
+from transforms.params import GenerationParams
 from transforms.presets import preset_get
-from transforms.services import GenerationParams, TransientBackendError, transform_run_create
+from transforms.services import transform_run_create
 
 MAX_ERROR_LINES = 20
 

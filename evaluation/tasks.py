@@ -15,7 +15,7 @@ from evaluation.benchmark_services import (
     benchmark_unit_execute,
 )
 from evaluation.models import BenchmarkRun
-from transforms.services import TransientBackendError
+from transforms.backends.base import TransientBackendError
 
 
 @shared_task(name="evaluation.start_benchmark_run", acks_late=True, reject_on_worker_lost=True)

@@ -41,7 +41,8 @@ from evaluation.benchmark_services import benchmark_run_create_from_config
 from evaluation.tasks import start_benchmark_run
 from tests.argilla_ui import answer, rate_in_ui, respond
 from tests.support import PASSWORD, argilla_annotator_client, argilla_pending, make_user, page_as, require_or_skip
-from transforms.services import GenerationParams, transform_run_create
+from transforms.params import GenerationParams
+from transforms.services import transform_run_create
 
 pytestmark = [pytest.mark.django_db, pytest.mark.services]
 

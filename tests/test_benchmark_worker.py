@@ -20,7 +20,8 @@ from evaluation.selectors import benchmark_run_aggregates
 from shiftlab.celery import app
 from tests.support import celery_worker, config_text, private_redis_url, wait_for
 from transforms.models import Generation, TransformedItem
-from transforms.services import GenerationParams, transform_run_create
+from transforms.params import GenerationParams
+from transforms.services import transform_run_create
 
 pytestmark = [pytest.mark.services, pytest.mark.django_db(transaction=True)]
 VISIBILITY_TIMEOUT = 5

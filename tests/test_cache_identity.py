@@ -15,8 +15,9 @@ from transforms.backends import reset_backends
 from transforms.chunk_services import transform_run_execute_inline
 from transforms.embedded import TEST_MODEL, get_model
 from transforms.models import Generation, TransformedItem, TransformRun
+from transforms.params import GenerationParams
 from transforms.registry import LanguagePlan, transformation_get
-from transforms.services import GenerationParams, transform_run_create
+from transforms.services import transform_run_create
 
 pytestmark = pytest.mark.django_db
 PARAMS = GenerationParams(max_tokens=32, max_attempts=1)

@@ -21,7 +21,7 @@ from corpora.models import Dataset, DatasetImport, DatasetItem
 from corpora.services import dataset_import
 from corpora.tasks import run_dataset_import
 from transforms.models import GeneratorConfig, TransformRun
-from transforms.services import GenerationParams
+from transforms.params import GenerationParams
 
 FIXTURES = settings.BASE_DIR / "fixtures"
 pytestmark = pytest.mark.django_db

@@ -40,12 +40,12 @@ from evaluation.tasks import execute_benchmark_unit
 from shiftlab.celery import app
 from tests.support import api_as, celery_sender, celery_worker_command, database_url_for_worker, page_as, wait_for
 from transforms.backends import reset_backends
+from transforms.backends.base import TransientBackendError
 from transforms.judge_services import judge_report_create_evaluation, judge_report_resume
 from transforms.judgement_services import JudgeParams, judge_report_waiting
 from transforms.models import JudgeReport, TransformRun
+from transforms.params import GenerationParams
 from transforms.services import (
-    GenerationParams,
-    TransientBackendError,
     transform_run_create,
     transform_run_pending_chunks,
     transform_run_resume,

@@ -19,8 +19,9 @@ from transforms.judge_services import judge_report_create_run, judge_report_exec
 from transforms.judge_tables import format_value, report_tables
 from transforms.judgement_services import JudgeParams, judge_pairs
 from transforms.models import Generation, Judgement, JudgeReport, TransformedItem
+from transforms.params import GenerationParams
 from transforms.selection_services import judge_report_create_selection
-from transforms.services import GenerationParams, transform_run_create
+from transforms.services import transform_run_create
 
 pytestmark = pytest.mark.django_db
 

@@ -19,8 +19,9 @@ from transforms.chunk_services import transform_run_execute_inline
 from transforms.language_id import detect_language
 from transforms.languages import can_check_language, language_name
 from transforms.models import Generation, TransformedItem, TransformRun
+from transforms.params import GenerationParams
 from transforms.selectors import transform_run_summary
-from transforms.services import GenerationParams, transform_run_create
+from transforms.services import transform_run_create
 
 pytestmark = pytest.mark.django_db
 

@@ -181,7 +181,7 @@ def test_a_transformation_run_shared_by_two_hosts_survives_losing_one(
     from corpora.services import dataset_import
     from transforms.backends import reset_backends
     from transforms.models import Generation, TransformedItem, TransformRun
-    from transforms.services import GenerationParams
+    from transforms.params import GenerationParams
     from transforms.tasks import start_run
 
     redis_url = multihost

@@ -23,9 +23,10 @@ from corpora.services import dataset_import
 from tests.support import api_as, keyword_run, make_user, page_as
 from transforms.backends import reset_backends
 from transforms.models import JudgeReport, PromptTemplate, TransformRun
+from transforms.prompt_services import prompt_template_active, prompt_template_create_version
 from transforms.prompts import default_prompt
 from transforms.selection_services import judge_report_create_selection
-from transforms.services import prompt_template_active, prompt_template_create_version, transform_run_create
+from transforms.services import transform_run_create
 
 pytestmark = pytest.mark.django_db
 
@@ -310,9 +311,10 @@ def test_the_run_form_offers_writable_projects_and_refuses_other_inputs(world):
 def test_the_judge_page_forms_are_scoped(world):
     vera = page_as(world["vera"])
     body = {"kind": "run", "run": world["run_a"].pk, "judges": ["default"]}
-    # The run select offers only runs the caller may change: a viewer's choice is invalid.
-    response = vera.post(reverse("transforms:judge-reports"), body)
-    assert response.status_code == 200 and b"Select a valid choice" in response.content
+    # The run select offers only runs the caller may change; a viewer who posts one she reads is
+    # refused (403) as the API and the command refuse her.
+    assert f'value="{world["run_a"].pk}"'.encode() not in vera.get(reverse("transforms:judge-reports")).content
+    assert vera.post(reverse("transforms:judge-reports"), body).status_code == 403
     alice = page_as(world["alice"])
     response = alice.post(reverse("transforms:judge-reports"), body)
     assert response.status_code == 302
@@ -369,7 +371,7 @@ def test_judge_command_acts_as_a_user(world):
     run_a, report_a = world["run_a"].pk, world["report_a"].pk
     with pytest.raises(CommandError, match=f"No judge report {report_a}"):
         call_command("judge", "show", str(report_a), "--as", "bob")
-    with pytest.raises(CommandError, match=f"No run {run_a}"):
+    with pytest.raises(CommandError, match=f"no transformation run {run_a}"):
         call_command("judge", "run", "--run", str(run_a), "--as", "bob")
     with pytest.raises(CommandError, match="may only read project 'team-a'"):
         call_command("judge", "run", "--run", str(run_a), "--as", "vera")

@@ -24,8 +24,10 @@ from tests.browser_support import DOC_SCREENSHOTS, SCREENSHOTS, TIMEOUT_MS, chro
 from transforms.judge_services import judge_report_create_run, judge_report_execute
 from transforms.judgement_services import JudgeParams, judge_pairs
 from transforms.models import TransformedItem, TransformRun
+from transforms.params import GenerationParams
+from transforms.prompt_services import prompt_template_create_version
 from transforms.sensitivity_services import prompt_sensitivity_report
-from transforms.services import GenerationParams, prompt_template_create_version, transform_run_create
+from transforms.services import transform_run_create
 from transforms.tasks import start_run
 
 PARAMS = GenerationParams(max_tokens=48, max_attempts=1)

@@ -12,16 +12,12 @@ import pytest
 
 from corpora.services import dataset_import
 from transforms.backends import reset_backends
-from transforms.backends.base import ChatFailure, ChatRequest, ChatResult
+from transforms.backends.base import ChatFailure, ChatRequest, ChatResult, TransientBackendError
 from transforms.backends.openai_compat import OpenAICompatBackend
 from transforms.chunk_services import transform_run_execute_chunk
 from transforms.models import Generation, TransformedItem
-from transforms.services import (
-    GenerationParams,
-    TransientBackendError,
-    transform_run_create,
-    transform_run_pending_chunks,
-)
+from transforms.params import GenerationParams
+from transforms.services import transform_run_create, transform_run_pending_chunks
 
 GATEWAY_PAGE = b"<html><body>502 Bad Gateway</body></html>"
 

@@ -15,8 +15,8 @@ from transforms.backends import reset_backends
 from transforms.judge_services import judge_report_create, judge_report_execute
 from transforms.judgement_services import JudgeParams, judge_pairs
 from transforms.models import TransformedItem
+from transforms.params import GenerationParams
 from transforms.selection_services import judge_report_create_selection
-from transforms.services import GenerationParams
 
 pytestmark = pytest.mark.django_db
 

@@ -17,14 +17,11 @@ from transforms.backends import reset_backends
 from transforms.chunk_services import transform_run_execute_chunk
 from transforms.cleaning import clean_output
 from transforms.error_checks import ErrorType
+from transforms.export_services import transform_run_export
 from transforms.models import Generation, TransformedItem, TransformRun
-from transforms.services import (
-    GenerationParams,
-    prompt_template_active,
-    prompt_template_create_version,
-    transform_run_create,
-    transform_run_export,
-)
+from transforms.params import GenerationParams
+from transforms.prompt_services import prompt_template_active, prompt_template_create_version
+from transforms.services import transform_run_create
 
 pytestmark = pytest.mark.django_db
 FAST = GenerationParams(temperature=0.7, max_tokens=48, max_attempts=2)

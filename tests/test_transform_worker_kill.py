@@ -15,7 +15,8 @@ from shiftlab.celery import app
 from tests.support import celery_worker, wait_for
 from transforms.backends import reset_backends
 from transforms.models import Generation, TransformedItem, TransformRun
-from transforms.services import GenerationParams, transform_run_create
+from transforms.params import GenerationParams
+from transforms.services import transform_run_create
 
 pytestmark = [pytest.mark.services, pytest.mark.django_db(transaction=True)]
 VISIBILITY_TIMEOUT = 5

@@ -23,7 +23,8 @@ from shiftlab.celery import app
 from tests.support import celery_sender, celery_worker, private_redis_url, wait_for
 from transforms.backends import reset_backends
 from transforms.models import TransformRun
-from transforms.services import GenerationParams, transform_run_create
+from transforms.params import GenerationParams
+from transforms.services import transform_run_create
 
 pytestmark = [pytest.mark.services, pytest.mark.django_db(transaction=True)]
 VISIBILITY_TIMEOUT = 4

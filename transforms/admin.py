@@ -10,7 +10,7 @@ from transforms.models import (
     TransformedItem,
     TransformRun,
 )
-from transforms.services import prompt_template_create_version
+from transforms.prompt_services import prompt_template_create_version
 
 
 @admin.register(PromptTemplate)

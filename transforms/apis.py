@@ -1,25 +1,24 @@
 from dataclasses import asdict
 
-from django.core.exceptions import ImproperlyConfigured
-from django.http import Http404, HttpResponse
+from django.http import HttpResponse
 from drf_spectacular.utils import OpenApiParameter, extend_schema
 from rest_framework import mixins, status, viewsets
 from rest_framework.decorators import action
 from rest_framework.response import Response
 
-from core.errors import ShiftlabError
 from core.permissions import IsResearcher
 from core.projects import (
-    ProjectAccessError,
-    project_for_new,
     project_require_write,
     project_resolve,
     projects_readable,
 )
-from corpora.models import Dataset
-from corpora.selectors import dataset_get
 from transforms.judge_services import judge_report_create, judge_report_resume
 from transforms.judge_tables import report_tables, tables_csv
+from transforms.prompt_services import (
+    prompt_template_activate,
+    prompt_template_create_version,
+    prompt_templates_ensure_defaults_of,
+)
 from transforms.selectors import (
     judge_report_list,
     prompt_template_list,
@@ -37,17 +36,7 @@ from transforms.serializers import (
     TransformRunCreateSerializer,
     TransformRunSerializer,
 )
-from transforms.services import (
-    prompt_template_activate,
-    prompt_template_create_version,
-    prompt_templates_ensure_defaults_of,
-    transform_run_resume,
-    transform_run_settings,
-    transform_runs_create,
-)
-
-# A refusal a caller can fix is a 400; one for a project they may only read stays a 403: every
-# ``except ShiftlabError`` below first lets ProjectAccessError (also a PermissionDenied) through.
+from transforms.services import transform_run_resume, transform_runs_start
 
 
 class PromptTemplateViewSet(
@@ -80,13 +69,8 @@ class PromptTemplateViewSet(
         data_in = PromptTemplateCreateSerializer(data=request.data)
         data_in.is_valid(raise_exception=True)
         data = dict(data_in.validated_data)
-        try:
-            project = project_resolve(request.user, data.pop("project", None))
-            template = prompt_template_create_version(created_by=request.user, project=project, **data)
-        except ProjectAccessError:
-            raise
-        except ShiftlabError as exc:
-            return Response({"detail": str(exc)}, status=status.HTTP_400_BAD_REQUEST)
+        project = project_resolve(request.user, data.pop("project", None))
+        template = prompt_template_create_version(created_by=request.user, project=project, **data)
         return Response(PromptTemplateSerializer(template).data, status=status.HTTP_201_CREATED)
 
     @extend_schema(request=None, responses={200: PromptTemplateSerializer})
@@ -113,38 +97,8 @@ class TransformRunViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, view
         """Start a run; with a preset and no seed, one run per preset seed (the answer is then a list)."""
         data_in = TransformRunCreateSerializer(data=request.data)
         data_in.is_valid(raise_exception=True)
-        data = data_in.validated_data
-        try:
-            dataset = dataset_get(name=data["dataset"], user=request.user, project=data.get("project") or None)
-        except Dataset.DoesNotExist:
-            raise Http404(f"no dataset {data['dataset']!r}") from None
-        except ShiftlabError as exc:  # several datasets of that name: name the project
-            return Response({"detail": str(exc)}, status=status.HTTP_400_BAD_REQUEST)
-        try:
-            project = project_for_new(request.user, data.get("project"), dataset)
-            settings = transform_run_settings(
-                preset=data.get("preset", ""),
-                seed=data.get("seed"),
-                temperature=data.get("temperature"),
-                top_p=data.get("top_p"),
-                max_tokens=data.get("max_tokens"),
-                max_attempts=data.get("max_attempts"),
-                languages=data.get("languages"),
-            )
-            runs = transform_runs_create(
-                dataset=dataset,
-                transformation=data["transformation"],
-                settings=settings,
-                backend_alias=data["backend"],
-                limit=data.get("limit"),
-                language_check=data["language_check"],
-                created_by=request.user,
-                project=project,
-            )
-        except ProjectAccessError:
-            raise
-        except (ShiftlabError, ImproperlyConfigured) as exc:
-            return Response({"detail": str(exc)}, status=status.HTTP_400_BAD_REQUEST)
+        data = dict(data_in.validated_data)
+        runs = transform_runs_start(actor=request.user, project=data.pop("project", None), **data)
         for run in runs:
             run.refresh_from_db()
         body = TransformRunSerializer(runs, many=True).data if len(runs) > 1 else TransformRunSerializer(runs[0]).data
@@ -184,10 +138,7 @@ class TransformRunViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, view
             run_ids = [int(part) for part in raw.split(",") if part.strip()]
         except ValueError:
             return Response({"runs": [f"run ids separated by commas, got {raw!r}"]}, status=status.HTTP_400_BAD_REQUEST)
-        try:
-            result = prompt_sensitivity_report(run_ids=run_ids, user=request.user)
-        except ShiftlabError as exc:
-            return Response({"detail": str(exc)}, status=status.HTTP_400_BAD_REQUEST)
+        result = prompt_sensitivity_report(run_ids=run_ids, user=request.user)
         return Response(asdict(result))
 
 
@@ -204,13 +155,7 @@ class JudgeReportViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, views
     def create(self, request):
         data_in = JudgeReportCreateSerializer(data=request.data)
         data_in.is_valid(raise_exception=True)
-        data = data_in.validated_data
-        try:
-            report = judge_report_create(created_by=request.user, **data)
-        except ProjectAccessError:
-            raise
-        except (ShiftlabError, ImproperlyConfigured) as exc:
-            return Response({"detail": str(exc)}, status=status.HTTP_400_BAD_REQUEST)
+        report = judge_report_create(actor=request.user, **data_in.validated_data)
         report.refresh_from_db()
         return Response(JudgeReportSerializer(report).data, status=status.HTTP_202_ACCEPTED)
 

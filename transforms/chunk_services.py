@@ -27,14 +27,13 @@ from transforms.attempts import (
     side_language,
 )
 from transforms.backends import get_backend
-from transforms.backends.base import ChatFailure, ChatRequest, ChatResult, LLMBackend
+from transforms.backends.base import ChatFailure, ChatRequest, ChatResult, LLMBackend, TransientBackendError
 from transforms.languages import language_name, normalise_code
 from transforms.models import Generation, TransformedItem, TransformRun
+from transforms.params import GenerationParams
 from transforms.prompts import PromptText
 from transforms.registry import Transformation, transformation_get
 from transforms.services import (
-    GenerationParams,
-    TransientBackendError,
     transform_run_finalize,
     transform_run_mark_started,
     transform_run_pending_chunks,

@@ -37,6 +37,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import ClassVar
 
+from core.errors import ShiftlabError
 from core.local_server import LOCAL_OPENER, LocalServer, available_cpus, free_port, port_in_use
 
 try:
@@ -55,7 +56,7 @@ _CHUNK = 4 * 1024 * 1024
 _MB = 1024 * 1024
 
 
-class EmbeddedModelError(RuntimeError):
+class EmbeddedModelError(ShiftlabError, RuntimeError):
     """A model could not be provided: unknown name, failed download or wrong checksum."""
 
 

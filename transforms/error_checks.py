@@ -33,6 +33,7 @@ from transforms.text_metrics import normalized_edit_distance, word_count
 
 __all__ = [
     "ERROR_PRECEDENCE",
+    "output_errors",
     "RUNAWAY_RATIO",
     "SentenceType",
     "TRUNCATED_RATIO",
@@ -249,7 +250,83 @@ def analyse_output(
     keep_sentence_type: bool = False,
     language_candidates: Sequence[str] | None = None,
 ) -> OutputAnalysis:
-    """Clean a model answer and run every error check on it.
+    """Clean a model answer and run every error check on it (:func:`output_errors` says which, in
+    precedence order).
+
+    Parameters
+    ----------
+    source : str
+        The text that was transformed.
+    raw_output : str
+        The model's raw answer.
+    expected_language : str or None
+        ISO 639-1 code the answer must be written in; ``None`` skips the language check.
+    may_grow : bool
+        The transformation may lengthen the text a lot (expansion): no ``runaway``.
+    may_shrink : bool
+        The transformation may shorten the text a lot (summarization, keywords): no ``truncated``.
+        It is independent of *must_shrink*; a summarization usually sets both.
+    must_shrink : bool
+        The output must be shorter than the source (summarization): ``summary_longer`` applies.
+    keep_sentence_type : bool
+        The transformation keeps the meaning in the same language (paraphrase, style change,
+        length changes, backtranslation): ``sentence_type`` applies.
+    language_candidates : sequence of str, optional
+        Languages the detection is restricted to (the expected language is always added). Restricting
+        to the languages of the benchmark makes detection both more accurate and more often confident.
+
+    Returns
+    -------
+    OutputAnalysis
+    """
+    text = clean_output(raw_output)
+    expected = normalise_language_code(expected_language) if expected_language else None
+    detected = detect_language(text, candidates=_detection_candidates(language_candidates, expected)) if text else None
+    all_errors = output_errors(
+        source,
+        text,
+        expected=expected,
+        detected=detected,
+        may_grow=may_grow,
+        may_shrink=may_shrink,
+        must_shrink=must_shrink,
+        keep_sentence_type=keep_sentence_type,
+    )
+    return OutputAnalysis(
+        text=text,
+        error=all_errors[0] if all_errors else None,
+        all_errors=all_errors,
+        detected_language=detected,
+        edit_distance=normalized_edit_distance(source, text),
+        length_ratio=word_count(text) / max(word_count(source), 1),
+    )
+
+
+def _detection_candidates(language_candidates: Sequence[str] | None, expected: str | None) -> list[str] | None:
+    """The languages the detection is restricted to: the candidates the identifier knows, and the
+    expected language; None (every language) when there are none."""
+    if language_candidates is None:
+        return None
+    known = supported_languages()
+    candidates = [code for code in map(normalise_language_code, language_candidates) if code in known]
+    if expected in known:
+        candidates.append(expected)
+    return candidates or None
+
+
+def output_errors(
+    source: str,
+    text: str,
+    *,
+    expected: str | None,
+    detected: str | None,
+    may_grow: bool = False,
+    may_shrink: bool = False,
+    must_shrink: bool = False,
+    keep_sentence_type: bool = False,
+) -> tuple[ErrorType, ...]:
+    """The errors of the cleaned output ``text`` of ``source``, in precedence order; ``expected``
+    and ``detected`` are normalised language codes (the options: see :func:`analyse_output`).
 
     Checks, in precedence order (see :class:`ErrorType`):
 
@@ -286,90 +363,31 @@ def analyse_output(
         answered question, "Where is it? It is here.", ends as a statement): see
         :func:`sentence_type`, read in the expected language (else the detected one). Only for
         rewrites in the source's own language, where the marks of a question stay the same.
-
-    Parameters
-    ----------
-    source : str
-        The text that was transformed.
-    raw_output : str
-        The model's raw answer.
-    expected_language : str or None
-        ISO 639-1 code the answer must be written in; ``None`` skips the language check.
-    may_grow : bool
-        The transformation may lengthen the text a lot (expansion): no ``runaway``.
-    may_shrink : bool
-        The transformation may shorten the text a lot (summarization, keywords): no ``truncated``.
-        It is independent of *must_shrink*; a summarization usually sets both.
-    must_shrink : bool
-        The output must be shorter than the source (summarization): ``summary_longer`` applies.
-    keep_sentence_type : bool
-        The transformation keeps the meaning in the same language (paraphrase, style change,
-        length changes, backtranslation): ``sentence_type`` applies.
-    language_candidates : sequence of str, optional
-        Languages the detection is restricted to (the expected language is always added). Restricting
-        to the languages of the benchmark makes detection both more accurate and more often confident.
-
-    Returns
-    -------
-    OutputAnalysis
     """
-    text = clean_output(raw_output)
-    source_words = word_count(source)
-    output_words = word_count(text)
-    length_ratio = output_words / max(source_words, 1)
-    edit_distance = normalized_edit_distance(source, text)
-
-    expected = normalise_language_code(expected_language) if expected_language else None
-    known = supported_languages()
-    candidates: list[str] | None = None
-    if language_candidates is not None:
-        candidates = [code for code in map(normalise_language_code, language_candidates) if code in known]
-        if expected in known:
-            candidates.append(expected)
-        if not candidates:
-            candidates = None
-    detected = detect_language(text, candidates=candidates) if text else None
-
-    fired: set[ErrorType] = set()
     if not text:
-        fired.add(ErrorType.EMPTY)
-    elif _is_only_punctuation(text):
-        fired.add(ErrorType.ELLIPSIS)
-    else:
-        if _is_json_fragment(text):
-            fired.add(ErrorType.JSON_FRAGMENT)
-        if _is_reasoning_leak(text, source):
-            fired.add(ErrorType.REASONING_LEAK)
-        if _is_instruction_leak(text, source):
-            fired.add(ErrorType.INSTRUCTION_LEAK)
-        if _comparable(text) == _comparable(source):
-            fired.add(ErrorType.IDENTICAL)
-        if (
+        return (ErrorType.EMPTY,)
+    if _is_only_punctuation(text):
+        return (ErrorType.ELLIPSIS,)
+    source_words, output_words = word_count(source), word_count(text)
+    length_ratio = output_words / max(source_words, 1)
+    checks = {
+        ErrorType.JSON_FRAGMENT: _is_json_fragment(text),
+        ErrorType.REASONING_LEAK: _is_reasoning_leak(text, source),
+        ErrorType.INSTRUCTION_LEAK: _is_instruction_leak(text, source),
+        ErrorType.IDENTICAL: _comparable(text) == _comparable(source),
+        ErrorType.WRONG_LANGUAGE: (
             expected is not None
-            and expected in known
+            and expected in supported_languages()
             and detected is not None
             and output_words >= MIN_WORDS_FOR_LANGUAGE
             and not same_language(detected, expected)
-        ):
-            fired.add(ErrorType.WRONG_LANGUAGE)
-        if length_ratio > RUNAWAY_RATIO and not may_grow:
-            fired.add(ErrorType.RUNAWAY)
-        if length_ratio < TRUNCATED_RATIO and not may_shrink:
-            fired.add(ErrorType.TRUNCATED)
-        if must_shrink and output_words > source_words:
-            fired.add(ErrorType.SUMMARY_LONGER)
-        if keep_sentence_type and _changes_sentence_type(source, text, expected or detected):
-            fired.add(ErrorType.SENTENCE_TYPE)
-
-    all_errors = tuple(error for error in ERROR_PRECEDENCE if error in fired)
-    return OutputAnalysis(
-        text=text,
-        error=all_errors[0] if all_errors else None,
-        all_errors=all_errors,
-        detected_language=detected,
-        edit_distance=edit_distance,
-        length_ratio=length_ratio,
-    )
+        ),
+        ErrorType.RUNAWAY: length_ratio > RUNAWAY_RATIO and not may_grow,
+        ErrorType.TRUNCATED: length_ratio < TRUNCATED_RATIO and not may_shrink,
+        ErrorType.SUMMARY_LONGER: must_shrink and output_words > source_words,
+        ErrorType.SENTENCE_TYPE: keep_sentence_type and _changes_sentence_type(source, text, expected or detected),
+    }
+    return tuple(error for error in ERROR_PRECEDENCE if checks.get(error))
 
 
 # --------------------------------------------------------------------------------------------------

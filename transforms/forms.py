@@ -1,20 +1,21 @@
 """Forms of the transformation pages (issue 20): start a run, and queue the three kinds of judge
 report. Each form checks what a page can check (types, ranges, choices); the services check the
-rest, and ``add_service_error`` puts their refusal next to the field it names."""
+rest, and ``core.pages.show_error`` puts their refusal next to the field it names."""
 
 from __future__ import annotations
 
 from django import forms
+from django.db.models import QuerySet
 
-from core.projects import User, projects_writable, scoped
+from core.projects import User, projects_readable, projects_writable, scoped
 from corpora.forms import DatasetChoiceField
 from corpora.models import Dataset
-from corpora.task_types import TaskType
 from transforms.backends import backend_aliases, configured_model
+from transforms.judging import GOLD_SIMILARITY_TASKS
 from transforms.models import JudgeReport, TransformRun
+from transforms.params import DEFAULT_SEED, MAX_ATTEMPTS_LIMIT, MAX_TOKENS_LIMIT, GenerationParams
 from transforms.presets import preset_choices
 from transforms.registry import TRANSFORMATIONS
-from transforms.services import DEFAULT_SEED, MAX_ATTEMPTS_LIMIT, MAX_TOKENS_LIMIT, GenerationParams
 
 DEFAULT_PARAMS = GenerationParams()
 
@@ -28,32 +29,37 @@ def _backend_choices() -> list[tuple[str, str]]:
     return choices
 
 
-class ServiceErrorsMixin:
-    """Puts a service's refusal next to the field its message starts with ("temperature must
-    be ...", "seed=[1] conflicts with preset ..."), or above the form."""
+def _optional_count(label: str, limit: int, help_text: str) -> forms.IntegerField:
+    """A positive whole-number setting up to ``limit``; empty is unset."""
+    return forms.IntegerField(label=label, required=False, min_value=1, max_value=limit, help_text=help_text)
 
-    def add_service_error(self, message: str) -> None:
-        head = message.split(" ", 1)[0].split("=", 1)[0].removeprefix("--").replace("-", "_")
-        self.add_error(head if head in self.fields else None, message)
+
+def _offer_only(field: forms.ModelChoiceField, offered: QuerySet, *, key: str = "pk") -> None:
+    """Offer only ``offered`` (what the user may change) while the field accepts all it reads:
+    a choice the user may only read then reaches the service, which refuses it (403) as the API
+    and the command do, instead of the form calling it invalid."""
+    empty = [("", field.empty_label)] if field.empty_label is not None else []
+    field.widget.choices = [*empty, *((getattr(obj, key), field.label_from_instance(obj)) for obj in offered)]
 
 
 class ProjectFormMixin:
     """Forms of a signed-in ``user``: a ``project`` select of the projects they may change
-    (preselected when there is one), and their inputs cut to what they may read."""
+    (preselected when there is one), and their inputs cut to what they may read. A project they
+    may only read is accepted here so that the service refuses it as the API and the command do
+    (403), rather than the form calling it an invalid choice."""
 
     def add_project_field(self, user: User) -> None:
         projects = projects_writable(user).order_by("slug")
-        self.fields = {
-            "project": forms.ModelChoiceField(
-                queryset=projects,
-                to_field_name="slug",
-                required=False,
-                empty_label="the inputs' project, else your own",
-                initial=projects[0].slug if len(projects) == 1 else None,
-                help_text="The project the new work belongs to; its inputs must be of it (or shared datasets).",
-            ),
-            **self.fields,
-        }
+        field = forms.ModelChoiceField(
+            queryset=projects_readable(user).order_by("slug"),
+            to_field_name="slug",
+            required=False,
+            empty_label="the inputs' project, else your own",
+            initial=projects[0].slug if len(projects) == 1 else None,
+            help_text="The project the new work belongs to; its inputs must be of it (or shared datasets).",
+        )
+        _offer_only(field, projects, key="slug")
+        self.fields = {"project": field, **self.fields}
 
     def project_slug(self) -> str | None:
         """The chosen project's slug; None leaves the choice to the service (inputs', else own)."""
@@ -61,7 +67,7 @@ class ProjectFormMixin:
         return project.slug if project else None
 
 
-class TransformRunForm(ProjectFormMixin, ServiceErrorsMixin, forms.Form):
+class TransformRunForm(ProjectFormMixin, forms.Form):
     """A transformation run, as ``POST /api/transform-runs/`` and ``manage.py transform`` take it.
     Empty settings are unset: a preset fills them, then the defaults."""
 
@@ -105,19 +111,11 @@ class TransformRunForm(ProjectFormMixin, ServiceErrorsMixin, forms.Form):
         widget=forms.NumberInput(attrs={"step": "0.05"}),
         help_text=f"Nucleus sampling, (0, 1]. Empty: {DEFAULT_PARAMS.top_p}, or the preset's.",
     )
-    max_tokens = forms.IntegerField(
-        label="Max tokens per answer",
-        required=False,
-        min_value=1,
-        max_value=MAX_TOKENS_LIMIT,
-        help_text=f"Empty: {DEFAULT_PARAMS.max_tokens}.",
-    )
-    max_attempts = forms.IntegerField(
-        label="Attempts per text",
-        required=False,
-        min_value=1,
-        max_value=MAX_ATTEMPTS_LIMIT,
-        help_text=f"A failed text is tried again up to this many times in all. Empty: {DEFAULT_PARAMS.max_attempts}.",
+    max_tokens = _optional_count("Max tokens per answer", MAX_TOKENS_LIMIT, f"Empty: {DEFAULT_PARAMS.max_tokens}.")
+    max_attempts = _optional_count(
+        "Attempts per text",
+        MAX_ATTEMPTS_LIMIT,
+        f"A failed text is tried again up to this many times in all. Empty: {DEFAULT_PARAMS.max_attempts}.",
     )
     language_check = forms.BooleanField(
         label="Check output languages",
@@ -138,13 +136,18 @@ class TransformRunForm(ProjectFormMixin, ServiceErrorsMixin, forms.Form):
         codes = [c.strip() for c in self.cleaned_data["languages"].replace(",", " ").split() if c.strip()]
         return codes or None
 
+    def service_data(self) -> dict:
+        """The inputs and raw settings of :func:`transforms.services.transform_runs_start`."""
+        data = {name: value for name, value in self.cleaned_data.items() if name != "project"}
+        return {**data, "dataset": data["dataset"].name}
 
-class JudgeEvaluationForm(ProjectFormMixin, ServiceErrorsMixin, forms.Form):
+
+class JudgeEvaluationForm(ProjectFormMixin, forms.Form):
     """How well a judge reproduces gold similarity scores of an STS dataset."""
 
     dataset = DatasetChoiceField(
         label="STS dataset",
-        queryset=Dataset.objects.filter(task_type__in=[TaskType.STS, TaskType.STR]).order_by("name"),
+        queryset=Dataset.objects.filter(task_type__in=GOLD_SIMILARITY_TASKS).order_by("name"),
         to_field_name="name",
         help_text="Pairs with gold similarity scores.",
     )
@@ -170,7 +173,7 @@ class JudgeEvaluationForm(ProjectFormMixin, ServiceErrorsMixin, forms.Form):
         }
 
 
-class JudgeRunForm(ServiceErrorsMixin, forms.Form):
+class JudgeRunForm(forms.Form):
     """Quality and fluency of a run's rewrites, by one or more judges (the report goes into the
     run's project)."""
 
@@ -186,20 +189,20 @@ class JudgeRunForm(ServiceErrorsMixin, forms.Form):
     def __init__(self, *args, user: User, **kwargs):
         kwargs.setdefault("label_suffix", "")
         super().__init__(*args, **kwargs)
-        # Only runs the user may change: the report goes into the run's project.
-        self.fields["run"].queryset = scoped(self.fields["run"].queryset, user, write=True)
         choices = _backend_choices()
         self.fields["judges"].choices = choices
         self.fields["judges"].initial = [choices[0][0]] if choices else []
-        self.fields["run"].label_from_instance = lambda r: (
-            f"#{r.pk} {r.transformation} of {r.dataset.name} ({r.generator.model})"
-        )
+        runs = self.fields["run"]
+        runs.label_from_instance = lambda r: f"#{r.pk} {r.transformation} of {r.dataset.name} ({r.generator.model})"
+        # Offered: the runs the user may change, as the report goes into the run's project.
+        runs.queryset, offered = scoped(runs.queryset, user), scoped(runs.queryset, user, write=True)
+        _offer_only(runs, offered)
 
     def service_data(self) -> dict:
         return {"kind": JudgeReport.Kind.RUN, "run": self.cleaned_data["run"].pk, "judges": self.cleaned_data["judges"]}
 
 
-class JudgeSelectionForm(ProjectFormMixin, ServiceErrorsMixin, forms.Form):
+class JudgeSelectionForm(ProjectFormMixin, forms.Form):
     """Compare candidate generators on one transformation: every candidate transforms the same
     items and every candidate judges every candidate."""
 

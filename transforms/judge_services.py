@@ -9,32 +9,40 @@ from dataclasses import asdict, dataclass
 
 from django.contrib.auth.base_user import AbstractBaseUser
 from django.db import transaction
-from django.db.models import F
+from django.db.models import F, QuerySet
 from django.utils import timezone
 
 from core.errors import ShiftlabError
 from core.models import Project
-from core.projects import project_for_new, project_require_same, scoped
+from core.projects import User, project_for_new, project_require_same, scoped
 from core.services import audit_record
 from corpora.models import Dataset
 from corpora.selectors import dataset_get
-from corpora.task_types import TaskType
 from transforms.backends import get_backend
+from transforms.backends.base import TransientBackendError
 from transforms.judgement_services import (
     RUN_KINDS,
     JudgeParams,
     ReportProgress,
-    check_judges,
     judge_with_progress,
+    report_declare,
     report_options,
     report_start,
     run_texts,
 )
-from transforms.judging import JudgeKind, degenerate_judges, evaluate_judge, score_counts, summarize_run
+from transforms.judging import (
+    GOLD_SIMILARITY_TASKS,
+    JudgeKind,
+    degenerate_judges,
+    evaluate_judge,
+    score_counts,
+    summarize_run,
+)
 from transforms.models import JudgeReport, TransformRun
+from transforms.params import GenerationParams
 from transforms.presets import resolve_preset
 from transforms.selection_services import execute_selection, judge_report_create_selection
-from transforms.services import GenerationParams, TransientBackendError, transform_run_settings
+from transforms.services import transform_run_settings
 from transforms.text_metrics import word_count
 
 
@@ -54,10 +62,7 @@ def judge_report_settings(
     """Resolve a judge request: an unset seed is the preset's first seed (else 0), an unset
     temperature the preset's (else the judge's greedy default); a selection's candidates are
     generated with the preset's settings. A value that conflicts with the preset is an error."""
-    try:
-        resolved = resolve_preset(preset or None, seeds=None if seed is None else [seed], temperature=temperature)
-    except ValueError as exc:
-        raise ShiftlabError(str(exc)) from None
+    resolved = resolve_preset(preset or None, seeds=None if seed is None else [seed], temperature=temperature)
     params = JudgeParams(
         temperature=JudgeParams.temperature if resolved.temperature is None else resolved.temperature,
         max_attempts=JudgeParams.max_attempts if max_attempts is None else max_attempts,
@@ -89,25 +94,22 @@ def judge_report_create_evaluation(
     in ``project`` (default: the dataset's; the default project for a shared dataset)."""
     project = project or project_for_new(None, None, dataset)
     project_require_same(project, dataset, role="the evaluated dataset")
-    if dataset.task_type not in (TaskType.STS, TaskType.STR):
+    if dataset.task_type not in GOLD_SIMILARITY_TASKS:
         raise ShiftlabError(f"judge evaluation needs an sts or str dataset; {dataset.name} is {dataset.task_type}")
     if limit is not None and limit < 3:
         raise ShiftlabError("--limit must be at least 3 (a correlation needs three pairs)")
     options = report_options(
         seed=seed, params=params or JudgeParams(), n_resamples=1000, limit=limit, split=split, **_preset_option(preset)
     )
-    with transaction.atomic():
-        report = JudgeReport.objects.create(
-            kind=JudgeReport.Kind.EVALUATION,
-            project=project,
-            dataset=dataset,
-            judges=check_judges([judge]),
-            options=options,
-            created_by=created_by,
-        )
-        audit_record(actor=created_by, verb="judge.report.create", obj=report, payload=options)
-        report_start(report, dispatch=dispatch)
-    return report
+    return report_declare(
+        kind=JudgeReport.Kind.EVALUATION,
+        project=project,
+        dataset=dataset,
+        judges=[judge],
+        options=options,
+        created_by=created_by,
+        dispatch=dispatch,
+    )
 
 
 def judge_report_create_run(
@@ -131,25 +133,24 @@ def judge_report_create_run(
     options = report_options(
         seed=seed, params=params or JudgeParams(), n_resamples=n_resamples, **_preset_option(preset)
     )
-    with transaction.atomic():
-        report = JudgeReport.objects.create(
-            kind=JudgeReport.Kind.RUN,
-            project=project,
-            dataset=run.dataset,
-            judges=check_judges(judges),
-            options=options,
-            created_by=created_by,
-        )
-        report.runs.set([run])
-        audit_record(actor=created_by, verb="judge.report.create", obj=report, payload={"run": run.pk, **options})
-        report_start(report, dispatch=dispatch)
-    return report
+    return report_declare(
+        kind=JudgeReport.Kind.RUN,
+        project=project,
+        dataset=run.dataset,
+        judges=judges,
+        options=options,
+        runs=[run],
+        audited={"run": run.pk},
+        created_by=created_by,
+        dispatch=dispatch,
+    )
 
 
 def judge_report_create(
     *,
     kind: str,
-    created_by: AbstractBaseUser | None = None,
+    actor: User = None,
+    project: str | None = None,
     dispatch: bool = True,
     dataset: str | None = None,
     run: int | None = None,
@@ -168,61 +169,47 @@ def judge_report_create(
     resamples: int = 1000,
     alpha: float = 0.05,
     preset: str = "",
-    project: str | None = None,
 ) -> JudgeReport:
-    """Any kind of report from plain values (names and ids), as the API and the page receive them.
-    ``None`` is unset: filled from ``preset``, else seed 0 and the judge's default temperature.
+    """THE entry of the page, the API and ``manage.py judge`` for every kind of report, from plain
+    values (names and ids). ``None`` is unset: filled from ``preset``, else seed 0 and the judge's
+    default temperature.
 
-    Datasets and runs are looked up as ``created_by`` may read them (None: the system, which reads
-    everything); one they may not read is missing. The report goes into the project ``project``
-    names, else that of its inputs, else the caller's own (:func:`transforms.services.project_for_new`),
-    which the caller must be able to change: ProjectAccessError (403) otherwise, raised before
-    anything is created."""
-    try:
-        found = dataset_get(name=dataset, user=created_by, project=project or None) if dataset else None
-    except Dataset.DoesNotExist:
-        raise ShiftlabError(f"no dataset named {dataset!r}") from None
+    Inputs are looked up as ``actor`` (None: the system) may read them. The report goes into the
+    project :func:`core.projects.project_for_new` picks, or a ProjectAccessError (403) is raised
+    before anything is created. ``dispatch=False`` leaves the report to the caller to execute."""
+    found = _dataset_named(dataset, actor=actor, project=project) if dataset else None
     settings = judge_report_settings(preset=preset, seed=seed, temperature=temperature, max_attempts=max_attempts)
-    seed, params = settings.seed, settings.params
+    common = dict(
+        seed=settings.seed, params=settings.params, preset=settings.preset, created_by=actor, dispatch=dispatch
+    )
     if kind == JudgeReport.Kind.EVALUATION:
         if found is None:
             raise ShiftlabError("an evaluation report needs a dataset")
         return judge_report_create_evaluation(
-            project=project_for_new(created_by, project, found),
+            project=project_for_new(actor, project, found),
             dataset=found,
             judge=(judges or ["default"])[0],
             limit=limit,
             split=split,
-            seed=seed,
-            params=params,
-            preset=settings.preset,
-            created_by=created_by,
-            dispatch=dispatch,
+            **common,
         )
-    readable_runs = scoped(TransformRun.objects, created_by)
+    readable_runs = scoped(TransformRun.objects, actor)
     if kind == JudgeReport.Kind.RUN:
         judged = readable_runs.filter(pk=run).first() if run is not None else None
         if judged is None:
             raise ShiftlabError(f"no transformation run {run}")
         return judge_report_create_run(
-            project=project_for_new(created_by, project, judged),
+            project=project_for_new(actor, project, judged),
             run=judged,
             judges=judges or ["default"],
-            seed=seed,
-            params=params,
             n_resamples=resamples,
-            preset=settings.preset,
-            created_by=created_by,
-            dispatch=dispatch,
+            **common,
         )
     if kind != JudgeReport.Kind.SELECTION:
         raise ShiftlabError(f"unknown report kind {kind!r}: use evaluation, run or selection")
-    found_runs = list(readable_runs.filter(pk__in=runs).select_related("generator", "dataset"))
-    missing = set(runs) - {r.pk for r in found_runs}
-    if missing:
-        raise ShiftlabError(f"no transformation run(s) {sorted(missing)}")
+    found_runs = _runs_named(readable_runs, runs)
     return judge_report_create_selection(
-        project=project_for_new(created_by, project, *found_runs, found),
+        project=project_for_new(actor, project, *found_runs, found),
         dataset=found,
         transformation=transformation,
         transformations=transformations,
@@ -232,15 +219,26 @@ def judge_report_create(
         runs=found_runs,
         judges=judges,
         limit=limit,
-        seed=seed,
         generation_params=settings.generation_params,
-        params=params,
         n_resamples=resamples,
         alpha=alpha,
-        preset=settings.preset,
-        created_by=created_by,
-        dispatch=dispatch,
+        **common,
     )
+
+
+def _runs_named(readable: QuerySet[TransformRun], ids: Sequence[int]) -> list[TransformRun]:
+    found = list(readable.filter(pk__in=ids).select_related("generator", "dataset"))
+    missing = set(ids) - {r.pk for r in found}
+    if missing:
+        raise ShiftlabError(f"no transformation run(s) {sorted(missing)}")
+    return found
+
+
+def _dataset_named(name: str, *, actor: User, project: str | None) -> Dataset:
+    try:
+        return dataset_get(name=name, user=actor, project=project or None)
+    except Dataset.DoesNotExist:
+        raise ShiftlabError(f"No dataset named {name!r}. See: python manage.py corpora list") from None
 
 
 def judge_report_resume(*, report_id: int, actor: AbstractBaseUser | None = None) -> JudgeReport:

@@ -5,22 +5,26 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass
-from functools import partial
 
+from django.contrib.auth.base_user import AbstractBaseUser
+from django.db import transaction
 from django.db.models import F
 
 from core.errors import ShiftlabError
 from core.hashing import sha256_text
-from core.job_services import JobWait, job_fail
-from core.task_policy import dispatch_on_commit
+from core.job_services import JobWait
+from core.models import Project
+from core.services import audit_record
+from corpora.models import Dataset
 from transforms import planning
-from transforms.backends import get_backend
-from transforms.backends.base import ChatFailure, ChatRequest, LLMBackend
+from transforms.backends import backend_chosen, get_backend
+from transforms.backends.base import ChatFailure, ChatRequest, LLMBackend, TransientBackendError
 from transforms.cache_keys import judgement_key
+from transforms.jobs import REPORTS
 from transforms.judging import JUDGE_PROMPTS, SCALES, JudgeKind, parse_score
 from transforms.models import Judgement, JudgeReport, TransformedItem, TransformRun
+from transforms.params import GenerationParams
 from transforms.prompts import prompt_hash
-from transforms.services import GenerationParams, TransientBackendError
 
 JUDGE_CHUNK_SIZE = 16  # judge calls between two progress updates
 RUN_KINDS = (JudgeKind.QUALITY, JudgeKind.FLUENCY)
@@ -157,7 +161,7 @@ def check_judges(judges: Sequence[str]) -> list[str]:
     if not judges:
         raise ShiftlabError("name at least one judge (a backend alias in TRANSFORM_BACKENDS)")
     for alias in judges:
-        get_backend(alias)  # raises ImproperlyConfigured naming the configured aliases
+        backend_chosen(alias)
     return judges
 
 
@@ -167,35 +171,50 @@ def report_options(*, seed: int, params: JudgeParams, n_resamples: int, **extra)
     return {"seed": seed, "judge_params": asdict(params), "n_resamples": n_resamples, **extra}
 
 
-def report_start(report: JudgeReport, *, dispatch: bool) -> None:
-    """Queue the report's execution once the current transaction commits; if its task fails for
-    good (or cannot be queued) the report is failed with the reason."""
-    if dispatch:
-        # here, not at the top: transforms.tasks imports the services
-        from transforms.tasks import execute_judge_report, judge_report_failed
-
-        report_id = report.pk
-        dispatch_on_commit(
-            lambda: execute_judge_report.apply_async((report_id,), link_error=judge_report_failed.s(report_id)),
-            on_broker_down=lambda message: judge_report_fail(report_id=report_id, reason=message),
+def report_declare(
+    *,
+    kind: str,
+    project: Project,
+    dataset: Dataset,
+    judges: Sequence[str],
+    options: dict,
+    runs: Sequence[TransformRun] = (),
+    audited: dict | None = None,
+    created_by: AbstractBaseUser | None,
+    dispatch: bool,
+) -> JudgeReport:
+    """Create a report of ``runs`` (its judges checked), audit it with ``audited`` and its options,
+    and (with ``dispatch``) queue it once the transaction commits: all or nothing."""
+    with transaction.atomic():
+        report = JudgeReport.objects.create(
+            kind=kind,
+            project=project,
+            dataset=dataset,
+            judges=check_judges(judges),
+            options=options,
+            created_by=created_by,
         )
+        if runs:
+            report.runs.set(runs)
+        audit_record(actor=created_by, verb="judge.report.create", obj=report, payload={**(audited or {}), **options})
+        report_start(report, dispatch=dispatch)
+    return report
+
+
+def report_start(report: JudgeReport, *, dispatch: bool) -> None:
+    """Queue the report's execution once the current transaction commits (see :class:`transforms.jobs.JobKind`)."""
+    if dispatch:
+        REPORTS.dispatch(report.pk)
 
 
 def judge_report_fail(*, report_id: int, reason: str) -> None:
     """Fail an unfinished report with ``reason`` and say how to go on."""
-    job_fail(
-        model=JudgeReport,
-        job_id=report_id,
-        message=(
-            f"{reason}. Judgements made so far are cached: fix the cause, then resume the report "
-            f"(POST /api/judge-reports/{report_id}/resume/)."
-        ),
-    )
+    REPORTS.fail(report_id, reason=reason)
 
 
 def judge_report_waiting(*, report_id: int) -> JobWait:
     """How the report's task records that it waits on a judge's backend, and fails it when it gives up."""
-    return JobWait(model=JudgeReport, job_id=report_id, fail=partial(judge_report_fail, report_id=report_id))
+    return REPORTS.waiting(report_id)
 
 
 def report_params(report: JudgeReport) -> JudgeParams:

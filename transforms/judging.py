@@ -16,6 +16,12 @@ from enum import StrEnum
 import numpy as np
 
 from core.stats import bootstrap_ci, hodges_lehmann, spearman_rho
+from corpora.task_types import TASK_SPECS, TaskType
+
+# The datasets a judge is evaluated on: text pairs whose gold is a similarity score (STS, STR).
+GOLD_SIMILARITY_TASKS: frozenset[TaskType] = frozenset(
+    t for t, spec in TASK_SPECS.items() if spec.gold_field == "score"
+)
 
 
 class JudgeKind(StrEnum):

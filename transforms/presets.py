@@ -12,11 +12,14 @@ from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import Any
 
+from core.errors import ShiftlabError
+
 __all__ = [
     "DEFAULT_PROTOCOL",
     "PRESETS",
     "Preset",
     "PresetConflict",
+    "PresetError",
     "ResolvedSettings",
     "preset_choices",
     "preset_get",
@@ -98,7 +101,11 @@ PRESETS: dict[str, Preset] = {
 DEFAULT_PROTOCOL = "multi-axis-paper"
 
 
-class PresetConflict(ValueError):
+class PresetError(ShiftlabError, ValueError):
+    """An unknown preset, or a setting that conflicts with one."""
+
+
+class PresetConflict(PresetError):
     """A setting given explicitly differs from the preset's value for it."""
 
 
@@ -133,7 +140,7 @@ def preset_get(name: str) -> Preset:
     try:
         return PRESETS[name]
     except KeyError:
-        raise ValueError(f"unknown preset {name!r}: choose one of {', '.join(PRESETS)}") from None
+        raise PresetError(f"unknown preset {name!r}: choose one of {', '.join(PRESETS)}") from None
 
 
 def preset_choices() -> list[tuple[str, str]]:

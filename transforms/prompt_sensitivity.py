@@ -240,37 +240,37 @@ def prompt_sensitivity(
     failures = [{key: 0.0 if ok else 1.0 for key, ok in v.outcomes.items()} for v in versions]
     table = _complete_blocks(failures)
     q, p = cochran_q(table) if table.shape[0] else (None, None)
-    spreads = [
-        SpreadTest("error rate", _spread([s.error_rate.value for s in stats_rows]), table.shape[0], "cochran_q", q, p),
-        _permutation_spread(
+    compared = [
+        (
             "edit distance (median)",
             [v.edit_distances for v in versions],
             [s.edit_distance.median for s in stats_rows],
             np.median,
-            seed=seed,
-            n_resamples=n_resamples,
         ),
-    ]
-    for kind in kinds:
-        spreads.append(
-            _permutation_spread(
+        *(
+            (
                 f"judge {kind} (mean)",
                 [v.judge_scores[kind] for v in versions],
                 [s.judge[kind].value for s in stats_rows],
                 np.mean,
-                seed=seed,
-                n_resamples=n_resamples,
             )
-        )
+            for kind in kinds
+        ),
+    ]
     if with_deltas:
-        spreads.append(
-            _permutation_spread(
+        compared.append(
+            (
                 "benchmark Δ (mean)",
                 [v.benchmark_deltas for v in versions],
                 [s.benchmark_delta.value for s in stats_rows],
                 np.mean,
-                seed=seed,
-                n_resamples=n_resamples,
             )
         )
+    spreads = [
+        SpreadTest("error rate", _spread([s.error_rate.value for s in stats_rows]), table.shape[0], "cochran_q", q, p),
+        *(
+            _permutation_spread(label, values, estimates, statistic, seed=seed, n_resamples=n_resamples)
+            for label, values, estimates, statistic in compared
+        ),
+    ]
     return SensitivityReport(stats_rows, spreads, seed, n_resamples, confidence)

@@ -10,6 +10,7 @@ from __future__ import annotations
 import string
 from dataclasses import dataclass
 
+from core.errors import ShiftlabError
 from core.hashing import sha256_json
 
 SYSTEM = (
@@ -85,20 +86,24 @@ def default_prompt(key: str) -> PromptText:
     return PromptText(key, system, user)
 
 
+class PromptTemplateError(ShiftlabError, ValueError):
+    """A prompt template that cannot be rendered."""
+
+
 def validate_template(system: str, user: str) -> None:
-    """Raise ValueError naming the problem when a template cannot be rendered."""
+    """Raise PromptTemplateError naming the problem when a template cannot be rendered."""
     for part_name, part in (("system", system), ("user", user)):
         try:
             fields = {name for _, name, _, _ in string.Formatter().parse(part) if name is not None}
         except ValueError as exc:
-            raise ValueError(
+            raise PromptTemplateError(
                 f"the {part_name} part is not a valid template ({exc}); write literal braces as {{{{ }}}}"
             ) from None
         unknown = fields - PLACEHOLDERS
         if unknown:
-            raise ValueError(
+            raise PromptTemplateError(
                 f"the {part_name} part uses unknown placeholder(s) {', '.join(sorted(unknown))}: "
                 f"only {{text}}, {{language}} and {{source_language}} exist"
             )
     if "{text}" not in user:
-        raise ValueError("the user part must contain {text}, where the input text goes")
+        raise PromptTemplateError("the user part must contain {text}, where the input text goes")

@@ -5,6 +5,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from enum import StrEnum
 
+from core.errors import ShiftlabError
+
 
 class Axis(StrEnum):
     LEXICAL = "lexical"
@@ -171,8 +173,14 @@ KEYWORD_TRANSFORMATIONS: frozenset[str] = frozenset(name for name, t in TRANSFOR
 DEFAULT_LANGUAGES: tuple[str, ...] = ("es", "fr", "de", "tr", "ar")
 
 
+class UnknownTransformation(ShiftlabError, ValueError):
+    """A transformation name that is not in the registry."""
+
+
 def transformation_get(name: str) -> Transformation:
     try:
         return TRANSFORMATIONS[name]
     except KeyError:
-        raise ValueError(f"unknown transformation {name!r}: choose one of {', '.join(TRANSFORMATIONS)}") from None
+        raise UnknownTransformation(
+            f"unknown transformation {name!r}: choose one of {', '.join(TRANSFORMATIONS)}"
+        ) from None

@@ -27,6 +27,7 @@ from itertools import combinations
 
 import numpy as np
 
+from core.errors import ShiftlabError
 from core.stats import bootstrap_ci, compact_letters, holm, paired_bootstrap_test
 from transforms.judging import JudgeKind
 from transforms.registry import Axis, transformation_get
@@ -106,6 +107,10 @@ def paraphrase_like(transformation: str) -> bool:
     return transformation_get(transformation).axis in PARAPHRASE_LIKE_AXES
 
 
+class SelectionError(ShiftlabError, ValueError):
+    """Selection options that cannot be compared (unknown or unfit criteria)."""
+
+
 def selection_criteria(transformations: Sequence[str], requested: Sequence[str] | None = None) -> tuple[str, ...]:
     """The judged dimensions a selection compares: ``requested`` (default quality and fluency),
     checked. Similarity is refused unless every transformation is paraphrase-like: a translation or
@@ -114,11 +119,11 @@ def selection_criteria(transformations: Sequence[str], requested: Sequence[str] 
     allowed = {k.value for k in JudgeKind}
     unknown = [c for c in criteria if c not in allowed]
     if unknown:
-        raise ValueError(f"unknown criteria {unknown}: choose from {', '.join(sorted(allowed))}")
+        raise SelectionError(f"unknown criteria {unknown}: choose from {', '.join(sorted(allowed))}")
     if JudgeKind.SIMILARITY.value in criteria:
         unfit = [t for t in transformations if not paraphrase_like(t)]
         if unfit:
-            raise ValueError(
+            raise SelectionError(
                 f"judged similarity is a criterion only for paraphrase-like transformations (lexical axis); "
                 f"{', '.join(unfit)} change length or language: use quality and fluency for them"
             )

@@ -11,21 +11,20 @@ from django.db import transaction
 from core.errors import ShiftlabError
 from core.models import Project
 from core.projects import project_for_new, project_require_same
-from core.services import audit_record
 from corpora.models import Dataset
 from transforms.backends import get_backend
 from transforms.chunk_services import transform_run_execute_inline
 from transforms.judgement_services import (
     JudgeParams,
     ReportProgress,
-    check_judges,
     judge_with_progress,
+    report_declare,
     report_options,
-    report_start,
     run_texts,
 )
 from transforms.judging import JudgeKind, degenerate_judges, score_counts
 from transforms.models import Generation, JudgeReport, TransformedItem, TransformRun
+from transforms.params import GenerationParams
 from transforms.registry import transformation_get
 from transforms.selection import (
     DEFAULT_CRITERIA,
@@ -37,7 +36,7 @@ from transforms.selection import (
     text_scores,
 )
 from transforms.selectors import transform_run_summary
-from transforms.services import GenerationParams, transform_run_create
+from transforms.services import transform_run_create
 
 
 def judge_report_create_selection(
@@ -79,69 +78,88 @@ def judge_report_create_selection(
     project_require_same(project, *runs, role="the candidates' runs")
     if dataset is not None:
         project_require_same(project, dataset, role="the dataset the candidates transform")
-    if not 0 < alpha < 1:
-        raise ShiftlabError(f"alpha must lie in (0, 1), got {alpha}")
-    if top_k < 1:
-        raise ShiftlabError(f"top_k must be at least 1, got {top_k}")
     wanted = list(dict.fromkeys(transformations or ([] if runs and not candidates else [transformation])))
-    names = list(dict.fromkeys([r.transformation for r in runs] + wanted))
-    no_llm = [name for name in names if not transformation_get(name).uses_llm]
-    if no_llm:
-        raise ShiftlabError(f"{', '.join(no_llm)} uses no generator model: there is nothing to select")
-    try:
-        chosen = selection_criteria(names, criteria)
-    except ValueError as exc:
-        raise ShiftlabError(str(exc)) from None
+    chosen = _check_selection([r.transformation for r in runs] + wanted, criteria, alpha=alpha, top_k=top_k)
     with transaction.atomic():  # candidate runs and the report are created together or not at all
         if candidates:
             if dataset is None:
                 raise ShiftlabError("candidate generators need a dataset to transform")
-            for name in wanted:
-                for alias in dict.fromkeys(candidates):
-                    runs.append(
-                        transform_run_create(
-                            dataset=dataset,
-                            transformation=name,
-                            seed=seed,
-                            backend_alias=alias,
-                            params=generation_params,
-                            limit=limit,
-                            preset=preset,
-                            created_by=created_by,
-                            dispatch=False,
-                            project=project,
-                        )
-                    )
+            runs += [
+                transform_run_create(
+                    dataset=dataset,
+                    transformation=name,
+                    seed=seed,
+                    backend_alias=alias,
+                    params=generation_params,
+                    limit=limit,
+                    preset=preset,
+                    created_by=created_by,
+                    dispatch=False,
+                    project=project,
+                )
+                for name in wanted
+                for alias in dict.fromkeys(candidates)
+            ]
         _check_candidate_runs(runs)
-        if judges is None:
-            judges = list(dict.fromkeys(r.generator.backend_alias for r in runs))
-        names = list(dict.fromkeys(r.transformation for r in runs))
-        extra = {"transformations": names, "top_k": top_k} if len(names) > 1 else {}
-        if tuple(chosen) != DEFAULT_CRITERIA:
-            extra["criteria"] = list(chosen)
-        options = report_options(
-            seed=seed,
-            params=params or JudgeParams(),
-            n_resamples=n_resamples,
-            alpha=alpha,
-            transformation=runs[0].transformation,
-            **extra,
-            **({"preset": preset} if preset else {}),
+        judges = list(dict.fromkeys(r.generator.backend_alias for r in runs)) if judges is None else judges
+        options = _selection_options(
+            runs, chosen, seed=seed, params=params, n_resamples=n_resamples, alpha=alpha, top_k=top_k, preset=preset
         )
-        report = JudgeReport.objects.create(
+        return report_declare(
             kind=JudgeReport.Kind.SELECTION,
             project=project,
             dataset=runs[0].dataset,
-            judges=check_judges(judges),
+            judges=judges,
             options=options,
+            runs=runs,
+            audited={"runs": [r.pk for r in runs]},
             created_by=created_by,
+            dispatch=dispatch,
         )
-        report.runs.set(runs)
-        audit_record(
-            actor=created_by, verb="judge.report.create", obj=report, payload={"runs": [r.pk for r in runs], **options}
-        )
-        report_start(report, dispatch=dispatch)
-    return report
+
+
+def _check_selection(
+    transformations: Sequence[str], criteria: Sequence[str] | None, *, alpha: float, top_k: int
+) -> tuple[str, ...]:
+    """Check a selection's options; return its judged dimensions over ``transformations``, each of
+    which must use a generator."""
+    if not 0 < alpha < 1:
+        raise ShiftlabError(f"alpha must lie in (0, 1), got {alpha}")
+    if top_k < 1:
+        raise ShiftlabError(f"top_k must be at least 1, got {top_k}")
+    names = list(dict.fromkeys(transformations))
+    no_llm = [name for name in names if not transformation_get(name).uses_llm]
+    if no_llm:
+        raise ShiftlabError(f"{', '.join(no_llm)} uses no generator model: there is nothing to select")
+    return selection_criteria(names, criteria)
+
+
+def _selection_options(
+    runs: Sequence[TransformRun],
+    chosen: Sequence[str],
+    *,
+    seed: int,
+    params: JudgeParams | None,
+    n_resamples: int,
+    alpha: float,
+    top_k: int,
+    preset: str,
+) -> dict:
+    """The report's options; those a single-transformation, default-criteria report never had
+    are left out, so its options stay as they were."""
+    names = list(dict.fromkeys(r.transformation for r in runs))
+    extra = {"transformations": names, "top_k": top_k} if len(names) > 1 else {}
+    if tuple(chosen) != DEFAULT_CRITERIA:
+        extra["criteria"] = list(chosen)
+    return report_options(
+        seed=seed,
+        params=params or JudgeParams(),
+        n_resamples=n_resamples,
+        alpha=alpha,
+        transformation=runs[0].transformation,
+        **extra,
+        **({"preset": preset} if preset else {}),
+    )
 
 
 def _check_candidate_runs(runs: Sequence[TransformRun]) -> None:
@@ -194,20 +212,7 @@ def execute_selection(report: JudgeReport, progress: ReportProgress) -> dict:
     candidates, scores = [], {}
     for run in runs:
         texts = run_texts(run)
-        summary = transform_run_summary(run=run)
-        candidates.append(
-            CandidateStats(
-                name=names[run.pk],
-                model=run.generator.model,
-                run_id=run.pk,
-                n_texts=len(texts),
-                error_rate=summary.error_rate,
-                error_rates=summary.error_rates,
-                mean_edit_distance=summary.mean_edit_distance,
-                seconds_per_text=_seconds_per_text(texts),
-                transformation=run.transformation,
-            )
-        )
+        candidates.append(_candidate_stats(run, names[run.pk], texts))
         pairs = [(t.source_text, t.output_text) if t.ok else None for t in texts]
         for judge in report.judges:
             for kind in kinds:
@@ -217,24 +222,7 @@ def execute_selection(report: JudgeReport, progress: ReportProgress) -> dict:
                 }
     seed, n_resamples, alpha = report.options["seed"], report.options["n_resamples"], report.options["alpha"]
     transformations = list(dict.fromkeys(c.transformation for c in candidates))
-    by_transformation, per_text = {}, {}
-    for name in transformations:
-        names_here = [c.name for c in candidates if c.transformation == name]
-        by_transformation[name] = {}
-        for kind in kinds:
-            kind_scores = {(j, c): s for (t, k, j, c), s in scores.items() if t == name and k == kind}
-            by_transformation[name][kind.value] = compare_kind(
-                kind=kind.value,
-                candidates=names_here,
-                judges=report.judges,
-                scores=kind_scores,
-                seed=seed,
-                n_resamples=n_resamples,
-                alpha=alpha,
-            )
-            per_text.setdefault(kind.value, {})[name] = text_scores(
-                candidates=names_here, judges=report.judges, scores=kind_scores
-            )
+    by_transformation, per_text = _compare_candidates(report, candidates, scores, kinds)
     selection = SelectionReport(
         candidates=candidates,
         judges=list(report.judges),
@@ -243,22 +231,7 @@ def execute_selection(report: JudgeReport, progress: ReportProgress) -> dict:
         n_resamples=n_resamples,
         seed=seed,
     )
-    pooled = {}
-    if len(transformations) > 1:
-        everyone = list(dict.fromkeys(c.name for c in candidates))
-        pooled = {
-            kind: asdict(
-                pool_transformations(
-                    kind=kind,
-                    candidates=everyone,
-                    per_text=texts_by_transformation,
-                    k=report.options.get("top_k", 3),
-                    seed=seed,
-                    n_resamples=n_resamples,
-                )
-            )
-            for kind, texts_by_transformation in per_text.items()
-        }
+    pooled = _pooled(report, candidates, per_text) if len(transformations) > 1 else {}
     # A judge is degenerate when it gives (nearly) one score to every candidate's texts together.
     by_judge: dict[tuple[str, str], list[float | None]] = {}
     for (_, kind, judge, _), judged in scores.items():
@@ -282,4 +255,64 @@ def execute_selection(report: JudgeReport, progress: ReportProgress) -> dict:
         ),
         "degenerate_judges": degenerate_judges(by_judge),
         "score_counts": score_counts(by_judge),
+    }
+
+
+def _candidate_stats(run: TransformRun, name: str, texts: Sequence[TransformedItem]) -> CandidateStats:
+    summary = transform_run_summary(run=run)
+    return CandidateStats(
+        name=name,
+        model=run.generator.model,
+        run_id=run.pk,
+        n_texts=len(texts),
+        error_rate=summary.error_rate,
+        error_rates=summary.error_rates,
+        mean_edit_distance=summary.mean_edit_distance,
+        seconds_per_text=_seconds_per_text(texts),
+        transformation=run.transformation,
+    )
+
+
+def _compare_candidates(
+    report: JudgeReport, candidates: Sequence[CandidateStats], scores: dict, kinds: Sequence[JudgeKind]
+) -> tuple[dict, dict]:
+    """Per transformation and judged kind, the candidates' comparison; and per kind and
+    transformation, the per-text scores that pooling reads."""
+    options = report.options
+    by_transformation, per_text = {}, {}
+    for name in dict.fromkeys(c.transformation for c in candidates):
+        names_here = [c.name for c in candidates if c.transformation == name]
+        by_transformation[name] = {}
+        for kind in kinds:
+            kind_scores = {(j, c): s for (t, k, j, c), s in scores.items() if t == name and k == kind}
+            by_transformation[name][kind.value] = compare_kind(
+                kind=kind.value,
+                candidates=names_here,
+                judges=report.judges,
+                scores=kind_scores,
+                seed=options["seed"],
+                n_resamples=options["n_resamples"],
+                alpha=options["alpha"],
+            )
+            per_text.setdefault(kind.value, {})[name] = text_scores(
+                candidates=names_here, judges=report.judges, scores=kind_scores
+            )
+    return by_transformation, per_text
+
+
+def _pooled(report: JudgeReport, candidates: Sequence[CandidateStats], per_text: dict) -> dict:
+    """Per judged kind, the candidates pooled over the transformations, with the top-k crossover."""
+    everyone = list(dict.fromkeys(c.name for c in candidates))
+    return {
+        kind: asdict(
+            pool_transformations(
+                kind=kind,
+                candidates=everyone,
+                per_text=texts_by_transformation,
+                k=report.options.get("top_k", 3),
+                seed=report.options["seed"],
+                n_resamples=report.options["n_resamples"],
+            )
+        )
+        for kind, texts_by_transformation in per_text.items()
     }

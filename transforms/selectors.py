@@ -7,12 +7,23 @@ from dataclasses import dataclass
 from django.db.models import Avg, QuerySet
 
 from core.projects import User, scoped
+from corpora.models import DatasetItem
 from transforms.models import JudgeReport, PromptTemplate, TransformedItem, TransformRun
 
 
 def transform_run_list(*, user: User = None, write: bool = False) -> QuerySet[TransformRun]:
     """The runs ``user`` may read (or change, with ``write``); None: the system, every run."""
     return scoped(TransformRun.objects.select_related("dataset", "generator", "project"), user, write=write)
+
+
+def transform_run_items(*, run: TransformRun) -> QuerySet[DatasetItem]:
+    """The dataset items a run transforms, in order: its dataset's examples, the first
+    ``item_limit`` of them when it has one."""
+    items = DatasetItem.objects.filter(dataset=run.dataset, kind="example").order_by("position")
+    if run.item_limit:
+        limit_ids = list(items.values_list("pk", flat=True)[: run.item_limit])
+        items = items.filter(pk__in=limit_ids)
+    return items
 
 
 def prompt_template_list(*, user: User = None, write: bool = False) -> QuerySet[PromptTemplate]:

@@ -3,14 +3,14 @@ reports."""
 
 from celery import shared_task
 
-from core.sweeper import StuckJobKind, stuck_job_kind_register
+from core.sweeper import stuck_job_kind_register
 from core.task_policy import TRANSIENT_BACKEND, failure_reason, fan_out
+from transforms.backends.base import TransientBackendError
 from transforms.chunk_services import transform_run_execute_chunk
+from transforms.jobs import REPORTS, RUNS
 from transforms.judge_services import judge_report_execute, judge_report_resume
 from transforms.judgement_services import judge_report_fail, judge_report_waiting
-from transforms.models import JudgeReport, TransformRun
 from transforms.services import (
-    TransientBackendError,
     transform_run_fail,
     transform_run_finalize,
     transform_run_mark_started,
@@ -68,20 +68,16 @@ def judge_report_failed(request, exc, traceback, report_id: int) -> None:
 
 
 stuck_job_kind_register(
-    StuckJobKind(
-        label="transformation run",
-        model=TransformRun,
-        task_names=frozenset({"transforms.start_run", "transforms.execute_chunk", "transforms.finalize_run"}),
+    RUNS.stuck(
+        "transformation run",
+        tasks={"transforms.start_run", "transforms.execute_chunk", "transforms.finalize_run"},
         resume=lambda run: transform_run_resume(run_id=run.pk),
-        fail=lambda run_id, reason: transform_run_fail(run_id=run_id, reason=reason),
     )
 )
 stuck_job_kind_register(
-    StuckJobKind(
-        label="judge report",
-        model=JudgeReport,
-        task_names=frozenset({"transforms.execute_judge_report"}),
+    REPORTS.stuck(
+        "judge report",
+        tasks={"transforms.execute_judge_report"},
         resume=lambda report: judge_report_resume(report_id=report.pk),
-        fail=lambda report_id, reason: judge_report_fail(report_id=report_id, reason=reason),
     )
 )

@@ -1,13 +1,13 @@
 from dataclasses import asdict
 
 from django.contrib import messages
-from django.core.exceptions import ImproperlyConfigured
 from django.core.paginator import Paginator
 from django.shortcuts import get_object_or_404, redirect, render
 from django.views.decorators.http import require_http_methods
 
 from core.errors import ShiftlabError
-from core.projects import ProjectAccessError, project_can_write, project_for_new, project_require_write
+from core.pages import show_error
+from core.projects import ProjectAccessError, project_can_write, project_require_write
 from core.views import researcher_required
 from transforms.forms import JudgeEvaluationForm, JudgeRunForm, JudgeSelectionForm, TransformRunForm
 from transforms.judge_services import judge_report_create
@@ -26,7 +26,7 @@ from transforms.selectors import (
 from transforms.sensitivity_services import prompt_sensitivity_report
 from transforms.sensitivity_tables import sensitivity_figure, sensitivity_tables
 from transforms.serializers import JudgeReportCreateSerializer
-from transforms.services import transform_run_resume, transform_run_settings, transform_runs_create
+from transforms.services import transform_run_resume, transform_runs_start
 
 
 @researcher_required
@@ -37,32 +37,12 @@ def run_list_view(request):
     dataset = request.GET.get("dataset", "")
     form = TransformRunForm(request.POST or None, user=request.user, initial={"dataset": dataset} if dataset else None)
     if request.method == "POST" and form.is_valid():
-        data = form.cleaned_data
         try:
-            project = project_for_new(request.user, form.project_slug(), data["dataset"])
-            settings = transform_run_settings(
-                preset=data["preset"],
-                seed=data["seed"],
-                temperature=data["temperature"],
-                top_p=data["top_p"],
-                max_tokens=data["max_tokens"],
-                max_attempts=data["max_attempts"],
-                languages=data["languages"],
-            )
-            runs = transform_runs_create(
-                dataset=data["dataset"],
-                transformation=data["transformation"],
-                settings=settings,
-                backend_alias=data["backend"],
-                limit=data["limit"],
-                language_check=data["language_check"],
-                created_by=request.user,
-                project=project,
-            )
+            runs = transform_runs_start(actor=request.user, project=form.project_slug(), **form.service_data())
         except ProjectAccessError:
             raise
-        except (ShiftlabError, ImproperlyConfigured) as exc:
-            form.add_service_error(str(exc))
+        except ShiftlabError as exc:
+            show_error(request, exc, form=form)
         else:
             listed = ", ".join(f"#{run.pk}" for run in runs)
             messages.success(request, f"Started run{'s' if len(runs) > 1 else ''} {listed}.")
@@ -145,11 +125,11 @@ def judge_report_list_view(request):
                     form.add_error(field if field in form.fields else None, " ".join(map(str, errors)))
             else:
                 try:
-                    report = judge_report_create(created_by=request.user, **data_in.validated_data)
+                    report = judge_report_create(actor=request.user, **data_in.validated_data)
                 except ProjectAccessError:
                     raise
-                except (ShiftlabError, ImproperlyConfigured) as exc:
-                    form.add_service_error(str(exc))
+                except ShiftlabError as exc:
+                    show_error(request, exc, form=form)
                 else:
                     return redirect("transforms:judge-report", pk=report.pk)
     return render(

@@ -12,6 +12,7 @@ from django.conf import settings
 from django.core.exceptions import ImproperlyConfigured
 from django.utils.module_loading import import_string
 
+from core.errors import ShiftlabError
 from transforms.backends.base import LLMBackend
 
 
@@ -43,3 +44,12 @@ def get_backend(alias: str = "default") -> LLMBackend:
 def reset_backends() -> None:
     """Forget loaded backends (after settings change, e.g. in tests)."""
     get_backend.cache_clear()
+
+
+def backend_chosen(alias: str) -> LLMBackend:
+    """The backend a request names: an alias that cannot be loaded is the request's error
+    (ShiftlabError, shown to the caller), where :func:`get_backend` says the configuration is."""
+    try:
+        return get_backend(alias)
+    except ImproperlyConfigured as exc:
+        raise ShiftlabError(str(exc)) from None

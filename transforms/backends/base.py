@@ -3,6 +3,8 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
+from core.waiting import BackendUnavailable
+
 
 @dataclass(frozen=True)
 class ChatRequest:
@@ -34,6 +36,20 @@ class ChatFailure:
 
 class BackendError(Exception):
     """The backend cannot serve at all (unreachable, misconfigured)."""
+
+
+class TransientBackendError(BackendUnavailable):
+    """The LLM backend could not answer for now (after its own retries); the chunk is retried."""
+
+    @classmethod
+    def for_backend(cls, backend: LLMBackend, *, n_failed: int, message: str) -> TransientBackendError:
+        return cls(
+            f"{n_failed} requests to LLM backend {backend.alias!r} ({backend.model_id}) failed: {message}. "
+            "Is its server running? (the embedded one: python manage.py llm_server). Work done so far is "
+            "kept: resume once it answers",
+            backend=f"the LLM backend {backend.alias!r}",
+            reason=message,
+        )
 
 
 class LLMBackend:

@@ -8,14 +8,14 @@ import time
 from pathlib import Path
 
 from django.conf import settings
-from django.core.management.base import BaseCommand, CommandError
+from django.core.management.base import CommandError
 
+from core.commands import ShiftlabCommand
 from core.local_server import supervisor_state_path, supervisor_state_write
 from transforms.embedded import (
     DEFAULT_MODEL,
     EMBEDDED_MODELS,
     INSTALL_HINT,
-    EmbeddedModelError,
     LlamaServer,
     LlamaServerError,
     ensure_model,
@@ -25,7 +25,7 @@ from transforms.embedded import (
 )
 
 
-class Command(BaseCommand):
+class Command(ShiftlabCommand):
     help = (
         "Download (once) and verify an embedded GGUF model, then serve it with llama.cpp's "
         "OpenAI-compatible server, restarting it if it dies. Ctrl-C or SIGTERM stops it. "
@@ -72,8 +72,6 @@ class Command(BaseCommand):
         previous = self._install_signal_handlers(self._interrupt)
         try:
             path = ensure_model(name, models_dir=models_dir, progress=self.say)
-        except EmbeddedModelError as exc:
-            raise CommandError(str(exc)) from exc
         except KeyboardInterrupt:
             raise CommandError(f"{name}: download interrupted; partial files were removed") from None
         finally:

@@ -1,25 +1,18 @@
-from django.core.exceptions import ImproperlyConfigured
-from django.core.management.base import BaseCommand, CommandError
+from django.core.management.base import CommandError
 
-from core.errors import ShiftlabError
+from core.commands import ShiftlabCommand
 from core.progress import follow_job, job_status_lines
-from core.projects import project_for_new, project_require_write, scoped, user_by_name
-from corpora.models import Dataset
-from corpora.selectors import dataset_get
+from core.projects import project_require_write, scoped, user_by_name
+from transforms.export_services import transform_run_export
 from transforms.models import TransformRun
+from transforms.params import GenerationParams
 from transforms.presets import PRESETS
 from transforms.registry import TRANSFORMATIONS
 from transforms.selectors import transform_run_summary
-from transforms.services import (
-    GenerationParams,
-    transform_run_export,
-    transform_run_resume,
-    transform_run_settings,
-    transform_runs_create,
-)
+from transforms.services import transform_run_resume, transform_runs_start
 
 
-class Command(BaseCommand):
+class Command(ShiftlabCommand):
     help = (
         "Run an LLM transformation over a dataset (queued on Celery, or in-process without a broker). "
         "Outputs already in the generation cache are reused without calling the LLM. Without --as it acts "
@@ -61,12 +54,7 @@ class Command(BaseCommand):
             "or with --export, --wait or --resume.",
         )
         parser.add_argument("--resume", action="store_true", help="Queue the texts of --run that have no outcome.")
-        parser.add_argument(
-            "--as",
-            dest="as_user",
-            metavar="USER",
-            help="Act as this user: only their projects' datasets and runs are found, and changes need their role.",
-        )
+        self.add_actor_argument(parser)
         parser.add_argument(
             "--project",
             metavar="SLUG",
@@ -76,18 +64,15 @@ class Command(BaseCommand):
     def handle(self, *args, **o):
         if o["resume"] and not o["run"]:
             raise CommandError("--resume needs --run RUN_ID")
-        try:
-            self.user = user_by_name(o["as_user"]) if o["as_user"] else None
-            if o["run"]:
-                runs = [self._get_run(o["run"])]
-                if o["resume"]:
-                    project_require_write(self.user, runs[0].project)
-                    runs = [transform_run_resume(run_id=o["run"], actor=self.user)]
-                    self.stdout.write(f"Run {runs[0].pk} resumed: {runs[0].total - runs[0].done} texts to go")
-            else:
-                runs = self._create(o)
-        except ShiftlabError as exc:  # an unknown --as user, or a project they may only read
-            raise CommandError(str(exc)) from None
+        self.user = user_by_name(o["actor"]) if o["actor"] else None
+        if o["run"]:
+            runs = [self._get_run(o["run"])]
+            if o["resume"]:
+                project_require_write(self.user, runs[0].project)
+                runs = [transform_run_resume(run_id=o["run"], actor=self.user)]
+                self.stdout.write(f"Run {runs[0].pk} resumed: {runs[0].total - runs[0].done} texts to go")
+        else:
+            runs = self._create(o)
         if o["run"] and not (o["resume"] or o["wait"] or o["export"]):
             for line in job_status_lines(runs[0]):
                 self.stdout.write(line)
@@ -103,37 +88,25 @@ class Command(BaseCommand):
     def _create(self, o) -> list[TransformRun]:
         if not o["dataset"] or not o["transformation"]:
             raise CommandError("--dataset and --transformation are required to start a run")
-        try:
-            dataset = dataset_get(name=o["dataset"], user=self.user, project=o["project"] or None)
-        except Dataset.DoesNotExist:
-            raise CommandError(f"No dataset named {o['dataset']!r}. See: python manage.py corpora list") from None
-        languages = [c.strip() for c in o["languages"].split(",")] if o["languages"] else None
-        try:
-            project = project_for_new(self.user, o["project"], dataset)
-            settings = transform_run_settings(
-                preset=o["preset"] or "",
-                seed=o["seed"],
-                temperature=o["temperature"],
-                top_p=o["top_p"],
-                max_tokens=o["max_tokens"],
-                max_attempts=o["max_attempts"],
-                languages=languages,
-            )
-            runs = transform_runs_create(
-                dataset=dataset,
-                transformation=o["transformation"],
-                settings=settings,
-                backend_alias=o["backend"],
-                limit=o["limit"],
-                language_check=o["language_check"],
-                created_by=self.user,
-                project=project,
-            )
-        except (ShiftlabError, ImproperlyConfigured) as exc:
-            raise CommandError(str(exc)) from None
+        runs = transform_runs_start(
+            actor=self.user,
+            project=o["project"],
+            dataset=o["dataset"],
+            transformation=o["transformation"],
+            backend=o["backend"],
+            limit=o["limit"],
+            language_check=o["language_check"],
+            preset=o["preset"] or "",
+            seed=o["seed"],
+            temperature=o["temperature"],
+            top_p=o["top_p"],
+            max_tokens=o["max_tokens"],
+            max_attempts=o["max_attempts"],
+            languages=[c.strip() for c in o["languages"].split(",")] if o["languages"] else None,
+        )
         for run in runs:
             self.stdout.write(
-                f"Run {run.pk}: {run.transformation} on {dataset.name}, {run.total} texts, seed {run.seed}"
+                f"Run {run.pk}: {run.transformation} on {run.dataset.name}, {run.total} texts, seed {run.seed}"
                 + (f", target {run.run_language}" if run.run_language else "")
                 + (f", preset {run.preset}" if run.preset else "")
                 + ("" if run.language_check else ", language check skipped")
