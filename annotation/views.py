@@ -54,18 +54,10 @@ from annotation.studies.design import (
     ADAPTIVE_SAVING_BY_DISTANCE,
     ADAPTIVE_SAVING_CONDITIONS,
     QUESTIONS,
-    DesignError,
     design_implications,
     design_problems,
 )
-from annotation.studies.design_services import (
-    DesignRefused,
-    design_context,
-    study_create,
-    study_design,
-    study_lock,
-    study_revise,
-)
+from annotation.studies.design_services import study_create, study_design, study_draft, study_lock, study_revise
 from annotation.tasks import sync_study
 from core.errors import ShiftlabError
 from core.projects import project_require_write, projects_readable, projects_writable, scoped
@@ -108,29 +100,25 @@ def study_list_view(request):
     form = StudyCreateForm(request.POST or None, user=request.user)
     implications = None
     if request.method == "POST" and form.is_valid():
-        runs, design = list(form.cleaned_data["runs"]), form.design()
-        context = design_context(runs=runs, annotators=project_annotators(form.cleaned_data["project"]).count())
-        problems = design_problems(design, context)
-        form.add_problems(problems)
-        if not problems:
-            implications = design_implications(design, context)
-        if not problems and request.POST.get("action") != "check":
-            try:
-                study = study_create(
-                    name=form.cleaned_data["name"],
-                    project=form.cleaned_data["project"],
-                    runs=runs,
-                    design=design,
-                    created_by=request.user,
-                    annotators=context.annotators,
-                )
-            except DesignRefused as exc:
-                form.add_problems(exc.problems)
-            except ShiftlabError as exc:
-                form.add_error("llm_judges" if str(exc).startswith("design.llm_judges") else None, str(exc))
-            else:
+        inputs = {
+            "actor": request.user,
+            "project": form.cleaned_data["project"],
+            "runs": list(form.cleaned_data["runs"]),
+            "design": form.design(),
+            "count_annotators": True,
+        }
+        try:
+            draft = study_draft(**inputs)
+            problems = design_problems(draft.design, draft.context)
+            form.add_problems(problems)
+            if not problems:
+                implications = design_implications(draft.design, draft.context)
+            if not problems and request.POST.get("action") != "check":
+                study = study_create(name=form.cleaned_data["name"], **inputs)
                 messages.success(request, f"Study {study} created as a draft: check the design, then lock it.")
                 return redirect("annotation:study", pk=study.pk)
+        except ShiftlabError as exc:
+            form.add_refusal(exc)
     return render(
         request,
         "annotation/study_list.html",
@@ -164,7 +152,7 @@ def study_detail_view(request, pk: int):
     if action in ("reject", "replace"):
         return _annotator_change(request, study, action)
     sync_job = ""
-    with _refusals_as_messages(request, (ShiftlabError, DesignError)):
+    with _refusals_as_messages(request):
         if action == "lock":
             upload = request.FILES.get("control_pool")
             pool = control_pool_from_upload(upload) if upload else ()
@@ -252,10 +240,8 @@ def _study_revise(request, study: Study):
     if form.is_valid():
         try:
             revised = study_revise(study=study, design=form.design(), actor=request.user)
-        except DesignRefused as exc:
-            form.add_problems(exc.problems)
         except ShiftlabError as exc:
-            form.add_error(None, str(exc))
+            form.add_refusal(exc)
         else:
             messages.success(request, f"New version {revised} created as a draft.")
             return redirect("annotation:study", pk=revised.pk)

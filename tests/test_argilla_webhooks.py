@@ -274,7 +274,7 @@ def test_responses_arrive_live_and_the_sync_catches_up_when_delivery_stops(
     run = transform_run_create(dataset=sts, transformation="random_keywords", seed=1, limit=12, dispatch=False)
     start_run.delay(run.pk)  # eager: the run finishes here
     run.refresh_from_db()
-    study = study_create(name="live", project=team, runs=[run], design=DESIGN, created_by=rita)
+    study = study_create(name="live", project=team.slug, runs=[run], design=DESIGN, actor=rita)
     owner = argilla.client_get()
     try:
         study_publish(study=study, annotators=users, actor=rita)

@@ -34,7 +34,7 @@ def demo_sts():
 
 def draft(name, run, **design):
     values = {"items_per_transformation": 6, "batch_size": 3, "controls_per_batch": 2, "llm_judges": (), "seed": 3}
-    return study_create(name=name, runs=[run], design=StudyDesign(**{**values, **design}))
+    return study_create(name=name, runs=[run], design=StudyDesign(**{**values, **design}), actor=None)
 
 
 def write_pool(path, rows):
@@ -245,6 +245,6 @@ def test_the_same_seed_draws_the_same_study_whatever_the_row_ids(django_user_mod
         sts = dataset_import(source=FIXTURES / "sts/demo-sts.csv", task="sts", name="demo-sts", project=project)
         run = eager_keyword_run(sts, limit=40)
         design = StudyDesign(items_per_transformation=12, batch_size=4, controls_per_batch=1, llm_judges=(), seed=3)
-        study = study_lock(study=study_create(name="same", project=project, runs=[run], design=design))
+        study = study_lock(study=study_create(name="same", project=project.slug, runs=[run], design=design, actor=None))
         drawn.append([(i.kind, i.text_a, i.text_b) for i in study.items.order_by("position")])
     assert drawn[0] == drawn[1]

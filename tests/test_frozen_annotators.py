@@ -54,7 +54,7 @@ def _study(slug: str, name: str, django_user_model, usernames: tuple[str, ...]):
     run = transform_run_create(dataset=sts, transformation="random_keywords", seed=1, limit=16, dispatch=False)
     start_run.delay(run.pk)  # eager: the run finishes here
     run.refresh_from_db()
-    study = study_create(name=name, project=team, runs=[run], design=DESIGN, created_by=rita)
+    study = study_create(name=name, project=team.slug, runs=[run], design=DESIGN, actor=rita)
     study_publish(study=study, annotators=list(users.values())[:3], actor=rita)
     return Study.objects.get(pk=study.pk), rita, users
 

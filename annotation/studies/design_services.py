@@ -6,8 +6,9 @@ is audited. Publishing and syncing follow in ``argilla_services``.
 from __future__ import annotations
 
 from collections import defaultdict
-from collections.abc import Sequence
-from dataclasses import asdict
+from collections.abc import Mapping, Sequence
+from dataclasses import asdict, dataclass
+from typing import Any
 
 from django.contrib.auth.base_user import AbstractBaseUser
 from django.core.exceptions import ImproperlyConfigured
@@ -28,7 +29,8 @@ from annotation.studies.design import DesignContext, DesignProblem, StudyDesign,
 from annotation.studies.sampling import Unit, seeded_rng, stratified_sample
 from core.errors import ShiftlabError
 from core.models import Project
-from core.projects import default_project, project_require_same
+from core.projects import ProjectAccessError, project_for_new, project_require_same, scoped
+from core.rosters import project_annotators
 from core.services import audit_record
 from transforms.backends import get_backend
 from transforms.models import TransformedItem, TransformRun
@@ -88,29 +90,76 @@ def _check_judges(design: StudyDesign) -> None:
             raise ShiftlabError(f"design.llm_judges: {exc}") from exc
 
 
-def _common_project(objects: Sequence[TransformRun]) -> Project:
-    projects = {obj.project_id for obj in objects}
-    return objects[0].project if len(projects) == 1 else default_project()
+def _project_for_study(actor: AbstractBaseUser | None, slug: str | None, *runs: TransformRun) -> Project:
+    """``project_for_new`` with the refusals of an unknown or ambiguous project on the ``project``
+    input; one the caller may only read stays a ``ProjectAccessError`` (403)."""
+    try:
+        return project_for_new(actor, slug or None, *runs)
+    except ProjectAccessError:
+        raise
+    except ShiftlabError as exc:
+        raise ShiftlabError(str(exc), field="project") from None
+
+
+def _runs_of(actor: AbstractBaseUser | None, runs: Sequence[TransformRun | int]) -> list[TransformRun]:
+    """The runs named (objects or ids) among those ``actor`` may read, in the order given."""
+    ids = list(dict.fromkeys(r.pk if isinstance(r, TransformRun) else int(r) for r in runs))
+    found = {r.pk: r for r in scoped(TransformRun.objects.select_related("project"), actor).filter(pk__in=ids)}
+    if missing := set(ids) - set(found):
+        raise ShiftlabError(f"no transformation runs {sorted(missing)}")
+    return [found[pk] for pk in ids]
+
+
+@dataclass(frozen=True)
+class StudyDraft:
+    """A new study's inputs resolved and checked, nothing written: its project, runs, design and
+    the context its design is checked in (with the project's annotator count when asked)."""
+
+    project: Project
+    runs: list[TransformRun]
+    design: StudyDesign
+    context: DesignContext
+
+
+def study_draft(
+    *,
+    actor: AbstractBaseUser | None,
+    project: str | None,
+    runs: Sequence[TransformRun | int],
+    design: Mapping[str, Any] | StudyDesign,
+    count_annotators: bool = False,
+) -> StudyDraft:
+    """What ``study_create`` would create, checked but not written (the study builder's "Check the
+    design" shows its implications). The project is the one named (checked first: its refusal says
+    the most), else the runs' one (``core.projects.project_for_new``)."""
+    named = _project_for_study(actor, project) if project else None
+    runs = _check_runs(_runs_of(actor, runs))
+    chosen = named or _project_for_study(actor, None, *runs)
+    project_require_same(chosen, *runs, role="the study's runs")
+    design = design if isinstance(design, StudyDesign) else StudyDesign.from_dict({**design})
+    annotators = project_annotators(chosen).count() if count_annotators else None
+    return StudyDraft(chosen, runs, design, design_context(runs=runs, annotators=annotators))
 
 
 def study_create(
     *,
+    actor: AbstractBaseUser | None,
+    project: str | None = None,
     name: str,
-    runs: Sequence[TransformRun],
-    design: StudyDesign,
-    project: Project | None = None,
-    created_by: AbstractBaseUser | None = None,
-    annotators: int | None = None,
+    runs: Sequence[TransformRun | int],
+    design: Mapping[str, Any] | StudyDesign,
+    count_annotators: bool = False,
 ) -> Study:
-    """A draft study (version 1) over succeeded runs of ``project`` (default: the runs' project
-    when they share one, else the default project), published to the Argilla workspace named after
-    the project. Its design can change until it is locked. A design that cannot work over the runs
-    (and with ``annotators`` annotators, when given) is refused with ``DesignRefused``."""
-    runs = _check_runs(runs)
-    project = project or _common_project(runs)
-    project_require_same(project, *runs, role="the study's runs")
+    """The one entry that creates a study (page, API and command call it): a draft (version 1)
+    over succeeded runs, in the project named, else the runs' one (``study_draft``), published to
+    the Argilla workspace named after the project. Its design can change until it is locked. A
+    design that cannot work over the runs (and, with ``count_annotators``, with the project's
+    annotators) is refused with ``DesignRefused``."""
+    draft = study_draft(actor=actor, project=project, runs=runs, design=design, count_annotators=count_annotators)
+    project, runs, design = draft.project, draft.runs, draft.design
     _check_judges(design)
-    study_design_check(design=design, runs=runs, annotators=annotators)
+    if problems := design_problems(design, draft.context):
+        raise DesignRefused(problems)
     if Study.objects.filter(project=project, name=name).exists():
         raise ShiftlabError(
             f"a study named {name!r} exists in project {project.slug}: revise it (new version) or choose another name"
@@ -121,7 +170,7 @@ def study_create(
         workspace=project.slug,
         design=design.to_dict(),
         design_hash=design.content_hash,
-        created_by=created_by,
+        created_by=actor,
     )
     try:
         study.full_clean(exclude=["runs"])
@@ -131,7 +180,7 @@ def study_create(
         study.save()
         study.runs.set(runs)
         audit_record(
-            actor=created_by,
+            actor=actor,
             verb="study.create",
             obj=study,
             payload={"runs": [r.pk for r in runs], "design": design.to_dict()},

@@ -2,7 +2,7 @@ import json
 from dataclasses import asdict
 
 from django.contrib.auth import get_user_model
-from django.core.management.base import BaseCommand, CommandError
+from django.core.management.base import CommandError
 
 from annotation.management.reporting import new_accounts_report, publish_report
 from annotation.models import Flag, GateResult, Study
@@ -16,12 +16,11 @@ from annotation.quality.gating import gate_state_of
 from annotation.quality.quality_services import study_annotator_quality
 from annotation.quality.validation_services import annotator_reject, annotator_replace, flag_review, study_validate
 from annotation.selectors import study_progress
-from annotation.studies.design import DesignError, StudyDesign
+from annotation.studies.design import StudyDesign
 from annotation.studies.design_services import study_create, study_design, study_lock, study_revise
-from core.errors import ShiftlabError
+from core.commands import ShiftlabCommand
 from core.nesting import nesting_check
-from core.projects import project_require_write, project_resolve, scoped, user_by_name
-from transforms.models import TransformRun
+from core.projects import project_require_write, scoped, user_by_name
 
 
 def _study(ref: str, actor=None, *, change: bool = False) -> Study:
@@ -55,7 +54,7 @@ def _user(username: str | None):
 FLAG_PROJECT = "rating__study_item__study__project"
 
 
-class Command(BaseCommand):
+class Command(ShiftlabCommand):
     help = (
         "Human-validation studies. create → lock → publish → sync → validate → (review) → gate → decide. "
         "`status` prints progress, control checks and live agreement. --as USER acts as that researcher "
@@ -70,7 +69,7 @@ class Command(BaseCommand):
         create.add_argument(
             "--project",
             help="Slug of the project it goes into (its runs must be in it; its Argilla workspace is named "
-            "after it). Default: the --as user's one project, else the default project.",
+            "after it). Default: the runs' project, else the --as user's one project, else the default project.",
         )
         create.add_argument("--design", default="{}", help="Design fields as JSON, e.g. '{\"raters_per_item\": 3}'.")
         revise = sub.add_parser("revise", help="New version of a study with changed design fields.")
@@ -121,33 +120,27 @@ class Command(BaseCommand):
         decide.add_argument("decision", choices=["approve", "reject"])
         decide.add_argument("--comment", required=True)
         for p in sub.choices.values():
-            p.add_argument(
-                "--as", dest="actor", help="Act as this researcher: their projects only, audited under their name."
-            )
+            self.add_actor_argument(p)
 
     def handle(self, *args, action, actor=None, **options):
-        try:
-            actor = user_by_name(actor) if actor else None
-            getattr(self, f"do_{action.replace('-', '_')}")(actor=actor, **options)
-        except (ShiftlabError, DesignError) as exc:
-            raise CommandError(str(exc)) from exc
+        actor = user_by_name(actor) if actor else None
+        getattr(self, f"do_{action.replace('-', '_')}")(actor=actor, **options)
 
-    def _design(self, text: str, base: StudyDesign | None = None) -> StudyDesign:
+    @staticmethod
+    def _design_fields(text: str) -> dict:
         try:
             nesting_check(text, "json")
-            fields = json.loads(text)
+            return json.loads(text)
         except ValueError as exc:  # NestingError is one too
             raise CommandError(f"--design is not valid JSON: {exc}") from exc
-        return StudyDesign.from_dict({**(base.to_dict() if base else {}), **fields})
+
+    def _design(self, text: str, base: StudyDesign) -> StudyDesign:
+        return StudyDesign.from_dict({**base.to_dict(), **self._design_fields(text)})
 
     def do_create(self, *, actor, name, runs, project, design, **_):
-        project = project_resolve(actor, project)
-        found = list(scoped(TransformRun.objects.all(), actor).filter(pk__in=runs))
-        if missing := set(runs) - {r.pk for r in found}:
-            raise CommandError(f"no transformation runs {sorted(missing)}")
-        study = study_create(name=name, runs=found, project=project, design=self._design(design), created_by=actor)
+        study = study_create(actor=actor, project=project, name=name, runs=runs, design=self._design_fields(design))
         self.stdout.write(
-            f"Created {study} (id {study.pk}) in project {project}, draft. Lock it when the design is final."
+            f"Created {study} (id {study.pk}) in project {study.project}, draft. Lock it when the design is final."
         )
 
     def do_revise(self, *, actor, study, design, **_):
