@@ -19,8 +19,7 @@ from annotation.models import (
     Study,
 )
 from annotation.quality.controls import ItemKind
-from annotation.quality.gate_services import study_agreement
-from annotation.quality.validation_services import control_checks
+from annotation.quality.selectors import control_checks, study_agreement
 from annotation.studies.design_services import study_design
 from core.errors import ShiftlabError
 from core.models import Project

@@ -25,6 +25,7 @@ from django.db.models import Max
 from django.utils import timezone
 
 from annotation.argilla import client as argilla
+from annotation.argilla.client import argilla_connection
 from annotation.baselines import baseline_sampling as sampling
 from annotation.baselines import llm_annotator
 from annotation.models import (
@@ -40,7 +41,6 @@ from annotation.publishing.argilla_services import (
     annotator_dataset_ensure,
     annotator_roles_check,
     annotators_audit_published,
-    argilla_connection,
     mark_published,
 )
 from annotation.publishing.sync_diff import Response, SyncCounts, latest_responses, sync_diff, without_nul

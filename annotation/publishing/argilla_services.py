@@ -8,7 +8,6 @@ from __future__ import annotations
 import re
 import secrets
 from collections.abc import Iterable, Mapping, Sequence
-from contextlib import closing, contextmanager
 from dataclasses import dataclass
 from typing import Any
 from uuid import UUID
@@ -18,7 +17,10 @@ from django.db import transaction
 from django.utils import timezone
 
 from annotation.argilla import client as argilla
+from annotation.argilla.client import argilla_connection
 from annotation.models import Annotator, Assignment, BaselineStudy, Study
+from annotation.publishing.sync_services import study_sync
+from annotation.publishing.webhook_services import argilla_webhook_ensure
 from annotation.studies.assignment_services import study_assign, study_pull, submitted_items
 from annotation.studies.design import StudyKind
 from annotation.studies.design_services import study_design, study_lock
@@ -50,16 +52,6 @@ DEFAULT_GUIDELINES = {
         "anything odd. Submit when you are sure; you may come back and change an answer."
     ),
 }
-
-
-@contextmanager
-def argilla_connection(client):
-    """The given Argilla connection, or a new owner connection closed afterwards."""
-    if client is not None:
-        yield client
-        return
-    with closing(argilla.client_get()) as owned:
-        yield owned
 
 
 def annotator_roles_check(users: Iterable[AbstractBaseUser], *, client) -> dict[str, str]:
@@ -203,7 +195,6 @@ def annotators_cut(study: Study, leavers: Sequence[Annotator], *, client) -> Non
     their own by id whatever their workspaces (``argilla.client``). Their account and other studies
     are untouched. A study never marked published (an interrupted first publish) keeps the
     responses until the next reconcile."""
-    from annotation.publishing.sync_services import study_sync  # sync uses this module's connection helper
 
     for annotator in leavers:
         workspace = annotator.argilla_workspace or study.workspace
@@ -397,8 +388,6 @@ def study_publish(
     account" page; existing accounts keep theirs. Each annotator published to for the first time is
     audited in every project whose roster holds them.
     """
-    from annotation.publishing.sync_services import study_sync  # sync uses this module's connection helper
-    from annotation.publishing.webhook_services import argilla_webhook_ensure  # it imports the sync task
 
     users = list(dict.fromkeys(annotators))
     roster_require(study.project, users)  # before anything is written, the lock included

@@ -16,8 +16,8 @@ from django.db.models import Max, Model
 from django.utils import timezone
 
 from annotation.argilla import client as argilla
+from annotation.argilla.client import argilla_connection
 from annotation.models import Rating, RatingComment, RatingRevision, Study
-from annotation.publishing.argilla_services import argilla_connection
 from annotation.publishing.sync_diff import Response, SyncCounts, latest_responses, sync_diff, without_nul
 from annotation.studies.design_services import study_design
 from core.errors import ShiftlabError

@@ -29,10 +29,11 @@ from django.db import transaction
 from django.utils import timezone
 
 from annotation.argilla import ArgillaError
+from annotation.argilla.client import argilla_connection
 from annotation.models import Annotator, Assignment, Rating, Study
-from annotation.publishing.argilla_services import argilla_connection, study_argilla_reconcile
+from annotation.publishing.argilla_services import study_argilla_reconcile
 from annotation.quality.controls import ItemKind
-from annotation.quality.gate_services import CountedRating, counted_ratings, observation_order, sequential_observations
+from annotation.quality.selectors import CountedRating, counted_ratings, observation_order, sequential_observations
 from annotation.quality.sequential import (
     MIN_FORECAST_ITEMS,
     FixedSequence,

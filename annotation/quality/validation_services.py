@@ -7,7 +7,6 @@ from __future__ import annotations
 
 from collections import Counter, defaultdict
 from dataclasses import dataclass
-from typing import Any
 
 from django.contrib.auth.base_user import AbstractBaseUser
 from django.core.exceptions import ImproperlyConfigured
@@ -15,14 +14,15 @@ from django.db import transaction
 from django.utils import timezone
 
 from annotation.argilla import ArgillaError
+from annotation.argilla.client import argilla_connection
 from annotation.models import Annotator, Flag, RaterDecision, Rating, Study, StudyItem
 from annotation.publishing.argilla_services import (
     annotators_cut,
-    argilla_connection,
     study_argilla_reconcile,
 )
-from annotation.quality.controls import ControlRating, ControlStatus, ItemKind, control_check
+from annotation.quality.controls import ControlStatus, ItemKind
 from annotation.quality.quality_services import annotator_flags_apply
+from annotation.quality.selectors import control_checks
 from annotation.quality.validation import (
     ANNOTATOR_RULES,
     RejectionReason,
@@ -82,23 +82,6 @@ def study_estimate(*, study: Study) -> int:
             item.llm_estimates = {**item.llm_estimates, **values}
             item.save(update_fields=["llm_estimates"])
     return len(items)
-
-
-def control_checks(study: Study) -> dict[int, Any]:
-    """Annotator id -> ControlCheck over their active ratings of control items (pure rule)."""
-    design = study_design(study)
-    per_annotator: dict[int, list[ControlRating]] = defaultdict(list)
-    ratings = Rating.objects.filter(study_item__study=study, active=True).exclude(study_item__kind=ItemKind.REAL)
-    for rating in ratings.select_related("study_item"):
-        expected = rating.study_item.expected.get(rating.question)
-        if expected is not None:
-            per_annotator[rating.annotator_id].append(ControlRating(expected=expected, value=rating.value))
-    return {
-        a.pk: control_check(
-            per_annotator.get(a.pk, []), margin=design.control_margin, min_ratings=design.min_control_ratings
-        )
-        for a in study.annotators.all()
-    }
 
 
 @dataclass(frozen=True)
