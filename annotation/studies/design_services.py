@@ -26,7 +26,7 @@ from annotation.quality.control_services import (
 from annotation.quality.controls import ItemKind, PairCandidate, expected_value
 from annotation.quality.controls import n_controls as controls_needed
 from annotation.studies.design import DesignContext, DesignProblem, StudyDesign, design_problems
-from annotation.studies.sampling import Unit, seeded_rng, stratified_sample
+from annotation.studies.sampling import Candidate, draw_real_items, seeded_rng
 from core.errors import ShiftlabError
 from core.models import Project
 from core.projects import ProjectAccessError, project_for_new, project_require_same, scoped
@@ -288,7 +288,8 @@ def study_lock(
     control_pool: Sequence[tuple[ItemKind, PairCandidate]] = (),
 ) -> Study:
     """Freeze the design and draw the study's items: a seeded stratified sample of successfully
-    transformed texts per transformation, plus control items, in a seeded shuffled order.
+    transformed texts per transformation (``annotation.studies.sampling.draw_real_items``), plus
+    control items, in a seeded shuffled order.
 
     Controls are drawn from ``control_pool`` (``annotation.quality.control_pool.control_pool_read``)
     first, then from the other sources ``annotation.quality.control_services`` lists; when too few exist
@@ -300,108 +301,26 @@ def study_lock(
         if study.is_locked:
             return study
         design = study_design(study)
-        outputs = (
+        outputs = list(
             TransformedItem.objects.filter(run__in=study.runs.all(), ok=True)
             .exclude(output_text="")
             .select_related("run__dataset", "item")
             .order_by("pk")
         )
-        by_transformation: dict[str, list[TransformedItem]] = defaultdict(list)
-        for out in outputs:
-            by_transformation[out.run.transformation].append(out)
-        transformations = sorted({r.transformation for r in study.runs.all()})
-        empty = [t for t in transformations if not by_transformation[t]]
-        if empty:
-            raise ShiftlabError(
-                f"no successfully transformed texts for {', '.join(empty)} in the study's runs: "
-                "nothing to validate there; remove those runs (revise the study) or rerun them"
-            )
-        chosen: list[TransformedItem] = []
-        sample_info = {}
-        # Each original text is drawn for one transformation only while the pools allow: an
-        # original shown twice (its paraphrase and its summary, say) tells real items from
-        # controls, whose texts appear nowhere else, and shows annotators the same text twice.
-        used_sources: set[str] = set()
-        for name in transformations:
-            pool = {_sample_key(o): o for o in by_transformation[name]}
-            fresh = {key: o for key, o in pool.items() if _source_key(o) not in used_sources}
-            sample = stratified_sample(
-                [Unit(key, _stratum(o)) for key, o in fresh.items()],
-                design.items_per_transformation,
-                rng=seeded_rng(design.seed, name),
-            )
-            keys, allocation = list(sample.keys), dict(sample.allocation)
-            shared = 0
-            if sample.shortfall and len(fresh) < len(pool):  # top up with originals drawn already
-                extra = stratified_sample(
-                    [Unit(key, _stratum(o)) for key, o in pool.items() if key not in fresh],
-                    sample.shortfall,
-                    rng=seeded_rng(design.seed, f"{name}-shared-originals"),
-                )
-                keys.extend(extra.keys)
-                shared = len(extra.keys)
-                for stratum, n in extra.allocation.items():
-                    allocation[stratum] = allocation.get(stratum, 0) + n
-            chosen.extend(pool[key] for key in keys)
-            used_sources.update(_source_key(pool[key]) for key in keys)
-            available: dict[str, int] = defaultdict(int)
-            for o in pool.values():
-                available[_stratum(o)] += 1
-            sample_info[name] = {
-                "drawn": len(keys),
-                "allocation": allocation,
-                "available": dict(available),
-                "shortfall": design.items_per_transformation - len(keys),
-                "shared_originals": shared,
-            }
-        n_ctrl = controls_needed(
-            len(chosen), batch_size=design.batch_size, controls_per_batch=design.controls_per_batch
-        )
-        rows = [
-            StudyItem(
-                study=study,
-                position=0,
-                kind=ItemKind.REAL,
-                transformed_item=o,
-                transformation=o.run.transformation,
-                stratum=_stratum(o),
-                text_a=o.source_text,
-                text_b=o.output_text,
-                language_a=source_language(o),
-                language_b=o.target_language,
-            )
-            for o in chosen
-        ]
+        chosen, sample_info = _real_items_draw(study, design, outputs)
+        rows = [_real_row(study, o) for o in chosen]
         sampled = {o.pk for o in chosen}
         controls = study_controls_draw(
             study=study,
             design=design,
             real=[(r.text_a, r.text_b, r.language_a, r.language_b, r.transformation) for r in rows],
             held_back=[o for o in outputs if o.pk not in sampled],
-            n=n_ctrl,
+            n=controls_needed(len(chosen), batch_size=design.batch_size, controls_per_batch=design.controls_per_batch),
             pool=control_pool,
         )
-        sources: dict[str, dict[str, int]] = defaultdict(lambda: defaultdict(int))
-        imitates: dict[int, str] = {}
-        for pair in controls:
-            expected = {
-                q.name: v
-                for q in design.questions
-                if (v := expected_value(pair.kind, q, keywords=pair.keywords)) is not None
-            }
-            sources[pair.kind.value][pair.origin] += 1
-            row = StudyItem(
-                study=study,
-                position=0,
-                kind=pair.kind,
-                text_a=pair.text_a,
-                text_b=pair.text_b,
-                language_a=pair.language_a,
-                language_b=pair.language_b,
-                expected=expected,
-            )
-            imitates[id(row)] = pair.imitates
-            rows.append(row)
+        control_rows = [_control_row(study, design, pair) for pair in controls]
+        rows.extend(control_rows)
+        imitates = {id(row): pair.imitates for row, pair in zip(control_rows, controls, strict=True)}
         order = seeded_rng(design.seed, "order").permutation(len(rows))
         for position, index in enumerate(order):
             rows[int(index)].position = position
@@ -411,22 +330,7 @@ def study_lock(
         if over and not design.detectability_override:
             raise ShiftlabError(_detectable_message(study, design, per_transformation, over))
         StudyItem.objects.bulk_create(rows)
-        sample_info["controls"] = len(controls)
-        sample_info["control_sources"] = {kind: dict(sorted(by.items())) for kind, by in sorted(sources.items())}
-        sample_info["detectability"] = asdict(items_detectability(by_position, seed=design.seed))
-        sample_info["detectability_by_transformation"] = {
-            name: asdict(result) for name, result in per_transformation.items()
-        }
-        sample_info["detectability_limit"] = design.detectability_limit
-        partial = sum(1 for pair in controls if pair.dropped)
-        if partial:  # keyword lists that could not keep every content word of their text
-            sample_info["keyword_positives_dropping_words"] = partial
-        if over:
-            sample_info["detectability_override"] = {
-                "reason": design.detectability_override,
-                "limit": design.detectability_limit,
-                "over_limit": over,
-            }
+        sample_info.update(_controls_info(design, controls, by_position, per_transformation, over))
         study.sample_info = sample_info
         study.status, study.locked_at = Study.Status.LOCKED, timezone.now()
         study.save(update_fields=["sample_info", "status", "locked_at"])
@@ -434,3 +338,81 @@ def study_lock(
             actor=actor, verb="study.lock", obj=study, payload={"design_hash": study.design_hash, "sample": sample_info}
         )
     return study
+
+
+def _real_items_draw(
+    study: Study, design: StudyDesign, outputs: Sequence[TransformedItem]
+) -> tuple[list[TransformedItem], dict]:
+    """The outputs drawn as real items, and ``sample_info`` per transformation."""
+    by_transformation: dict[str, list[TransformedItem]] = {t: [] for t in {r.transformation for r in study.runs.all()}}
+    for out in outputs:
+        by_transformation[out.run.transformation].append(out)
+    empty = sorted(t for t, found in by_transformation.items() if not found)
+    if empty:
+        raise ShiftlabError(
+            f"no successfully transformed texts for {', '.join(empty)} in the study's runs: "
+            "nothing to validate there; remove those runs (revise the study) or rerun them"
+        )
+    by_key = {_sample_key(o): o for o in outputs}
+    pools = {
+        name: [Candidate(_sample_key(o), _stratum(o), _source_key(o)) for o in found]
+        for name, found in by_transformation.items()
+    }
+    draw = draw_real_items(pools, design.items_per_transformation, seed=design.seed)
+    chosen = [by_key[key] for name in sorted(draw.keys) for key in draw.keys[name]]
+    return chosen, {name: draw.info[name] for name in sorted(draw.info)}
+
+
+def _real_row(study: Study, out: TransformedItem) -> StudyItem:
+    return StudyItem(
+        study=study,
+        position=0,
+        kind=ItemKind.REAL,
+        transformed_item=out,
+        transformation=out.run.transformation,
+        stratum=_stratum(out),
+        text_a=out.source_text,
+        text_b=out.output_text,
+        language_a=source_language(out),
+        language_b=out.target_language,
+    )
+
+
+def _control_row(study: Study, design: StudyDesign, pair) -> StudyItem:
+    expected = {
+        q.name: v for q in design.questions if (v := expected_value(pair.kind, q, keywords=pair.keywords)) is not None
+    }
+    return StudyItem(
+        study=study,
+        position=0,
+        kind=pair.kind,
+        text_a=pair.text_a,
+        text_b=pair.text_b,
+        language_a=pair.language_a,
+        language_b=pair.language_b,
+        expected=expected,
+    )
+
+
+def _controls_info(design: StudyDesign, controls, by_position, per_transformation, over: dict[str, float]) -> dict:
+    """What ``sample_info`` records of the controls: how many, from which sources, how detectable."""
+    sources: dict[str, dict[str, int]] = defaultdict(lambda: defaultdict(int))
+    for pair in controls:
+        sources[pair.kind.value][pair.origin] += 1
+    info = {
+        "controls": len(controls),
+        "control_sources": {kind: dict(sorted(by.items())) for kind, by in sorted(sources.items())},
+        "detectability": asdict(items_detectability(by_position, seed=design.seed)),
+        "detectability_by_transformation": {name: asdict(result) for name, result in per_transformation.items()},
+        "detectability_limit": design.detectability_limit,
+    }
+    partial = sum(1 for pair in controls if pair.dropped)
+    if partial:  # keyword lists that could not keep every content word of their text
+        info["keyword_positives_dropping_words"] = partial
+    if over:
+        info["detectability_override"] = {
+            "reason": design.detectability_override,
+            "limit": design.detectability_limit,
+            "over_limit": over,
+        }
+    return info
