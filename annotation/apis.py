@@ -13,7 +13,7 @@ from rest_framework.views import APIView
 
 from annotation.configs.export_services import benchmark_config_export, benchmark_config_verify
 from annotation.models import Annotator, Flag, GateResult, Study
-from annotation.publishing.argilla_services import study_publish
+from annotation.publishing.argilla_services import study_publish, study_sync_queue
 from annotation.publishing.onboarding_services import argilla_password_set_own
 from annotation.quality.adaptive_services import study_adaptive_rows
 from annotation.quality.control_pool import control_pool_from_upload
@@ -55,7 +55,6 @@ from annotation.serializers import (
 )
 from annotation.studies.design import StudyDesign
 from annotation.studies.design_services import study_create, study_design, study_lock, study_revise, study_update_design
-from annotation.tasks import sync_study
 from annotation.views import benchmark_config_response
 from core.apis import project_for_new_or_400
 from core.errors import ShiftlabError
@@ -130,7 +129,7 @@ class StudyViewSet(ProjectScopedMixin, mixins.ListModelMixin, mixins.RetrieveMod
         control pairs (see docs/annotation.md)."""
         study = self.get_changeable_object()
         upload = request.FILES.get("control_pool")
-        pool = control_pool_from_upload(upload) if upload else ()
+        pool = control_pool_from_upload(upload) if upload else None
         study = study_lock(study=study, actor=request.user, control_pool=pool)
         return Response(StudySerializer(study).data)
 
@@ -153,10 +152,7 @@ class StudyViewSet(ProjectScopedMixin, mixins.ListModelMixin, mixins.RetrieveMod
     @action(detail=True, methods=["post"])
     def sync(self, request, pk=None):
         """Queue a sync of submitted responses (runs at once in the single-machine default)."""
-        study = self.get_changeable_object()
-        if study.published_at is None:  # per-annotator datasets: the study itself holds no dataset id
-            return Response({"detail": f"{study} is not published yet"}, status=status.HTTP_400_BAD_REQUEST)
-        outcome = sync_study.delay(study.pk)
+        outcome = study_sync_queue(study=self.get_changeable_object())
         return Response({"task_id": outcome.id}, status=status.HTTP_202_ACCEPTED)
 
     @extend_schema(request=None, responses=None)

@@ -19,7 +19,7 @@ from annotation.configs.config_export import config_render
 from annotation.configs.export_services import benchmark_config_export
 from annotation.forms import ArgillaPasswordForm, StudyCreateForm, StudyDesignForm
 from annotation.models import Annotator, BenchmarkConfig, Flag, GateResult, Study
-from annotation.publishing.argilla_services import study_publish
+from annotation.publishing.argilla_services import study_publish, study_sync_queue
 from annotation.publishing.onboarding_services import (
     annotator_argilla_home,
     annotator_studies,
@@ -58,7 +58,6 @@ from annotation.studies.design import (
     design_problems,
 )
 from annotation.studies.design_services import study_create, study_design, study_draft, study_lock, study_revise
-from annotation.tasks import sync_study
 from core.errors import ShiftlabError
 from core.projects import project_require_write, projects_readable, projects_writable, scoped
 from core.roles import Role, has_role
@@ -155,11 +154,11 @@ def study_detail_view(request, pk: int):
     with _refusals_as_messages(request):
         if action == "lock":
             upload = request.FILES.get("control_pool")
-            pool = control_pool_from_upload(upload) if upload else ()
+            pool = control_pool_from_upload(upload) if upload else None
             study_lock(study=study, actor=request.user, control_pool=pool)
             messages.success(request, "Locked: items and controls are drawn; the design is frozen.")
         elif action == "sync":
-            queued = sync_study.delay(study.pk)
+            queued = study_sync_queue(study=study)
             if isinstance(queued, EagerResult):  # no broker: it already ran, in this request
                 messages.success(request, f"Synced: {sync_summary(queued.get())}.")
             else:

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import html
 import json
+import re
 from io import StringIO
 
 import pytest
@@ -19,6 +20,7 @@ from django.urls import reverse
 
 from annotation.models import Study
 from annotation.studies.design import StudyDesign
+from annotation.studies.design_services import study_create, study_lock
 from core.models import Membership
 from core.projects import membership_set, project_create
 from core.roles import Role
@@ -124,3 +126,96 @@ def test_an_unknown_project_is_refused_alike(scene):
     with pytest.raises(CommandError, match=refusal):
         create_by_command(scene, "un-command", "nowhere")
     assert not Study.objects.exists()
+
+
+# --- actions on a study: lock, revise, sync, validate, gate ----------------------------------------
+
+
+def _draft(scene, name: str) -> Study:
+    return study_create(actor=scene["rex"], project=None, name=name, runs=[scene["run"]], design=DESIGN)
+
+
+def _pool_file(tmp_path, study: Study):
+    """A control pool file: the pairs of the study's gold controls (any well-formed pairs do)."""
+    path = tmp_path / "pool.csv"
+    rows = ["text_a,text_b,kind"] + [f'"{i.text_a}","{i.text_b}",{i.kind}' for i in study.items.exclude(kind="real")]
+    path.write_text("\n".join(rows) + "\n", encoding="utf-8")
+    return path
+
+
+def _page_action(scene, study: Study, action: str, **fields):
+    url = reverse("annotation:study", args=[study.pk])
+    return page_as(scene["rex"]).post(url, {"action": action, **fields}, follow=True)
+
+
+def _page_said(response) -> str:
+    return html.unescape(response.content.decode())
+
+
+def _command(study: Study, action: str, *args: str) -> str:
+    out = StringIO()
+    call_command("study", action, str(study.pk), *args, "--as", "rex", stdout=out)
+    return out.getvalue()
+
+
+def test_lock_draws_the_same_real_items_on_every_interface(scene):
+    studies = [_draft(scene, name) for name in ("lock-page", "lock-api", "lock-command")]
+    assert _page_action(scene, studies[0], "lock").status_code == 200
+    assert api_as(scene["rex"]).post(f"/api/studies/{studies[1].pk}/lock/").status_code == 200
+    assert _command(studies[2], "lock").startswith(f"Locked {studies[2]}")
+    locked = [Study.objects.get(pk=s.pk) for s in studies]
+    assert {s.status for s in locked} == {Study.Status.LOCKED}
+    assert len({json.dumps(s.sample_info["random_keywords"], sort_keys=True) for s in locked}) == 1
+    real = [sorted(s.items.filter(kind="real").values_list("transformed_item_id", flat=True)) for s in locked]
+    assert real[0] == real[1] == real[2]
+
+
+def test_a_control_pool_for_a_locked_study_is_refused_alike(scene, tmp_path):
+    study = study_lock(study=_draft(scene, "locked"), actor=scene["rex"])
+    pool = _pool_file(tmp_path, study)
+    refusal = f"{study} is locked: its controls are drawn; revise it to use a control pool (--control-pool)"
+    with pool.open("rb") as upload:
+        assert refusal in _page_said(_page_action(scene, study, "lock", control_pool=upload))
+    with pool.open("rb") as upload:
+        api = api_as(scene["rex"]).post(f"/api/studies/{study.pk}/lock/", {"control_pool": upload})
+    assert (api.status_code, api.json()) == (400, {"detail": refusal})
+    with pytest.raises(CommandError, match=re.escape(refusal)):
+        _command(study, "lock", "--control-pool", str(pool))
+
+
+def test_revise_makes_the_same_new_version_on_every_interface(scene):
+    study = study_lock(study=_draft(scene, "revised"), actor=scene["rex"])
+    fields = {f"revise-{key}": str(value) for key, value in {**DESIGN, "seed": 5}.items() if key != "llm_judges"}
+    assert _page_action(scene, study, "revise", **fields).status_code == 200
+    api = api_as(scene["rex"]).post(f"/api/studies/{study.pk}/design/", {"design": {"seed": 5}}, format="json")
+    assert api.status_code == 201, api.content
+    assert _command(study, "revise", "--design", '{"seed": 5}').startswith("Created revised v4")
+    versions = Study.objects.filter(name="revised", version__gt=1).order_by("version")
+    assert [v.version for v in versions] == [2, 3, 4]
+    assert {v.design_hash for v in versions} == {StudyDesign.from_dict({**study.design, "seed": 5}).content_hash}
+    assert {(v.project.slug, v.previous_id) for v in versions} == {("alpha", study.pk)}
+
+
+def test_sync_of_a_study_not_published_is_refused_alike(scene):
+    study = study_lock(study=_draft(scene, "unpublished"), actor=scene["rex"])
+    refusal = f"{study} is not published yet: publish it before syncing responses"
+    assert refusal in _page_said(_page_action(scene, study, "sync"))
+    api = api_as(scene["rex"]).post(f"/api/studies/{study.pk}/sync/")
+    assert (api.status_code, api.json()) == (400, {"detail": refusal})
+    with pytest.raises(CommandError, match=re.escape(refusal)):
+        _command(study, "sync")
+
+
+@pytest.mark.parametrize("action", ["lock", "revise", "sync", "validate", "gate"])
+def test_every_action_on_a_study_the_caller_may_only_read_is_refused_alike(scene, action):
+    run = keyword_run(dataset_import(source=DEMO_STS, task="sts", name="demo-gamma", project=scene["gamma"]), 1)
+    study = study_create(actor=None, project="gamma", name="theirs", runs=[run], design=DESIGN)
+    refusal = "You may only read project 'gamma': ask one of its owners to make you a member."
+    page = page_as(scene["rex"]).post(reverse("annotation:study", args=[study.pk]), {"action": action})
+    assert page.status_code == 403 and refusal in _page_said(page)
+    route = "design" if action == "revise" else action
+    api = api_as(scene["rex"]).post(f"/api/studies/{study.pk}/{route}/", {"design": {}}, format="json")
+    assert (api.status_code, api.json()) == (403, {"detail": refusal})
+    with pytest.raises(CommandError, match=re.escape(refusal)):
+        _command(study, action)
+    assert Study.objects.get(pk=study.pk).status == Study.Status.DRAFT and Study.objects.count() == 1

@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from typing import Any
 from uuid import UUID
 
+from celery.result import AsyncResult
 from django.contrib.auth.base_user import AbstractBaseUser
 from django.db import transaction
 from django.utils import timezone
@@ -20,7 +21,7 @@ from annotation.argilla import client as argilla
 from annotation.argilla.client import argilla_connection
 from annotation.models import Annotator, Assignment, BaselineStudy, Study
 from annotation.publishing.sync_services import study_sync
-from annotation.publishing.webhook_services import argilla_webhook_ensure
+from annotation.publishing.webhook_services import argilla_webhook_ensure, sync_task
 from annotation.studies.assignment_services import study_assign, study_pull, submitted_items
 from annotation.studies.design import StudyKind
 from annotation.studies.design_services import study_design, study_lock
@@ -349,6 +350,15 @@ def study_argilla_texts_resend(*, study: Study, actor: AbstractBaseUser | None =
         actor=actor, verb="study.argilla.texts_resend", obj=study, payload={"records": sent, "annotators": names}
     )
     return sent
+
+
+def study_sync_queue(*, study: Study) -> AsyncResult:
+    """The one entry that starts a sync of a study's submitted responses for the page and the API:
+    queue the ``annotation.sync_study`` task (in the single-machine default it runs at once, in
+    this call). A study not published yet is refused, as ``study_sync`` refuses it."""
+    if study.published_at is None:  # per-annotator datasets: the study itself holds no dataset id
+        raise ShiftlabError(f"{study} is not published yet: publish it before syncing responses")
+    return sync_task().delay(study.pk)
 
 
 def study_release_batches(*, study: Study, client=None) -> int:

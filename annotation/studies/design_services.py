@@ -285,7 +285,7 @@ def study_lock(
     *,
     study: Study,
     actor: AbstractBaseUser | None = None,
-    control_pool: Sequence[tuple[ItemKind, PairCandidate]] = (),
+    control_pool: Sequence[tuple[ItemKind, PairCandidate]] | None = None,
 ) -> Study:
     """Freeze the design and draw the study's items: a seeded stratified sample of successfully
     transformed texts per transformation (``annotation.studies.sampling.draw_real_items``), plus
@@ -294,10 +294,14 @@ def study_lock(
     Controls are drawn from ``control_pool`` (``annotation.quality.control_pool.control_pool_read``)
     first, then from the other sources ``annotation.quality.control_services`` lists; when too few exist
     the lock is refused with what is missing, and nothing is written. Locking a locked study
-    changes nothing.
+    changes nothing; a control pool for it is refused, since its controls are drawn already.
     """
     with transaction.atomic():
         study = Study.objects.select_for_update().get(pk=study.pk)
+        if study.is_locked and control_pool is not None:
+            raise ShiftlabError(
+                f"{study} is locked: its controls are drawn; revise it to use a control pool (--control-pool)"
+            )
         if study.is_locked:
             return study
         design = study_design(study)
@@ -316,7 +320,7 @@ def study_lock(
             real=[(r.text_a, r.text_b, r.language_a, r.language_b, r.transformation) for r in rows],
             held_back=[o for o in outputs if o.pk not in sampled],
             n=controls_needed(len(chosen), batch_size=design.batch_size, controls_per_batch=design.controls_per_batch),
-            pool=control_pool,
+            pool=control_pool or (),
         )
         control_rows = [_control_row(study, design, pair) for pair in controls]
         rows.extend(control_rows)

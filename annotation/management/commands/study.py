@@ -152,14 +152,11 @@ class Command(ShiftlabCommand):
         study = self._lock(_study(study, actor, change=True), control_pool, actor)
         self.stdout.write(f"Locked {study}: {json.dumps(study.sample_info)}")
 
-    def _lock(self, study: Study, control_pool: str | None, actor) -> Study:
-        """Lock ``study`` with the pool file's pairs; a pool for a locked study is refused, since its
-        controls are drawn already."""
-        if control_pool is None:
-            return study_lock(study=study, actor=actor)
-        if study.is_locked:
-            raise CommandError(f"{study} is locked: its controls are drawn; revise it to use --control-pool")
-        return study_lock(study=study, actor=actor, control_pool=control_pool_read(control_pool))
+    @staticmethod
+    def _lock(study: Study, control_pool: str | None, actor) -> Study:
+        """Lock ``study``, with the pool file's pairs when one is named."""
+        pool = control_pool_read(control_pool) if control_pool is not None else None
+        return study_lock(study=study, actor=actor, control_pool=pool)
 
     def do_publish(self, *, actor, study, annotators, control_pool=None, **_):
         users = [_user(name) for name in annotators]
