@@ -14,7 +14,8 @@ from django.core.management.base import CommandError
 from annotation.models import Study
 from annotation.quality.control_pool import control_pool_read
 from annotation.quality.control_services import study_control_detectability
-from annotation.quality.controls import ItemKind, is_punctuation_edit, looks_like_keywords
+from annotation.quality.controls import ItemKind
+from annotation.quality.text_measures import is_punctuation_edit, looks_like_keywords
 from annotation.studies.design import StudyDesign
 from annotation.studies.design_services import study_create, study_lock
 from core.errors import ShiftlabError
