@@ -13,7 +13,8 @@ from typing import Any
 from annotation.models import Annotator, Rating, Study
 from annotation.quality import agreement
 from annotation.quality.controls import ControlRating, ControlStatus, ItemKind, control_check
-from annotation.quality.sequential import FixedSequence, ItemRating, JointDecision, fixed_sequence, settle_questions
+from annotation.quality.observations import FixedSequence, ItemRating, fixed_sequence
+from annotation.quality.sequential import JointDecision, settle_questions
 from annotation.studies.design import StudyDesign
 from annotation.studies.design_services import study_design
 from transforms.registry import transformation_get
@@ -76,7 +77,7 @@ def sequential_observations(
     design: StudyDesign, ratings: Sequence[CountedRating], ledger: Sequence[tuple[int, Sequence[int]]] = ()
 ) -> FixedSequence:
     """Per-item means of the items with ``raters_per_item`` counted raters, in the fixed order
-    ``ledger`` extended by the items completed since (``annotation.quality.sequential.fixed_sequence``)."""
+    ``ledger`` extended by the items completed since (``annotation.quality.observations.fixed_sequence``)."""
     return fixed_sequence(
         (ItemRating(r.item_id, r.annotator_id, r.question, r.value, r.submitted_at) for r in ratings),
         questions=[q.name for q in design.questions],
