@@ -11,17 +11,91 @@ from django.db import transaction
 
 from annotation.models import Annotator, Approval, GateResult, RaterDecision, Study
 from annotation.quality.controls import ControlStatus, ItemKind
-from annotation.quality.gating import GateState, gate_decide, gate_state_of, rating_coverage
-from annotation.quality.selectors import counted_ratings, observation_order, sequential_decision, study_agreement
+from annotation.quality.gating import GateDecision, GateState, gate_decide, gate_state_of, rating_coverage
+from annotation.quality.selectors import (
+    CountedRating,
+    counted_ratings,
+    observation_order,
+    sequential_decision,
+    study_agreement,
+)
 from annotation.quality.sequential import (
     Settled,
 )
 from annotation.quality.validation_services import require_researcher
+from annotation.studies.design import StudyDesign
 from annotation.studies.design_services import study_design
 from core.errors import ShiftlabError
 from core.hashing import sha256_json
 from core.services import audit_record
 from transforms.registry import transformation_get
+
+
+def _transformation_gate(
+    study: Study,
+    design: StudyDesign,
+    name: str,
+    mine: list[CountedRating],
+    per_question: dict[str, dict],
+    drawn: int,
+    rejections: list[dict],
+    unchecked: list[str],
+) -> tuple[GateDecision, dict]:
+    """The gate decision of one transformation from its counted ratings, and its evidence."""
+    # A sample that fell short of the declared items per transformation needs ratings of
+    # the items it holds only.
+    coverage = rating_coverage(
+        {q.name: Counter(r.item_id for r in mine if r.question == q.name).values() for q in design.questions},
+        items=min(design.items_per_transformation, drawn),
+        raters_per_item=design.raters_per_item,
+        completed_only=design.adaptive,
+    )
+    sequential = sequential_decision(design, mine, observation_order(study, name)) if design.adaptive else None
+    decision = gate_decide(
+        {q: s["mean"] for q, s in per_question.items()},
+        threshold=design.acceptance_threshold,
+        coverage=coverage,
+        settled=None
+        if sequential is None or sequential.state is Settled.UNDECIDED
+        else sequential.state is Settled.PASS,
+        single_rater_pilot=design.single_rater_pilot,
+        min_ac2_lower=design.min_ac2_lower,
+        ac2_lower={q: (s["ac2"] or {}).get("ci_low") for q, s in per_question.items()},
+    )
+    evidence = {
+        "study": {
+            "id": study.pk,
+            "name": study.name,
+            "version": study.version,
+            "design_hash": study.design_hash,
+        },
+        "transformation": name,
+        "axis": transformation_get(name).axis.value,
+        "threshold": design.acceptance_threshold,
+        "passed": decision.passed,
+        "state": decision.state.value,
+        "reasons": list(decision.reasons),
+        "ratings_required": coverage.required,
+        "ratings_items": coverage.items,
+        "ratings_raters_per_item": coverage.raters_per_item,
+        "ratings_counted": coverage.counted,
+        "ratings_missing": coverage.missing,
+        "items_with_fewer_than_2_raters": coverage.thin_items,
+        "min_ac2_lower": design.min_ac2_lower,
+        "n_items": len({r.item_id for r in mine}),
+        "n_ratings": len(mine),
+        "n_raters": len({r.annotator_id for r in mine}),
+        "questions": per_question,
+        "rejections": rejections,
+        "raters_not_counted_unchecked_controls": unchecked,
+        "sample": study.sample_info.get(name, {}),
+    }
+    if decision.single_rater_pilot:
+        # Passed only because the design declared a single-rater pilot: the config says so.
+        evidence["single_rater_pilot"] = True
+    if sequential is not None:
+        evidence["sequential"] = {**sequential.to_dict(), "summary": sequential.summary()}
+    return decision, evidence
 
 
 def study_gate(*, study: Study, actor: AbstractBaseUser | None = None) -> list[GateResult]:
@@ -55,61 +129,10 @@ def study_gate(*, study: Study, actor: AbstractBaseUser | None = None) -> list[G
     results = []
     with transaction.atomic():
         for name in sorted({r.transformation for r in study.runs.all()}):
-            per_question = report[f"transformation:{name}"]
             mine = [r for r in ratings if r.transformation == name]
-            # A sample that fell short of the declared items per transformation needs ratings of
-            # the items it holds only.
-            coverage = rating_coverage(
-                {q.name: Counter(r.item_id for r in mine if r.question == q.name).values() for q in design.questions},
-                items=min(design.items_per_transformation, drawn[name]),
-                raters_per_item=design.raters_per_item,
-                completed_only=design.adaptive,
+            decision, evidence = _transformation_gate(
+                study, design, name, mine, report[f"transformation:{name}"], drawn[name], rejections, unchecked
             )
-            sequential = sequential_decision(design, mine, observation_order(study, name)) if design.adaptive else None
-            decision = gate_decide(
-                {q: s["mean"] for q, s in per_question.items()},
-                threshold=design.acceptance_threshold,
-                coverage=coverage,
-                settled=None
-                if sequential is None or sequential.state is Settled.UNDECIDED
-                else sequential.state is Settled.PASS,
-                single_rater_pilot=design.single_rater_pilot,
-                min_ac2_lower=design.min_ac2_lower,
-                ac2_lower={q: (s["ac2"] or {}).get("ci_low") for q, s in per_question.items()},
-            )
-            evidence = {
-                "study": {
-                    "id": study.pk,
-                    "name": study.name,
-                    "version": study.version,
-                    "design_hash": study.design_hash,
-                },
-                "transformation": name,
-                "axis": transformation_get(name).axis.value,
-                "threshold": design.acceptance_threshold,
-                "passed": decision.passed,
-                "state": decision.state.value,
-                "reasons": list(decision.reasons),
-                "ratings_required": coverage.required,
-                "ratings_items": coverage.items,
-                "ratings_raters_per_item": coverage.raters_per_item,
-                "ratings_counted": coverage.counted,
-                "ratings_missing": coverage.missing,
-                "items_with_fewer_than_2_raters": coverage.thin_items,
-                "min_ac2_lower": design.min_ac2_lower,
-                "n_items": len({r.item_id for r in mine}),
-                "n_ratings": len(mine),
-                "n_raters": len({r.annotator_id for r in mine}),
-                "questions": per_question,
-                "rejections": rejections,
-                "raters_not_counted_unchecked_controls": unchecked,
-                "sample": study.sample_info.get(name, {}),
-            }
-            if decision.single_rater_pilot:
-                # Passed only because the design declared a single-rater pilot: the config says so.
-                evidence["single_rater_pilot"] = True
-            if sequential is not None:
-                evidence["sequential"] = {**sequential.to_dict(), "summary": sequential.summary()}
             result = GateResult.objects.create(
                 study=study,
                 transformation=name,
