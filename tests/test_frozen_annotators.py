@@ -167,7 +167,7 @@ def test_a_change_after_the_cut_is_ignored_by_sync_and_webhook_and_audited_once(
     ArgillaWebhook.objects.create(
         url="http://testserver" + RECEIVER, argilla_id=uuid.uuid4(), secret=SECRET, events=["response.updated"]
     )
-    monkey_task = webhook_services.sync_study
+    monkey_task = webhook_services.sync_task()
     assert monkey_task.app.conf.task_always_eager
     assert _edit(own, responses[0], 5, 1).status_code == 200
     body = _event(careless.argilla_dataset_id, "response.updated")

@@ -230,6 +230,56 @@ def annotators_cut(study: Study, leavers: Sequence[Annotator], *, client) -> Non
         )
 
 
+def _records_send(dataset_id: UUID, live: list[Assignment], fields: tuple[str, str], *, client) -> None:
+    """Send the records of ``live`` assignments that have none yet, and keep their record ids."""
+    field_a, field_b = fields
+    # Only records not sent yet go out (a record's texts never change); an interrupted run
+    # left them without a record id, so running again sends them.
+    pending = [a for a in live if a.argilla_record_id is None]
+    if pending:
+        # Opaque id and the two texts only: kind, expected answers and estimates stay in Django.
+        argilla.records_log(
+            dataset_id,
+            [
+                argilla.RecordIn(
+                    external_id=a.study_item.external_id,
+                    fields={field_a: a.study_item.text_a, field_b: a.study_item.text_b},
+                )
+                for a in pending
+            ],
+            client=client,
+        )
+        ids = argilla.record_ids(dataset_id, client=client)
+        for a in pending:
+            if (record_id := ids.get(a.study_item.external_id)) is not None:
+                Assignment.objects.filter(pk=a.pk).update(argilla_record_id=record_id)
+
+
+def _records_withdraw(
+    dataset_id: UUID, user_id: UUID, rows: list[Assignment], live: list[Assignment], *, client
+) -> None:
+    """Delete the records of assignments that ended from an annotator's dataset."""
+    live_items = {a.study_item.external_id for a in live}
+    gone = [a for a in rows if not a.active and a.argilla_record_id is not None]
+    gone = [a for a in gone if a.study_item.external_id not in live_items]
+    if gone:
+        # An answer submitted after the move was decided is kept, never deleted: the record
+        # stays and the assignment comes back (that item then has one rater more).
+        answered = {
+            r.record_external_id
+            for r in argilla.responses_fetch(dataset_id, client=client)
+            if r.user_id == user_id and r.status == "submitted"
+        }
+        kept = [a for a in gone if a.study_item.external_id in answered]
+        Assignment.objects.filter(pk__in=[a.pk for a in kept]).update(
+            active=True, ended_at=None, end_reason="kept: answered before the move reached Argilla"
+        )
+        gone = [a for a in gone if a.study_item.external_id not in answered]
+        if gone:
+            argilla.records_delete(dataset_id, [a.argilla_record_id for a in gone], client=client)
+            Assignment.objects.filter(pk__in=[a.pk for a in gone]).update(argilla_record_id=None)
+
+
 def study_argilla_reconcile(
     *, study: Study, client, roles: dict[str, str] | None = None
 ) -> tuple[int, tuple[str, ...]]:
@@ -277,45 +327,8 @@ def study_argilla_reconcile(
         rows = list(annotator.assignments.select_related("study_item").order_by("position"))
         live = _released([a for a in rows if a.active], annotator, design.batches_released)
         held += len(live)
-        # Only records not sent yet go out (a record's texts never change); an interrupted run
-        # left them without a record id, so running again sends them.
-        pending = [a for a in live if a.argilla_record_id is None]
-        if pending:
-            # Opaque id and the two texts only: kind, expected answers and estimates stay in Django.
-            argilla.records_log(
-                dataset_id,
-                [
-                    argilla.RecordIn(
-                        external_id=a.study_item.external_id,
-                        fields={field_a: a.study_item.text_a, field_b: a.study_item.text_b},
-                    )
-                    for a in pending
-                ],
-                client=client,
-            )
-            ids = argilla.record_ids(dataset_id, client=client)
-            for a in pending:
-                if (record_id := ids.get(a.study_item.external_id)) is not None:
-                    Assignment.objects.filter(pk=a.pk).update(argilla_record_id=record_id)
-        live_items = {a.study_item.external_id for a in live}
-        gone = [a for a in rows if not a.active and a.argilla_record_id is not None]
-        gone = [a for a in gone if a.study_item.external_id not in live_items]
-        if gone:
-            # An answer submitted after the move was decided is kept, never deleted: the record
-            # stays and the assignment comes back (that item then has one rater more).
-            answered = {
-                r.record_external_id
-                for r in argilla.responses_fetch(dataset_id, client=client)
-                if r.user_id == user_id and r.status == "submitted"
-            }
-            kept = [a for a in gone if a.study_item.external_id in answered]
-            Assignment.objects.filter(pk__in=[a.pk for a in kept]).update(
-                active=True, ended_at=None, end_reason="kept: answered before the move reached Argilla"
-            )
-            gone = [a for a in gone if a.study_item.external_id not in answered]
-            if gone:
-                argilla.records_delete(dataset_id, [a.argilla_record_id for a in gone], client=client)
-                Assignment.objects.filter(pk__in=[a.pk for a in gone]).update(argilla_record_id=None)
+        _records_send(dataset_id, live, (field_a, field_b), client=client)
+        _records_withdraw(dataset_id, user_id, rows, live, client=client)
     return held, tuple(new_accounts)
 
 
