@@ -1,55 +1,12 @@
 """The models of annotation, one module per part: ``studies`` (human-validation studies, their
 items, annotators, ratings, flags, gate results, approvals, exported configs and the Argilla
 webhook) and ``baselines`` (human performance baselines). Django and the migrations name them by
-app label (``annotation.Study``); this package gives every model under ``annotation.models``.
+app label (``annotation.Study``); this package gives every model (each module's ``__all__``)
+under ``annotation.models``, and ``_opaque_id``, which migration 0001 names there.
 """
 
-from annotation.models.baselines import (
-    BASELINE_TASK_TYPES,
-    BaselineAnnotator,
-    BaselineAnswer,
-    BaselineAnswerRevision,
-    BaselineInstance,
-    BaselineStudy,
-)
-from annotation.models.studies import (
-    Annotator,
-    Approval,
-    ArgillaWebhook,
-    Assignment,
-    BenchmarkConfig,
-    Flag,
-    GateResult,
-    RaterDecision,
-    Rating,
-    RatingComment,
-    RatingRevision,
-    Study,
-    StudyItem,
-    _opaque_id,  # named by migration 0001 (annotation.models._opaque_id)
-    study_name_validator,
-)
+from annotation.models import baselines, studies
+from annotation.models.baselines import *  # noqa: F403
+from annotation.models.studies import *  # noqa: F403
 
-__all__ = [
-    "BASELINE_TASK_TYPES",
-    "Annotator",
-    "Approval",
-    "ArgillaWebhook",
-    "Assignment",
-    "BaselineAnnotator",
-    "BaselineAnswer",
-    "BaselineAnswerRevision",
-    "BaselineInstance",
-    "BaselineStudy",
-    "BenchmarkConfig",
-    "Flag",
-    "GateResult",
-    "RaterDecision",
-    "Rating",
-    "RatingComment",
-    "RatingRevision",
-    "Study",
-    "StudyItem",
-    "_opaque_id",
-    "study_name_validator",
-]
+__all__ = studies.__all__ + baselines.__all__

@@ -8,6 +8,15 @@ from annotation.models.studies import study_name_validator
 from core.models import project_field
 from corpora.task_types import TaskType
 
+__all__ = [
+    "BASELINE_TASK_TYPES",
+    "BaselineStudy",
+    "BaselineAnnotator",
+    "BaselineInstance",
+    "BaselineAnswer",
+    "BaselineAnswerRevision",
+]
+
 BASELINE_TASK_TYPES = (TaskType.STS, TaskType.CLASSIFICATION, TaskType.CLUSTERING, TaskType.RERANKING)
 
 

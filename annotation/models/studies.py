@@ -18,6 +18,24 @@ from annotation.quality.validation import FlagRule, RejectionReason
 from core.models import project_field
 from transforms.models import TransformedItem, TransformRun
 
+__all__ = [
+    "study_name_validator",
+    "_opaque_id",
+    "Study",
+    "StudyItem",
+    "Annotator",
+    "Assignment",
+    "Rating",
+    "RatingRevision",
+    "RatingComment",
+    "Flag",
+    "RaterDecision",
+    "GateResult",
+    "Approval",
+    "BenchmarkConfig",
+    "ArgillaWebhook",
+]
+
 study_name_validator = RegexValidator(
     r"^[a-z0-9][a-z0-9-]{0,60}$", "Use lowercase letters, digits and '-', starting with a letter or digit."
 )

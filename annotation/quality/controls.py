@@ -338,13 +338,7 @@ def _best_text_pair(by_language, used: set[str], target: Shape, rng: np.random.G
 
 
 def _pick(
-    tiers: _Tiers,
-    pattern: tuple[str, str],
-    used: set[str],
-    target: Shape,
-    rng: np.random.Generator,
-    *,
-    positive: bool,
+    tiers: _Tiers, pattern: tuple[str, str], used: set[str], target: Shape, rng: np.random.Generator, *, positive: bool
 ) -> tuple[_Oriented, _Oriented] | None:
     """The best candidate for one control imitating ``target``, from the first tier that has one."""
     # Keyword-shaped positives: first a list keeping every content word, from any tier.
