@@ -59,6 +59,7 @@ from annotation.studies.design import (
 )
 from annotation.studies.design_services import study_create, study_design, study_draft, study_lock, study_revise
 from core.errors import ShiftlabError
+from core.pages import show_error
 from core.projects import project_require_write, projects_readable, projects_writable, scoped
 from core.roles import Role, has_role
 from core.rosters import project_annotators, roster_refusal
@@ -66,12 +67,12 @@ from core.views import researcher_required
 
 
 @contextmanager
-def _refusals_as_messages(request, errors: tuple[type[Exception], ...] = (ShiftlabError,)) -> Iterator[None]:
+def _refusals_as_messages(request) -> Iterator[None]:
     """A service's refusal becomes an error message on the page the view goes on to show."""
     try:
         yield
-    except errors as exc:
-        messages.error(request, str(exc))
+    except ShiftlabError as exc:
+        show_error(request, exc)
 
 
 def benchmark_config_response(config: BenchmarkConfig, fmt: str) -> HttpResponse:
@@ -89,6 +90,14 @@ def benchmark_config_response(config: BenchmarkConfig, fmt: str) -> HttpResponse
 def _readable_study(request, pk: int) -> Study:
     """The study, if the caller may read its project; otherwise 404 (its existence does not leak)."""
     return get_object_or_404(scoped(Study.objects.select_related("project"), request.user), pk=pk)
+
+
+def _study_of_page(request, pk: int) -> Study:
+    """``_readable_study``; a POST, which always changes the study, also needs write access (403)."""
+    study = _readable_study(request, pk)
+    if request.method == "POST":
+        project_require_write(request.user, study.project)
+    return study
 
 
 @researcher_required
@@ -139,10 +148,9 @@ def study_detail_view(request, pk: int):
     """Design, progress (per-annotator counts, control pass rates, live agreement), annotator
     access and actions. Revise answers with the page itself where its form has errors. Only the
     annotators on the roster of the study's project are listed and accepted."""
-    study = _readable_study(request, pk)
+    study = _study_of_page(request, pk)
     if request.method == "GET":
         return _study_page(request, study)
-    project_require_write(request.user, study.project)  # every action changes the study (403)
     action = request.POST.get("action")
     if action == "publish":
         return _study_publish(request, study)
@@ -211,7 +219,7 @@ def _study_publish(request, study: Study):
             raise ShiftlabError(roster_refusal(study.project, _outsiders(chosen, users)))
         result = study_publish(study=study, annotators=users, actor=request.user)
     except ShiftlabError as exc:
-        messages.error(request, str(exc))
+        show_error(request, exc)
         return redirect("annotation:study", pk=study.pk)
     messages.success(request, f"Published {result.records} records to Argilla.")
     _new_accounts_message(request, result.new_accounts)
@@ -262,7 +270,7 @@ def _annotator_change(request, study: Study, action: str):
             raise ShiftlabError(roster_refusal(study.project, _outsiders([chosen], [])))
         replaced = annotator_replace(annotator=annotator, user=user, reason=reason, actor=request.user)
     except ShiftlabError as exc:
-        messages.error(request, str(exc))
+        show_error(request, exc)
         return redirect("annotation:study", pk=study.pk)
     messages.success(
         request, f"{user.get_username()} replaces {annotator.user.get_username()}: {replaced.release.summary()}."
@@ -303,9 +311,8 @@ def my_argilla_view(request):
 @researcher_required
 def review_queue_view(request, pk: int):
     """Open flags of a study: confirm or dismiss each; translate non-English items to English."""
-    study = _readable_study(request, pk)
+    study = _study_of_page(request, pk)
     if request.method == "POST":
-        project_require_write(request.user, study.project)
         flag = get_object_or_404(Flag, pk=request.POST.get("flag"), rating__study_item__study=study)
         with _refusals_as_messages(request):
             if request.POST.get("action") == "translate":
@@ -329,9 +336,8 @@ def review_queue_view(request, pk: int):
 @researcher_required
 def gate_view(request, pk: int):
     """Current gate result per transformation with its evidence, and the approval decision."""
-    study = _readable_study(request, pk)
+    study = _study_of_page(request, pk)
     if request.method == "POST":
-        project_require_write(request.user, study.project)
         result = get_object_or_404(GateResult, pk=request.POST.get("gate_result"), study=study)
         with _refusals_as_messages(request):
             decision = request.POST.get("decision", "")
