@@ -32,6 +32,7 @@ from annotation.selectors import (
     export_studies,
     flag_list,
     gate_result_list,
+    roster_annotators,
     study_list,
     study_progress,
 )
@@ -60,7 +61,6 @@ from core.apis import project_for_new_or_400
 from core.errors import ShiftlabError
 from core.permissions import IsAnnotator, IsResearcher
 from core.projects import project_require_write, scoped
-from core.rosters import project_annotators, roster_refusal
 
 
 def _error(exc: Exception) -> Response:
@@ -141,10 +141,7 @@ class StudyViewSet(ProjectScopedMixin, mixins.ListModelMixin, mixins.RetrieveMod
         study = self.get_changeable_object()
         data_in = StudyPublishSerializer(data=request.data)
         data_in.is_valid(raise_exception=True)
-        names = data_in.validated_data["annotators"]
-        users = list(project_annotators(study.project).filter(username__in=names))
-        if outside := set(names) - {u.username for u in users}:  # unknown and other projects' alike
-            return Response({"detail": roster_refusal(study.project, outside)}, status=status.HTTP_400_BAD_REQUEST)
+        users = roster_annotators(study.project, data_in.validated_data["annotators"])
         result = study_publish(study=study, annotators=users, actor=request.user)
         return Response({**StudySerializer(result.study).data, "new_accounts": list(result.new_accounts)})
 
@@ -250,10 +247,7 @@ class AnnotatorViewSet(ProjectScopedMixin, mixins.RetrieveModelMixin, viewsets.G
         annotator = self.get_changeable_object()
         data_in = ReplaceSerializer(data=request.data)
         data_in.is_valid(raise_exception=True)
-        username = data_in.validated_data["username"]
-        user = project_annotators(annotator.study.project).filter(username=username).first()
-        if user is None:
-            return Response({"detail": roster_refusal(annotator.study.project, [username])}, status=400)
+        (user,) = roster_annotators(annotator.study.project, [data_in.validated_data["username"]])
         result = annotator_replace(
             annotator=annotator, user=user, reason=data_in.validated_data["reason"], actor=request.user
         )

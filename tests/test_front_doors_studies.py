@@ -18,12 +18,13 @@ from django.conf import settings
 from django.core.management import CommandError, call_command
 from django.urls import reverse
 
-from annotation.models import Study
+from annotation.models import Annotator, Study
 from annotation.studies.design import StudyDesign
 from annotation.studies.design_services import study_create, study_lock
 from core.models import Membership
 from core.projects import membership_set, project_create
 from core.roles import Role
+from core.rosters import roster_refusal
 from corpora.services import dataset_import
 from tests.support import api_as, keyword_run, make_user, page_as
 
@@ -219,3 +220,26 @@ def test_every_action_on_a_study_the_caller_may_only_read_is_refused_alike(scene
     with pytest.raises(CommandError, match=re.escape(refusal)):
         _command(study, action)
     assert Study.objects.get(pk=study.pk).status == Study.Status.DRAFT and Study.objects.count() == 1
+
+
+def test_publishing_to_or_handing_over_to_someone_off_the_roster_is_refused_alike(scene, django_user_model):
+    """The page names annotators by id and says "user #id"; the API and the command name them by
+    username and refuse an unknown name as they refuse another project's annotator."""
+    make_user(django_user_model, "olaf", Role.ANNOTATOR)  # on the default project's roster only
+    study = study_lock(study=_draft(scene, "roster"), actor=scene["rex"])
+    refusal = roster_refusal(scene["alpha"], ["ghost", "olaf"])
+    api = api_as(scene["rex"]).post(
+        f"/api/studies/{study.pk}/publish/", {"annotators": ["anna", "ghost", "olaf"]}, format="json"
+    )
+    assert (api.status_code, api.json()) == (400, {"detail": refusal})
+    with pytest.raises(CommandError, match=re.escape(refusal)):
+        _command(study, "publish", "--annotators", "anna", "ghost", "olaf")
+    leaver = Annotator.objects.create(study=study, user=django_user_model.objects.get(username="anna"))
+    refusal = roster_refusal(scene["alpha"], ["ghost"])
+    api = api_as(scene["rex"]).post(
+        f"/api/study-annotators/{leaver.pk}/replace/", {"username": "ghost", "reason": "left"}, format="json"
+    )
+    assert (api.status_code, api.json()) == (400, {"detail": refusal})
+    with pytest.raises(CommandError, match=re.escape(refusal)):
+        _command(study, "replace-annotator", "anna", "ghost", "--reason", "left")
+    assert Study.objects.get(pk=study.pk).published_at is None and study.annotators.count() == 1

@@ -1,7 +1,6 @@
 import json
 from dataclasses import asdict
 
-from django.contrib.auth import get_user_model
 from django.core.management.base import CommandError
 
 from annotation.management.reporting import new_accounts_report, publish_report
@@ -15,7 +14,7 @@ from annotation.quality.gate_services import approval_decide, gate_result_curren
 from annotation.quality.gating import gate_state_of
 from annotation.quality.quality_services import study_annotator_quality
 from annotation.quality.validation_services import annotator_reject, annotator_replace, flag_review, study_validate
-from annotation.selectors import study_progress
+from annotation.selectors import roster_annotators, study_progress
 from annotation.studies.design import StudyDesign
 from annotation.studies.design_services import study_create, study_design, study_lock, study_revise
 from core.commands import ShiftlabCommand
@@ -40,15 +39,6 @@ def _study(ref: str, actor=None, *, change: bool = False) -> Study:
     if change:
         project_require_write(actor, study.project)
     return study
-
-
-def _user(username: str | None):
-    if not username:
-        return None
-    try:
-        return get_user_model().objects.get(username=username)
-    except get_user_model().DoesNotExist:
-        raise CommandError(f"no user {username!r}") from None
 
 
 FLAG_PROJECT = "rating__study_item__study__project"
@@ -159,8 +149,8 @@ class Command(ShiftlabCommand):
         return study_lock(study=study, actor=actor, control_pool=pool)
 
     def do_publish(self, *, actor, study, annotators, control_pool=None, **_):
-        users = [_user(name) for name in annotators]
         study = _study(study, actor, change=True)
+        users = roster_annotators(study.project, annotators)
         if control_pool is not None:
             study = self._lock(study, control_pool, actor)
         publish_report(self.stdout, study_publish(study=study, annotators=users, actor=actor))
@@ -287,7 +277,8 @@ class Command(ShiftlabCommand):
         annotator = _study(study, actor, change=True).annotators.filter(user__username=username).first()
         if annotator is None:
             raise CommandError(f"{username} does not annotate {study}")
-        result = annotator_replace(annotator=annotator, user=_user(by), reason=reason, actor=actor)
+        (user,) = roster_annotators(annotator.study.project, [by])
+        result = annotator_replace(annotator=annotator, user=user, reason=reason, actor=actor)
         self.stdout.write(f"{by} replaces {username} in {annotator.study}: {result.release.summary()}.")
         new_accounts_report(self.stdout, result.new_accounts)
 
