@@ -10,10 +10,9 @@ from rest_framework.decorators import action
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from annotation.argilla import ArgillaError
 from annotation.configs.export_services import benchmark_config_export, benchmark_config_verify
 from annotation.models import Annotator, Flag, GateResult
-from annotation.publishing.argilla_services import study_publish
+from annotation.publishing.argilla_services import study_publish, study_sync_queue
 from annotation.publishing.onboarding_services import argilla_password_set_own
 from annotation.quality.adaptive_services import study_adaptive_rows
 from annotation.quality.control_pool import control_pool_from_upload
@@ -31,6 +30,7 @@ from annotation.selectors import (
     benchmark_config_list,
     flag_list,
     gate_result_list,
+    roster_annotators,
     study_list,
     study_progress,
 )
@@ -52,21 +52,15 @@ from annotation.serializers import (
     StudyPublishSerializer,
     StudySerializer,
 )
-from annotation.studies.design import DesignError, StudyDesign
+from annotation.studies.design import StudyDesign
 from annotation.studies.design_services import study_create, study_design, study_lock, study_revise, study_update_design
-from annotation.tasks import sync_study
 from annotation.views import benchmark_config_response
-from core.apis import project_for_new_or_400
-from core.errors import ShiftlabError
 from core.permissions import IsAnnotator, IsResearcher
 from core.projects import project_require_write, scoped
-from core.rosters import project_annotators, roster_refusal
-from transforms.models import TransformRun
 
 
 def _error(exc: Exception) -> Response:
-    code = status.HTTP_502_BAD_GATEWAY if isinstance(exc, ArgillaError) else status.HTTP_400_BAD_REQUEST
-    return Response({"detail": str(exc)}, status=code)
+    return Response({"detail": str(exc)}, status=getattr(exc, "http_status", status.HTTP_400_BAD_REQUEST))
 
 
 def _design(data: dict, base: StudyDesign | None = None) -> StudyDesign:
@@ -105,23 +99,9 @@ class StudyViewSet(ProjectScopedMixin, mixins.ListModelMixin, mixins.RetrieveMod
         data_in = StudyCreateSerializer(data=request.data)
         data_in.is_valid(raise_exception=True)
         data = data_in.validated_data
-        # A project named is checked first (its refusal says the most); else the runs' one is taken.
-        project = project_for_new_or_400(request.user, data["project"]) if data["project"] else None
-        runs = list(scoped(TransformRun.objects.all(), request.user).filter(pk__in=data["runs"]))
-        missing = set(data["runs"]) - {r.pk for r in runs}
-        if missing:
-            return Response({"detail": f"no transformation runs {sorted(missing)}"}, status=status.HTTP_400_BAD_REQUEST)
-        project = project or project_for_new_or_400(request.user, "", *runs)
-        try:
-            study = study_create(
-                name=data["name"],
-                project=project,
-                runs=runs,
-                design=_design(data["design"]),
-                created_by=request.user,
-            )
-        except (ShiftlabError, DesignError) as exc:
-            return _error(exc)
+        study = study_create(
+            actor=request.user, project=data["project"], name=data["name"], runs=data["runs"], design=data["design"]
+        )
         return Response(StudySerializer(study).data, status=status.HTTP_201_CREATED)
 
     @extend_schema(request=StudyDesignSerializer, responses={200: StudySerializer, 201: StudySerializer})
@@ -131,14 +111,11 @@ class StudyViewSet(ProjectScopedMixin, mixins.ListModelMixin, mixins.RetrieveMod
         study = self.get_changeable_object()
         data_in = StudyDesignSerializer(data=request.data)
         data_in.is_valid(raise_exception=True)
-        try:
-            design = _design(data_in.validated_data["design"], study_design(study))
-            if study.is_locked:
-                revised = study_revise(study=study, design=design, actor=request.user)
-                return Response(StudySerializer(revised).data, status=status.HTTP_201_CREATED)
-            study = study_update_design(study=study, design=design, actor=request.user)
-        except (ShiftlabError, DesignError) as exc:
-            return _error(exc)
+        design = _design(data_in.validated_data["design"], study_design(study))
+        if study.is_locked:
+            revised = study_revise(study=study, design=design, actor=request.user)
+            return Response(StudySerializer(revised).data, status=status.HTTP_201_CREATED)
+        study = study_update_design(study=study, design=design, actor=request.user)
         return Response(StudySerializer(study).data)
 
     @extend_schema(request=None, responses=StudySerializer)
@@ -148,11 +125,8 @@ class StudyViewSet(ProjectScopedMixin, mixins.ListModelMixin, mixins.RetrieveMod
         control pairs (see docs/annotation.md)."""
         study = self.get_changeable_object()
         upload = request.FILES.get("control_pool")
-        try:
-            pool = control_pool_from_upload(upload) if upload else ()
-            study = study_lock(study=study, actor=request.user, control_pool=pool)
-        except ShiftlabError as exc:
-            return _error(exc)
+        pool = control_pool_from_upload(upload) if upload else None
+        study = study_lock(study=study, actor=request.user, control_pool=pool)
         return Response(StudySerializer(study).data)
 
     @extend_schema(request=StudyPublishSerializer, responses=StudySerializer)
@@ -163,47 +137,29 @@ class StudyViewSet(ProjectScopedMixin, mixins.ListModelMixin, mixins.RetrieveMod
         study = self.get_changeable_object()
         data_in = StudyPublishSerializer(data=request.data)
         data_in.is_valid(raise_exception=True)
-        names = data_in.validated_data["annotators"]
-        users = list(project_annotators(study.project).filter(username__in=names))
-        if outside := set(names) - {u.username for u in users}:  # unknown and other projects' alike
-            return Response({"detail": roster_refusal(study.project, outside)}, status=status.HTTP_400_BAD_REQUEST)
-        try:
-            result = study_publish(study=study, annotators=users, actor=request.user)
-        except ShiftlabError as exc:
-            return _error(exc)
+        users = roster_annotators(study.project, data_in.validated_data["annotators"])
+        result = study_publish(study=study, annotators=users, actor=request.user)
         return Response({**StudySerializer(result.study).data, "new_accounts": list(result.new_accounts)})
 
     @extend_schema(request=None, responses={202: None})
     @action(detail=True, methods=["post"])
     def sync(self, request, pk=None):
         """Queue a sync of submitted responses (runs at once in the single-machine default)."""
-        study = self.get_changeable_object()
-        if study.published_at is None:  # per-annotator datasets: the study itself holds no dataset id
-            return Response({"detail": f"{study} is not published yet"}, status=status.HTTP_400_BAD_REQUEST)
-        try:
-            outcome = sync_study.delay(study.pk)
-        except ShiftlabError as exc:
-            return _error(exc)
+        outcome = study_sync_queue(study=self.get_changeable_object())
         return Response({"task_id": outcome.id}, status=status.HTTP_202_ACCEPTED)
 
     @extend_schema(request=None, responses=None)
     @action(detail=True, methods=["post"])
     def validate(self, request, pk=None):
         study = self.get_changeable_object()
-        try:
-            result = study_validate(study=study, actor=request.user)
-        except ShiftlabError as exc:
-            return _error(exc)
+        result = study_validate(study=study, actor=request.user)
         return Response(asdict(result))
 
     @extend_schema(request=None, responses=GateResultSerializer(many=True))
     @action(detail=True, methods=["post"])
     def gate(self, request, pk=None):
         study = self.get_changeable_object()
-        try:
-            results = study_gate(study=study, actor=request.user)
-        except ShiftlabError as exc:
-            return _error(exc)
+        results = study_gate(study=study, actor=request.user)
         return Response(GateResultSerializer(results, many=True).data)
 
     @extend_schema(responses=None)
@@ -274,10 +230,7 @@ class AnnotatorViewSet(ProjectScopedMixin, mixins.RetrieveModelMixin, viewsets.G
         annotator = self.get_changeable_object()
         data_in = RejectSerializer(data=request.data)
         data_in.is_valid(raise_exception=True)
-        try:
-            annotator_reject(annotator=annotator, detail=data_in.validated_data["reason"], actor=request.user)
-        except ShiftlabError as exc:
-            return _error(exc)
+        annotator_reject(annotator=annotator, detail=data_in.validated_data["reason"], actor=request.user)
         annotator.refresh_from_db()
         return Response(AnnotatorSerializer(annotator).data)
 
@@ -290,16 +243,10 @@ class AnnotatorViewSet(ProjectScopedMixin, mixins.RetrieveModelMixin, viewsets.G
         annotator = self.get_changeable_object()
         data_in = ReplaceSerializer(data=request.data)
         data_in.is_valid(raise_exception=True)
-        username = data_in.validated_data["username"]
-        user = project_annotators(annotator.study.project).filter(username=username).first()
-        if user is None:
-            return Response({"detail": roster_refusal(annotator.study.project, [username])}, status=400)
-        try:
-            result = annotator_replace(
-                annotator=annotator, user=user, reason=data_in.validated_data["reason"], actor=request.user
-            )
-        except ShiftlabError as exc:
-            return _error(exc)
+        (user,) = roster_annotators(annotator.study.project, [data_in.validated_data["username"]])
+        result = annotator_replace(
+            annotator=annotator, user=user, reason=data_in.validated_data["reason"], actor=request.user
+        )
         newcomer = Annotator.objects.select_related("user").get(study=annotator.study, user=user)
         return Response(
             {
@@ -329,10 +276,7 @@ class FlagViewSet(ProjectScopedMixin, mixins.ListModelMixin, mixins.RetrieveMode
         flag = self.get_changeable_object()
         data_in = FlagReviewSerializer(data=request.data)
         data_in.is_valid(raise_exception=True)
-        try:
-            flag = flag_review(flag=flag, actor=request.user, **data_in.validated_data)
-        except ShiftlabError as exc:
-            return _error(exc)
+        flag = flag_review(flag=flag, actor=request.user, **data_in.validated_data)
         return Response(FlagSerializer(flag).data)
 
     @extend_schema(request=None, responses=None)
@@ -340,10 +284,7 @@ class FlagViewSet(ProjectScopedMixin, mixins.ListModelMixin, mixins.RetrieveMode
     def translate(self, request, pk=None):
         """English translations of the flagged item's non-English texts, from the default LLM."""
         item = self.get_changeable_object().rating.study_item
-        try:
-            translations = study_item_translate(item=item, actor=request.user)
-        except ShiftlabError as exc:
-            return _error(exc)
+        translations = study_item_translate(item=item, actor=request.user)
         return Response({"translations": translations})
 
 
@@ -365,10 +306,7 @@ class GateResultViewSet(ProjectScopedMixin, mixins.ListModelMixin, mixins.Retrie
         result = self.get_changeable_object()
         data_in = DecisionSerializer(data=request.data)
         data_in.is_valid(raise_exception=True)
-        try:
-            approval_decide(gate_result=result, actor=request.user, **data_in.validated_data)
-        except ShiftlabError as exc:
-            return _error(exc)
+        approval_decide(gate_result=result, actor=request.user, **data_in.validated_data)
         return Response(GateResultSerializer(GateResult.objects.get(pk=result.pk)).data)
 
 
@@ -430,8 +368,5 @@ class ArgillaPasswordView(APIView):
     def post(self, request):
         data_in = ArgillaPasswordSerializer(data=request.data)
         data_in.is_valid(raise_exception=True)
-        try:
-            argilla_password_set_own(user=request.user, **data_in.validated_data)
-        except ShiftlabError as exc:
-            return _error(exc)
+        argilla_password_set_own(user=request.user, **data_in.validated_data)
         return Response({"detail": "Your Argilla password is set: sign in to Argilla with your username and it."})

@@ -9,9 +9,10 @@ from collections.abc import Iterable
 from django import forms
 
 from annotation.studies.design import DesignError, DesignProblem, StudyDesign, StudyKind
+from annotation.studies.design_services import DesignRefused
 from core.errors import ShiftlabError
-from core.models import Project
-from core.projects import project_resolve, projects_writable, scoped
+from core.pages import error_field
+from core.projects import ProjectAccessError, project_resolve, projects_writable, scoped
 from transforms.backends import backend_aliases
 from transforms.models import TransformRun
 
@@ -333,6 +334,19 @@ class StudyDesignForm(forms.Form):
         for problem in problems:
             self.add_error(problem.field if problem.field in self.fields else None, problem.message)
 
+    def add_refusal(self, exc: ShiftlabError) -> None:
+        """A service's refusal, next to the fields it names: each problem of a refused design, a
+        judge that cannot be used, or the input the error names (``core.pages.error_field``). A
+        project the caller may only read is no form error: the page answers 403, as the API does."""
+        if isinstance(exc, ProjectAccessError):
+            raise exc
+        if isinstance(exc, DesignRefused):
+            self.add_problems(exc.problems)
+        elif str(exc).startswith("design.llm_judges"):
+            self.add_error("llm_judges", str(exc))
+        else:
+            self.add_error(error_field(self, exc), str(exc))
+
 
 class StudyCreateForm(StudyDesignForm):
     """A new draft study: its name, project and runs, then the design."""
@@ -342,10 +356,11 @@ class StudyCreateForm(StudyDesignForm):
         help_text="Lower-case letters, digits and hyphens, e.g. paraphrase-check.",
         widget=forms.TextInput(attrs={"pattern": "[a-z0-9][a-z0-9-]*"}),
     )
-    project = forms.ModelChoiceField(
-        queryset=Project.objects.none(),
-        to_field_name="slug",
-        help_text="The team the study belongs to; its runs must be in it, and its Argilla workspace is named after it.",
+    project = forms.CharField(
+        required=False,
+        widget=forms.Select,
+        help_text="The team the study belongs to; its runs must be in it, and its Argilla workspace is named after "
+        "it. Left empty: the runs' project.",
     )
     runs = forms.ModelMultipleChoiceField(
         label="Succeeded runs to validate",
@@ -357,7 +372,10 @@ class StudyCreateForm(StudyDesignForm):
 
     def __init__(self, *args, user, **kwargs):
         super().__init__(*args, **kwargs)
-        self.fields["project"].queryset = projects_writable(user).order_by("slug")
+        # Any slug is taken: study_create refuses a project the caller may not change, as on every interface.
+        self.fields["project"].widget.choices = [("", "---------")] + [
+            (p.slug, str(p)) for p in projects_writable(user).order_by("slug")
+        ]
         try:  # preselected: the caller's one project (or the default one when they have none)
             self.fields["project"].initial = project_resolve(user).slug
         except ShiftlabError:  # several: they choose

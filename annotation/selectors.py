@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections import defaultdict
+from collections.abc import Iterable
 from dataclasses import dataclass
 
 from django.db.models import Count, Q, QuerySet
@@ -19,12 +20,23 @@ from annotation.models import (
     Study,
 )
 from annotation.quality.controls import ItemKind
-from annotation.quality.gate_services import study_agreement
-from annotation.quality.validation_services import control_checks
+from annotation.quality.selectors import control_checks, study_agreement
 from annotation.studies.design_services import study_design
 from core.errors import ShiftlabError
 from core.models import Project
 from core.projects import scoped
+from core.rosters import project_annotators, roster_refusal
+
+
+def roster_annotators(project: Project, usernames: Iterable[str]) -> list:
+    """The annotators on ``project``'s roster named ``usernames``; an unknown name and another
+    project's annotator are refused alike (``core.rosters.roster_refusal``), before anything is
+    written. What the API and the command publish to, or hand work over to."""
+    names = set(usernames)
+    users = list(project_annotators(project).filter(username__in=names))
+    if outside := names - {u.username for u in users}:
+        raise ShiftlabError(roster_refusal(project, outside))
+    return users
 
 
 def study_list() -> QuerySet[Study]:

@@ -41,7 +41,8 @@ class StudyCreateSerializer(serializers.Serializer):
         required=False,
         allow_blank=True,
         default="",
-        help_text="Slug of the project it goes into (its runs must be in it); default: your one project.",
+        help_text="Slug of the project it goes into (its runs must be in it); default: the runs' project, else "
+        "your one project.",
     )
     runs = serializers.ListField(child=serializers.IntegerField(min_value=1, max_value=MAX_ID), min_length=1)
     design = serializers.JSONField(default=dict, help_text="Fields of annotation.studies.design.StudyDesign.")

@@ -19,7 +19,7 @@ from annotation.configs.config_export import config_render
 from annotation.configs.export_services import benchmark_config_export
 from annotation.forms import ArgillaPasswordForm, StudyCreateForm, StudyDesignForm
 from annotation.models import Annotator, BenchmarkConfig, Flag, GateResult, Study
-from annotation.publishing.argilla_services import study_publish
+from annotation.publishing.argilla_services import study_publish, study_sync_queue
 from annotation.publishing.onboarding_services import (
     annotator_argilla_home,
     annotator_studies,
@@ -53,19 +53,10 @@ from annotation.studies.design import (
     ADAPTIVE_SAVING_BY_DISTANCE,
     ADAPTIVE_SAVING_CONDITIONS,
     QUESTIONS,
-    DesignError,
     design_implications,
     design_problems,
 )
-from annotation.studies.design_services import (
-    DesignRefused,
-    design_context,
-    study_create,
-    study_design,
-    study_lock,
-    study_revise,
-)
-from annotation.tasks import sync_study
+from annotation.studies.design_services import study_create, study_design, study_draft, study_lock, study_revise
 from core.errors import ShiftlabError
 from core.pages import show_error
 from core.projects import ProjectAccessError, project_require_write, projects_writable, scoped
@@ -75,12 +66,12 @@ from core.views import researcher_required
 
 
 @contextmanager
-def _refusals_as_messages(request, errors: tuple[type[Exception], ...] = (ShiftlabError,)) -> Iterator[None]:
+def _refusals_as_messages(request) -> Iterator[None]:
     """A service's refusal becomes an error message on the page the view goes on to show."""
     try:
         yield
-    except errors as exc:
-        messages.error(request, str(exc))
+    except ShiftlabError as exc:
+        show_error(request, exc)
 
 
 def benchmark_config_response(config: BenchmarkConfig, fmt: str) -> HttpResponse:
@@ -100,6 +91,14 @@ def _readable_study(request, pk: int) -> Study:
     return get_object_or_404(scoped(Study.objects.select_related("project"), request.user), pk=pk)
 
 
+def _study_of_page(request, pk: int) -> Study:
+    """``_readable_study``; a POST, which always changes the study, also needs write access (403)."""
+    study = _readable_study(request, pk)
+    if request.method == "POST":
+        project_require_write(request.user, study.project)
+    return study
+
+
 @researcher_required
 @require_http_methods(["GET", "POST"])
 def study_list_view(request):
@@ -108,29 +107,25 @@ def study_list_view(request):
     form = StudyCreateForm(request.POST or None, user=request.user)
     implications = None
     if request.method == "POST" and form.is_valid():
-        runs, design = list(form.cleaned_data["runs"]), form.design()
-        context = design_context(runs=runs, annotators=project_annotators(form.cleaned_data["project"]).count())
-        problems = design_problems(design, context)
-        form.add_problems(problems)
-        if not problems:
-            implications = design_implications(design, context)
-        if not problems and request.POST.get("action") != "check":
-            try:
-                study = study_create(
-                    name=form.cleaned_data["name"],
-                    project=form.cleaned_data["project"],
-                    runs=runs,
-                    design=design,
-                    created_by=request.user,
-                    annotators=context.annotators,
-                )
-            except DesignRefused as exc:
-                form.add_problems(exc.problems)
-            except ShiftlabError as exc:
-                form.add_error("llm_judges" if str(exc).startswith("design.llm_judges") else None, str(exc))
-            else:
+        inputs = {
+            "actor": request.user,
+            "project": form.cleaned_data["project"],
+            "runs": list(form.cleaned_data["runs"]),
+            "design": form.design(),
+            "count_annotators": True,
+        }
+        try:
+            draft = study_draft(**inputs)
+            problems = design_problems(draft.design, draft.context)
+            form.add_problems(problems)
+            if not problems:
+                implications = design_implications(draft.design, draft.context)
+            if not problems and request.POST.get("action") != "check":
+                study = study_create(name=form.cleaned_data["name"], **inputs)
                 messages.success(request, f"Study {study} created as a draft: check the design, then lock it.")
                 return redirect("annotation:study", pk=study.pk)
+        except ShiftlabError as exc:
+            form.add_refusal(exc)
     return render(
         request,
         "annotation/study_list.html",
@@ -152,10 +147,9 @@ def study_detail_view(request, pk: int):
     """Design, progress (per-annotator counts, control pass rates, live agreement), annotator
     access and actions. Revise answers with the page itself where its form has errors. Only the
     annotators on the roster of the study's project are listed and accepted."""
-    study = _readable_study(request, pk)
+    study = _study_of_page(request, pk)
     if request.method == "GET":
         return _study_page(request, study)
-    project_require_write(request.user, study.project)  # every action changes the study (403)
     action = request.POST.get("action")
     if action == "publish":
         return _study_publish(request, study)
@@ -164,14 +158,14 @@ def study_detail_view(request, pk: int):
     if action in ("reject", "replace"):
         return _annotator_change(request, study, action)
     sync_job = ""
-    with _refusals_as_messages(request, (ShiftlabError, DesignError)):
+    with _refusals_as_messages(request):
         if action == "lock":
             upload = request.FILES.get("control_pool")
-            pool = control_pool_from_upload(upload) if upload else ()
+            pool = control_pool_from_upload(upload) if upload else None
             study_lock(study=study, actor=request.user, control_pool=pool)
             messages.success(request, "Locked: items and controls are drawn; the design is frozen.")
         elif action == "sync":
-            queued = sync_study.delay(study.pk)
+            queued = study_sync_queue(study=study)
             if isinstance(queued, EagerResult):  # no broker: it already ran, in this request
                 messages.success(request, f"Synced: {sync_summary(queued.get())}.")
             else:
@@ -224,7 +218,7 @@ def _study_publish(request, study: Study):
             raise ShiftlabError(roster_refusal(study.project, _outsiders(chosen, users)))
         result = study_publish(study=study, annotators=users, actor=request.user)
     except ShiftlabError as exc:
-        messages.error(request, str(exc))
+        show_error(request, exc)
         return redirect("annotation:study", pk=study.pk)
     messages.success(request, f"Published {result.records} records to Argilla.")
     _new_accounts_message(request, result.new_accounts)
@@ -252,10 +246,8 @@ def _study_revise(request, study: Study):
     if form.is_valid():
         try:
             revised = study_revise(study=study, design=form.design(), actor=request.user)
-        except DesignRefused as exc:
-            form.add_problems(exc.problems)
         except ShiftlabError as exc:
-            form.add_error(None, str(exc))
+            form.add_refusal(exc)
         else:
             messages.success(request, f"New version {revised} created as a draft.")
             return redirect("annotation:study", pk=revised.pk)
@@ -277,7 +269,7 @@ def _annotator_change(request, study: Study, action: str):
             raise ShiftlabError(roster_refusal(study.project, _outsiders([chosen], [])))
         replaced = annotator_replace(annotator=annotator, user=user, reason=reason, actor=request.user)
     except ShiftlabError as exc:
-        messages.error(request, str(exc))
+        show_error(request, exc)
         return redirect("annotation:study", pk=study.pk)
     messages.success(
         request, f"{user.get_username()} replaces {annotator.user.get_username()}: {replaced.release.summary()}."
@@ -318,9 +310,8 @@ def my_argilla_view(request):
 @researcher_required
 def review_queue_view(request, pk: int):
     """Open flags of a study: confirm or dismiss each; translate non-English items to English."""
-    study = _readable_study(request, pk)
+    study = _study_of_page(request, pk)
     if request.method == "POST":
-        project_require_write(request.user, study.project)
         flag = get_object_or_404(Flag, pk=request.POST.get("flag"), rating__study_item__study=study)
         with _refusals_as_messages(request):
             if request.POST.get("action") == "translate":
@@ -344,9 +335,8 @@ def review_queue_view(request, pk: int):
 @researcher_required
 def gate_view(request, pk: int):
     """Current gate result per transformation with its evidence, and the approval decision."""
-    study = _readable_study(request, pk)
+    study = _study_of_page(request, pk)
     if request.method == "POST":
-        project_require_write(request.user, study.project)
         result = get_object_or_404(GateResult, pk=request.POST.get("gate_result"), study=study)
         with _refusals_as_messages(request):
             decision = request.POST.get("decision", "")

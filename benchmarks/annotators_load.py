@@ -116,7 +116,7 @@ def _run(args, *, deadline: float) -> int:
         llm_judges=(),
         seed=3,
     )
-    study = study_create(name="load-study", runs=[run], design=design, created_by=researcher)
+    study = study_create(name="load-study", runs=[run], design=design, actor=researcher)
     started = time.monotonic()
     study_publish(study=study, annotators=annotators, actor=researcher)
     print(f"published to {len(annotators)} annotators in {time.monotonic() - started:.1f} s")

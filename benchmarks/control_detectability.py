@@ -246,7 +246,7 @@ def all_transformations(args) -> None:
                 detectability_override="benchmark: measures detectability, nobody rates these studies",
             )
             study = study_create(
-                name=f"all-{name.replace('_', '-')}-{seed}-{time.time_ns()}", runs=[run], design=design
+                name=f"all-{name.replace('_', '-')}-{seed}-{time.time_ns()}", runs=[run], design=design, actor=None
             )
             try:
                 study = study_lock(study=study)
@@ -402,7 +402,7 @@ def main() -> None:
                 items_per_transformation=args.items, batch_size=5, controls_per_batch=2, llm_judges=(), seed=seed
             )
             name = f"controls-{seed}-{time.time_ns()}"
-            study = study_lock(study=study_create(name=name, runs=layout_runs, design=design))
+            study = study_lock(study=study_create(name=name, runs=layout_runs, design=design, actor=None))
             real = list(study.items.filter(kind="real").order_by("transformation", "transformed_item_id"))
             n_controls = study.items.exclude(kind="real").count()
             old = old_control_pairs(

@@ -392,7 +392,7 @@ def published_keyword_study(
         llm_judges=(),
         seed=3,
     ).revised(**(design_fields or {}))
-    study = study_lock(study=study_create(name=name, runs=[run], design=design, created_by=researcher))
+    study = study_lock(study=study_create(name=name, runs=[run], design=design, actor=researcher))
     Study.objects.filter(pk=study.pk).update(
         published_at=timezone.now(), status=Study.Status.PUBLISHED, **published_fields
     )

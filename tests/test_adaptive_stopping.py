@@ -68,7 +68,7 @@ def _study(researcher, django_user_model, *, adaptive: bool) -> Study:
         adaptive_alpha=0.5,  # few items in a test: settles after 4 perfect items
         adaptive_min_items=4,
     )
-    study = study_lock(study=study_create(name="adaptive", runs=[run], design=design, created_by=researcher))
+    study = study_lock(study=study_create(name="adaptive", runs=[run], design=design, actor=researcher))
     users = [make_user(django_user_model, name, Role.ANNOTATOR) for name in ("anna", "bob", "cara")]
     study_assign(study=study, users=users, actor=researcher)
     Study.objects.filter(pk=study.pk).update(published_at=timezone.now(), status=Study.Status.PUBLISHED)

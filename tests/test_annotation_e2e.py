@@ -126,7 +126,7 @@ def test_study_end_to_end(llm_backend, argilla_server, settings, django_user_mod
         max_confirmed_flags=3,
         seed=11,
     )
-    study = study_create(name="e2e", project=team, runs=runs, design=design.revised(seed=5), created_by=rita)
+    study = study_create(name="e2e", project=team.slug, runs=runs, design=design.revised(seed=5), actor=rita)
     study = study_update_design(study=study, design=design, actor=rita)
     study = study_lock(study=study, actor=rita)
     with pytest.raises(ShiftlabError, match="locked"):

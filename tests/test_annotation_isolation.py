@@ -103,7 +103,7 @@ def test_each_annotator_sees_only_their_own_batch_and_reassignment_keeps_it_so(
     start_run.delay(run.pk)  # eager: the run finishes here
     run.refresh_from_db()
     first, second = (
-        study_create(name=name, project=team, runs=[run], design=DESIGN, created_by=rita)
+        study_create(name=name, project=team.slug, runs=[run], design=DESIGN, actor=rita)
         for name in ("iso-one", "iso-two")
     )
     three = [users["iso-1"], users["iso-2"], users["iso-3"]]
@@ -236,7 +236,7 @@ def test_released_batches_advance_as_each_annotator_finishes(argilla_server, set
     start_run.delay(run.pk)
     run.refresh_from_db()
     design = DESIGN.revised(batches_released=1)
-    study = study_create(name="iso-release", runs=[run], design=design, created_by=rita)
+    study = study_create(name="iso-release", runs=[run], design=design, actor=rita)
     study_publish(study=study, annotators=users, actor=rita)
     owner = argilla.client_get()
     annotators = {a.user.username: a for a in Study.objects.get(pk=study.pk).annotators.select_related("user")}
@@ -263,7 +263,7 @@ def _keyword_study(*, project, owner, source, name: str) -> Study:
     dataset = dataset_import(source=source, task="sts", name="shared-name", project=project)
     run = eager_keyword_run(dataset, limit=12)
     design = replace(DESIGN, detectability_override="isolation test: too few controls to measure detectability")
-    return study_lock(study=study_create(name=name, project=project, runs=[run], design=design, created_by=owner))
+    return study_lock(study=study_create(name=name, project=project.slug, runs=[run], design=design, actor=owner))
 
 
 def _alpha_state(alpha) -> dict:

@@ -75,7 +75,7 @@ def _study(project: Project, owner, name: str, source) -> Study:
     start_run.delay(run.pk)  # eager: the run finishes here
     run.refresh_from_db()
     return study_lock(
-        study=study_create(name=name, project=project, runs=[run], design=DESIGN, created_by=owner), actor=owner
+        study=study_create(name=name, project=project.slug, runs=[run], design=DESIGN, actor=owner), actor=owner
     )
 
 

@@ -111,7 +111,7 @@ def test_the_receiver_refuses_unsigned_and_badly_signed_deliveries(
     client, webhook_row, study_datasets, monkeypatch, change, status, says
 ):
     fake = FakeSyncTask(eager=True)
-    monkeypatch.setattr(webhook_services, "sync_study", fake)
+    monkeypatch.setattr(webhook_services, "sync_task", lambda: fake)
     body = _event(study_datasets.own)
     answer = _post(client, body, change(_signed(body)))
     assert answer.status_code == status and says in answer.json()["detail"]
@@ -121,7 +121,7 @@ def test_the_receiver_refuses_unsigned_and_badly_signed_deliveries(
 @pytest.mark.django_db
 def test_the_receiver_refuses_stale_and_future_timestamps_and_replays(client, webhook_row, study_datasets, monkeypatch):
     fake = FakeSyncTask(eager=True)
-    monkeypatch.setattr(webhook_services, "sync_study", fake)
+    monkeypatch.setattr(webhook_services, "sync_task", lambda: fake)
     body = _event(study_datasets.own)
     # 10 s past the 300 s tolerance: a whole-second timestamp and a request that crosses a second
     # boundary (or takes a while on a busy machine) must not bring it back within it.
@@ -149,7 +149,7 @@ def test_events_of_studies_sync_them_and_other_events_are_ignored_with_200(
     client, webhook_row, study_datasets, monkeypatch, caplog
 ):
     fake = FakeSyncTask(eager=True)
-    monkeypatch.setattr(webhook_services, "sync_study", fake)
+    monkeypatch.setattr(webhook_services, "sync_task", lambda: fake)
     for dataset in (study_datasets.own, study_datasets.shared):  # an annotator's dataset, a legacy one
         body = _event(dataset, "response.updated")
         assert _post(client, body, _signed(body)).status_code == 202
@@ -171,7 +171,7 @@ def test_with_a_broker_deliveries_share_a_queued_sync_that_starts_after_them(
     client, webhook_row, study_datasets, monkeypatch, django_capture_on_commit_callbacks
 ):
     fake = FakeSyncTask(eager=False)
-    monkeypatch.setattr(webhook_services, "sync_study", fake)
+    monkeypatch.setattr(webhook_services, "sync_task", lambda: fake)
     monkeypatch.setattr(webhook_services, "SYNC_DELAY_SECONDS", 1)
     body = _event(study_datasets.own)
 
@@ -197,7 +197,7 @@ def test_a_sync_that_could_not_be_queued_does_not_hold_back_the_next(
         raise ConnectionError("broker down")
 
     monkeypatch.setattr(fake, "apply_async", broker_down)
-    monkeypatch.setattr(webhook_services, "sync_study", fake)
+    monkeypatch.setattr(webhook_services, "sync_task", lambda: fake)
     body = _event(study_datasets.own)
     with pytest.raises(ConnectionError), django_capture_on_commit_callbacks(execute=True):
         _post(client, body, _signed(body))
@@ -274,7 +274,7 @@ def test_responses_arrive_live_and_the_sync_catches_up_when_delivery_stops(
     run = transform_run_create(dataset=sts, transformation="random_keywords", seed=1, limit=12, dispatch=False)
     start_run.delay(run.pk)  # eager: the run finishes here
     run.refresh_from_db()
-    study = study_create(name="live", project=team, runs=[run], design=DESIGN, created_by=rita)
+    study = study_create(name="live", project=team.slug, runs=[run], design=DESIGN, actor=rita)
     owner = argilla.client_get()
     try:
         study_publish(study=study, annotators=users, actor=rita)

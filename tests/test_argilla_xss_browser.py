@@ -95,7 +95,7 @@ def _corpus_study(researcher, texts: list[str], guidelines: str):
         seed=3,
         guidelines=guidelines,
     )
-    study = study_lock(study=study_create(name="xss-corpus", runs=[run], design=design, created_by=researcher))
+    study = study_lock(study=study_create(name="xss-corpus", runs=[run], design=design, actor=researcher))
     items = list(study.items.order_by("position"))
     assert len(items) == ITEMS
     for k, item in enumerate(items):

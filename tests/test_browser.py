@@ -171,7 +171,7 @@ def test_alpha_in_an_upper_cased_header_stays_alpha(live_server, page, e2e_resea
         name="alpha",
         runs=[run],
         design=StudyDesign(llm_judges=(), items_per_transformation=2),
-        created_by=e2e_researcher,
+        actor=e2e_researcher,
     )
     log_in(page, live_server.url, e2e_researcher.username)
     page.goto(f"{live_server.url}/annotation/studies/{study.pk}/")

@@ -14,7 +14,8 @@ from django.core.management.base import CommandError
 from annotation.models import Study
 from annotation.quality.control_pool import control_pool_read
 from annotation.quality.control_services import study_control_detectability
-from annotation.quality.controls import ItemKind, is_punctuation_edit, looks_like_keywords
+from annotation.quality.controls import ItemKind
+from annotation.quality.text_measures import is_punctuation_edit, looks_like_keywords
 from annotation.studies.design import StudyDesign
 from annotation.studies.design_services import study_create, study_lock
 from core.errors import ShiftlabError
@@ -34,7 +35,7 @@ def demo_sts():
 
 def draft(name, run, **design):
     values = {"items_per_transformation": 6, "batch_size": 3, "controls_per_batch": 2, "llm_judges": (), "seed": 3}
-    return study_create(name=name, runs=[run], design=StudyDesign(**{**values, **design}))
+    return study_create(name=name, runs=[run], design=StudyDesign(**{**values, **design}), actor=None)
 
 
 def write_pool(path, rows):
@@ -245,6 +246,6 @@ def test_the_same_seed_draws_the_same_study_whatever_the_row_ids(django_user_mod
         sts = dataset_import(source=FIXTURES / "sts/demo-sts.csv", task="sts", name="demo-sts", project=project)
         run = eager_keyword_run(sts, limit=40)
         design = StudyDesign(items_per_transformation=12, batch_size=4, controls_per_batch=1, llm_judges=(), seed=3)
-        study = study_lock(study=study_create(name="same", project=project, runs=[run], design=design))
+        study = study_lock(study=study_create(name="same", project=project.slug, runs=[run], design=design, actor=None))
         drawn.append([(i.kind, i.text_a, i.text_b) for i in study.items.order_by("position")])
     assert drawn[0] == drawn[1]

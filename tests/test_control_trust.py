@@ -45,7 +45,7 @@ def paraphrase_pairs(project=None):
 
 def draft(name, run, **design):
     values = {"items_per_transformation": 6, "batch_size": 3, "controls_per_batch": 2, "llm_judges": (), "seed": 3}
-    return study_create(name=name, runs=[run], design=StudyDesign(**{**values, **design}))
+    return study_create(name=name, runs=[run], design=StudyDesign(**{**values, **design}), actor=None)
 
 
 def pairs(study, kinds=(ItemKind.EASY_POSITIVE, ItemKind.EASY_NEGATIVE)):

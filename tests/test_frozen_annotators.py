@@ -54,7 +54,7 @@ def _study(slug: str, name: str, django_user_model, usernames: tuple[str, ...]):
     run = transform_run_create(dataset=sts, transformation="random_keywords", seed=1, limit=16, dispatch=False)
     start_run.delay(run.pk)  # eager: the run finishes here
     run.refresh_from_db()
-    study = study_create(name=name, project=team, runs=[run], design=DESIGN, created_by=rita)
+    study = study_create(name=name, project=team.slug, runs=[run], design=DESIGN, actor=rita)
     study_publish(study=study, annotators=list(users.values())[:3], actor=rita)
     return Study.objects.get(pk=study.pk), rita, users
 
@@ -167,7 +167,7 @@ def test_a_change_after_the_cut_is_ignored_by_sync_and_webhook_and_audited_once(
     ArgillaWebhook.objects.create(
         url="http://testserver" + RECEIVER, argilla_id=uuid.uuid4(), secret=SECRET, events=["response.updated"]
     )
-    monkey_task = webhook_services.sync_study
+    monkey_task = webhook_services.sync_task()
     assert monkey_task.app.conf.task_always_eager
     assert _edit(own, responses[0], 5, 1).status_code == 200
     body = _event(careless.argilla_dataset_id, "response.updated")

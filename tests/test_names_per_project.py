@@ -38,7 +38,7 @@ def two(django_user_model):
     demo_a = dataset_import(source=DEMO_STS, task="sts", name="demo-a", project=a)
     demo_b = dataset_import(source=DEMO_STS, task="sts", name="demo-b", project=b)
     run_a, run_b = keyword_run(demo_a, 1), keyword_run(demo_b, 1)
-    secret = study_create(name="acquisition-target", runs=[run_a], design=DESIGN, project=a, created_by=rita)
+    secret = study_create(name="acquisition-target", runs=[run_a], design=DESIGN, project=a.slug, actor=rita)
     baseline_create(name="acquisition-humans", dataset=demo_a, task_type="sts", n_instances=3, project=a.slug)
     return {"a": a, "b": b, "rita": rita, "bob": bob, "run_b": run_b, "demo_b": demo_b, "secret": secret}
 
@@ -61,7 +61,7 @@ def test_another_projects_study_name_is_free_on_the_api_and_the_page(two):
 def test_a_name_taken_in_the_same_project_is_still_refused(two):
     run_a = two["secret"].runs.first()
     with pytest.raises(ShiftlabError, match="a study named 'acquisition-target' exists in project proj-a"):
-        study_create(name="acquisition-target", runs=[run_a], design=DESIGN, project=two["a"])
+        study_create(name="acquisition-target", runs=[run_a], design=DESIGN, project=two["a"].slug, actor=None)
 
 
 def test_another_projects_baseline_name_is_free(two):
@@ -77,7 +77,9 @@ def test_another_projects_baseline_name_is_free(two):
 
 def test_an_annotator_of_two_projects_gets_one_workspace_per_study_of_the_same_name(two, django_user_model):
     anna = make_user(django_user_model, "anna", Role.ANNOTATOR)
-    twin = study_create(name="acquisition-target", runs=[two["run_b"]], design=DESIGN, project=two["b"])
+    twin = study_create(
+        name="acquisition-target", runs=[two["run_b"]], design=DESIGN, project=two["b"].slug, actor=None
+    )
     assert annotator_workspace(two["secret"], anna) != annotator_workspace(twin, anna)
 
 

@@ -25,6 +25,7 @@ from annotation.models import Study
 from annotation.publishing.argilla_services import PublishResult
 from annotation.publishing.onboarding_services import annotation_ui_url
 from annotation.studies.assignment_services import study_assign
+from annotation.tasks import sync_study
 from core.models import AuditEvent
 from core.roles import Role
 from tests.support import PASSWORD, api_as, make_user, published_keyword_study
@@ -150,7 +151,7 @@ def test_publishing_names_new_accounts_and_shows_no_password(client, researcher,
 
 def test_a_queued_sync_shows_when_it_finished_and_what_it_found(client, researcher, study, monkeypatch):
     task_id = str(uuid.uuid4())
-    monkeypatch.setattr(annotation_views.sync_study, "delay", lambda pk: AsyncResult(task_id))
+    monkeypatch.setattr(sync_study, "delay", lambda pk: AsyncResult(task_id))
     client.force_login(researcher)
     url = reverse("annotation:study", args=[study.pk])
     response = client.post(url, {"action": "sync"})

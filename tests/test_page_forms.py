@@ -230,7 +230,7 @@ def test_designs_that_cannot_work_are_refused_next_to_the_field(page, researcher
 
 def test_a_benchmark_starts_from_an_approved_config_and_refusals_keep_the_form(page, sts, researcher):
     # A real export: a run re-checks the gate result and approval a registered config names.
-    study = study_create(name="approved", runs=[keyword_run(sts, 1)], design=STUDY_DESIGN)
+    study = study_create(name="approved", runs=[keyword_run(sts, 1)], design=STUDY_DESIGN, actor=None)
     gate = GateResult.objects.create(
         study=study, transformation="random_keywords", passed=True, evidence={"state": "passed"}, evidence_hash="0" * 64
     )

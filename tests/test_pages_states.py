@@ -13,12 +13,12 @@ from django.conf import settings
 from django.core.files.uploadedfile import SimpleUploadedFile
 from django.urls import reverse
 
-from annotation import views as annotation_views
 from annotation.argilla import client as argilla_client
 from annotation.models import Annotator, Rating, Study
 from annotation.quality.controls import ItemKind
 from annotation.quality.gate_services import approval_decide, study_gate
 from annotation.quality.validation_services import study_validate
+from annotation.tasks import sync_study
 from core.errors import ShiftlabError
 from core.roles import Role
 from corpora.models import DatasetImport
@@ -128,7 +128,7 @@ def test_sync_says_what_it_found_and_the_study_page_keeps_it(client, researcher,
     }
     assert re.search(r"last sync \d{4}-\d\d-\d\d [\d:]+: 0 new, 1 edited, 0 withdrawn \(5 unchanged\)", page)
     # With a broker the task is only queued: the page says so, and keeps showing the last result.
-    monkeypatch.setattr(annotation_views.sync_study, "delay", lambda pk: AsyncResult("queued-task"))
+    monkeypatch.setattr(sync_study, "delay", lambda pk: AsyncResult("queued-task"))
     page = client.post(url, {"action": "sync"}, follow=True).content.decode()
     assert "Sync queued: a worker runs it" in page and "0 new, 1 edited, 0 withdrawn (5 unchanged)" in page
 

@@ -107,9 +107,9 @@ def world(db, django_user_model) -> World:
     run_a = keyword_run(dataset_import(source=DEMO_STS, task="sts", name="demo-a", project=a), 1)
     run_b = keyword_run(dataset_import(source=DEMO_STS, task="sts", name="demo-b", project=b), 1)
     study_a = study_lock(
-        study=study_create(name="study-a", runs=[run_a], design=DESIGN, project=a, created_by=rita), actor=rita
+        study=study_create(name="study-a", runs=[run_a], design=DESIGN, project=a.slug, actor=rita), actor=rita
     )
-    study_b = study_create(name="study-b", runs=[run_b], design=DESIGN, project=b, created_by=bob)
+    study_b = study_create(name="study-b", runs=[run_b], design=DESIGN, project=b.slug, actor=bob)
     annotator = Annotator.objects.create(study=study_a, user=anna)
     rating = Rating.objects.create(
         study_item=study_a.items.first(), annotator=annotator, question="quality", value=1, submitted_at=AT
@@ -233,7 +233,7 @@ def test_a_study_in_b_with_runs_of_a_is_refused_with_a_clear_message(world):
     assert "belongs to project 'proj-a', not 'proj-b'" in refused.json()["detail"]
     assert "the study's runs must be in the same project" in refused.json()["detail"]
     with pytest.raises(ShiftlabError, match="the study's runs must be in the same project"):
-        study_create(name="mixed", runs=[world.run_a, world.run_b], design=DESIGN, project=world.b)
+        study_create(name="mixed", runs=[world.run_a, world.run_b], design=DESIGN, project=world.b.slug, actor=None)
     with pytest.raises(ShiftlabError, match="the study's runs must be in the same project"):
         study_revise(study=world.study_b, runs=[world.run_a])
     assert not Study.objects.filter(name="mixed").exists()
@@ -242,7 +242,9 @@ def test_a_study_in_b_with_runs_of_a_is_refused_with_a_clear_message(world):
 def test_a_new_version_keeps_its_project_and_workspace(world):
     revised = study_revise(study=world.study_a, design=DESIGN.revised(seed=9), actor=world.rita)
     assert (revised.project, revised.workspace, revised.version) == (world.a, "proj-a", 2)
-    default = study_create(name="plain", runs=[keyword_run(Dataset.objects.get(name="demo-a"), 2)], design=DESIGN)
+    default = study_create(
+        name="plain", runs=[keyword_run(Dataset.objects.get(name="demo-a"), 2)], design=DESIGN, actor=None
+    )
     assert (default.project, default.workspace) == (world.a, "proj-a")  # no project named: the runs'
 
 

@@ -103,7 +103,9 @@ def world(django_user_model, admin_user_role, tmp_path, settings):
 def a_config(world) -> BenchmarkConfig:
     """An exported config of A approving a random-keywords run of A's dataset (a real export: a run
     re-checks the gate result and approval it names)."""
-    study = study_create(name="a-study", runs=[keyword_run(world["a_sts"], 1)], design=DESIGN, project=world["a"])
+    study = study_create(
+        name="a-study", runs=[keyword_run(world["a_sts"], 1)], design=DESIGN, project=world["a"].slug, actor=None
+    )
     gate = GateResult.objects.create(
         study=study, transformation="random_keywords", passed=True, evidence={"state": "passed"}, evidence_hash="0" * 64
     )

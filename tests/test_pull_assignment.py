@@ -59,7 +59,7 @@ def _study(researcher, django_user_model, tmp_path, names=("anna", "bob", "cara"
         batches_released=1,
         assignment="pull",
     )
-    draft = study_create(name="pull", runs=[run], design=design, created_by=researcher)
+    draft = study_create(name="pull", runs=[run], design=design, actor=researcher)
     study = study_lock(study=draft, control_pool=_pool(tmp_path))
     users = [make_user(django_user_model, name, Role.ANNOTATOR) for name in names]
     study_assign(study=study, users=users, actor=researcher)

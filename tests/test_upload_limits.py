@@ -38,7 +38,7 @@ def draft_study(researcher):
     intents = dataset_import(source=FIXTURES / "classification/demo-intents", task="classification", name="intents")
     run = eager_keyword_run(intents, limit=20)
     design = StudyDesign(items_per_transformation=8, batch_size=4, controls_per_batch=2, llm_judges=(), seed=3)
-    return study_create(name="pool-limit", runs=[run], design=design)
+    return study_create(name="pool-limit", runs=[run], design=design, actor=None)
 
 
 def test_a_control_pool_over_the_limit_is_refused_by_its_size_on_the_api_and_the_page(researcher, draft_study):

@@ -9,7 +9,10 @@ from core.errors import ShiftlabError
 
 
 class ArgillaError(ShiftlabError):
-    """Argilla could not be reached or refused a request; the message names the server and what to do."""
+    """Argilla could not be reached or refused a request; the message names the server and what to do.
+    The API answers 502: the fault lies with the server behind Shiftlab."""
+
+    http_status = 502
 
 
 class ArgillaUnavailable(ArgillaError):

@@ -24,7 +24,7 @@ dataset for good means deleting their responses (``dataset_delete`` for their ow
 from __future__ import annotations
 
 from collections.abc import Iterable, Iterator, Mapping, Sequence
-from dataclasses import dataclass, field
+from contextlib import closing, contextmanager
 from datetime import UTC, datetime
 from typing import Any, Literal
 from uuid import UUID
@@ -34,9 +34,19 @@ from django.conf import settings
 
 from annotation.argilla import ArgillaError, ArgillaUnavailable
 from annotation.argilla.display import Shown, for_argilla
+from annotation.argilla.records import (
+    LabelQuestion,
+    MetadataProperty,
+    Question,
+    RatingQuestion,
+    RecordIn,
+    ResponseRow,
+    TextField,
+    TextQuestion,
+    Webhook,
+)
 
 Role = Literal["annotator", "admin", "owner"]
-MetadataKind = Literal["terms", "integer", "float"]
 
 API_KEY_HEADER = "X-Argilla-Api-Key"
 TIMEOUT_SECONDS = 60.0
@@ -44,84 +54,6 @@ TIMEOUT_SECONDS = 60.0
 _RECORDS_BULK = 500
 _RECORDS_PAGE = 1000
 GUIDELINES_MAX = 10_000  # the server's limit, in characters as sent
-
-
-@dataclass(frozen=True)
-class TextField:
-    """A text shown to annotators (e.g. the original and the transformed sentence)."""
-
-    name: str
-    title: str
-
-
-@dataclass(frozen=True)
-class RatingQuestion:
-    """A required rating on a fixed scale, e.g. quality 1-5."""
-
-    name: str
-    title: str
-    values: tuple[int, ...]
-    description: str = ""
-
-
-@dataclass(frozen=True)
-class LabelQuestion:
-    """A required choice of exactly one label; ``labels`` are (value, text shown) pairs."""
-
-    name: str
-    title: str
-    labels: tuple[tuple[str, str], ...]
-    description: str = ""
-
-
-@dataclass(frozen=True)
-class TextQuestion:
-    """A free-text answer (e.g. a group name, or an optional comment)."""
-
-    name: str
-    title: str
-    description: str = ""
-    required: bool = True
-
-
-Question = RatingQuestion | LabelQuestion | TextQuestion
-
-
-@dataclass(frozen=True)
-class MetadataProperty:
-    """Metadata kept on each record for Shiftlab (item kind, control status ...).
-
-    Always hidden from annotators: gold/control status must never influence a rating.
-    """
-
-    name: str
-    kind: MetadataKind = "terms"
-    title: str = ""
-
-
-@dataclass(frozen=True)
-class RecordIn:
-    """One item to rate: ``external_id`` is Shiftlab's id, it comes back with each response."""
-
-    external_id: str
-    fields: Mapping[str, str]
-    metadata: Mapping[str, Any] = field(default_factory=dict)
-
-
-@dataclass(frozen=True)
-class ResponseRow:
-    """One answer of one user to one question of one record.
-
-    A response without values (typically a discarded one) yields a single row with ``question``
-    and ``value`` set to ``None``, so that every response is reported with its status.
-    """
-
-    record_external_id: str
-    user_id: UUID
-    question: str | None
-    value: Any
-    status: str
-    updated_at: datetime
 
 
 def _call(client: httpx.Client, method: str, path: str, action: str, *, accept: Sequence[int] = (), **kwargs) -> Any:
@@ -151,6 +83,16 @@ def _call(client: httpx.Client, method: str, path: str, action: str, *, accept: 
             detail = response.text[:500]
         raise ArgillaError(f"Argilla at {url} could not {action} (HTTP {response.status_code}): {detail}")
     return response.json() if response.content else None
+
+
+@contextmanager
+def argilla_connection(client: httpx.Client | None) -> Iterator[httpx.Client]:
+    """The given Argilla connection, or a new owner connection closed afterwards."""
+    if client is not None:
+        yield client
+        return
+    with closing(client_get()) as owned:
+        yield owned
 
 
 def client_get(*, api_url: str | None = None, api_key: str | None = None) -> httpx.Client:
@@ -499,18 +441,6 @@ def records_delete(dataset_id: UUID, ids: Sequence[UUID], *, client: httpx.Clien
 # manage them. The server signs each delivery as Standard Webhooks says (``webhook-id``,
 # ``webhook-timestamp``, ``webhook-signature`` headers) with the webhook's secret, which it
 # generates and returns (base64, without the ``whsec_`` prefix).
-
-
-@dataclass(frozen=True)
-class Webhook:
-    """A webhook of the Argilla server: it POSTs the listed ``events`` to ``url``, signed with ``secret``."""
-
-    id: UUID
-    url: str
-    events: tuple[str, ...]
-    enabled: bool
-    secret: str = field(repr=False)
-    description: str = ""
 
 
 def _webhook(raw: Mapping[str, Any]) -> Webhook:

@@ -26,6 +26,7 @@ from django.core.exceptions import ValidationError
 from django.db import transaction
 
 from annotation.argilla import client as argilla
+from annotation.argilla.client import argilla_connection
 from annotation.baselines import baseline_sampling as sampling
 from annotation.baselines.baseline_sync_services import baseline_sync
 from annotation.baselines.baseline_tasks import COMMON_OPTIONS, BaselineTask, baseline_task
@@ -40,7 +41,6 @@ from annotation.publishing.argilla_services import (
     annotator_dataset_ensure,
     annotator_roles_check,
     annotators_audit_published,
-    argilla_connection,
     mark_published,
 )
 from annotation.studies.assignment import receivers

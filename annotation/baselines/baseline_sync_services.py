@@ -11,6 +11,7 @@ from django.contrib.auth.base_user import AbstractBaseUser
 from django.utils import timezone
 
 from annotation.argilla import client as argilla
+from annotation.argilla.client import argilla_connection
 from annotation.baselines.baseline_tasks import baseline_task
 from annotation.models import BaselineAnswer, BaselineAnswerRevision, BaselineStudy
 from annotation.publishing.answer_store import (
@@ -22,7 +23,6 @@ from annotation.publishing.answer_store import (
     sync_invalid_audit,
     sync_lock,
 )
-from annotation.publishing.argilla_services import argilla_connection
 from annotation.publishing.sync_diff import SyncCounts, latest_responses, without_nul
 from core.errors import ShiftlabError
 from core.projects import project_require_write

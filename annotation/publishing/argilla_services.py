@@ -8,17 +8,20 @@ from __future__ import annotations
 import re
 import secrets
 from collections.abc import Iterable, Mapping, Sequence
-from contextlib import closing, contextmanager
 from dataclasses import dataclass
 from typing import Any
 from uuid import UUID
 
+from celery.result import AsyncResult
 from django.contrib.auth.base_user import AbstractBaseUser
 from django.db import transaction
 from django.utils import timezone
 
 from annotation.argilla import client as argilla
+from annotation.argilla.client import argilla_connection
 from annotation.models import Annotator, Assignment, BaselineStudy, Study
+from annotation.publishing.sync_services import study_sync
+from annotation.publishing.webhook_services import argilla_webhook_ensure, sync_task
 from annotation.studies.assignment_services import study_assign, study_pull, submitted_items
 from annotation.studies.design import StudyKind
 from annotation.studies.design_services import study_design, study_lock
@@ -50,16 +53,6 @@ DEFAULT_GUIDELINES = {
         "anything odd. Submit when you are sure; you may come back and change an answer."
     ),
 }
-
-
-@contextmanager
-def argilla_connection(client):
-    """The given Argilla connection, or a new owner connection closed afterwards."""
-    if client is not None:
-        yield client
-        return
-    with closing(argilla.client_get()) as owned:
-        yield owned
 
 
 def annotator_roles_check(users: Iterable[AbstractBaseUser], *, client) -> dict[str, str]:
@@ -203,7 +196,6 @@ def annotators_cut(study: Study, leavers: Sequence[Annotator], *, client) -> Non
     their own by id whatever their workspaces (``argilla.client``). Their account and other studies
     are untouched. A study never marked published (an interrupted first publish) keeps the
     responses until the next reconcile."""
-    from annotation.publishing.sync_services import study_sync  # sync uses this module's connection helper
 
     for annotator in leavers:
         workspace = annotator.argilla_workspace or study.workspace
@@ -236,6 +228,56 @@ def annotators_cut(study: Study, leavers: Sequence[Annotator], *, client) -> Non
                 "frozen_at": annotator.frozen_at.isoformat() if annotator.frozen_at else None,
             },
         )
+
+
+def _records_send(dataset_id: UUID, live: list[Assignment], fields: tuple[str, str], *, client) -> None:
+    """Send the records of ``live`` assignments that have none yet, and keep their record ids."""
+    field_a, field_b = fields
+    # Only records not sent yet go out (a record's texts never change); an interrupted run
+    # left them without a record id, so running again sends them.
+    pending = [a for a in live if a.argilla_record_id is None]
+    if pending:
+        # Opaque id and the two texts only: kind, expected answers and estimates stay in Django.
+        argilla.records_log(
+            dataset_id,
+            [
+                argilla.RecordIn(
+                    external_id=a.study_item.external_id,
+                    fields={field_a: a.study_item.text_a, field_b: a.study_item.text_b},
+                )
+                for a in pending
+            ],
+            client=client,
+        )
+        ids = argilla.record_ids(dataset_id, client=client)
+        for a in pending:
+            if (record_id := ids.get(a.study_item.external_id)) is not None:
+                Assignment.objects.filter(pk=a.pk).update(argilla_record_id=record_id)
+
+
+def _records_withdraw(
+    dataset_id: UUID, user_id: UUID, rows: list[Assignment], live: list[Assignment], *, client
+) -> None:
+    """Delete the records of assignments that ended from an annotator's dataset."""
+    live_items = {a.study_item.external_id for a in live}
+    gone = [a for a in rows if not a.active and a.argilla_record_id is not None]
+    gone = [a for a in gone if a.study_item.external_id not in live_items]
+    if gone:
+        # An answer submitted after the move was decided is kept, never deleted: the record
+        # stays and the assignment comes back (that item then has one rater more).
+        answered = {
+            r.record_external_id
+            for r in argilla.responses_fetch(dataset_id, client=client)
+            if r.user_id == user_id and r.status == "submitted"
+        }
+        kept = [a for a in gone if a.study_item.external_id in answered]
+        Assignment.objects.filter(pk__in=[a.pk for a in kept]).update(
+            active=True, ended_at=None, end_reason="kept: answered before the move reached Argilla"
+        )
+        gone = [a for a in gone if a.study_item.external_id not in answered]
+        if gone:
+            argilla.records_delete(dataset_id, [a.argilla_record_id for a in gone], client=client)
+            Assignment.objects.filter(pk__in=[a.pk for a in gone]).update(argilla_record_id=None)
 
 
 def study_argilla_reconcile(
@@ -285,45 +327,8 @@ def study_argilla_reconcile(
         rows = list(annotator.assignments.select_related("study_item").order_by("position"))
         live = _released([a for a in rows if a.active], annotator, design.batches_released)
         held += len(live)
-        # Only records not sent yet go out (a record's texts never change); an interrupted run
-        # left them without a record id, so running again sends them.
-        pending = [a for a in live if a.argilla_record_id is None]
-        if pending:
-            # Opaque id and the two texts only: kind, expected answers and estimates stay in Django.
-            argilla.records_log(
-                dataset_id,
-                [
-                    argilla.RecordIn(
-                        external_id=a.study_item.external_id,
-                        fields={field_a: a.study_item.text_a, field_b: a.study_item.text_b},
-                    )
-                    for a in pending
-                ],
-                client=client,
-            )
-            ids = argilla.record_ids(dataset_id, client=client)
-            for a in pending:
-                if (record_id := ids.get(a.study_item.external_id)) is not None:
-                    Assignment.objects.filter(pk=a.pk).update(argilla_record_id=record_id)
-        live_items = {a.study_item.external_id for a in live}
-        gone = [a for a in rows if not a.active and a.argilla_record_id is not None]
-        gone = [a for a in gone if a.study_item.external_id not in live_items]
-        if gone:
-            # An answer submitted after the move was decided is kept, never deleted: the record
-            # stays and the assignment comes back (that item then has one rater more).
-            answered = {
-                r.record_external_id
-                for r in argilla.responses_fetch(dataset_id, client=client)
-                if r.user_id == user_id and r.status == "submitted"
-            }
-            kept = [a for a in gone if a.study_item.external_id in answered]
-            Assignment.objects.filter(pk__in=[a.pk for a in kept]).update(
-                active=True, ended_at=None, end_reason="kept: answered before the move reached Argilla"
-            )
-            gone = [a for a in gone if a.study_item.external_id not in answered]
-            if gone:
-                argilla.records_delete(dataset_id, [a.argilla_record_id for a in gone], client=client)
-                Assignment.objects.filter(pk__in=[a.pk for a in gone]).update(argilla_record_id=None)
+        _records_send(dataset_id, live, (field_a, field_b), client=client)
+        _records_withdraw(dataset_id, user_id, rows, live, client=client)
     return held, tuple(new_accounts)
 
 
@@ -358,6 +363,15 @@ def study_argilla_texts_resend(*, study: Study, actor: AbstractBaseUser | None =
         actor=actor, verb="study.argilla.texts_resend", obj=study, payload={"records": sent, "annotators": names}
     )
     return sent
+
+
+def study_sync_queue(*, study: Study) -> AsyncResult:
+    """The one entry that starts a sync of a study's submitted responses for the page and the API:
+    queue the ``annotation.sync_study`` task (in the single-machine default it runs at once, in
+    this call). A study not published yet is refused, as ``study_sync`` refuses it."""
+    if study.published_at is None:  # per-annotator datasets: the study itself holds no dataset id
+        raise ShiftlabError(f"{study} is not published yet: publish it before syncing responses")
+    return sync_task().delay(study.pk)
 
 
 def study_release_batches(*, study: Study, client=None) -> int:
@@ -397,8 +411,6 @@ def study_publish(
     account" page; existing accounts keep theirs. Each annotator published to for the first time is
     audited in every project whose roster holds them.
     """
-    from annotation.publishing.sync_services import study_sync  # sync uses this module's connection helper
-    from annotation.publishing.webhook_services import argilla_webhook_ensure  # it imports the sync task
 
     users = list(dict.fromkeys(annotators))
     roster_require(study.project, users)  # before anything is written, the lock included

@@ -21,8 +21,8 @@ from django.contrib.auth.base_user import AbstractBaseUser
 from django_celery_results.models import TaskResult
 
 from annotation.argilla import client as argilla
+from annotation.argilla.client import argilla_connection
 from annotation.models import Annotator, Study
-from annotation.publishing.argilla_services import argilla_connection
 from annotation.publishing.sync_services import sync_summary
 from core.errors import ShiftlabError
 from core.roles import Role, has_role

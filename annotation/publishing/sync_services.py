@@ -12,6 +12,7 @@ from uuid import UUID
 from django.utils import timezone
 
 from annotation.argilla import client as argilla
+from annotation.argilla.client import argilla_connection
 from annotation.models import Rating, RatingComment, RatingRevision, Study
 from annotation.publishing.answer_store import (
     STUDY_SYNC_LOCK,
@@ -23,7 +24,6 @@ from annotation.publishing.answer_store import (
     sync_invalid_audit,
     sync_lock,
 )
-from annotation.publishing.argilla_services import argilla_connection
 from annotation.publishing.sync_diff import Response, SyncCounts, latest_responses, without_nul
 from annotation.studies.design_services import study_design
 from core.errors import ShiftlabError

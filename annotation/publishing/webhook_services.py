@@ -29,8 +29,8 @@ from annotation.argilla import ArgillaError
 from annotation.argilla import client as argilla
 from annotation.models import Annotator, ArgillaWebhook, Study
 from annotation.publishing.webhooks import TOLERANCE_SECONDS, Refusal, webhook_event, webhook_verify
-from annotation.tasks import sync_study
 from core.services import audit_record
+from core.task_policy import task_named
 
 logger = logging.getLogger(__name__)
 
@@ -184,6 +184,12 @@ def _study_for_dataset(dataset_id: str | None) -> int | None:
     return found or Study.objects.filter(argilla_dataset_id=wanted).values_list("pk", flat=True).first()
 
 
+def sync_task():
+    """The registered ``annotation.sync_study`` task, found by name (``annotation.tasks`` imports
+    the services this module is among)."""
+    return task_named("annotation.sync_study").type
+
+
 def _sync_enqueue(study_id: int) -> Literal["ran", "queued", "pending"]:
     """Queue a sync of the study unless one is queued and not started yet.
 
@@ -193,6 +199,7 @@ def _sync_enqueue(study_id: int) -> Literal["ran", "queued", "pending"]:
     the sync sees it. A delivery after the key expired queues the next sync. In eager mode (no
     broker) the sync runs here and now, so nothing waits and there is nothing to share.
     """
+    sync_study = sync_task()
     if sync_study.app.conf.task_always_eager:
         sync_study.delay(study_id)
         return "ran"

@@ -6,7 +6,7 @@ settled, the transformation's items that annotators have not submitted yet leave
   ``study_adaptive_rows`` adds the saving predicted from each transformation's own items so far.
 - ``study_adaptive_check``: stores the decisions in ``Study.sample_info["adaptive"]`` and the
   fixed order the gate observes items in in ``Study.sample_info["adaptive_order"]`` (the order items
-  first completed, extended at each check, never rebuilt: ``sequential.fixed_sequence``), ends the
+  first completed, extended at each check, never rebuilt: ``observations.fixed_sequence``), ends the
   open assignments of settled transformations (``study.adaptive.settled``, audited with the
   evidence), gives them back if a later change of counted ratings (a rejected rater) unsettles the
   transformation (``study.adaptive.unsettled``), and pushes the change to Argilla
@@ -29,13 +29,14 @@ from django.db import transaction
 from django.utils import timezone
 
 from annotation.argilla import ArgillaError
+from annotation.argilla.client import argilla_connection
 from annotation.models import Annotator, Assignment, Rating, Study
-from annotation.publishing.argilla_services import argilla_connection, study_argilla_reconcile
+from annotation.publishing.argilla_services import study_argilla_reconcile
 from annotation.quality.controls import ItemKind
-from annotation.quality.gate_services import CountedRating, counted_ratings, observation_order, sequential_observations
+from annotation.quality.observations import FixedSequence
+from annotation.quality.selectors import CountedRating, counted_ratings, observation_order, sequential_observations
 from annotation.quality.sequential import (
     MIN_FORECAST_ITEMS,
-    FixedSequence,
     JointDecision,
     SavingForecast,
     Settled,

@@ -22,7 +22,8 @@ from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import Protocol
 
-from annotation.quality.controls import ItemKind, PairCandidate, is_punctuation_edit
+from annotation.quality.controls import ItemKind, PairCandidate
+from annotation.quality.text_measures import is_punctuation_edit
 from corpora.parsing import DatasetFormatError, Problem, RawRow
 from corpora.readers import detect_format, megabytes, read_table
 

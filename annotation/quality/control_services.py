@@ -44,9 +44,9 @@ from annotation.quality.controls import (
     Shape,
     TextCandidate,
     draw_controls,
-    word_overlap,
 )
 from annotation.quality.detectability import ControlDetectability, Record, control_detectability
+from annotation.quality.text_measures import word_overlap
 from annotation.studies.design import StudyDesign
 from annotation.studies.sampling import seeded_rng
 from core.errors import ShiftlabError

@@ -22,7 +22,7 @@ Controls must not stand out among the real items, so :func:`draw_controls`
   rewrites A (normalised word edit distance) and how many words they share (word overlap); the
   closest of up to 256 candidates is taken. For a
   transformation whose output is a keyword list (``keywords``, ``random_keywords``) text B becomes
-  a keyword list too (:func:`keyword_list`, the real item's number of words, content words
+  a keyword list too (``text_measures.keyword_list``, the real item's number of words, content words
   first): of text A's own words for an easy positive (a gold pair supplies text A; a text whose
   content words all fit in the list is always preferred, so that the list keeps its meaning, and
   ``ControlPair.dropped`` counts the content words left out when none fits), of the unrelated
@@ -41,7 +41,6 @@ needs at least ``min_ratings`` such ratings to be checked at all.
 from __future__ import annotations
 
 import math
-import re
 from collections import Counter
 from collections.abc import Collection, Hashable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
@@ -49,6 +48,14 @@ from enum import StrEnum
 
 import numpy as np
 
+from annotation.quality.text_measures import (
+    content_overlap,
+    dropped_content_words,
+    is_punctuation_edit,
+    keyword_list,
+    looks_like_keywords,
+    word_overlap,
+)
 from annotation.studies.design import Question
 from transforms.text_metrics import normalized_edit_distance, word_count
 
@@ -67,8 +74,6 @@ _SHAPE_CANDIDATES = 256
 # any shape difference, so that lists keeping every content word are always taken first.
 _DROPPED_WORD_PENALTY = 10.0
 _NEGATIVE_A_CANDIDATES = 24
-
-_WORD = re.compile(r"\w+", re.UNICODE)
 
 
 @dataclass(frozen=True)
@@ -158,75 +163,6 @@ class ControlShortage(ValueError):
                 for s in self.shortages
             )
         )
-
-
-# Frequent English words of four or more letters that carry no content (the rest of a text's words of
-# four or more letters count as its content words; shorter words never do).
-_FUNCTION_WORDS = frozenset(
-    "about also been being could does each from have into just more most much only over same some such than that "
-    "their them then there these they this those very were what when where which while will with would your".split()
-)
-
-
-def _is_content(word: str) -> bool:
-    return len(word) >= 4 and word.lower() not in _FUNCTION_WORDS
-
-
-def keyword_list(text: str, n: int, *, prefer: str = "") -> str:
-    """``text`` as a comma-separated list of ``n`` of its distinct words (at least one, or all it
-    has), in their order in the text: the shape of the keyword transformations' outputs. Content
-    words (:func:`content_words`) come first, then the others; within each, words that also occur
-    in ``prefer`` first (a keyword list is made of its source's words)."""
-    words = list(dict.fromkeys(_WORD.findall(text)))
-    n = min(len(words), max(1, n))
-    known = {w.lower() for w in _WORD.findall(prefer)}
-    rank = sorted(range(len(words)), key=lambda k: (not _is_content(words[k]), words[k].lower() not in known, k))
-    keep = sorted(rank[:n])
-    return ", ".join(words[k] for k in keep)
-
-
-def looks_like_keywords(text: str) -> bool:
-    """Whether a text is a comma-separated list of words rather than prose: no sentence-final
-    punctuation and a comma between (about) every two words."""
-    stripped = text.strip()
-    n = word_count(stripped)
-    return n > 0 and not stripped.endswith((".", "!", "?", "。")) and stripped.count(",") >= max(1, (n - 1) // 2)
-
-
-def content_words(text: str) -> int:
-    """Distinct content words (four or more letters, not a frequent function word): what a keyword
-    list that keeps the text's meaning must hold."""
-    return len({w.lower() for w in _WORD.findall(text) if _is_content(w)})
-
-
-def dropped_content_words(text: str, list_length: int) -> int:
-    """Content words of ``text`` that a keyword list of ``list_length`` words cannot hold."""
-    return max(0, content_words(text) - list_length)
-
-
-def _word_list(text: str) -> list[str]:
-    return [w.lower() for w in _WORD.findall(text)]
-
-
-def is_punctuation_edit(a: str, b: str) -> bool:
-    """Whether two texts have the same words (ignoring case and punctuation): not a rewrite."""
-    return _word_list(a) == _word_list(b)
-
-
-def word_overlap(a: str, b: str) -> float:
-    """Jaccard overlap of the texts' lower-cased words (1 when both have none), as the
-    detectability check measures it."""
-    wa, wb = set(_word_list(a)), set(_word_list(b))
-    union = wa | wb
-    return len(wa & wb) / len(union) if union else 1.0
-
-
-def content_overlap(a: str, b: str) -> float:
-    """Jaccard overlap of the texts' lower-cased words of four or more letters (0 when both have none)."""
-    wa = {w for w in _word_list(a) if len(w) >= 4}
-    wb = {w for w in _word_list(b) if len(w) >= 4}
-    union = wa | wb
-    return len(wa & wb) / len(union) if union else 0.0
 
 
 def _allocate(counts: dict[str, int], n: int) -> dict[str, int]:
@@ -401,6 +337,36 @@ def _best_text_pair(by_language, used: set[str], target: Shape, rng: np.random.G
     return None
 
 
+def _pick(
+    tiers: _Tiers, pattern: tuple[str, str], used: set[str], target: Shape, rng: np.random.Generator, *, positive: bool
+) -> tuple[_Oriented, _Oriented] | None:
+    """The best candidate for one control imitating ``target``, from the first tier that has one."""
+    # Keyword-shaped positives: first a list keeping every content word, from any tier.
+    for whole in (True, False) if positive and target.keywords else (False,):
+        for pairs, texts in tiers:
+            pick = _best_pair(pairs[pattern], used, target, rng, rewrites=positive, whole=whole)
+            if pick is None and texts:
+                pick = _best_text_pair(texts, used, target, rng)
+            if pick is not None:
+                return pick
+    return None
+
+
+def _control(kind: ItemKind, shown: _Oriented, pattern: tuple[str, str], target: Shape) -> ControlPair:
+    return ControlPair(
+        kind,
+        shown.text_a,
+        shown.text_b,
+        *pattern,
+        shown.origin,
+        imitates=target.transformation,
+        keywords=looks_like_keywords(shown.text_b),
+        dropped=dropped_content_words(shown.text_a, shown.words_b)
+        if target.keywords and kind == ItemKind.EASY_POSITIVE and not shown.as_given
+        else 0,
+    )
+
+
 def draw_controls(
     real: Sequence[Shape],
     *,
@@ -455,37 +421,13 @@ def draw_controls(
             needed[pattern] += allocation[key]
             for _ in range(allocation[key]):
                 target = shapes[int(rng.integers(len(shapes)))]
-                pick = None
-                positive = kind == ItemKind.EASY_POSITIVE
-                # Keyword-shaped positives: first a list keeping every content word, from any tier.
-                for whole in (True, False) if positive and target.keywords else (False,):
-                    for pairs, texts in tiers:
-                        pick = _best_pair(pairs[pattern], used, target, rng, rewrites=positive, whole=whole)
-                        if pick is None and texts:
-                            pick = _best_text_pair(texts, used, target, rng)
-                        if pick is not None:
-                            break
-                    if pick is not None:
-                        break
+                pick = _pick(tiers, pattern, used, target, rng, positive=kind == ItemKind.EASY_POSITIVE)
                 if pick is None:
                     break
                 shown, source = pick
                 used.update((source.text_a, source.text_b, shown.text_b))
                 found[shown.origin] += 1
-                controls.append(
-                    ControlPair(
-                        kind,
-                        shown.text_a,
-                        shown.text_b,
-                        *pattern,
-                        shown.origin,
-                        imitates=target.transformation,
-                        keywords=looks_like_keywords(shown.text_b),
-                        dropped=dropped_content_words(shown.text_a, shown.words_b)
-                        if target.keywords and kind == ItemKind.EASY_POSITIVE and not shown.as_given
-                        else 0,
-                    )
-                )
+                controls.append(_control(kind, shown, pattern, target))
         for pattern in sorted(needed):
             found = found_by_pattern[pattern]
             if sum(found.values()) < needed[pattern]:

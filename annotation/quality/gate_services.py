@@ -5,26 +5,24 @@ each transformation with its stored evidence, and the researcher's approval or r
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Callable, Sequence
-from dataclasses import dataclass
-from datetime import datetime
 
 from django.contrib.auth.base_user import AbstractBaseUser
 from django.db import transaction
 
-from annotation.models import Annotator, Approval, GateResult, RaterDecision, Rating, Study
-from annotation.quality import agreement
+from annotation.models import Annotator, Approval, GateResult, RaterDecision, Study
 from annotation.quality.controls import ControlStatus, ItemKind
-from annotation.quality.gating import GateState, gate_decide, gate_state_of, rating_coverage
-from annotation.quality.sequential import (
-    FixedSequence,
-    ItemRating,
-    JointDecision,
-    Settled,
-    fixed_sequence,
-    settle_questions,
+from annotation.quality.gating import GateDecision, GateState, gate_decide, gate_state_of, rating_coverage
+from annotation.quality.selectors import (
+    CountedRating,
+    counted_ratings,
+    observation_order,
+    sequential_decision,
+    study_agreement,
 )
-from annotation.quality.validation_services import control_checks, require_researcher
+from annotation.quality.sequential import (
+    Settled,
+)
+from annotation.quality.validation_services import require_researcher
 from annotation.studies.design import StudyDesign
 from annotation.studies.design_services import study_design
 from core.errors import ShiftlabError
@@ -33,90 +31,71 @@ from core.services import audit_record
 from transforms.registry import transformation_get
 
 
-@dataclass(frozen=True)
-class CountedRating:
-    item_id: int
-    annotator_id: int
-    question: str
-    value: int
-    transformation: str
-    submitted_at: datetime | None = None
-
-
-def counted_ratings(study: Study) -> list[CountedRating]:
-    """Ratings that enter agreement and the gate: active ratings of real items by annotators who
-    are not rejected (a withdrawn annotator's submitted ratings still count) and whose control
-    check passed (so unchecked raters do not count yet)."""
-    checks = control_checks(study)
-    ok = {
-        a.pk
-        for a in study.annotators.all()
-        if a.status != Annotator.Status.REJECTED and checks[a.pk].status == ControlStatus.PASSED
-    }
-    ratings = Rating.objects.filter(
-        study_item__study=study, study_item__kind=ItemKind.REAL, active=True, annotator_id__in=ok
-    ).select_related("study_item")
-    return [
-        CountedRating(r.study_item_id, r.annotator_id, r.question, r.value, r.study_item.transformation, r.submitted_at)
-        for r in ratings.order_by("study_item__position", "annotator_id", "question")
-    ]
-
-
-def observation_order(study: Study, transformation: str) -> list[tuple[int, tuple[int, ...]]]:
-    """The gate's fixed order of one transformation's items so far (``Study.sample_info
-    ["adaptive_order"]``, written by ``adaptive_services.study_adaptive_check``)."""
-    stored = study.sample_info.get("adaptive_order", {}).get(transformation, [])
-    return [(int(item), tuple(int(r) for r in raters)) for item, raters in stored]
-
-
-def sequential_observations(
-    design: StudyDesign, ratings: Sequence[CountedRating], ledger: Sequence[tuple[int, Sequence[int]]] = ()
-) -> FixedSequence:
-    """Per-item means of the items with ``raters_per_item`` counted raters, in the fixed order
-    ``ledger`` extended by the items completed since (``annotation.quality.sequential.fixed_sequence``)."""
-    return fixed_sequence(
-        (ItemRating(r.item_id, r.annotator_id, r.question, r.value, r.submitted_at) for r in ratings),
-        questions=[q.name for q in design.questions],
+def _transformation_gate(
+    study: Study,
+    design: StudyDesign,
+    name: str,
+    mine: list[CountedRating],
+    per_question: dict[str, dict],
+    drawn: int,
+    rejections: list[dict],
+    unchecked: list[str],
+) -> tuple[GateDecision, dict]:
+    """The gate decision of one transformation from its counted ratings, and its evidence."""
+    # A sample that fell short of the declared items per transformation needs ratings of
+    # the items it holds only.
+    coverage = rating_coverage(
+        {q.name: Counter(r.item_id for r in mine if r.question == q.name).values() for q in design.questions},
+        items=min(design.items_per_transformation, drawn),
         raters_per_item=design.raters_per_item,
-        ledger=ledger,
+        completed_only=design.adaptive,
     )
-
-
-def sequential_decision(
-    design: StudyDesign, ratings: Sequence[CountedRating], ledger: Sequence[tuple[int, Sequence[int]]] = ()
-) -> JointDecision:
-    """The sequential gate of one transformation (adaptive designs) from its counted ratings, seen
-    in the fixed order (``sequential_observations``). Reads only; withdrawing is ``adaptive_services``'."""
-    return settle_questions(
-        sequential_observations(design, ratings, ledger).means,
+    sequential = sequential_decision(design, mine, observation_order(study, name)) if design.adaptive else None
+    decision = gate_decide(
+        {q: s["mean"] for q, s in per_question.items()},
         threshold=design.acceptance_threshold,
-        alpha=design.adaptive_alpha,
-        scales={q.name: (q.low, q.high) for q in design.questions},
-        min_items=design.adaptive_min_items,
+        coverage=coverage,
+        settled=None
+        if sequential is None or sequential.state is Settled.UNDECIDED
+        else sequential.state is Settled.PASS,
+        single_rater_pilot=design.single_rater_pilot,
+        min_ac2_lower=design.min_ac2_lower,
+        ac2_lower={q: (s["ac2"] or {}).get("ci_low") for q, s in per_question.items()},
     )
-
-
-def study_agreement(study: Study, ratings: Sequence[CountedRating] | None = None) -> dict[str, dict]:
-    """Agreement per transformation, per axis and overall, each per question."""
-    design = study_design(study)
-    ratings = counted_ratings(study) if ratings is None else ratings
-    groups: dict[str, Callable[[CountedRating], bool]] = {"overall": lambda r: True}
-    transformations = sorted({r.transformation for r in study.runs.all()})
-    for name in sorted({transformation_get(t).axis.value for t in transformations}):
-        groups[f"axis:{name}"] = lambda r, name=name: transformation_get(r.transformation).axis.value == name
-    for name in transformations:
-        groups[f"transformation:{name}"] = lambda r, name=name: r.transformation == name
-    report = {}
-    for group, keep in groups.items():
-        report[group] = {}
-        for question in design.questions:
-            triples = [(r.item_id, r.annotator_id, r.value) for r in ratings if r.question == question.name and keep(r)]
-            matrix, _, _ = agreement.ratings_matrix(triples)
-            report[group][question.name] = {
-                **agreement.agreement_summary(matrix, categories=question.values).to_dict(),
-                "warnings": list(agreement.agreement_warnings(matrix, categories=question.values)),
-            }
-    return report
+    evidence = {
+        "study": {
+            "id": study.pk,
+            "name": study.name,
+            "version": study.version,
+            "design_hash": study.design_hash,
+        },
+        "transformation": name,
+        "axis": transformation_get(name).axis.value,
+        "threshold": design.acceptance_threshold,
+        "passed": decision.passed,
+        "state": decision.state.value,
+        "reasons": list(decision.reasons),
+        "ratings_required": coverage.required,
+        "ratings_items": coverage.items,
+        "ratings_raters_per_item": coverage.raters_per_item,
+        "ratings_counted": coverage.counted,
+        "ratings_missing": coverage.missing,
+        "items_with_fewer_than_2_raters": coverage.thin_items,
+        "min_ac2_lower": design.min_ac2_lower,
+        "n_items": len({r.item_id for r in mine}),
+        "n_ratings": len(mine),
+        "n_raters": len({r.annotator_id for r in mine}),
+        "questions": per_question,
+        "rejections": rejections,
+        "raters_not_counted_unchecked_controls": unchecked,
+        "sample": study.sample_info.get(name, {}),
+    }
+    if decision.single_rater_pilot:
+        # Passed only because the design declared a single-rater pilot: the config says so.
+        evidence["single_rater_pilot"] = True
+    if sequential is not None:
+        evidence["sequential"] = {**sequential.to_dict(), "summary": sequential.summary()}
+    return decision, evidence
 
 
 def study_gate(*, study: Study, actor: AbstractBaseUser | None = None) -> list[GateResult]:
@@ -150,61 +129,10 @@ def study_gate(*, study: Study, actor: AbstractBaseUser | None = None) -> list[G
     results = []
     with transaction.atomic():
         for name in sorted({r.transformation for r in study.runs.all()}):
-            per_question = report[f"transformation:{name}"]
             mine = [r for r in ratings if r.transformation == name]
-            # A sample that fell short of the declared items per transformation needs ratings of
-            # the items it holds only.
-            coverage = rating_coverage(
-                {q.name: Counter(r.item_id for r in mine if r.question == q.name).values() for q in design.questions},
-                items=min(design.items_per_transformation, drawn[name]),
-                raters_per_item=design.raters_per_item,
-                completed_only=design.adaptive,
+            decision, evidence = _transformation_gate(
+                study, design, name, mine, report[f"transformation:{name}"], drawn[name], rejections, unchecked
             )
-            sequential = sequential_decision(design, mine, observation_order(study, name)) if design.adaptive else None
-            decision = gate_decide(
-                {q: s["mean"] for q, s in per_question.items()},
-                threshold=design.acceptance_threshold,
-                coverage=coverage,
-                settled=None
-                if sequential is None or sequential.state is Settled.UNDECIDED
-                else sequential.state is Settled.PASS,
-                single_rater_pilot=design.single_rater_pilot,
-                min_ac2_lower=design.min_ac2_lower,
-                ac2_lower={q: (s["ac2"] or {}).get("ci_low") for q, s in per_question.items()},
-            )
-            evidence = {
-                "study": {
-                    "id": study.pk,
-                    "name": study.name,
-                    "version": study.version,
-                    "design_hash": study.design_hash,
-                },
-                "transformation": name,
-                "axis": transformation_get(name).axis.value,
-                "threshold": design.acceptance_threshold,
-                "passed": decision.passed,
-                "state": decision.state.value,
-                "reasons": list(decision.reasons),
-                "ratings_required": coverage.required,
-                "ratings_items": coverage.items,
-                "ratings_raters_per_item": coverage.raters_per_item,
-                "ratings_counted": coverage.counted,
-                "ratings_missing": coverage.missing,
-                "items_with_fewer_than_2_raters": coverage.thin_items,
-                "min_ac2_lower": design.min_ac2_lower,
-                "n_items": len({r.item_id for r in mine}),
-                "n_ratings": len(mine),
-                "n_raters": len({r.annotator_id for r in mine}),
-                "questions": per_question,
-                "rejections": rejections,
-                "raters_not_counted_unchecked_controls": unchecked,
-                "sample": study.sample_info.get(name, {}),
-            }
-            if decision.single_rater_pilot:
-                # Passed only because the design declared a single-rater pilot: the config says so.
-                evidence["single_rater_pilot"] = True
-            if sequential is not None:
-                evidence["sequential"] = {**sequential.to_dict(), "summary": sequential.summary()}
             result = GateResult.objects.create(
                 study=study,
                 transformation=name,

@@ -96,6 +96,83 @@ class RaterModelFit:
         raise KeyError(rater)
 
 
+def _consensus_competence(
+    unit_index: np.ndarray, rater_index: np.ndarray, answers: np.ndarray, *, n_raters: int, excluded: set[int]
+) -> tuple[np.ndarray, np.ndarray]:
+    """Each rating's leave-one-out consensus and each rater's competence (their correlation with
+    it), the consensus weighting raters by competence for ``CONSENSUS_ROUNDS`` rounds; excluded
+    raters weigh nothing."""
+    weights = np.array([0.0 if r in excluded else 1.0 for r in range(n_raters)])
+    for _ in range(CONSENSUS_ROUNDS):
+        consensus = _leave_one_out_consensus(unit_index, rater_index, answers, weights)
+        competence = np.array(
+            [_correlation(answers[rater_index == r], consensus[rater_index == r]) for r in range(n_raters)]
+        )
+        weights = np.where([r in excluded for r in range(n_raters)], 0.0, competence)
+    return consensus, competence
+
+
+def _competence_interval(
+    answers: np.ndarray, consensus: np.ndarray, *, rng: np.random.Generator, n_boot: int, confidence: float
+) -> tuple[float, float]:
+    """Percentile bootstrap interval of one rater's competence (pairs resampled); (0, 1) when
+    fewer than ``MIN_PAIRS`` of their ratings have a consensus."""
+    valid = ~np.isnan(consensus)
+    x, c = answers[valid].astype(float), consensus[valid]
+    if x.size < MIN_PAIRS:
+        return (0.0, 1.0)
+    tail = (1.0 - confidence) / 2.0
+    draws = rng.integers(0, x.size, size=(n_boot, x.size))
+    resampled = _rowwise_correlation(x[draws], c[draws])
+    return (float(np.quantile(resampled, tail)), float(np.quantile(resampled, 1 - tail)))
+
+
+def _competences(
+    unit_index: np.ndarray,
+    rater_index: np.ndarray,
+    answers: np.ndarray,
+    *,
+    n_raters: int,
+    excluded: set[int],
+    rng: np.random.Generator,
+    n_boot: int,
+    confidence: float,
+) -> tuple[np.ndarray, list[tuple[float | None, float | None]], np.ndarray]:
+    """Each rater's competence over the ratings given, its bootstrap interval (``(None, None)``
+    without bootstrap) and how many of their ratings had a consensus to compare with."""
+    consensus, competence = _consensus_competence(
+        unit_index, rater_index, answers, n_raters=n_raters, excluded=excluded
+    )
+    n_consensus = np.bincount(rater_index[~np.isnan(consensus)], minlength=n_raters)
+    intervals: list[tuple[float | None, float | None]] = [(None, None)] * n_raters
+    if n_boot:
+        rows = [rater_index == r for r in range(n_raters)]
+        intervals = [
+            _competence_interval(answers[m], consensus[m], rng=rng, n_boot=n_boot, confidence=confidence) for m in rows
+        ]
+    return competence, intervals, n_consensus
+
+
+def _estimate(
+    rater: Hashable,
+    n_ratings: int,
+    bias_log_sigma: np.ndarray,
+    competence: float,
+    interval: tuple[float | None, float | None],
+    n_consensus: int,
+) -> RaterEstimate:
+    return RaterEstimate(
+        rater=rater,
+        n_ratings=int(n_ratings),
+        bias=float(bias_log_sigma[0]),
+        sigma=float(np.exp(bias_log_sigma[1])),
+        competence=float(competence),
+        ci_low=interval[0],
+        ci_high=interval[1],
+        n_consensus=int(n_consensus),
+    )
+
+
 def fit_rater_model(
     ratings: Sequence[tuple[Hashable, Hashable, int]],
     *,
@@ -136,15 +213,10 @@ def fit_rater_model(
     RaterModelFit
         One ``RaterEstimate`` per rater with a rating of a kept unit, in order of first appearance.
     """
-    low, high = scale
-    if not (isinstance(low, int) and isinstance(high, int) and low < high):
-        raise ValueError(f"scale must be (low, high) integers with low < high, got {scale!r}")
-    if n_boot < 0 or not 0 < confidence < 1:
-        raise ValueError(f"n_boot must be >= 0 and confidence in (0, 1), got {n_boot} and {confidence}")
     unit_ids, unit_index, rater_ids, rater_index, answers = _validated(
-        ratings, scale=scale, min_raters=min_raters_per_unit
+        ratings, scale=scale, min_raters=min_raters_per_unit, n_boot=n_boot, confidence=confidence
     )
-    n_raters, n_categories = len(rater_ids), high - low + 1
+    n_raters, n_categories = len(rater_ids), scale[1] - scale[0] + 1
     if not n_raters:
         return RaterModelFit(
             raters=(), prevalence=(), n_units=0, n_ratings=0, n_boot=n_boot, confidence=confidence, converged=True
@@ -152,52 +224,24 @@ def fit_rater_model(
     n_units = int(unit_index.max()) + 1
     excluded = {n for n, r in enumerate(rater_ids) if r in exclude}
     counted = np.array([r not in excluded for r in rater_index], dtype=bool)
-    model = _Model(unit_index, rater_index, answers, n_units, n_raters, n_categories, counted)
-    params, prevalence, converged = model.fit()
-
+    params, prevalence, converged = _Model(
+        unit_index, rater_index, answers, n_units, n_raters, n_categories, counted
+    ).fit()
     counts = np.bincount(rater_index, minlength=n_raters)
-    if competence_units is None:
-        scored = np.ones(answers.size, dtype=bool)
-    else:
-        wanted = set(competence_units)
-        scored = np.array([unit_ids[u] in wanted for u in unit_index], dtype=bool)
-    weights = np.array([0.0 if r in excluded else 1.0 for r in range(n_raters)])
-    for _ in range(CONSENSUS_ROUNDS):
-        consensus = _leave_one_out_consensus(unit_index[scored], rater_index[scored], answers[scored], weights)
-        competence = np.array(
-            [
-                _correlation(answers[scored][rater_index[scored] == r], consensus[rater_index[scored] == r])
-                for r in range(n_raters)
-            ]
-        )
-        weights = np.where([r in excluded for r in range(n_raters)], 0.0, competence)
-    has_consensus = ~np.isnan(consensus)
-    n_consensus = np.bincount(rater_index[scored][has_consensus], minlength=n_raters)
-    intervals: list[tuple[float | None, float | None]] = [(None, None)] * n_raters
-    if n_boot:
-        tail = (1.0 - confidence) / 2.0
-        for r in range(n_raters):
-            mine = rater_index[scored] == r
-            x, c = answers[scored][mine].astype(float), consensus[mine]
-            valid = ~np.isnan(c)
-            x, c = x[valid], c[valid]
-            if x.size < MIN_PAIRS:
-                intervals[r] = (0.0, 1.0)
-                continue
-            draws = rng.integers(0, x.size, size=(n_boot, x.size))
-            resampled = _rowwise_correlation(x[draws], c[draws])
-            intervals[r] = (float(np.quantile(resampled, tail)), float(np.quantile(resampled, 1 - tail)))
+    wanted = None if competence_units is None else set(competence_units)
+    scored = np.array([wanted is None or unit_ids[u] in wanted for u in unit_index], dtype=bool)
+    competence, intervals, n_consensus = _competences(
+        unit_index[scored],
+        rater_index[scored],
+        answers[scored],
+        n_raters=n_raters,
+        excluded=excluded,
+        rng=rng,
+        n_boot=n_boot,
+        confidence=confidence,
+    )
     estimates = tuple(
-        RaterEstimate(
-            rater=rater_ids[r],
-            n_ratings=int(counts[r]),
-            bias=float(params[r]),
-            sigma=float(np.exp(params[n_raters + r])),
-            competence=float(competence[r]),
-            ci_low=intervals[r][0],
-            ci_high=intervals[r][1],
-            n_consensus=int(n_consensus[r]),
-        )
+        _estimate(rater_ids[r], counts[r], params[[r, n_raters + r]], competence[r], intervals[r], n_consensus[r])
         for r in range(n_raters)
     )
     return RaterModelFit(
@@ -348,8 +392,12 @@ def _times(x: np.ndarray, ratio: np.ndarray) -> np.ndarray:
     return np.where(finite, np.where(finite, x, 0.0) * ratio, 0.0)
 
 
-def _validated(ratings, *, scale: tuple[int, int], min_raters: int):
+def _validated(ratings, *, scale: tuple[int, int], min_raters: int, n_boot: int, confidence: float):
     low, high = scale
+    if not (isinstance(low, int) and isinstance(high, int) and low < high):
+        raise ValueError(f"scale must be (low, high) integers with low < high, got {scale!r}")
+    if n_boot < 0 or not 0 < confidence < 1:
+        raise ValueError(f"n_boot must be >= 0 and confidence in (0, 1), got {n_boot} and {confidence}")
     rows: dict[tuple[Hashable, Hashable], int] = {}
     for unit, rater, value in ratings:
         if (unit, rater) in rows:

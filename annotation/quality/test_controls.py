@@ -16,15 +16,17 @@ from annotation.quality.controls import (
     PairCandidate,
     Shape,
     TextCandidate,
-    content_overlap,
-    content_words,
     control_check,
     draw_controls,
     expected_value,
+    n_controls,
+)
+from annotation.quality.text_measures import (
+    content_overlap,
+    content_words,
     is_punctuation_edit,
     keyword_list,
     looks_like_keywords,
-    n_controls,
 )
 from annotation.studies.design import StudyDesign
 from transforms.text_metrics import word_count

@@ -7,14 +7,12 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from annotation.quality.observations import ItemRating, fixed_sequence, item_means
 from annotation.quality.sequential import (
-    ItemRating,
     Settled,
     capital,
     confidence_sequence,
-    fixed_sequence,
     forecast_saving,
-    item_means,
     settle,
     settle_questions,
 )

@@ -7,7 +7,6 @@ from __future__ import annotations
 
 from collections import Counter, defaultdict
 from dataclasses import dataclass
-from typing import Any
 
 from django.contrib.auth.base_user import AbstractBaseUser
 from django.core.exceptions import ImproperlyConfigured
@@ -15,14 +14,15 @@ from django.db import transaction
 from django.utils import timezone
 
 from annotation.argilla import ArgillaError
+from annotation.argilla.client import argilla_connection
 from annotation.models import Annotator, Flag, RaterDecision, Rating, Study, StudyItem
 from annotation.publishing.argilla_services import (
     annotators_cut,
-    argilla_connection,
     study_argilla_reconcile,
 )
-from annotation.quality.controls import ControlRating, ControlStatus, ItemKind, control_check
+from annotation.quality.controls import ControlCheck, ControlStatus, ItemKind
 from annotation.quality.quality_services import annotator_flags_apply
+from annotation.quality.selectors import control_checks
 from annotation.quality.validation import (
     ANNOTATOR_RULES,
     RejectionReason,
@@ -31,7 +31,7 @@ from annotation.quality.validation import (
     rejection_reason,
 )
 from annotation.studies.assignment_services import ReleaseResult, annotator_release
-from annotation.studies.design import JUDGE_KIND_OF_QUESTION
+from annotation.studies.design import JUDGE_KIND_OF_QUESTION, StudyDesign
 from annotation.studies.design_services import study_design
 from core.errors import ShiftlabError
 from core.roles import Role, has_role
@@ -84,23 +84,6 @@ def study_estimate(*, study: Study) -> int:
     return len(items)
 
 
-def control_checks(study: Study) -> dict[int, Any]:
-    """Annotator id -> ControlCheck over their active ratings of control items (pure rule)."""
-    design = study_design(study)
-    per_annotator: dict[int, list[ControlRating]] = defaultdict(list)
-    ratings = Rating.objects.filter(study_item__study=study, active=True).exclude(study_item__kind=ItemKind.REAL)
-    for rating in ratings.select_related("study_item"):
-        expected = rating.study_item.expected.get(rating.question)
-        if expected is not None:
-            per_annotator[rating.annotator_id].append(ControlRating(expected=expected, value=rating.value))
-    return {
-        a.pk: control_check(
-            per_annotator.get(a.pk, []), margin=design.control_margin, min_ratings=design.min_control_ratings
-        )
-        for a in study.annotators.all()
-    }
-
-
 @dataclass(frozen=True)
 class ValidationResult:
     estimated_items: int
@@ -121,6 +104,84 @@ class ValidationResult:
         )
 
 
+def _rating_flags_update(study: Study, design: StudyDesign) -> tuple[int, int]:
+    """Raise the LLM and low-rating flags each real rating breaks, update open ones, and withdraw
+    open flags whose rating no longer breaks their rule; returns (created, removed)."""
+    created = removed = 0
+    ratings = Rating.objects.filter(study_item__study=study, study_item__kind=ItemKind.REAL).select_related(
+        "study_item"
+    )
+    flags = defaultdict(dict)
+    for flag in Flag.objects.filter(rating__study_item__study=study).exclude(rule__in=ANNOTATOR_RULES):
+        flags[flag.rating_id][flag.rule] = flag
+    for rating in ratings:
+        question = design.question(rating.question)
+        estimate_value = (rating.study_item.llm_estimates.get(question.name) or {}).get("estimate")
+        hits = (
+            {}
+            if not rating.active
+            else {
+                h.rule: h
+                for h in flags_for_rating(
+                    rating.value,
+                    estimate=estimate_value,
+                    max_deviation=design.llm_flag_deviation,
+                    low_rating_max=design.low_rating_max,
+                )
+            }
+        )
+        for rule, hit in hits.items():
+            flag = flags[rating.pk].get(rule)
+            if flag is None:
+                Flag.objects.create(
+                    rating=rating, rule=rule, value=rating.value, estimate=hit.estimate, deviation=hit.deviation
+                )
+                created += 1
+            elif flag.status == Flag.Status.OPEN and flag.value != rating.value:
+                flag.value, flag.estimate, flag.deviation = rating.value, hit.estimate, hit.deviation
+                flag.save(update_fields=["value", "estimate", "deviation"])
+        for rule, flag in flags[rating.pk].items():
+            # A flag nobody reviewed yet disappears when its rating no longer breaks the rule.
+            if rule not in hits and flag.status == Flag.Status.OPEN:
+                flag.delete()
+                removed += 1
+    return created, removed
+
+
+def _rejections_due(
+    study: Study, design: StudyDesign, annotators: list[Annotator], checks: dict[int, ControlCheck]
+) -> list[tuple[Annotator, RejectionReason, str]]:
+    """The active annotators the design's rules reject (failed controls, too many confirmed
+    flags), each with the reason and what it rests on."""
+    to_reject: list[tuple[Annotator, RejectionReason, str]] = []
+    confirmed = defaultdict(int)
+    for flag in Flag.objects.filter(rating__study_item__study=study, status=Flag.Status.CONFIRMED):
+        confirmed[flag.rating.annotator_id] += 1
+    for annotator in annotators:
+        if annotator.status != Annotator.Status.ACTIVE:
+            continue
+        check = checks[annotator.pk]
+        reason = rejection_reason(
+            control_status=check.status,
+            confirmed_flags=confirmed[annotator.pk],
+            max_confirmed_flags=design.max_confirmed_flags,
+        )
+        if reason == RejectionReason.FAILED_CONTROLS:
+            misses = ", ".join(f"rated {m.value} where {m.expected} was expected" for m in check.misses)
+            detail = (
+                f"{len(check.misses)} of {check.n_checked} control ratings outside ±{design.control_margin} "
+                f"of the expected end of the scale ({misses})"
+            )
+            to_reject.append((annotator, reason, detail))
+        elif reason == RejectionReason.CONFIRMED_DEVIANT:
+            detail = (
+                f"{confirmed[annotator.pk]} flags confirmed by reviewers "
+                f"(the design allows fewer than {design.max_confirmed_flags})"
+            )
+            to_reject.append((annotator, reason, detail))
+    return to_reject
+
+
 def study_validate(
     *, study: Study, actor: AbstractBaseUser | None = None, estimate: bool = True, client=None
 ) -> ValidationResult:
@@ -131,7 +192,6 @@ def study_validate(
         raise ShiftlabError(f"{study} is not published: there are no ratings to validate")
     design = study_design(study)
     estimated = study_estimate(study=study) if estimate else 0
-    created = removed = 0
     to_reject: list[tuple[Annotator, RejectionReason, str]] = []
     with transaction.atomic():
         study = Study.objects.select_for_update().get(pk=study.pk)
@@ -140,70 +200,10 @@ def study_validate(
         for annotator in annotators.values():
             annotator.control_status = checks[annotator.pk].status
             annotator.save(update_fields=["control_status"])
-        ratings = Rating.objects.filter(study_item__study=study, study_item__kind=ItemKind.REAL).select_related(
-            "study_item"
-        )
-        flags = defaultdict(dict)
-        for flag in Flag.objects.filter(rating__study_item__study=study).exclude(rule__in=ANNOTATOR_RULES):
-            flags[flag.rating_id][flag.rule] = flag
-        for rating in ratings:
-            question = design.question(rating.question)
-            estimate_value = (rating.study_item.llm_estimates.get(question.name) or {}).get("estimate")
-            hits = (
-                {}
-                if not rating.active
-                else {
-                    h.rule: h
-                    for h in flags_for_rating(
-                        rating.value,
-                        estimate=estimate_value,
-                        max_deviation=design.llm_flag_deviation,
-                        low_rating_max=design.low_rating_max,
-                    )
-                }
-            )
-            for rule, hit in hits.items():
-                flag = flags[rating.pk].get(rule)
-                if flag is None:
-                    Flag.objects.create(
-                        rating=rating, rule=rule, value=rating.value, estimate=hit.estimate, deviation=hit.deviation
-                    )
-                    created += 1
-                elif flag.status == Flag.Status.OPEN and flag.value != rating.value:
-                    flag.value, flag.estimate, flag.deviation = rating.value, hit.estimate, hit.deviation
-                    flag.save(update_fields=["value", "estimate", "deviation"])
-            for rule, flag in flags[rating.pk].items():
-                # A flag nobody reviewed yet disappears when its rating no longer breaks the rule.
-                if rule not in hits and flag.status == Flag.Status.OPEN:
-                    flag.delete()
-                    removed += 1
+        created, removed = _rating_flags_update(study, design)
         annotator_created, annotator_removed = annotator_flags_apply(study=study)
         created, removed = created + annotator_created, removed + annotator_removed
-        confirmed = defaultdict(int)
-        for flag in Flag.objects.filter(rating__study_item__study=study, status=Flag.Status.CONFIRMED):
-            confirmed[flag.rating.annotator_id] += 1
-        for annotator in annotators.values():
-            if annotator.status != Annotator.Status.ACTIVE:
-                continue
-            check = checks[annotator.pk]
-            reason = rejection_reason(
-                control_status=check.status,
-                confirmed_flags=confirmed[annotator.pk],
-                max_confirmed_flags=design.max_confirmed_flags,
-            )
-            if reason == RejectionReason.FAILED_CONTROLS:
-                misses = ", ".join(f"rated {m.value} where {m.expected} was expected" for m in check.misses)
-                detail = (
-                    f"{len(check.misses)} of {check.n_checked} control ratings outside ±{design.control_margin} "
-                    f"of the expected end of the scale ({misses})"
-                )
-                to_reject.append((annotator, reason, detail))
-            elif reason == RejectionReason.CONFIRMED_DEVIANT:
-                detail = (
-                    f"{confirmed[annotator.pk]} flags confirmed by reviewers "
-                    f"(the design allows fewer than {design.max_confirmed_flags})"
-                )
-                to_reject.append((annotator, reason, detail))
+        to_reject = _rejections_due(study, design, list(annotators.values()), checks)
         for annotator, reason, detail in to_reject:
             _reject(annotator, reason=reason, detail=detail, actor=actor)
         study.validated_at = timezone.now()

@@ -36,6 +36,7 @@ from annotation.studies.assignment import (
     rebalance,
     receivers,
 )
+from annotation.studies.design import StudyDesign
 from annotation.studies.design_services import study_design
 from annotation.studies.sampling import seeded_rng
 from core.errors import ShiftlabError
@@ -225,6 +226,57 @@ class AssignResult:
     moved: dict[str, int] = field(default_factory=dict)  # newcomer -> open items moved to them now
 
 
+def _first_draw(study: Study, design: StudyDesign) -> None:
+    """The whole assignment over the active annotators (``assignment.draw_assignment``)."""
+    positives, negatives = _controls(study)
+    active = list(study.annotators.filter(status=Annotator.Status.ACTIVE).select_related("user").order_by("pk"))
+    real = list(study.items.filter(kind=ItemKind.REAL).order_by("position").values_list("pk", flat=True))
+    try:
+        queues = draw_assignment(
+            real,
+            positives,
+            negatives,
+            [a.pk for a in active],
+            raters_per_item=design.raters_per_item,
+            batch_size=design.batch_size,
+            controls_per_batch=design.controls_per_batch,
+            rng=seeded_rng(design.seed, "assignment"),
+            met=(met := {a.pk: controls_met_elsewhere(a) for a in active}),
+        )
+    except ValueError as exc:
+        who = ", ".join(a.user.get_username() for a in active if met.get(a.pk))
+        hint = (
+            f" ({who} met some of its controls in another study and never gets them again: lock a "
+            "revision with more controls, e.g. a control pool or more controls per batch, or publish to "
+            "other annotators)"
+            if who
+            else ""
+        )
+        raise ShiftlabError(f"cannot assign {study}: {exc}{hint}") from exc
+    for annotator in active:
+        _append(annotator, queues[annotator.pk])
+
+
+def _newcomers_join(newcomers: list[Annotator], study: Study, design: StudyDesign) -> dict[str, int]:
+    """Each newcomer takes open items from the most loaded annotators; username -> items moved."""
+    moved: dict[str, int] = {}
+    for newcomer in newcomers:
+        others = study.annotators.filter(status=Annotator.Status.ACTIVE).exclude(pk=newcomer.pk)
+        pending = {a.pk: open_items(a) for a in others.order_by("pk")}
+        moves = rebalance(newcomer.pk, pending, rng=seeded_rng(design.seed, f"join-{newcomer.pk}"))
+        by_source: dict[int, list[int]] = defaultdict(list)
+        for item, source in moves:
+            by_source[source].append(item)
+        for source, items in by_source.items():
+            _end(
+                Assignment.objects.filter(annotator_id=source, study_item_id__in=items, active=True),
+                f"moved to {newcomer.user.get_username()}, who joined later",
+            )
+        _give(newcomer, [item for item, _ in moves], design=design, label=f"join-queue-{newcomer.pk}")
+        moved[newcomer.user.get_username()] = len(moves)
+    return moved
+
+
 def study_assign(*, study: Study, users: Sequence[AbstractBaseUser], actor: AbstractBaseUser | None) -> AssignResult:
     """Make sure each of ``users`` is an annotator of the (locked) study with a batch.
 
@@ -253,48 +305,9 @@ def study_assign(*, study: Study, users: Sequence[AbstractBaseUser], actor: Abst
                 raise ShiftlabError(f"cannot assign {study}: {exc}") from exc
             _pull(study, design)  # newcomers simply start pulling: nothing needs to move
         elif first:
-            positives, negatives = _controls(study)
-            active = list(study.annotators.filter(status=Annotator.Status.ACTIVE).select_related("user").order_by("pk"))
-            real = list(study.items.filter(kind=ItemKind.REAL).order_by("position").values_list("pk", flat=True))
-            try:
-                queues = draw_assignment(
-                    real,
-                    positives,
-                    negatives,
-                    [a.pk for a in active],
-                    raters_per_item=design.raters_per_item,
-                    batch_size=design.batch_size,
-                    controls_per_batch=design.controls_per_batch,
-                    rng=seeded_rng(design.seed, "assignment"),
-                    met=(met := {a.pk: controls_met_elsewhere(a) for a in active}),
-                )
-            except ValueError as exc:
-                who = ", ".join(a.user.get_username() for a in active if met.get(a.pk))
-                hint = (
-                    f" ({who} met some of its controls in another study and never gets them again: lock a "
-                    "revision with more controls, e.g. a control pool or more controls per batch, or publish to "
-                    "other annotators)"
-                    if who
-                    else ""
-                )
-                raise ShiftlabError(f"cannot assign {study}: {exc}{hint}") from exc
-            for annotator in active:
-                _append(annotator, queues[annotator.pk])
+            _first_draw(study, design)
         else:
-            for newcomer in newcomers:
-                others = study.annotators.filter(status=Annotator.Status.ACTIVE).exclude(pk=newcomer.pk)
-                pending = {a.pk: open_items(a) for a in others.order_by("pk")}
-                moves = rebalance(newcomer.pk, pending, rng=seeded_rng(design.seed, f"join-{newcomer.pk}"))
-                by_source: dict[int, list[int]] = defaultdict(list)
-                for item, source in moves:
-                    by_source[source].append(item)
-                for source, items in by_source.items():
-                    _end(
-                        Assignment.objects.filter(annotator_id=source, study_item_id__in=items, active=True),
-                        f"moved to {newcomer.user.get_username()}, who joined later",
-                    )
-                _give(newcomer, [item for item, _ in moves], design=design, label=f"join-queue-{newcomer.pk}")
-                moved[newcomer.user.get_username()] = len(moves)
+            moved = _newcomers_join(newcomers, study, design)
         queues = {
             a.user.get_username(): a.assignments.filter(active=True).count()
             for a in study.annotators.filter(status=Annotator.Status.ACTIVE).select_related("user")

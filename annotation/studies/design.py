@@ -14,6 +14,7 @@ from typing import Any
 
 from annotation.quality.sequential import Settled, settle_questions
 from annotation.studies.assignment import controls_needed
+from core.errors import ShiftlabError
 from core.hashing import sha256_json
 
 
@@ -86,7 +87,7 @@ _LATER_DEFAULTS = {
 }
 
 
-class DesignError(ValueError):
+class DesignError(ShiftlabError, ValueError):
     """A design parameter is out of range; the message names it and the allowed values."""
 
 

@@ -6,8 +6,9 @@ is audited. Publishing and syncing follow in ``argilla_services``.
 from __future__ import annotations
 
 from collections import defaultdict
-from collections.abc import Sequence
-from dataclasses import asdict
+from collections.abc import Mapping, Sequence
+from dataclasses import asdict, dataclass
+from typing import Any
 
 from django.contrib.auth.base_user import AbstractBaseUser
 from django.core.exceptions import ImproperlyConfigured
@@ -25,10 +26,11 @@ from annotation.quality.control_services import (
 from annotation.quality.controls import ItemKind, PairCandidate, expected_value
 from annotation.quality.controls import n_controls as controls_needed
 from annotation.studies.design import DesignContext, DesignProblem, StudyDesign, design_problems
-from annotation.studies.sampling import Unit, seeded_rng, stratified_sample
+from annotation.studies.sampling import Candidate, draw_real_items, seeded_rng
 from core.errors import ShiftlabError
 from core.models import Project
-from core.projects import default_project, project_require_same
+from core.projects import ProjectAccessError, project_for_new, project_require_same, scoped
+from core.rosters import project_annotators
 from core.services import audit_record
 from transforms.backends import get_backend
 from transforms.models import TransformedItem, TransformRun
@@ -88,29 +90,76 @@ def _check_judges(design: StudyDesign) -> None:
             raise ShiftlabError(f"design.llm_judges: {exc}") from exc
 
 
-def _common_project(objects: Sequence[TransformRun]) -> Project:
-    projects = {obj.project_id for obj in objects}
-    return objects[0].project if len(projects) == 1 else default_project()
+def _project_for_study(actor: AbstractBaseUser | None, slug: str | None, *runs: TransformRun) -> Project:
+    """``project_for_new`` with the refusals of an unknown or ambiguous project on the ``project``
+    input; one the caller may only read stays a ``ProjectAccessError`` (403)."""
+    try:
+        return project_for_new(actor, slug or None, *runs)
+    except ProjectAccessError:
+        raise
+    except ShiftlabError as exc:
+        raise ShiftlabError(str(exc), field="project") from None
+
+
+def _runs_of(actor: AbstractBaseUser | None, runs: Sequence[TransformRun | int]) -> list[TransformRun]:
+    """The runs named (objects or ids) among those ``actor`` may read, in the order given."""
+    ids = list(dict.fromkeys(r.pk if isinstance(r, TransformRun) else int(r) for r in runs))
+    found = {r.pk: r for r in scoped(TransformRun.objects.select_related("project"), actor).filter(pk__in=ids)}
+    if missing := set(ids) - set(found):
+        raise ShiftlabError(f"no transformation runs {sorted(missing)}")
+    return [found[pk] for pk in ids]
+
+
+@dataclass(frozen=True)
+class StudyDraft:
+    """A new study's inputs resolved and checked, nothing written: its project, runs, design and
+    the context its design is checked in (with the project's annotator count when asked)."""
+
+    project: Project
+    runs: list[TransformRun]
+    design: StudyDesign
+    context: DesignContext
+
+
+def study_draft(
+    *,
+    actor: AbstractBaseUser | None,
+    project: str | None,
+    runs: Sequence[TransformRun | int],
+    design: Mapping[str, Any] | StudyDesign,
+    count_annotators: bool = False,
+) -> StudyDraft:
+    """What ``study_create`` would create, checked but not written (the study builder's "Check the
+    design" shows its implications). The project is the one named (checked first: its refusal says
+    the most), else the runs' one (``core.projects.project_for_new``)."""
+    named = _project_for_study(actor, project) if project else None
+    runs = _check_runs(_runs_of(actor, runs))
+    chosen = named or _project_for_study(actor, None, *runs)
+    project_require_same(chosen, *runs, role="the study's runs")
+    design = design if isinstance(design, StudyDesign) else StudyDesign.from_dict({**design})
+    annotators = project_annotators(chosen).count() if count_annotators else None
+    return StudyDraft(chosen, runs, design, design_context(runs=runs, annotators=annotators))
 
 
 def study_create(
     *,
+    actor: AbstractBaseUser | None,
+    project: str | None = None,
     name: str,
-    runs: Sequence[TransformRun],
-    design: StudyDesign,
-    project: Project | None = None,
-    created_by: AbstractBaseUser | None = None,
-    annotators: int | None = None,
+    runs: Sequence[TransformRun | int],
+    design: Mapping[str, Any] | StudyDesign,
+    count_annotators: bool = False,
 ) -> Study:
-    """A draft study (version 1) over succeeded runs of ``project`` (default: the runs' project
-    when they share one, else the default project), published to the Argilla workspace named after
-    the project. Its design can change until it is locked. A design that cannot work over the runs
-    (and with ``annotators`` annotators, when given) is refused with ``DesignRefused``."""
-    runs = _check_runs(runs)
-    project = project or _common_project(runs)
-    project_require_same(project, *runs, role="the study's runs")
+    """The one entry that creates a study (page, API and command call it): a draft (version 1)
+    over succeeded runs, in the project named, else the runs' one (``study_draft``), published to
+    the Argilla workspace named after the project. Its design can change until it is locked. A
+    design that cannot work over the runs (and, with ``count_annotators``, with the project's
+    annotators) is refused with ``DesignRefused``."""
+    draft = study_draft(actor=actor, project=project, runs=runs, design=design, count_annotators=count_annotators)
+    project, runs, design = draft.project, draft.runs, draft.design
     _check_judges(design)
-    study_design_check(design=design, runs=runs, annotators=annotators)
+    if problems := design_problems(design, draft.context):
+        raise DesignRefused(problems)
     if Study.objects.filter(project=project, name=name).exists():
         raise ShiftlabError(
             f"a study named {name!r} exists in project {project.slug}: revise it (new version) or choose another name"
@@ -121,7 +170,7 @@ def study_create(
         workspace=project.slug,
         design=design.to_dict(),
         design_hash=design.content_hash,
-        created_by=created_by,
+        created_by=actor,
     )
     try:
         study.full_clean(exclude=["runs"])
@@ -131,7 +180,7 @@ def study_create(
         study.save()
         study.runs.set(runs)
         audit_record(
-            actor=created_by,
+            actor=actor,
             verb="study.create",
             obj=study,
             payload={"runs": [r.pk for r in runs], "design": design.to_dict()},
@@ -236,123 +285,46 @@ def study_lock(
     *,
     study: Study,
     actor: AbstractBaseUser | None = None,
-    control_pool: Sequence[tuple[ItemKind, PairCandidate]] = (),
+    control_pool: Sequence[tuple[ItemKind, PairCandidate]] | None = None,
 ) -> Study:
     """Freeze the design and draw the study's items: a seeded stratified sample of successfully
-    transformed texts per transformation, plus control items, in a seeded shuffled order.
+    transformed texts per transformation (``annotation.studies.sampling.draw_real_items``), plus
+    control items, in a seeded shuffled order.
 
     Controls are drawn from ``control_pool`` (``annotation.quality.control_pool.control_pool_read``)
     first, then from the other sources ``annotation.quality.control_services`` lists; when too few exist
     the lock is refused with what is missing, and nothing is written. Locking a locked study
-    changes nothing.
+    changes nothing; a control pool for it is refused, since its controls are drawn already.
     """
     with transaction.atomic():
         study = Study.objects.select_for_update().get(pk=study.pk)
+        if study.is_locked and control_pool is not None:
+            raise ShiftlabError(
+                f"{study} is locked: its controls are drawn; revise it to use a control pool (--control-pool)"
+            )
         if study.is_locked:
             return study
         design = study_design(study)
-        outputs = (
+        outputs = list(
             TransformedItem.objects.filter(run__in=study.runs.all(), ok=True)
             .exclude(output_text="")
             .select_related("run__dataset", "item")
             .order_by("pk")
         )
-        by_transformation: dict[str, list[TransformedItem]] = defaultdict(list)
-        for out in outputs:
-            by_transformation[out.run.transformation].append(out)
-        transformations = sorted({r.transformation for r in study.runs.all()})
-        empty = [t for t in transformations if not by_transformation[t]]
-        if empty:
-            raise ShiftlabError(
-                f"no successfully transformed texts for {', '.join(empty)} in the study's runs: "
-                "nothing to validate there; remove those runs (revise the study) or rerun them"
-            )
-        chosen: list[TransformedItem] = []
-        sample_info = {}
-        # Each original text is drawn for one transformation only while the pools allow: an
-        # original shown twice (its paraphrase and its summary, say) tells real items from
-        # controls, whose texts appear nowhere else, and shows annotators the same text twice.
-        used_sources: set[str] = set()
-        for name in transformations:
-            pool = {_sample_key(o): o for o in by_transformation[name]}
-            fresh = {key: o for key, o in pool.items() if _source_key(o) not in used_sources}
-            sample = stratified_sample(
-                [Unit(key, _stratum(o)) for key, o in fresh.items()],
-                design.items_per_transformation,
-                rng=seeded_rng(design.seed, name),
-            )
-            keys, allocation = list(sample.keys), dict(sample.allocation)
-            shared = 0
-            if sample.shortfall and len(fresh) < len(pool):  # top up with originals drawn already
-                extra = stratified_sample(
-                    [Unit(key, _stratum(o)) for key, o in pool.items() if key not in fresh],
-                    sample.shortfall,
-                    rng=seeded_rng(design.seed, f"{name}-shared-originals"),
-                )
-                keys.extend(extra.keys)
-                shared = len(extra.keys)
-                for stratum, n in extra.allocation.items():
-                    allocation[stratum] = allocation.get(stratum, 0) + n
-            chosen.extend(pool[key] for key in keys)
-            used_sources.update(_source_key(pool[key]) for key in keys)
-            available: dict[str, int] = defaultdict(int)
-            for o in pool.values():
-                available[_stratum(o)] += 1
-            sample_info[name] = {
-                "drawn": len(keys),
-                "allocation": allocation,
-                "available": dict(available),
-                "shortfall": design.items_per_transformation - len(keys),
-                "shared_originals": shared,
-            }
-        n_ctrl = controls_needed(
-            len(chosen), batch_size=design.batch_size, controls_per_batch=design.controls_per_batch
-        )
-        rows = [
-            StudyItem(
-                study=study,
-                position=0,
-                kind=ItemKind.REAL,
-                transformed_item=o,
-                transformation=o.run.transformation,
-                stratum=_stratum(o),
-                text_a=o.source_text,
-                text_b=o.output_text,
-                language_a=source_language(o),
-                language_b=o.target_language,
-            )
-            for o in chosen
-        ]
+        chosen, sample_info = _real_items_draw(study, design, outputs)
+        rows = [_real_row(study, o) for o in chosen]
         sampled = {o.pk for o in chosen}
         controls = study_controls_draw(
             study=study,
             design=design,
             real=[(r.text_a, r.text_b, r.language_a, r.language_b, r.transformation) for r in rows],
             held_back=[o for o in outputs if o.pk not in sampled],
-            n=n_ctrl,
-            pool=control_pool,
+            n=controls_needed(len(chosen), batch_size=design.batch_size, controls_per_batch=design.controls_per_batch),
+            pool=control_pool or (),
         )
-        sources: dict[str, dict[str, int]] = defaultdict(lambda: defaultdict(int))
-        imitates: dict[int, str] = {}
-        for pair in controls:
-            expected = {
-                q.name: v
-                for q in design.questions
-                if (v := expected_value(pair.kind, q, keywords=pair.keywords)) is not None
-            }
-            sources[pair.kind.value][pair.origin] += 1
-            row = StudyItem(
-                study=study,
-                position=0,
-                kind=pair.kind,
-                text_a=pair.text_a,
-                text_b=pair.text_b,
-                language_a=pair.language_a,
-                language_b=pair.language_b,
-                expected=expected,
-            )
-            imitates[id(row)] = pair.imitates
-            rows.append(row)
+        control_rows = [_control_row(study, design, pair) for pair in controls]
+        rows.extend(control_rows)
+        imitates = {id(row): pair.imitates for row, pair in zip(control_rows, controls, strict=True)}
         order = seeded_rng(design.seed, "order").permutation(len(rows))
         for position, index in enumerate(order):
             rows[int(index)].position = position
@@ -362,22 +334,7 @@ def study_lock(
         if over and not design.detectability_override:
             raise ShiftlabError(_detectable_message(study, design, per_transformation, over))
         StudyItem.objects.bulk_create(rows)
-        sample_info["controls"] = len(controls)
-        sample_info["control_sources"] = {kind: dict(sorted(by.items())) for kind, by in sorted(sources.items())}
-        sample_info["detectability"] = asdict(items_detectability(by_position, seed=design.seed))
-        sample_info["detectability_by_transformation"] = {
-            name: asdict(result) for name, result in per_transformation.items()
-        }
-        sample_info["detectability_limit"] = design.detectability_limit
-        partial = sum(1 for pair in controls if pair.dropped)
-        if partial:  # keyword lists that could not keep every content word of their text
-            sample_info["keyword_positives_dropping_words"] = partial
-        if over:
-            sample_info["detectability_override"] = {
-                "reason": design.detectability_override,
-                "limit": design.detectability_limit,
-                "over_limit": over,
-            }
+        sample_info.update(_controls_info(design, controls, by_position, per_transformation, over))
         study.sample_info = sample_info
         study.status, study.locked_at = Study.Status.LOCKED, timezone.now()
         study.save(update_fields=["sample_info", "status", "locked_at"])
@@ -385,3 +342,81 @@ def study_lock(
             actor=actor, verb="study.lock", obj=study, payload={"design_hash": study.design_hash, "sample": sample_info}
         )
     return study
+
+
+def _real_items_draw(
+    study: Study, design: StudyDesign, outputs: Sequence[TransformedItem]
+) -> tuple[list[TransformedItem], dict]:
+    """The outputs drawn as real items, and ``sample_info`` per transformation."""
+    by_transformation: dict[str, list[TransformedItem]] = {t: [] for t in {r.transformation for r in study.runs.all()}}
+    for out in outputs:
+        by_transformation[out.run.transformation].append(out)
+    empty = sorted(t for t, found in by_transformation.items() if not found)
+    if empty:
+        raise ShiftlabError(
+            f"no successfully transformed texts for {', '.join(empty)} in the study's runs: "
+            "nothing to validate there; remove those runs (revise the study) or rerun them"
+        )
+    by_key = {_sample_key(o): o for o in outputs}
+    pools = {
+        name: [Candidate(_sample_key(o), _stratum(o), _source_key(o)) for o in found]
+        for name, found in by_transformation.items()
+    }
+    draw = draw_real_items(pools, design.items_per_transformation, seed=design.seed)
+    chosen = [by_key[key] for name in sorted(draw.keys) for key in draw.keys[name]]
+    return chosen, {name: draw.info[name] for name in sorted(draw.info)}
+
+
+def _real_row(study: Study, out: TransformedItem) -> StudyItem:
+    return StudyItem(
+        study=study,
+        position=0,
+        kind=ItemKind.REAL,
+        transformed_item=out,
+        transformation=out.run.transformation,
+        stratum=_stratum(out),
+        text_a=out.source_text,
+        text_b=out.output_text,
+        language_a=source_language(out),
+        language_b=out.target_language,
+    )
+
+
+def _control_row(study: Study, design: StudyDesign, pair) -> StudyItem:
+    expected = {
+        q.name: v for q in design.questions if (v := expected_value(pair.kind, q, keywords=pair.keywords)) is not None
+    }
+    return StudyItem(
+        study=study,
+        position=0,
+        kind=pair.kind,
+        text_a=pair.text_a,
+        text_b=pair.text_b,
+        language_a=pair.language_a,
+        language_b=pair.language_b,
+        expected=expected,
+    )
+
+
+def _controls_info(design: StudyDesign, controls, by_position, per_transformation, over: dict[str, float]) -> dict:
+    """What ``sample_info`` records of the controls: how many, from which sources, how detectable."""
+    sources: dict[str, dict[str, int]] = defaultdict(lambda: defaultdict(int))
+    for pair in controls:
+        sources[pair.kind.value][pair.origin] += 1
+    info = {
+        "controls": len(controls),
+        "control_sources": {kind: dict(sorted(by.items())) for kind, by in sorted(sources.items())},
+        "detectability": asdict(items_detectability(by_position, seed=design.seed)),
+        "detectability_by_transformation": {name: asdict(result) for name, result in per_transformation.items()},
+        "detectability_limit": design.detectability_limit,
+    }
+    partial = sum(1 for pair in controls if pair.dropped)
+    if partial:  # keyword lists that could not keep every content word of their text
+        info["keyword_positives_dropping_words"] = partial
+    if over:
+        info["detectability_override"] = {
+            "reason": design.detectability_override,
+            "limit": design.detectability_limit,
+            "over_limit": over,
+        }
+    return info

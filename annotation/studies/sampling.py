@@ -9,7 +9,7 @@ seed always give the same sample, whatever order the units came in.
 from __future__ import annotations
 
 from collections import defaultdict
-from collections.abc import Hashable, Sequence
+from collections.abc import Hashable, Mapping, Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -72,3 +72,65 @@ def stratified_sample(units: Sequence[Unit], n: int, *, rng: np.random.Generator
         picks = rng.choice(len(keys), size=alloc[stratum], replace=False) if alloc[stratum] else []
         drawn.extend(keys[i] for i in sorted(int(p) for p in picks))
     return Sample(keys=tuple(drawn), allocation=alloc, available=sizes, shortfall=max(0, n - len(drawn)))
+
+
+@dataclass(frozen=True)
+class Candidate:
+    """A transformed text that may be drawn: its unique ``key``, its stratum and its original text
+    (normalised), by which two transformations of one original are told apart."""
+
+    key: Hashable
+    stratum: str
+    source: str
+
+
+@dataclass(frozen=True)
+class Draw:
+    """The real items of a study: the keys drawn per transformation and what ``sample_info``
+    records of each draw (drawn, allocation, available, shortfall, shared originals)."""
+
+    keys: dict[str, list[Hashable]]
+    info: dict[str, dict]
+
+
+def draw_real_items(pools: Mapping[str, Sequence[Candidate]], n: int, *, seed: int) -> Draw:
+    """Draw ``n`` candidates of each transformation (in name order), stratified and seeded.
+
+    Each original text is drawn for one transformation only while the pools allow: an original
+    shown twice (its paraphrase and its summary, say) tells real items from controls, whose texts
+    appear nowhere else, and shows annotators the same text twice. A pool short of fresh originals
+    is topped up with originals drawn already (``shared_originals``).
+    """
+    keys: dict[str, list[Hashable]] = {}
+    info: dict[str, dict] = {}
+    used_sources: set[str] = set()
+    for name in sorted(pools):
+        pool = {c.key: c for c in pools[name]}
+        fresh = [c for c in pool.values() if c.source not in used_sources]
+        sample = stratified_sample([Unit(c.key, c.stratum) for c in fresh], n, rng=seeded_rng(seed, name))
+        drawn, allocation = list(sample.keys), dict(sample.allocation)
+        shared = 0
+        if sample.shortfall and len(fresh) < len(pool):
+            fresh_keys = {c.key for c in fresh}
+            extra = stratified_sample(
+                [Unit(c.key, c.stratum) for c in pool.values() if c.key not in fresh_keys],
+                sample.shortfall,
+                rng=seeded_rng(seed, f"{name}-shared-originals"),
+            )
+            drawn.extend(extra.keys)
+            shared = len(extra.keys)
+            for stratum, count in extra.allocation.items():
+                allocation[stratum] = allocation.get(stratum, 0) + count
+        used_sources.update(pool[key].source for key in drawn)
+        available: dict[str, int] = defaultdict(int)
+        for candidate in pool.values():
+            available[candidate.stratum] += 1
+        keys[name] = drawn
+        info[name] = {
+            "drawn": len(drawn),
+            "allocation": allocation,
+            "available": dict(available),
+            "shortfall": n - len(drawn),
+            "shared_originals": shared,
+        }
+    return Draw(keys=keys, info=info)

@@ -1,8 +1,7 @@
 import json
 from dataclasses import asdict
 
-from django.contrib.auth import get_user_model
-from django.core.management.base import BaseCommand, CommandError
+from django.core.management.base import CommandError
 
 from annotation.management.reporting import new_accounts_report, publish_report
 from annotation.models import Flag, GateResult, Study
@@ -15,13 +14,12 @@ from annotation.quality.gate_services import approval_decide, gate_result_curren
 from annotation.quality.gating import gate_state_of
 from annotation.quality.quality_services import study_annotator_quality
 from annotation.quality.validation_services import annotator_reject, annotator_replace, flag_review, study_validate
-from annotation.selectors import study_progress
-from annotation.studies.design import DesignError, StudyDesign
+from annotation.selectors import roster_annotators, study_progress
+from annotation.studies.design import StudyDesign
 from annotation.studies.design_services import study_create, study_design, study_lock, study_revise
-from core.errors import ShiftlabError
+from core.commands import ShiftlabCommand
 from core.nesting import nesting_check
-from core.projects import project_require_write, project_resolve, scoped, user_by_name
-from transforms.models import TransformRun
+from core.projects import project_require_write, scoped, user_by_name
 
 
 def _study(ref: str, actor=None, *, change: bool = False) -> Study:
@@ -43,19 +41,10 @@ def _study(ref: str, actor=None, *, change: bool = False) -> Study:
     return study
 
 
-def _user(username: str | None):
-    if not username:
-        return None
-    try:
-        return get_user_model().objects.get(username=username)
-    except get_user_model().DoesNotExist:
-        raise CommandError(f"no user {username!r}") from None
-
-
 FLAG_PROJECT = "rating__study_item__study__project"
 
 
-class Command(BaseCommand):
+class Command(ShiftlabCommand):
     help = (
         "Human-validation studies. create → lock → publish → sync → validate → (review) → gate → decide. "
         "`status` prints progress, control checks and live agreement. --as USER acts as that researcher "
@@ -70,7 +59,7 @@ class Command(BaseCommand):
         create.add_argument(
             "--project",
             help="Slug of the project it goes into (its runs must be in it; its Argilla workspace is named "
-            "after it). Default: the --as user's one project, else the default project.",
+            "after it). Default: the runs' project, else the --as user's one project, else the default project.",
         )
         create.add_argument("--design", default="{}", help="Design fields as JSON, e.g. '{\"raters_per_item\": 3}'.")
         revise = sub.add_parser("revise", help="New version of a study with changed design fields.")
@@ -121,33 +110,27 @@ class Command(BaseCommand):
         decide.add_argument("decision", choices=["approve", "reject"])
         decide.add_argument("--comment", required=True)
         for p in sub.choices.values():
-            p.add_argument(
-                "--as", dest="actor", help="Act as this researcher: their projects only, audited under their name."
-            )
+            self.add_actor_argument(p)
 
     def handle(self, *args, action, actor=None, **options):
-        try:
-            actor = user_by_name(actor) if actor else None
-            getattr(self, f"do_{action.replace('-', '_')}")(actor=actor, **options)
-        except (ShiftlabError, DesignError) as exc:
-            raise CommandError(str(exc)) from exc
+        actor = user_by_name(actor) if actor else None
+        getattr(self, f"do_{action.replace('-', '_')}")(actor=actor, **options)
 
-    def _design(self, text: str, base: StudyDesign | None = None) -> StudyDesign:
+    @staticmethod
+    def _design_fields(text: str) -> dict:
         try:
             nesting_check(text, "json")
-            fields = json.loads(text)
+            return json.loads(text)
         except ValueError as exc:  # NestingError is one too
             raise CommandError(f"--design is not valid JSON: {exc}") from exc
-        return StudyDesign.from_dict({**(base.to_dict() if base else {}), **fields})
+
+    def _design(self, text: str, base: StudyDesign) -> StudyDesign:
+        return StudyDesign.from_dict({**base.to_dict(), **self._design_fields(text)})
 
     def do_create(self, *, actor, name, runs, project, design, **_):
-        project = project_resolve(actor, project)
-        found = list(scoped(TransformRun.objects.all(), actor).filter(pk__in=runs))
-        if missing := set(runs) - {r.pk for r in found}:
-            raise CommandError(f"no transformation runs {sorted(missing)}")
-        study = study_create(name=name, runs=found, project=project, design=self._design(design), created_by=actor)
+        study = study_create(actor=actor, project=project, name=name, runs=runs, design=self._design_fields(design))
         self.stdout.write(
-            f"Created {study} (id {study.pk}) in project {project}, draft. Lock it when the design is final."
+            f"Created {study} (id {study.pk}) in project {study.project}, draft. Lock it when the design is final."
         )
 
     def do_revise(self, *, actor, study, design, **_):
@@ -159,18 +142,15 @@ class Command(BaseCommand):
         study = self._lock(_study(study, actor, change=True), control_pool, actor)
         self.stdout.write(f"Locked {study}: {json.dumps(study.sample_info)}")
 
-    def _lock(self, study: Study, control_pool: str | None, actor) -> Study:
-        """Lock ``study`` with the pool file's pairs; a pool for a locked study is refused, since its
-        controls are drawn already."""
-        if control_pool is None:
-            return study_lock(study=study, actor=actor)
-        if study.is_locked:
-            raise CommandError(f"{study} is locked: its controls are drawn; revise it to use --control-pool")
-        return study_lock(study=study, actor=actor, control_pool=control_pool_read(control_pool))
+    @staticmethod
+    def _lock(study: Study, control_pool: str | None, actor) -> Study:
+        """Lock ``study``, with the pool file's pairs when one is named."""
+        pool = control_pool_read(control_pool) if control_pool is not None else None
+        return study_lock(study=study, actor=actor, control_pool=pool)
 
     def do_publish(self, *, actor, study, annotators, control_pool=None, **_):
-        users = [_user(name) for name in annotators]
         study = _study(study, actor, change=True)
+        users = roster_annotators(study.project, annotators)
         if control_pool is not None:
             study = self._lock(study, control_pool, actor)
         publish_report(self.stdout, study_publish(study=study, annotators=users, actor=actor))
@@ -297,7 +277,8 @@ class Command(BaseCommand):
         annotator = _study(study, actor, change=True).annotators.filter(user__username=username).first()
         if annotator is None:
             raise CommandError(f"{username} does not annotate {study}")
-        result = annotator_replace(annotator=annotator, user=_user(by), reason=reason, actor=actor)
+        (user,) = roster_annotators(annotator.study.project, [by])
+        result = annotator_replace(annotator=annotator, user=user, reason=reason, actor=actor)
         self.stdout.write(f"{by} replaces {username} in {annotator.study}: {result.release.summary()}.")
         new_accounts_report(self.stdout, result.new_accounts)
 

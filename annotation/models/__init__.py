@@ -1,0 +1,12 @@
+"""The models of annotation, one module per part: ``studies`` (human-validation studies, their
+items, annotators, ratings, flags, gate results, approvals, exported configs and the Argilla
+webhook) and ``baselines`` (human performance baselines). Django and the migrations name them by
+app label (``annotation.Study``); this package gives every model (each module's ``__all__``)
+under ``annotation.models``, and ``_opaque_id``, which migration 0001 names there.
+"""
+
+from annotation.models import baselines, studies
+from annotation.models.baselines import *  # noqa: F403
+from annotation.models.studies import *  # noqa: F403
+
+__all__ = studies.__all__ + baselines.__all__

@@ -1,0 +1,123 @@
+"""Reads of the quality part: the control checks of a study's annotators, the ratings that count
+for agreement and the gate, the gate's fixed order of observations, and agreement. Read-only:
+the services that validate, gate and stop adaptively all ask here."""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+
+from annotation.models import Annotator, Rating, Study
+from annotation.quality import agreement
+from annotation.quality.controls import ControlRating, ControlStatus, ItemKind, control_check
+from annotation.quality.observations import FixedSequence, ItemRating, fixed_sequence
+from annotation.quality.sequential import JointDecision, settle_questions
+from annotation.studies.design import StudyDesign
+from annotation.studies.design_services import study_design
+from transforms.registry import transformation_get
+
+
+def control_checks(study: Study) -> dict[int, Any]:
+    """Annotator id -> ControlCheck over their active ratings of control items (pure rule)."""
+    design = study_design(study)
+    per_annotator: dict[int, list[ControlRating]] = defaultdict(list)
+    ratings = Rating.objects.filter(study_item__study=study, active=True).exclude(study_item__kind=ItemKind.REAL)
+    for rating in ratings.select_related("study_item"):
+        expected = rating.study_item.expected.get(rating.question)
+        if expected is not None:
+            per_annotator[rating.annotator_id].append(ControlRating(expected=expected, value=rating.value))
+    return {
+        a.pk: control_check(
+            per_annotator.get(a.pk, []), margin=design.control_margin, min_ratings=design.min_control_ratings
+        )
+        for a in study.annotators.all()
+    }
+
+
+@dataclass(frozen=True)
+class CountedRating:
+    item_id: int
+    annotator_id: int
+    question: str
+    value: int
+    transformation: str
+    submitted_at: datetime | None = None
+
+
+def counted_ratings(study: Study) -> list[CountedRating]:
+    """Ratings that enter agreement and the gate: active ratings of real items by annotators who
+    are not rejected (a withdrawn annotator's submitted ratings still count) and whose control
+    check passed (so unchecked raters do not count yet)."""
+    checks = control_checks(study)
+    ok = {
+        a.pk
+        for a in study.annotators.all()
+        if a.status != Annotator.Status.REJECTED and checks[a.pk].status == ControlStatus.PASSED
+    }
+    ratings = Rating.objects.filter(
+        study_item__study=study, study_item__kind=ItemKind.REAL, active=True, annotator_id__in=ok
+    ).select_related("study_item")
+    return [
+        CountedRating(r.study_item_id, r.annotator_id, r.question, r.value, r.study_item.transformation, r.submitted_at)
+        for r in ratings.order_by("study_item__position", "annotator_id", "question")
+    ]
+
+
+def observation_order(study: Study, transformation: str) -> list[tuple[int, tuple[int, ...]]]:
+    """The gate's fixed order of one transformation's items so far (``Study.sample_info
+    ["adaptive_order"]``, written by ``adaptive_services.study_adaptive_check``)."""
+    stored = study.sample_info.get("adaptive_order", {}).get(transformation, [])
+    return [(int(item), tuple(int(r) for r in raters)) for item, raters in stored]
+
+
+def sequential_observations(
+    design: StudyDesign, ratings: Sequence[CountedRating], ledger: Sequence[tuple[int, Sequence[int]]] = ()
+) -> FixedSequence:
+    """Per-item means of the items with ``raters_per_item`` counted raters, in the fixed order
+    ``ledger`` extended by the items completed since (``annotation.quality.observations.fixed_sequence``)."""
+    return fixed_sequence(
+        (ItemRating(r.item_id, r.annotator_id, r.question, r.value, r.submitted_at) for r in ratings),
+        questions=[q.name for q in design.questions],
+        raters_per_item=design.raters_per_item,
+        ledger=ledger,
+    )
+
+
+def sequential_decision(
+    design: StudyDesign, ratings: Sequence[CountedRating], ledger: Sequence[tuple[int, Sequence[int]]] = ()
+) -> JointDecision:
+    """The sequential gate of one transformation (adaptive designs) from its counted ratings, seen
+    in the fixed order (``sequential_observations``). Reads only; withdrawing is ``adaptive_services``'."""
+    return settle_questions(
+        sequential_observations(design, ratings, ledger).means,
+        threshold=design.acceptance_threshold,
+        alpha=design.adaptive_alpha,
+        scales={q.name: (q.low, q.high) for q in design.questions},
+        min_items=design.adaptive_min_items,
+    )
+
+
+def study_agreement(study: Study, ratings: Sequence[CountedRating] | None = None) -> dict[str, dict]:
+    """Agreement per transformation, per axis and overall, each per question."""
+    design = study_design(study)
+    ratings = counted_ratings(study) if ratings is None else ratings
+    groups: dict[str, Callable[[CountedRating], bool]] = {"overall": lambda r: True}
+    transformations = sorted({r.transformation for r in study.runs.all()})
+    for name in sorted({transformation_get(t).axis.value for t in transformations}):
+        groups[f"axis:{name}"] = lambda r, name=name: transformation_get(r.transformation).axis.value == name
+    for name in transformations:
+        groups[f"transformation:{name}"] = lambda r, name=name: r.transformation == name
+    report = {}
+    for group, keep in groups.items():
+        report[group] = {}
+        for question in design.questions:
+            triples = [(r.item_id, r.annotator_id, r.value) for r in ratings if r.question == question.name and keep(r)]
+            matrix, _, _ = agreement.ratings_matrix(triples)
+            report[group][question.name] = {
+                **agreement.agreement_summary(matrix, categories=question.values).to_dict(),
+                "warnings": list(agreement.agreement_warnings(matrix, categories=question.values)),
+            }
+    return report
