@@ -17,6 +17,7 @@ existence does not leak; a read-only caller who tries to change something gets 4
 from __future__ import annotations
 
 import re
+from typing import TypeVar
 
 from django.contrib.auth import get_user_model
 from django.contrib.auth.models import AbstractBaseUser, AnonymousUser
@@ -27,12 +28,12 @@ from django.db.models import Model, Q, QuerySet
 from core.errors import ShiftlabError
 from core.models import Membership, Project, default_project_pk
 from core.roles import is_admin, is_researcher
-from core.selectors import M
 
 SLUG = re.compile(r"[a-z0-9][a-z0-9-]{0,60}")  # also an Argilla workspace name
 WRITE_ROLES = (Membership.Role.OWNER, Membership.Role.MEMBER)
 
 User = AbstractBaseUser | AnonymousUser | None
+M = TypeVar("M", bound=Model)
 
 
 class ProjectAccessError(ShiftlabError, PermissionDenied):

@@ -21,12 +21,12 @@ from core.job_services import job_fail, job_note
 from core.models import Project
 from core.projects import default_project, project_require_write
 from core.services import audit_record
-from core.task_policy import dispatch_on_commit
+from core.task_policy import dispatch_on_commit, task_named
 from corpora.hub import read_hub
 from corpora.models import Dataset, DatasetImport, DatasetItem, dataset_name_validator
 from corpora.parsing import OPTION_NAMES, ParsedDataset, RawTable, parse_tables
 from corpora.readers import megabytes, read_source
-from corpora.task_types import TaskType, task_spec
+from corpora.task_types import MTEB_TASK_TYPES, TaskType, task_spec
 
 BULK_BATCH_SIZE = 2000
 # A job whose worker died this many times is failed rather than handed to another worker.
@@ -209,10 +209,10 @@ def dataset_import_job_dispatch(*, job_id: int, reclaim: bool = False) -> None:
     """Queue the job's import after commit. When the broker is unreachable the job stays pending
     with a note and keeps its files: the stuck-job sweeper queues it again. ``reclaim`` lets the
     task take over a job left "running" by a worker that is gone (as a broker redelivery does)."""
-    from corpora.tasks import run_dataset_import  # the tasks module imports this one
-
     dispatch_on_commit(
-        lambda: run_dataset_import.apply_async((job_id,), {"reclaim": reclaim} if reclaim else {}),
+        lambda: task_named(
+            "corpora.run_dataset_import", job_id, **({"reclaim": reclaim} if reclaim else {})
+        ).apply_async(),
         on_broker_down=lambda message: job_note(
             model=DatasetImport,
             job_id=job_id,
@@ -458,7 +458,7 @@ def dataset_import_mteb(
     subset = mteb_tasks.mteb_task_subset(mteb_task, subset, option=_SUBSET_OPTION.get(interface, "--subset"))
     name = name or (task_name if subset == mteb_tasks.DEFAULT_SUBSET else f"{task_name}-{subset}")
     _check_new_name(name, interface, project)
-    shiftlab_task = mteb_tasks.MTEB_TASK_TYPES[mteb_task.metadata.type]
+    shiftlab_task = MTEB_TASK_TYPES[mteb_task.metadata.type]
     if task is not None:
         shiftlab_task = _mteb_task_override(task, shiftlab_task, task_name)
     local_dir = Path(from_dir) if from_dir else _mteb_local_copy(task_name, mteb_task.metadata.dataset["path"])
@@ -491,14 +491,15 @@ _SUBSET_OPTION = {"command": "--subset", "api": '"mteb_subset"', "page": "the Su
 
 
 def _mteb_task_override(task: str | TaskType, natural: TaskType, task_name: str) -> TaskType:
-    wanted = TaskType(task_spec(task).task)
-    # The only choice MTEB leaves open: relatedness (STR) is scored like similarity (STS).
-    if wanted != natural and {wanted, natural} != {TaskType.STS, TaskType.STR}:
+    wanted = task_spec(task)
+    # The only choice MTEB leaves open: a task type scored alike (relatedness, STR, is scored like
+    # similarity, STS).
+    if wanted.evaluator != task_spec(natural).evaluator:
         raise ShiftlabError(
-            f"MTEB task {task_name!r} is a {natural.value} task, not {wanted.value}: leave the task type out "
+            f"MTEB task {task_name!r} is a {natural.value} task, not {wanted.task.value}: leave the task type out "
             "(it comes from MTEB), or choose sts/str for an STS task."
         )
-    return wanted
+    return wanted.task
 
 
 def _mteb_local_copy(task_name: str, hub_path: str) -> Path | None:
