@@ -103,41 +103,44 @@ def project_require_write(user: User, project: Project) -> None:
         )
 
 
-def project_resolve(user: User, slug: str | None = None) -> Project:
+def project_resolve(user: User, slug: str | None = None, *, field: str | None = None) -> Project:
     """The project a new object goes into.
 
     With ``slug``: that project, which the caller must be able to change. Without: the caller's one
     project where they are owner or member, else the default project; several are refused with
-    their names, so the caller chooses.
+    their names, so the caller chooses. ``field`` is the input the caller names the project in:
+    an unknown or ambiguous project is an error about it (the API answers ``{field: [...]}``).
     """
     if slug:
         project = projects_readable(user).filter(slug=slug).first()
         if project is None:
-            raise ShiftlabError(f"No project {slug!r} that you belong to. Yours: {_slugs(projects_readable(user))}.")
+            raise ShiftlabError(
+                f"No project {slug!r} that you belong to. Yours: {_slugs(projects_readable(user))}.", field=field
+            )
         project_require_write(user, project)
         return project
     if _unrestricted(user):
         return default_project()
     own = Project.objects.filter(memberships__user=user, memberships__role__in=WRITE_ROLES).distinct()
     if own.count() > 1:
-        raise ShiftlabError(f"You belong to several projects ({_slugs(own)}): name the one to work in.")
+        raise ShiftlabError(f"You belong to several projects ({_slugs(own)}): name the one to work in.", field=field)
     project = own.first() or default_project()
     project_require_write(user, project)
     return project
 
 
-def project_for_new(user: User, slug: str | None, *inputs: Model | None) -> Project:
+def project_for_new(user: User, slug: str | None, *inputs: Model | None, field: str | None = None) -> Project:
     """The project a new object goes into: the one ``slug`` names; else that of its inputs when they
     all belong to one (a shared dataset counts for none: it serves every project); else the
-    caller's own (:func:`project_resolve`; the system's is the default project). The caller must be
-    able to change it (ProjectAccessError, a 403, otherwise)."""
+    caller's own (:func:`project_resolve`, which says what ``field`` is; the system's is the
+    default project). The caller must be able to change it (ProjectAccessError, a 403, otherwise)."""
     if not slug:
         owners = {obj.project_id for obj in inputs if obj is not None and not getattr(obj, "shared", False)}
         if len(owners) == 1:
             project = Project.objects.get(pk=owners.pop())
             project_require_write(user, project)
             return project
-    return project_resolve(user, slug)
+    return project_resolve(user, slug or None, field=field)
 
 
 def project_require_same(project: Project, *objects: Model, role: str) -> None:

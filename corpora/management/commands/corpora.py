@@ -1,19 +1,15 @@
 import json
 
-from django.core.management.base import BaseCommand, CommandError, CommandParser
+from django.core.management.base import CommandError, CommandParser
 
+from core.commands import ShiftlabCommand
 from core.errors import ShiftlabError
-from core.projects import project_require_write, project_resolve, user_by_name
+from core.projects import project_require_write, user_by_name
 from corpora.models import Dataset
+from corpora.mteb_services import dataset_import_mteb
 from corpora.readers import FORMATS
 from corpora.selectors import dataset_get, dataset_item_list, dataset_list
-from corpora.services import (
-    ImportOptions,
-    dataset_delete,
-    dataset_import,
-    dataset_import_mteb,
-    dataset_share_set,
-)
+from corpora.services import ImportOptions, dataset_delete, dataset_import_source, dataset_share_set
 from corpora.task_types import TaskType
 
 
@@ -27,7 +23,7 @@ def _field_map(values: list[str]) -> dict[str, str]:
     return mapping
 
 
-class Command(BaseCommand):
+class Command(ShiftlabCommand):
     help = (
         "Import, list, show, share and delete benchmark datasets. With --as USER the command acts as that "
         "researcher (their projects only); without it, as the system (all projects)."
@@ -94,24 +90,17 @@ class Command(BaseCommand):
             )
 
     def handle(self, *args, **options):
-        try:
-            self.user = user_by_name(options["as_user"]) if options.get("as_user") else None
-        except ShiftlabError as exc:
-            raise CommandError(str(exc)) from None
+        self.user = user_by_name(options["as_user"]) if options.get("as_user") else None
         return getattr(self, f"_{options['action']}")(options)
 
-    def _project(self, o):
-        # Where a new dataset goes: --project (which the --as user must be able to change), else
-        # their one project, else the default project.
+    def _import(self, o) -> None:
         try:
-            return project_resolve(self.user, o["project"])
+            dataset = self._import_mteb(o) if o["mteb"] else self._import_source(o)
         except ShiftlabError as exc:
             raise CommandError(f"Nothing was imported.\n{exc}") from None
+        self._imported(dataset)
 
-    def _import(self, o) -> None:
-        if o["mteb"]:
-            self._import_mteb(o)
-            return
+    def _import_source(self, o) -> Dataset:
         if o["subset"] or o["from_dir"]:
             raise CommandError("--subset and --from-dir go with --mteb TASK.")
         if not o["path"] or not o["task"] or not o["name"]:
@@ -125,39 +114,29 @@ class Command(BaseCommand):
             hf_config=o["hf_config"],
             hf_revision=o["hf_revision"],
         )
-        project = self._project(o)
-        try:
-            dataset = dataset_import(
-                source=o["path"],
-                task=o["task"],
-                name=o["name"],
-                options=import_options,
-                description=o["description"],
-                created_by=self.user,
-                project=project,
-            )
-        except ShiftlabError as exc:
-            raise CommandError(f"Nothing was imported.\n{exc}") from None
-        self._imported(dataset)
+        return dataset_import_source(
+            actor=self.user,
+            project=o["project"],
+            source=o["path"],
+            task=o["task"],
+            name=o["name"],
+            options=import_options,
+            description=o["description"],
+        )
 
-    def _import_mteb(self, o) -> None:
+    def _import_mteb(self, o) -> Dataset:
         if o["path"]:
             raise CommandError(f"Pass either PATH ({o['path']}) or --mteb {o['mteb']}, not both.")
-        project = self._project(o)
-        try:
-            dataset = dataset_import_mteb(
-                task_name=o["mteb"],
-                name=o["name"],
-                subset=o["subset"],
-                from_dir=o["from_dir"],
-                task=o["task"],
-                description=o["description"] or None,
-                created_by=self.user,
-                project=project,
-            )
-        except ShiftlabError as exc:
-            raise CommandError(f"Nothing was imported.\n{exc}") from None
-        self._imported(dataset)
+        return dataset_import_mteb(
+            actor=self.user,
+            project=o["project"],
+            task_name=o["mteb"],
+            name=o["name"],
+            subset=o["subset"],
+            from_dir=o["from_dir"],
+            task=o["task"],
+            description=o["description"] or None,
+        )
 
     def _imported(self, dataset: Dataset) -> None:
         splits = ", ".join(f"{k}: {v}" for k, v in dataset.splits.items())
@@ -209,19 +188,13 @@ class Command(BaseCommand):
 
     def _delete(self, o) -> None:
         dataset = self._get(o["name"])
-        try:
-            project_require_write(self.user, dataset.project)
-            dataset_delete(dataset=dataset, actor=self.user)
-        except ShiftlabError as exc:  # read-only caller, or DatasetInUseError
-            raise CommandError(str(exc)) from None
+        project_require_write(self.user, dataset.project)
+        dataset_delete(dataset=dataset, actor=self.user)
         self.stdout.write(self.style.SUCCESS(f"Deleted {o['name']}."))
 
     def _share(self, o) -> None:
         dataset = self._get(o["name"])
-        try:
-            dataset_share_set(dataset=dataset, shared=not o["off"], actor=self.user)
-        except ShiftlabError as exc:
-            raise CommandError(str(exc)) from None
+        dataset_share_set(dataset=dataset, shared=not o["off"], actor=self.user)
         if dataset.shared:
             self.stdout.write(self.style.SUCCESS(f"{dataset.name} is shared: every project's researchers may read it."))
         else:
