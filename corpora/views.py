@@ -59,17 +59,16 @@ def dataset_list_view(request):
 
 def _import_mteb(request, form: MtebImportForm):
     data = form.cleaned_data
-    try:
-        dataset = dataset_import_mteb(
-            actor=request.user,
-            project=data["project"].slug,
-            task_name=data["task_name"],
-            subset=data["subset"] or None,
-            name=data["name"] or None,
-            interface="page",
-        )
-    except ShiftlabError as exc:
-        show_error(request, exc, form=form)
+    dataset = _imported(
+        request,
+        form,
+        dataset_import_mteb,
+        task_name=data["task_name"],
+        subset=data["subset"] or None,
+        name=data["name"] or None,
+        interface="page",
+    )
+    if dataset is None:
         return None
     messages.success(request, f"Imported {dataset.n_items} items of MTEB's {data['task_name']} into {dataset.name}.")
     return redirect("corpora:detail", name=dataset.name)
@@ -77,17 +76,11 @@ def _import_mteb(request, form: MtebImportForm):
 
 def _import_upload(request, form: DatasetUploadForm):
     data = form.cleaned_data
-    try:
-        job = dataset_import_job_create(
-            actor=request.user,
-            project=data["project"].slug,
-            files=data["files"],
-            task=data["task"],
-            name=data["name"],
-            options=ImportOptions.from_input(data, interface="page"),
-        )
-    except ShiftlabError as exc:
-        show_error(request, exc, form=form)
+    inputs = {"files": data["files"], "task": data["task"], "name": data["name"]}
+    job = _imported(
+        request, form, dataset_import_job_create, **inputs, options=ImportOptions.from_input(data, interface="page")
+    )
+    if job is None:
         return None
     if job.status == DatasetImport.Status.SUCCEEDED:
         messages.success(request, f"Imported {job.dataset.n_items} items into {job.name}.")
@@ -97,6 +90,15 @@ def _import_upload(request, form: DatasetUploadForm):
     # No broker: the import already ran and failed; keep what was entered.
     form.add_error(None, f"Nothing was imported. Fix the file, choose it again and import:\n{job.error}")
     return None
+
+
+def _imported(request, form, service, **inputs):
+    """``service``'s result for the caller and the form's project, or None with the refusal on the form."""
+    try:
+        return service(actor=request.user, project=form.cleaned_data["project"].slug, **inputs)
+    except ShiftlabError as exc:
+        show_error(request, exc, form=form)
+        return None
 
 
 @researcher_required

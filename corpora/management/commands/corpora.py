@@ -1,4 +1,5 @@
 import json
+from collections.abc import Callable
 
 from django.core.management.base import CommandError, CommandParser
 
@@ -94,18 +95,20 @@ class Command(ShiftlabCommand):
         return getattr(self, f"_{options['action']}")(options)
 
     def _import(self, o) -> None:
+        service, inputs = self._mteb_inputs(o) if o["mteb"] else self._source_inputs(o)
         try:
-            dataset = self._import_mteb(o) if o["mteb"] else self._import_source(o)
+            dataset = service(actor=self.user, project=o["project"], **inputs)
         except ShiftlabError as exc:
             raise CommandError(f"Nothing was imported.\n{exc}") from None
         self._imported(dataset)
 
-    def _import_source(self, o) -> Dataset:
+    @staticmethod
+    def _source_inputs(o) -> tuple[Callable[..., Dataset], dict]:
         if o["subset"] or o["from_dir"]:
             raise CommandError("--subset and --from-dir go with --mteb TASK.")
         if not o["path"] or not o["task"] or not o["name"]:
             raise CommandError("Pass PATH, --task and --name (or --mteb TASK to import an MTEB task by name).")
-        import_options = ImportOptions(
+        options = ImportOptions(
             language=o["language"],
             fmt=o["fmt"],
             columns=[c.strip() for c in o["columns"].split(",")] if o["columns"] else None,
@@ -114,29 +117,15 @@ class Command(ShiftlabCommand):
             hf_config=o["hf_config"],
             hf_revision=o["hf_revision"],
         )
-        return dataset_import_source(
-            actor=self.user,
-            project=o["project"],
-            source=o["path"],
-            task=o["task"],
-            name=o["name"],
-            options=import_options,
-            description=o["description"],
-        )
+        inputs = {"source": o["path"], "task": o["task"], "name": o["name"], "description": o["description"]}
+        return dataset_import_source, {**inputs, "options": options}
 
-    def _import_mteb(self, o) -> Dataset:
+    @staticmethod
+    def _mteb_inputs(o) -> tuple[Callable[..., Dataset], dict]:
         if o["path"]:
             raise CommandError(f"Pass either PATH ({o['path']}) or --mteb {o['mteb']}, not both.")
-        return dataset_import_mteb(
-            actor=self.user,
-            project=o["project"],
-            task_name=o["mteb"],
-            name=o["name"],
-            subset=o["subset"],
-            from_dir=o["from_dir"],
-            task=o["task"],
-            description=o["description"] or None,
-        )
+        inputs = {"task_name": o["mteb"], "name": o["name"], "subset": o["subset"], "from_dir": o["from_dir"]}
+        return dataset_import_mteb, {**inputs, "task": o["task"], "description": o["description"] or None}
 
     def _imported(self, dataset: Dataset) -> None:
         splits = ", ".join(f"{k}: {v}" for k, v in dataset.splits.items())
