@@ -176,10 +176,11 @@ def project_create(
     if not SLUG.fullmatch(slug or ""):
         raise ShiftlabError(
             f"Project slug {slug!r}: use lowercase letters, digits and '-', starting with a letter or digit "
-            "(at most 61; it also names the project's Argilla workspace)."
+            "(at most 61; it also names the project's Argilla workspace).",
+            field="slug",
         )
     if Project.objects.filter(slug=slug).exists():
-        raise ShiftlabError(f"Project {slug!r} exists already: choose another slug.")
+        raise ShiftlabError(f"Project {slug!r} exists already: choose another slug.", field="slug")
     with transaction.atomic():
         project = Project.objects.create(slug=slug, name=name, open=open)
         if owner is not None:

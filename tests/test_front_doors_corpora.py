@@ -120,3 +120,35 @@ def test_an_mteb_task_imported_through_each_door_lands_in_the_named_project_alik
     assert several.status_code == 400 and several.json() == {"project": [SEVERAL]}
     with pytest.raises(CommandError, match="several projects"):
         _command("--mteb", "STSBenchmark", "--name", "mteb-nowhere")
+
+
+# --- projects (core): the page and ``manage.py project`` call project_create ------------------------
+
+BAD_SLUG = (
+    "Project slug 'Bad Slug': use lowercase letters, digits and '-', starting with a letter or digit "
+    "(at most 61; it also names the project's Argilla workspace)."
+)
+
+
+def _project_command(*args: str) -> None:
+    call_command("project", *args, stdout=io.StringIO())
+
+
+def test_a_project_made_through_each_door_is_alike_and_refused_alike(alice, admin_user_role):
+    page = page_as(admin_user_role).post(reverse("projects"), {"slug": "by-page", "owner": "alice"})
+    assert page.status_code == 302
+    _project_command("create", "by-command", "--owner", "alice", "--as", admin_user_role.username)
+    made = [Project.objects.get(slug=slug) for slug in ("by-page", "by-command")]
+    assert [list(p.memberships.values_list("user__username", "role")) for p in made] == [[("alice", "owner")]] * 2
+    refused = page_as(admin_user_role).post(reverse("projects"), {"slug": "Bad Slug"})
+    assert refused.status_code == 200 and refused.context["form"].errors["slug"] == [BAD_SLUG]
+    with pytest.raises(CommandError) as by_command:
+        _project_command("create", "Bad Slug", "--as", admin_user_role.username)
+    assert str(by_command.value) == BAD_SLUG
+    taken = page_as(admin_user_role).post(reverse("projects"), {"slug": "alpha"})
+    assert taken.context["form"].errors["slug"] == ["Project 'alpha' exists already: choose another slug."]
+    with pytest.raises(CommandError, match=r"^Project 'alpha' exists already: choose another slug\.$"):
+        _project_command("create", "alpha", "--as", admin_user_role.username)
+    assert page_as(alice).post(reverse("projects"), {"slug": "by-alice"}).status_code == 403
+    with pytest.raises(CommandError, match="Only admins create projects"):
+        _project_command("create", "by-alice", "--as", "alice")
