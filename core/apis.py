@@ -12,11 +12,10 @@ from rest_framework.authtoken.views import ObtainAuthToken
 from rest_framework.response import Response
 from rest_framework.throttling import SimpleRateThrottle
 
-from core.errors import ShiftlabError
 from core.login_guard import client_address, login_lockout_message, login_lockout_wait
 from core.models import Project
 from core.permissions import IsResearcher
-from core.projects import ProjectAccessError, project_for_new, projects_readable
+from core.projects import project_for_new, projects_readable
 from core.rosters import project_annotators
 from core.selectors import project_list_roles
 from core.services import api_token_issue
@@ -116,11 +115,7 @@ class ProjectViewSet(viewsets.ReadOnlyModelViewSet):
 
 
 def project_for_new_or_400(user, slug: str | None, *inputs) -> Project:
-    """``core.projects.project_for_new`` for API views: an unknown or ambiguous project is a 400 on
-    the ``project`` field; one the caller may only read stays a 403 (ProjectAccessError)."""
-    try:
-        return project_for_new(user, slug or None, *inputs)
-    except ProjectAccessError:
-        raise
-    except ShiftlabError as exc:
-        raise serializers.ValidationError({"project": [str(exc)]}) from None
+    """``core.projects.project_for_new`` for the API views that still pick a project themselves: an
+    unknown or ambiguous project is a 400 on the ``project`` field (rendered by
+    ``core.api_errors``); one the caller may only read stays a 403 (ProjectAccessError)."""
+    return project_for_new(user, slug or None, *inputs, field="project")

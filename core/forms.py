@@ -3,7 +3,7 @@ from django.contrib.auth import get_user_model
 
 from core.errors import ShiftlabError
 from core.models import Membership, Project
-from core.projects import SLUG, ProjectAccessError, User, project_resolve, projects_writable
+from core.projects import ProjectAccessError, User, project_resolve, projects_writable
 
 
 class ProjectCreateForm(forms.Form):
@@ -13,14 +13,6 @@ class ProjectCreateForm(forms.Form):
     )
     name = forms.CharField(max_length=200, required=False, help_text="A readable name (optional).")
     owner = forms.CharField(max_length=150, required=False, help_text="Username of its first owner (optional).")
-
-    def clean_slug(self) -> str:
-        slug = self.cleaned_data["slug"]
-        if not SLUG.fullmatch(slug):
-            raise forms.ValidationError("Use lowercase letters, digits and '-', starting with a letter or digit.")
-        if Project.objects.filter(slug=slug).exists():
-            raise forms.ValidationError(f"Project {slug!r} exists already: choose another.")
-        return slug
 
     def clean_owner(self):
         return _user(self.cleaned_data["owner"]) if self.cleaned_data["owner"] else None

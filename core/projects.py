@@ -17,6 +17,7 @@ existence does not leak; a read-only caller who tries to change something gets 4
 from __future__ import annotations
 
 import re
+from typing import TypeVar
 
 from django.contrib.auth import get_user_model
 from django.contrib.auth.models import AbstractBaseUser, AnonymousUser
@@ -27,12 +28,12 @@ from django.db.models import Model, Q, QuerySet
 from core.errors import ShiftlabError
 from core.models import Membership, Project, default_project_pk
 from core.roles import is_admin, is_researcher
-from core.selectors import M
 
 SLUG = re.compile(r"[a-z0-9][a-z0-9-]{0,60}")  # also an Argilla workspace name
 WRITE_ROLES = (Membership.Role.OWNER, Membership.Role.MEMBER)
 
 User = AbstractBaseUser | AnonymousUser | None
+M = TypeVar("M", bound=Model)
 
 
 class ProjectAccessError(ShiftlabError, PermissionDenied):
@@ -102,41 +103,44 @@ def project_require_write(user: User, project: Project) -> None:
         )
 
 
-def project_resolve(user: User, slug: str | None = None) -> Project:
+def project_resolve(user: User, slug: str | None = None, *, field: str | None = None) -> Project:
     """The project a new object goes into.
 
     With ``slug``: that project, which the caller must be able to change. Without: the caller's one
     project where they are owner or member, else the default project; several are refused with
-    their names, so the caller chooses.
+    their names, so the caller chooses. ``field`` is the input the caller names the project in:
+    an unknown or ambiguous project is an error about it (the API answers ``{field: [...]}``).
     """
     if slug:
         project = projects_readable(user).filter(slug=slug).first()
         if project is None:
-            raise ShiftlabError(f"No project {slug!r} that you belong to. Yours: {_slugs(projects_readable(user))}.")
+            raise ShiftlabError(
+                f"No project {slug!r} that you belong to. Yours: {_slugs(projects_readable(user))}.", field=field
+            )
         project_require_write(user, project)
         return project
     if _unrestricted(user):
         return default_project()
     own = Project.objects.filter(memberships__user=user, memberships__role__in=WRITE_ROLES).distinct()
     if own.count() > 1:
-        raise ShiftlabError(f"You belong to several projects ({_slugs(own)}): name the one to work in.")
+        raise ShiftlabError(f"You belong to several projects ({_slugs(own)}): name the one to work in.", field=field)
     project = own.first() or default_project()
     project_require_write(user, project)
     return project
 
 
-def project_for_new(user: User, slug: str | None, *inputs: Model | None) -> Project:
+def project_for_new(user: User, slug: str | None, *inputs: Model | None, field: str | None = None) -> Project:
     """The project a new object goes into: the one ``slug`` names; else that of its inputs when they
     all belong to one (a shared dataset counts for none: it serves every project); else the
-    caller's own (:func:`project_resolve`; the system's is the default project). The caller must be
-    able to change it (ProjectAccessError, a 403, otherwise)."""
+    caller's own (:func:`project_resolve`, which says what ``field`` is; the system's is the
+    default project). The caller must be able to change it (ProjectAccessError, a 403, otherwise)."""
     if not slug:
         owners = {obj.project_id for obj in inputs if obj is not None and not getattr(obj, "shared", False)}
         if len(owners) == 1:
             project = Project.objects.get(pk=owners.pop())
             project_require_write(user, project)
             return project
-    return project_resolve(user, slug)
+    return project_resolve(user, slug or None, field=field)
 
 
 def project_require_same(project: Project, *objects: Model, role: str) -> None:
@@ -172,10 +176,11 @@ def project_create(
     if not SLUG.fullmatch(slug or ""):
         raise ShiftlabError(
             f"Project slug {slug!r}: use lowercase letters, digits and '-', starting with a letter or digit "
-            "(at most 61; it also names the project's Argilla workspace)."
+            "(at most 61; it also names the project's Argilla workspace).",
+            field="slug",
         )
     if Project.objects.filter(slug=slug).exists():
-        raise ShiftlabError(f"Project {slug!r} exists already: choose another slug.")
+        raise ShiftlabError(f"Project {slug!r} exists already: choose another slug.", field="slug")
     with transaction.atomic():
         project = Project.objects.create(slug=slug, name=name, open=open)
         if owner is not None:

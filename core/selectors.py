@@ -1,10 +1,8 @@
-from typing import TypeVar
-
-from django.db.models import Model, Q, QuerySet
+from django.db.models import Q, QuerySet
 
 from core.models import AuditEvent, Membership, Project
-
-M = TypeVar("M", bound=Model)
+from core.projects import M, projects_readable
+from core.roles import is_admin
 
 
 def filter_given(queryset: QuerySet[M], **lookups: object) -> QuerySet[M]:
@@ -16,9 +14,6 @@ def audit_event_list(
     *, object_type: str | None = None, object_id: str | None = None, user=None
 ) -> QuerySet[AuditEvent]:
     """Audit events; for ``user`` (not an admin) only their own and those of projects they may read."""
-    from core.projects import projects_readable
-    from core.roles import is_admin
-
     events = filter_given(AuditEvent.objects.select_related("actor"), object_type=object_type, object_id=object_id)
     if user is None or is_admin(user):
         return events
@@ -40,17 +35,12 @@ PROJECT_HOLDINGS = {
 
 def project_list(*, user=None) -> list[tuple[Project, str]]:
     """The projects ``user`` may read, each with the user's role there ("admin", "open" or theirs)."""
-    from core.projects import projects_readable
-
     roles = project_list_roles(user)
     return [(project, roles[project.pk]) for project in projects_readable(user).order_by("slug")]
 
 
 def project_list_roles(user=None) -> dict[int, str]:
     """Project id -> the user's role there: their membership's, else "admin" or "open"."""
-    from core.projects import projects_readable
-    from core.roles import is_admin
-
     mine = dict(Membership.objects.filter(user=user).values_list("project_id", "role")) if user is not None else {}
     fallback = "admin" if user is None or is_admin(user) else "open"
     return {pk: mine.get(pk, fallback) for pk in projects_readable(user).values_list("pk", flat=True)}

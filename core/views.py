@@ -15,6 +15,7 @@ from core.errors import ShiftlabError
 from core.forms import MembershipForm, ProjectCreateForm, RosterAddForm
 from core.health import health_report
 from core.login_guard import client_address, login_lockout_message, login_lockout_wait
+from core.pages import show_error
 from core.projects import (
     membership_remove,
     membership_set,
@@ -101,9 +102,13 @@ def project_list_view(request):
     form = ProjectCreateForm(request.POST or None) if is_admin(request.user) else None
     if form is not None and request.method == "POST" and form.is_valid():
         data = form.cleaned_data
-        project = project_create(slug=data["slug"], name=data["name"], owner=data["owner"], actor=request.user)
-        messages.success(request, f"Project {project.slug} created.")
-        return redirect("project", slug=project.slug)
+        try:
+            project = project_create(slug=data["slug"], name=data["name"], owner=data["owner"], actor=request.user)
+        except ShiftlabError as exc:
+            show_error(request, exc, form=form)
+        else:
+            messages.success(request, f"Project {project.slug} created.")
+            return redirect("project", slug=project.slug)
     if form is None and request.method == "POST":
         raise PermissionDenied("Only admins create projects.")
     return render(request, "core/projects.html", {"projects": project_list(user=request.user), "form": form})
@@ -138,7 +143,7 @@ def project_detail_view(request, slug: str):
                 messages.success(request, f"{data['username']} is now {data['role']} of {project.slug}.")
                 return redirect("project", slug=project.slug)
         except ShiftlabError as exc:
-            form.add_error(None, str(exc))
+            show_error(request, exc, form=form)
     return _project_page(request, project, form=form, roster_form=roster_form, manager=manager)
 
 
@@ -169,5 +174,5 @@ def _project_roster_change(request, project, roster_form):
             messages.success(request, f"{user} is now an annotator of {project.slug}.")
             return redirect("project", slug=project.slug)
     except ShiftlabError as exc:
-        roster_form.add_error(None, str(exc))
+        show_error(request, exc, form=roster_form)
     return _project_page(request, project, form=MembershipForm(), roster_form=roster_form, manager=True)

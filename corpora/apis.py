@@ -1,16 +1,14 @@
 from drf_spectacular.utils import extend_schema
 from rest_framework import mixins, status, viewsets
 from rest_framework.decorators import action
-from rest_framework.exceptions import NotFound, ValidationError
+from rest_framework.exceptions import NotFound
 from rest_framework.parsers import FormParser, MultiPartParser
 from rest_framework.response import Response
 
-from core.apis import project_for_new_or_400
-from core.errors import ShiftlabError
-from core.models import Project
 from core.permissions import IsResearcher
 from core.projects import project_require_write
 from corpora.models import Dataset
+from corpora.mteb_services import dataset_import_mteb
 from corpora.selectors import dataset_get, dataset_import_list, dataset_item_list, dataset_list
 from corpora.serializers import (
     DatasetImportCreateSerializer,
@@ -19,15 +17,7 @@ from corpora.serializers import (
     DatasetSerializer,
     DatasetShareSerializer,
 )
-from corpora.services import (
-    DatasetInUseError,
-    ImportOptions,
-    UploadTooLargeError,
-    dataset_delete,
-    dataset_import_job_create,
-    dataset_import_mteb,
-    dataset_share_set,
-)
+from corpora.services import ImportOptions, dataset_delete, dataset_import_job_create, dataset_share_set
 
 
 class DatasetViewSet(
@@ -53,8 +43,6 @@ class DatasetViewSet(
             )
         except Dataset.DoesNotExist:
             raise NotFound(f"no dataset {self.kwargs['name']!r}") from None
-        except ShiftlabError as exc:
-            raise ValidationError({"detail": str(exc)}) from None
         self.check_object_permissions(self.request, dataset)
         return dataset
 
@@ -63,10 +51,7 @@ class DatasetViewSet(
         """Delete a dataset and its items; 409 while runs, results or studies still use it."""
         dataset = self.get_object()
         project_require_write(request.user, dataset.project)
-        try:
-            dataset_delete(dataset=dataset, actor=request.user)
-        except DatasetInUseError as exc:
-            return Response({"detail": str(exc)}, status=status.HTTP_409_CONFLICT)
+        dataset_delete(dataset=dataset, actor=request.user)
         return Response(status=status.HTTP_204_NO_CONTENT)
 
     @extend_schema(responses=DatasetItemSerializer(many=True))
@@ -110,46 +95,25 @@ class DatasetImportViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, vie
         data_in = DatasetImportCreateSerializer(data=request.data)
         data_in.is_valid(raise_exception=True)
         data = data_in.validated_data
-        project = project_for_new_or_400(request.user, data.get("project"))
         if data.get("mteb_task"):
-            return self._create_mteb(request, data, project)
-        options = ImportOptions(
-            language=data["language"],
-            fmt=data.get("format"),
-            columns=data.get("columns"),
-            split=data.get("split"),
-            field_map=data.get("field_map"),
-            interface="api",
-        )
-        try:
-            job = dataset_import_job_create(
-                files=data["files"],
-                task=data["task_type"],
-                name=data["name"],
-                options=options,
-                created_by=request.user,
-                project=project,
-            )
-        except UploadTooLargeError as exc:
-            return Response({"detail": str(exc)}, status=status.HTTP_413_REQUEST_ENTITY_TOO_LARGE)
-        except ShiftlabError as exc:
-            return Response({"detail": str(exc)}, status=status.HTTP_400_BAD_REQUEST)
-        job.refresh_from_db()
-        return Response(DatasetImportSerializer(job).data, status=status.HTTP_202_ACCEPTED)
-
-    def _create_mteb(self, request, data: dict, project: Project) -> Response:
-        # Runs in the request (no upload to hand to a worker): with a local copy of the task's data
-        # (SHIFTLAB_MTEB_DATA_DIR) this takes seconds; import large tasks with `corpora import --mteb`.
-        try:
+            # Runs in the request (no upload to hand to a worker): with a local copy of the task's data
+            # (SHIFTLAB_MTEB_DATA_DIR) this takes seconds; import large tasks with `corpora import --mteb`.
             dataset = dataset_import_mteb(
+                actor=request.user,
+                project=data.get("project"),
                 task_name=data["mteb_task"],
                 subset=data.get("mteb_subset"),
                 name=data.get("name"),
                 task=data.get("task_type"),
-                created_by=request.user,
                 interface="api",
-                project=project,
             )
-        except ShiftlabError as exc:
-            return Response({"detail": str(exc)}, status=status.HTTP_400_BAD_REQUEST)
-        return Response(DatasetSerializer(dataset).data, status=status.HTTP_201_CREATED)
+            return Response(DatasetSerializer(dataset).data, status=status.HTTP_201_CREATED)
+        job = dataset_import_job_create(
+            actor=request.user,
+            project=data.get("project"),
+            files=data["files"],
+            task=data["task_type"],
+            name=data["name"],
+            options=ImportOptions.from_input(data, interface="api"),
+        )
+        return Response(DatasetImportSerializer(job).data, status=status.HTTP_202_ACCEPTED)

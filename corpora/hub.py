@@ -10,7 +10,7 @@ import json
 
 import datasets
 
-from corpora.parsing import DatasetFormatError, Problem, RawRow, RawTable
+from corpora.rows import DatasetFormatError, Problem, RawRow, RawTable
 
 
 def read_hub(

@@ -7,7 +7,7 @@ languages, revision, licence) and its data loader (``task.load_data``, which cal
 ``huggingface-cli download <repo> --repo-type dataset --local-dir DIR`` gives): the task's
 metadata is kept and only the path it loads from changes.
 
-The loaded rows become :class:`~corpora.parsing.RawTable` objects with Shiftlab's field names,
+The loaded rows become :class:`~corpora.rows.RawTable` objects with Shiftlab's field names,
 so they go through the same validation as a file import.
 """
 
@@ -26,19 +26,9 @@ from mteb.abstasks.clustering_legacy import AbsTaskClusteringLegacy
 from mteb.languages.iso_mappings import _get_iso1_to_iso3
 
 from core.errors import ShiftlabError
-from corpora.parsing import RawRow, RawTable
-from corpora.task_types import TaskType
+from corpora.rows import RawRow, RawTable
+from corpora.task_types import MTEB_TASK_TYPES, TaskType
 
-# MTEB task type -> Shiftlab task type (STS tasks import as "sts"; ask for "str" to override).
-MTEB_TASK_TYPES: dict[str, TaskType] = {
-    "STS": TaskType.STS,
-    "Summarization": TaskType.SUMMARIZATION,
-    "PairClassification": TaskType.PAIR_CLASSIFICATION,
-    "Classification": TaskType.CLASSIFICATION,
-    "Clustering": TaskType.CLUSTERING,
-    "Reranking": TaskType.RERANKING,
-    "Retrieval": TaskType.RETRIEVAL,
-}
 DEFAULT_SUBSET = "default"
 
 

@@ -15,7 +15,8 @@ from collections.abc import Iterator, Sequence
 from pathlib import Path
 
 from core.nesting import NestingError, nesting_check
-from corpora.parsing import OPTION_NAMES, DatasetFormatError, OptionNames, Problem, RawRow, RawTable
+from corpora.parsing import OPTION_NAMES, OptionNames
+from corpora.rows import DatasetFormatError, Problem, RawRow, RawTable
 
 FORMATS = ("csv", "tsv", "jsonl", "parquet", "beir", "hf")
 KNOWN_SPLITS = ("train", "dev", "validation", "test")

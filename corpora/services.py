@@ -5,7 +5,7 @@ import shutil
 import uuid
 from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from pathlib import Path
 
 from django.conf import settings
@@ -19,13 +19,14 @@ from django.utils import timezone
 from core.errors import ConflictError, ShiftlabError, TooLargeError
 from core.job_services import job_fail, job_note
 from core.models import Project
-from core.projects import default_project, project_require_write
+from core.projects import default_project, project_for_new, project_require_write
 from core.services import audit_record
-from core.task_policy import dispatch_on_commit
+from core.task_policy import dispatch_on_commit, task_named
 from corpora.hub import read_hub
 from corpora.models import Dataset, DatasetImport, DatasetItem, dataset_name_validator
-from corpora.parsing import OPTION_NAMES, ParsedDataset, RawTable, parse_tables
+from corpora.parsing import OPTION_NAMES, ParsedDataset, parse_tables
 from corpora.readers import megabytes, read_source
+from corpora.rows import RawTable
 from corpora.task_types import TaskType, task_spec
 
 BULK_BATCH_SIZE = 2000
@@ -56,6 +57,18 @@ class ImportOptions:
     hf_config: str | None = None
     hf_revision: str | None = None
     interface: str = "command"
+
+    @classmethod
+    def from_input(cls, data: Mapping, *, interface: str) -> ImportOptions:
+        """The options an import form ("fmt") or the API's serializer ("format") validated."""
+        return cls(
+            language=data["language"],
+            fmt=data.get("format") or data.get("fmt") or None,
+            columns=data.get("columns"),
+            split=data.get("split") or None,
+            field_map=data.get("field_map"),
+            interface=interface,
+        )
 
     def as_dict(self) -> dict:
         return {
@@ -91,7 +104,7 @@ def dataset_import(
     """
     options = options or ImportOptions()
     task = TaskType(task_spec(task).task)
-    _check_new_name(name, options.interface, project)
+    dataset_name_check(name, options.interface, project)
     tables = _read(source, options)
     parsed = parse_tables(
         tables,
@@ -101,7 +114,7 @@ def dataset_import(
         field_map=options.field_map,
         option_names=OPTION_NAMES[options.interface],
     )
-    return _store(
+    return dataset_store(
         parsed,
         name=name,
         source=str(source),
@@ -157,19 +170,45 @@ def _in_use_message(dataset: Dataset, users: Iterable) -> str:
     return f"Dataset {dataset.name!r} is still used by {listed}: delete those first. Nothing was deleted."
 
 
+def dataset_import_source(
+    *,
+    actor: AbstractBaseUser | None,
+    project: str | None,
+    source: str | Path,
+    task: str | TaskType,
+    name: str,
+    options: ImportOptions,
+    description: str = "",
+) -> Dataset:
+    """Import a file, folder or hub dataset on the server, for ``actor`` (None: the system), into
+    the project named by slug, else the one :func:`core.projects.project_for_new` picks. The
+    command's entry; raises ``ShiftlabError`` and writes nothing on any problem."""
+    return dataset_import(
+        source=source,
+        task=task,
+        name=name,
+        options=options,
+        description=description,
+        created_by=actor,
+        project=project_for_new(actor, project, field="project"),
+    )
+
+
 def dataset_import_job_create(
     *,
+    actor: AbstractBaseUser | None,
+    project: str | None,
     files: Iterable[UploadedFile],
     task: str,
     name: str,
     options: ImportOptions,
-    created_by: AbstractBaseUser | None,
-    project: Project | None = None,
 ) -> DatasetImport:
-    """Store uploaded files and queue their import. Several files form a folder: train/test files
-    for classification, or corpus.jsonl + queries.jsonl + <split>.tsv for retrieval. The job, and
-    the dataset it makes, go into ``project`` (checked by the caller), else the default project."""
-    _check_new_name(name, options.interface, project)
+    """Store uploaded files and queue their import, for ``actor`` into the project named by slug,
+    else the one :func:`core.projects.project_for_new` picks (the page's and the API's entry).
+    Several files form a folder: train/test files for classification, or corpus.jsonl +
+    queries.jsonl + <split>.tsv for retrieval."""
+    chosen = project_for_new(actor, project, field="project")
+    dataset_name_check(name, options.interface, chosen)
     task_spec(task)
     files = list(files)
     if not files:
@@ -194,8 +233,8 @@ def dataset_import_job_create(
                 task_type=task,
                 upload_dir=str(upload_dir),
                 options=options.as_dict(),
-                created_by=created_by,
-                **_in_project(project),
+                created_by=actor,
+                project=chosen,
             )
             dataset_import_job_dispatch(job_id=job.pk)
     except BaseException:
@@ -209,10 +248,10 @@ def dataset_import_job_dispatch(*, job_id: int, reclaim: bool = False) -> None:
     """Queue the job's import after commit. When the broker is unreachable the job stays pending
     with a note and keeps its files: the stuck-job sweeper queues it again. ``reclaim`` lets the
     task take over a job left "running" by a worker that is gone (as a broker redelivery does)."""
-    from corpora.tasks import run_dataset_import  # the tasks module imports this one
-
     dispatch_on_commit(
-        lambda: run_dataset_import.apply_async((job_id,), {"reclaim": reclaim} if reclaim else {}),
+        lambda: task_named(
+            "corpora.run_dataset_import", job_id, **({"reclaim": reclaim} if reclaim else {})
+        ).apply_async(),
         on_broker_down=lambda message: job_note(
             model=DatasetImport,
             job_id=job_id,
@@ -317,7 +356,7 @@ def _relative_message(message: str, upload_dir: Path) -> str:
     return message.replace(f"{upload_dir}/", "").replace(str(upload_dir), "upload")
 
 
-def _check_new_name(name: str, interface: str, project: Project | None) -> None:
+def dataset_name_check(name: str, interface: str, project: Project | None) -> None:
     """Names are unique per project: another project's name is free and never revealed. A name of a
     shared dataset (which every project reads, so naming it reveals nothing) is refused too, so
     that a name means one dataset to the project's researchers."""
@@ -354,7 +393,7 @@ def _read(source: str | Path, options: ImportOptions) -> list[RawTable]:
 
 
 @transaction.atomic
-def _store(
+def dataset_store(
     parsed: ParsedDataset,
     *,
     name: str,
@@ -426,83 +465,3 @@ def _format_of(source: str) -> str:
 def _display_source(source: str) -> str:
     path = Path(source)
     return str(path.resolve()) if path.exists() else source
-
-
-# --- MTEB tasks by name (issue 17) -------------------------------------------------------------
-
-
-def dataset_import_mteb(
-    *,
-    task_name: str,
-    name: str | None = None,
-    subset: str | None = None,
-    from_dir: str | Path | None = None,
-    task: str | TaskType | None = None,
-    description: str | None = None,
-    created_by: AbstractBaseUser | None = None,
-    interface: str = "command",
-    project: Project | None = None,
-) -> Dataset:
-    """Import an MTEB task by name through mteb's task object (metadata and data loader).
-
-    The data comes from ``from_dir`` (a local copy of the task's hub dataset), else from
-    ``MTEB_DATA_DIR/<task name>`` or ``MTEB_DATA_DIR/<hub path>`` when that folder exists, else
-    from the hub (or its local cache). ``name`` defaults to the task name (plus the subset);
-    ``task`` may turn an STS task into "str". The task's metadata is stored under
-    ``metadata["mteb"]``. The dataset goes into ``project`` (checked by the caller), else the
-    default project. Nothing is written on any problem.
-    """
-    from corpora import mteb_tasks  # imports mteb and torch: only when an MTEB task is imported
-
-    mteb_task = mteb_tasks.mteb_task_get(task_name)
-    subset = mteb_tasks.mteb_task_subset(mteb_task, subset, option=_SUBSET_OPTION.get(interface, "--subset"))
-    name = name or (task_name if subset == mteb_tasks.DEFAULT_SUBSET else f"{task_name}-{subset}")
-    _check_new_name(name, interface, project)
-    shiftlab_task = mteb_tasks.MTEB_TASK_TYPES[mteb_task.metadata.type]
-    if task is not None:
-        shiftlab_task = _mteb_task_override(task, shiftlab_task, task_name)
-    local_dir = Path(from_dir) if from_dir else _mteb_local_copy(task_name, mteb_task.metadata.dataset["path"])
-    # The metadata is read before loading: a local copy replaces the path the task loads from.
-    info = mteb_tasks.mteb_task_info(mteb_task, subset=subset)
-    info = replace(info, loaded_from=mteb_tasks.mteb_task_load(mteb_task, subset=subset, local_dir=local_dir))
-    parsed = parse_tables(
-        mteb_tasks.mteb_task_tables(mteb_task, subset=subset),
-        task=shiftlab_task,
-        language=info.language,
-        option_names=OPTION_NAMES[interface],
-    )
-    parsed = ParsedDataset(parsed.task, parsed.items, {**parsed.metadata, "mteb": info.as_metadata()})
-    options = ImportOptions(
-        language=info.language, fmt="mteb", hf_config=subset, hf_revision=info.revision, interface=interface
-    )
-    return _store(
-        parsed,
-        name=name,
-        source=f"mteb:{task_name}",
-        source_label=f"mteb:{task_name}" + ("" if subset == mteb_tasks.DEFAULT_SUBSET else f" ({subset})"),
-        options=options,
-        description=info.description if description is None else description,
-        created_by=created_by,
-        project=project,
-    )
-
-
-_SUBSET_OPTION = {"command": "--subset", "api": '"mteb_subset"', "page": "the Subset field"}
-
-
-def _mteb_task_override(task: str | TaskType, natural: TaskType, task_name: str) -> TaskType:
-    wanted = TaskType(task_spec(task).task)
-    # The only choice MTEB leaves open: relatedness (STR) is scored like similarity (STS).
-    if wanted != natural and {wanted, natural} != {TaskType.STS, TaskType.STR}:
-        raise ShiftlabError(
-            f"MTEB task {task_name!r} is a {natural.value} task, not {wanted.value}: leave the task type out "
-            "(it comes from MTEB), or choose sts/str for an STS task."
-        )
-    return wanted
-
-
-def _mteb_local_copy(task_name: str, hub_path: str) -> Path | None:
-    if not settings.MTEB_DATA_DIR:
-        return None
-    root = Path(settings.MTEB_DATA_DIR).expanduser()
-    return next((path for path in (root / task_name, root / hub_path) if path.is_dir()), None)

@@ -7,17 +7,18 @@ from django.shortcuts import get_object_or_404, redirect, render
 from django.views.decorators.http import require_http_methods
 
 from core.errors import ShiftlabError
+from core.pages import show_error
 from core.projects import project_can_write, project_require_write
 from core.views import researcher_required
 from corpora.forms import DatasetUploadForm, MtebImportForm
 from corpora.models import Dataset, DatasetImport
+from corpora.mteb_services import dataset_import_mteb
 from corpora.selectors import dataset_get, dataset_import_list, dataset_item_list, dataset_list
 from corpora.services import (
     DatasetInUseError,
     ImportOptions,
     dataset_delete,
     dataset_import_job_create,
-    dataset_import_mteb,
     dataset_share_set,
 )
 
@@ -39,53 +40,12 @@ def dataset_list_view(request):
     form = DatasetUploadForm(None if mteb else request.POST or None, request.FILES or None, initial=initial, user=user)
     mteb_form = MtebImportForm(request.POST if mteb else None, user=user)
     if mteb and mteb_form.is_valid():
-        data = mteb_form.cleaned_data
-        try:
-            dataset = dataset_import_mteb(
-                task_name=data["task_name"],
-                subset=data["subset"] or None,
-                name=data["name"] or None,
-                created_by=user,
-                interface="page",
-                project=data["project"],
-            )
-        except ShiftlabError as exc:
-            mteb_form.add_error(None, str(exc))
-        else:
-            imported = f"Imported {dataset.n_items} items of MTEB's {data['task_name']} into {dataset.name}."
-            messages.success(request, imported)
-            return redirect("corpora:detail", name=dataset.name)
+        response = _import_mteb(request, mteb_form)
     elif request.method == "POST" and not mteb and form.is_valid():
-        data = form.cleaned_data
-        options = ImportOptions(
-            language=data["language"],
-            fmt=data["fmt"] or None,
-            columns=data["columns"],
-            split=data["split"] or None,
-            field_map=data["field_map"],
-            interface="page",
-        )
-        try:
-            job = dataset_import_job_create(
-                files=data["files"],
-                task=data["task"],
-                name=data["name"],
-                options=options,
-                created_by=user,
-                project=data["project"],
-            )
-        except ShiftlabError as exc:
-            form.add_error(None, str(exc))
-        else:
-            job.refresh_from_db()
-            if job.status == DatasetImport.Status.SUCCEEDED:
-                messages.success(request, f"Imported {job.dataset.n_items} items into {job.name}.")
-                return redirect("corpora:list")
-            if job.status != DatasetImport.Status.FAILED:
-                return redirect("corpora:import", pk=job.pk)
-            # No broker: the import already ran and failed; keep what was entered.
-            form.add_error(None, f"Nothing was imported. Fix the file, choose it again and import:\n{job.error}")
-    return render(
+        response = _import_upload(request, form)
+    else:
+        response = None
+    return response or render(
         request,
         "corpora/list.html",
         {
@@ -95,6 +55,50 @@ def dataset_list_view(request):
             "mteb_form": mteb_form,
         },
     )
+
+
+def _import_mteb(request, form: MtebImportForm):
+    data = form.cleaned_data
+    dataset = _imported(
+        request,
+        form,
+        dataset_import_mteb,
+        task_name=data["task_name"],
+        subset=data["subset"] or None,
+        name=data["name"] or None,
+        interface="page",
+    )
+    if dataset is None:
+        return None
+    messages.success(request, f"Imported {dataset.n_items} items of MTEB's {data['task_name']} into {dataset.name}.")
+    return redirect("corpora:detail", name=dataset.name)
+
+
+def _import_upload(request, form: DatasetUploadForm):
+    data = form.cleaned_data
+    inputs = {"files": data["files"], "task": data["task"], "name": data["name"]}
+    job = _imported(
+        request, form, dataset_import_job_create, **inputs, options=ImportOptions.from_input(data, interface="page")
+    )
+    if job is None:
+        return None
+    if job.status == DatasetImport.Status.SUCCEEDED:
+        messages.success(request, f"Imported {job.dataset.n_items} items into {job.name}.")
+        return redirect("corpora:list")
+    if job.status != DatasetImport.Status.FAILED:
+        return redirect("corpora:import", pk=job.pk)
+    # No broker: the import already ran and failed; keep what was entered.
+    form.add_error(None, f"Nothing was imported. Fix the file, choose it again and import:\n{job.error}")
+    return None
+
+
+def _imported(request, form, service, **inputs):
+    """``service``'s result for the caller and the form's project, or None with the refusal on the form."""
+    try:
+        return service(actor=request.user, project=form.cleaned_data["project"].slug, **inputs)
+    except ShiftlabError as exc:
+        show_error(request, exc, form=form)
+        return None
 
 
 @researcher_required

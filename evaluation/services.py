@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -77,46 +77,91 @@ def examples_evaluate(
     the document corpus for retrieval. Protocol options stored on the dataset (classification
     draws, clustering settings: ``evaluation.evaluators.options``) apply to its evaluator."""
     task = TaskType(dataset.task_type)
-    protocol = dataset_protocol_options(dataset)
-    encode = cached_encode(encoder, task=task, batch_size=batch_size)
-    rows = [(payload, gold) for _, payload, gold in examples]
-    similarity = encoder.similarity_fn_name
-    if task in (TaskType.STS, TaskType.STR):
-        s1, s2, gold = _columns(rows, "sentence1", "sentence2")
-        return STSEvaluator(similarity_fn_name=similarity).evaluate(s1, s2, gold, encode=encode)
-    if task is TaskType.PAIR_CLASSIFICATION:
-        s1, s2, labels = _columns(rows, "sentence1", "sentence2")
-        return PairClassificationEvaluator().evaluate(s1, s2, [int(label) for label in labels], encode=encode)
-    if task is TaskType.CLASSIFICATION:
-        if split == TRAIN_SPLIT or TRAIN_SPLIT not in dataset.splits:
-            raise ShiftlabError(
-                f"Classification trains on the {TRAIN_SPLIT!r} split and is evaluated on another one: "
-                f"{dataset.name} has {', '.join(dataset.splits)}; pass --split with an evaluation split."
-            )
-        train = list(
-            dataset_item_list(dataset=dataset, split=TRAIN_SPLIT, kind="example").values_list("payload", "gold")
+    scoring = _Scoring(
+        dataset=dataset,
+        split=split,
+        examples=examples,
+        rows=[(payload, gold) for _, payload, gold in examples],
+        encode=cached_encode(encoder, task=task, batch_size=batch_size),
+        similarity=encoder.similarity_fn_name,
+        seed=seed,
+        protocol=dataset_protocol_options(dataset),
+    )
+    return EVALUATORS[task_spec(task).evaluator](scoring)
+
+
+@dataclass(frozen=True)
+class _Scoring:
+    """What one evaluator call gets: the examples, as stored and as ``(payload, gold)`` rows."""
+
+    dataset: Dataset
+    split: str
+    examples: Sequence[tuple[str, dict, object]]
+    rows: list[tuple[dict, object]]
+    encode: Encode
+    similarity: str
+    seed: int
+    protocol: dict[str, Any]
+
+
+def _sts(s: _Scoring) -> EvaluationResult:
+    s1, s2, gold = _columns(s.rows, "sentence1", "sentence2")
+    return STSEvaluator(similarity_fn_name=s.similarity).evaluate(s1, s2, gold, encode=s.encode)
+
+
+def _pair_classification(s: _Scoring) -> EvaluationResult:
+    s1, s2, labels = _columns(s.rows, "sentence1", "sentence2")
+    return PairClassificationEvaluator().evaluate(s1, s2, [int(label) for label in labels], encode=s.encode)
+
+
+def _classification(s: _Scoring) -> EvaluationResult:
+    dataset = s.dataset
+    if s.split == TRAIN_SPLIT or TRAIN_SPLIT not in dataset.splits:
+        raise ShiftlabError(
+            f"Classification trains on the {TRAIN_SPLIT!r} split and is evaluated on another one: "
+            f"{dataset.name} has {', '.join(dataset.splits)}; pass --split with an evaluation split."
         )
-        train_texts, train_labels = _columns(train, "text")
-        test_texts, test_labels = _columns(rows, "text")
-        return ClassificationEvaluator(seed=seed, **protocol).evaluate(
-            train_texts, train_labels, test_texts, test_labels, encode=encode
-        )
-    if task is TaskType.CLUSTERING:
-        texts, labels = _columns(rows, "text")
-        return ClusteringEvaluator(seed=seed, **protocol).evaluate(texts, labels, encode=encode)
-    if task is TaskType.RERANKING:
-        queries, positives, negatives, _ = _columns(rows, "query", "positive", "negative")
-        return RerankingEvaluator(similarity_fn_name=similarity).evaluate(queries, positives, negatives, encode=encode)
-    if task is TaskType.RETRIEVAL:
-        documents = dataset_item_list(dataset=dataset, kind="document").values_list("item_id", "payload")
-        corpus = {doc_id: _document_text(payload) for doc_id, payload in documents}
-        queries = {item_id: payload["text"] for item_id, payload, _ in examples}
-        qrels = {item_id: gold for item_id, _, gold in examples}
-        return RetrievalEvaluator(similarity_fn_name=similarity).evaluate(corpus, queries, qrels, encode=encode)
-    if task is TaskType.SUMMARIZATION:
-        human, machine, ratings = _columns(rows, "human_summaries", "machine_summaries")
-        return SummarizationEvaluator().evaluate(human, machine, ratings, encode=encode)
-    raise AssertionError(f"no evaluator for task type {task}")  # pragma: no cover - TaskType is closed
+    train = list(dataset_item_list(dataset=dataset, split=TRAIN_SPLIT, kind="example").values_list("payload", "gold"))
+    train_texts, train_labels = _columns(train, "text")
+    test_texts, test_labels = _columns(s.rows, "text")
+    return ClassificationEvaluator(seed=s.seed, **s.protocol).evaluate(
+        train_texts, train_labels, test_texts, test_labels, encode=s.encode
+    )
+
+
+def _clustering(s: _Scoring) -> EvaluationResult:
+    texts, labels = _columns(s.rows, "text")
+    return ClusteringEvaluator(seed=s.seed, **s.protocol).evaluate(texts, labels, encode=s.encode)
+
+
+def _reranking(s: _Scoring) -> EvaluationResult:
+    queries, positives, negatives, _ = _columns(s.rows, "query", "positive", "negative")
+    return RerankingEvaluator(similarity_fn_name=s.similarity).evaluate(queries, positives, negatives, encode=s.encode)
+
+
+def _retrieval(s: _Scoring) -> EvaluationResult:
+    documents = dataset_item_list(dataset=s.dataset, kind="document").values_list("item_id", "payload")
+    corpus = {doc_id: _document_text(payload) for doc_id, payload in documents}
+    queries = {item_id: payload["text"] for item_id, payload, _ in s.examples}
+    qrels = {item_id: gold for item_id, _, gold in s.examples}
+    return RetrievalEvaluator(similarity_fn_name=s.similarity).evaluate(corpus, queries, qrels, encode=s.encode)
+
+
+def _summarization(s: _Scoring) -> EvaluationResult:
+    human, machine, ratings = _columns(s.rows, "human_summaries", "machine_summaries")
+    return SummarizationEvaluator().evaluate(human, machine, ratings, encode=s.encode)
+
+
+EVALUATORS: dict[str, Callable[[_Scoring], EvaluationResult]] = {
+    "sts": _sts,
+    "pair_classification": _pair_classification,
+    "classification": _classification,
+    "clustering": _clustering,
+    "reranking": _reranking,
+    "retrieval": _retrieval,
+    "summarization": _summarization,
+}
+"""The evaluator each task type names (``corpora.task_types.TaskSpec.evaluator``)."""
 
 
 # -- Per-dataset protocol options (issue 15) --------------------------------------------------------
@@ -179,7 +224,7 @@ def dataset_compare(
 ) -> EncoderComparison:
     """Main score (cosine Spearman) of ``model`` and ``baseline`` on an STS/STR split, their
     difference and a paired bootstrap interval of it over pairs (seeded by ``seed``)."""
-    if TaskType(dataset.task_type) not in (TaskType.STS, TaskType.STR):
+    if task_spec(dataset.task_type).evaluator != "sts":
         raise ShiftlabError(
             f"The paired comparison scores sentence pairs (sts or str datasets); {dataset.name} is "
             f"{dataset.task_type}: evaluate each model on its own instead."

@@ -8,37 +8,14 @@ Production overrides live in ``shiftlab.settings_production``. Every variable is
 
 from __future__ import annotations
 
-import json
-import os
 from pathlib import Path
 
 import dj_database_url
 from django.core.exceptions import ImproperlyConfigured
 
+from shiftlab.env import env_bool, env_list, env_str, extra_aliases
+
 BASE_DIR = Path(__file__).resolve().parent.parent
-
-
-def env_str(name: str, default: str = "") -> str:
-    return os.environ.get(name, default)
-
-
-def env_bool(name: str, default: bool) -> bool:
-    raw = os.environ.get(name)
-    if raw is None or raw == "":
-        return default
-    value = raw.strip().lower()
-    if value in {"1", "true", "yes", "on"}:
-        return True
-    if value in {"0", "false", "no", "off"}:
-        return False
-    raise ImproperlyConfigured(f"{name}={raw!r} is not a boolean: use 1/0, true/false, yes/no or on/off.")
-
-
-def env_list(name: str, default: list[str]) -> list[str]:
-    raw = os.environ.get(name)
-    if raw is None:
-        return default
-    return [part.strip() for part in raw.split(",") if part.strip()]
 
 
 DATA_DIR = Path(env_str("SHIFTLAB_DATA_DIR", str(BASE_DIR / "var"))).resolve()
@@ -374,31 +351,17 @@ TRANSFORM_BACKENDS = {
 }
 
 
-def _extra_llm_backends(raw: str) -> dict:
-    """More backend aliases (e.g. candidate generators and judges), as JSON:
-    ``{"alias": {"base_url": ..., "model": ...}}`` for OpenAI-compatible servers, or
-    ``{"alias": {"BACKEND": "dotted.path", "OPTIONS": {...}}}`` for any backend class."""
-    try:
-        extra = json.loads(raw) if raw.strip() else {}
-    except json.JSONDecodeError as exc:
-        raise ImproperlyConfigured(f"SHIFTLAB_LLM_BACKENDS is not valid JSON: {exc}") from None
-    if not isinstance(extra, dict) or not all(isinstance(v, dict) for v in extra.values()):
-        raise ImproperlyConfigured(
-            'SHIFTLAB_LLM_BACKENDS must map aliases to objects, e.g. {"small": {"base_url": '
-            '"http://127.0.0.1:8082/v1", "model": "smollm2-135m-instruct"}}'
-        )
-    return {
-        alias: config
-        if "BACKEND" in config
-        else {
-            "BACKEND": "transforms.backends.openai_compat.OpenAICompatBackend",
-            "OPTIONS": {"api_key": "not-needed", **config},
-        }
-        for alias, config in extra.items()
-    }
-
-
-TRANSFORM_BACKENDS.update(_extra_llm_backends(env_str("SHIFTLAB_LLM_BACKENDS")))
+# More aliases (e.g. candidate generators and judges): {"alias": {"base_url": ..., "model": ...}} for
+# OpenAI-compatible servers, or {"alias": {"BACKEND": "dotted.path", "OPTIONS": {...}}}.
+TRANSFORM_BACKENDS.update(
+    extra_aliases(
+        env_str("SHIFTLAB_LLM_BACKENDS"),
+        variable="SHIFTLAB_LLM_BACKENDS",
+        backend="transforms.backends.openai_compat.OpenAICompatBackend",
+        options={"api_key": "not-needed"},
+        example='{"small": {"base_url": "http://127.0.0.1:8082/v1", "model": "smollm2-135m-instruct"}}',
+    )
+)
 
 # Items per Celery chunk task of a transformation run (each item has one or two texts).
 TRANSFORM_CHUNK_SIZE = int(env_str("SHIFTLAB_TRANSFORM_CHUNK_SIZE", "16"))
@@ -425,32 +388,15 @@ def _extra_encoders(raw: str) -> dict:
     sentence-transformers model (the default alias's options fill the rest), or
     ``{"alias": {"BACKEND": "dotted.path", "OPTIONS": {...}}}`` for any encoder class, e.g. the
     augmented encoder ``evaluation.augmented_encoder.AugmentedEncoder``."""
-    try:
-        extra = json.loads(raw) if raw.strip() else {}
-    except json.JSONDecodeError as exc:
-        raise ImproperlyConfigured(f"SHIFTLAB_ENCODERS is not valid JSON: {exc}") from None
-    if not isinstance(extra, dict) or not all(isinstance(v, dict) for v in extra.values()):
-        raise ImproperlyConfigured(
-            'SHIFTLAB_ENCODERS must map aliases to objects, e.g. {"minilm-para": {"BACKEND": '
-            '"evaluation.augmented_encoder.AugmentedEncoder", "OPTIONS": {"base": '
-            '"all-MiniLM-L6-v2"}}}'
-        )
-    for alias, config in extra.items():
-        stray = sorted(set(config) - {"BACKEND", "OPTIONS"}) if "BACKEND" in config else []
-        if stray:
-            raise ImproperlyConfigured(
-                f"SHIFTLAB_ENCODERS[{alias!r}] names a BACKEND, so its options go under "
-                f"OPTIONS: move {', '.join(stray)} there."
-            )
-    return {
-        alias: config
-        if "BACKEND" in config
-        else {
-            "BACKEND": "evaluation.encoders.SentenceTransformerEncoder",
-            "OPTIONS": {**EVALUATION_ENCODERS["default"]["OPTIONS"], **config},
-        }
-        for alias, config in extra.items()
-    }
+    return extra_aliases(
+        raw,
+        variable="SHIFTLAB_ENCODERS",
+        backend="evaluation.encoders.SentenceTransformerEncoder",
+        options=EVALUATION_ENCODERS["default"]["OPTIONS"],
+        example='{"minilm-para": {"BACKEND": "evaluation.augmented_encoder.AugmentedEncoder", "OPTIONS": {"base": '
+        '"all-MiniLM-L6-v2"}}}',
+        options_apart=True,
+    )
 
 
 EVALUATION_ENCODERS.update(_extra_encoders(env_str("SHIFTLAB_ENCODERS")))

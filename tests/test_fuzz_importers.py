@@ -164,7 +164,9 @@ def _import_leaves_no_trace_on_failure(files: list[tuple[bytes, str]], task: str
     uploads = [SimpleUploadedFile(name, data) for data, name in files]
     name = next(_names)
     items_before, stored_before = DatasetItem.objects.count(), _stored_uploads()
-    job = dataset_import_job_create(files=uploads, task=task, name=name, options=ImportOptions(), created_by=None)
+    job = dataset_import_job_create(
+        actor=None, project=None, files=uploads, task=task, name=name, options=ImportOptions()
+    )
     job = dataset_import_job_run(job_id=job.pk)
     event(job.status)
     assert not Path(job.upload_dir).exists() and _stored_uploads() == stored_before

@@ -19,7 +19,8 @@ import pytest
 from django.core.management import CommandError, call_command
 
 from corpora.models import Dataset
-from corpora.services import ImportOptions, dataset_import, dataset_import_mteb
+from corpora.mteb_services import dataset_import_mteb
+from corpora.services import ImportOptions, dataset_import
 from evaluation.benchmark_services import benchmark_run_create_from_config
 from evaluation.models import BenchmarkResult
 from evaluation.services import dataset_evaluate

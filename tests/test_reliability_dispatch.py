@@ -37,7 +37,7 @@ def _upload() -> SimpleUploadedFile:
 @pytest.mark.django_db(transaction=True)
 def test_an_import_queued_while_the_broker_is_down_keeps_its_files_and_says_why(broker_down, researcher):
     job = dataset_import_job_create(
-        files=[_upload()], task="sts", name="queued-in-outage", options=ImportOptions(), created_by=researcher
+        actor=researcher, project=None, files=[_upload()], task="sts", name="queued-in-outage", options=ImportOptions()
     )
     assert job.status == DatasetImport.Status.PENDING
     assert "broker" in job.error and "queued again automatically" in job.error
@@ -127,16 +127,16 @@ def test_an_import_whose_worker_dies_before_commit_is_imported_by_the_redelivery
     )
     import corpora.services as services
 
-    real_store = services._store
+    real_store = services.dataset_store
 
     def die_after_store(*args, **kwargs):
         real_store(*args, **kwargs)
         raise _WorkerKilled
 
-    monkeypatch.setattr(services, "_store", die_after_store)
+    monkeypatch.setattr(services, "dataset_store", die_after_store)
     with pytest.raises(_WorkerKilled):
         dataset_import_job_run(job_id=job.pk)
-    monkeypatch.setattr(services, "_store", real_store)
+    monkeypatch.setattr(services, "dataset_store", real_store)
     assert not Dataset.objects.filter(name="crash-before").exists()
     again = dataset_import_job_run(job_id=job.pk, redelivered=True)
     assert again.status == DatasetImport.Status.SUCCEEDED and Dataset.objects.get(name="crash-before").n_items == 40

@@ -12,16 +12,16 @@ only admins create projects and put annotators on a project's roster, only admin
 manage members and take annotators off the roster.
 """
 
-from django.core.management.base import BaseCommand, CommandError
+from django.core.management.base import CommandError
 
-from core.errors import ShiftlabError
+from core.commands import ShiftlabCommand
 from core.models import Membership, Project
 from core.projects import membership_remove, membership_set, project_create, projects_readable, user_by_name
 from core.rosters import project_annotators, roster_add, roster_remove
 from core.selectors import project_list
 
 
-class Command(BaseCommand):
+class Command(ShiftlabCommand):
     help = "List projects (teams), create them, and manage their members and roles."
 
     def add_arguments(self, parser):
@@ -50,11 +50,8 @@ class Command(BaseCommand):
             p.add_argument("--as", dest="actor", help="Act as this user (default: the system).")
 
     def handle(self, *args, action, actor=None, **options):
-        try:
-            user = user_by_name(actor) if actor else None
-            getattr(self, f"do_{action.replace('-', '_')}")(actor=user, **options)
-        except ShiftlabError as exc:
-            raise CommandError(str(exc)) from exc
+        user = user_by_name(actor) if actor else None
+        getattr(self, f"do_{action.replace('-', '_')}")(actor=user, **options)
 
     def do_list(self, *, actor, **_):
         for project, role in project_list(user=actor):

@@ -1,19 +1,16 @@
 import json
+from collections.abc import Callable
 
-from django.core.management.base import BaseCommand, CommandError, CommandParser
+from django.core.management.base import CommandError, CommandParser
 
+from core.commands import ShiftlabCommand
 from core.errors import ShiftlabError
-from core.projects import project_require_write, project_resolve, user_by_name
+from core.projects import project_require_write, user_by_name
 from corpora.models import Dataset
+from corpora.mteb_services import dataset_import_mteb
 from corpora.readers import FORMATS
 from corpora.selectors import dataset_get, dataset_item_list, dataset_list
-from corpora.services import (
-    ImportOptions,
-    dataset_delete,
-    dataset_import,
-    dataset_import_mteb,
-    dataset_share_set,
-)
+from corpora.services import ImportOptions, dataset_delete, dataset_import_source, dataset_share_set
 from corpora.task_types import TaskType
 
 
@@ -27,7 +24,7 @@ def _field_map(values: list[str]) -> dict[str, str]:
     return mapping
 
 
-class Command(BaseCommand):
+class Command(ShiftlabCommand):
     help = (
         "Import, list, show, share and delete benchmark datasets. With --as USER the command acts as that "
         "researcher (their projects only); without it, as the system (all projects)."
@@ -94,29 +91,24 @@ class Command(BaseCommand):
             )
 
     def handle(self, *args, **options):
-        try:
-            self.user = user_by_name(options["as_user"]) if options.get("as_user") else None
-        except ShiftlabError as exc:
-            raise CommandError(str(exc)) from None
+        self.user = user_by_name(options["as_user"]) if options.get("as_user") else None
         return getattr(self, f"_{options['action']}")(options)
 
-    def _project(self, o):
-        # Where a new dataset goes: --project (which the --as user must be able to change), else
-        # their one project, else the default project.
+    def _import(self, o) -> None:
+        service, inputs = self._mteb_inputs(o) if o["mteb"] else self._source_inputs(o)
         try:
-            return project_resolve(self.user, o["project"])
+            dataset = service(actor=self.user, project=o["project"], **inputs)
         except ShiftlabError as exc:
             raise CommandError(f"Nothing was imported.\n{exc}") from None
+        self._imported(dataset)
 
-    def _import(self, o) -> None:
-        if o["mteb"]:
-            self._import_mteb(o)
-            return
+    @staticmethod
+    def _source_inputs(o) -> tuple[Callable[..., Dataset], dict]:
         if o["subset"] or o["from_dir"]:
             raise CommandError("--subset and --from-dir go with --mteb TASK.")
         if not o["path"] or not o["task"] or not o["name"]:
             raise CommandError("Pass PATH, --task and --name (or --mteb TASK to import an MTEB task by name).")
-        import_options = ImportOptions(
+        options = ImportOptions(
             language=o["language"],
             fmt=o["fmt"],
             columns=[c.strip() for c in o["columns"].split(",")] if o["columns"] else None,
@@ -125,39 +117,15 @@ class Command(BaseCommand):
             hf_config=o["hf_config"],
             hf_revision=o["hf_revision"],
         )
-        project = self._project(o)
-        try:
-            dataset = dataset_import(
-                source=o["path"],
-                task=o["task"],
-                name=o["name"],
-                options=import_options,
-                description=o["description"],
-                created_by=self.user,
-                project=project,
-            )
-        except ShiftlabError as exc:
-            raise CommandError(f"Nothing was imported.\n{exc}") from None
-        self._imported(dataset)
+        inputs = {"source": o["path"], "task": o["task"], "name": o["name"], "description": o["description"]}
+        return dataset_import_source, {**inputs, "options": options}
 
-    def _import_mteb(self, o) -> None:
+    @staticmethod
+    def _mteb_inputs(o) -> tuple[Callable[..., Dataset], dict]:
         if o["path"]:
             raise CommandError(f"Pass either PATH ({o['path']}) or --mteb {o['mteb']}, not both.")
-        project = self._project(o)
-        try:
-            dataset = dataset_import_mteb(
-                task_name=o["mteb"],
-                name=o["name"],
-                subset=o["subset"],
-                from_dir=o["from_dir"],
-                task=o["task"],
-                description=o["description"] or None,
-                created_by=self.user,
-                project=project,
-            )
-        except ShiftlabError as exc:
-            raise CommandError(f"Nothing was imported.\n{exc}") from None
-        self._imported(dataset)
+        inputs = {"task_name": o["mteb"], "name": o["name"], "subset": o["subset"], "from_dir": o["from_dir"]}
+        return dataset_import_mteb, {**inputs, "task": o["task"], "description": o["description"] or None}
 
     def _imported(self, dataset: Dataset) -> None:
         splits = ", ".join(f"{k}: {v}" for k, v in dataset.splits.items())
@@ -209,19 +177,13 @@ class Command(BaseCommand):
 
     def _delete(self, o) -> None:
         dataset = self._get(o["name"])
-        try:
-            project_require_write(self.user, dataset.project)
-            dataset_delete(dataset=dataset, actor=self.user)
-        except ShiftlabError as exc:  # read-only caller, or DatasetInUseError
-            raise CommandError(str(exc)) from None
+        project_require_write(self.user, dataset.project)
+        dataset_delete(dataset=dataset, actor=self.user)
         self.stdout.write(self.style.SUCCESS(f"Deleted {o['name']}."))
 
     def _share(self, o) -> None:
         dataset = self._get(o["name"])
-        try:
-            dataset_share_set(dataset=dataset, shared=not o["off"], actor=self.user)
-        except ShiftlabError as exc:
-            raise CommandError(str(exc)) from None
+        dataset_share_set(dataset=dataset, shared=not o["off"], actor=self.user)
         if dataset.shared:
             self.stdout.write(self.style.SUCCESS(f"{dataset.name} is shared: every project's researchers may read it."))
         else:
