@@ -57,6 +57,7 @@ from annotation.studies.design_services import study_create, study_design, study
 from annotation.views import benchmark_config_response
 from core.permissions import IsAnnotator, IsResearcher
 from core.projects import project_require_write, scoped
+from core.serializers import valid_input
 
 
 def _error(exc: Exception) -> Response:
@@ -96,9 +97,7 @@ class StudyViewSet(ProjectScopedMixin, mixins.ListModelMixin, mixins.RetrieveMod
 
     @extend_schema(request=StudyCreateSerializer, responses={201: StudySerializer})
     def create(self, request):
-        data_in = StudyCreateSerializer(data=request.data)
-        data_in.is_valid(raise_exception=True)
-        data = data_in.validated_data
+        data = valid_input(StudyCreateSerializer, request)
         study = study_create(
             actor=request.user, project=data["project"], name=data["name"], runs=data["runs"], design=data["design"]
         )
@@ -109,9 +108,8 @@ class StudyViewSet(ProjectScopedMixin, mixins.ListModelMixin, mixins.RetrieveMod
     def design(self, request, pk=None):
         """Change the design: in place while a draft, otherwise as a new version (201)."""
         study = self.get_changeable_object()
-        data_in = StudyDesignSerializer(data=request.data)
-        data_in.is_valid(raise_exception=True)
-        design = _design(data_in.validated_data["design"], study_design(study))
+        data = valid_input(StudyDesignSerializer, request)
+        design = _design(data["design"], study_design(study))
         if study.is_locked:
             revised = study_revise(study=study, design=design, actor=request.user)
             return Response(StudySerializer(revised).data, status=status.HTTP_201_CREATED)
@@ -135,9 +133,8 @@ class StudyViewSet(ProjectScopedMixin, mixins.ListModelMixin, mixins.RetrieveMod
         """Publish to Argilla, to annotators on the roster of the study's project; ``new_accounts``
         names the Argilla accounts made now (each annotator sets their own password)."""
         study = self.get_changeable_object()
-        data_in = StudyPublishSerializer(data=request.data)
-        data_in.is_valid(raise_exception=True)
-        users = roster_annotators(study.project, data_in.validated_data["annotators"])
+        data = valid_input(StudyPublishSerializer, request)
+        users = roster_annotators(study.project, data["annotators"])
         result = study_publish(study=study, annotators=users, actor=request.user)
         return Response({**StudySerializer(result.study).data, "new_accounts": list(result.new_accounts)})
 
@@ -228,9 +225,8 @@ class AnnotatorViewSet(ProjectScopedMixin, mixins.RetrieveModelMixin, viewsets.G
     @action(detail=True, methods=["post"])
     def reject(self, request, pk=None):
         annotator = self.get_changeable_object()
-        data_in = RejectSerializer(data=request.data)
-        data_in.is_valid(raise_exception=True)
-        annotator_reject(annotator=annotator, detail=data_in.validated_data["reason"], actor=request.user)
+        data = valid_input(RejectSerializer, request)
+        annotator_reject(annotator=annotator, detail=data["reason"], actor=request.user)
         annotator.refresh_from_db()
         return Response(AnnotatorSerializer(annotator).data)
 
@@ -241,12 +237,9 @@ class AnnotatorViewSet(ProjectScopedMixin, mixins.RetrieveModelMixin, viewsets.G
         on the roster of the study's project (who gets an Argilla account if needed: named in
         ``new_accounts``; they set its password themselves)."""
         annotator = self.get_changeable_object()
-        data_in = ReplaceSerializer(data=request.data)
-        data_in.is_valid(raise_exception=True)
-        (user,) = roster_annotators(annotator.study.project, [data_in.validated_data["username"]])
-        result = annotator_replace(
-            annotator=annotator, user=user, reason=data_in.validated_data["reason"], actor=request.user
-        )
+        data = valid_input(ReplaceSerializer, request)
+        (user,) = roster_annotators(annotator.study.project, [data["username"]])
+        result = annotator_replace(annotator=annotator, user=user, reason=data["reason"], actor=request.user)
         newcomer = Annotator.objects.select_related("user").get(study=annotator.study, user=user)
         return Response(
             {
@@ -274,9 +267,8 @@ class FlagViewSet(ProjectScopedMixin, mixins.ListModelMixin, mixins.RetrieveMode
     @action(detail=True, methods=["post"])
     def review(self, request, pk=None):
         flag = self.get_changeable_object()
-        data_in = FlagReviewSerializer(data=request.data)
-        data_in.is_valid(raise_exception=True)
-        flag = flag_review(flag=flag, actor=request.user, **data_in.validated_data)
+        data = valid_input(FlagReviewSerializer, request)
+        flag = flag_review(flag=flag, actor=request.user, **data)
         return Response(FlagSerializer(flag).data)
 
     @extend_schema(request=None, responses=None)
@@ -304,9 +296,8 @@ class GateResultViewSet(ProjectScopedMixin, mixins.ListModelMixin, mixins.Retrie
     @action(detail=True, methods=["post"])
     def decide(self, request, pk=None):
         result = self.get_changeable_object()
-        data_in = DecisionSerializer(data=request.data)
-        data_in.is_valid(raise_exception=True)
-        approval_decide(gate_result=result, actor=request.user, **data_in.validated_data)
+        data = valid_input(DecisionSerializer, request)
+        approval_decide(gate_result=result, actor=request.user, **data)
         return Response(GateResultSerializer(GateResult.objects.get(pk=result.pk)).data)
 
 
@@ -324,9 +315,7 @@ class BenchmarkConfigViewSet(
 
     @extend_schema(request=BenchmarkConfigExportSerializer, responses={201: BenchmarkConfigSerializer})
     def create(self, request):
-        data_in = BenchmarkConfigExportSerializer(data=request.data)
-        data_in.is_valid(raise_exception=True)
-        data = data_in.validated_data
+        data = valid_input(BenchmarkConfigExportSerializer, request)
         config = benchmark_config_export(
             actor=request.user, project=data["project"] or None, studies=data.get("studies"), name=data["name"]
         )
@@ -344,9 +333,8 @@ class BenchmarkConfigViewSet(
         form, with `problems`), it is one of this deployment's exports (`registered`), and its
         signature under this server's key (`signature`: valid, absent or invalid); `accepted` says
         whether a benchmark run would use it and `detail` why (not)."""
-        data_in = BenchmarkConfigVerifySerializer(data=request.data)
-        data_in.is_valid(raise_exception=True)
-        check = benchmark_config_verify(text=data_in.validated_data["text"], fmt=data_in.validated_data["format"])
+        data = valid_input(BenchmarkConfigVerifySerializer, request)
+        check = benchmark_config_verify(text=data["text"], fmt=data["format"])
         return Response(
             {
                 "ok": check.ok,
@@ -366,7 +354,6 @@ class ArgillaPasswordView(APIView):
 
     @extend_schema(request=ArgillaPasswordSerializer, responses={200: dict})
     def post(self, request):
-        data_in = ArgillaPasswordSerializer(data=request.data)
-        data_in.is_valid(raise_exception=True)
-        argilla_password_set_own(user=request.user, **data_in.validated_data)
+        data = valid_input(ArgillaPasswordSerializer, request)
+        argilla_password_set_own(user=request.user, **data)
         return Response({"detail": "Your Argilla password is set: sign in to Argilla with your username and it."})

@@ -2,12 +2,13 @@ from rest_framework import serializers
 
 from annotation.models import Annotator, Approval, BenchmarkConfig, Flag, GateResult, Study, StudyItem
 from core.limits import MAX_ID
+from core.serializers import project_slug_field, username_field
 
 
 class StudySerializer(serializers.ModelSerializer):
-    project = serializers.SlugRelatedField(slug_field="slug", read_only=True)
+    project = project_slug_field()
     runs = serializers.PrimaryKeyRelatedField(many=True, read_only=True)
-    created_by = serializers.SlugRelatedField(slug_field="username", read_only=True)
+    created_by = username_field()
 
     class Meta:
         model = Study
@@ -127,7 +128,7 @@ class FlagSerializer(serializers.ModelSerializer):
     question = serializers.CharField(source="rating.question", read_only=True)
     text_a = serializers.CharField(source="rating.study_item.text_a", read_only=True)
     text_b = serializers.CharField(source="rating.study_item.text_b", read_only=True)
-    reviewed_by = serializers.SlugRelatedField(slug_field="username", read_only=True)
+    reviewed_by = username_field()
 
     class Meta:
         model = Flag
@@ -161,7 +162,7 @@ class FlagReviewSerializer(serializers.Serializer):
 
 
 class ApprovalSerializer(serializers.ModelSerializer):
-    decided_by = serializers.SlugRelatedField(slug_field="username", read_only=True)
+    decided_by = username_field()
 
     class Meta:
         model = Approval
@@ -184,7 +185,7 @@ class DecisionSerializer(serializers.Serializer):
 
 
 class BenchmarkConfigSerializer(serializers.ModelSerializer):
-    project = serializers.SlugRelatedField(slug_field="slug", read_only=True)
+    project = project_slug_field()
     development_key = serializers.BooleanField(
         read_only=True, help_text="Signed with Shiftlab's public development key (the demo's): not a validated config."
     )

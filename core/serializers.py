@@ -3,6 +3,26 @@
 from rest_framework import serializers
 
 
+def project_slug_field() -> serializers.SlugRelatedField:
+    """The project an object belongs to, shown as its slug."""
+    return serializers.SlugRelatedField(slug_field="slug", read_only=True)
+
+
+def project_choice_field() -> serializers.CharField:
+    """The project a new object goes into (optional: else that of its inputs, else your one project)."""
+    return serializers.CharField(
+        required=False,
+        allow_null=True,
+        max_length=61,
+        help_text="Slug of the project it goes into; default: its inputs' project, else the one you belong to.",
+    )
+
+
+def username_field() -> serializers.SlugRelatedField:
+    """A user an object names (its creator, reviewer...), shown as their username."""
+    return serializers.SlugRelatedField(slug_field="username", read_only=True)
+
+
 class WaitingSerializer(serializers.Serializer):
     """The backend a job waits for while its tasks retry (``core.waiting.Waiting``)."""
 
@@ -21,3 +41,15 @@ class JobWaitingSerializer(serializers.Serializer):
 
     waiting = WaitingSerializer(source="waiting_state", read_only=True, allow_null=True)
     waiting_message = serializers.CharField(read_only=True, allow_null=True)
+
+
+JOB_END_FIELDS = ["error", "waiting", "waiting_message", "created_at", "started_at", "finished_at"]
+"""The last fields a job serializer lists: its error, its wait and its times."""
+
+
+def valid_input(serializer_class: type[serializers.Serializer], request) -> dict:
+    """The request body checked by ``serializer_class``: its validated data, or DRF's 400 answer
+    with the field errors (an API view's first step before it calls the service entry)."""
+    data_in = serializer_class(data=request.data)
+    data_in.is_valid(raise_exception=True)
+    return data_in.validated_data

@@ -7,6 +7,7 @@ from rest_framework.response import Response
 
 from core.permissions import IsResearcher
 from core.projects import project_require_write
+from core.serializers import valid_input
 from corpora.models import Dataset
 from corpora.mteb_services import dataset_import_mteb
 from corpora.selectors import dataset_get, dataset_import_list, dataset_item_list, dataset_list
@@ -67,11 +68,8 @@ class DatasetViewSet(
     @action(detail=True, methods=["post"])
     def share(self, request, name=None):
         """Share the dataset with every project (``{"shared": true}``) or stop sharing it (false)."""
-        data_in = DatasetShareSerializer(data=request.data)
-        data_in.is_valid(raise_exception=True)
-        dataset = dataset_share_set(
-            dataset=self.get_object(), shared=data_in.validated_data["shared"], actor=request.user
-        )
+        data = valid_input(DatasetShareSerializer, request)
+        dataset = dataset_share_set(dataset=self.get_object(), shared=data["shared"], actor=request.user)
         return Response(DatasetSerializer(dataset).data)
 
 
@@ -92,9 +90,7 @@ class DatasetImportViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, vie
         description="Upload files (queued import, 202), or name an MTEB task with mteb_task (imported at once, 201).",
     )
     def create(self, request):
-        data_in = DatasetImportCreateSerializer(data=request.data)
-        data_in.is_valid(raise_exception=True)
-        data = data_in.validated_data
+        data = valid_input(DatasetImportCreateSerializer, request)
         if data.get("mteb_task"):
             # Runs in the request (no upload to hand to a worker): with a local copy of the task's data
             # (SHIFTLAB_MTEB_DATA_DIR) this takes seconds; import large tasks with `corpora import --mteb`.

@@ -1,13 +1,14 @@
 from rest_framework import serializers
 
+from core.serializers import project_slug_field, username_field
 from corpora.models import Dataset, DatasetImport, DatasetItem
 from corpora.readers import FORMATS
 from corpora.task_types import TaskType
 
 
 class DatasetSerializer(serializers.ModelSerializer):
-    created_by = serializers.SlugRelatedField(slug_field="username", read_only=True)
-    project = serializers.SlugRelatedField(slug_field="slug", read_only=True)
+    created_by = username_field()
+    project = project_slug_field()
 
     class Meta:
         model = Dataset
@@ -46,7 +47,7 @@ class DatasetItemSerializer(serializers.ModelSerializer):
 
 class DatasetImportSerializer(serializers.ModelSerializer):
     dataset = serializers.SlugRelatedField(slug_field="name", read_only=True)
-    project = serializers.SlugRelatedField(slug_field="slug", read_only=True)
+    project = project_slug_field()
 
     class Meta:
         model = DatasetImport

@@ -1,7 +1,7 @@
 from rest_framework import serializers
 
 from core.limits import MAX_COUNT, MAX_ID, MAX_SEED
-from core.serializers import JobWaitingSerializer
+from core.serializers import JobWaitingSerializer, project_slug_field
 from evaluation.models import BenchmarkResult, BenchmarkRun
 from evaluation.robustness import MAX_SPLITS, OPTION_CHOICES
 from transforms.presets import preset_choices
@@ -15,7 +15,7 @@ class BenchmarkRunSerializer(JobWaitingSerializer, serializers.ModelSerializer):
         read_only=True, help_text="The config is signed with Shiftlab's public development key: not validated."
     )
     created_by = serializers.StringRelatedField()
-    project = serializers.SlugRelatedField(slug_field="slug", read_only=True)
+    project = project_slug_field()
 
     class Meta:
         model = BenchmarkRun

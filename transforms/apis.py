@@ -12,6 +12,7 @@ from core.projects import (
     project_resolve,
     projects_readable,
 )
+from core.serializers import valid_input
 from transforms.judge_services import judge_report_create, judge_report_resume
 from transforms.judge_tables import report_tables, tables_csv
 from transforms.prompt_services import (
@@ -66,9 +67,7 @@ class PromptTemplateViewSet(
 
     @extend_schema(request=PromptTemplateCreateSerializer, responses={201: PromptTemplateSerializer})
     def create(self, request):
-        data_in = PromptTemplateCreateSerializer(data=request.data)
-        data_in.is_valid(raise_exception=True)
-        data = dict(data_in.validated_data)
+        data = valid_input(PromptTemplateCreateSerializer, request)
         project = project_resolve(request.user, data.pop("project", None))
         template = prompt_template_create_version(created_by=request.user, project=project, **data)
         return Response(PromptTemplateSerializer(template).data, status=status.HTTP_201_CREATED)
@@ -95,9 +94,7 @@ class TransformRunViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, view
     @extend_schema(request=TransformRunCreateSerializer, responses={202: TransformRunSerializer})
     def create(self, request):
         """Start a run; with a preset and no seed, one run per preset seed (the answer is then a list)."""
-        data_in = TransformRunCreateSerializer(data=request.data)
-        data_in.is_valid(raise_exception=True)
-        data = dict(data_in.validated_data)
+        data = valid_input(TransformRunCreateSerializer, request)
         runs = transform_runs_start(actor=request.user, project=data.pop("project", None), **data)
         for run in runs:
             run.refresh_from_db()
@@ -153,9 +150,8 @@ class JudgeReportViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, views
 
     @extend_schema(request=JudgeReportCreateSerializer, responses={202: JudgeReportSerializer})
     def create(self, request):
-        data_in = JudgeReportCreateSerializer(data=request.data)
-        data_in.is_valid(raise_exception=True)
-        report = judge_report_create(actor=request.user, **data_in.validated_data)
+        data = valid_input(JudgeReportCreateSerializer, request)
+        report = judge_report_create(actor=request.user, **data)
         report.refresh_from_db()
         return Response(JudgeReportSerializer(report).data, status=status.HTTP_202_ACCEPTED)
 

@@ -1,24 +1,9 @@
 from rest_framework import serializers
 
 from core.limits import MAX_COUNT, MAX_ID, MAX_SEED
-from core.serializers import JobWaitingSerializer
+from core.serializers import JOB_END_FIELDS, JobWaitingSerializer, project_choice_field, project_slug_field
 from transforms.models import TRANSFORMATION_CHOICES, JudgeReport, PromptTemplate, TransformedItem, TransformRun
 from transforms.presets import preset_choices
-
-
-def project_slug_field() -> serializers.SlugRelatedField:
-    """The project an object belongs to, shown as its slug."""
-    return serializers.SlugRelatedField(slug_field="slug", read_only=True)
-
-
-def project_choice_field() -> serializers.CharField:
-    """The project a new object goes into (optional: else that of its inputs, else your one project)."""
-    return serializers.CharField(
-        required=False,
-        allow_null=True,
-        max_length=61,
-        help_text="Slug of the project it goes into; default: its inputs' project, else the one you belong to.",
-    )
 
 
 class PromptTemplateSerializer(serializers.ModelSerializer):
@@ -85,12 +70,7 @@ class TransformRunSerializer(JobWaitingSerializer, serializers.ModelSerializer):
             "n_failed",
             "llm_calls",
             "cache_hits",
-            "error",
-            "waiting",
-            "waiting_message",
-            "created_at",
-            "started_at",
-            "finished_at",
+            *JOB_END_FIELDS,
         ]
         read_only_fields = fields
 
@@ -160,12 +140,7 @@ class JudgeReportSerializer(JobWaitingSerializer, serializers.ModelSerializer):
             "total",
             "done",
             "result",
-            "error",
-            "waiting",
-            "waiting_message",
-            "created_at",
-            "started_at",
-            "finished_at",
+            *JOB_END_FIELDS,
         ]
         read_only_fields = fields
 
