@@ -3,7 +3,7 @@ from rest_framework import serializers
 from core.limits import MAX_COUNT, MAX_ID, MAX_SEED
 from core.serializers import JobWaitingSerializer
 from evaluation.models import BenchmarkResult, BenchmarkRun
-from evaluation.robustness import MAX_SPLITS, OPTION_CHOICES
+from evaluation.robustness_options import MAX_SPLITS, OPTION_CHOICES
 from transforms.presets import preset_choices
 
 
@@ -81,12 +81,10 @@ class BenchmarkRunCreateSerializer(serializers.Serializer):
             raise serializers.ValidationError("give config_id or config_text, not both")
         if not sources and not data.get("datasets"):
             raise serializers.ValidationError("give a config (config_id or config_text) or datasets (original data)")
-        if not sources and data.get("seeds"):
-            raise serializers.ValidationError("seeds need a config: transformations must be validated")
         return data
 
 
-# --- robustness report options (the statistics' units; evaluation.robustness.ReportOptions) ---
+# --- robustness report options (the statistics' units; evaluation.robustness_options.ReportOptions) ---
 class RobustnessOptionsSerializer(serializers.Serializer):
     """Query parameters of the robustness report; an unset option keeps the run's preset's value or
     the default (the multi-axis paper's protocol)."""
