@@ -21,7 +21,8 @@ from evaluation.serializers import (
 
 class BenchmarkRunViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, viewsets.GenericViewSet):
     """Benchmark runs: POST starts one (from a validated config or, original data only, from
-    datasets) in ``project`` (default: the caller's own project); `results` lists every unit,
+    datasets) in ``project`` (default: its inputs' project, else the caller's own), through
+    ``benchmark_run_start`` as the page and the command do; `results` lists every unit,
     `report` adds the aggregates; `resume` re-queues units without a result. Runs of projects the
     caller does not belong to are not found (404); a viewer of a project may not resume its runs (403)."""
 

@@ -12,6 +12,8 @@ from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
 from functools import partial
 
+from django.core.exceptions import ImproperlyConfigured
+
 from annotation.models import BaselineAnswer, BaselineStudy
 from core.errors import ShiftlabError
 from corpora.selectors import dataset_item_list
@@ -213,7 +215,10 @@ def _score_models(
     task = TaskType(dataset.task_type)
     scores = []
     for name in models:
-        encoder = get_encoder(name)
+        try:
+            encoder = get_encoder(name)
+        except ImproperlyConfigured as exc:  # EVALUATION_ENCODERS cannot serve this model
+            raise ShiftlabError(str(exc)) from None
         encode = cached_encode(encoder, task=task, batch_size=batch_size)
         try:
             score = score_model_on_instances(

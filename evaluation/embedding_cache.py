@@ -52,6 +52,7 @@ from pathlib import Path
 import numpy as np
 from django.conf import settings
 
+from core.errors import ShiftlabError
 from core.hashing import sha256_text
 from evaluation.embedding_storage import Storage, cache_storage
 from evaluation.encoders import Encoder, EncoderError, slug
@@ -332,7 +333,7 @@ def compact_cache(root: str | Path | None = None, *, small_rows: int = SMALL_SHA
     the merged shard is stored before the small ones are removed (vectors first, so a listing
     never shows a shard without its keys)."""
     if small_rows < 2:
-        raise ValueError(f"small_rows must be at least 2, got {small_rows}.")
+        raise ShiftlabError(f"small_rows must be at least 2, got {small_rows}.")
     storage = cache_storage(root)
     folders = merged = written = rows = claims_removed = 0
     for model in sorted(storage.list(storage.root)):

@@ -50,7 +50,8 @@ class BenchmarkRunSerializer(JobWaitingSerializer, serializers.ModelSerializer):
 
 class BenchmarkRunCreateSerializer(serializers.Serializer):
     """A run from an exported config (``config_id``, or ``config_text`` + ``config_format``) or, for
-    original data only, from ``datasets``; in ``project`` (a slug; default: the caller's own project)."""
+    original data only, from ``datasets``; in ``project`` (a slug; default: the inputs' project, else the
+    caller's own). Shapes only: ``evaluation.benchmark_services.benchmark_run_start`` checks the rest."""
 
     models = serializers.ListField(child=serializers.CharField(max_length=200), min_length=1)
     config_id = serializers.IntegerField(required=False, min_value=1, max_value=MAX_ID)
@@ -62,7 +63,9 @@ class BenchmarkRunCreateSerializer(serializers.Serializer):
     split = serializers.CharField(default="test", max_length=32)
     name = serializers.CharField(default="", allow_blank=True, max_length=100)
     project = serializers.SlugField(
-        required=False, max_length=61, help_text="The project the run belongs to (default: your own project)."
+        required=False,
+        max_length=61,
+        help_text="The project the run belongs to (default: its datasets' and config's, else your own project).",
     )
     preset = serializers.ChoiceField(
         choices=preset_choices(),

@@ -1,7 +1,6 @@
 from urllib.parse import urlencode
 
 from django.contrib import messages
-from django.core.exceptions import ImproperlyConfigured
 from django.http import Http404, HttpResponse, HttpResponseBadRequest
 from django.shortcuts import get_object_or_404, redirect, render
 from django.views.decorators.http import require_http_methods
@@ -204,7 +203,7 @@ def baseline_detail_view(request, pk: int):
     report = error = None
     try:
         report = baseline_report_build(study=study, models=models)
-    except (ShiftlabError, ImproperlyConfigured) as exc:
+    except ShiftlabError as exc:
         error = str(exc)
         if models:  # show at least the humans when a model could not be scored
             report = _report_or_none(study)
