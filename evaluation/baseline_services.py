@@ -178,22 +178,16 @@ def _current_answers(study: BaselineStudy) -> tuple[dict[str, list[Answer]], Cou
     return answers, invalid, llm_names
 
 
+_SCORED = ("score", "ci_low", "ci_high", "ci_method", "n_instances", "n_units")  # of a RaterScore, as a row shows it
+
+
 def _report_row(kind: str, score: RaterScore, *, humans: tuple[float | None, float | None], **extra) -> ReportRow:
     """A row of the report; an LLM's or a model's says where its score lies against the humans' interval."""
     against = interval_position(score.score, *humans) if kind in ("llm", "model") else None
-    return ReportRow(
-        kind=kind,
-        name=score.rater,
-        score=score.score,
-        ci_low=score.ci_low,
-        ci_high=score.ci_high,
-        ci_method=score.ci_method,
-        n_instances=score.n_instances,
-        n_units=score.n_units,
-        against_humans=against,
-        metrics=dict(score.metrics),
-        **extra,
-    )
+    scored = {
+        name: getattr(score, name) for name in ("score", "ci_low", "ci_high", "ci_method", "n_instances", "n_units")
+    }
+    return ReportRow(kind, score.rater, **scored, against_humans=against, metrics=dict(score.metrics), **extra)
 
 
 def _score_models(

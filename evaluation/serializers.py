@@ -2,6 +2,7 @@ from rest_framework import serializers
 
 from core.limits import MAX_COUNT, MAX_ID, MAX_SEED
 from core.serializers import JobWaitingSerializer
+from evaluation.aggregation import RESULT_SCORE_FIELDS
 from evaluation.models import BenchmarkResult, BenchmarkRun
 from evaluation.robustness_options import MAX_SPLITS, OPTION_CHOICES
 from transforms.presets import preset_choices
@@ -118,12 +119,7 @@ class BenchmarkResultSerializer(serializers.ModelSerializer):
             "axis",
             "seed",
             "transform_run",
-            "main_metric",
-            "main_score",
-            "original_main_score",
-            "delta",
-            "n_items",
-            "n_left_out",
+            *RESULT_SCORE_FIELDS,
             "metrics",
             "original_metrics",
             "result_path",

@@ -54,13 +54,7 @@ class Command(ShiftlabCommand):
         if o["baseline"]:
             return self._compare(dataset, o)
         encoder = get_encoder(o["model"])
-        result = dataset_evaluate(
-            dataset=dataset,
-            encoder_alias_or_model=o["model"],
-            split=o["split"],
-            seed=o["seed"],
-            batch_size=o["batch_size"],
-        )
+        result = dataset_evaluate(encoder_alias_or_model=o["model"], **_common(dataset, o))
         coverage = variant_coverage(dataset=dataset, split=o["split"], encoder=encoder)
         if o["json"]:
             document = {
@@ -90,18 +84,17 @@ class Command(ShiftlabCommand):
         if o["resamples"] < 1:
             raise CommandError("--resamples must be a positive number of bootstrap resamples, e.g. 1000.")
         comparison = dataset_compare(
-            dataset=dataset,
-            model=o["model"],
-            baseline=o["baseline"],
-            split=o["split"],
-            seed=o["seed"],
-            n_resamples=o["resamples"],
-            batch_size=o["batch_size"],
+            model=o["model"], baseline=o["baseline"], n_resamples=o["resamples"], **_common(dataset, o)
         )
         if o["json"]:
             self.stdout.write(json.dumps(asdict(comparison), indent=2))
             return
         self.stdout.write(_comparison_text(comparison))
+
+
+def _common(dataset: Dataset, o) -> dict:
+    """What scoring one model and comparing two take alike."""
+    return {"dataset": dataset, "split": o["split"], "seed": o["seed"], "batch_size": o["batch_size"]}
 
 
 def _coverage_line(coverage: VariantCoverage) -> str:
