@@ -74,6 +74,8 @@ def benchmark_run_start(
         dispatch=dispatch,
         preset=preset,
     )
+    if config_id is not None and config_text is not None:
+        raise ShiftlabError("give a stored config or a config's text, not both")
     if config_id is None and config_text is None:
         if seeds or transformations:
             raise ShiftlabError("seeds and transformations need a config: transformations must be validated")
