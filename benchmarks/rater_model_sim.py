@@ -36,7 +36,7 @@ from scipy import special
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from annotation import rater_model  # noqa: E402
+from annotation.quality import rater_model  # noqa: E402
 from annotation.quality.annotator_quality import annotator_quality, carefulness  # noqa: E402
 from annotation.quality.rater_simulation import SCALE, auc, simulate_study  # noqa: E402
 

@@ -38,7 +38,7 @@ CHILD = """
 import json, resource, sys
 import django
 django.setup()
-from evaluation.benchmark_services import benchmark_unit_execute
+from evaluation.benchmark_execution import benchmark_unit_execute
 from evaluation.models import BenchmarkResult, BenchmarkRun
 import sentence_transformers, torch  # what a worker has loaded either way
 run_id, mode = int(sys.argv[1]), sys.argv[2]

@@ -22,6 +22,10 @@ from dataclasses import asdict, dataclass, field
 from evaluation.benchmark_plan import BENCHMARK_AXES, ORIGINAL
 from evaluation.item_scores import ItemScores
 
+# A unit's score as the API and the Hugging Face export show it (fields and properties of
+# evaluation.models.BenchmarkResult).
+RESULT_SCORE_FIELDS = ("main_metric", "main_score", "original_main_score", "delta", "n_items", "n_left_out")
+
 
 @dataclass(frozen=True)
 class UnitScore:

@@ -1,25 +1,15 @@
 import json
 
-from django.shortcuts import get_object_or_404
 from drf_spectacular.utils import extend_schema
 from rest_framework import mixins, status, viewsets
 from rest_framework.decorators import action
-from rest_framework.exceptions import ValidationError
 from rest_framework.response import Response
 
-from annotation.models import BenchmarkConfig
-from core.apis import project_for_new_or_400
-from core.errors import ShiftlabError
 from core.permissions import IsResearcher
-from core.projects import ProjectAccessError, project_require_write, scoped
-from evaluation.benchmark_services import (
-    benchmark_run_create_from_config,
-    benchmark_run_create_from_datasets,
-    benchmark_run_resume,
-)
+from evaluation.benchmark_execution import benchmark_run_resume
+from evaluation.benchmark_services import benchmark_run_start
 from evaluation.report_robustness import JSON_NAME, robustness_options, robustness_report_files, robustness_report_get
 from evaluation.reports import benchmark_report
-from evaluation.robustness import ReportOptionError
 from evaluation.selectors import benchmark_result_list, benchmark_run_list
 from evaluation.serializers import (
     BenchmarkResultSerializer,
@@ -27,12 +17,12 @@ from evaluation.serializers import (
     BenchmarkRunSerializer,
     RobustnessOptionsSerializer,
 )
-from transforms.presets import resolve_preset
 
 
 class BenchmarkRunViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, viewsets.GenericViewSet):
     """Benchmark runs: POST starts one (from a validated config or, original data only, from
-    datasets) in ``project`` (default: the caller's own project); `results` lists every unit,
+    datasets) in ``project`` (default: its inputs' project, else the caller's own), through
+    ``benchmark_run_start`` as the page and the command do; `results` lists every unit,
     `report` adds the aggregates; `resume` re-queues units without a result. Runs of projects the
     caller does not belong to are not found (404); a viewer of a project may not resume its runs (403)."""
 
@@ -47,39 +37,21 @@ class BenchmarkRunViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, view
         data_in = BenchmarkRunCreateSerializer(data=request.data)
         data_in.is_valid(raise_exception=True)
         d = data_in.validated_data
-        # A project named is checked first; else the service takes the config's or datasets' project
-        # (core.projects.project_for_new), as transformation runs and studies do.
-        project = project_for_new_or_400(request.user, d["project"]) if d.get("project") else None
-        common = {
-            "models": d["models"],
-            "limit": d.get("limit"),
-            "split": d["split"],
-            "name": d["name"],
-            "created_by": request.user,
-            "project": project,
-            "preset": d.get("preset", ""),
-        }
-        try:
-            seeds = d.get("seeds")
-            has_config = d.get("config_id") is not None or d.get("config_text") is not None
-            if d.get("preset") and has_config:
-                # The paper's transformation seeds; explicit seeds must be among them.
-                seeds = list(resolve_preset(d["preset"], seeds=seeds).seeds)
-            narrowing = {"datasets": d.get("datasets"), "seeds": seeds, "evidence_override": d["run_anyway"]}
-            if d.get("config_id") is not None:
-                config = get_object_or_404(scoped(BenchmarkConfig.objects.all(), request.user), pk=d["config_id"])
-                # The JSON rendering: YAML exported before anchors were refused may hold some.
-                run = benchmark_run_create_from_config(text=config.json_text, fmt="json", **narrowing, **common)
-            elif d.get("config_text") is not None:
-                run = benchmark_run_create_from_config(
-                    text=d["config_text"], fmt=d["config_format"], **narrowing, **common
-                )
-            else:
-                run = benchmark_run_create_from_datasets(datasets=d["datasets"], **common)
-        except ProjectAccessError:
-            raise  # the inputs' project, which the caller may only read: 403
-        except (ShiftlabError, ValueError) as exc:  # ValueError: seeds that are not the preset's
-            return Response({"detail": str(exc)}, status=status.HTTP_400_BAD_REQUEST)
+        run = benchmark_run_start(
+            actor=request.user,
+            project=d.get("project"),
+            models=d["models"],
+            config_id=d.get("config_id"),
+            config_text=d.get("config_text"),
+            config_format=d["config_format"],
+            datasets=d.get("datasets"),
+            seeds=d.get("seeds"),
+            preset=d.get("preset", ""),
+            run_anyway=d["run_anyway"],
+            limit=d.get("limit"),
+            split=d["split"],
+            name=d["name"],
+        )
         return Response(BenchmarkRunSerializer(run).data, status=status.HTTP_201_CREATED)
 
     @extend_schema(responses={200: BenchmarkResultSerializer(many=True)})
@@ -106,10 +78,7 @@ class BenchmarkRunViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, view
         chosen = RobustnessOptionsSerializer(data=request.query_params)
         chosen.is_valid(raise_exception=True)
         run = self.get_object()
-        try:
-            options = robustness_options(run=run, values=chosen.validated_data)
-        except ReportOptionError as exc:
-            raise ValidationError({"detail": str(exc)}) from None
+        options = robustness_options(run=run, values=chosen.validated_data)
         report = robustness_report_get(run=run, options=options)
         files = robustness_report_files(report, figures=False)
         return Response(json.loads(files[JSON_NAME]))
@@ -117,7 +86,5 @@ class BenchmarkRunViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, view
     @extend_schema(request=None, responses={202: BenchmarkRunSerializer})
     @action(detail=True, methods=["post"])
     def resume(self, request, pk=None):
-        run = self.get_object()
-        project_require_write(request.user, run.project)
-        run = benchmark_run_resume(run_id=run.pk, actor=request.user)
+        run = benchmark_run_resume(run_id=self.get_object().pk, actor=request.user)
         return Response(BenchmarkRunSerializer(run).data, status=status.HTTP_202_ACCEPTED)

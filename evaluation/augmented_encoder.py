@@ -135,25 +135,7 @@ class AugmentedEncoder:
                 f"{where}['generator'] must name the LLM of the runs to read (e.g. "
                 "'qwen2.5-coder-1.5b-instruct'), and only with seeds, not runs."
             )
-        if pooling not in POOLINGS:
-            raise ImproperlyConfigured(f"{where}['pooling'] is {pooling!r}: use one of {', '.join(POOLINGS)}.")
-        if pooling == "weighted" and (
-            isinstance(weight, bool) or not isinstance(weight, int | float) or not 0 <= weight <= 1
-        ):
-            raise ImproperlyConfigured(
-                f"{where}['weight'] must be a number in [0, 1] for weighted pooling "
-                f"(the original's share; 0 for the variants only), got {weight!r}."
-            )
-        if pooling != "weighted" and weight is not None:
-            raise ImproperlyConfigured(
-                f"{where}['weight'] applies to pooling 'weighted' only: remove it or set pooling to 'weighted'."
-            )
-        if keyword_sampling not in KEYWORD_SAMPLINGS:
-            raise ImproperlyConfigured(
-                f"{where}['keyword_sampling'] is {keyword_sampling!r}: use one of {', '.join(KEYWORD_SAMPLINGS)}."
-            )
-        if missing not in MISSING_POLICIES:
-            raise ImproperlyConfigured(f"{where}['missing'] is {missing!r}: use one of {', '.join(MISSING_POLICIES)}.")
+        _check_pooling(where, pooling=pooling, weight=weight, keyword_sampling=keyword_sampling, missing=missing)
         if batch_size is not None and (not _is_int(batch_size) or batch_size < 1):
             raise ImproperlyConfigured(f"{where}['batch_size'] must be a positive integer or None.")
         self.alias = alias
@@ -410,6 +392,30 @@ def _slot_variant(
     if slot.transformation == "random_keywords":
         return random_keywords(text, seed=slot.seed, text_hash=sha256_text(text), sampling=sampling) or None
     return next((outputs[(pk, text)] for pk in slot.run_ids if (pk, text) in outputs), None)
+
+
+def _check_pooling(where: str, *, pooling: str, weight: float | None, keyword_sampling: str, missing: str) -> None:
+    """How an augmented encoder pools, draws keywords and treats texts without variants: refused
+    (``ImproperlyConfigured``, naming the option of ``where``) unless valid."""
+    if pooling not in POOLINGS:
+        raise ImproperlyConfigured(f"{where}['pooling'] is {pooling!r}: use one of {', '.join(POOLINGS)}.")
+    if pooling == "weighted" and (
+        isinstance(weight, bool) or not isinstance(weight, int | float) or not 0 <= weight <= 1
+    ):
+        raise ImproperlyConfigured(
+            f"{where}['weight'] must be a number in [0, 1] for weighted pooling "
+            f"(the original's share; 0 for the variants only), got {weight!r}."
+        )
+    if pooling != "weighted" and weight is not None:
+        raise ImproperlyConfigured(
+            f"{where}['weight'] applies to pooling 'weighted' only: remove it or set pooling to 'weighted'."
+        )
+    if keyword_sampling not in KEYWORD_SAMPLINGS:
+        raise ImproperlyConfigured(
+            f"{where}['keyword_sampling'] is {keyword_sampling!r}: use one of {', '.join(KEYWORD_SAMPLINGS)}."
+        )
+    if missing not in MISSING_POLICIES:
+        raise ImproperlyConfigured(f"{where}['missing'] is {missing!r}: use one of {', '.join(MISSING_POLICIES)}.")
 
 
 def _is_int(value: object) -> bool:

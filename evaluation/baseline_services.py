@@ -10,6 +10,9 @@ from __future__ import annotations
 from collections import Counter
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
+from functools import partial
+
+from django.core.exceptions import ImproperlyConfigured
 
 from annotation.models import BaselineAnswer, BaselineStudy
 from core.errors import ShiftlabError
@@ -110,18 +113,7 @@ def baseline_report_build(
     instances = baseline_instances(study=study)
     if not instances:
         raise ShiftlabError(f"Baseline study {study.name} has no instances yet: create its sample first.")
-    answer_rows = list(
-        BaselineAnswer.objects.filter(instance__study=study, active=True).values_list(
-            "rater", "source", "instance__key", "value", "valid"
-        )
-    )
-    answers: dict[str, list[Answer]] = {BaselineAnswer.Source.HUMAN: [], BaselineAnswer.Source.LLM: []}
-    invalid: Counter[str] = Counter()
-    for rater, source, key, value, valid in answer_rows:
-        if valid and value is not None:
-            answers[source].append(Answer(rater, key, value))
-        else:
-            invalid[rater] += 1
+    answers, invalid, llm_names = _current_answers(study)
     try:
         humans = score_answers(instances, answers[BaselineAnswer.Source.HUMAN])
         llms = score_answers(instances, answers[BaselineAnswer.Source.LLM])
@@ -131,27 +123,12 @@ def baseline_report_build(
     pooled = humans.pooled
     low, high = (pooled.ci_low, pooled.ci_high) if pooled else (None, None)
 
-    def row(kind: str, score: RaterScore, **extra) -> ReportRow:
-        against = interval_position(score.score, low, high) if kind in ("llm", "model") else None
-        return ReportRow(
-            kind=kind,
-            name=score.rater,
-            score=score.score,
-            ci_low=score.ci_low,
-            ci_high=score.ci_high,
-            ci_method=score.ci_method,
-            n_instances=score.n_instances,
-            n_units=score.n_units,
-            against_humans=against,
-            metrics=dict(score.metrics),
-            **extra,
-        )
+    row = partial(_report_row, humans=(low, high))
 
     report_rows = []
     if pooled is not None:
         report_rows.append(row("humans", pooled, n_answers=humans.n_answers))
     report_rows += [row("human", r, n_answers=counts[r.rater], n_invalid=invalid[r.rater]) for r in humans.raters]
-    llm_names = {rater for rater, source, *_ in answer_rows if source == BaselineAnswer.Source.LLM}
     scored = {r.rater: r for r in llms.raters}
     for name in sorted(llm_names):
         if name in scored:
@@ -182,6 +159,37 @@ def baseline_report_build(
     )
 
 
+def _current_answers(study: BaselineStudy) -> tuple[dict[str, list[Answer]], Counter[str], set[str]]:
+    """The study's current answers: the valid ones by source, the count of invalid ones per rater,
+    and the names of its LLM raters."""
+    answers: dict[str, list[Answer]] = {BaselineAnswer.Source.HUMAN: [], BaselineAnswer.Source.LLM: []}
+    invalid: Counter[str] = Counter()
+    llm_names = set()
+    rows = BaselineAnswer.objects.filter(instance__study=study, active=True).values_list(
+        "rater", "source", "instance__key", "value", "valid"
+    )
+    for rater, source, key, value, valid in rows:
+        if source == BaselineAnswer.Source.LLM:
+            llm_names.add(rater)
+        if valid and value is not None:
+            answers[source].append(Answer(rater, key, value))
+        else:
+            invalid[rater] += 1
+    return answers, invalid, llm_names
+
+
+_SCORED = ("score", "ci_low", "ci_high", "ci_method", "n_instances", "n_units")  # of a RaterScore, as a row shows it
+
+
+def _report_row(kind: str, score: RaterScore, *, humans: tuple[float | None, float | None], **extra) -> ReportRow:
+    """A row of the report; an LLM's or a model's says where its score lies against the humans' interval."""
+    against = interval_position(score.score, *humans) if kind in ("llm", "model") else None
+    scored = {
+        name: getattr(score, name) for name in ("score", "ci_low", "ci_high", "ci_method", "n_instances", "n_units")
+    }
+    return ReportRow(kind, score.rater, **scored, against_humans=against, metrics=dict(score.metrics), **extra)
+
+
 def _score_models(
     study: BaselineStudy, instances: list[Instance], models: Sequence[str], batch_size: int | None
 ) -> list[tuple[RaterScore, str, str]]:
@@ -201,7 +209,10 @@ def _score_models(
     task = TaskType(dataset.task_type)
     scores = []
     for name in models:
-        encoder = get_encoder(name)
+        try:
+            encoder = get_encoder(name)
+        except ImproperlyConfigured as exc:  # EVALUATION_ENCODERS cannot serve this model
+            raise ShiftlabError(str(exc)) from None
         encode = cached_encode(encoder, task=task, batch_size=batch_size)
         try:
             score = score_model_on_instances(

@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from annotation.configs.config_schema import BenchmarkConfigDocument, TransformationEntry
+from core.errors import ShiftlabError
 from transforms.registry import TRANSFORMATIONS, Axis
 
 ORIGINAL = "original"
@@ -19,7 +20,7 @@ ORIGINAL_SEED = 0
 BENCHMARK_AXES: tuple[str, ...] = (Axis.LEXICAL.value, Axis.LENGTH.value, Axis.LANGUAGE.value)
 
 
-class PlanError(ValueError):
+class PlanError(ShiftlabError, ValueError):
     """A config or a choice of corpora/models that cannot be planned; the message says why."""
 
 

@@ -1,55 +1,128 @@
-"""Benchmark runs: create from a validated config or from datasets, execute units (one Celery task
-each), finalise, resume. Results go to the database (one row per unit, unique); scoring a unit
-and writing its MTEB-style result file is ``evaluation.benchmark_scoring``."""
+"""Starting benchmark runs: ``benchmark_run_start`` is the one entry of the page, the API and the
+``benchmark run`` command; it takes a stored config, a config's text or datasets (original data
+only), picks the project, applies the preset and checks every rule. A run is planned
+(``evaluation.benchmark_plan``) over inputs checked by ``evaluation.benchmark_inputs``; running it
+is ``evaluation.benchmark_execution``."""
 
 from __future__ import annotations
 
 from collections.abc import Sequence
-from functools import partial
-from typing import Any, TypedDict, Unpack
+from typing import TypedDict, Unpack
 
 from django.contrib.auth.models import AbstractBaseUser
 from django.core.exceptions import ImproperlyConfigured
-from django.db import IntegrityError, transaction
-from django.db.models import F
+from django.db import transaction
 from django.utils import timezone
 
-from annotation.configs.config_export import Format, config_render
+from annotation.configs.config_export import Format
 from annotation.configs.export_services import ConfigCheck, benchmark_config_evidence_changes, benchmark_config_verify
 from annotation.models import BenchmarkConfig
-from core.errors import ShiftlabError
-from core.job_services import JobWait, job_fail
+from core.errors import NotFoundError, ShiftlabError
 from core.models import Project
-from core.projects import User, project_for_new, project_require_same, scoped
+from core.projects import ProjectAccessError, User, project_for_new, project_require_same, scoped
 from core.services import audit_record
-from core.task_policy import dispatch_on_commit
-from corpora.models import Dataset
-from corpora.selectors import dataset_get
-from corpora.task_types import TaskType
+from evaluation.benchmark_execution import benchmark_run_dispatch
+from evaluation.benchmark_inputs import dataset_checked, encoder_dtype_for, evidence_refusal, transform_run_for
 from evaluation.benchmark_plan import (
     Plan,
     PlanError,
-    TransformationSpec,
-    Unit,
     plan_from_config,
     plan_from_datasets,
     spec_as_dict,
     transform_run_key,
 )
-from evaluation.benchmark_scoring import benchmark_unit_score
 from evaluation.encoders import EncoderError, get_encoder
-from evaluation.models import BenchmarkResult, BenchmarkRun
-from evaluation.services import TRAIN_SPLIT
-from transforms.backends.base import TransientBackendError
+from evaluation.models import BenchmarkRun
 from transforms.models import TransformRun
-from transforms.params import GenerationParams
-from transforms.presets import preset_get
-from transforms.services import transform_run_create
-
-MAX_ERROR_LINES = 20
+from transforms.presets import resolve_preset
 
 
-# --- creation ---------------------------------------------------------------------------------
+def benchmark_run_start(
+    *,
+    actor: User,
+    project: str | None,
+    models: Sequence[str],
+    config_id: int | None = None,
+    config_text: str | None = None,
+    config_format: Format = "yaml",
+    datasets: Sequence[str] | None = None,
+    transformations: Sequence[str] | None = None,
+    seeds: Sequence[int] | None = None,
+    preset: str = "",
+    run_anyway: bool = False,
+    limit: int | None = None,
+    split: str = "test",
+    name: str = "",
+    dispatch: bool = True,
+) -> BenchmarkRun:
+    """Start a benchmark run as ``actor`` (None: the system), as the page, the API and the command ask.
+
+    The run is of a stored config ``config_id`` (one ``actor`` may read), of a config's text
+    (``config_text`` in ``config_format``) or, without a config, of ``datasets``' original data.
+    With a config, ``datasets``, ``transformations`` and ``seeds`` narrow it (``seeds`` and
+    ``transformations`` need one: transformations must be validated), and ``run_anyway`` runs it
+    although the evidence behind it changed. ``preset`` (a paper's protocol) fixes the seeds
+    (explicit ones must be among its own) and the encoders' dtype. The run goes into ``project``
+    (a slug), else its inputs' project (``core.projects.project_for_new``).
+    """
+    options = RunOptions(
+        limit=limit,
+        split=split,
+        name=name,
+        created_by=actor,
+        project=_project_named(actor, project),
+        dispatch=dispatch,
+        preset=preset,
+    )
+    if config_id is not None and config_text is not None:
+        raise ShiftlabError("give a stored config or a config's text, not both")
+    if config_id is None and config_text is None:
+        if seeds or transformations:
+            raise ShiftlabError("seeds and transformations need a config: transformations must be validated")
+        return benchmark_run_create_from_datasets(datasets=datasets or [], models=models, **options)
+    if preset:
+        seeds = _preset_seeds(preset, seeds)
+    if config_id is not None:
+        # The JSON rendering: YAML exported before anchors were refused may hold some.
+        config_text, config_format = _config_readable_by(actor, config_id).json_text, "json"
+    return benchmark_run_create_from_config(
+        text=config_text,
+        fmt=config_format,
+        models=models,
+        datasets=datasets or None,
+        seeds=seeds,
+        transformations=transformations or None,
+        evidence_override=run_anyway,
+        **options,
+    )
+
+
+def _project_named(actor: User, slug: str | None) -> Project | None:
+    """The project the caller names, checked before anything else (None when none is named): one
+    they cannot find is refused on the ``project`` input, one they may only read with a 403."""
+    if not slug:
+        return None
+    try:
+        return project_for_new(actor, slug)
+    except ProjectAccessError:
+        raise
+    except ShiftlabError as exc:
+        raise ShiftlabError(str(exc), field="project") from None
+
+
+def _preset_seeds(preset: str, seeds: Sequence[int] | None) -> list[int]:
+    """The paper's transformation seeds; explicit seeds must be among them."""
+    try:
+        return list(resolve_preset(preset, seeds=seeds).seeds)
+    except ValueError as exc:
+        raise ShiftlabError(str(exc)) from None
+
+
+def _config_readable_by(actor: User, config_id: int) -> BenchmarkConfig:
+    config = scoped(BenchmarkConfig.objects.all(), actor).filter(pk=config_id).first()
+    if config is None:
+        raise NotFoundError("No BenchmarkConfig matches the given query.")
+    return config
 
 
 class RunOptions(TypedDict, total=False):
@@ -102,7 +175,7 @@ def benchmark_run_create_from_config(
     _config_in_project(check, project=options["project"])
     changes = benchmark_config_evidence_changes(check=check)
     if changes and not evidence_override:
-        raise ShiftlabError(_evidence_refusal(changes))
+        raise ShiftlabError(evidence_refusal(changes))
     try:
         plan = plan_from_config(
             check.verification.config, datasets=datasets, seeds=seeds, transformations=transformations
@@ -122,32 +195,6 @@ def benchmark_run_create_from_config(
         models=models,
         **options,
     )
-
-
-def _evidence_refusal(changes: Sequence[str]) -> str:
-    return (
-        "the evidence behind the config changed since it was exported: "
-        + "; ".join(changes)
-        + ". Decide on the current gate results and export the config again, or run it anyway (command: "
-        "--run-anyway; API: run_anyway true; page: 'Run anyway'): the run then records these reasons."
-    )
-
-
-def benchmark_run_evidence_recheck(*, run_id: int) -> bool:
-    """Before a run's units start (and on resume): whether the evidence behind its config still
-    holds, apart from the changes the researcher already ran anyway. A run whose evidence changed
-    since it was created fails, saying what changed."""
-    run = BenchmarkRun.objects.get(pk=run_id)
-    if run.source != BenchmarkRun.Source.CONFIG or not run.config_document:
-        return True
-    text = config_render(run.config_document, "json")
-    changes = benchmark_config_evidence_changes(check=benchmark_config_verify(text=text, fmt="json"))
-    accepted = set((run.evidence_override or {}).get("reasons", []))
-    new = [change for change in changes if change not in accepted]
-    if new:
-        job_fail(model=BenchmarkRun, job_id=run_id, message=_evidence_refusal(new))
-        return False
-    return True
 
 
 def benchmark_run_create_from_datasets(
@@ -182,7 +229,7 @@ def _config_readable(check: ConfigCheck, *, reader: User) -> None:
 def _config_in_project(check: ConfigCheck, *, project: Project) -> None:
     """A config exported here must be of the run's project, and so must the transformation runs it
     names. (A config signed by another deployment names that one's runs; the runs a benchmark uses
-    are always found or made in its project: ``_transform_run_for``.)"""
+    are always found or made in its project: ``evaluation.benchmark_inputs.transform_run_for``.)"""
     config = check.known
     if config is None:
         return
@@ -194,20 +241,6 @@ def _config_in_project(check: ConfigCheck, *, project: Project) -> None:
             f"the config names transformation runs of another project ({', '.join(map(str, foreign))}), not of "
             f"{project.slug!r}: export a config of this project's runs."
         )
-
-
-def _encoder_dtype(preset: str, encoder_dtype: str | None) -> str | None:
-    """The dtype a run loads its encoders in: the one given, else the preset's (None: each model's
-    configured dtype). A given dtype that differs from the preset's is refused."""
-    if not preset:
-        return encoder_dtype
-    try:
-        wanted = preset_get(preset).encoder_dtype
-    except ValueError as exc:
-        raise ShiftlabError(str(exc)) from None
-    if encoder_dtype and wanted and encoder_dtype != wanted:
-        raise ShiftlabError(f"preset {preset} loads encoders in {wanted}, but encoder_dtype {encoder_dtype} was given")
-    return encoder_dtype or wanted or None
 
 
 def _benchmark_run_create(
@@ -227,19 +260,12 @@ def _benchmark_run_create(
     preset: str = "",
     encoder_dtype: str | None = None,
 ) -> BenchmarkRun:
-    models = list(dict.fromkeys(m.strip() for m in models if m.strip()))
-    if not models:
-        raise ShiftlabError("name at least one model (an alias in EVALUATION_ENCODERS or a model name)")
-    encoder_dtype = _encoder_dtype(preset, encoder_dtype)
-    for model in models:
-        try:
-            get_encoder(model, encoder_dtype)
-        except (ImproperlyConfigured, EncoderError) as exc:
-            raise ShiftlabError(f"model {model!r} cannot be used: {exc}") from None
+    encoder_dtype = encoder_dtype_for(preset, encoder_dtype)
+    models = _models_checked(models, encoder_dtype)
     if limit is not None and limit < 1:
         raise ShiftlabError("--limit must be at least 1")
     datasets = {
-        ref.name: _dataset_checked(ref.name, ref.content_hash, split, reader=created_by, project=project)
+        ref.name: dataset_checked(ref.name, ref.content_hash, split, reader=created_by, project=project)
         for ref in plan.datasets
     }
     project = project or project_for_new(created_by, None, *datasets.values())
@@ -249,7 +275,7 @@ def _benchmark_run_create(
         # Transformation runs are made (or found) now, not in the unit tasks, so that the units of
         # several models share one run per (dataset, transformation, seed).
         transform_runs = {
-            transform_run_key(name, spec.transformation, seed): _transform_run_for(
+            transform_run_key(name, spec.transformation, seed): transform_run_for(
                 dataset=datasets[name], spec=spec, seed=seed, limit=limit, created_by=created_by, project=project
             ).pk
             for name in datasets
@@ -292,217 +318,18 @@ def _benchmark_run_create(
             },
         )
         if dispatch:
-            _dispatch(run.pk)
+            benchmark_run_dispatch(run.pk)
     return run
 
 
-def _dispatch(run_id: int) -> None:
-    """Queue the run's start task after commit; any task of the run failing for good fails the run."""
-    from evaluation.tasks import benchmark_run_failed, start_benchmark_run  # the tasks module imports this one
-
-    dispatch_on_commit(
-        lambda: start_benchmark_run.apply_async((run_id,), link_error=benchmark_run_failed.s(run_id)),
-        on_broker_down=lambda message: benchmark_run_fail(run_id=run_id, reason=message),
-    )
-
-
-def benchmark_run_fail(*, run_id: int, reason: str) -> None:
-    """Fail an unfinished run with ``reason`` and say how to go on (task failures, broker outages, the sweeper)."""
-    job_fail(
-        model=BenchmarkRun,
-        job_id=run_id,
-        message=(
-            f"{reason}. Results stored so far are kept: fix the cause, then resume the run "
-            f"(python manage.py benchmark resume {run_id}, or POST /api/benchmark-runs/{run_id}/resume/)."
-        ),
-    )
-
-
-def benchmark_run_waiting(*, run_id: int) -> JobWait:
-    """How the run's unit tasks record that they wait on an LLM backend (generating a unit's
-    transformations), and fail the run when they give up."""
-    return JobWait(model=BenchmarkRun, job_id=run_id, fail=partial(benchmark_run_fail, run_id=run_id))
-
-
-def _dataset_checked(
-    name: str, content_hash: str | None, split: str, *, reader: User, project: Project | None
-) -> Dataset:
-    try:
-        dataset = dataset_get(name=name, user=reader, project=project)
-    except Dataset.DoesNotExist:
-        raise ShiftlabError(f"no dataset named {name!r}: import it first (python manage.py corpora list)") from None
-    if content_hash and dataset.content_hash != content_hash:
-        raise ShiftlabError(
-            f"dataset {name} changed since the config was exported (content hash {dataset.content_hash[:12]}, "
-            f"config {content_hash[:12]}): import the exported version or export the config again"
-        )
-    if split not in dataset.splits:
-        raise ShiftlabError(f"dataset {name} has no split {split!r}; its splits: {', '.join(dataset.splits)}")
-    if TaskType(dataset.task_type) is TaskType.CLASSIFICATION and (
-        split == TRAIN_SPLIT or TRAIN_SPLIT not in dataset.splits
-    ):
-        raise ShiftlabError(f"classification dataset {name} needs a {TRAIN_SPLIT!r} split and another split to score")
-    return dataset
-
-
-def _transform_run_for(
-    *,
-    dataset: Dataset,
-    spec: TransformationSpec,
-    seed: int,
-    limit: int | None,
-    created_by: AbstractBaseUser | None,
-    project: Project,
-) -> TransformRun:
-    """The transformation run of ``project`` with exactly the config's generator, prompts and
-    languages: an existing one (succeeded first) or a new, undispatched one (its chunks run inside
-    the units)."""
-    languages = list(spec.languages)
-    candidates = TransformRun.objects.filter(
-        project=project,
-        dataset=dataset,
-        transformation=spec.transformation,
-        seed=seed,
-        item_limit=limit,
-        generator__content_hash=spec.generator_hash,
-    ).order_by("-id")
-    matching = [
-        r
-        for r in candidates
-        if r.prompt_hashes == dict(spec.prompt_hashes) and (not languages or r.languages == languages)
-    ]
-    matching.sort(key=lambda r: r.status != TransformRun.Status.SUCCEEDED)
-    if matching:
-        return matching[0]
-    try:
-        params = GenerationParams(**spec.generator_params)
-    except TypeError as exc:
-        raise ShiftlabError(
-            f"{spec.transformation}: the config's generator parameters {dict(spec.generator_params)} are not ones "
-            f"this server knows ({exc})"
-        ) from None
-    try:
-        with transaction.atomic():
-            run = transform_run_create(
-                dataset=dataset,
-                transformation=spec.transformation,
-                seed=seed,
-                backend_alias=spec.backend_alias,
-                params=params,
-                languages=languages or None,
-                limit=limit,
-                created_by=created_by,
-                project=project,
-                dispatch=False,
-            )
-            if run.generator.content_hash != spec.generator_hash:
-                raise ShiftlabError(
-                    f"{spec.transformation}: backend {spec.backend_alias!r} now serves {run.generator.model!r}, "
-                    f"but the config was validated with {spec.generator_model!r}; point the backend at that model"
-                )
-            if run.prompt_hashes != dict(spec.prompt_hashes):
-                changed = sorted(k for k in spec.prompt_hashes if run.prompt_hashes.get(k) != spec.prompt_hashes[k])
-                raise ShiftlabError(
-                    f"{spec.transformation}: the active prompt versions of {', '.join(changed)} differ from the "
-                    "validated ones in the config; activate the config's prompt versions (Admin > Prompt templates)"
-                )
-    except ImproperlyConfigured as exc:
-        raise ShiftlabError(f"{spec.transformation}: {exc}") from None
-    return run
-
-
-# --- execution --------------------------------------------------------------------------------
-
-
-def benchmark_run_mark_started(*, run_id: int) -> None:
-    BenchmarkRun.objects.filter(pk=run_id).exclude(status=BenchmarkRun.Status.SUCCEEDED).update(
-        status=BenchmarkRun.Status.RUNNING, started_at=timezone.now()
-    )
-
-
-def benchmark_run_pending_units(*, run_id: int) -> list[dict[str, Any]]:
-    """Units of the run that have no result yet (all of them at the start; the rest on resume)."""
-    run = BenchmarkRun.objects.get(pk=run_id)
-    done = set(BenchmarkResult.objects.filter(run=run).values_list("model", "dataset__name", "transformation", "seed"))
-    return [u for u in run.plan["units"] if (u["model"], u["dataset"], u["transformation"], u["seed"]) not in done]
-
-
-def benchmark_unit_execute(*, run_id: int, unit: dict[str, Any]) -> bool:
-    """Score one unit and store its result; return whether this call stored it.
-
-    Idempotent: a unit that already has a result is skipped, and the unique constraint on the
-    unit key keeps a unit delivered twice (e.g. after its worker was killed) from counting twice.
-    Missing transformation outputs are generated here first (idempotent chunks, cached LLM
-    calls). Transient LLM errors propagate (the task records that the run waits, and retries);
-    any other error is recorded on the run and the unit stays without result until the run is
-    resumed. A stored result ends the run's wait.
-    """
-    u = Unit.from_dict(unit)
-    run = BenchmarkRun.objects.get(pk=run_id)
-    key = {"run": run, "model": u.model, "dataset__name": u.dataset, "transformation": u.transformation, "seed": u.seed}
-    if BenchmarkResult.objects.filter(**key).exists():
-        return False
-    try:
-        row = benchmark_unit_score(run=run, unit=u)
-    except TransientBackendError:
-        raise
-    except (ShiftlabError, ImproperlyConfigured, ValueError) as exc:
-        _record_failure(run_id, u, exc)
-        return False
-    stored = False
-    try:
-        with transaction.atomic():
-            BenchmarkResult.objects.create(**row)
-            BenchmarkRun.objects.filter(pk=run_id).update(done=F("done") + 1, waiting=None)
-            stored = True
-    except IntegrityError:  # stored meanwhile by another delivery of this unit
-        pass
-    _finalize_when_complete(run_id)
-    return stored
-
-
-def _record_failure(run_id: int, u: Unit, exc: Exception) -> None:
-    line = f"{u.model} / {u.dataset} / {u.transformation} seed {u.seed}: {exc}"
-    with transaction.atomic():
-        run = BenchmarkRun.objects.select_for_update().get(pk=run_id)
-        lines = [x for x in run.error.splitlines() if x][: MAX_ERROR_LINES - 1]
-        run.error = "\n".join([*lines, line])
-        run.n_failed = F("n_failed") + 1
-        run.save(update_fields=["error", "n_failed"])
-    _finalize_when_complete(run_id)
-
-
-def _finalize_when_complete(run_id: int) -> None:
-    # The chord's final task may wait behind other runs' tasks: finish as soon as every unit has
-    # an outcome (finalising twice is harmless).
-    if BenchmarkRun.objects.filter(pk=run_id, done__gte=F("total") - F("n_failed")).exists():
-        benchmark_run_finalize(run_id=run_id)
-
-
-def benchmark_run_finalize(*, run_id: int) -> BenchmarkRun:
-    with transaction.atomic():
-        run = BenchmarkRun.objects.select_for_update().get(pk=run_id)
-        run.done = BenchmarkResult.objects.filter(run=run).count()
-        if run.done >= run.total:
-            run.status, run.error = BenchmarkRun.Status.SUCCEEDED, ""
-        else:
-            run.status = BenchmarkRun.Status.FAILED
-            missing = f"{run.total - run.done} units have no result: fix the cause and resume the run"
-            run.error = f"{run.error}\n{missing}".strip() if missing not in run.error else run.error
-        if run.finished_at is None or run.status == BenchmarkRun.Status.SUCCEEDED:
-            run.finished_at = timezone.now()
-        run.save(update_fields=["done", "status", "error", "finished_at"])
-    return run
-
-
-def benchmark_run_resume(*, run_id: int, actor: AbstractBaseUser | None = None) -> BenchmarkRun:
-    """Queue the units that have no result (after a crash, a lost task or a fixed failure)."""
-    run = BenchmarkRun.objects.get(pk=run_id)
-    with transaction.atomic():
-        BenchmarkRun.objects.filter(pk=run_id).update(
-            status=BenchmarkRun.Status.PENDING, error="", n_failed=0, finished_at=None
-        )
-        audit_record(actor=actor, verb="benchmark.run.resume", obj=run, payload={"done": run.done, "total": run.total})
-        _dispatch(run_id)
-    run.refresh_from_db()
-    return run
+def _models_checked(models: Sequence[str], encoder_dtype: str | None) -> list[str]:
+    """The models named (once each, in order), each one an encoder this server can load."""
+    models = list(dict.fromkeys(m.strip() for m in models if m.strip()))
+    if not models:
+        raise ShiftlabError("name at least one model (an alias in EVALUATION_ENCODERS or a model name)")
+    for model in models:
+        try:
+            get_encoder(model, encoder_dtype)
+        except (ImproperlyConfigured, EncoderError) as exc:
+            raise ShiftlabError(f"model {model!r} cannot be used: {exc}") from None
+    return models

@@ -48,6 +48,7 @@ DTYPES = ("float32", "float16", "bfloat16")
 _IGNORED_FILES = frozenset({"README.md", ".gitattributes"})
 _IGNORED_DIRS = frozenset({".git", "onnx", "openvino"})
 _WORKER = Path(__file__).with_name("encoder_worker.py")
+MTEB_MODEL_PREFIX = "mteb:"  # a model named as in mteb's registry (evaluation.mteb_models)
 
 
 class EncoderError(ShiftlabError):
@@ -320,15 +321,20 @@ def get_encoder(alias_or_model: str = "default", dtype: str | None = None) -> En
             raise ImproperlyConfigured("EVALUATION_ENCODERS has no 'default' alias to encode arbitrary models with.")
         alias, config = "default", configs["default"]
         overrides = {"model": alias_or_model}
-        if alias_or_model.startswith("mteb:"):
+        if alias_or_model.startswith(MTEB_MODEL_PREFIX):
             # A model named as in mteb, with mteb's prompts (issue 17; evaluation/mteb_models.py).
-            from evaluation.mteb_models import mteb_encoder_options
-
             alias, config = alias_or_model, {"BACKEND": "evaluation.mteb_models.MtebEncoder", "OPTIONS": {}}
-            overrides = mteb_encoder_options(alias_or_model, configs["default"].get("OPTIONS", {}))
+            overrides = _mteb_encoder_options(alias_or_model, configs["default"].get("OPTIONS", {}))
     if dtype is not None:
         overrides = {**overrides, "dtype": dtype}
     return _build(alias, config, overrides)
+
+
+def _mteb_encoder_options(name: str, default_options: Mapping) -> dict:
+    """The options of ``mteb:NAME`` given as a model: the default alias's device, dtype and batch
+    size, the weights named by mteb (a packaged copy when Shiftlab has one)."""
+    mteb_model = name.removeprefix(MTEB_MODEL_PREFIX).strip()
+    return {**default_options, "model": mteb_model, "mteb_model": mteb_model}
 
 
 def reset_encoders() -> None:

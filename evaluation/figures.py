@@ -14,11 +14,11 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402  (the backend is chosen first)
 import numpy as np  # noqa: E402
 
-from evaluation.robustness import (  # noqa: E402
+from evaluation.robustness_options import ReportOptions  # noqa: E402
+from evaluation.robustness_results import (  # noqa: E402
     ALL_MODELS,
     SHIFT_FIGURE_UNITS,
     UNIT_DESCRIPTIONS,
-    ReportOptions,
     RobustnessReport,
 )
 

@@ -15,8 +15,10 @@ from annotation.baselines.baseline_tasks import COMMON_OPTIONS, OPTION_DEFAULTS
 from annotation.configs.config_export import format_of
 from annotation.configs.config_schema import MAX_CONFIG_BYTES
 from annotation.models import BASELINE_TASK_TYPES, BenchmarkConfig
+from core.errors import ShiftlabError
 from core.forms import NewInProjectForm
-from core.projects import User, scoped
+from core.pages import error_field
+from core.projects import User, projects_readable, scoped
 from corpora.forms import DatasetChoiceField
 from corpora.models import Dataset
 from evaluation.encoders import encoder_aliases
@@ -61,6 +63,12 @@ class BenchmarkRunForm(NewInProjectForm):
         kwargs.setdefault("label_suffix", "")
         kwargs.setdefault("auto_id", "bm-%s")
         super().__init__(*args, user=user, **kwargs)
+        # The projects offered are the caller's to change; one they may only read is accepted here
+        # and refused by the service, with the words the API and the command use.
+        project = self.fields["project"]
+        offered = list(project.choices)
+        project.queryset = projects_readable(user).order_by("slug")
+        project.widget.choices = offered
         self.fields["datasets"].queryset = scoped(Dataset.objects.order_by("name"), user)
         configs = scoped(BenchmarkConfig.objects.order_by("-created_at"), user)
         self.fields["config"].queryset = configs
@@ -108,10 +116,19 @@ class BenchmarkRunForm(NewInProjectForm):
                 self.add_error("datasets", "Without a config, choose at least one dataset.")
         return data
 
-    @property
-    def config_field(self) -> str:
-        """The field a config's refusal belongs to."""
-        return "config_file" if self.cleaned_data.get("config_file") else "config"
+    def clean_project(self) -> str | None:
+        """The slug of the project chosen, if any: ``benchmark_run_start`` decides the run's project."""
+        chosen = self.cleaned_data["project"]
+        return chosen.slug if chosen else None
+
+    def refusal_field(self, exc: ShiftlabError) -> str | None:
+        """The field a refusal of ``benchmark_run_start`` belongs to: the config's when one was
+        given, else the field it names (``core.pages.error_field``)."""
+        if self.cleaned_data.get("config_file"):
+            return "config_file"
+        if self.cleaned_data.get("config"):
+            return "config"
+        return error_field(self, exc)
 
 
 def _positive(label: str, help_text: str, initial: int | None) -> forms.IntegerField:

@@ -14,6 +14,8 @@ from typing import Any
 
 import yaml
 
+from evaluation.aggregation import RESULT_SCORE_FIELDS
+
 DATA_FILE = "data/results.parquet"
 SPLIT = "results"
 COLUMNS = (
@@ -28,12 +30,7 @@ COLUMNS = (
     "transformation",
     "axis",
     "seed",
-    "main_metric",
-    "main_score",
-    "original_main_score",
-    "delta",
-    "n_items",
-    "n_left_out",
+    *RESULT_SCORE_FIELDS,
     "metrics_json",
     "config_hash",
     "benchmark_run",

@@ -25,7 +25,6 @@ from django.core.exceptions import ImproperlyConfigured
 
 from evaluation.encoders import EncoderError, SentenceTransformerEncoder
 
-MTEB_MODEL_PREFIX = "mteb:"
 _SENTENCE_TRANSFORMER_LOADERS = ("SentenceTransformerEncoderWrapper", "sentence_transformers_loader")
 
 
@@ -116,10 +115,3 @@ class MtebEncoder(SentenceTransformerEncoder):
             )
         prompt = self.prompts[prompt_name]
         return super().encode([prompt + text for text in texts], batch_size=batch_size)
-
-
-def mteb_encoder_options(name: str, default_options: Mapping) -> dict:
-    """The options of ``mteb:NAME`` given as a model: the default alias's device, dtype and batch
-    size, the weights named by mteb (a packaged copy when Shiftlab has one)."""
-    mteb_model = name.removeprefix(MTEB_MODEL_PREFIX).strip()
-    return {**default_options, "model": mteb_model, "mteb_model": mteb_model}

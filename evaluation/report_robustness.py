@@ -20,7 +20,9 @@ from evaluation.embedding_cache import encode_cached
 from evaluation.encoders import get_encoder
 from evaluation.figures import FORMATS, report_figures
 from evaluation.models import BenchmarkRun
-from evaluation.robustness import DriftItem, ReportOptions, RobustnessReport, robustness_analyse
+from evaluation.robustness import robustness_analyse
+from evaluation.robustness_options import ReportOptions
+from evaluation.robustness_results import DriftItem, RobustnessReport
 from evaluation.robustness_tables import robustness_csv, robustness_latex, robustness_ranks_latex
 from evaluation.selectors import benchmark_result_list, unit_score
 from evaluation.stats import embedding_drift

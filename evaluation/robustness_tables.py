@@ -12,7 +12,7 @@ from collections.abc import Sequence
 from core.spreadsheet import spreadsheet_row
 from evaluation.aggregation import Summary
 from evaluation.benchmark_plan import ORIGINAL
-from evaluation.robustness import ALL_MODELS, RobustnessReport
+from evaluation.robustness_results import ALL_MODELS, RobustnessReport
 
 SHIFT_STATISTICS = (
     "n",

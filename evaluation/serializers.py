@@ -2,8 +2,9 @@ from rest_framework import serializers
 
 from core.limits import MAX_COUNT, MAX_ID, MAX_SEED
 from core.serializers import JobWaitingSerializer, project_slug_field
+from evaluation.aggregation import RESULT_SCORE_FIELDS
 from evaluation.models import BenchmarkResult, BenchmarkRun
-from evaluation.robustness import MAX_SPLITS, OPTION_CHOICES
+from evaluation.robustness_options import MAX_SPLITS, OPTION_CHOICES
 from transforms.presets import preset_choices
 
 
@@ -50,7 +51,8 @@ class BenchmarkRunSerializer(JobWaitingSerializer, serializers.ModelSerializer):
 
 class BenchmarkRunCreateSerializer(serializers.Serializer):
     """A run from an exported config (``config_id``, or ``config_text`` + ``config_format``) or, for
-    original data only, from ``datasets``; in ``project`` (a slug; default: the caller's own project)."""
+    original data only, from ``datasets``; in ``project`` (a slug; default: the inputs' project, else the
+    caller's own). Shapes only: ``evaluation.benchmark_services.benchmark_run_start`` checks the rest."""
 
     models = serializers.ListField(child=serializers.CharField(max_length=200), min_length=1)
     config_id = serializers.IntegerField(required=False, min_value=1, max_value=MAX_ID)
@@ -62,7 +64,9 @@ class BenchmarkRunCreateSerializer(serializers.Serializer):
     split = serializers.CharField(default="test", max_length=32)
     name = serializers.CharField(default="", allow_blank=True, max_length=100)
     project = serializers.SlugField(
-        required=False, max_length=61, help_text="The project the run belongs to (default: your own project)."
+        required=False,
+        max_length=61,
+        help_text="The project the run belongs to (default: its datasets' and config's, else your own project).",
     )
     preset = serializers.ChoiceField(
         choices=preset_choices(),
@@ -81,12 +85,10 @@ class BenchmarkRunCreateSerializer(serializers.Serializer):
             raise serializers.ValidationError("give config_id or config_text, not both")
         if not sources and not data.get("datasets"):
             raise serializers.ValidationError("give a config (config_id or config_text) or datasets (original data)")
-        if not sources and data.get("seeds"):
-            raise serializers.ValidationError("seeds need a config: transformations must be validated")
         return data
 
 
-# --- robustness report options (the statistics' units; evaluation.robustness.ReportOptions) ---
+# --- robustness report options (the statistics' units; evaluation.robustness_options.ReportOptions) ---
 class RobustnessOptionsSerializer(serializers.Serializer):
     """Query parameters of the robustness report; an unset option keeps the run's preset's value or
     the default (the multi-axis paper's protocol)."""
@@ -117,12 +119,7 @@ class BenchmarkResultSerializer(serializers.ModelSerializer):
             "axis",
             "seed",
             "transform_run",
-            "main_metric",
-            "main_score",
-            "original_main_score",
-            "delta",
-            "n_items",
-            "n_left_out",
+            *RESULT_SCORE_FIELDS,
             "metrics",
             "original_metrics",
             "result_path",

@@ -4,7 +4,7 @@ from celery import shared_task
 
 from core.sweeper import StuckJobKind, stuck_job_kind_register
 from core.task_policy import TRANSIENT_BACKEND, failure_reason, fan_out
-from evaluation.benchmark_services import (
+from evaluation.benchmark_execution import (
     benchmark_run_evidence_recheck,
     benchmark_run_fail,
     benchmark_run_finalize,

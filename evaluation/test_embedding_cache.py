@@ -15,7 +15,7 @@ import numpy as np
 import pytest
 
 from core.hashing import sha256_text
-from evaluation import embedding_cache
+from evaluation import embedding_cache, embedding_storage
 from evaluation.embedding_cache import cache_directory, encode_cached
 from evaluation.encoders import EncoderError
 
@@ -138,8 +138,8 @@ def test_object_storage_url_goes_through_fsspec(tmp_path):
     other = SpyEncoder()
     np.testing.assert_array_equal(encode_cached(other, ["bb", "a"], root=url), first[[1, 0]])
     assert other.batches == []
-    storage = embedding_cache.cache_storage(url)
-    assert isinstance(storage, embedding_cache.FsspecStorage)
+    storage = embedding_storage.cache_storage(url)
+    assert isinstance(storage, embedding_storage.FsspecStorage)
     folder = storage.join(storage.root, "spy_model--rrrrrrrrrrrrrrrr", "no-prompt")
     names = storage.list(folder)
     assert "meta.json" in names and sum(n.endswith(".vectors.npy") for n in names) == 1
@@ -167,7 +167,7 @@ def test_texts_another_host_is_encoding_are_waited_for_not_encoded(tmp_path, set
 
     def other_host_finishes():
         time.sleep(0.5)
-        store = embedding_cache.EmbeddingStore(embedding_cache.LocalStorage(str(tmp_path)), str(directory))
+        store = embedding_cache.EmbeddingStore(embedding_storage.LocalStorage(str(tmp_path)), str(directory))
         store.add([sha256_text("shared").encode("ascii")], other.encode(["shared"]), meta={"model_id": "spy/model"})
         claim.unlink()
 
@@ -283,7 +283,7 @@ def test_compaction_is_safe_for_a_concurrent_reader(tmp_path):
     for _ in range(5):
         for start in range(0, 40, 2):  # small shards again, so each round has work to merge
             store = embedding_cache.EmbeddingStore(
-                embedding_cache.LocalStorage(str(tmp_path)), str(cache_directory(spy, root=tmp_path))
+                embedding_storage.LocalStorage(str(tmp_path)), str(cache_directory(spy, root=tmp_path))
             )
             store.add(
                 [sha256_text(t).encode("ascii") for t in texts[start : start + 2]], expected[start : start + 2], meta={}

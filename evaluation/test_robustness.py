@@ -13,15 +13,9 @@ from scipy import stats
 
 from evaluation.aggregation import UnitScore
 from evaluation.figures import report_figures
-from evaluation.robustness import (
-    ALL_MODELS,
-    POOLED,
-    RUN_AGGREGATED,
-    DriftItem,
-    ReportOptionError,
-    ReportOptions,
-    robustness_analyse,
-)
+from evaluation.robustness import robustness_analyse
+from evaluation.robustness_options import ReportOptionError, ReportOptions
+from evaluation.robustness_results import ALL_MODELS, POOLED, RUN_AGGREGATED, DriftItem
 from evaluation.robustness_tables import robustness_csv, robustness_latex
 from evaluation.stats import paired_shifts
 

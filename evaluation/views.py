@@ -1,7 +1,6 @@
 from urllib.parse import urlencode
 
 from django.contrib import messages
-from django.core.exceptions import ImproperlyConfigured
 from django.http import Http404, HttpResponse, HttpResponseBadRequest
 from django.shortcuts import get_object_or_404, redirect, render
 from django.views.decorators.http import require_http_methods
@@ -14,7 +13,7 @@ from core.plots import csp_safe_svg
 from core.projects import ProjectAccessError, project_can_write, project_require_write
 from core.views import researcher_required
 from evaluation.baseline_services import baseline_report_build
-from evaluation.benchmark_services import benchmark_run_create_from_config, benchmark_run_create_from_datasets
+from evaluation.benchmark_services import benchmark_run_start
 from evaluation.encoders import encoder_aliases
 from evaluation.figures import FORMATS, figure_titles, report_figures
 from evaluation.forms import BaselineCreateForm, BenchmarkRunForm, LLMAnnotateForm
@@ -26,7 +25,7 @@ from evaluation.report_robustness import (
     run_preset,
 )
 from evaluation.reports import benchmark_report
-from evaluation.robustness import OPTION_CHOICES, ReportOptionError, ReportOptions
+from evaluation.robustness_options import OPTION_CHOICES, ReportOptionError, ReportOptions
 from evaluation.selectors import baseline_study_list, benchmark_run_list
 
 
@@ -40,33 +39,23 @@ def benchmark_list_view(request):
     form = BenchmarkRunForm(request.POST or None, request.FILES or None, initial=initial, user=request.user)
     if request.method == "POST" and form.is_valid():
         data = form.cleaned_data
-        datasets = list(dict.fromkeys(d.name for d in data["datasets"]))  # by name: the service picks the project's
-        common = {
-            "models": data["models"],
-            "limit": data["limit"],
-            "created_by": request.user,
-            "name": data["name"],
-            "project": data["project"],
-        }
+        text, fmt = data["config_file"] or (None, "yaml")
         try:
-            if data["config_file"]:
-                text, fmt = data["config_file"]
-                run = benchmark_run_create_from_config(
-                    text=text, fmt=fmt, datasets=datasets or None, evidence_override=data["run_anyway"], **common
-                )
-            elif data["config"]:
-                # The JSON rendering: YAML exported before anchors were refused may hold some.
-                run = benchmark_run_create_from_config(
-                    text=data["config"].json_text,
-                    fmt="json",
-                    datasets=datasets or None,
-                    evidence_override=data["run_anyway"],
-                    **common,
-                )
-            else:
-                run = benchmark_run_create_from_datasets(datasets=datasets, **common)
-        except (ShiftlabError, ValueError) as exc:
-            form.add_error(form.config_field if (data["config"] or data["config_file"]) else None, str(exc))
+            run = benchmark_run_start(
+                actor=request.user,
+                project=data["project"],
+                models=data["models"],
+                config_id=data["config"].pk if data["config"] else None,
+                config_text=text,
+                config_format=fmt,
+                # by name: the service picks the project's
+                datasets=list(dict.fromkeys(d.name for d in data["datasets"])),
+                run_anyway=data["run_anyway"],
+                limit=data["limit"],
+                name=data["name"],
+            )
+        except ShiftlabError as exc:
+            form.add_error(form.refusal_field(exc), str(exc))
         else:
             return redirect("evaluation:benchmark", pk=run.pk)
     runs = benchmark_run_list(user=request.user)[:100]
@@ -206,7 +195,7 @@ def baseline_detail_view(request, pk: int):
     report = error = None
     try:
         report = baseline_report_build(study=study, models=models)
-    except (ShiftlabError, ImproperlyConfigured) as exc:
+    except ShiftlabError as exc:
         error = str(exc)
         if models:  # show at least the humans when a model could not be scored
             report = _report_or_none(study)

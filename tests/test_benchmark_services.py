@@ -15,13 +15,9 @@ from annotation.configs.config_schema import config_read
 from core.errors import ShiftlabError
 from corpora.models import Dataset, DatasetItem
 from corpora.services import dataset_import
+from evaluation.benchmark_execution import benchmark_run_pending_units, benchmark_run_resume
 from evaluation.benchmark_plan import PlanError, plan_from_config
-from evaluation.benchmark_services import (
-    benchmark_run_create_from_config,
-    benchmark_run_create_from_datasets,
-    benchmark_run_pending_units,
-    benchmark_run_resume,
-)
+from evaluation.benchmark_services import benchmark_run_create_from_config, benchmark_run_create_from_datasets
 from evaluation.encoders import get_encoder
 from evaluation.item_scores import ItemScores
 from evaluation.models import BenchmarkResult, BenchmarkRun

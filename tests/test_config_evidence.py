@@ -20,7 +20,8 @@ from django.urls import reverse
 from django.utils import timezone
 
 from annotation.models import Annotator, Approval, BenchmarkConfig, GateResult, RaterDecision, Study
-from evaluation.benchmark_services import benchmark_run_create_from_config, benchmark_unit_execute
+from evaluation.benchmark_execution import benchmark_unit_execute
+from evaluation.benchmark_services import benchmark_run_create_from_config
 from evaluation.models import BenchmarkResult, BenchmarkRun
 from evaluation.tasks import start_benchmark_run
 from tests.support import api_as, page_as

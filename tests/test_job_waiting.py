@@ -33,8 +33,8 @@ from django.core.management import CommandError, call_command
 from core.job_services import JobWait
 from core.waiting import BackendUnavailable
 from corpora.services import dataset_import
+from evaluation.benchmark_execution import benchmark_run_waiting
 from evaluation.benchmark_plan import transform_run_key
-from evaluation.benchmark_services import benchmark_run_waiting
 from evaluation.models import BenchmarkRun
 from evaluation.tasks import execute_benchmark_unit
 from shiftlab.celery import app

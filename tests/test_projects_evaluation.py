@@ -259,9 +259,10 @@ def test_the_benchmark_form_offers_only_the_callers_projects_configs_and_dataset
     assert BenchmarkRun.objects.latest("pk").project == world["b"]
     refused = page_as(world["carl"]).post(url, {"models": MODEL, "datasets": ["a-sts"], "project": "team-b"})
     assert "belongs to project 'team-a', not 'team-b'" in html.unescape(refused.content.decode())
-    # A viewer is offered no project to add to; naming one anyway is refused.
+    # A viewer is offered no project to add to; naming one anyway is refused, in the API's and the
+    # command's words (issue 28: one front door).
     viewer = page_as(world["vera"]).post(url, {"models": MODEL, "datasets": ["a-sts"], "project": "team-a"})
-    assert viewer.status_code == 200 and "cannot add to that project" in viewer.content.decode()
+    assert viewer.status_code == 200 and "may only read project 'team-a'" in html.unescape(viewer.content.decode())
     assert BenchmarkRun.objects.filter(project=world["a"]).count() == 1
 
 
@@ -323,9 +324,11 @@ def test_benchmark_run_command_creates_in_the_named_project(world):
         command("benchmark", "run", "--dataset", "a-sts", "--models", MODEL, "--as", "bob")
     with pytest.raises(CommandError, match="may only read project 'team-a'"):
         command("benchmark", "run", "--dataset", "a-sts", "--models", MODEL, "--as", "vera", "--project", "team-a")
-    # The system sees every dataset but writes to the default project unless told otherwise.
+    # The system sees every dataset; unless told otherwise its run goes where its inputs are, as
+    # through the API (issue 28: one front door), and a project it names must hold them.
+    assert "in project team-a" in command("benchmark", "run", "--dataset", "a-sts", "--models", MODEL)
     with pytest.raises(CommandError, match=f"a-sts belongs to project 'team-a', not '{DEFAULT_PROJECT}'"):
-        command("benchmark", "run", "--dataset", "a-sts", "--models", MODEL)
+        command("benchmark", "run", "--dataset", "a-sts", "--models", MODEL, "--project", DEFAULT_PROJECT)
     out = command("benchmark", "run", "--dataset", "a-sts", "--models", MODEL, "--project", "team-a")
     assert "in project team-a" in out
 

@@ -11,7 +11,7 @@ import pytest
 
 from corpora.models import DatasetItem
 from corpora.services import dataset_import
-from evaluation.benchmark_services import benchmark_run_resume
+from evaluation.benchmark_execution import benchmark_run_resume
 from evaluation.models import BenchmarkRun
 from tests.support import celery_sender, celery_worker, wait_for
 from transforms.judge_services import judge_report_resume

@@ -55,3 +55,10 @@ def as_matrix(embeddings: np.ndarray, name: str) -> np.ndarray:
 def split_rows(matrix: np.ndarray, sizes: Sequence[int]) -> list[np.ndarray]:
     """Cut a matrix encoded in one call back into consecutive blocks of ``sizes`` rows."""
     return np.split(matrix, np.cumsum(sizes)[:-1]) if len(sizes) else []
+
+
+def encode_pairs(sentences1: Sequence[str], sentences2: Sequence[str], encode: Encode) -> list[np.ndarray]:
+    """Both sides of sentence pairs encoded in one call: the first sentences' rows, then the second's."""
+    if len(sentences1) != len(sentences2):
+        raise ValueError(f"{len(sentences1)} first sentences but {len(sentences2)} second sentences")
+    return split_rows(encode([*sentences1, *sentences2]), [len(sentences1), len(sentences2)])

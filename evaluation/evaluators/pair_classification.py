@@ -16,7 +16,7 @@ from typing import ClassVar
 import numpy as np
 from sklearn.metrics import average_precision_score
 
-from evaluation.evaluators.base import Encode, as_matrix, split_rows
+from evaluation.evaluators.base import Encode, as_matrix, encode_pairs
 from evaluation.evaluators.similarity import SIMILARITY_FUNCTIONS, paired_scores
 
 HIGHER_IS_SIMILAR = {"cosine": True, "dot": True, "euclidean": False, "manhattan": False}
@@ -63,9 +63,7 @@ class PairClassificationEvaluator:
     def evaluate(
         self, sentences1: Sequence[str], sentences2: Sequence[str], labels: Sequence[int], *, encode: Encode
     ) -> PairClassificationResult:
-        if len(sentences1) != len(sentences2):
-            raise ValueError(f"{len(sentences1)} first sentences but {len(sentences2)} second sentences")
-        embeddings1, embeddings2 = split_rows(encode([*sentences1, *sentences2]), [len(sentences1), len(sentences2)])
+        embeddings1, embeddings2 = encode_pairs(sentences1, sentences2, encode)
         return self.score(embeddings1, embeddings2, labels)
 
     def score(

@@ -32,6 +32,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
+from typing import ClassVar
 
 import numpy as np
 
@@ -124,12 +125,21 @@ def ranking_result(
 
 
 @dataclass(frozen=True)
-class RetrievalEvaluator:
+class _RankingEvaluator:
+    """The options of both ranking evaluators; ``main_k`` (the cut-off of their main score) must be
+    among ``k_values``."""
+
     similarity_fn_name: str = "cosine"
     k_values: tuple[int, ...] = field(default=K_VALUES)
+    main_k: ClassVar[int]
 
     def __post_init__(self) -> None:
-        _check_options(self.similarity_fn_name, self.k_values, 10)
+        _check_options(self.similarity_fn_name, self.k_values, self.main_k)
+
+
+@dataclass(frozen=True)
+class RetrievalEvaluator(_RankingEvaluator):
+    main_k: ClassVar[int] = 10
 
     def evaluate(
         self,
@@ -166,16 +176,12 @@ class RetrievalEvaluator:
                 # Only the best top_k (plus ties at the boundary) need the exact ordering.
                 keep = _top_candidates(row, top_k)
                 rankings[query_ids[start + offset]] = rank(row[keep], [doc_ids[i] for i in keep], top_k=top_k)
-        return ranking_result(rankings, qrels, k_values=self.k_values, main_measure="ndcg", main_k=10)
+        return ranking_result(rankings, qrels, k_values=self.k_values, main_measure="ndcg", main_k=self.main_k)
 
 
 @dataclass(frozen=True)
-class RerankingEvaluator:
-    similarity_fn_name: str = "cosine"
-    k_values: tuple[int, ...] = field(default=K_VALUES)
-
-    def __post_init__(self) -> None:
-        _check_options(self.similarity_fn_name, self.k_values, 1000)
+class RerankingEvaluator(_RankingEvaluator):
+    main_k: ClassVar[int] = 1000
 
     def evaluate(
         self,

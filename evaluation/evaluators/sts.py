@@ -19,7 +19,7 @@ from typing import ClassVar
 import numpy as np
 from scipy.stats import pearsonr, spearmanr
 
-from evaluation.evaluators.base import Encode, FieldScores, as_matrix, split_rows
+from evaluation.evaluators.base import Encode, FieldScores, as_matrix, encode_pairs
 from evaluation.evaluators.similarity import SIMILARITY_FUNCTIONS, paired_scores
 from evaluation.item_scores import ItemScores, positional
 
@@ -56,9 +56,7 @@ class STSEvaluator:
     def evaluate(
         self, sentences1: Sequence[str], sentences2: Sequence[str], gold: Sequence[float], *, encode: Encode
     ) -> STSResult:
-        if len(sentences1) != len(sentences2):
-            raise ValueError(f"{len(sentences1)} first sentences but {len(sentences2)} second sentences")
-        embeddings1, embeddings2 = split_rows(encode([*sentences1, *sentences2]), [len(sentences1), len(sentences2)])
+        embeddings1, embeddings2 = encode_pairs(sentences1, sentences2, encode)
         return self.score(embeddings1, embeddings2, gold)
 
     def score(self, embeddings1: np.ndarray, embeddings2: np.ndarray, gold: Sequence[float]) -> STSResult:

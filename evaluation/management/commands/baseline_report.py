@@ -1,11 +1,10 @@
 import json
 
-from django.core.exceptions import ImproperlyConfigured
-from django.core.management.base import BaseCommand, CommandError, CommandParser
+from django.core.management.base import CommandError, CommandParser
 
 from annotation.models import BaselineStudy
 from annotation.selectors import baseline_get
-from core.errors import ShiftlabError
+from core.commands import ShiftlabCommand
 from core.projects import scoped, user_by_name
 from evaluation.baseline_services import BaselineReport, baseline_report_build
 
@@ -14,7 +13,7 @@ def _number(value: float | None) -> str:
     return "n/a" if value is None else f"{value:.4f}"
 
 
-class Command(BaseCommand):
+class Command(ShiftlabCommand):
     help = (
         "Humans ranked among models on a baseline study: the pooled and per-rater human scores, each LLM "
         "annotator and the given models, scored with the same evaluators on the same instances, with 95% "
@@ -28,28 +27,16 @@ class Command(BaseCommand):
         )
         parser.add_argument("--batch-size", type=int, help="Encoding batch size (default: the encoder's).")
         parser.add_argument("--json", action="store_true", help="Print the whole report as JSON.")
-        parser.add_argument(
-            "--as",
-            dest="actor",
-            help="Act as this user: only studies of their projects are found (default: the system, every study).",
-        )
+        self.add_actor_argument(parser)
 
     def handle(self, *args, **o):
-        try:
-            user = user_by_name(o["actor"]) if o["actor"] else None
-        except ShiftlabError as exc:
-            raise CommandError(str(exc)) from None
+        user = user_by_name(o["actor"]) if o["actor"] else None
         try:
             study = baseline_get(o["study"], studies=scoped(BaselineStudy.objects.all(), user))
         except BaselineStudy.DoesNotExist:
             raise CommandError(f"No baseline study {o['study']!r}: give its name or id.") from None
-        except ShiftlabError as exc:  # the name is in several of the caller's projects
-            raise CommandError(str(exc)) from None
         models = [m.strip() for m in o["models"].split(",") if m.strip()]
-        try:
-            report = baseline_report_build(study=study, models=models, batch_size=o["batch_size"])
-        except (ShiftlabError, ImproperlyConfigured) as exc:
-            raise CommandError(str(exc)) from None
+        report = baseline_report_build(study=study, models=models, batch_size=o["batch_size"])
         if o["json"]:
             self.stdout.write(json.dumps(report.to_dict(), indent=2))
             return

@@ -1,26 +1,23 @@
 import json
 from pathlib import Path
 
-from django.core.management.base import BaseCommand, CommandError
+from django.core.management.base import CommandError, CommandParser
 
-from annotation.configs.config_export import format_of
+from annotation.configs.config_export import Format, format_of
 from annotation.configs.export_services import benchmark_config_file_read
-from core.errors import ShiftlabError
+from core.commands import ShiftlabCommand
 from core.progress import follow_job, job_status_lines, progress_bar
-from core.projects import User, project_require_write, project_resolve, scoped, user_by_name
-from evaluation.benchmark_services import (
-    benchmark_run_create_from_config,
-    benchmark_run_create_from_datasets,
-    benchmark_run_resume,
-)
+from core.projects import User, project_require_write, scoped, user_by_name
+from evaluation.benchmark_execution import benchmark_run_resume
+from evaluation.benchmark_services import benchmark_run_start
 from evaluation.models import BenchmarkRun
 from evaluation.report_robustness import robustness_report_write, run_preset
 from evaluation.reports import benchmark_report
-from evaluation.robustness import OPTION_CHOICES, ReportOptions
-from transforms.presets import PRESETS, resolve_preset
+from evaluation.robustness_options import OPTION_CHOICES, ReportOptions
+from transforms.presets import PRESETS
 
 
-class Command(BaseCommand):
+class Command(ShiftlabCommand):
     help = (
         "Benchmark runs: models x datasets x (original + approved transformations) x seeds, one Celery task "
         "per unit. `run --config FILE` (a validated config, verified first) or `run --dataset NAME` (original "
@@ -33,47 +30,7 @@ class Command(BaseCommand):
 
     def add_arguments(self, parser):
         sub = parser.add_subparsers(dest="action", required=True)
-        run = sub.add_parser("run", help="Start a benchmark run.")
-        run.add_argument(
-            "--config",
-            help="Validated benchmark config (*.yaml/*.yml/*.json), exactly as exported by this deployment or "
-            "signed with its SHIFTLAB_CONFIG_SIGNING_KEY.",
-        )
-        run.add_argument(
-            "--dataset",
-            action="append",
-            default=[],
-            help="A dataset (repeat). Without --config: original data only. With --config: "
-            "benchmark these datasets instead of the config's.",
-        )
-        run.add_argument(
-            "--models",
-            nargs="+",
-            default=["default"],
-            help="Encoder aliases (EVALUATION_ENCODERS) or model names (default: default).",
-        )
-        run.add_argument("--transformation", action="append", default=[], help="Only these approved transformations.")
-        run.add_argument("--seeds", type=int, nargs="+", help="Transformation seeds (default: the config's).")
-        run.add_argument("--limit", type=int, help="Only the first N examples of each dataset.")
-        run.add_argument("--split", default="test", help="Evaluated split (default: test).")
-        run.add_argument("--name", default="")
-        run.add_argument(
-            "--as", dest="actor", help="Act as this user: the creator, whose datasets and configs are the ones found."
-        )
-        run.add_argument(
-            "--project",
-            help="The project the run belongs to (default: --as's own project, else the default project); "
-            "its datasets (unless shared) and config must be of it.",
-        )
-        run.add_argument("--wait", action="store_true", help="Show progress until the run ends.")
-        run.add_argument(
-            "--run-anyway",
-            action="store_true",
-            help="Run the config although the evidence behind it changed since it was exported (a later gate, "
-            "a withdrawn approval, a revised study, changed ratings); the run records what changed.",
-        )
-        # --- presets (issue 15): a paper's protocol fills --seeds (with --config) ---
-        run.add_argument("--preset", choices=list(PRESETS), help="A paper's protocol: its seeds unless --seeds.")
+        _add_run_arguments(sub.add_parser("run", help="Start a benchmark run."))
         for name in ("status", "resume", "results"):
             action = sub.add_parser(name)
             action.add_argument("run", type=int)
@@ -81,51 +38,14 @@ class Command(BaseCommand):
                 action.add_argument("--wait", action="store_true")
             if name == "results":
                 action.add_argument("--json", dest="as_json", action="store_true", help="Units and aggregates as JSON.")
-            _add_actor(action)
-
-        report = sub.add_parser("report", help="Write the robustness report's files.")
-        report.add_argument("run", type=int)
-        report.add_argument("--out", type=Path, help="Output folder (default: DATA_DIR/reports/RUN/).")
-        # The statistics' units (evaluation.robustness.ReportOptions); unset options keep the run's
-        # preset's value, or the default (the multi-axis paper's protocol).
-        for name, choices in OPTION_CHOICES.items():
-            report.add_argument(
-                f"--{name.replace('_', '-')}", dest=name, choices=choices, help=f"Default: {choices[0]}."
-            )
-        report.add_argument(
-            "--split-half-splits",
-            dest="split_half_splits",
-            type=int,
-            help=f"Random splits (default: {ReportOptions().split_half_splits}).",
+            self.add_actor_argument(action)
+        _add_report_arguments(sub.add_parser("report", help="Write the robustness report's files."))
+        _add_export_arguments(
+            sub.add_parser("export", help="Write the run as an mteb results folder or a Hugging Face dataset.")
         )
-        # --- presets (issue 15): a paper's statistics units fill the options left unset ---
-        report.add_argument(
-            "--preset", choices=list(PRESETS), help="A paper's protocol: its statistics' units (default: the run's)."
-        )
-        _add_actor(report)
-
-        # --- export (issue 17): mteb results folder, Hugging Face dataset folder ---
-        export = sub.add_parser("export", help="Write the run as an mteb results folder or a Hugging Face dataset.")
-        export.add_argument("run", type=int)
-        export.add_argument(
-            "--format",
-            dest="export_format",
-            required=True,
-            choices=["mteb", "hf"],
-            help="mteb: TaskResult files that mteb.ResultCache(DIR).load_results() reads; hf: Parquet + dataset card.",
-        )
-        export.add_argument("--out", type=Path, required=True, help="Output folder.")
-        export.add_argument(
-            "--push", metavar="REPO", help="With --format hf: upload the folder to this hub dataset repo."
-        )
-        _add_actor(export)
 
     def handle(self, *args, action, actor=None, **options):
-        try:
-            user = user_by_name(actor) if actor else None
-            getattr(self, f"do_{action}")(user=user, **options)
-        except (ShiftlabError, ValueError) as exc:
-            raise CommandError(str(exc)) from None
+        getattr(self, f"do_{action}")(user=user_by_name(actor) if actor else None, **options)
 
     def do_run(
         self,
@@ -145,36 +65,24 @@ class Command(BaseCommand):
         run_anyway=False,
         **_,
     ):
-        if preset:  # issue 15: the preset's seeds; an explicit --seeds must be among them
-            if not config:
-                raise CommandError("--preset sets the transformation seeds, which need --config")
-            seeds = list(resolve_preset(preset, seeds=seeds).seeds)
-        common = {
-            "models": models,
-            "limit": limit,
-            "split": split,
-            "name": name,
-            "created_by": user,
-            "project": project_resolve(user, project),
-            "preset": preset or "",  # its encoder dtype is stored with the run and used by every unit
-        }
-        if config:
-            path = Path(config)
-            run = benchmark_run_create_from_config(
-                text=benchmark_config_file_read(path=path),
-                fmt=format_of(path.name),
-                datasets=dataset or None,
-                seeds=seeds,
-                transformations=transformation or None,
-                evidence_override=run_anyway,
-                **common,
-            )
-        else:
-            if not dataset:
-                raise CommandError("pass --config CONFIG.yaml, or --dataset NAME for original data only")
-            if transformation or seeds:
-                raise CommandError("--transformation and --seeds need --config: transformations must be validated")
-            run = benchmark_run_create_from_datasets(datasets=dataset, **common)
+        if not config and not dataset:
+            raise CommandError("pass --config CONFIG.yaml, or --dataset NAME for original data only")
+        text, fmt = _config_file(Path(config)) if config else (None, "yaml")
+        run = benchmark_run_start(
+            actor=user,
+            project=project,
+            models=models,
+            config_text=text,
+            config_format=fmt,
+            datasets=dataset,
+            transformations=transformation,
+            seeds=seeds,
+            preset=preset or "",
+            run_anyway=run_anyway,
+            limit=limit,
+            split=split,
+            name=name,
+        )
         plan = run.plan
         self.stdout.write(
             f"Benchmark run {run.pk} in project {run.project.slug}: {run.total} units ({len(run.model_names)} models, "
@@ -192,7 +100,7 @@ class Command(BaseCommand):
             self.stdout.write(line)
 
     def do_resume(self, *, user: User, run, wait=False, **_):
-        found = benchmark_run_resume(run_id=self._get(run, user, write=True).pk, actor=user)
+        found = benchmark_run_resume(run_id=self._get(run, user).pk, actor=user)
         self.stdout.write(f"Benchmark run {found.pk} resumed: {found.total - found.done} units to go")
         if wait:
             self._wait(found)
@@ -250,8 +158,90 @@ class Command(BaseCommand):
         self.stdout.write(benchmark_report(run=run).as_text())
 
 
-def _add_actor(parser) -> None:
-    parser.add_argument("--as", dest="actor", help="Act as this user (default: the system, which sees every run).")
+def _config_file(path: Path) -> tuple[str, Format]:
+    """The text of the config file ``path`` and its format, told by its name."""
+    text = benchmark_config_file_read(path=path)
+    try:
+        return text, format_of(path.name)
+    except ValueError as exc:  # annotation.configs.config_export.format_of: a name without a config suffix
+        raise CommandError(str(exc)) from None
+
+
+def _add_run_arguments(run: CommandParser) -> None:
+    run.add_argument(
+        "--config",
+        help="Validated benchmark config (*.yaml/*.yml/*.json), exactly as exported by this deployment or "
+        "signed with its SHIFTLAB_CONFIG_SIGNING_KEY.",
+    )
+    run.add_argument(
+        "--dataset",
+        action="append",
+        default=[],
+        help="A dataset (repeat). Without --config: original data only. With --config: "
+        "benchmark these datasets instead of the config's.",
+    )
+    run.add_argument(
+        "--models",
+        nargs="+",
+        default=["default"],
+        help="Encoder aliases (EVALUATION_ENCODERS) or model names (default: default).",
+    )
+    run.add_argument("--transformation", action="append", default=[], help="Only these approved transformations.")
+    run.add_argument("--seeds", type=int, nargs="+", help="Transformation seeds (default: the config's).")
+    run.add_argument("--limit", type=int, help="Only the first N examples of each dataset.")
+    run.add_argument("--split", default="test", help="Evaluated split (default: test).")
+    run.add_argument("--name", default="")
+    run.add_argument(
+        "--project",
+        help="The project the run belongs to (default: its datasets' and config's project, else --as's own "
+        "project, else the default project); its datasets (unless shared) and config must be of it.",
+    )
+    run.add_argument("--wait", action="store_true", help="Show progress until the run ends.")
+    run.add_argument(
+        "--run-anyway",
+        action="store_true",
+        help="Run the config although the evidence behind it changed since it was exported (a later gate, "
+        "a withdrawn approval, a revised study, changed ratings); the run records what changed.",
+    )
+    # --- presets (issue 15): a paper's protocol fills --seeds (with --config) and the encoders' dtype ---
+    run.add_argument(
+        "--preset", choices=list(PRESETS), help="A paper's protocol: its seeds unless --seeds, its encoders' dtype."
+    )
+    ShiftlabCommand.add_actor_argument(run)
+
+
+def _add_report_arguments(report: CommandParser) -> None:
+    report.add_argument("run", type=int)
+    report.add_argument("--out", type=Path, help="Output folder (default: DATA_DIR/reports/RUN/).")
+    # The statistics' units (evaluation.robustness_options.ReportOptions); unset options keep the run's
+    # preset's value, or the default (the multi-axis paper's protocol).
+    for name, choices in OPTION_CHOICES.items():
+        report.add_argument(f"--{name.replace('_', '-')}", dest=name, choices=choices, help=f"Default: {choices[0]}.")
+    report.add_argument(
+        "--split-half-splits",
+        dest="split_half_splits",
+        type=int,
+        help=f"Random splits (default: {ReportOptions().split_half_splits}).",
+    )
+    # --- presets (issue 15): a paper's statistics units fill the options left unset ---
+    report.add_argument(
+        "--preset", choices=list(PRESETS), help="A paper's protocol: its statistics' units (default: the run's)."
+    )
+    ShiftlabCommand.add_actor_argument(report)
+
+
+def _add_export_arguments(export: CommandParser) -> None:
+    export.add_argument("run", type=int)
+    export.add_argument(
+        "--format",
+        dest="export_format",
+        required=True,
+        choices=["mteb", "hf"],
+        help="mteb: TaskResult files that mteb.ResultCache(DIR).load_results() reads; hf: Parquet + dataset card.",
+    )
+    export.add_argument("--out", type=Path, required=True, help="Output folder.")
+    export.add_argument("--push", metavar="REPO", help="With --format hf: upload the folder to this hub dataset repo.")
+    ShiftlabCommand.add_actor_argument(export)
 
 
 def _bar(run: BenchmarkRun) -> str:

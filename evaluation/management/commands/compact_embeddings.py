@@ -1,10 +1,10 @@
-from django.core.management.base import BaseCommand, CommandError, CommandParser
+from django.core.management.base import CommandParser
 
-from core.errors import ShiftlabError
+from core.commands import ShiftlabCommand
 from evaluation.embedding_cache import SMALL_SHARD_ROWS, compact_cache
 
 
-class Command(BaseCommand):
+class Command(ShiftlabCommand):
     help = (
         "Merge the embedding cache's small shards (one per encoding call) into one shard per model and "
         "prompt, and remove expired claims. Safe while workers read and write the cache."
@@ -23,10 +23,7 @@ class Command(BaseCommand):
         )
 
     def handle(self, *args, **o):
-        try:
-            result = compact_cache(o["cache"], small_rows=o["small_rows"])
-        except (ShiftlabError, ValueError) as exc:
-            raise CommandError(str(exc)) from None
+        result = compact_cache(o["cache"], small_rows=o["small_rows"])
         self.stdout.write(
             f"{result.folders} cache folders: {result.shards_merged} small shards merged into "
             f"{result.shards_written} ({result.rows} rows); {result.claims_removed} expired claims removed."

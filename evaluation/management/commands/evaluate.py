@@ -2,9 +2,9 @@ import json
 from dataclasses import asdict
 
 from django.core.exceptions import ImproperlyConfigured
-from django.core.management.base import BaseCommand, CommandError, CommandParser
+from django.core.management.base import CommandError, CommandParser
 
-from core.errors import ShiftlabError
+from core.commands import ShiftlabCommand
 from core.projects import user_by_name
 from corpora.models import Dataset
 from corpora.selectors import dataset_get
@@ -13,7 +13,7 @@ from evaluation.encoders import get_encoder
 from evaluation.services import DEFAULT_SEED, EncoderComparison, dataset_compare, dataset_evaluate, variant_coverage
 
 
-class Command(BaseCommand):
+class Command(ShiftlabCommand):
     help = (
         "Score an embedding model on a dataset with the MTEB protocol of its task type. Prints the main "
         "score (e.g. 0.8203), or every metric with --json. With --baseline (sts/str datasets), scores both "
@@ -37,39 +37,25 @@ class Command(BaseCommand):
             "the difference (model - baseline) and its paired bootstrap 95%% CI, seeded by --seed.",
         )
         parser.add_argument("--resamples", type=int, default=1000, help="Bootstrap resamples for --baseline.")
-        parser.add_argument(
-            "--as",
-            dest="actor",
-            help="Act as this user: only datasets they may read are found (default: the system, every dataset).",
-        )
+        self.add_actor_argument(parser)
 
     def handle(self, *args, **o):
         try:
-            user = user_by_name(o["actor"]) if o["actor"] else None
-        except ShiftlabError as exc:
+            self._evaluate(o)
+        except ImproperlyConfigured as exc:  # EVALUATION_ENCODERS cannot serve the model named
             raise CommandError(str(exc)) from None
+
+    def _evaluate(self, o) -> None:
+        user = user_by_name(o["actor"]) if o["actor"] else None
         try:
             dataset = dataset_get(name=o["dataset"], user=user)
         except Dataset.DoesNotExist:
-            dataset = None
-        except ShiftlabError as exc:  # several datasets of that name
-            raise CommandError(str(exc)) from None
-        if dataset is None:
-            raise CommandError(f"No dataset named {o['dataset']!r}. See: python manage.py corpora list")
+            raise CommandError(f"No dataset named {o['dataset']!r}. See: python manage.py corpora list") from None
         if o["baseline"]:
             return self._compare(dataset, o)
-        try:
-            encoder = get_encoder(o["model"])
-            result = dataset_evaluate(
-                dataset=dataset,
-                encoder_alias_or_model=o["model"],
-                split=o["split"],
-                seed=o["seed"],
-                batch_size=o["batch_size"],
-            )
-            coverage = variant_coverage(dataset=dataset, split=o["split"], encoder=encoder)
-        except (ShiftlabError, ImproperlyConfigured) as exc:
-            raise CommandError(str(exc)) from None
+        encoder = get_encoder(o["model"])
+        result = dataset_evaluate(encoder_alias_or_model=o["model"], **_common(dataset, o))
+        coverage = variant_coverage(dataset=dataset, split=o["split"], encoder=encoder)
         if o["json"]:
             document = {
                 "dataset": dataset.name,
@@ -97,22 +83,18 @@ class Command(BaseCommand):
     def _compare(self, dataset: Dataset, o) -> None:
         if o["resamples"] < 1:
             raise CommandError("--resamples must be a positive number of bootstrap resamples, e.g. 1000.")
-        try:
-            comparison = dataset_compare(
-                dataset=dataset,
-                model=o["model"],
-                baseline=o["baseline"],
-                split=o["split"],
-                seed=o["seed"],
-                n_resamples=o["resamples"],
-                batch_size=o["batch_size"],
-            )
-        except (ShiftlabError, ImproperlyConfigured) as exc:
-            raise CommandError(str(exc)) from None
+        comparison = dataset_compare(
+            model=o["model"], baseline=o["baseline"], n_resamples=o["resamples"], **_common(dataset, o)
+        )
         if o["json"]:
             self.stdout.write(json.dumps(asdict(comparison), indent=2))
             return
         self.stdout.write(_comparison_text(comparison))
+
+
+def _common(dataset: Dataset, o) -> dict:
+    """What scoring one model and comparing two take alike."""
+    return {"dataset": dataset, "split": o["split"], "seed": o["seed"], "batch_size": o["batch_size"]}
 
 
 def _coverage_line(coverage: VariantCoverage) -> str:

@@ -11,8 +11,8 @@ from pathlib import Path
 from django.conf import settings
 from django.contrib.auth import get_user_model
 from django.contrib.auth.models import Group
-from django.core.management.base import BaseCommand
 
+from core.commands import ShiftlabCommand
 from core.projects import default_project
 from core.roles import Role
 from core.rosters import roster_add
@@ -34,7 +34,7 @@ DEMO_DATASETS = [
 DEMO_USERS = [("researcher", Role.RESEARCHER), ("annotator", Role.ANNOTATOR), ("admin", Role.ADMIN)]
 
 
-class Command(BaseCommand):
+class Command(ShiftlabCommand):
     help = "Create demo users (researcher, annotator, admin) and import the demo fixture datasets."
 
     def add_arguments(self, parser):
