@@ -2,8 +2,8 @@ from django import forms
 from django.contrib.auth import get_user_model
 
 from core.errors import ShiftlabError
-from core.models import Membership, Project
-from core.projects import ProjectAccessError, User, project_resolve, projects_writable
+from core.models import Membership
+from core.projects import User, project_resolve, projects_writable
 
 
 class ProjectCreateForm(forms.Form):
@@ -47,38 +47,34 @@ def _user(username: str):
 
 
 class NewInProjectForm(forms.Form):
-    """A form that makes something new in a project: its ``project`` field offers the projects
-    ``user`` may change, preselecting the one ``core.projects.project_resolve`` picks when none is
-    named (their single own project, else the default one). Left empty, that one is taken; a
-    researcher with several projects must choose. ``cleaned_data["project"]`` is a Project."""
+    """A form that makes something new in a project, as the API and the command take it.
 
-    project = forms.ModelChoiceField(
-        queryset=Project.objects.none(),
-        to_field_name="slug",
+    Its ``project`` select offers the projects ``user`` may change, preselecting their one project
+    (``core.projects.project_resolve``), with an empty choice that leaves the project to the
+    service (the inputs' project, else the caller's own). Any slug is passed on: the service entry
+    alone decides, so an unknown project or one the caller may only read is refused with the
+    words (and, for the latter, the 403) of the API and the command. ``cleaned_data["project"]`` is
+    the slug, or None."""
+
+    project = forms.CharField(
         required=False,
-        help_text="The project (team) it belongs to.",
-        error_messages={"invalid_choice": "You cannot add to that project: choose one of yours."},
+        max_length=61,
+        widget=forms.Select,
+        help_text="The project (team) it belongs to; its inputs must be of it (or shared datasets).",
     )
 
     def __init__(self, *args, user: User, **kwargs):
         kwargs.setdefault("label_suffix", "")
         super().__init__(*args, **kwargs)
         self.user = user
-        try:
-            preselected = project_resolve(user)
-        except ShiftlabError:
-            preselected = None
         field = self.fields["project"]
-        field.queryset = projects_writable(user).order_by("slug")
-        field.initial = preselected
-        if preselected is not None:
-            field.empty_label = None
-
-    def clean_project(self) -> Project:
-        chosen = self.cleaned_data["project"]
+        field.widget.choices = [("", "the inputs' project, else your own")] + [
+            (project.slug, str(project)) for project in projects_writable(user).order_by("slug")
+        ]
         try:
-            return project_resolve(self.user, chosen.slug if chosen else None)
-        except ProjectAccessError:
-            raise  # a read-only caller: 403, not a form error
-        except ShiftlabError as exc:
-            raise forms.ValidationError(str(exc)) from None
+            field.initial = project_resolve(user).slug
+        except ShiftlabError:  # several projects (they choose), or none they may change
+            field.initial = None
+
+    def clean_project(self) -> str | None:
+        return self.cleaned_data["project"] or None

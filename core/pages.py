@@ -3,7 +3,7 @@
 Views call a service inside ``try``/``except ShiftlabError`` and hand the error to
 ``show_error``: with a form, next to the field the error names (or the field its message starts
 with, e.g. "temperature must be ..."), else above the form; without one, as a message on the
-page the view redirects to.
+page the view redirects to. A refused access is answered with 403 instead.
 """
 
 from __future__ import annotations
@@ -13,6 +13,7 @@ from django.contrib import messages
 from django.http import HttpRequest
 
 from core.errors import ShiftlabError
+from core.projects import ProjectAccessError
 
 
 def error_field(form: forms.Form, exc: ShiftlabError | str) -> str | None:
@@ -26,7 +27,12 @@ def error_field(form: forms.Form, exc: ShiftlabError | str) -> str | None:
 
 
 def show_error(request: HttpRequest, exc: ShiftlabError, *, form: forms.Form | None = None) -> None:
-    """Show ``exc`` on the page: on ``form`` when there is one, else as an error message."""
+    """Show ``exc`` on the page: on ``form`` when there is one, else as an error message.
+
+    A change refused to a caller who may only read the project (``ProjectAccessError``) is no
+    form problem: it is raised again, so every page answers it with 403, as the API does."""
+    if isinstance(exc, ProjectAccessError):
+        raise exc
     if form is not None:
         form.add_error(error_field(form, exc), str(exc))
     else:

@@ -95,7 +95,7 @@ def _import_upload(request, form: DatasetUploadForm):
 def _imported(request, form, service, **inputs):
     """``service``'s result for the caller and the form's project, or None with the refusal on the form."""
     try:
-        return service(actor=request.user, project=form.cleaned_data["project"].slug, **inputs)
+        return service(actor=request.user, project=form.cleaned_data["project"], **inputs)
     except ShiftlabError as exc:
         show_error(request, exc, form=form)
         return None

@@ -18,7 +18,7 @@ from annotation.models import BASELINE_TASK_TYPES, BenchmarkConfig
 from core.errors import ShiftlabError
 from core.forms import NewInProjectForm
 from core.pages import error_field
-from core.projects import User, projects_readable, scoped
+from core.projects import User, scoped
 from corpora.forms import DatasetChoiceField
 from corpora.models import Dataset
 from evaluation.encoders import encoder_aliases
@@ -63,12 +63,6 @@ class BenchmarkRunForm(NewInProjectForm):
         kwargs.setdefault("label_suffix", "")
         kwargs.setdefault("auto_id", "bm-%s")
         super().__init__(*args, user=user, **kwargs)
-        # The projects offered are the caller's to change; one they may only read is accepted here
-        # and refused by the service, with the words the API and the command use.
-        project = self.fields["project"]
-        offered = list(project.choices)
-        project.queryset = projects_readable(user).order_by("slug")
-        project.widget.choices = offered
         self.fields["datasets"].queryset = scoped(Dataset.objects.order_by("name"), user)
         configs = scoped(BenchmarkConfig.objects.order_by("-created_at"), user)
         self.fields["config"].queryset = configs
@@ -115,11 +109,6 @@ class BenchmarkRunForm(NewInProjectForm):
             if "datasets" not in self.errors:
                 self.add_error("datasets", "Without a config, choose at least one dataset.")
         return data
-
-    def clean_project(self) -> str | None:
-        """The slug of the project chosen, if any: ``benchmark_run_start`` decides the run's project."""
-        chosen = self.cleaned_data["project"]
-        return chosen.slug if chosen else None
 
     def refusal_field(self, exc: ShiftlabError) -> str | None:
         """The field a refusal of ``benchmark_run_start`` belongs to: the config's when one was
@@ -198,12 +187,6 @@ class BaselineCreateForm(NewInProjectForm):
             for name in self.OPTIONS
             if name in known and self.cleaned_data[name] not in (None, "")
         }
-
-    def clean_project(self) -> str | None:
-        """The slug of the project chosen, if any: ``baseline_create`` picks the project (without
-        one, the dataset's), as it does for the command."""
-        chosen = self.cleaned_data["project"]
-        return chosen.slug if chosen else None
 
 
 class LLMAnnotateForm(forms.Form):

@@ -52,7 +52,9 @@ def world(django_user_model, tmp_path, settings):
 @pytest.fixture
 def alpha_config(world) -> BenchmarkConfig:
     """An exported config of alpha approving a random-keywords run of alpha's dataset."""
-    study = study_create(name="a-study", runs=[keyword_run(world["a_sts"], 1)], design=DESIGN, project=world["alpha"])
+    study = study_create(
+        name="a-study", runs=[keyword_run(world["a_sts"], 1)], design=DESIGN, project="alpha", actor=world["carl"]
+    )
     gate = GateResult.objects.create(
         study=study, transformation="random_keywords", passed=True, evidence={"state": "passed"}, evidence_hash="0" * 64
     )

@@ -289,7 +289,7 @@ def test_a_baseline_study_is_declared_in_a_project_on_a_readable_dataset(world):
     refused = page_as(world["bob"]).post(url, {**sent, "name": "x", "dataset": "a-sts", "project": "team-b"})
     assert refused.status_code == 200 and not BaselineStudy.objects.filter(name="x").exists()
     foreign = page_as(world["vera"]).post(url, {**sent, "name": "y", "project": "team-a"})
-    assert "cannot add to that project" in foreign.content.decode()
+    assert foreign.status_code == 403 and "only read project &#x27;team-a&#x27;" in foreign.content.decode()
     assert not BaselineStudy.objects.filter(name="y").exists()
 
 

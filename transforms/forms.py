@@ -7,7 +7,8 @@ from __future__ import annotations
 from django import forms
 from django.db.models import QuerySet
 
-from core.projects import User, projects_readable, projects_writable, scoped
+from core.forms import NewInProjectForm
+from core.projects import User, scoped
 from corpora.forms import DatasetChoiceField
 from corpora.models import Dataset
 from transforms.backends import backend_aliases, configured_model
@@ -42,32 +43,7 @@ def _offer_only(field: forms.ModelChoiceField, offered: QuerySet, *, key: str = 
     field.widget.choices = [*empty, *((getattr(obj, key), field.label_from_instance(obj)) for obj in offered)]
 
 
-class ProjectFormMixin:
-    """Forms of a signed-in ``user``: a ``project`` select of the projects they may change
-    (preselected when there is one), and their inputs cut to what they may read. A project they
-    may only read is accepted here so that the service refuses it as the API and the command do
-    (403), rather than the form calling it an invalid choice."""
-
-    def add_project_field(self, user: User) -> None:
-        projects = projects_writable(user).order_by("slug")
-        field = forms.ModelChoiceField(
-            queryset=projects_readable(user).order_by("slug"),
-            to_field_name="slug",
-            required=False,
-            empty_label="the inputs' project, else your own",
-            initial=projects[0].slug if len(projects) == 1 else None,
-            help_text="The project the new work belongs to; its inputs must be of it (or shared datasets).",
-        )
-        _offer_only(field, projects, key="slug")
-        self.fields = {"project": field, **self.fields}
-
-    def project_slug(self) -> str | None:
-        """The chosen project's slug; None leaves the choice to the service (inputs', else own)."""
-        project = self.cleaned_data.get("project")
-        return project.slug if project else None
-
-
-class TransformRunForm(ProjectFormMixin, forms.Form):
+class TransformRunForm(NewInProjectForm):
     """A transformation run, as ``POST /api/transform-runs/`` and ``manage.py transform`` take it.
     Empty settings are unset: a preset fills them, then the defaults."""
 
@@ -125,12 +101,10 @@ class TransformRunForm(ProjectFormMixin, forms.Form):
     )
 
     def __init__(self, *args, user: User, **kwargs):
-        kwargs.setdefault("label_suffix", "")
-        super().__init__(*args, **kwargs)
+        super().__init__(*args, user=user, **kwargs)
         self.fields["dataset"].queryset = scoped(self.fields["dataset"].queryset, user)
         self.fields["preset"].choices = [("", "none")] + preset_choices()
         self.fields["backend"].choices = _backend_choices()
-        self.add_project_field(user)
 
     def clean_languages(self) -> list[str] | None:
         codes = [c.strip() for c in self.cleaned_data["languages"].replace(",", " ").split() if c.strip()]
@@ -142,7 +116,7 @@ class TransformRunForm(ProjectFormMixin, forms.Form):
         return {**data, "dataset": data["dataset"].name}
 
 
-class JudgeEvaluationForm(ProjectFormMixin, forms.Form):
+class JudgeEvaluationForm(NewInProjectForm):
     """How well a judge reproduces gold similarity scores of an STS dataset."""
 
     dataset = DatasetChoiceField(
@@ -156,11 +130,9 @@ class JudgeEvaluationForm(ProjectFormMixin, forms.Form):
     split = forms.CharField(required=False, max_length=32, help_text="Empty: every split.")
 
     def __init__(self, *args, user: User, **kwargs):
-        kwargs.setdefault("label_suffix", "")
-        super().__init__(*args, **kwargs)
+        super().__init__(*args, user=user, **kwargs)
         self.fields["dataset"].queryset = scoped(self.fields["dataset"].queryset, user)
         self.fields["judges"].choices = _backend_choices()
-        self.add_project_field(user)
 
     def service_data(self) -> dict:
         data = {k: v for k, v in self.cleaned_data.items() if v not in (None, "")}
@@ -169,7 +141,7 @@ class JudgeEvaluationForm(ProjectFormMixin, forms.Form):
             "kind": JudgeReport.Kind.EVALUATION,
             "dataset": data["dataset"].name,
             "judges": [data["judges"]],
-            "project": self.project_slug(),
+            "project": self.cleaned_data["project"],
         }
 
 
@@ -202,7 +174,7 @@ class JudgeRunForm(forms.Form):
         return {"kind": JudgeReport.Kind.RUN, "run": self.cleaned_data["run"].pk, "judges": self.cleaned_data["judges"]}
 
 
-class JudgeSelectionForm(ProjectFormMixin, forms.Form):
+class JudgeSelectionForm(NewInProjectForm):
     """Compare candidate generators on one transformation: every candidate transforms the same
     items and every candidate judges every candidate."""
 
@@ -232,12 +204,10 @@ class JudgeSelectionForm(ProjectFormMixin, forms.Form):
     preset = forms.ChoiceField(required=False, help_text="A paper's protocol for the seed and temperature.")
 
     def __init__(self, *args, user: User, **kwargs):
-        kwargs.setdefault("label_suffix", "")
-        super().__init__(*args, **kwargs)
+        super().__init__(*args, user=user, **kwargs)
         self.fields["dataset"].queryset = scoped(self.fields["dataset"].queryset, user)
         self.fields["candidates"].choices = _backend_choices()
         self.fields["preset"].choices = [("", "none")] + preset_choices()
-        self.add_project_field(user)
 
     def clean(self):
         data = super().clean()
@@ -252,5 +222,5 @@ class JudgeSelectionForm(ProjectFormMixin, forms.Form):
             **data,
             "kind": JudgeReport.Kind.SELECTION,
             "dataset": data["dataset"].name,
-            "project": self.project_slug(),
+            "project": self.cleaned_data["project"],
         }

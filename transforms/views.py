@@ -38,7 +38,7 @@ def run_list_view(request):
     form = TransformRunForm(request.POST or None, user=request.user, initial={"dataset": dataset} if dataset else None)
     if request.method == "POST" and form.is_valid():
         try:
-            runs = transform_runs_start(actor=request.user, project=form.project_slug(), **form.service_data())
+            runs = transform_runs_start(actor=request.user, project=form.cleaned_data["project"], **form.service_data())
         except ProjectAccessError:
             raise
         except ShiftlabError as exc:
