@@ -26,7 +26,7 @@ from rest_framework.test import APIClient
 from annotation.argilla.client import API_KEY_HEADER
 from annotation.configs.config_export import config_render, config_seal
 from annotation.configs.export_services import config_run_entry
-from annotation.models import Study
+from annotation.models import Approval, GateResult, Study
 from annotation.studies.design import StudyDesign
 from annotation.studies.design_services import study_create, study_lock
 from core.models import Project
@@ -397,3 +397,17 @@ def published_keyword_study(
         published_at=timezone.now(), status=Study.Status.PUBLISHED, **published_fields
     )
     return Study.objects.get(pk=study.pk)
+
+
+def keywords_approved(study: Study, researcher, *, comment: str) -> None:
+    """The random-keywords transformation of ``study`` passed its gate and ``researcher`` approved it
+    (as recorded rows: no ratings behind them)."""
+    gate = GateResult.objects.create(
+        study=study,
+        transformation="random_keywords",
+        passed=True,
+        evidence={"state": "passed", "n_items": 6},
+        evidence_hash="e" * 64,
+        created_by=researcher,
+    )
+    Approval.objects.create(gate_result=gate, decision="approve", comment=comment, decided_by=researcher)

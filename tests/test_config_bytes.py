@@ -16,8 +16,7 @@ import pytest
 from django.utils import timezone
 
 from annotation.configs.export_services import benchmark_config_export
-from annotation.models import Approval, GateResult
-from tests.support import published_keyword_study
+from tests.support import keywords_approved, published_keyword_study
 
 BEFORE_ISSUE_28 = {
     "json": "f76d11becc88eac7bdc60932c00e748a01e9aa252611be130f8b5120fbe1dee5",
@@ -32,15 +31,7 @@ def test_an_export_of_fixed_inputs_is_the_same_bytes_as_before(researcher, tmp_p
     fixed = datetime.datetime(2026, 1, 2, 3, 4, 5, tzinfo=datetime.UTC)
     monkeypatch.setattr(timezone, "now", lambda: fixed)
     study = published_keyword_study(researcher=researcher, name="bytes", limit=5, items=6, batch_size=3)
-    gate = GateResult.objects.create(
-        study=study,
-        transformation="random_keywords",
-        passed=True,
-        evidence={"state": "passed", "n_items": 6},
-        evidence_hash="e" * 64,
-        created_by=researcher,
-    )
-    Approval.objects.create(gate_result=gate, decision="approve", comment="ok", decided_by=researcher)
+    keywords_approved(study, researcher, comment="ok")
     config = benchmark_config_export(actor=researcher, name="real")
     digests = {fmt: hashlib.sha256(getattr(config, f"{fmt}_text").encode()).hexdigest() for fmt in BEFORE_ISSUE_28}
     assert digests == BEFORE_ISSUE_28

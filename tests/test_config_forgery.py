@@ -18,11 +18,11 @@ from django.urls import reverse
 
 from annotation.configs.config_export import HASH_KEY, SIGNATURE_KEY, config_hash, config_render, signing_key_id
 from annotation.configs.export_services import benchmark_config_export
-from annotation.models import Approval, BenchmarkConfig, GateResult
+from annotation.models import BenchmarkConfig
 from core.errors import ShiftlabError
 from evaluation.benchmark_services import benchmark_run_create_from_config
 from evaluation.models import BenchmarkRun
-from tests.support import published_keyword_study
+from tests.support import keywords_approved, published_keyword_study
 from transforms.models import TransformRun
 
 pytestmark = pytest.mark.django_db
@@ -37,15 +37,7 @@ def export(researcher, tmp_path, settings) -> Callable[[], BenchmarkConfig]:
     settings.DATA_DIR = tmp_path
     settings.EMBEDDING_CACHE_DIR = tmp_path / "embeddings"
     study = published_keyword_study(researcher=researcher, name="forgery", limit=LIMIT, items=6, batch_size=3)
-    gate = GateResult.objects.create(
-        study=study,
-        transformation="random_keywords",
-        passed=True,
-        evidence={"state": "passed", "n_items": 6},
-        evidence_hash="e" * 64,
-        created_by=researcher,
-    )
-    Approval.objects.create(gate_result=gate, decision="approve", comment="meaning kept", decided_by=researcher)
+    keywords_approved(study, researcher, comment="meaning kept")
     return lambda: benchmark_config_export(actor=researcher, name="real")
 
 
