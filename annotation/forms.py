@@ -11,8 +11,9 @@ from django import forms
 from annotation.studies.design import DesignError, DesignProblem, StudyDesign, StudyKind
 from annotation.studies.design_services import DesignRefused
 from core.errors import ShiftlabError
+from core.forms import NewInProjectForm
 from core.pages import error_field
-from core.projects import ProjectAccessError, project_resolve, projects_writable, scoped
+from core.projects import ProjectAccessError, scoped
 from transforms.backends import backend_aliases
 from transforms.models import TransformRun
 
@@ -348,19 +349,13 @@ class StudyDesignForm(forms.Form):
             self.add_error(error_field(self, exc), str(exc))
 
 
-class StudyCreateForm(StudyDesignForm):
+class StudyCreateForm(NewInProjectForm, StudyDesignForm):
     """A new draft study: its name, project and runs, then the design."""
 
     name = forms.CharField(
         max_length=61,
         help_text="Lower-case letters, digits and hyphens, e.g. paraphrase-check.",
         widget=forms.TextInput(attrs={"pattern": "[a-z0-9][a-z0-9-]*"}),
-    )
-    project = forms.CharField(
-        required=False,
-        widget=forms.Select,
-        help_text="The team the study belongs to; its runs must be in it, and its Argilla workspace is named after "
-        "it. Left empty: the runs' project.",
     )
     runs = forms.ModelMultipleChoiceField(
         label="Succeeded runs to validate",
@@ -371,15 +366,11 @@ class StudyCreateForm(StudyDesignForm):
     field_order = ["name", "project", "runs"]
 
     def __init__(self, *args, user, **kwargs):
-        super().__init__(*args, **kwargs)
-        # Any slug is taken: study_create refuses a project the caller may not change, as on every interface.
-        self.fields["project"].widget.choices = [("", "---------")] + [
-            (p.slug, str(p)) for p in projects_writable(user).order_by("slug")
-        ]
-        try:  # preselected: the caller's one project (or the default one when they have none)
-            self.fields["project"].initial = project_resolve(user).slug
-        except ShiftlabError:  # several: they choose
-            pass
+        super().__init__(*args, user=user, **kwargs)
+        self.fields["project"].help_text = (
+            "The team the study belongs to; its runs must be in it, and its Argilla workspace is named after it. "
+            "Left empty: the runs' project."
+        )
         runs = TransformRun.objects.filter(status=TransformRun.Status.SUCCEEDED).select_related("dataset", "project")
         self.fields["runs"].queryset = scoped(runs, user, write=True).order_by("-pk")
         self.fields["runs"].label_from_instance = lambda r: (
