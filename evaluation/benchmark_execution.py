@@ -101,6 +101,8 @@ def benchmark_unit_execute(*, run_id: int, unit: dict[str, Any]) -> bool:
     run = BenchmarkRun.objects.get(pk=run_id)
     key = {"run": run, "model": u.model, "dataset__name": u.dataset, "transformation": u.transformation, "seed": u.seed}
     if BenchmarkResult.objects.filter(**key).exists():
+        # Delivered again: its first delivery may have died between storing and finishing the run.
+        _finalize_when_complete(run_id)
         return False
     try:
         row = benchmark_unit_score(run=run, unit=u)
