@@ -15,7 +15,7 @@ from rest_framework.throttling import SimpleRateThrottle
 from core.login_guard import client_address, login_lockout_message, login_lockout_wait
 from core.models import Project
 from core.permissions import IsResearcher
-from core.projects import project_for_new, projects_readable
+from core.projects import projects_readable
 from core.rosters import project_annotators
 from core.selectors import project_list_roles
 from core.services import api_token_issue
@@ -112,10 +112,3 @@ class ProjectViewSet(viewsets.ReadOnlyModelViewSet):
 
     def get_serializer_context(self):
         return {**super().get_serializer_context(), "roles": dict(project_list_roles(self.request.user))}
-
-
-def project_for_new_or_400(user, slug: str | None, *inputs) -> Project:
-    """``core.projects.project_for_new`` for the API views that still pick a project themselves: an
-    unknown or ambiguous project is a 400 on the ``project`` field (rendered by
-    ``core.api_errors``); one the caller may only read stays a 403 (ProjectAccessError)."""
-    return project_for_new(user, slug or None, *inputs, field="project")
