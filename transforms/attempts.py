@@ -210,6 +210,7 @@ def analyse_attempt(
         may_shrink=spec.may_shrink,
         must_shrink=spec.must_shrink,
         keep_sentence_type=spec.keeps_sentence_type,
+        keep_length=spec.changes_meaning,
         language_candidates=[code for code in map(identifier_code, candidates) if code],
     )
     if analysis.error is None:

@@ -37,6 +37,8 @@ __all__ = [
     "RUNAWAY_RATIO",
     "SentenceType",
     "TRUNCATED_RATIO",
+    "MEANING_CHANGE_LENGTH_SHARE",
+    "MEANING_CHANGE_LENGTH_SLACK",
     "ErrorSummary",
     "ErrorType",
     "OutputAnalysis",
@@ -60,6 +62,7 @@ class ErrorType(StrEnum):
     TRUNCATED = "truncated"
     SUMMARY_LONGER = "summary_longer"
     SENTENCE_TYPE = "sentence_type"
+    LENGTH_CHANGED = "length_changed"
 
 
 #: Order in which errors are reported: the first one that applies is the item's single error.
@@ -69,6 +72,10 @@ ERROR_PRECEDENCE: tuple[ErrorType, ...] = tuple(ErrorType)
 RUNAWAY_RATIO = 5.0
 #: ``truncated`` fires when the output has fewer than this share of the words of the source.
 TRUNCATED_RATIO = 0.2
+#: ``length_changed`` (meaning-changing rewrites) fires when the output's word count differs from the
+#: source's by more than this share of the source's words, or by more than the slack below for short texts.
+MEANING_CHANGE_LENGTH_SHARE = 0.5
+MEANING_CHANGE_LENGTH_SLACK = 4
 
 _JSON_START_RE = re.compile(
     r"""^(?:\{\s*(?:["'}\[]|[A-Za-z_]\w*\s*:|$)|\[\s*(?:["'{\[\]]|$)|["'][\w\-]{1,40}["']\s*:)"""
@@ -249,6 +256,7 @@ def analyse_output(
     must_shrink: bool = False,
     keep_sentence_type: bool = False,
     language_candidates: Sequence[str] | None = None,
+    keep_length: bool = False,
 ) -> OutputAnalysis:
     """Clean a model answer and run every error check on it (:func:`output_errors` says which, in
     precedence order).
@@ -274,6 +282,9 @@ def analyse_output(
     language_candidates : sequence of str, optional
         Languages the detection is restricted to (the expected language is always added). Restricting
         to the languages of the benchmark makes detection both more accurate and more often confident.
+    keep_length : bool
+        The transformation changes the meaning with a small edit (the sensitivity axis):
+        ``length_changed`` applies.
 
     Returns
     -------
@@ -291,6 +302,7 @@ def analyse_output(
         may_shrink=may_shrink,
         must_shrink=must_shrink,
         keep_sentence_type=keep_sentence_type,
+        keep_length=keep_length,
     )
     return OutputAnalysis(
         text=text,
@@ -324,6 +336,7 @@ def output_errors(
     may_shrink: bool = False,
     must_shrink: bool = False,
     keep_sentence_type: bool = False,
+    keep_length: bool = False,
 ) -> tuple[ErrorType, ...]:
     """The errors of the cleaned output ``text`` of ``source``, in precedence order; ``expected``
     and ``detected`` are normalised language codes (the options: see :func:`analyse_output`).
@@ -363,6 +376,10 @@ def output_errors(
         answered question, "Where is it? It is here.", ends as a statement): see
         :func:`sentence_type`, read in the expected language (else the detected one). Only for
         rewrites in the source's own language, where the marks of a question stay the same.
+    ``length_changed``
+        *keep_length* (a meaning-changing edit) and the output's word count differs from the
+        source's by more than ``max(MEANING_CHANGE_LENGTH_SLACK, MEANING_CHANGE_LENGTH_SHARE ×
+        source words)``: a rewrite that far from the source's length is no longer a small edit.
     """
     if not text:
         return (ErrorType.EMPTY,)
@@ -386,8 +403,14 @@ def output_errors(
         ErrorType.TRUNCATED: length_ratio < TRUNCATED_RATIO and not may_shrink,
         ErrorType.SUMMARY_LONGER: must_shrink and output_words > source_words,
         ErrorType.SENTENCE_TYPE: keep_sentence_type and _changes_sentence_type(source, text, expected or detected),
+        ErrorType.LENGTH_CHANGED: keep_length and _length_changed(source_words, output_words),
     }
     return tuple(error for error in ERROR_PRECEDENCE if checks.get(error))
+
+
+def _length_changed(source_words: int, output_words: int) -> bool:
+    slack = max(MEANING_CHANGE_LENGTH_SLACK, MEANING_CHANGE_LENGTH_SHARE * source_words)
+    return abs(output_words - source_words) > slack
 
 
 # --------------------------------------------------------------------------------------------------

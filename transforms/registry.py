@@ -13,6 +13,8 @@ class Axis(StrEnum):
     LENGTH = "length"
     LANGUAGE = "language"
     EXTRA = "extra"
+    # Meaning-changing rewrites (issue 30): the meaning must change; a model should move the pair apart.
+    SENSITIVITY = "sensitivity"
 
 
 class LanguagePlan(StrEnum):
@@ -53,6 +55,9 @@ class Transformation:
     # The output is a comma-separated list of words, not prose (controls of its studies take that
     # shape, and have no fluency to expect).
     keyword_output: bool = False
+    # The rewrite must change the meaning with a small edit (the sensitivity axis): its output keeps
+    # close to the source's length (the ``length_changed`` error check).
+    changes_meaning: bool = False
 
     @property
     def uses_llm(self) -> bool:
@@ -68,6 +73,23 @@ class Transformation:
 
 
 _SRC, _TGT, _PIV = StepLanguage.SOURCE, StepLanguage.TARGET, StepLanguage.PIVOT
+
+# The meaning-changing rewrites of the sensitivity axis: (name, label, contract). Each is one LLM
+# call in the source language (its prompt has the same name, transforms.prompts).
+MEANING_CHANGES: tuple[tuple[str, str, str], ...] = (
+    ("negation", "Negation", "The main statement negated (or a negation removed): the meaning flips."),
+    ("antonym", "Antonym", "One key word replaced by its opposite: the meaning flips, the wording barely moves."),
+    (
+        "number_entity_swap",
+        "Swapped numbers or entities",
+        "A number, date, name or place replaced by a different one of the same kind.",
+    ),
+    (
+        "role_swap",
+        "Swapped roles",
+        "Who does what to whom reversed: 'the dog bit the man' becomes 'the man bit the dog'.",
+    ),
+)
 
 TRANSFORMATIONS: dict[str, Transformation] = {
     t.name: t
@@ -164,6 +186,19 @@ TRANSFORMATIONS: dict[str, Transformation] = {
             "Baseline without an LLM: at least three words drawn at random from the text.",
             may_shrink=True,
             keyword_output=True,
+        ),
+        *(
+            Transformation(
+                name,
+                label,
+                Axis.SENSITIVITY,
+                (Step(name, _SRC),),
+                LanguagePlan.SAME,
+                description,
+                keeps_sentence_type=True,
+                changes_meaning=True,
+            )
+            for name, label, description in MEANING_CHANGES
         ),
     )
 }

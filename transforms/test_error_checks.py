@@ -53,6 +53,7 @@ def test_error_types_and_precedence():
         "truncated",
         "summary_longer",
         "sentence_type",
+        "length_changed",
     ]
     assert ERROR_PRECEDENCE == tuple(ErrorType)
     assert ErrorType.EMPTY == "empty"  # StrEnum: compares and stores as its value
@@ -441,6 +442,10 @@ def test_sentence_type_is_checked_only_when_asked():
         "expansion",
         "summarization",
         "summarized_expansion",
+        "negation",
+        "antonym",
+        "number_entity_swap",
+        "role_swap",
     }
     translated = analyse_output("Where is the station?", "駅はどこですか。", expected_language="ja")
     assert translated.error is None

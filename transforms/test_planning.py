@@ -22,6 +22,10 @@ def test_registry_has_the_ten_transformations_with_their_axes_and_steps():
         "cross_translation": Axis.LANGUAGE,
         "keywords": Axis.EXTRA,
         "random_keywords": Axis.EXTRA,
+        "negation": Axis.SENSITIVITY,
+        "antonym": Axis.SENSITIVITY,
+        "number_entity_swap": Axis.SENSITIVITY,
+        "role_swap": Axis.SENSITIVITY,
     }
     steps = {name: t.n_llm_steps for name, t in TRANSFORMATIONS.items()}
     assert steps["backtranslation"] == steps["summarized_expansion"] == 2
