@@ -22,6 +22,7 @@ DEFAULT = StudyDesign()
 KIND_LABELS = {
     StudyKind.REWRITE: "Rewrite: quality 1–5 and fluency 1–5 of the rewritten text",
     StudyKind.SIMILARITY: "Similarity: how similar the two texts are, 0–5",
+    StudyKind.SENSITIVITY: "Sensitivity: did the meaning change, 1–5, and fluency 1–5 (meaning-changing rewrites)",
 }
 
 

@@ -113,6 +113,9 @@ class GateEntry:
     # The gate passed on items with fewer than 2 counted raters because the study's design declared
     # a single-rater pilot (annotation.quality.gating); absent (False) otherwise.
     single_rater_pilot: bool = False
+    # What the gate passed on: "meaning_changed" for a sensitivity study's inverse question
+    # (annotation.studies.design.GateDirection); absent ("meaning_kept") otherwise.
+    passes_on: str = "meaning_kept"
 
 
 @dataclass(frozen=True)
@@ -211,6 +214,7 @@ def _transformation(r: _Reader) -> TransformationEntry:
             evidence_hash=gate.string("evidence_hash"),
             evidence=gate.mapping("evidence").data,
             single_rater_pilot=_pilot(gate),
+            passes_on=_passes_on(gate),
         ),
     )
     for part in (r, study, approval, gate):
@@ -228,6 +232,19 @@ def _pilot(gate: _Reader) -> bool:
             gate.at("single_rater_pilot"),
             "must be true exactly when the gate's evidence records a single-rater pilot "
             f"(evidence says {str(recorded).lower()})",
+        )
+    return marked
+
+
+def _passes_on(gate: _Reader) -> str:
+    """What a gate passed on, which must say what its evidence says (absent: the meaning was kept)."""
+    marked = gate.string("passes_on") if "passes_on" in gate.data else "meaning_kept"
+    evidence = gate.data.get("evidence")
+    recorded = (evidence.get("passes_on") if isinstance(evidence, Mapping) else None) or "meaning_kept"
+    if marked not in ("meaning_kept", "meaning_changed") or marked != recorded:
+        raise ConfigError(
+            gate.at("passes_on"),
+            f"must be what the gate's evidence records ({recorded!r}; absent means 'meaning_kept'), got {marked!r}",
         )
     return marked
 

@@ -142,6 +142,8 @@ def _transformation_entry(result: GateResult) -> tuple[dict, list[dict]]:
             "evidence": result.evidence,
             # A gate that passed only as a declared single-rater pilot says so in the config.
             **({"single_rater_pilot": True} if result.evidence.get("single_rater_pilot") else {}),
+            # A sensitivity study's gate passed on "the meaning changed" (the inverse question).
+            **({"passes_on": passes_on} if (passes_on := result.evidence.get("passes_on")) else {}),
         },
     }
     return entry, runs

@@ -35,6 +35,10 @@ FIELDS = {
         argilla.TextField("transformed", "Rewritten text"),
     ),
     StudyKind.SIMILARITY: (argilla.TextField("original", "Text 1"), argilla.TextField("transformed", "Text 2")),
+    StudyKind.SENSITIVITY: (
+        argilla.TextField("original", "First text"),
+        argilla.TextField("transformed", "Second text"),
+    ),
 }
 COMMENT_TITLE = "Anything you want to tell the researchers about this pair? (optional)"
 DEFAULT_GUIDELINES = {
@@ -51,6 +55,17 @@ DEFAULT_GUIDELINES = {
         "Each task shows two texts. Rate how similar their meanings are, from 0 (unrelated) to 5 "
         "(they say exactly the same thing). Judge meaning, not wording. Use the comment box for "
         "anything odd. Submit when you are sure; you may come back and change an answer."
+    ),
+    StudyKind.SENSITIVITY: (
+        "Each task shows two texts. The second one may or may not say something different from the "
+        "first. Read both, then answer:\n\n"
+        "- **Changed** (1-5): did the second text change the meaning of the first? 1 = no, both say "
+        "the same thing (even in other words); 5 = yes, it clearly says something different (a fact, "
+        "a number, who did what, or the opposite). A small word can change everything: read closely.\n"
+        "- **Fluency** (1-5): how natural and well-formed is the second text? 5 = reads like careful "
+        "human writing, 1 = broken.\n\n"
+        "Judge each pair on its own. Use the comment box for anything odd. Submit when you are sure; "
+        "you may come back and change an answer."
     ),
 }
 

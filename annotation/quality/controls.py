@@ -32,7 +32,7 @@ Controls must not stand out among the real items, so :func:`draw_controls`
 
 Expected answers (:func:`expected_value`): easy positives expect the top of every question, except
 fluency for keyword-shaped controls (a keyword list is not prose: honest raters differ on its
-fluency); easy negatives expect the bottom of the meaning questions only.
+fluency); easy negatives expect the bottom of the meaning questions only (inverse questions: the ends swap).
 
 A rater passes when every expected control rating is within ``margin`` of its expected end, and
 needs at least ``min_ratings`` such ratings to be checked at all.
@@ -449,11 +449,13 @@ def n_controls(n_real: int, *, batch_size: int, controls_per_batch: int) -> int:
 
 def expected_value(kind: ItemKind, question: Question, *, keywords: bool = False) -> int | None:
     """The expected end of the scale for a control, or None when the question is not checked
-    (fluency of a keyword list, or of an unrelated text)."""
+    (fluency of a keyword list, or of an unrelated text). An inverse question ("did the meaning
+    change?", sensitivity studies) expects the other end: the bottom ("not changed") for a
+    meaning-preserving easy positive, the top ("changed") for an unrelated easy negative."""
     if kind == ItemKind.EASY_POSITIVE:
-        return question.high if question.meaning or not keywords else None
+        return question.low if question.inverse else question.high if question.meaning or not keywords else None
     if kind == ItemKind.EASY_NEGATIVE:
-        return question.low if question.meaning else None
+        return question.high if question.inverse else question.low if question.meaning else None
     return None
 
 

@@ -23,7 +23,7 @@ from annotation.quality.sequential import (
     Settled,
 )
 from annotation.quality.validation_services import require_researcher
-from annotation.studies.design import StudyDesign
+from annotation.studies.design import GateDirection, StudyDesign
 from annotation.studies.design_services import study_design
 from core.errors import ShiftlabError
 from core.hashing import sha256_json
@@ -90,6 +90,9 @@ def _transformation_gate(
         "raters_not_counted_unchecked_controls": unchecked,
         "sample": study.sample_info.get(name, {}),
     }
+    if design.passes_on is GateDirection.MEANING_CHANGED:
+        # A sensitivity study's gate passes when raters found the meaning changed (issue 30).
+        evidence["passes_on"] = design.passes_on.value
     if decision.single_rater_pilot:
         # Passed only because the design declared a single-rater pilot: the config says so.
         evidence["single_rater_pilot"] = True

@@ -56,16 +56,18 @@ def study_estimate(*, study: Study) -> int:
     design = study_design(study)
     if not design.llm_judges:
         return 0
+    # A question no judge scale fits (the inverse "changed" of sensitivity studies) gets no estimate.
+    judged = [q for q in design.questions if q.name in JUDGE_KIND_OF_QUESTION]
     items = [
         i
         for i in study.items.filter(kind=ItemKind.REAL).order_by("position")
-        if any(q.name not in i.llm_estimates for q in design.questions)
+        if any(q.name not in i.llm_estimates for q in judged)
     ]
     if not items:
         return 0
     pairs = [(i.text_a, i.text_b) for i in items]
     estimates: list[dict] = [{} for _ in items]
-    for question in design.questions:
+    for question in judged:
         kind = JudgeKind(JUDGE_KIND_OF_QUESTION[question.name])
         per_judge = {
             alias: judge_pairs(kind=kind, pairs=pairs, backend_alias=alias, seed=design.seed)

@@ -14,6 +14,7 @@ from typing import Any
 
 from annotation.quality.sequential import Settled, settle_questions
 from annotation.studies.assignment import controls_needed
+from annotation.studies.study_kinds import kind_mismatch
 from core.errors import ShiftlabError
 from core.hashing import sha256_json
 
@@ -21,6 +22,16 @@ from core.hashing import sha256_json
 class StudyKind(StrEnum):
     REWRITE = "rewrite"  # quality 1-5 and fluency 1-5 of original vs transformed
     SIMILARITY = "similarity"  # semantic similarity 0-5 of the two texts
+    # The inverse question (issue 30): did the meaning change from the first text to the second?
+    # For meaning-changing rewrites (the sensitivity axis); the gate passes on "changed".
+    SENSITIVITY = "sensitivity"
+
+
+class GateDirection(StrEnum):
+    """What a passed gate says of a transformation's outputs."""
+
+    MEANING_KEPT = "meaning_kept"  # raters found the meaning kept (rewrite and similarity studies)
+    MEANING_CHANGED = "meaning_changed"  # raters found the meaning changed (sensitivity studies)
 
 
 @dataclass(frozen=True)
@@ -34,6 +45,9 @@ class Question:
     high: int
     description: str
     meaning: bool
+    # The inverse question: the top of the scale says the meaning *changed*, so a meaning-preserving
+    # control expects the bottom and an unrelated text the top (annotation.quality.controls).
+    inverse: bool = False
 
     @property
     def values(self) -> tuple[int, ...]:
@@ -67,6 +81,25 @@ QUESTIONS: dict[StudyKind, tuple[Question, ...]] = {
             5,
             "0 = unrelated, 5 = completely equivalent.",
             meaning=True,
+        ),
+    ),
+    StudyKind.SENSITIVITY: (
+        Question(
+            "changed",
+            "Did the second text change the meaning of the first?",
+            1,
+            5,
+            "1 = no, it means the same; 3 = unsure; 5 = yes, it clearly says something different.",
+            meaning=True,
+            inverse=True,
+        ),
+        Question(
+            "fluency",
+            "How fluent and natural is the second text?",
+            1,
+            5,
+            "1 = broken or unreadable, 5 = reads like careful human writing.",
+            meaning=False,
         ),
     ),
 }
@@ -219,6 +252,13 @@ class StudyDesign:
     def questions(self) -> tuple[Question, ...]:
         return QUESTIONS[self.kind]
 
+    @property
+    def passes_on(self) -> GateDirection:
+        """What the gate of this study passes on: a sensitivity study's on "meaning changed"."""
+        if self.kind == StudyKind.SENSITIVITY:
+            return GateDirection.MEANING_CHANGED
+        return GateDirection.MEANING_KEPT
+
     def question(self, name: str) -> Question:
         for question in self.questions:
             if question.name == name:
@@ -350,9 +390,10 @@ def design_problems(design: StudyDesign, context: DesignContext) -> tuple[Design
     - a control check that can never be made: even with the fewest annotators possible
       (``raters_per_item``, each rating every item) an annotator meets fewer controls than the
       check needs (each control gives at least one checked answer). With more annotators each
-      meets fewer; ``design_implications`` says so, since who is published is chosen later.
+      meets fewer; ``design_implications`` says so, since who is published is chosen later;
+    - a study kind that does not fit its transformations (``study_kinds.kind_mismatch``).
     """
-    problems = []
+    problems = [DesignProblem("kind", wrong)] if (wrong := kind_mismatch(design.kind, context.available)) else []
     short = {name: n for name, n in sorted(context.available.items()) if n < design.items_per_transformation}
     if short:
         lowest = min(short.values())
