@@ -51,6 +51,12 @@ FIGURES = {
         "of the bootstrap ranks; models sharing a letter are not significantly different (Wilcoxon over "
         "datasets, Holm)",
     ),
+    "invariance_sensitivity": (
+        "Invariance vs sensitivity",
+        "unit: model; invariance = mean retention of the main score under the meaning-preserving "
+        "transformations, sensitivity = share of human-validated meaning changes the model moved apart; "
+        "the label is their harmonic mean (evaluation.meaning_change)",
+    ),
 }
 
 
@@ -92,6 +98,8 @@ def report_figures(report: RobustnessReport, *, fmt: str = "svg") -> dict[str, s
         builders["drift"] = lambda: _drift(report)
     if report.rankings:
         builders["ranks"] = lambda: _ranks(report)
+    if any(s.invariance is not None and s.sensitivity is not None for s in report.sensitivity):
+        builders["invariance_sensitivity"] = lambda: _invariance_sensitivity(report)
     with plt.rc_context(_RC):
         return {name: _render(build(), fmt) for name, build in builders.items()}
 
@@ -199,4 +207,27 @@ def _ranks(report: RobustnessReport):
         panel.grid(axis="x", alpha=0.3)
     panels[0][0].set_yticks(list(y.values()), list(y))
     panels[0][0].invert_yaxis()
+    return figure
+
+
+def _invariance_sensitivity(report: RobustnessReport):
+    """One point per model: invariance (x) against sensitivity (y), both in [0, 1]; the top right
+    corner is a model robust to paraphrase and sensitive to meaning changes."""
+    figure, ax = plt.subplots(figsize=(4.2, 3.8))
+    for row in report.sensitivity:
+        if row.invariance is None or row.sensitivity is None:
+            continue
+        ax.scatter([row.invariance], [row.sensitivity], s=28, color="#1f77b4", zorder=3)
+        ax.annotate(
+            f"{row.model} ({row.summary:.2f})",
+            (row.invariance, row.sensitivity),
+            xytext=(4, 4),
+            textcoords="offset points",
+            fontsize=8,
+        )
+    ax.set_xlim(0, 1.05)
+    ax.set_ylim(0, 1.05)
+    ax.set_xlabel("invariance (retention under meaning-preserving rewrites)")
+    ax.set_ylabel("sensitivity (share of meaning changes moved apart)")
+    ax.grid(alpha=0.3)
     return figure

@@ -19,6 +19,7 @@ from core.errors import ShiftlabError
 from evaluation.embedding_cache import encode_cached
 from evaluation.encoders import get_encoder
 from evaluation.figures import FORMATS, report_figures
+from evaluation.meaning_change_services import robustness_sensitivity
 from evaluation.models import BenchmarkRun
 from evaluation.robustness import robustness_analyse
 from evaluation.robustness_options import ReportOptions
@@ -69,7 +70,17 @@ def robustness_report_get(*, run: BenchmarkRun, options: ReportOptions | None = 
     )
     if drift_note:
         report = dataclasses.replace(report, notes={**report.notes, "drift": drift_note})
-    return report
+    return _with_sensitivity(run, report)
+
+
+def _with_sensitivity(run: BenchmarkRun, report: RobustnessReport) -> RobustnessReport:
+    """The report with its sensitivity section (meaning-changing rewrites on pair tasks), or a
+    note saying why it could not be computed."""
+    try:
+        found = robustness_sensitivity(run=run, report=report, seed=REPORT_SEED)
+    except (ShiftlabError, ImproperlyConfigured, OSError, ValueError) as exc:
+        return dataclasses.replace(report, notes={**report.notes, "sensitivity": f"could not be computed: {exc}"})
+    return dataclasses.replace(report, sensitivity=tuple(found)) if found else report
 
 
 def robustness_drift_items(*, run: BenchmarkRun) -> list[DriftItem]:

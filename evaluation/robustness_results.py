@@ -9,6 +9,7 @@ from dataclasses import asdict, dataclass, field
 
 from core.stats import CorrelationResult
 from evaluation.aggregation import ModelAggregate
+from evaluation.meaning_change import ModelSensitivity
 from evaluation.ranking import Ranking
 from evaluation.robustness_options import ReportOptions
 from evaluation.stats import ShiftResult
@@ -103,6 +104,9 @@ class RobustnessReport:
     notes: Mapping[str, str] = field(default_factory=dict)  # section -> why it is empty
     options: ReportOptions = field(default_factory=ReportOptions)
     rankings: tuple[Ranking, ...] = ()
+    # Meaning-changing rewrites: how far each model moves changed pairs apart, beside its invariance
+    # (evaluation.meaning_change; filled by evaluation.meaning_change_services).
+    sensitivity: tuple[ModelSensitivity, ...] = ()
 
     def shift_table(self, *, scope: str, unit: str, level: str) -> ShiftTable | None:
         return next((t for t in self.shifts if (t.scope, t.unit, t.level) == (scope, unit, level)), None)
@@ -122,6 +126,16 @@ class RobustnessReport:
         return [[_summary_delta(self.aggregates.get(m), t) for t in self.transformations] for m in self.models]
 
     def as_dict(self) -> dict:
+        return {
+            **self._as_dict(),
+            **(
+                {"invariance_sensitivity": [sensitivity_as_dict(s) for s in self.sensitivity]}
+                if self.sensitivity
+                else {}
+            ),
+        }
+
+    def _as_dict(self) -> dict:
         return {
             "seed": self.seed,
             "options": self.options.as_dict(),
@@ -150,6 +164,17 @@ class RobustnessReport:
             "rankings": [r.as_dict() for r in self.rankings],
             "notes": dict(self.notes),
         }
+
+
+def sensitivity_as_dict(s: ModelSensitivity) -> dict:
+    return {
+        "model": s.model,
+        "invariance": s.invariance,
+        "sensitivity": s.sensitivity,
+        "summary": s.summary,
+        "similarity_drops": [{"dataset": d, "transformation": t, **asdict(drop)} for d, t, drop in s.drops],
+        "rank_losses": [{"dataset": d, "transformation": t, **asdict(loss)} for d, t, loss in s.rank_losses],
+    }
 
 
 def _summary_delta(agg: ModelAggregate | None, transformation: str) -> float | None:

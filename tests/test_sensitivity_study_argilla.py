@@ -9,7 +9,6 @@ prompts on the embedded LLM), so the test is about the study machinery."""
 from __future__ import annotations
 
 import json
-import re
 
 import pytest
 from django.conf import settings as django_settings
@@ -28,42 +27,12 @@ from annotation.studies.design_services import study_create, study_lock
 from core.errors import ShiftlabError
 from core.projects import project_create
 from core.roles import Role
-from corpora.models import DatasetItem
 from corpora.services import dataset_import
 from tests.argilla_ui import respond
+from tests.meaning_change_support import negation_run
 from tests.support import argilla_annotator_client, argilla_pending, make_user
-from transforms.models import TransformedItem
-from transforms.services import transform_run_create, transform_run_finalize
 
 pytestmark = [pytest.mark.django_db, pytest.mark.services]
-
-_VERB = re.compile(r"\b(is|are|was|were|has|have|will|can)\b")
-
-
-def negated(text: str) -> str:
-    """A rule-made negation: 'not' after the first auxiliary, else 'It is not true that ...'."""
-    if _VERB.search(text):
-        return _VERB.sub(lambda m: f"{m.group(0)} not", text, count=1)
-    return f"It is not true that {text[0].lower()}{text[1:]}"
-
-
-def negation_run(dataset, *, limit: int):
-    run = transform_run_create(dataset=dataset, transformation="negation", seed=1, limit=limit, dispatch=False)
-    items = DatasetItem.objects.filter(dataset=dataset, kind="example").order_by("position")[:limit]
-    for item in items:
-        for side in ("sentence1", "sentence2"):
-            source = item.payload[side]
-            TransformedItem.objects.create(
-                run=run,
-                item=item,
-                side=side,
-                source_text=source,
-                output_text=negated(source),
-                ok=True,
-                attempts=1,
-                target_language="en",
-            )
-    return transform_run_finalize(run_id=run.pk)
 
 
 def answer(item, *, blind: bool = False) -> dict[str, int]:
