@@ -9,9 +9,10 @@ pair apart:
   (or a' the changed a), the model's similarity must drop: ``drop = cos(a, b) − cos(a, b')``.
   :func:`similarity_drop` reports the mean drop and the share of pairs whose similarity dropped,
   each with a percentile-bootstrap interval over pairs;
-- **retrieval and reranking**: the changed version of a relevant document must lose rank against
-  its original for the query. :func:`rank_shift` ranks both among the corpus (cosine scores), and
-  :func:`rank_loss` reports the share of documents that lost rank and the mean rank change.
+- **retrieval**: the changed version of a relevant document must lose rank against its original
+  for the query. :func:`rank_shift` ranks both among the corpus (cosine scores); on the query side
+  (the query changed), :func:`query_rank_shift` ranks the relevant document for the original and
+  the changed query. :func:`rank_loss` reports the share that lost rank and the mean rank change.
 
 **Invariance–sensitivity summary** (:func:`invariance_sensitivity`): a model robust to paraphrase
 but blind to meaning changes maps "open" and "closed" to one point; a model that moves every text
@@ -100,13 +101,23 @@ def rank_shift(query: np.ndarray, corpus: np.ndarray, relevant: int, changed: np
         raise ValueError(f"relevant must index the corpus of {len(corpus)} documents, got {relevant}")
     documents = _unit(np.vstack([corpus, np.asarray(changed, dtype=float)[None, :]]))
     scores = documents @ _unit(np.asarray(query, dtype=float))
-    changed_index = len(corpus)
+    return RankShift(original_rank=_rank_in(scores, relevant), changed_rank=_rank_in(scores, len(corpus)))
 
-    def rank(index: int) -> int:
-        others = np.delete(scores, index)
-        return 1 + int(np.sum(others > scores[index]))
 
-    return RankShift(original_rank=rank(relevant), changed_rank=rank(changed_index))
+def _rank_in(scores: np.ndarray, index: int) -> int:
+    return 1 + int(np.sum(np.delete(scores, index) > scores[index]))
+
+
+def query_rank_shift(query: np.ndarray, changed_query: np.ndarray, corpus: np.ndarray, relevant: int) -> RankShift:
+    """The query side: the rank of ``corpus[relevant]`` for ``query`` and for ``changed_query``
+    (its meaning-changed version), each scored by cosine against the corpus alone. A model
+    sensitive to the change ranks the document lower for the changed query."""
+    corpus = _unit(np.asarray(corpus, dtype=float))
+    if not 0 <= relevant < len(corpus):
+        raise ValueError(f"relevant must index the corpus of {len(corpus)} documents, got {relevant}")
+    before = corpus @ _unit(np.asarray(query, dtype=float))
+    after = corpus @ _unit(np.asarray(changed_query, dtype=float))
+    return RankShift(original_rank=_rank_in(before, relevant), changed_rank=_rank_in(after, relevant))
 
 
 @dataclass(frozen=True)

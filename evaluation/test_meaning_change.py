@@ -11,6 +11,7 @@ from evaluation.meaning_change import (
     RankShift,
     invariance_sensitivity,
     model_sensitivity,
+    query_rank_shift,
     rank_loss,
     rank_shift,
     retention,
@@ -125,3 +126,19 @@ def test_a_blind_model_scores_low_however_invariant():
     # Sharp: 4 of 4 pairs dropped and 1 of 2 documents lost rank = 5/6; invariance (0.9 + 0.7) / 2.
     assert sharp_model.sensitivity == pytest.approx(5 / 6) and sharp_model.invariance == pytest.approx(0.8)
     assert sharp_model.summary == pytest.approx(stats.hmean([0.8, 5 / 6]))
+
+
+def _brute_query_rank(q, corpus, relevant):
+    cos = [float(np.dot(q, d) / (np.linalg.norm(q) * np.linalg.norm(d))) for d in corpus]
+    return 1 + sum(c > cos[relevant] for j, c in enumerate(cos) if j != relevant)
+
+
+def test_query_rank_shift_matches_a_brute_force_ranking():
+    rng = np.random.default_rng(2)
+    for _ in range(50):
+        corpus = rng.normal(size=(10, 4))
+        query, changed = rng.normal(size=4), rng.normal(size=4)
+        relevant = int(rng.integers(10))
+        shift = query_rank_shift(query, changed, corpus, relevant)
+        expected = (_brute_query_rank(query, corpus, relevant), _brute_query_rank(changed, corpus, relevant))
+        assert (shift.original_rank, shift.changed_rank) == expected

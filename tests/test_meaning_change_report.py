@@ -15,12 +15,15 @@ from django.urls import reverse
 from scipy import stats
 from scipy.spatial.distance import cosine
 
+from corpora.models import DatasetItem
 from corpora.services import dataset_import
 from evaluation.encoders import get_encoder
 from evaluation.figures import report_figures
 from evaluation.models import BenchmarkResult, BenchmarkRun
 from evaluation.report_robustness import robustness_report_get
 from tests.meaning_change_support import negated, negation_run
+from transforms.models import TransformedItem
+from transforms.services import transform_run_create
 
 pytestmark = pytest.mark.django_db
 
@@ -76,3 +79,65 @@ def test_the_report_measures_how_far_a_model_moves_negated_pairs_apart(client, r
     page = client.get(reverse("evaluation:robustness", args=[run.pk])).content.decode()
     assert 'id="sensitivity-table"' in page and 'id="figure-invariance_sensitivity"' in page
     print(f"\n{MODEL} on {LIMIT} negated demo STS pairs: mean drop {drop.mean_drop}, share {drop.share_dropped}")
+
+
+def _brute_rank(scores: list[float], index: int) -> int:
+    return 1 + sum(s > scores[index] for j, s in enumerate(scores) if j != index)
+
+
+def test_the_report_measures_rank_losses_on_retrieval(researcher, settings, tmp_path):
+    """Both sides on the demo retrieval set: a negated relevant document (what a document-side
+    run writes) against its original, and a negated query against the original query; checked
+    with a brute-force ranking of embeddings made without the cache."""
+    settings.EMBEDDING_CACHE_DIR = tmp_path / "embeddings"
+    demo = django_settings.BASE_DIR / "fixtures/retrieval/demo-retrieval"
+    dataset = dataset_import(source=demo, task="retrieval", name="demo-retrieval")
+    negations = transform_run_create(dataset=dataset, transformation="negation", seed=1, limit=3, dispatch=False)
+    documents = list(DatasetItem.objects.filter(dataset=dataset, kind="document").order_by("position"))
+    queries = list(DatasetItem.objects.filter(dataset=dataset, kind="example").order_by("position"))
+    changed_doc, changed_query = documents[0], queries[1]
+    for item in (changed_doc, changed_query):
+        TransformedItem.objects.create(
+            run=negations,
+            item=item,
+            side="text",
+            source_text=item.payload["text"],
+            output_text=negated(item.payload["text"]),
+            ok=True,
+            attempts=1,
+            target_language="en",
+        )
+    run = BenchmarkRun.objects.create(source=BenchmarkRun.Source.CONFIG, model_names=[MODEL], status="done")
+    common = {"run": run, "model": MODEL, "model_id": MODEL, "model_revision": "r", "dataset": dataset, "n_items": 3}
+    common["main_metric"] = "ndcg_at_10"
+    BenchmarkResult.objects.create(**common, transformation="original", axis="", seed=0, main_score=0.9)
+    BenchmarkResult.objects.create(
+        **common, transformation="negation", axis="sensitivity", seed=1, main_score=0.8, transform_run=negations
+    )
+    [row] = robustness_report_get(run=run).sensitivity
+    [(name, transformation, loss)] = row.rank_losses
+
+    def text(payload):
+        return f"{payload['title']} {payload['text']}".strip() if payload.get("title") else payload["text"]
+
+    encoder = get_encoder(MODEL)
+    corpus = encoder.encode([text(d.payload) for d in documents])
+    expected = []
+    doc_id = changed_doc.item_id
+    new_doc = encoder.encode([text({**changed_doc.payload, "text": negated(changed_doc.payload["text"])})])[0]
+    for query in queries:
+        if query.gold.get(doc_id, 0) > 0:
+            q = encoder.encode([query.payload["text"]])[0]
+            scores = [1 - cosine(q, d) for d in [*corpus, new_doc]]
+            expected.append(_brute_rank(scores, len(corpus)) - _brute_rank(scores, 0))
+    before, after = encoder.encode([changed_query.payload["text"], negated(changed_query.payload["text"])])
+    for relevant, grade in sorted(changed_query.gold.items()):
+        if grade > 0:
+            index = [d.item_id for d in documents].index(relevant)
+            ranks = [_brute_rank([1 - cosine(q, d) for d in corpus], index) for q in (before, after)]
+            expected.append(ranks[1] - ranks[0])
+    assert (name, transformation, loss.n) == ("demo-retrieval", "negation", len(expected)) and len(expected) >= 2
+    assert loss.mean_shift.estimate == pytest.approx(float(np.mean(expected)))
+    assert loss.share_lost.estimate == pytest.approx(float(np.mean(np.array(expected) > 0)))
+    assert row.invariance is None and row.summary is None  # no meaning-preserving results in this run
+    print(f"\n{MODEL} on demo retrieval: rank shifts {expected}")
