@@ -45,3 +45,7 @@ def test_every_meaning_change_runs_on_the_embedded_llm(llm_backend):
             else:
                 assert t.error_type in known
             assert set(t.attempt_errors) <= known | {""}
+        kept = [(t.source_text, t.output_text) for t in outputs if t.ok]
+        print(f"\n{name}: {len(kept)} of {len(outputs)} ok, errors {[t.error_type for t in outputs if not t.ok]}")
+        for source, output in kept[:2]:
+            print(f"  {source!r} -> {output!r}")

@@ -12,6 +12,7 @@ import json
 
 import pytest
 from django.conf import settings as django_settings
+from django.urls import reverse
 
 from annotation.argilla import client as argilla
 from annotation.configs.config_schema import config_read
@@ -30,7 +31,7 @@ from core.roles import Role
 from corpora.services import dataset_import
 from tests.argilla_ui import respond
 from tests.meaning_change_support import negation_run
-from tests.support import argilla_annotator_client, argilla_pending, make_user
+from tests.support import argilla_annotator_client, argilla_pending, make_user, page_as
 
 pytestmark = [pytest.mark.django_db, pytest.mark.services]
 
@@ -119,6 +120,8 @@ def test_a_sensitivity_study_gates_on_changed_in_argilla(argilla_server, setting
     assert (evidence["state"], evidence["passes_on"], evidence["axis"]) == ("passed", "meaning_changed", "sensitivity")
     assert evidence["questions"]["changed"]["mean"] == 5.0
     assert [r["annotator"] for r in evidence["rejections"]] == ["blind"]
+    page = page_as(rita).get(reverse("annotation:gate", args=[study.pk])).content.decode()
+    assert 'class="gate-inverse"' in page and "passes_on: meaning_changed" in page
     approval_decide(gate_result=gate, decision="approve", comment="meaning changed", actor=rita)
 
     config = benchmark_config_export(actor=rita, project=team.slug)

@@ -55,35 +55,33 @@ DEFAULT_PROMPTS: dict[str, tuple[str, str]] = {
         "Use words or short phrases only, most important first, at most eight.\n\nText: {text}",
     ),
     # The sensitivity axis: small edits that must change the meaning (transforms.registry.MEANING_CHANGES).
+    # No worked example sentences: small models copy them into their answer.
     "negation": (
         SYSTEM,
         "Make the text below say the opposite by negating its main statement: add a negation such as "
         "'not', 'never' or 'no', or take one away if it is already negative. Change as few words as "
-        "possible and write in {language}. A question stays a question.\n\nFor example, 'The museum is open "
-        "on Mondays.' becomes 'The museum is not open on Mondays.'\n\nText: {text}",
+        "possible, keep every other word, and write in {language}. A question stays a question.\n\n"
+        "Text: {text}",
     ),
     "antonym": (
         SYSTEM,
-        "Replace one important word of the text below with a word of opposite meaning (for example "
-        "open/closed, rise/fall, safe/dangerous), so that the text now means something different. "
+        "Replace one important word of the text below with a word of opposite meaning (such as open and "
+        "closed, rise and fall, safe and dangerous), so that the text now means something different. "
         "Change nothing else, do not add a negation, and write in {language}. A question stays a "
-        "question.\n\nFor example, 'Prices rose sharply last year.' becomes 'Prices fell sharply last year.'\n\n"
-        "Text: {text}",
+        "question.\n\nText: {text}",
     ),
     "number_entity_swap": (
         SYSTEM,
         "Change one fact of the text below: replace a number, date, person, organisation or place with "
         "a different one of the same kind, so that the text now states something else. If the text has "
         "none of these, replace its main subject with a different one. Keep every other word, and "
-        "write in {language}. A question stays a question.\n\nFor example, 'The bridge opened in 1932 "
-        "in Sydney.' becomes 'The bridge opened in 1957 in Melbourne.'\n\nText: {text}",
+        "write in {language}. A question stays a question.\n\nText: {text}",
     ),
     "role_swap": (
         SYSTEM,
         "Swap the roles in the text below: exchange who does something and who it is done to (or the "
-        "two things being compared or connected), keeping the same words as far as possible, so that "
-        "the meaning changes. Write in {language}. A question stays a question.\n\nFor example, 'The dog "
-        "bit the man.' becomes 'The man bit the dog.'\n\nText: {text}",
+        "two things being compared or connected), reusing the same words as far as possible, so that "
+        "the meaning changes. Write in {language}. A question stays a question.\n\nText: {text}",
     ),
 }
 
