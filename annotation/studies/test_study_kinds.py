@@ -32,9 +32,10 @@ def test_a_sensitivity_study_asks_whether_the_meaning_changed_and_passes_on_chan
 
 
 def test_designs_of_the_older_kinds_keep_their_hash():
-    # The content hash of a default rewrite design as stored before issue 30 (its dict is unchanged).
-    assert "inverse" not in StudyDesign().to_dict()
-    assert StudyDesign().to_dict()["kind"] == "rewrite"
+    # Content hashes of these designs as the code before issue 30 computed them.
+    assert StudyDesign().content_hash == "fcbe9e5ba64078907add82210683fd20de1c151f29657811661be2b237632e5a"
+    similarity = StudyDesign(kind="similarity", raters_per_item=2)
+    assert similarity.content_hash == "7d8b26eca098824ea794a5f17a294d5b43515c7f1dcf74e28d8f0d921fa6a4ee"
     assert StudyDesign(kind="sensitivity").content_hash != StudyDesign().content_hash
 
 
