@@ -11,6 +11,7 @@ from core.stats import CorrelationResult
 from evaluation.aggregation import ModelAggregate
 from evaluation.ranking import Ranking
 from evaluation.robustness_options import ReportOptions
+from evaluation.severity import SeverityCurve
 from evaluation.stats import ShiftResult
 
 ALL_MODELS = "all models"
@@ -103,6 +104,7 @@ class RobustnessReport:
     notes: Mapping[str, str] = field(default_factory=dict)  # section -> why it is empty
     options: ReportOptions = field(default_factory=ReportOptions)
     rankings: tuple[Ranking, ...] = ()
+    severity_curves: tuple[SeverityCurve, ...] = ()  # the noise axis: Δ against severity, per model and kind
 
     def shift_table(self, *, scope: str, unit: str, level: str) -> ShiftTable | None:
         return next((t for t in self.shifts if (t.scope, t.unit, t.level) == (scope, unit, level)), None)
@@ -148,6 +150,7 @@ class RobustnessReport:
             "split_half_reliability": [{**asdict(r), "unit": self.options.split_half_text()} for r in self.reliability],
             "drift_vs_quality": [{"transformation": d.transformation, **asdict(d.correlation)} for d in self.drift],
             "rankings": [r.as_dict() for r in self.rankings],
+            "severity_curves": [asdict(c) for c in self.severity_curves],
             "notes": dict(self.notes),
         }
 
