@@ -4,17 +4,24 @@ severity curve, its area and its figure, on the page and in the files."""
 
 from __future__ import annotations
 
+import csv
+import io
+
 import numpy as np
 import pytest
 from django.urls import reverse
+from scipy import stats
 
+from core.hashing import sha256_text
 from core.roles import Role
 from corpora.services import ImportOptions, dataset_import
 from evaluation.benchmark_services import benchmark_run_create_from_config
+from evaluation.encoders import get_encoder
 from evaluation.models import BenchmarkResult
 from evaluation.report_robustness import robustness_report_files, robustness_report_get
 from tests.support import config_text, make_user, page_as
 from transforms.chunk_services import transform_run_execute_inline
+from transforms.noise import perturb
 from transforms.services import transform_runs_start
 
 MODEL = "all-MiniLM-L6-v2"
@@ -59,6 +66,17 @@ def test_typos_at_four_severities_give_a_curve_and_its_area(
     assert all(p.low <= p.delta <= p.high for p in curve.points)
     # More typos cost more: the 20% point lies below the 2% one, and the area is negative.
     assert curve.points[-1].delta < curve.points[1].delta and curve.area < 0
+
+    # Seed 1 at 2% recomputed outside the benchmark: perturb, encode, cosine, scipy's Spearman.
+    rows30 = list(csv.reader(io.StringIO("".join(lines[:30]))))
+    noisy = [
+        [perturb(t, kind="typos", severity=2, seed=1, text_id=sha256_text(t), language="en") for t in side]
+        for side in ([r[0] for r in rows30], [r[1] for r in rows30])
+    ]
+    vectors = [np.asarray(get_encoder(MODEL).encode(side), dtype=float) for side in noisy]
+    a, b = (v / np.linalg.norm(v, axis=1, keepdims=True) for v in vectors)
+    expected = stats.spearmanr((a * b).sum(axis=1), [float(r[2]) for r in rows30]).statistic
+    assert rows.get(transformation="typos_2", seed=1).main_score == pytest.approx(expected, abs=1e-4)
 
     files = robustness_report_files(report)
     assert "typos" in files["severity.svg"] and files["severity.png"][:4] == b"\x89PNG"
