@@ -7,10 +7,16 @@ import csv
 import io
 
 import pytest
+from django.conf import settings
 from django.core.management import CommandError, call_command
 
+from annotation.models import StudyItem
+from annotation.studies.design import StudyDesign
+from annotation.studies.design_services import study_create, study_lock
 from core.errors import ShiftlabError
+from core.roles import Role
 from corpora.services import ImportOptions, dataset_import
+from tests.support import make_user
 from transforms.chunk_services import transform_run_execute_inline
 from transforms.keyboards import LAYOUTS
 from transforms.models import TransformedItem, TransformRun
@@ -86,3 +92,20 @@ def test_the_command_takes_a_kind_and_severities(german):
     assert "casing_2 on de-sts" in out.getvalue() and "casing_10 on de-sts" in out.getvalue()
     with pytest.raises(CommandError, match="whole percentages"):
         call_command("transform", "--dataset", "de-sts", "--transformation", "casing", "--severities", "2.5")
+
+
+def test_a_study_takes_a_noise_run_like_any_other(django_user_model):
+    """Noise keeps the human gate of every transformation: a study of a typos run locks with its
+    real items and controls, so a researcher can rate it and approve it for a config."""
+    demo = dataset_import(source=settings.BASE_DIR / "fixtures/sts/demo-sts.csv", task="sts", name="demo-sts")
+    (run,) = transform_runs_start(actor=None, project=None, dataset="demo-sts", transformation="typos_10", seed=1)
+    transform_run_execute_inline(run_id=run.pk)
+    rita = make_user(django_user_model, "rita", Role.RESEARCHER)
+    design = StudyDesign(
+        items_per_transformation=6, raters_per_item=2, batch_size=4, controls_per_batch=2, llm_judges=(), seed=3
+    )
+    study = study_lock(study=study_create(name="noise-study", runs=[run], design=design, actor=rita))
+    real = StudyItem.objects.filter(study=study, kind="real")
+    assert real.count() == 6 and demo.items.exists()
+    assert all(i.transformed_item.run_id == run.pk for i in real)
+    assert StudyItem.objects.filter(study=study).exclude(kind="real").exists()
