@@ -9,6 +9,7 @@ import io
 import pytest
 from django.conf import settings
 from django.core.management import CommandError, call_command
+from django.urls import reverse
 
 from annotation.models import StudyItem
 from annotation.studies.design import StudyDesign
@@ -16,7 +17,7 @@ from annotation.studies.design_services import study_create, study_lock
 from core.errors import ShiftlabError
 from core.roles import Role
 from corpora.services import ImportOptions, dataset_import
-from tests.support import make_user
+from tests.support import api_as, make_user, page_as
 from transforms.chunk_services import transform_run_execute_inline
 from transforms.keyboards import LAYOUTS
 from transforms.models import TransformedItem, TransformRun
@@ -109,3 +110,30 @@ def test_a_study_takes_a_noise_run_like_any_other(django_user_model):
     assert real.count() == 6 and demo.items.exists()
     assert all(i.transformed_item.run_id == run.pk for i in real)
     assert StudyItem.objects.filter(study=study).exclude(kind="real").exists()
+
+
+def test_page_api_and_command_take_the_same_severities(german, django_user_model):
+    """One front door: a noise kind at severities 2 and 10 gives the same two runs through the
+    page, the API and the command, and a level that is not offered the same refusal."""
+    rita = make_user(django_user_model, "rita", Role.RESEARCHER)
+    body = {"dataset": "de-sts", "transformation": "ocr", "backend": "default"}
+    page = page_as(rita).post(reverse("transforms:runs"), body | {"seed": 11, "severities": ["2", "10"]})
+    assert page.status_code == 302, page.content
+    api = api_as(rita).post("/api/transform-runs/", body | {"seed": 12, "severities": [2, 10]}, format="json")
+    assert api.status_code == 202, api.content
+    call_command(
+        "transform",
+        *("--dataset", "de-sts", "--transformation", "ocr", "--severities", "2,10", "--seed", "13"),
+        "--as",
+        "rita",
+        stdout=io.StringIO(),
+    )
+    made = sorted(TransformRun.objects.filter(seed__in=[11, 12, 13]).values_list("seed", "transformation"))
+    assert made == [(s, t) for s in (11, 12, 13) for t in ("ocr_10", "ocr_2")]
+    refusal = "no severity 7% for ocr: choose among 2, 5, 10, 20"
+    api = api_as(rita).post("/api/transform-runs/", body | {"severities": [7]}, format="json")
+    assert api.status_code == 400 and refusal in str(api.json())
+    page = page_as(rita).post(reverse("transforms:runs"), body | {"severities": ["7"]})
+    assert page.status_code == 200 and "Select a valid choice" in page.content.decode()
+    with pytest.raises(CommandError, match=refusal):
+        call_command("transform", "--dataset", "de-sts", "--transformation", "ocr", "--severities", "7", "--as", "rita")
