@@ -3,9 +3,10 @@ punctuation and whitespace, diacritics removal, each at a severity (pure module)
 
 Determinism. Every draw comes from :class:`Stream`, a counter-mode SHA-256 generator keyed by
 (kind, severity, seed, text id): no ``hash()``, no set order, no library random generator whose
-algorithm could change between versions, so the same inputs give the same bytes on every machine
-and Python/NumPy version. Texts are normalised to NFC before they are perturbed and the output is
-NFC too.
+algorithm could change between versions, so the same inputs give the same bytes on every machine and
+NumPy version. Texts are normalised to NFC before they are perturbed and the output is NFC too.
+Letters, cases, word characters and diacritics are Python's Unicode database's
+(``unicodedata.unidata_version``): the same bytes need the same Unicode version.
 
 Severity ``s`` (a whole percentage, e.g. 2, 5, 10, 20) is the share of a text's *eligible units*
 that a kind changes: exactly ``k = round_half_up(s/100 × n)`` of its ``n`` units, and at least one
