@@ -8,6 +8,9 @@ import pytest
 from scipy import stats
 
 from evaluation.aggregation import UnitScore
+from evaluation.figures import report_figures
+from evaluation.robustness import robustness_analyse
+from evaluation.robustness_tables import robustness_csv
 from evaluation.severity import normalised_area, severity_curves
 
 # Hand values: model "a", typos, two datasets x one seed; Δ at 2/5/10/20 %.
@@ -76,3 +79,14 @@ def test_only_units_at_every_severity_count_and_other_axes_are_ignored():
     curves = severity_curves(units, models=["a"], n_resamples=50)
     assert [(c.kind, c.n_units) for c in curves] == [("casing", 1), ("typos", 2)]
     assert curves[1].points[1].delta == pytest.approx(-0.005)
+
+
+def test_the_report_carries_the_curves_in_json_csv_and_a_figure():
+    originals = [UnitScore("a", d, "original", "", 0, 0.8) for d in ("d1", "d2")]
+    report = robustness_analyse([*originals, *_units(HAND)], models=["a"], task_types={"d1": "sts", "d2": "sts"})
+    assert report.axes == ("noise",)
+    (curve,) = report.severity_curves
+    assert report.as_dict()["severity_curves"][0]["area"] == pytest.approx(-0.042125)
+    assert "severity curve area,unit: dataset × seed at every severity,a,typos,area,-0.042125" in robustness_csv(report)
+    svg = report_figures(report)["severity"]
+    assert "typos" in svg and svg == report_figures(report)["severity"]  # same report, same bytes
