@@ -45,6 +45,12 @@ FIGURES = {
         "Embedding drift vs human quality",
         "unit: rated transformed item; drift = 1 − cos(original, transformed) with the run's first model",
     ),
+    "severity": (
+        "Severity curves of the noise axis (95% bootstrap bands)",
+        "per model and noise kind; point = mean over datasets × seeds of transformed − original on the same "
+        "items, severity 0 = the original (Δ = 0); band = percentile bootstrap of the dataset × seed units "
+        "present at every severity; area = trapezoid area / largest severity (in the legend)",
+    ),
     "ranks": (
         "Model ranks with 95% bootstrap intervals and significance letters",
         "unit: dataset (datasets and their seeds resampled); dot = rank on the mean score, bar = central 95% "
@@ -96,6 +102,8 @@ def report_figures(report: RobustnessReport, *, fmt: str = "svg") -> dict[str, s
         builders["heatmap"] = lambda: _heatmap(report)
     if report.drift:
         builders["drift"] = lambda: _drift(report)
+    if report.severity_curves:
+        builders["severity"] = lambda: _severity(report)
     if report.rankings:
         builders["ranks"] = lambda: _ranks(report)
     if any(s.invariance is not None and s.sensitivity is not None for s in report.sensitivity):
@@ -230,4 +238,28 @@ def _invariance_sensitivity(report: RobustnessReport):
     ax.set_xlabel("invariance (retention under meaning-preserving rewrites)")
     ax.set_ylabel("sensitivity (share of meaning changes moved apart)")
     ax.grid(alpha=0.3)
+    return figure
+
+
+def _severity(report: RobustnessReport):
+    kinds = list(dict.fromkeys(c.kind for c in report.severity_curves))
+    figure, panels = plt.subplots(
+        1, len(kinds), figsize=(3.4 * len(kinds) + 0.6, 3.2), squeeze=False, sharey=True, layout="constrained"
+    )
+    colours = {model: f"C{i}" for i, model in enumerate(report.models)}
+    for panel, kind in zip(panels[0], kinds, strict=True):
+        for curve in (c for c in report.severity_curves if c.kind == kind):
+            x = [p.severity for p in curve.points]
+            colour = colours.get(curve.model, "0.3")
+            panel.fill_between(
+                x, [p.low for p in curve.points], [p.high for p in curve.points], color=colour, alpha=0.2
+            )
+            label = f"{curve.model} (area {curve.area:+.3f})"
+            panel.plot(x, [p.delta for p in curve.points], marker="o", color=colour, label=label)
+        panel.axhline(0, color="0.5", linewidth=0.8)
+        panel.set_title(kind)
+        panel.set_xlabel("severity (% of units changed)")
+        panel.grid(alpha=0.3)
+        panel.legend(loc="lower left", fontsize=7)
+    panels[0][0].set_ylabel("Δ main score")
     return figure

@@ -49,6 +49,7 @@ from evaluation.robustness_results import (
     ShiftTable,
     TauSummary,
 )
+from evaluation.severity import severity_curves
 from evaluation.stats import ShiftResult, aggregate_runs, paired_shifts, split_half_reliability
 
 
@@ -101,6 +102,7 @@ def robustness_analyse(
         notes["rankings"] = ranking_note
 
     found = aggregate(units)
+    curves = severity_curves(units, models=models, seed=seed, n_resamples=n_resamples)
     return RobustnessReport(
         models=models,
         axes=axes,
@@ -117,6 +119,7 @@ def robustness_analyse(
         notes=notes,
         options=options,
         rankings=rankings,
+        severity_curves=curves,
     )
 
 

@@ -12,6 +12,7 @@ from evaluation.aggregation import ModelAggregate
 from evaluation.meaning_change import ModelSensitivity
 from evaluation.ranking import Ranking
 from evaluation.robustness_options import ReportOptions
+from evaluation.severity import SeverityCurve
 from evaluation.stats import ShiftResult
 
 ALL_MODELS = "all models"
@@ -107,6 +108,7 @@ class RobustnessReport:
     # Meaning-changing rewrites: how far each model moves changed pairs apart, beside its invariance
     # (evaluation.meaning_change; filled by evaluation.meaning_change_services).
     sensitivity: tuple[ModelSensitivity, ...] = ()
+    severity_curves: tuple[SeverityCurve, ...] = ()  # the noise axis: Δ against severity, per model and kind
 
     def shift_table(self, *, scope: str, unit: str, level: str) -> ShiftTable | None:
         return next((t for t in self.shifts if (t.scope, t.unit, t.level) == (scope, unit, level)), None)
@@ -162,6 +164,7 @@ class RobustnessReport:
             "split_half_reliability": [{**asdict(r), "unit": self.options.split_half_text()} for r in self.reliability],
             "drift_vs_quality": [{"transformation": d.transformation, **asdict(d.correlation)} for d in self.drift],
             "rankings": [r.as_dict() for r in self.rankings],
+            "severity_curves": [asdict(c) for c in self.severity_curves],
             "notes": dict(self.notes),
         }
 

@@ -71,6 +71,12 @@ def robustness_csv(report: RobustnessReport) -> str:
         scope = report.models[0] if report.models else ""
         statistics = ("n", "spearman", "ci_low", "ci_high")
         write("drift vs quality", "unit: rated transformed item", scope, d.transformation, d.correlation, statistics)
+    for curve in report.severity_curves:
+        unit = "unit: dataset × seed at every severity"
+        write("severity curve area", unit, curve.model, curve.kind, curve, ("n_units", "area", "area_low", "area_high"))
+        for point in curve.points[1:]:
+            label = f"{curve.kind} {point.severity}%"
+            write("severity curve", unit, curve.model, label, point, ("delta", "low", "high", "score"))
     for ranking in report.rankings:
         for rank in ranking.rows:
             statistics = ("score", "rank", "rank_low", "rank_high", "letters")

@@ -18,6 +18,7 @@ from transforms.cleaning import clean_output
 from transforms.error_checks import OutputAnalysis, analyse_output
 from transforms.languages import identifier_code
 from transforms.registry import LanguagePlan, Step, StepLanguage, Transformation
+from transforms.text_metrics import normalized_edit_distance, word_count
 
 __all__ = [
     "BACKEND_FAILURE",
@@ -222,6 +223,22 @@ def analyse_attempt(
         t.outcome = _outcome(t, analysis, error_type=analysis.error.value)
         return True
     return False
+
+
+def record_noise(t: TextState, output: str) -> None:
+    """Record a noise output as computed: no cleaning and no error check (noise keeps the meaning by
+    construction, and a text with nothing of its kind to change, such as an English text under
+    diacritics removal, stays identical and counts as done)."""
+    analysis = OutputAnalysis(
+        text=output,
+        error=None,
+        all_errors=(),
+        detected_language=None,
+        edit_distance=normalized_edit_distance(t.text, output),
+        length_ratio=word_count(output) / max(word_count(t.text), 1),
+    )
+    t.errors.append("")
+    t.outcome = _outcome(t, analysis, error_type="")
 
 
 def _outcome(t: TextState, analysis: OutputAnalysis | None, *, error_type: str) -> dict:

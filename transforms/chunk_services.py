@@ -23,6 +23,7 @@ from transforms.attempts import (
     finish_attempt,
     plan_step,
     plan_text,
+    record_noise,
     record_step,
     side_language,
 )
@@ -30,6 +31,7 @@ from transforms.backends import get_backend
 from transforms.backends.base import ChatFailure, ChatRequest, ChatResult, LLMBackend, TransientBackendError
 from transforms.languages import language_name, normalise_code
 from transforms.models import Generation, TransformedItem, TransformRun
+from transforms.noise import perturb
 from transforms.params import GenerationParams
 from transforms.prompts import PromptText
 from transforms.registry import Transformation, transformation_get
@@ -84,6 +86,17 @@ def transform_run_execute_chunk(*, run_id: int, item_ids: Sequence[int]) -> int:
     candidates = sorted(set(run.languages) | {t.source_language for t in texts.values()})
     if spec.uses_llm:
         _run_llm_steps(run, spec, params, prompts, list(texts.values()), candidates)
+    elif spec.noise:
+        for t in texts.values():
+            output = perturb(
+                t.text,
+                kind=spec.noise,
+                severity=spec.severity,
+                seed=run.seed,
+                text_id=t.text_hash,
+                language=t.source_language,
+            )
+            record_noise(t, output)
     else:
         for t in texts.values():
             output = planning.random_keywords(t.text, seed=run.seed, text_hash=t.text_hash)

@@ -14,6 +14,7 @@ from corpora.models import Dataset
 from transforms.backends import backend_aliases, configured_model
 from transforms.judging import GOLD_SIMILARITY_TASKS
 from transforms.models import JudgeReport, TransformRun
+from transforms.noise import NOISE_KINDS, SEVERITIES
 from transforms.params import DEFAULT_SEED, MAX_ATTEMPTS_LIMIT, MAX_TOKENS_LIMIT, GenerationParams
 from transforms.presets import preset_choices
 from transforms.registry import TRANSFORMATIONS
@@ -51,8 +52,16 @@ class TransformRunForm(NewInProjectForm):
         queryset=Dataset.objects.order_by("name"), to_field_name="name", help_text="The texts to transform."
     )
     transformation = forms.ChoiceField(
-        choices=[(t.name, f"{t.label} ({t.axis})") for t in TRANSFORMATIONS.values()],
+        choices=[(t.name, f"{t.label} ({t.axis})") for t in TRANSFORMATIONS.values()]
+        + [(k.name, f"{k.label} (noise, at the severities below)") for k in NOISE_KINDS.values()],
         help_text="What happens to each text; the table below this form says what each one does.",
+    )
+    severities = forms.TypedMultipleChoiceField(
+        required=False,
+        coerce=int,
+        choices=[(s, f"{s}%") for s in SEVERITIES],
+        widget=forms.CheckboxSelectMultiple,
+        help_text="Noise kinds only: one run per severity (percent of the units changed). Empty: every level.",
     )
     preset = forms.ChoiceField(
         required=False,
@@ -113,7 +122,7 @@ class TransformRunForm(NewInProjectForm):
     def service_data(self) -> dict:
         """The inputs and raw settings of :func:`transforms.services.transform_runs_start`."""
         data = {name: value for name, value in self.cleaned_data.items() if name != "project"}
-        return {**data, "dataset": data["dataset"].name}
+        return {**data, "dataset": data["dataset"].name, "severities": data.get("severities") or None}
 
 
 class JudgeEvaluationForm(NewInProjectForm):

@@ -65,3 +65,6 @@ class RunOptions(TypedDict, total=False):
     max_tokens: int | None
     max_attempts: int | None
     languages: Sequence[str] | None
+    # Noise kinds (``typos``...): the severity levels to run, one run per level and seed (None:
+    # every level of ``transforms.noise.SEVERITIES``).
+    severities: Sequence[int] | None

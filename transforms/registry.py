@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 from enum import StrEnum
 
 from core.errors import ShiftlabError
+from transforms.noise import NOISE_KINDS, SEVERITIES
 
 
 class Axis(StrEnum):
@@ -15,6 +17,7 @@ class Axis(StrEnum):
     EXTRA = "extra"
     # Meaning-changing rewrites (issue 30): the meaning must change; a model should move the pair apart.
     SENSITIVITY = "sensitivity"
+    NOISE = "noise"  # seeded character and word noise without an LLM, at severity levels
 
 
 class LanguagePlan(StrEnum):
@@ -58,6 +61,9 @@ class Transformation:
     # The rewrite must change the meaning with a small edit (the sensitivity axis): its output keeps
     # close to the source's length (the ``length_changed`` error check).
     changes_meaning: bool = False
+    # Noise without an LLM (``transforms.noise``): its kind and severity (percent of units changed).
+    noise: str = ""
+    severity: int = 0
 
     @property
     def uses_llm(self) -> bool:
@@ -203,6 +209,29 @@ TRANSFORMATIONS: dict[str, Transformation] = {
     )
 }
 
+
+def noise_name(kind: str, severity: int) -> str:
+    """The registry name of noise ``kind`` at ``severity`` percent: ``typos_5``."""
+    return f"{kind}_{severity}"
+
+
+TRANSFORMATIONS.update(
+    {
+        noise_name(kind.name, severity): Transformation(
+            noise_name(kind.name, severity),
+            f"{kind.label} {severity}%",
+            Axis.NOISE,
+            (),
+            LanguagePlan.SAME,
+            f"No LLM: {kind.description}, in {severity}% of the {kind.unit} (seeded).",
+            noise=kind.name,
+            severity=severity,
+        )
+        for kind in NOISE_KINDS.values()
+        for severity in SEVERITIES
+    }
+)
+
 KEYWORD_TRANSFORMATIONS: frozenset[str] = frozenset(name for name, t in TRANSFORMATIONS.items() if t.keyword_output)
 
 DEFAULT_LANGUAGES: tuple[str, ...] = ("es", "fr", "de", "tr", "ar")
@@ -219,3 +248,25 @@ def transformation_get(name: str) -> Transformation:
         raise UnknownTransformation(
             f"unknown transformation {name!r}: choose one of {', '.join(TRANSFORMATIONS)}"
         ) from None
+
+
+def noise_transformations(name: str, severities: Sequence[int] | None = None) -> tuple[str, ...]:
+    """The registry names a run request for ``name`` at ``severities`` covers: ``typos`` (a noise
+    kind) at 2 and 5 -> ``typos_2, typos_5``; a kind without severities -> every level of
+    ``SEVERITIES``; any other name, without severities, -> itself. Severities of a transformation
+    that is not a noise kind, or levels that are not offered, are refused."""
+    if name in NOISE_KINDS:
+        levels = tuple(dict.fromkeys(severities or SEVERITIES))
+        if unknown := [s for s in levels if s not in SEVERITIES]:
+            raise ShiftlabError(
+                f"no severity {', '.join(map(str, unknown))}% for {name}: choose among "
+                f"{', '.join(map(str, SEVERITIES))}",
+                field="severities",
+            )
+        return tuple(noise_name(name, s) for s in levels)
+    spec = transformation_get(name)
+    if severities and not (spec.noise and list(severities) == [spec.severity]):
+        raise ShiftlabError(
+            f"severities apply to the noise kinds ({', '.join(NOISE_KINDS)}), not to {name}", field="severities"
+        )
+    return (name,)

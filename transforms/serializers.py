@@ -3,6 +3,7 @@ from rest_framework import serializers
 from core.limits import MAX_COUNT, MAX_ID, MAX_SEED
 from core.serializers import JOB_END_FIELDS, JobWaitingSerializer, project_choice_field, project_slug_field
 from transforms.models import TRANSFORMATION_CHOICES, JudgeReport, PromptTemplate, TransformedItem, TransformRun
+from transforms.noise import NOISE_KINDS
 from transforms.presets import preset_choices
 
 
@@ -78,7 +79,15 @@ class TransformRunSerializer(JobWaitingSerializer, serializers.ModelSerializer):
 class TransformRunCreateSerializer(serializers.Serializer):
     dataset = serializers.CharField()
     project = project_choice_field()
-    transformation = serializers.ChoiceField(choices=TRANSFORMATION_CHOICES)
+    transformation = serializers.ChoiceField(
+        choices=TRANSFORMATION_CHOICES + [(k.name, k.label) for k in NOISE_KINDS.values()],
+        help_text="A transformation, or a noise kind run at ``severities``.",
+    )
+    severities = serializers.ListField(
+        child=serializers.IntegerField(),
+        required=False,
+        help_text="Noise kinds only: one run per severity (percent); left out: 2, 5, 10 and 20.",
+    )
     # Settings left out are unset: a preset fills them, else the defaults (seed 1337, temperature
     # 0.7, top_p 0.95, max_tokens 512, max_attempts 3).
     seed = serializers.IntegerField(

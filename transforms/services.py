@@ -33,7 +33,7 @@ from transforms.models import GeneratorConfig, TransformedItem, TransformRun
 from transforms.params import DEFAULT_SEED, GenerationParams, RunOptions, RunSettings
 from transforms.presets import resolve_preset
 from transforms.prompt_services import prompt_template_active
-from transforms.registry import transformation_get
+from transforms.registry import noise_transformations, transformation_get
 from transforms.run_languages import run_output_languages, run_target_languages
 from transforms.selectors import transform_run_items
 
@@ -53,17 +53,19 @@ def transform_runs_start(
 
     ``dataset`` is looked up as ``actor`` may read it (in project ``project`` when named); the runs
     go into the project :func:`core.projects.project_for_new` picks. Unset settings (``None``) come
-    from ``preset``, then the defaults; a preset without a seed gives one run per paper seed."""
+    from ``preset``, then the defaults; a preset without a seed gives one run per paper seed. A noise
+    kind (``typos``) gives one run per severity of ``severities`` (default: every level)."""
     try:
         found = dataset_get(name=dataset, user=actor, project=project or None)
     except Dataset.DoesNotExist:
         raise NotFoundError(f"No dataset named {dataset!r}. See: python manage.py corpora list") from None
     target = project_for_new(actor, project, found)
+    names = noise_transformations(transformation, options.pop("severities", None))
     run_settings = transform_run_settings(**options)
     return [
         transform_run_create(
             dataset=found,
-            transformation=transformation,
+            transformation=name,
             seed=run_seed,
             backend_alias=backend,
             params=run_settings.params,
@@ -74,6 +76,7 @@ def transform_runs_start(
             created_by=actor,
             project=target,
         )
+        for name in names
         for run_seed in run_settings.seeds
     ]
 

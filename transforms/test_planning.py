@@ -10,7 +10,7 @@ from transforms.registry import TRANSFORMATIONS, Axis, LanguagePlan, StepLanguag
 
 
 def test_registry_has_the_ten_transformations_with_their_axes_and_steps():
-    axes = {name: t.axis for name, t in TRANSFORMATIONS.items()}
+    axes = {name: t.axis for name, t in TRANSFORMATIONS.items() if not t.noise}
     assert axes == {
         "paraphrase": Axis.LEXICAL,
         "backtranslation": Axis.LEXICAL,
@@ -34,7 +34,10 @@ def test_registry_has_the_ten_transformations_with_their_axes_and_steps():
         n == 1
         for name, n in steps.items()
         if name not in {"backtranslation", "summarized_expansion", "random_keywords"}
+        and not TRANSFORMATIONS[name].noise
     )
+    noise = [t for t in TRANSFORMATIONS.values() if t.noise]  # 6 kinds x 4 severities, no LLM
+    assert len(noise) == 24 and all(t.axis is Axis.NOISE and not t.uses_llm for t in noise)
     bt = TRANSFORMATIONS["backtranslation"]
     assert [s.language for s in bt.steps] == [StepLanguage.PIVOT, StepLanguage.SOURCE]
     assert TRANSFORMATIONS["translation"].language_plan is LanguagePlan.PER_RUN

@@ -5,6 +5,7 @@ from core.progress import follow_job, job_status_lines
 from core.projects import project_require_write, scoped, user_by_name
 from transforms.export_services import transform_run_export
 from transforms.models import TransformRun
+from transforms.noise import NOISE_KINDS, SEVERITIES
 from transforms.params import GenerationParams
 from transforms.presets import PRESETS
 from transforms.registry import TRANSFORMATIONS
@@ -21,7 +22,16 @@ class Command(ShiftlabCommand):
 
     def add_arguments(self, parser):
         parser.add_argument("--dataset", help="Dataset name (see: manage.py corpora list).")
-        parser.add_argument("--transformation", choices=list(TRANSFORMATIONS))
+        parser.add_argument(
+            "--transformation",
+            choices=[*TRANSFORMATIONS, *NOISE_KINDS],
+            help=f"A transformation, or a noise kind ({', '.join(NOISE_KINDS)}) run at --severities.",
+        )
+        parser.add_argument(
+            "--severities",
+            help="Comma-separated severities (percent) of a noise kind: one run per level "
+            f"(default: {','.join(map(str, SEVERITIES))}).",
+        )
         parser.add_argument("--seed", type=int, help="Run seed (default 1337, or every seed of --preset).")
         parser.add_argument("--backend", default="default", help="Alias in TRANSFORM_BACKENDS (default: default).")
         parser.add_argument("--limit", type=int, help="Only the first N items.")
@@ -103,6 +113,7 @@ class Command(ShiftlabCommand):
             max_tokens=o["max_tokens"],
             max_attempts=o["max_attempts"],
             languages=[c.strip() for c in o["languages"].split(",")] if o["languages"] else None,
+            severities=_severities(o["severities"]),
         )
         for run in runs:
             self.stdout.write(
@@ -134,3 +145,12 @@ class Command(ShiftlabCommand):
         if run.status == TransformRun.Status.FAILED:
             raise CommandError(run.error or "the run failed")
         return run
+
+
+def _severities(text: str | None) -> list[int] | None:
+    if not text:
+        return None
+    try:
+        return [int(part) for part in text.split(",") if part.strip()]
+    except ValueError:
+        raise CommandError(f"--severities takes whole percentages such as 2,5,10,20, got {text!r}") from None
