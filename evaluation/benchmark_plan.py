@@ -129,6 +129,13 @@ def transform_run_key(dataset: str, transformation: str, seed: int, *, documents
     return f"{key}|documents" if documents else key
 
 
+def sided(name: str, side: str) -> str:
+    """How reports name a transformation or an axis on a side: as it is on the query side (so
+    every earlier report reads the same), "name [document]" or "name [both]" otherwise. Sided axes
+    are not benchmark axes, so they stay out of the total."""
+    return name if side == QUERY or not name else f"{name} [{side}]"
+
+
 def sides_checked(sides: Sequence[str] | None) -> tuple[str, ...]:
     """The sides asked for, once each in the order of ``SIDES`` (default: the query side)."""
     chosen = [str(side).strip() for side in (sides or ()) if str(side).strip()]

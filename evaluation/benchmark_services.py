@@ -43,7 +43,7 @@ from evaluation.encoders import EncoderError, get_encoder
 from evaluation.models import BenchmarkRun
 from transforms.models import TransformRun
 from transforms.presets import resolve_preset
-from transforms.selectors import DOCUMENTS_RELEVANT, ITEM_SCOPES
+from transforms.selectors import DOCUMENT_SCOPES, DOCUMENTS_RELEVANT
 
 
 def benchmark_run_start(
@@ -369,9 +369,9 @@ def document_sided(datasets: dict[str, Dataset], sides: Sequence[str], document_
     the query is asked for (refused when none is retrieval)."""
     if tuple(sides) == (QUERY,):
         return set()
-    if document_scope not in ITEM_SCOPES[1:]:
+    if document_scope not in DOCUMENT_SCOPES:
         raise ShiftlabError(
-            f"unknown document scope {document_scope!r}: choose {' or '.join(ITEM_SCOPES[1:])}", field="document_scope"
+            f"unknown document scope {document_scope!r}: choose {' or '.join(DOCUMENT_SCOPES)}", field="document_scope"
         )
     sided = {name for name, dataset in datasets.items() if task_spec(dataset.task_type).layout == "beir"}
     if not sided:
