@@ -357,6 +357,7 @@ def _benchmark_run_create(
                 "models": models,
                 "units": len(units),
                 "evidence_override": evidence_override,
+                **({"sides": list(sides), "document_scope": document_scope} if sided else {}),
             },
         )
         if dispatch:

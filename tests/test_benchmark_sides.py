@@ -23,9 +23,12 @@ from corpora.services import dataset_import
 from corpora.task_types import TaskType
 from evaluation.benchmark_services import benchmark_run_create_from_config
 from evaluation.encoders import get_encoder
-from evaluation.models import BenchmarkResult
+from evaluation.models import BenchmarkResult, BenchmarkRun
+from evaluation.report_robustness import CSV_NAME, robustness_report_files, robustness_report_get
+from evaluation.reports import benchmark_report
 from evaluation.services import cached_encode
 from tests.support import config_text
+from tests.test_front_doors_evaluation import alpha_config, by_api, by_command, by_page, world  # noqa: F401
 from transforms.chunk_services import transform_run_execute_inline
 from transforms.models import TransformedItem
 from transforms.planning import random_keywords
@@ -149,6 +152,21 @@ def test_document_and_both_sides_equal_mteb_on_the_same_perturbed_corpus(
     assert both.documents["encoded"] == 0  # the document unit encoded them already
     query_side = BenchmarkResult.objects.get(run=run, side="query", transformation="random_keywords")
     assert query_side.documents is None and query_side.transform_run_id == query_run.pk
+    assert document_side.transform_run_id == document_run_id and both.transform_run_id == query_run.pk
+
+    # Reports put the three sides next to each other; only the query side counts toward the total.
+    report = benchmark_report(run=run)
+    sided = ["random_keywords", "random_keywords [both]", "random_keywords [document]"]
+    assert report.transformations == sided
+    assert report.axes == ["lexical", "lexical [both]", "lexical [document]"]
+    deltas = {t: report.aggregates[MODEL].transformations[t].delta for t in sided}
+    assert deltas["random_keywords [document]"] == pytest.approx(document_side.delta)
+    assert deltas["random_keywords"] == pytest.approx(query_side.delta)
+    robustness = robustness_report_get(run=run)
+    assert [row for row in robustness.as_dict()["transformations"]] == [
+        {"name": t, "axis": a} for t, a in zip(sided, report.axes, strict=True)
+    ]
+    assert "random_keywords [document]" in robustness_report_files(robustness, figures=False)[CSV_NAME]
 
 
 def _retrieval_task():
@@ -169,3 +187,21 @@ def test_sides_are_refused_where_they_cannot_apply(scifact_subset, tmp_path, set
         from evaluation.benchmark_services import benchmark_run_start
 
         benchmark_run_start(actor=None, project=None, models=[MODEL], datasets=["bench-sts"], sides=["corpus"])
+
+
+def test_a_document_side_without_a_retrieval_dataset_is_refused_alike_through_every_door(world, alpha_config):  # noqa: F811
+    carl, path = world["carl"], Path(world["tmp"]) / "a-config.json"
+    path.write_text(alpha_config.json_text, encoding="utf-8")
+    page = by_page(carl, config=str(alpha_config.pk), sides=["document"])
+    api = by_api(carl, status=400, config_id=alpha_config.pk, sides=["document"])
+    command = by_command(carl, "--config", str(path), "--sides", "document")
+    refusal = "none of the run's datasets is a retrieval dataset"
+    assert refusal in page and refusal in command
+    assert api.startswith("{'sides': [") and refusal in api
+    assert not BenchmarkRun.objects.exists()
+    # Without a config there is nothing to perturb a corpus with.
+    api = by_api(carl, status=400, datasets=["a-sts"], sides=["both"])
+    command = by_command(carl, "--dataset", "a-sts", "--sides", "both")
+    page = by_page(carl, datasets=["a-sts"], sides=["both"])
+    for refused in (api, command, page):
+        assert "a document side needs a config" in refused

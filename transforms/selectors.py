@@ -13,7 +13,8 @@ from transforms.models import JudgeReport, PromptTemplate, TransformedItem, Tran
 
 DOCUMENTS_RELEVANT = "relevant_documents"
 DOCUMENTS_ALL = "documents"
-ITEM_SCOPES = ("", DOCUMENTS_RELEVANT, DOCUMENTS_ALL)
+DOCUMENT_SCOPES = (DOCUMENTS_RELEVANT, DOCUMENTS_ALL)
+ITEM_SCOPES = ("", *DOCUMENT_SCOPES)
 """What a run transforms: its examples (""), the documents relevant to them, or the whole corpus."""
 DOCUMENT_FIELDS = ("text",)
 
