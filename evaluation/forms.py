@@ -96,6 +96,9 @@ class BenchmarkRunForm(NewInProjectForm):
             else "Space- or comma-separated model names."
         )
 
+    def clean_document_scope(self) -> str:
+        return self.cleaned_data.get("document_scope") or DOCUMENTS_RELEVANT
+
     def clean_models(self) -> list[str]:
         models = self.cleaned_data["models"].replace(",", " ").split()
         if not models:
