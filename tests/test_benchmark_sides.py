@@ -16,9 +16,11 @@ import random
 from pathlib import Path
 
 import pytest
+from django.urls import reverse
 
 from core.errors import ShiftlabError
 from core.hashing import sha256_text
+from core.models import Membership
 from corpora.services import dataset_import
 from corpora.task_types import TaskType
 from evaluation.benchmark_services import benchmark_run_create_from_config
@@ -27,7 +29,7 @@ from evaluation.models import BenchmarkResult, BenchmarkRun
 from evaluation.report_robustness import CSV_NAME, robustness_report_files, robustness_report_get
 from evaluation.reports import benchmark_report
 from evaluation.services import cached_encode
-from tests.support import config_text
+from tests.support import config_text, page_as
 from tests.test_front_doors_evaluation import alpha_config, by_api, by_command, by_page, world  # noqa: F401
 from transforms.chunk_services import transform_run_execute_inline
 from transforms.models import TransformedItem
@@ -95,7 +97,7 @@ def failed_ids(run_id: int) -> set[str]:
 
 @pytest.mark.heavy  # a real embedding model and mteb's evaluator
 def test_document_and_both_sides_equal_mteb_on_the_same_perturbed_corpus(
-    scifact_subset, django_capture_on_commit_callbacks
+    scifact_subset, django_capture_on_commit_callbacks, researcher
 ):
     folder, corpus, queries, qrels = scifact_subset
     dataset = dataset_import(source=folder, task="retrieval", name="scifact-subset")
@@ -168,6 +170,12 @@ def test_document_and_both_sides_equal_mteb_on_the_same_perturbed_corpus(
         {"name": t, "axis": a} for t, a in zip(sided, report.axes, strict=True)
     ]
     assert "random_keywords [document]" in robustness_report_files(robustness, figures=False)[CSV_NAME]
+    # The run page shows each unit's side and what the document side cost.
+    Membership.objects.create(project=run.project, user=researcher, role="member")
+    page = page_as(researcher).get(reverse("evaluation:benchmark", args=[run.pk])).content.decode()
+    assert "11 documents rewritten; corpus of 161: 11 encoded, 150 from the embedding cache" in page
+    assert "query, document, both on retrieval datasets" in page
+    assert page_as(researcher).get(reverse("evaluation:robustness", args=[run.pk])).status_code == 200
 
 
 def _retrieval_task():
