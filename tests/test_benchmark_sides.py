@@ -214,3 +214,29 @@ def test_a_document_side_without_a_retrieval_dataset_is_refused_alike_through_ev
     page = by_page(carl, datasets=["a-sts"], sides=["both"])
     for refused in (api, command, page):
         assert "a document side needs a config" in refused
+
+
+def test_a_run_of_documents_covers_the_relevant_ones_or_the_whole_corpus(scifact_subset):
+    folder, corpus, _, qrels = scifact_subset
+    dataset = dataset_import(source=folder, task="retrieval", name="scifact-subset")
+    relevant = {doc for grades in qrels.values() for doc, grade in grades.items() if grade >= 1}
+    first = next(iter(qrels))  # with a limit: the documents the first query judges relevant
+    runs = {
+        (scope, limit): transform_run_create(
+            dataset=dataset, transformation="random_keywords", seed=SEED, dispatch=False, item_scope=scope, limit=limit
+        )
+        for scope, limit in (("", None), ("relevant_documents", None), ("relevant_documents", 1), ("documents", None))
+    }
+    assert {key: run.total for key, run in runs.items()} == {
+        ("", None): len(qrels),
+        ("relevant_documents", None): len(relevant),
+        ("relevant_documents", 1): len(qrels[first]),
+        ("documents", None): len(corpus),
+    }
+    assert len({run.run_hash for run in runs.values()}) == 4
+    done = transform_run_execute_inline(run_id=runs[("relevant_documents", 1)].pk)
+    outputs = TransformedItem.objects.filter(run=done)
+    assert sorted(outputs.values_list("item__item_id", "side")) == sorted((d, "text") for d in qrels[first])
+    sts = dataset_import(source=Path(__file__).parents[1] / "fixtures/sts/demo-sts.csv", task="sts", name="sts")
+    with pytest.raises(ShiftlabError, match="only retrieval datasets have a corpus of documents to transform"):
+        transform_run_create(dataset=sts, transformation="random_keywords", seed=SEED, item_scope="documents")
