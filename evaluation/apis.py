@@ -49,6 +49,8 @@ class BenchmarkRunViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, view
             preset=d.get("preset", ""),
             run_anyway=d["run_anyway"],
             limit=d.get("limit"),
+            sides=d.get("sides"),
+            document_scope=d["document_scope"],
             split=d["split"],
             name=d["name"],
         )

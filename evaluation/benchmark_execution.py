@@ -21,7 +21,7 @@ from core.projects import User, project_require_write
 from core.services import audit_record
 from core.task_policy import dispatch_on_commit, task_named
 from evaluation.benchmark_inputs import evidence_refusal
-from evaluation.benchmark_plan import Unit
+from evaluation.benchmark_plan import QUERY, Unit
 from evaluation.benchmark_scoring import benchmark_unit_score
 from evaluation.models import BenchmarkResult, BenchmarkRun
 from transforms.backends.base import TransientBackendError
@@ -83,8 +83,10 @@ def benchmark_run_mark_started(*, run_id: int) -> None:
 def benchmark_run_pending_units(*, run_id: int) -> list[dict[str, Any]]:
     """Units of the run that have no result yet (all of them at the start; the rest on resume)."""
     run = BenchmarkRun.objects.get(pk=run_id)
-    done = set(BenchmarkResult.objects.filter(run=run).values_list("model", "dataset__name", "transformation", "seed"))
-    return [u for u in run.plan["units"] if (u["model"], u["dataset"], u["transformation"], u["seed"]) not in done]
+    done = set(
+        BenchmarkResult.objects.filter(run=run).values_list("model", "dataset__name", "transformation", "seed", "side")
+    )
+    return [u for u in run.plan["units"] if Unit.from_dict(u).key() not in done]
 
 
 def benchmark_unit_execute(*, run_id: int, unit: dict[str, Any]) -> bool:
@@ -99,7 +101,14 @@ def benchmark_unit_execute(*, run_id: int, unit: dict[str, Any]) -> bool:
     """
     u = Unit.from_dict(unit)
     run = BenchmarkRun.objects.get(pk=run_id)
-    key = {"run": run, "model": u.model, "dataset__name": u.dataset, "transformation": u.transformation, "seed": u.seed}
+    key = {
+        "run": run,
+        "model": u.model,
+        "dataset__name": u.dataset,
+        "transformation": u.transformation,
+        "seed": u.seed,
+        "side": u.side,
+    }
     if BenchmarkResult.objects.filter(**key).exists():
         # Delivered again: its first delivery may have died between storing and finishing the run.
         _finalize_when_complete(run_id)
@@ -124,7 +133,8 @@ def benchmark_unit_execute(*, run_id: int, unit: dict[str, Any]) -> bool:
 
 
 def _record_failure(run_id: int, u: Unit, exc: Exception) -> None:
-    line = f"{u.model} / {u.dataset} / {u.transformation} seed {u.seed}: {exc}"
+    side = "" if u.side == QUERY else f" ({u.side} side)"
+    line = f"{u.model} / {u.dataset} / {u.transformation} seed {u.seed}{side}: {exc}"
     with transaction.atomic():
         run = BenchmarkRun.objects.select_for_update().get(pk=run_id)
         lines = [x for x in run.error.splitlines() if x][: MAX_ERROR_LINES - 1]

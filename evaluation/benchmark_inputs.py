@@ -76,10 +76,11 @@ def transform_run_for(
     limit: int | None,
     created_by: AbstractBaseUser | None,
     project: Project,
+    item_scope: str = "",
 ) -> TransformRun:
     """The transformation run of ``project`` with exactly the config's generator, prompts and
     languages: an existing one (succeeded first) or a new, undispatched one (its chunks run inside
-    the units)."""
+    the units). ``item_scope`` asks for a run of the dataset's documents (the document side)."""
     languages = list(spec.languages)
     candidates = TransformRun.objects.filter(
         project=project,
@@ -87,6 +88,7 @@ def transform_run_for(
         transformation=spec.transformation,
         seed=seed,
         item_limit=limit,
+        item_scope=item_scope,
         generator__content_hash=spec.generator_hash,
     ).order_by("-id")
     matching = [
@@ -117,6 +119,7 @@ def transform_run_for(
                 created_by=created_by,
                 project=project,
                 dispatch=False,
+                item_scope=item_scope,
             )
             if run.generator.content_hash != spec.generator_hash:
                 raise ShiftlabError(

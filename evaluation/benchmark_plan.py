@@ -7,7 +7,7 @@ exported config, typed by ``annotation/configs/config_schema.py``, is read in on
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Container, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -18,6 +18,10 @@ from transforms.registry import TRANSFORMATIONS, Axis
 ORIGINAL = "original"
 ORIGINAL_SEED = 0
 BENCHMARK_AXES: tuple[str, ...] = (Axis.LEXICAL.value, Axis.LENGTH.value, Axis.LANGUAGE.value)
+QUERY, DOCUMENT, BOTH = "query", "document", "both"
+SIDES: tuple[str, ...] = (QUERY, DOCUMENT, BOTH)
+"""What a ranking unit perturbs: its queries (every other task type's only side), its corpus
+documents, or both at once."""
 
 
 class PlanError(ShiftlabError, ValueError):
@@ -50,17 +54,24 @@ class Plan:
     datasets: tuple[DatasetRef, ...]
     transformations: tuple[TransformationSpec, ...]
     include_original: bool = True
+    sides: tuple[str, ...] = (QUERY,)
 
-    def units(self, models: Sequence[str]) -> list[Unit]:
+    def units(self, models: Sequence[str], *, sided: Container[str] = ()) -> list[Unit]:
         """Every unit, grouped by model then dataset, so that one worker tends to reuse one
-        encoder and one transformation run."""
+        encoder and one transformation run. Datasets in ``sided`` (those with a document corpus)
+        get one transformed unit per side; the others only the query side."""
         out = []
         for model in models:
             for dataset in self.datasets:
                 if self.include_original:
                     out.append(Unit(model, dataset.name, ORIGINAL, ORIGINAL_SEED))
+                sides = self.sides if dataset.name in sided else (QUERY,)
                 for spec in self.transformations:
-                    out.extend(Unit(model, dataset.name, spec.transformation, seed) for seed in spec.seeds)
+                    out.extend(
+                        Unit(model, dataset.name, spec.transformation, seed, side)
+                        for seed in spec.seeds
+                        for side in sides
+                    )
         return out
 
 
@@ -70,23 +81,68 @@ class Unit:
     dataset: str
     transformation: str
     seed: int
+    side: str = QUERY
 
     @property
     def is_original(self) -> bool:
         return self.transformation == ORIGINAL
 
+    @property
+    def perturbs_queries(self) -> bool:
+        return self.side in (QUERY, BOTH)
+
+    @property
+    def perturbs_documents(self) -> bool:
+        return self.side in (DOCUMENT, BOTH)
+
+    def key(self) -> tuple[str, str, str, int, str]:
+        return (self.model, self.dataset, self.transformation, self.seed, self.side)
+
     def as_dict(self) -> dict[str, Any]:
-        return {"model": self.model, "dataset": self.dataset, "transformation": self.transformation, "seed": self.seed}
+        # The query side is left out, so that plans read the same as before sides existed.
+        data: dict[str, Any] = {
+            "model": self.model,
+            "dataset": self.dataset,
+            "transformation": self.transformation,
+            "seed": self.seed,
+        }
+        if self.side != QUERY:
+            data["side"] = self.side
+        return data
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> Unit:
-        return cls(str(data["model"]), str(data["dataset"]), str(data["transformation"]), int(data["seed"]))
+        return cls(
+            str(data["model"]),
+            str(data["dataset"]),
+            str(data["transformation"]),
+            int(data["seed"]),
+            str(data.get("side", QUERY)),
+        )
 
 
-def transform_run_key(dataset: str, transformation: str, seed: int) -> str:
+def transform_run_key(dataset: str, transformation: str, seed: int, *, documents: bool = False) -> str:
     """The key of a run plan's ``transform_runs``: the units of every model share the
-    transformation run of their (dataset, transformation, seed)."""
-    return f"{dataset}|{transformation}|{seed}"
+    transformation run of their (dataset, transformation, seed); document-side units share a
+    second run, of the dataset's documents."""
+    key = f"{dataset}|{transformation}|{seed}"
+    return f"{key}|documents" if documents else key
+
+
+def sided(name: str, side: str) -> str:
+    """How reports name a transformation or an axis on a side: as it is on the query side (so
+    every earlier report reads the same), "name [document]" or "name [both]" otherwise. Sided axes
+    are not benchmark axes, so they stay out of the total."""
+    return name if side == QUERY or not name else f"{name} [{side}]"
+
+
+def sides_checked(sides: Sequence[str] | None) -> tuple[str, ...]:
+    """The sides asked for, once each in the order of ``SIDES`` (default: the query side)."""
+    chosen = [str(side).strip() for side in (sides or ()) if str(side).strip()]
+    unknown = sorted(set(chosen) - set(SIDES))
+    if unknown:
+        raise PlanError(f"unknown side {', '.join(unknown)}: choose among {', '.join(SIDES)}", field="sides")
+    return tuple(side for side in SIDES if side in chosen) or (QUERY,)
 
 
 def plan_from_datasets(names: Sequence[str]) -> Plan:

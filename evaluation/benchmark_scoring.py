@@ -17,15 +17,17 @@ from django.conf import settings
 
 from core.errors import ShiftlabError
 from corpora.models import Dataset, DatasetItem
-from corpora.task_types import TaskType, task_spec
-from evaluation.benchmark_plan import Unit, transform_run_key
-from evaluation.encoders import Encoder, get_encoder, slug
+from corpora.task_types import TaskType
+from evaluation.benchmark_plan import QUERY, Unit, transform_run_key
+from evaluation.benchmark_sides import Corpus, Perturbation, unit_perturbation
+from evaluation.embedding_cache import cached_missing
+from evaluation.encoders import Encoder, get_encoder, prompt_name_for, slug
 from evaluation.evaluators.base import EvaluationResult
 from evaluation.item_scores import ItemScores
 from evaluation.models import BenchmarkRun
-from evaluation.services import DEFAULT_SEED, dataset_protocol_options, examples_evaluate
+from evaluation.services import DEFAULT_SEED, dataset_protocol_options, document_text, examples_evaluate
 from transforms.chunk_services import transform_run_execute_inline
-from transforms.models import TransformedItem, TransformRun
+from transforms.models import TransformRun
 from transforms.registry import TRANSFORMATIONS
 
 Example = tuple[str, dict, object, int]  # (item_id, payload, gold, DatasetItem pk)
@@ -40,22 +42,29 @@ def benchmark_unit_score(*, run: BenchmarkRun, unit: Unit) -> dict[str, Any]:
     encoder = get_encoder(unit.model, run.plan.get("encoder_dtype"))  # a preset's dtype, if any
     started = time.perf_counter()
     examples = _scoped_examples(dataset, run.split, run.item_limit)
-    transform_run, original, left_out = None, None, 0
+    transform_run, original, left_out, documents = None, None, 0, None
     item_scores = original_item_scores = None
     if unit.is_original:
         result = _evaluate(dataset, run.split, examples, encoder)
         item_scores = _item_scores(dataset, result, examples)
     else:
-        transform_run_id = run.plan["transform_runs"][transform_run_key(unit.dataset, unit.transformation, unit.seed)]
-        transform_run = transform_run_execute_inline(run_id=transform_run_id)
-        kept_original, kept_transformed = _paired_examples(dataset, transform_run, examples)
-        left_out = len(examples) - len(kept_original)
-        if not kept_original:
-            raise ShiftlabError(f"every {unit.transformation} output of transformation run {transform_run.pk} failed")
-        result = _evaluate(dataset, run.split, kept_transformed, encoder)
-        original = _evaluate(dataset, run.split, kept_original, encoder)
-        item_scores = _item_scores(dataset, result, kept_transformed)
-        original_item_scores = _item_scores(dataset, original, kept_original)
+        runs = _unit_transform_runs(run, unit)
+        transform_run = runs[0] or runs[1]
+        perturbation = unit_perturbation(dataset, examples, query_run=runs[0], document_run=runs[1])
+        left_out = len(examples) - len(perturbation.original)
+        if not perturbation.original:
+            raise ShiftlabError(
+                f"every {unit.transformation} output of transformation run {transform_run.pk} failed"
+                if runs[1] is None
+                else f"every query of the evaluated range judges relevant a document whose {unit.transformation} "
+                f"rewrite failed (transformation run {runs[1].pk})"
+            )
+        original = _evaluate(dataset, run.split, perturbation.original, encoder, perturbation.original_corpus)
+        if runs[1] is not None:
+            documents = _document_figures(perturbation, runs[1], encoder)
+        result = _evaluate(dataset, run.split, perturbation.transformed, encoder, perturbation.transformed_corpus)
+        item_scores = _item_scores(dataset, result, perturbation.transformed)
+        original_item_scores = _item_scores(dataset, original, perturbation.original)
     for scored in (result, original):
         if scored is not None and not math.isfinite(scored.main_score):
             raise ShiftlabError(
@@ -70,8 +79,10 @@ def benchmark_unit_score(*, run: BenchmarkRun, unit: Unit) -> dict[str, Any]:
         "dataset": dataset,
         "transformation": unit.transformation,
         "seed": unit.seed,
+        "side": unit.side,
         "axis": "" if unit.is_original else TRANSFORMATIONS[unit.transformation].axis.value,
         "transform_run": transform_run,
+        "documents": documents,
         "main_metric": result.main_metric,
         "main_score": float(result.main_score),
         "metrics": json_safe(result.metrics()),
@@ -106,12 +117,46 @@ def _finite(value: Any) -> Any:
     return value
 
 
-def _evaluate(dataset: Dataset, split: str, examples: list[Example], encoder: Encoder) -> EvaluationResult:
+def _evaluate(
+    dataset: Dataset, split: str, examples: list[Example], encoder: Encoder, corpus: Corpus | None = None
+) -> EvaluationResult:
     # Seeded protocols (classification, clustering) use MTEB's seed: the unit's seed is the
     # transformation's, so original and transformed scores differ only by the texts.
     return examples_evaluate(
-        dataset=dataset, split=split, examples=[e[:3] for e in examples], encoder=encoder, seed=DEFAULT_SEED
+        dataset=dataset,
+        split=split,
+        examples=[e[:3] for e in examples],
+        encoder=encoder,
+        seed=DEFAULT_SEED,
+        corpus=corpus,
     )
+
+
+def _unit_transform_runs(run: BenchmarkRun, unit: Unit) -> tuple[TransformRun | None, TransformRun | None]:
+    """The unit's run of examples (query side) and of documents (document side), each executed
+    in this task as far as it still lacks outputs; None for a side the unit leaves as it is."""
+    found = []
+    for wanted, documents in ((unit.perturbs_queries, False), (unit.perturbs_documents, True)):
+        key = transform_run_key(unit.dataset, unit.transformation, unit.seed, documents=documents)
+        found.append(transform_run_execute_inline(run_id=run.plan["transform_runs"][key]) if wanted else None)
+    return found[0], found[1]
+
+
+def _document_figures(perturbation: Perturbation, document_run: TransformRun, encoder: Encoder) -> dict[str, int]:
+    """What the document side cost: documents rewritten and left out, and of the transformed
+    corpus's distinct texts those the embedding cache lacked (encoded now) and those it served.
+    Counted just before the transformed corpus is encoded (after the original one was)."""
+    texts = {document_text(payload) for payload in (perturbation.transformed_corpus or {}).values()}
+    prompt = prompt_name_for(encoder.prompts, task_type=TaskType.RETRIEVAL.value, prompt_type="document")
+    encoded = cached_missing(encoder, list(texts), prompt_name=prompt)
+    return {
+        "transform_run": document_run.pk,
+        "transformed": perturbation.documents_transformed,
+        "left_out": perturbation.documents_left_out,
+        "corpus": len(perturbation.transformed_corpus or {}),
+        "encoded": encoded,
+        "reused": len(texts) - encoded,
+    }
 
 
 def _item_scores(dataset: Dataset, result: EvaluationResult, examples: list[Example]) -> dict | None:
@@ -139,34 +184,12 @@ def _scoped_examples(dataset: Dataset, split: str, limit: int | None) -> list[Ex
     return examples
 
 
-def _paired_examples(
-    dataset: Dataset, transform_run: TransformRun, examples: list[Example]
-) -> tuple[list[Example], list[Example]]:
-    """The examples whose every transformed field succeeded, as original and as transformed.
-    A failed transformation leaves the item out of both, never replaced by its original text."""
-    fields = task_spec(dataset.task_type).transformable_fields
-    outputs = {
-        (item_pk, side): (ok, text)
-        for item_pk, side, ok, text in TransformedItem.objects.filter(run=transform_run).values_list(
-            "item_id", "side", "ok", "output_text"
-        )
-    }
-    kept_original, kept_transformed = [], []
-    for item_id, payload, gold, pk in examples:
-        outs = [outputs.get((pk, side)) for side in fields]
-        if any(out is None or not out[0] for out in outs):
-            continue
-        kept_original.append((item_id, payload, gold, pk))
-        transformed = {**payload, **{side: out[1] for side, out in zip(fields, outs, strict=True)}}
-        kept_transformed.append((item_id, transformed, gold, pk))
-    return kept_original, kept_transformed
-
-
 def _write_result_file(row: dict[str, Any], *, dataset: Dataset, split: str) -> Path:
     """The unit's MTEB-style result file (task name, revision, scores per split), with Shiftlab's
     unit description alongside. Written atomically; a redelivered unit rewrites the same path."""
     run: BenchmarkRun = row["run"]
     name = row["transformation"] if row["axis"] == "" else f"{row['transformation']}-seed{row['seed']}"
+    name = name if row["side"] == QUERY else f"{name}-{row['side']}"
     path = Path(settings.DATA_DIR) / "results" / str(run.pk) / slug(row["model"]) / slug(dataset.name) / f"{name}.json"
     document = {
         "dataset_revision": dataset.content_hash,
@@ -199,6 +222,8 @@ def _write_result_file(row: dict[str, Any], *, dataset: Dataset, split: str) -> 
             "transformation": row["transformation"],
             "axis": row["axis"],
             "seed": row["seed"],
+            "side": row["side"],
+            "documents": row["documents"],
             "transform_run": row["transform_run"].pk if row["transform_run"] else None,
             "n_items": row["n_items"],
             "n_left_out": row["n_left_out"],

@@ -7,6 +7,7 @@ is ``evaluation.benchmark_execution``."""
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import replace
 from typing import TypedDict, Unpack
 
 from django.contrib.auth.models import AbstractBaseUser
@@ -21,13 +22,20 @@ from core.errors import NotFoundError, ShiftlabError
 from core.models import Project
 from core.projects import ProjectAccessError, User, project_for_new, project_require_same, scoped
 from core.services import audit_record
+from corpora.models import Dataset
+from corpora.task_types import task_spec
 from evaluation.benchmark_execution import benchmark_run_dispatch
 from evaluation.benchmark_inputs import dataset_checked, encoder_dtype_for, evidence_refusal, transform_run_for
 from evaluation.benchmark_plan import (
+    BOTH,
+    DOCUMENT,
+    QUERY,
     Plan,
     PlanError,
+    Unit,
     plan_from_config,
     plan_from_datasets,
+    sides_checked,
     spec_as_dict,
     transform_run_key,
 )
@@ -35,6 +43,7 @@ from evaluation.encoders import EncoderError, get_encoder
 from evaluation.models import BenchmarkRun
 from transforms.models import TransformRun
 from transforms.presets import resolve_preset
+from transforms.selectors import DOCUMENT_SCOPES, DOCUMENTS_RELEVANT
 
 
 def benchmark_run_start(
@@ -54,6 +63,8 @@ def benchmark_run_start(
     split: str = "test",
     name: str = "",
     dispatch: bool = True,
+    sides: Sequence[str] | None = None,
+    document_scope: str = DOCUMENTS_RELEVANT,
 ) -> BenchmarkRun:
     """Start a benchmark run as ``actor`` (None: the system), as the page, the API and the command ask.
 
@@ -63,7 +74,9 @@ def benchmark_run_start(
     ``transformations`` need one: transformations must be validated), and ``run_anyway`` runs it
     although the evidence behind it changed. ``preset`` (a paper's protocol) fixes the seeds
     (explicit ones must be among its own) and the encoders' dtype. The run goes into ``project``
-    (a slug), else its inputs' project (``core.projects.project_for_new``).
+    (a slug), else its inputs' project (``core.projects.project_for_new``). ``sides`` (query,
+    document, both; default query) are what a config's transformations perturb on retrieval
+    datasets, ``document_scope`` which documents the document side transforms.
     """
     options = RunOptions(
         limit=limit,
@@ -73,12 +86,16 @@ def benchmark_run_start(
         project=_project_named(actor, project),
         dispatch=dispatch,
         preset=preset,
+        sides=_sides(sides),
+        document_scope=document_scope,
     )
     if config_id is not None and config_text is not None:
         raise ShiftlabError("give a stored config or a config's text, not both")
     if config_id is None and config_text is None:
         if seeds or transformations:
             raise ShiftlabError("seeds and transformations need a config: transformations must be validated")
+        if options["sides"] != (QUERY,):
+            raise ShiftlabError("a document side needs a config: its transformations are what perturbs the documents")
         return benchmark_run_create_from_datasets(datasets=datasets or [], models=models, **options)
     if preset:
         seeds = _preset_seeds(preset, seeds)
@@ -110,6 +127,13 @@ def _project_named(actor: User, slug: str | None) -> Project | None:
         raise ShiftlabError(str(exc), field="project") from None
 
 
+def _sides(sides: Sequence[str] | None) -> tuple[str, ...]:
+    try:
+        return sides_checked(sides)
+    except PlanError as exc:
+        raise ShiftlabError(str(exc), field="sides") from None
+
+
 def _preset_seeds(preset: str, seeds: Sequence[int] | None) -> list[int]:
     """The paper's transformation seeds; explicit seeds must be among them."""
     try:
@@ -138,6 +162,9 @@ class RunOptions(TypedDict, total=False):
     run's tasks once the transaction commits (default True; False leaves it pending); preset: a paper's protocol
     (``transforms.presets``), whose encoder dtype the run uses; encoder_dtype: load every model
     in this dtype (default: each model's configured one). Both are stored in the run's plan.
+    sides: what the transformations perturb on retrieval datasets (query, document, both; default
+    query); document_scope: which documents the document side transforms ("relevant_documents",
+    those the evaluated queries judge relevant, or "documents", the whole corpus).
     """
 
     limit: int | None
@@ -148,6 +175,8 @@ class RunOptions(TypedDict, total=False):
     dispatch: bool
     preset: str
     encoder_dtype: str | None
+    sides: tuple[str, ...]
+    document_scope: str
 
 
 def benchmark_run_create_from_config(
@@ -259,8 +288,11 @@ def _benchmark_run_create(
     dispatch: bool = True,
     preset: str = "",
     encoder_dtype: str | None = None,
+    sides: tuple[str, ...] = (QUERY,),
+    document_scope: str = DOCUMENTS_RELEVANT,
 ) -> BenchmarkRun:
     encoder_dtype = encoder_dtype_for(preset, encoder_dtype)
+    sides = _sides(sides)
     models = _models_checked(models, encoder_dtype)
     if limit is not None and limit < 1:
         raise ShiftlabError("--limit must be at least 1")
@@ -270,17 +302,26 @@ def _benchmark_run_create(
     }
     project = project or project_for_new(created_by, None, *datasets.values())
     project_require_same(project, *datasets.values(), role="the datasets of a benchmark run")
-    units = plan.units(models)
+    sided = document_sided(datasets, sides, document_scope)
+    plan = replace(plan, sides=sides)
+    units = plan.units(models, sided=sided)
     with transaction.atomic():
         # Transformation runs are made (or found) now, not in the unit tasks, so that the units of
         # several models share one run per (dataset, transformation, seed).
         transform_runs = {
-            transform_run_key(name, spec.transformation, seed): transform_run_for(
-                dataset=datasets[name], spec=spec, seed=seed, limit=limit, created_by=created_by, project=project
+            transform_run_key(name, spec.transformation, seed, documents=documents): transform_run_for(
+                dataset=datasets[name],
+                spec=spec,
+                seed=seed,
+                limit=limit,
+                created_by=created_by,
+                project=project,
+                item_scope=document_scope if documents else "",
             ).pk
             for name in datasets
             for spec in plan.transformations
             for seed in spec.seeds
+            for documents in _run_kinds(units, name)
         }
         run = BenchmarkRun.objects.create(
             name=name,
@@ -304,6 +345,7 @@ def _benchmark_run_create(
                 "units": [u.as_dict() for u in units],
                 "preset": preset,
                 "encoder_dtype": encoder_dtype,
+                **({"sides": list(sides), "document_scope": document_scope} if sided else {}),
             },
         )
         audit_record(
@@ -315,11 +357,43 @@ def _benchmark_run_create(
                 "models": models,
                 "units": len(units),
                 "evidence_override": evidence_override,
+                **({"sides": list(sides), "document_scope": document_scope} if sided else {}),
             },
         )
         if dispatch:
             benchmark_run_dispatch(run.pk)
     return run
+
+
+def document_sided(datasets: dict[str, Dataset], sides: Sequence[str], document_scope: str) -> set[str]:
+    """The datasets whose documents the run perturbs: the retrieval ones, when a side other than
+    the query is asked for (refused when none is retrieval)."""
+    if tuple(sides) == (QUERY,):
+        return set()
+    if document_scope not in DOCUMENT_SCOPES:
+        raise ShiftlabError(
+            f"unknown document scope {document_scope!r}: choose {' or '.join(DOCUMENT_SCOPES)}", field="document_scope"
+        )
+    sided = {name for name, dataset in datasets.items() if task_spec(dataset.task_type).layout == "beir"}
+    if not sided:
+        raise ShiftlabError(
+            "the document and both sides perturb a retrieval corpus, and none of the run's datasets is a retrieval "
+            "dataset (reranking datasets keep their candidates inside each query's row: only their queries are "
+            "perturbed); run the query side only",
+            field="sides",
+        )
+    return sided
+
+
+def _run_kinds(units: Sequence[Unit], dataset: str) -> list[bool]:
+    """Whether the dataset's units need its run of examples (False) and its run of documents (True)."""
+    sides = {u.side for u in units if u.dataset == dataset and not u.is_original}
+    kinds = []
+    if sides & {QUERY, BOTH}:
+        kinds.append(False)
+    if sides & {DOCUMENT, BOTH}:
+        kinds.append(True)
+    return kinds
 
 
 def _models_checked(models: Sequence[str], encoder_dtype: str | None) -> list[str]:

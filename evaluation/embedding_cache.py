@@ -281,6 +281,18 @@ def encode_cached(
         return store.rows(keys)
 
 
+def cached_missing(
+    encoder: Encoder, texts: Sequence[str], *, prompt_name: str | None = None, root: str | Path | None = None
+) -> int:
+    """How many distinct texts of ``texts`` no host has stored yet for this model revision and
+    prompt: those ``encode_cached`` would encode now."""
+    store = _store(encoder, prompt_name, root)
+    keys = {sha256_text(text).encode("ascii") for text in texts}
+    with store.lock:
+        store.refresh()
+        return len(store.missing(list(keys)))
+
+
 def _encode_claimed(
     store: EmbeddingStore,
     encoder: Encoder,

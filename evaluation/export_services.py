@@ -77,6 +77,7 @@ def mteb_unit(result: BenchmarkResult, *, run: BenchmarkRun) -> MtebUnit:
         seed=result.seed,
         config_hash=run.config_hash,
         shiftlab=_unit_description(result, run=run),
+        side=result.side,
     )
 
 
@@ -90,6 +91,8 @@ def _unit_description(result: BenchmarkResult, *, run: BenchmarkRun) -> dict[str
         "main_metric": result.main_metric,
         "axis": result.axis,
         "transform_run": result.transform_run_id,
+        "side": result.side,
+        "documents": result.documents,
         "n_items": result.n_items,
         "n_left_out": result.n_left_out,
         "item_limit": run.item_limit,
@@ -184,6 +187,7 @@ def _hf_values(result: BenchmarkResult, *, run: BenchmarkRun) -> dict[str, Any]:
         "transformation": result.transformation,
         "axis": result.axis,
         "seed": result.seed,
+        "side": result.side,
         "main_metric": result.main_metric,
         "main_score": result.main_score,
         "original_main_score": result.original_main_score,

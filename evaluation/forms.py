@@ -21,8 +21,10 @@ from core.pages import error_field
 from core.projects import User, scoped
 from corpora.forms import DatasetChoiceField
 from corpora.models import Dataset
+from evaluation.benchmark_plan import QUERY, SIDES
 from evaluation.encoders import encoder_aliases
 from transforms.backends import backend_aliases, configured_model
+from transforms.selectors import DOCUMENTS_ALL, DOCUMENTS_RELEVANT
 
 
 class BenchmarkRunForm(NewInProjectForm):
@@ -52,6 +54,25 @@ class BenchmarkRunForm(NewInProjectForm):
         label="Only the first N examples", required=False, min_value=1, help_text="Empty: every example."
     )
     name = forms.CharField(required=False, max_length=100, help_text="Shown in the list of runs.")
+    sides = forms.MultipleChoiceField(
+        label="Perturbed side",
+        choices=[(side, side) for side in SIDES],
+        initial=[QUERY],
+        required=False,
+        widget=forms.CheckboxSelectMultiple,
+        help_text="Retrieval datasets with a config: perturb the queries, the corpus documents, or both (one unit "
+        "per side). Other datasets are perturbed on their only side. None ticked: query.",
+    )
+    document_scope = forms.ChoiceField(
+        label="Documents rewritten",
+        choices=[
+            (DOCUMENTS_RELEVANT, "relevant to the evaluated queries"),
+            (DOCUMENTS_ALL, "the whole corpus (one rewrite per document: slow with an LLM)"),
+        ],
+        initial=DOCUMENTS_RELEVANT,
+        required=False,
+        help_text="For the document and both sides.",
+    )
     run_anyway = forms.BooleanField(
         label="Run anyway",
         required=False,
@@ -74,6 +95,9 @@ class BenchmarkRunForm(NewInProjectForm):
             if aliases
             else "Space- or comma-separated model names."
         )
+
+    def clean_document_scope(self) -> str:
+        return self.cleaned_data.get("document_scope") or DOCUMENTS_RELEVANT
 
     def clean_models(self) -> list[str]:
         models = self.cleaned_data["models"].replace(",", " ").split()

@@ -30,6 +30,7 @@ COLUMNS = (
     "transformation",
     "axis",
     "seed",
+    "side",
     *RESULT_SCORE_FIELDS,
     "metrics_json",
     "config_hash",

@@ -70,8 +70,19 @@ class BenchmarkResult(models.Model):
     transformation = models.CharField(max_length=32, help_text='"original" or a transformation name.')
     axis = models.CharField(max_length=16, blank=True, help_text="Empty for original units.")
     seed = models.BigIntegerField(help_text="Transformation seed; 0 for original units.")
+    side = models.CharField(
+        max_length=16,
+        default="query",
+        help_text="What a ranking unit perturbs: query, document or both (query for every other unit).",
+    )
     transform_run = models.ForeignKey(
         TransformRun, null=True, blank=True, on_delete=models.PROTECT, related_name="benchmark_results"
+    )
+    documents = models.JSONField(
+        null=True,
+        blank=True,
+        help_text="Document-side units: documents transformed, left out, and corpus texts encoded vs reused from the "
+        "embedding cache.",
     )
     main_metric = models.CharField(max_length=64)
     main_score = models.FloatField()
@@ -91,10 +102,11 @@ class BenchmarkResult(models.Model):
     created_at = models.DateTimeField(auto_now_add=True)
 
     class Meta:
-        ordering = ["run", "model", "dataset__name", "transformation", "seed"]
+        ordering = ["run", "model", "dataset__name", "transformation", "seed", "side"]
         constraints = [
             models.UniqueConstraint(
-                fields=["run", "model", "dataset", "transformation", "seed"], name="one_result_per_benchmark_unit"
+                fields=["run", "model", "dataset", "transformation", "seed", "side"],
+                name="one_result_per_benchmark_unit_side",
             ),
         ]
 

@@ -21,6 +21,7 @@ from mteb.models import ModelMeta
 from mteb.results import TaskResult
 
 ORIGINAL = "original"
+QUERY = "query"  # the side of every unit but a ranking one perturbed elsewhere (evaluation.benchmark_plan.SIDES)
 EXPERIMENTS = "experiments"  # mteb's folder name for a model's experiments
 
 
@@ -46,6 +47,8 @@ class MtebUnit:
     seed: int
     config_hash: str
     shiftlab: Mapping[str, Any] = field(default_factory=dict)
+    side: str = QUERY
+    """What a ranking unit perturbed; a side other than the query is a model variant of its own."""
 
     @property
     def experiment_kwargs(self) -> dict[str, Any] | None:
@@ -56,6 +59,7 @@ class MtebUnit:
             "shiftlab_transformation": self.transformation,
             "shiftlab_seed": self.seed,
             "shiftlab_config_hash": self.config_hash or "none",
+            **({} if self.side == QUERY else {"shiftlab_side": self.side}),
         }
 
 

@@ -7,6 +7,7 @@ from django.db.models import Count, Q, QuerySet
 from annotation.models import BaselineStudy
 from core.projects import User, scoped
 from evaluation.aggregation import ModelAggregate, UnitScore, aggregate
+from evaluation.benchmark_plan import sided
 from evaluation.item_scores import ItemScores
 from evaluation.models import BenchmarkResult, BenchmarkRun
 
@@ -23,7 +24,7 @@ def benchmark_result_list(*, run: BenchmarkRun, item_scores: bool = False) -> Qu
     results = (
         BenchmarkResult.objects.filter(run=run)
         .select_related("dataset")
-        .order_by("model", "dataset__name", "transformation", "seed")
+        .order_by("model", "dataset__name", "transformation", "seed", "side")
     )
     return results if item_scores else results.defer("item_scores", "original_item_scores")
 
@@ -34,8 +35,8 @@ def unit_score(result: BenchmarkResult, *, item_scores: bool = False) -> UnitSco
     return UnitScore(
         model=result.model,
         dataset=result.dataset.name,
-        transformation=result.transformation,
-        axis=result.axis,
+        transformation=sided(result.transformation, result.side),
+        axis=sided(result.axis, result.side),
         seed=result.seed,
         score=result.main_score,
         original_score=result.original_main_score,

@@ -3,9 +3,11 @@ from rest_framework import serializers
 from core.limits import MAX_COUNT, MAX_ID, MAX_SEED
 from core.serializers import JobWaitingSerializer, project_slug_field
 from evaluation.aggregation import RESULT_SCORE_FIELDS
+from evaluation.benchmark_plan import SIDES
 from evaluation.models import BenchmarkResult, BenchmarkRun
 from evaluation.robustness_options import MAX_SPLITS, OPTION_CHOICES
 from transforms.presets import preset_choices
+from transforms.selectors import DOCUMENT_SCOPES, DOCUMENTS_RELEVANT
 
 
 class BenchmarkRunSerializer(JobWaitingSerializer, serializers.ModelSerializer):
@@ -73,6 +75,18 @@ class BenchmarkRunCreateSerializer(serializers.Serializer):
         required=False,
         help_text="A paper's protocol: its seeds (unless seeds) and its encoder dtype, stored with the run.",
     )
+    sides = serializers.ListField(
+        child=serializers.ChoiceField(choices=list(SIDES)),
+        required=False,
+        help_text="What a config's transformations perturb on retrieval datasets: query (default), document, "
+        "both; several give one unit per side.",
+    )
+    document_scope = serializers.ChoiceField(
+        choices=list(DOCUMENT_SCOPES),
+        default=DOCUMENTS_RELEVANT,
+        help_text="Which documents the document side rewrites: relevant_documents (those the evaluated queries "
+        "judge relevant) or documents (the whole corpus: one rewrite per document).",
+    )
     run_anyway = serializers.BooleanField(
         default=False,
         help_text="Run the config although the evidence behind it changed since it was exported; the run "
@@ -118,7 +132,9 @@ class BenchmarkResultSerializer(serializers.ModelSerializer):
             "transformation",
             "axis",
             "seed",
+            "side",
             "transform_run",
+            "documents",
             *RESULT_SCORE_FIELDS,
             "metrics",
             "original_metrics",

@@ -70,11 +70,13 @@ def examples_evaluate(
     encoder: Encoder,
     seed: int = DEFAULT_SEED,
     batch_size: int | None = None,
+    corpus: Mapping[str, dict] | None = None,
 ) -> EvaluationResult:
     """Score ``encoder`` on the given examples of ``dataset`` (``(item_id, payload, gold)``, as
     stored or with transformed texts in their payloads). What a protocol needs besides the
     examples comes from the dataset unchanged: the original ``train`` split for classification,
-    the document corpus for retrieval. Protocol options stored on the dataset (classification
+    the document corpus for retrieval (unless ``corpus``, document id -> payload, replaces it:
+    the document side of a benchmark). Protocol options stored on the dataset (classification
     draws, clustering settings: ``evaluation.evaluators.options``) apply to its evaluator."""
     task = TaskType(dataset.task_type)
     scoring = _Scoring(
@@ -86,6 +88,7 @@ def examples_evaluate(
         similarity=encoder.similarity_fn_name,
         seed=seed,
         protocol=dataset_protocol_options(dataset),
+        corpus=corpus,
     )
     return EVALUATORS[task_spec(task).evaluator](scoring)
 
@@ -102,6 +105,7 @@ class _Scoring:
     similarity: str
     seed: int
     protocol: dict[str, Any]
+    corpus: Mapping[str, dict] | None = None
 
 
 def _sts(s: _Scoring) -> EvaluationResult:
@@ -140,8 +144,8 @@ def _reranking(s: _Scoring) -> EvaluationResult:
 
 
 def _retrieval(s: _Scoring) -> EvaluationResult:
-    documents = dataset_item_list(dataset=s.dataset, kind="document").values_list("item_id", "payload")
-    corpus = {doc_id: _document_text(payload) for doc_id, payload in documents}
+    documents = s.corpus.items() if s.corpus is not None else corpus_payloads(s.dataset)
+    corpus = {doc_id: document_text(payload) for doc_id, payload in documents}
     queries = {item_id: payload["text"] for item_id, payload, _ in s.examples}
     qrels = {item_id: gold for item_id, _, gold in s.examples}
     return RetrievalEvaluator(similarity_fn_name=s.similarity).evaluate(corpus, queries, qrels, encode=s.encode)
@@ -288,7 +292,12 @@ def _columns(examples: list[tuple[dict, object]], *fields: str) -> tuple[list, .
     return (*([payload[name] for payload, _ in examples] for name in fields), [gold for _, gold in examples])
 
 
-def _document_text(payload: dict) -> str:
+def corpus_payloads(dataset: Dataset) -> Sequence[tuple[str, dict]]:
+    """(document id, payload) of a retrieval dataset's stored corpus."""
+    return dataset_item_list(dataset=dataset, kind="document").values_list("item_id", "payload")
+
+
+def document_text(payload: dict) -> str:
     # MTEB's corpus text: "title text" when there is a title, else the text, stripped.
     title, text = payload.get("title") or "", payload.get("text") or ""
     return f"{title} {text}".strip() if title else text.strip()

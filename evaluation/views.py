@@ -52,6 +52,8 @@ def benchmark_list_view(request):
                 datasets=list(dict.fromkeys(d.name for d in data["datasets"])),
                 run_anyway=data["run_anyway"],
                 limit=data["limit"],
+                sides=data["sides"],
+                document_scope=data["document_scope"],
                 name=data["name"],
             )
         except ShiftlabError as exc:

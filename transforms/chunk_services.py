@@ -14,7 +14,6 @@ from django.db.models import F
 from core.errors import ShiftlabError
 from core.hashing import sha256_text
 from corpora.models import DatasetItem
-from corpora.task_types import task_spec
 from transforms import planning
 from transforms.attempts import (
     StepCall,
@@ -35,6 +34,7 @@ from transforms.noise import perturb
 from transforms.params import GenerationParams
 from transforms.prompts import PromptText
 from transforms.registry import Transformation, transformation_get
+from transforms.selectors import transform_run_fields
 from transforms.services import (
     transform_run_finalize,
     transform_run_mark_started,
@@ -53,7 +53,7 @@ def transform_run_execute_chunk(*, run_id: int, item_ids: Sequence[int]) -> int:
     run = TransformRun.objects.select_related("dataset", "generator").get(pk=run_id)
     spec = transformation_get(run.transformation)
     params = GenerationParams(**run.generator.params)
-    fields = task_spec(run.dataset.task_type).transformable_fields
+    fields = transform_run_fields(run=run)
     done = set(TransformedItem.objects.filter(run=run, item_id__in=item_ids).values_list("item_id", "side"))
     # One unit per missing (item, field); units with the same text and language share one TextState,
     # so identical texts are generated once.

@@ -63,6 +63,13 @@ class TransformRun(TrackedJob):
     languages = models.JSONField(default=list, help_text="Candidate target/pivot languages.")
     run_language = models.CharField(max_length=16, blank=True, help_text="Target of a translation run.")
     item_limit = models.PositiveIntegerField(null=True, blank=True, help_text="Only the first N examples.")
+    item_scope = models.CharField(
+        max_length=24,
+        blank=True,
+        default="",
+        help_text="What the run transforms: '' its examples (a retrieval dataset's queries); "
+        "'relevant_documents' the documents relevant to those examples; 'documents' the whole corpus.",
+    )
     preset = models.CharField(max_length=32, blank=True, help_text="The paper protocol the run follows (a preset).")
     model_identity = models.CharField(
         max_length=200, blank=True, help_text="What identifies the generator's weights (server metadata, file hash)."

@@ -1,14 +1,22 @@
 from __future__ import annotations
 
 from collections import Counter, defaultdict
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
 from django.db.models import Avg, QuerySet
 
 from core.projects import User, scoped
-from corpora.models import DatasetItem
+from corpora.models import Dataset, DatasetItem
+from corpora.task_types import task_spec
 from transforms.models import JudgeReport, PromptTemplate, TransformedItem, TransformRun
+
+DOCUMENTS_RELEVANT = "relevant_documents"
+DOCUMENTS_ALL = "documents"
+DOCUMENT_SCOPES = (DOCUMENTS_RELEVANT, DOCUMENTS_ALL)
+ITEM_SCOPES = ("", *DOCUMENT_SCOPES)
+"""What a run transforms: its examples (""), the documents relevant to them, or the whole corpus."""
+DOCUMENT_FIELDS = ("text",)
 
 
 def transform_run_list(*, user: User = None, write: bool = False) -> QuerySet[TransformRun]:
@@ -18,12 +26,39 @@ def transform_run_list(*, user: User = None, write: bool = False) -> QuerySet[Tr
 
 def transform_run_items(*, run: TransformRun) -> QuerySet[DatasetItem]:
     """The dataset items a run transforms, in order: its dataset's examples, the first
-    ``item_limit`` of them when it has one."""
-    items = DatasetItem.objects.filter(dataset=run.dataset, kind="example").order_by("position")
-    if run.item_limit:
-        limit_ids = list(items.values_list("pk", flat=True)[: run.item_limit])
+    ``item_limit`` of them when it has one; for a run of documents (``item_scope``), the corpus
+    documents relevant to those examples, or the whole corpus."""
+    return scoped_items(dataset=run.dataset, limit=run.item_limit, scope=run.item_scope)
+
+
+def scoped_items(*, dataset: Dataset, limit: int | None, scope: str = "") -> QuerySet[DatasetItem]:
+    """The items a run of ``dataset`` with ``limit`` and ``item_scope`` ``scope`` transforms."""
+    items = DatasetItem.objects.filter(dataset=dataset, kind="example").order_by("position")
+    if limit:
+        limit_ids = list(items.values_list("pk", flat=True)[:limit])
         items = items.filter(pk__in=limit_ids)
-    return items
+    if not scope:
+        return items
+    documents = DatasetItem.objects.filter(dataset=dataset, kind="document").order_by("position")
+    if scope == DOCUMENTS_RELEVANT:
+        documents = documents.filter(item_id__in=relevant_document_ids(items.values_list("gold", flat=True)))
+    return documents
+
+
+def relevant_document_ids(golds: Iterable[object]) -> set[str]:
+    """The documents judged relevant (qrels grade >= 1, as the ranking measures count them) in
+    retrieval examples' golds."""
+    return {doc for gold in golds if isinstance(gold, dict) for doc, grade in gold.items() if float(grade) >= 1}
+
+
+def transform_run_fields(*, run: TransformRun) -> tuple[str, ...]:
+    """The fields of each item the run rewrites: the task type's transformable fields, or a
+    document's text (its title is kept) for a run of documents."""
+    return run_fields(run.dataset, run.item_scope)
+
+
+def run_fields(dataset: Dataset, scope: str) -> tuple[str, ...]:
+    return DOCUMENT_FIELDS if scope else task_spec(dataset.task_type).transformable_fields
 
 
 def prompt_template_list(*, user: User = None, write: bool = False) -> QuerySet[PromptTemplate]:

@@ -60,6 +60,7 @@ class TransformRunSerializer(JobWaitingSerializer, serializers.ModelSerializer):
             "languages",
             "run_language",
             "item_limit",
+            "item_scope",
             "preset",
             "model_identity",
             "language_check",

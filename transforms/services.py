@@ -35,7 +35,7 @@ from transforms.presets import resolve_preset
 from transforms.prompt_services import prompt_template_active
 from transforms.registry import noise_transformations, transformation_get
 from transforms.run_languages import run_output_languages, run_target_languages
-from transforms.selectors import transform_run_items
+from transforms.selectors import ITEM_SCOPES, run_fields, scoped_items, transform_run_fields, transform_run_items
 
 
 def transform_runs_start(
@@ -119,8 +119,13 @@ def transform_run_create(
     created_by: AbstractBaseUser | None = None,
     dispatch: bool = True,
     project: Project | None = None,
+    item_scope: str = "",
 ) -> TransformRun:
     """Declare one run and (by default) queue it. Outputs already in the cache are reused.
+
+    ``item_scope`` (retrieval datasets only) makes it a run of corpus documents instead of
+    examples: "relevant_documents" (those the examples in range judge relevant) or "documents"
+    (the whole corpus); a document's text is rewritten, its title kept.
 
     The run belongs to ``project`` (default: the dataset's, or the default project for a shared
     dataset), which must be the dataset's own unless the dataset is shared; it uses the prompt
@@ -140,9 +145,9 @@ def transform_run_create(
     languages = run_target_languages(spec, dataset, languages)
     if limit is not None and limit < 1:
         raise ShiftlabError("--limit must be at least 1")
-    n_fields = len(task_spec(dataset.task_type).transformable_fields)
-    n_items = dataset.items.filter(kind="example").count()
-    n_items = min(n_items, limit) if limit else n_items
+    _scope_checked(dataset, item_scope)
+    n_fields = len(run_fields(dataset, item_scope))
+    n_items = scoped_items(dataset=dataset, limit=limit, scope=item_scope).count()
     if n_items == 0:
         raise ShiftlabError(f"dataset {dataset.name} has no items to transform")
     outputs = run_output_languages(spec, dataset, languages, seed=seed, language_check=language_check)
@@ -160,6 +165,7 @@ def transform_run_create(
         languages=languages,
         run_language=outputs.run_language,
         item_limit=limit,
+        item_scope=item_scope,
         preset=preset,
         model_identity=model_identity,
         language_check=language_check,
@@ -193,7 +199,18 @@ def _run_hash(run: TransformRun) -> str:
         defining["model_identity"] = run.model_identity
     if not run.language_check:
         defining["language_check"] = False
+    if run.item_scope:
+        defining["items"] = run.item_scope
     return sha256_json(defining)
+
+
+def _scope_checked(dataset: Dataset, item_scope: str) -> None:
+    if item_scope not in ITEM_SCOPES:
+        raise ShiftlabError(f"unknown item scope {item_scope!r}: choose one of {', '.join(ITEM_SCOPES[1:])}")
+    if item_scope and task_spec(dataset.task_type).layout != "beir":
+        raise ShiftlabError(
+            f"only retrieval datasets have a corpus of documents to transform; {dataset.name} is {dataset.task_type}"
+        )
 
 
 def _generator_config(alias: str, model: str, params: GenerationParams) -> GeneratorConfig:
@@ -230,7 +247,7 @@ def transform_run_pending_chunks(*, run_id: int, chunk_size: int | None = None) 
     """Item ids still lacking an output for some field, in chunks. Used to start and to resume."""
     chunk_size = chunk_size or settings.TRANSFORM_CHUNK_SIZE
     run = TransformRun.objects.select_related("dataset").get(pk=run_id)
-    n_fields = len(task_spec(run.dataset.task_type).transformable_fields)
+    n_fields = len(transform_run_fields(run=run))
     items = (
         transform_run_items(run=run)
         .annotate(n_out=Count("transformations", filter=Q(transformations__run=run)))

@@ -9,12 +9,14 @@ from core.commands import ShiftlabCommand
 from core.progress import follow_job, job_status_lines, progress_bar
 from core.projects import User, project_require_write, scoped, user_by_name
 from evaluation.benchmark_execution import benchmark_run_resume
+from evaluation.benchmark_plan import SIDES
 from evaluation.benchmark_services import benchmark_run_start
 from evaluation.models import BenchmarkRun
 from evaluation.report_robustness import robustness_report_write, run_preset
 from evaluation.reports import benchmark_report
 from evaluation.robustness_options import OPTION_CHOICES, ReportOptions
 from transforms.presets import PRESETS
+from transforms.selectors import DOCUMENT_SCOPES, DOCUMENTS_RELEVANT
 
 
 class Command(ShiftlabCommand):
@@ -63,6 +65,8 @@ class Command(ShiftlabCommand):
         project=None,
         preset=None,
         run_anyway=False,
+        sides=None,
+        document_scope=DOCUMENTS_RELEVANT,
         **_,
     ):
         if not config and not dataset:
@@ -80,6 +84,8 @@ class Command(ShiftlabCommand):
             preset=preset or "",
             run_anyway=run_anyway,
             limit=limit,
+            sides=sides,
+            document_scope=document_scope,
             split=split,
             name=name,
         )
@@ -206,6 +212,21 @@ def _add_run_arguments(run: CommandParser) -> None:
     # --- presets (issue 15): a paper's protocol fills --seeds (with --config) and the encoders' dtype ---
     run.add_argument(
         "--preset", choices=list(PRESETS), help="A paper's protocol: its seeds unless --seeds, its encoders' dtype."
+    )
+    # --- sides (issue 30): what a config's transformations perturb on retrieval datasets ---
+    run.add_argument(
+        "--sides",
+        nargs="+",
+        choices=list(SIDES),
+        help="Retrieval datasets: perturb the queries (default), the corpus documents, or both; several give one "
+        "unit per side.",
+    )
+    run.add_argument(
+        "--document-scope",
+        choices=list(DOCUMENT_SCOPES),
+        default=DOCUMENTS_RELEVANT,
+        help="Documents the document side rewrites: those the evaluated queries judge relevant (default), or the "
+        "whole corpus (one rewrite per document).",
     )
     ShiftlabCommand.add_actor_argument(run)
 

@@ -1,0 +1,123 @@
+"""The perturbed side of a ranking unit: which queries and corpus documents a transformed unit
+scores, as transformed and as original (``evaluation.benchmark_scoring`` scores them).
+
+Query side (every task type): the examples' transformable fields are rewritten by the unit's
+transformation run; an example whose rewrite failed is left out of both scorings.
+
+Document side (retrieval datasets): a second transformation run, of the dataset's documents
+(``TransformRun.item_scope``), rewrites each covered document's text (its title is kept); the
+other documents stay as they are. A document whose rewrite failed is dropped from both corpora
+(never scored with its original text), and an example that judges such a document relevant is
+left out of both scorings. Both sides: the two rules at once, on the same examples.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+
+from corpora.models import Dataset
+from corpora.task_types import task_spec
+from evaluation.services import corpus_payloads
+from transforms.models import TransformedItem, TransformRun
+from transforms.selectors import DOCUMENT_FIELDS, relevant_document_ids
+
+Example = tuple[str, dict, object, int]  # (item_id, payload, gold, DatasetItem pk)
+Corpus = dict[str, dict]  # document id -> payload ({"title", "text"})
+
+
+@dataclass(frozen=True)
+class Perturbation:
+    """The examples and corpus a transformed unit scores, as original and as transformed (a
+    corpus of None: the dataset's stored one), and what the document side changed."""
+
+    original: list[Example]
+    transformed: list[Example]
+    original_corpus: Corpus | None = None
+    transformed_corpus: Corpus | None = None
+    documents_transformed: int = 0
+    documents_left_out: int = 0
+
+
+def paired_examples(
+    dataset: Dataset, transform_run: TransformRun, examples: Sequence[Example]
+) -> tuple[list[Example], list[Example]]:
+    """The examples whose every transformed field succeeded, as original and as transformed.
+    A failed transformation leaves the item out of both, never replaced by its original text."""
+    fields = task_spec(dataset.task_type).transformable_fields
+    outputs = {
+        (item_pk, side): (ok, text)
+        for item_pk, side, ok, text in TransformedItem.objects.filter(run=transform_run).values_list(
+            "item_id", "side", "ok", "output_text"
+        )
+    }
+    kept_original, kept_transformed = [], []
+    for item_id, payload, gold, pk in examples:
+        outs = [outputs.get((pk, side)) for side in fields]
+        if any(out is None or not out[0] for out in outs):
+            continue
+        kept_original.append((item_id, payload, gold, pk))
+        transformed = {**payload, **{side: out[1] for side, out in zip(fields, outs, strict=True)}}
+        kept_transformed.append((item_id, transformed, gold, pk))
+    return kept_original, kept_transformed
+
+
+def document_outputs(transform_run: TransformRun) -> dict[str, tuple[bool, str]]:
+    """Document id -> (succeeded, rewritten text) of a run of documents."""
+    (field,) = DOCUMENT_FIELDS
+    rows = TransformedItem.objects.filter(run=transform_run, side=field)
+    rows = rows.values_list("item__item_id", "ok", "output_text")
+    return {doc_id: (ok, text) for doc_id, ok, text in rows}
+
+
+def perturbed_corpus(
+    corpus: Mapping[str, dict], outputs: Mapping[str, tuple[bool, str]]
+) -> tuple[Corpus, Corpus, set[str]]:
+    """The corpus without the documents whose rewrite failed, as original and with the rewritten
+    texts, and the ids of the failed documents (pure)."""
+    (field,) = DOCUMENT_FIELDS
+    failed = {doc for doc, (ok, _) in outputs.items() if not ok}
+    original = {doc: payload for doc, payload in corpus.items() if doc not in failed}
+    transformed = {
+        doc: {**payload, field: outputs[doc][1]} if doc in outputs else payload for doc, payload in original.items()
+    }
+    return original, transformed, failed
+
+
+def without_failed_relevant(
+    original: Sequence[Example], transformed: Sequence[Example], failed: set[str]
+) -> tuple[list[Example], list[Example]]:
+    """The examples (paired lists) none of whose relevant documents failed to be rewritten."""
+    keep = [not (relevant_document_ids([gold]) & failed) for _, _, gold, _ in original]
+    return (
+        [e for e, k in zip(original, keep, strict=True) if k],
+        [e for e, k in zip(transformed, keep, strict=True) if k],
+    )
+
+
+def unit_perturbation(
+    dataset: Dataset,
+    examples: Sequence[Example],
+    *,
+    query_run: TransformRun | None,
+    document_run: TransformRun | None,
+) -> Perturbation:
+    """What a transformed unit scores: its queries rewritten by ``query_run`` (None: as they
+    are), its documents by ``document_run`` (None: the stored corpus)."""
+    if query_run is not None:
+        original, transformed = paired_examples(dataset, query_run, examples)
+    else:
+        original, transformed = list(examples), list(examples)
+    if document_run is None:
+        return Perturbation(original, transformed)
+    outputs = document_outputs(document_run)
+    original_corpus, transformed_corpus, failed = perturbed_corpus(dict(corpus_payloads(dataset)), outputs)
+    original, transformed = without_failed_relevant(original, transformed, failed)
+    return Perturbation(
+        original,
+        transformed,
+        original_corpus,
+        transformed_corpus,
+        documents_transformed=len(outputs) - len(failed),
+        documents_left_out=len(failed),
+    )
