@@ -4,7 +4,7 @@ from django.db import migrations, models
 class Migration(migrations.Migration):
     dependencies = [
         ("evaluation", "0005_benchmarkrun_evidence_override"),
-        ("transforms", "0007_run_item_scope"),
+        ("transforms", "0009_run_item_scope"),
     ]
 
     operations = [

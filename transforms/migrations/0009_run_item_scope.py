@@ -3,7 +3,7 @@ from django.db import migrations, models
 
 class Migration(migrations.Migration):
     dependencies = [
-        ("transforms", "0006_job_waiting"),
+        ("transforms", "0008_noise_transformations"),
     ]
 
     operations = [
