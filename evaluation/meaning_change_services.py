@@ -33,7 +33,7 @@ from evaluation.meaning_change import (
 from evaluation.models import BenchmarkRun
 from evaluation.robustness_results import RobustnessReport
 from evaluation.selectors import benchmark_result_list
-from evaluation.services import _document_text, cached_encode
+from evaluation.services import cached_encode, document_text
 from transforms.models import TransformedItem
 from transforms.registry import Axis
 
@@ -82,13 +82,13 @@ def _retrieval_shifts(encoder: Encoder, dataset: Dataset, run_ids: list[int]) ->
     if not changed or not documents:
         return []
     encode = cached_encode(encoder, task=TaskType(dataset.task_type), batch_size=None)
-    corpus = encode([_document_text(payload) for _, payload in documents], prompt_type="document")
+    corpus = encode([document_text(payload) for _, payload in documents], prompt_type="document")
     query_vectors = encode([q.payload["text"] for q in queries], prompt_type="query")
     shifts = []
     changed_docs = [t for t in changed if t.item.kind == "document" and t.item.item_id in index]
     if changed_docs:
         # The changed document is its original with the rewritten field replaced (a title stays).
-        texts = [_document_text({**t.item.payload, t.side: t.output_text}) for t in changed_docs]
+        texts = [document_text({**t.item.payload, t.side: t.output_text}) for t in changed_docs]
         changed_vectors = encode(texts, prompt_type="document")
         for t, vector in zip(changed_docs, changed_vectors, strict=True):
             for q, q_vector in zip(queries, query_vectors, strict=True):
