@@ -27,7 +27,7 @@ which answers one request at a time, then against llama.cpp's own ``llama-server
 scripts/build_llama_server.sh, or --llama-server-bin) with each slot count N (``--parallel N``: the
 sequences of N requests decoded together, continuous batching), the backend keeping as many requests in
 flight as the server reports slots. Both servers run the embedded LLM's thread count (all CPUs but one;
---threads). It first measures the machine's memory bandwidth (numpy copy) and float32 matmul rate, then
+--threads for llama-server, --baseline-threads for today's). It first measures the machine's memory bandwidth (numpy copy) and float32 matmul rate, then
 prints per server: texts/s, generated tokens/s, the bandwidth ceiling of the token rate for that many
 sequences, prompt tokens computed against sent (the prompt cache), outputs identical to today's server's
 and the failed outputs; last ``ratio llama-server/today = X.XX (N slots)``. One command for the issue's
@@ -347,6 +347,12 @@ def main() -> None:
         type=int,
         default=None,
         help="server CPU threads (default: all CPUs but one, as the embedded server runs)",
+    )
+    parser.add_argument(
+        "--baseline-threads",
+        type=int,
+        default=None,
+        help="--server llama-server: CPU threads of today's server (default: as the embedded server, all CPUs but one)",
     )
     parser.add_argument(
         "--temperature",
@@ -706,6 +712,7 @@ class ServerRow:
 
     kind: str
     slots: int
+    threads: int
     in_flight: int
     startup_s: float
     passes: list[Phase]
@@ -732,13 +739,15 @@ def run_comparison(args, model_path: Path, data_dir: Path, port: int) -> None:
         binary, origin = choice.binary, choice.reason
     if binary is None or not binary.is_file():
         sys.exit(f"no llama-server: {origin}")
-    threads = args.threads or max(1, available_cpus() - 1)  # the embedded default: all CPUs but one
+    embedded_threads = max(1, available_cpus() - 1)  # the embedded server's default: all CPUs but one
+    threads = args.threads or embedded_threads
     load_before = os.getloadavg()
     machine = measure_machine(threads)  # before any server runs, so that nothing competes with it
     work = prepare_workload(args)
     supported_languages()  # loads the language identifier once, as a long-lived worker would have
-    configs = [(None, 1)] + [(binary, slots) for slots in sorted(set(args.slots))]
-    rows = [measure_server(args, work, model_path, data_dir, port, threads, b, n) for b, n in configs]
+    configs = [(None, 1, args.baseline_threads or embedded_threads)]
+    configs += [(binary, slots, threads) for slots in sorted(set(args.slots))]
+    rows = [measure_server(args, work, model_path, data_dir, port, t, b, n) for b, n, t in configs]
     print_comparison(args, model_path, work, machine, binary, origin, rows, (load_before, os.getloadavg()))
 
 
@@ -768,7 +777,7 @@ def measure_server(args, work: Workload, model_path, data_dir, port, threads, bi
         in_flight = get_backend("default").in_flight()
         warm_up(f"{server.base_url}/chat/completions", args.model, work.prompt)
         log = ServerLog(log_path, kind)
-        row = ServerRow(kind, slots, in_flight, startup, [], [])
+        row = ServerRow(kind, slots, threads, in_flight, startup, [], [])
         for index in range(args.repeat):
             Generation.objects.all().delete()  # every run reaches the model
             phase, run = log.measure(
@@ -795,8 +804,9 @@ def print_comparison(args, model_path, work, machine, binary, origin, rows, load
     print(f"model:   {args.model} ({model_path.name}, {model_bytes / 1e6:.0f} MB)")
     print(
         f"servers: today's, llama-cpp-python {llama_cpp.__version__} (one request at a time); llama-server {origin} "
-        f"(--parallel N, N x {args.n_ctx} tokens of context, continuous batching); both {machine.threads} "
-        f"thread(s); ready in " + ", ".join(f"{row.startup_s:.1f} s" for row in rows)
+        f"(--parallel N, N x {args.n_ctx} tokens of context, continuous batching); threads "
+        f"{rows[0].threads} (today's) and {machine.threads} (llama-server); ready in "
+        + ", ".join(f"{row.startup_s:.1f} s" for row in rows)
     )
     print(
         f"data:    {work.source.name}, {len(work.items)} pairs -> {len(work.texts)} distinct texts; paraphrase "
