@@ -165,6 +165,7 @@ def test_llm_server_falls_back_to_llama_cpp_python_when_llama_server_does_not_st
         assert errors == []
         state = json.loads((tmp_path / "state.json").read_text())
         assert state["state"] == "ready" and state["server"] == "llama-cpp-python" and state["slots"] == 1
+        assert "one request at a time (llama-server did not start" in state["detail"]  # what /health/ shows
         assert command.server.kind == "llama-cpp-python" and command.restarts == 0
     finally:
         command.stop_event.set()

@@ -241,8 +241,9 @@ class Command(ShiftlabCommand):
                     continue
                 failure = str(exc)
             else:
+                why = f" ({self.fallback_reason})" if server.binary is None and self.fallback_reason else ""
                 self._state(
-                    "ready", f"answered a warm-up generation {seconds:.1f} s after starting; {server.describe()}"
+                    "ready", f"answered a warm-up generation {seconds:.1f} s after starting; {server.describe()}{why}"
                 )
                 self._announce(server, seconds)
                 while not self.stop_event.wait(1.0):
