@@ -23,6 +23,7 @@ from transforms.backends.openai_compat import OpenAICompatBackend
 from transforms.embedded import TEST_MODEL, LlamaServer, free_port
 from transforms.llama_build import BINARY_ENV, CHOICE_ENV, choose_binary
 from transforms.management.commands.llm_server import Command as LlmServerCommand
+from transforms.test_embedded import wait_for
 
 SENTENCES = [
     "A man is playing a guitar on the street.",
@@ -105,15 +106,6 @@ def run_llm_server(command: LlmServerCommand, args: list[str]) -> tuple[threadin
     return thread, errors
 
 
-def wait_for(probe, timeout: float = 120.0):
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if probe():
-            return
-        time.sleep(0.2)
-    raise AssertionError(f"condition not met within {timeout} s")
-
-
 def serve_args(model: Path, tmp_path: Path, port: int) -> list[str]:
     args = ["--model", TEST_MODEL, "--models-dir", str(model.parent), "--port", str(port), "--n-ctx", "512"]
     return args + ["--log-file", str(tmp_path / "server.log"), "--state-file", str(tmp_path / "state.json")]
@@ -130,7 +122,7 @@ def test_llm_server_serves_with_llama_server_and_the_slots_asked_for(
     port = free_port()
     thread, errors = run_llm_server(command, [*serve_args(llm_test_model, tmp_path, port), "--parallel", "2"])
     try:
-        wait_for(lambda: "SHIFTLAB_LLM_BASE_URL" in out.getvalue() or errors)
+        wait_for(lambda: "SHIFTLAB_LLM_BASE_URL" in out.getvalue() or errors, timeout=120)
         assert errors == []
         props = requests.get(f"http://127.0.0.1:{port}/props", timeout=5).json()
         assert props["total_slots"] == 2
@@ -161,7 +153,7 @@ def test_llm_server_falls_back_to_llama_cpp_python_when_llama_server_does_not_st
     port = free_port()
     thread, errors = run_llm_server(command, serve_args(llm_test_model, tmp_path, port))
     try:
-        wait_for(lambda: "SHIFTLAB_LLM_BASE_URL" in out.getvalue() or errors)
+        wait_for(lambda: "SHIFTLAB_LLM_BASE_URL" in out.getvalue() or errors, timeout=120)
         assert errors == []
         state = json.loads((tmp_path / "state.json").read_text())
         assert state["state"] == "ready" and state["server"] == "llama-cpp-python" and state["slots"] == 1
