@@ -23,6 +23,7 @@ from transforms.backends.openai_compat import OpenAICompatBackend
 from transforms.embedded import TEST_MODEL, LlamaServer, free_port
 from transforms.llama_build import BINARY_ENV, CHOICE_ENV, choose_binary
 from transforms.management.commands.llm_server import Command as LlmServerCommand
+from transforms.prompts import default_prompt
 from transforms.test_embedded import wait_for
 
 SENTENCES = [
@@ -90,6 +91,38 @@ def test_the_engine_keeps_as_many_requests_in_flight_as_the_server_has_slots(
         assert max(busy) == 3, f"slots busy at once over the run: {sorted(set(busy))}"
         # The request the engine sends first (the shared system prompt first) is what the server caches.
         assert "--cont-batching" in server.command() and server.running
+
+
+@pytest.mark.services
+def test_the_shared_system_prompt_is_evaluated_once_per_slot(llama_server_binary, llm_test_model, tmp_path):
+    """The engine's paraphrase requests (system prompt first, identical in each) reuse the slot's cached
+    prefix: after the first, the server computes only what follows the prefix two prompts share. The
+    shared prefix is counted independently, from the server's own template and tokenizer endpoints."""
+    prompt = default_prompt("paraphrase")
+    server = LlamaServer(
+        llm_test_model,
+        model_alias=TEST_MODEL,
+        n_ctx=512,
+        binary=llama_server_binary,
+        slots=1,
+        log_path=tmp_path / "s.log",
+    )
+    with server:
+        root = server.base_url.removesuffix("/v1")
+        previous: list[int] = []
+        for index, text in enumerate(SENTENCES[:3]):
+            messages = prompt.messages(text=text, language="English", source_language="English")
+            rendered = requests.post(f"{root}/apply-template", json={"messages": messages}, timeout=30).json()["prompt"]
+            tokens = requests.post(f"{root}/tokenize", json={"content": rendered}, timeout=30).json()["tokens"]
+            body = {"model": TEST_MODEL, "messages": messages, "max_tokens": 4, "temperature": 0.0}
+            reply = requests.post(f"{server.base_url}/chat/completions", json=body, timeout=120).json()
+            computed, sent = reply["timings"]["prompt_n"], reply["usage"]["prompt_tokens"]
+            if index:
+                pairs = enumerate(zip(previous, tokens, strict=False))
+                shared = next((i for i, (a, b) in pairs if a != b), min(len(previous), len(tokens)))
+                assert shared > sent / 2, "the system prompt should be most of a paraphrase prompt"
+                assert sent - shared <= computed <= sent - shared + 1, (computed, sent, shared)
+            previous = tokens
 
 
 def run_llm_server(command: LlmServerCommand, args: list[str]) -> tuple[threading.Thread, list[BaseException]]:
