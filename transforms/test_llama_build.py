@@ -3,7 +3,9 @@ or llama-cpp-python's; the command line each gets. Stand-in binaries are small s
 
 from __future__ import annotations
 
+import os
 import stat
+import subprocess
 from pathlib import Path
 
 import pytest
@@ -93,3 +95,42 @@ def test_llama_server_command_has_the_slots_and_no_repacking_on_amx(tmp_path, mo
     assert server.kind == "llama-server" and "4 parallel slots" in server.describe()
     plain = LlamaServer(tmp_path / "m.gguf", model_alias="m", port=9)
     assert plain.command()[1:3] == ["-m", "transforms.llama_launch"] and plain.kind == "llama-cpp-python"
+
+
+def test_the_build_script_installs_into_the_cache_once(tmp_path):
+    """scripts/build_llama_server.sh with a stand-in cmake on PATH (the real build takes minutes): it
+    builds only the llama-server target, installs the binary at the cached path for this CPU and
+    release, and a second run keeps it without building."""
+    version = pinned_version(llama_build.REQUIREMENTS.read_text())
+    work = tmp_path / "work"
+    sources = work / "src" / f"llama_cpp_python-{version}" / "vendor" / "llama.cpp"
+    sources.mkdir(parents=True)
+    (sources / "CMakeLists.txt").write_text("# stand-in\n")
+    shims = tmp_path / "bin"
+    shims.mkdir()
+    calls = tmp_path / "cmake-calls"
+    # The stand-in cmake records its arguments and, on --build, leaves a "binary" in <build>/bin.
+    script(
+        shims / "cmake",
+        f'echo "$@" >> {calls}\n'
+        'if [ "$1" = --build ]; then mkdir -p "$2/bin"; printf \'#!/bin/sh\\necho "version: 42 (stand-in)"\\n\' '
+        '> "$2/bin/llama-server"; chmod +x "$2/bin/llama-server"; fi',
+    )
+    env = {
+        **os.environ,
+        "PATH": f"{shims}:{os.environ['PATH']}",
+        CACHE_ENV: str(tmp_path / "cache"),
+        "SHIFTLAB_LLAMA_BUILD_DIR": str(work),
+    }
+    build = [str(llama_build.REPO_DIR / "scripts" / "build_llama_server.sh")]
+    first = subprocess.run(build, env=env, capture_output=True, text=True, timeout=120)
+    assert first.returncode == 0, first.stderr
+    installed = llama_build.cached_binary({CACHE_ENV: str(tmp_path / "cache")})
+    assert first.stdout.splitlines()[-1] == str(installed) and installed.is_file()
+    assert choose_binary({CACHE_ENV: str(tmp_path / "cache")}).binary == installed
+    configure, build_call = calls.read_text().splitlines()
+    assert "-DGGML_NATIVE=ON" in configure and "-DLLAMA_BUILD_SERVER=ON" in configure
+    assert "--target llama-server" in build_call
+    again = subprocess.run(build, env=env, capture_output=True, text=True, timeout=120)
+    assert again.returncode == 0 and again.stdout.strip() == str(installed)
+    assert len(calls.read_text().splitlines()) == 2  # nothing built the second time
