@@ -22,16 +22,17 @@ spends its time (inside the backend's generate, output analysis, SQL, the rest).
 
 With --server llama-server [--slots 1 2 4 8] it compares the embedded servers instead, on the texts and
 prompts above at temperature 0 (--temperature), taking the first N/2 pairs whose sentences are all
-distinct (N distinct texts): a paraphrase run (as (b)) against today's embedded server, llama-cpp-python's,
-which answers one request at a time, then against llama.cpp's own ``llama-server`` (built by
-scripts/build_llama_server.sh, or --llama-server-bin) with each slot count N (``--parallel N``: the
-sequences of N requests decoded together, continuous batching), the backend keeping as many requests in
-flight as the server reports slots. Both servers run the embedded LLM's thread count (all CPUs but one;
---threads for llama-server, --baseline-threads for today's). It first measures the machine's memory bandwidth (numpy copy) and float32 matmul rate, then
-prints per server: texts/s, generated tokens/s, the bandwidth ceiling of the token rate for that many
-sequences, prompt tokens computed against sent (the prompt cache), outputs identical to today's server's
-and the failed outputs; last ``ratio llama-server/today = X.XX (N slots)``. One command for the issue's
-measurement on the demo's model:
+distinct (N distinct texts): a paraphrase run (as (b)) against today's embedded server,
+llama-cpp-python's, which answers one request at a time, then against llama.cpp's own ``llama-server``
+(built by scripts/build_llama_server.sh, or --llama-server-bin) with each slot count N (``--parallel
+N``: the sequences of N requests decoded together, continuous batching), the backend keeping as many
+requests in flight as the server reports slots. Both servers run the embedded LLM's thread count (all
+CPUs but one; --threads for llama-server, --baseline-threads for today's). It first measures the
+machine's memory bandwidth (numpy copy) and float32 matmul rate, then prints per server: texts/s,
+generated tokens/s, the bandwidth ceiling of the token rate for that many sequences, prompt tokens
+computed against sent (the prompt cache), outputs identical to today's server's and the failed outputs;
+last ``ratio llama-server/today = X.XX (N slots)``. One command for the issue's measurement on the
+demo's model:
 
   .venv/bin/python benchmarks/transform_throughput.py --server llama-server \\
       --model qwen2.5-coder-1.5b-instruct --n 48 --slots 1 2 4 8 --repeat 3

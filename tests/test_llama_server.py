@@ -47,6 +47,12 @@ def llama_server_binary() -> Path:
     return choice.binary
 
 
+def serve(binary: Path, model: Path, tmp_path: Path, *, slots: int) -> LlamaServer:
+    return LlamaServer(
+        model, model_alias=TEST_MODEL, n_ctx=512, binary=binary, slots=slots, log_path=tmp_path / "s.log"
+    )
+
+
 def paraphrase(text: str) -> ChatRequest:
     messages = [
         {"role": "system", "content": "Rewrite the user's sentence in other words; keep its meaning."},
@@ -59,14 +65,7 @@ def paraphrase(text: str) -> ChatRequest:
 def test_the_engine_keeps_as_many_requests_in_flight_as_the_server_has_slots(
     llama_server_binary, llm_test_model, tmp_path
 ):
-    server = LlamaServer(
-        llm_test_model,
-        model_alias=TEST_MODEL,
-        n_ctx=512,
-        binary=llama_server_binary,
-        slots=3,
-        log_path=tmp_path / "s.log",
-    )
+    server = serve(llama_server_binary, llm_test_model, tmp_path, slots=3)
     with server:
         root = server.base_url.removesuffix("/v1")
         backend = OpenAICompatBackend(alias="t", model=TEST_MODEL, base_url=server.base_url)
@@ -99,14 +98,7 @@ def test_the_shared_system_prompt_is_evaluated_once_per_slot(llama_server_binary
     prefix: after the first, the server computes only what follows the prefix two prompts share. The
     shared prefix is counted independently, from the server's own template and tokenizer endpoints."""
     prompt = default_prompt("paraphrase")
-    server = LlamaServer(
-        llm_test_model,
-        model_alias=TEST_MODEL,
-        n_ctx=512,
-        binary=llama_server_binary,
-        slots=1,
-        log_path=tmp_path / "s.log",
-    )
+    server = serve(llama_server_binary, llm_test_model, tmp_path, slots=1)
     with server:
         root = server.base_url.removesuffix("/v1")
         previous: list[int] = []
