@@ -110,7 +110,8 @@ def default_slots(threads: int) -> int:
 
     Decoding a quantised model on CPU streams every weight once per step, whatever the number of
     sequences in the step, so more slots share that cost until the arithmetic of the batch fills
-    the threads. ``benchmarks/transform_throughput.py --compare`` measured the curve on 2 cores
-    (``docs/performance.md``); 8 is llama.cpp's usual upper end on CPU.
+    the threads, and past that each request only waits longer. 4 on up to 2 threads is a guess
+    between those ends until ``benchmarks/transform_throughput.py --server llama-server`` has measured
+    the curve on a quiet 2-core machine (``docs/performance.md``); 8 above.
     """
     return 4 if threads <= 2 else 8
