@@ -5,7 +5,7 @@ PY := $(VENV)/bin/python
 HOST ?= 127.0.0.1
 PORT ?= 8000
 
-.PHONY: install models demo test test-fast lint services clean
+.PHONY: install llama-server models demo test test-fast lint services clean
 
 # On CPUs with AMX, llama.cpp's AMX code segfaults on the first generation (llama.cpp issue 20824): build
 # llama-cpp-python without it (-march=native would compile it in). The server also turns weight
@@ -33,7 +33,15 @@ $(ARGILLA_VENV)/.installed: requirements-argilla-server.txt
 	$(ARGILLA_VENV)/bin/python -m pip install --quiet -r requirements-argilla-server.txt
 	touch $@
 
-install: $(VENV)/.installed $(ARGILLA_VENV)/.installed
+install: $(VENV)/.installed $(ARGILLA_VENV)/.installed llama-server
+
+## llama.cpp's own llama-server, the embedded LLM's server (parallel slots: several requests decoded at once).
+## Compiled once per machine (about 5 minutes on 2 cores) into ~/.cache/shiftlab/llama-server, keyed by the
+## pinned llama.cpp and the CPU's features, so later runs and fresh clones (CI) reuse it. If it cannot be
+## built, the embedded LLM falls back to llama-cpp-python's server (one request at a time).
+llama-server: $(VENV)/.installed
+	@scripts/build_llama_server.sh || \
+	  echo "WARNING: llama-server did not build (see above); the embedded LLM falls back to llama-cpp-python's server, one request at a time."
 
 ## Download and verify the demo LLM (Qwen2.5-Coder-1.5B-Instruct, 1.1 GB) into var/models.
 models: install

@@ -20,16 +20,22 @@ and (c) always reach the model. With --repeat R the phases a, b, c run R times, 
 emptied before each b) and medians are reported. Prints a table, the ratios b/a and b/c, and where (b)
 spends its time (inside the backend's generate, output analysis, SQL, the rest).
 
-With --server llama-server [--slots 1 2 4 8] the same model is served by llama.cpp's own ``llama-server``
-(built by scripts/build_llama_server.sh into var/llama-server/bin, or --llama-server-bin), which decodes
-the sequences of its parallel slots together in one batch (continuous batching). One server is started per
-slot count N (``--parallel N``, N x --n-ctx tokens of context, --threads CPU threads, default all), and
-the same requests are sent: (c) sequentially against 1 slot, the baseline; (a) with N in flight; (b) the
-platform run (its backend keeps up to 8 requests in flight). Per slot count it prints texts/s, generated
-tokens/s (the responses' usage), the error rate of the outputs (the platform's own checks,
-transforms.attempts.analyse_attempt) and the ratio to the baseline; then the machine's measured memory
-bandwidth (numpy copy) and float32 matmul rate, the decode rates they allow for this model, and last
-``ratio best-slots/sequential = X.XX (N slots)``.
+With --server llama-server [--slots 1 2 4 8] it compares the embedded servers instead, on the texts and
+prompts above at temperature 0 (--temperature), taking the first N/2 pairs whose sentences are all
+distinct (N distinct texts): a paraphrase run (as (b)) against today's embedded server,
+llama-cpp-python's, which answers one request at a time, then against llama.cpp's own ``llama-server``
+(built by scripts/build_llama_server.sh, or --llama-server-bin) with each slot count N (``--parallel
+N``: the sequences of N requests decoded together, continuous batching), the backend keeping as many
+requests in flight as the server reports slots. Both servers run the embedded LLM's thread count (all
+CPUs but one; --threads for llama-server, --baseline-threads for today's). It first measures the
+machine's memory bandwidth (numpy copy) and float32 matmul rate, then prints per server: texts/s,
+generated tokens/s, the bandwidth ceiling of the token rate for that many sequences, prompt tokens
+computed against sent (the prompt cache), outputs identical to today's server's and the failed outputs;
+last ``ratio llama-server/today = X.XX (N slots)``. One command for the issue's measurement on the
+demo's model:
+
+  .venv/bin/python benchmarks/transform_throughput.py --server llama-server \\
+      --model qwen2.5-coder-1.5b-instruct --n 48 --slots 1 2 4 8 --repeat 3
 """
 
 from __future__ import annotations
@@ -40,23 +46,18 @@ import csv
 import logging
 import os
 import re
-import subprocess
 import sys
 import tempfile
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import ClassVar
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from core.local_server import LocalServer  # noqa: E402 (needs ROOT on the path; imports no Django)
-
 SHARED = ROOT.parent / "shared" / "data"
 STSB_TEST = SHARED / "stsb-multi-mt" / "stsb-en-test.csv"
 DEMO_STS = ROOT / "fixtures" / "sts" / "demo-sts.csv"
-LLAMA_SERVER_BIN = ROOT / "var" / "llama-server" / "bin" / "llama-server"
 
 SEED = 42
 TEMPERATURE = 0.7
@@ -82,6 +83,7 @@ class Phase:
     completion_tokens: int
     outputs: dict[str, str] = field(default_factory=dict)
     prompt_evaluated: int = 0
+    prompt_sent: int = 0
     server_s: float | None = None
     decode_ms: float | None = None
     client_cpu_s: float | None = None
@@ -117,6 +119,9 @@ class ServerLog:
         ),
     }
 
+    # Prompt tokens computed (not taken from the prompt cache), in both servers' logs.
+    PROMPT = re.compile(r"prompt eval time =\s+[0-9.]+ ms /\s+([0-9]+) (?:tokens|runs)")
+
     def __init__(self, path: Path, server: str = "llama-cpp-python"):
         self.path = path
         self.offset = 0
@@ -138,6 +143,8 @@ class ServerLog:
         phase.server_s = sum(totals) / 1000 if totals else None
         runs = sum(r for _, r in decode)
         phase.decode_ms = sum(ms for ms, _ in decode) / runs if runs else None
+        if not phase.prompt_evaluated:
+            phase.prompt_evaluated = sum(int(n) for n in self.PROMPT.findall(text))
         return result
 
 
@@ -167,23 +174,32 @@ class Meter:
         return wrapper
 
 
-def read_pairs(n_pairs: int) -> tuple[Path, list[tuple[str, str, str]]]:
-    """The first ``n_pairs`` (sentence1, sentence2, score) rows of STS-B en test, or of the demo fixture."""
+def read_pairs(n_pairs: int, *, distinct: bool = False) -> tuple[Path, list[tuple[str, str, str]]]:
+    """The first ``n_pairs`` (sentence1, sentence2, score) rows of STS-B en test, or of the demo fixture;
+    with ``distinct`` the first whose sentences appeared in no earlier row taken (2 x n_pairs distinct texts)."""
     if STSB_TEST.is_file():
         with STSB_TEST.open(newline="", encoding="utf-8") as handle:
-            rows = [(r[0], r[1], r[2]) for r in csv.reader(handle)]
-        return STSB_TEST, rows[:n_pairs]
-    with DEMO_STS.open(newline="", encoding="utf-8") as handle:
-        rows = [(r["sentence1"], r["sentence2"], r["score"]) for r in csv.DictReader(handle)]
-    return DEMO_STS, rows[:n_pairs]
+            rows, source = [(r[0], r[1], r[2]) for r in csv.reader(handle)], STSB_TEST
+    else:
+        with DEMO_STS.open(newline="", encoding="utf-8") as handle:
+            rows, source = [(r["sentence1"], r["sentence2"], r["score"]) for r in csv.DictReader(handle)], DEMO_STS
+    if not distinct:
+        return source, rows[:n_pairs]
+    seen: set[str] = set()
+    taken = []
+    for row in rows:
+        if row[0] != row[1] and not {row[0], row[1]} & seen and len(taken) < n_pairs:
+            taken.append(row)
+            seen.update(row[:2])
+    return source, taken
 
 
-def chat_body(model: str, messages: list[dict[str, str]], seed: int) -> dict:
+def chat_body(model: str, messages: list[dict[str, str]], seed: int, temperature: float = TEMPERATURE) -> dict:
     """The request OpenAICompatBackend sends for one text (same fields, same values)."""
     return {
         "model": model,
         "messages": messages,
-        "temperature": TEMPERATURE,
+        "temperature": temperature,
         "top_p": TOP_P,
         "max_tokens": MAX_TOKENS,
         "seed": seed,
@@ -276,7 +292,9 @@ def platform_run(*, dataset, params, n_items: int, meter: Meter) -> tuple[Phase,
     sources = set(run.outputs.values_list("source_text", flat=True))
     outputs = {text: by_hash[sha256_text(text)] for text in sources if sha256_text(text) in by_hash}
     tokens = sum(generation.completion_tokens for generation in new)
-    return Phase(seconds, run.done, run.llm_calls, tokens, outputs), run
+    phase = Phase(seconds, run.done, run.llm_calls, tokens, outputs)
+    phase.prompt_sent = sum(generation.prompt_tokens for generation in new)
+    return phase, run
 
 
 def same_outputs(left: Phase, right: Phase) -> str:
@@ -329,7 +347,19 @@ def main() -> None:
         "--threads",
         type=int,
         default=None,
-        help="server CPU threads (default: all cores but one for llama-cpp-python, all cores for llama-server)",
+        help="server CPU threads (default: all CPUs but one, as the embedded server runs)",
+    )
+    parser.add_argument(
+        "--baseline-threads",
+        type=int,
+        default=None,
+        help="--server llama-server: CPU threads of today's server (default: as the embedded server, all CPUs but one)",
+    )
+    parser.add_argument(
+        "--temperature",
+        type=float,
+        default=None,
+        help=f"sampling temperature (default {TEMPERATURE}; 0 with --server llama-server, so outputs compare)",
     )
     parser.add_argument("--repeat", type=int, default=1, help="run a, b, c this many times; report medians")
     parser.add_argument("--order", default="abc", help="order of the phases a, b, c in each pass (default abc)")
@@ -337,7 +367,8 @@ def main() -> None:
         "--server",
         choices=("llama-cpp-python", "llama-server"),
         default="llama-cpp-python",
-        help="llama-cpp-python's server (default; phases a-d) or llama.cpp's llama-server (throughput per slot count)",
+        help="llama-cpp-python's server (default; phases a-d) or today's embedded server against llama.cpp's "
+        "llama-server per slot count (paraphrase runs)",
     )
     parser.add_argument(
         "--slots",
@@ -347,7 +378,9 @@ def main() -> None:
         help="llama-server: parallel slot counts (default 1 2 4 8)",
     )
     parser.add_argument(
-        "--llama-server-bin", default=str(LLAMA_SERVER_BIN), help="llama-server: the binary (default var/llama-server)"
+        "--llama-server-bin",
+        default=None,
+        help="llama-server: the binary (default: the built one, see llama_build)",
     )
     args = parser.parse_args()
     if args.n < 2 or args.repeat < 1:
@@ -356,6 +389,8 @@ def main() -> None:
         parser.error("--slots must be positive")
     if sorted(args.order) != ["a", "b", "c"]:
         parser.error("--order must name a, b and c once each, e.g. bca")
+    if args.temperature is None:
+        args.temperature = 0.0 if args.server == "llama-server" else TEMPERATURE
 
     data_dir = Path(tempfile.mkdtemp(prefix="shiftlab-bench-"))
     os.environ["SHIFTLAB_DATA_DIR"] = str(data_dir)
@@ -371,7 +406,7 @@ def main() -> None:
     os.environ["SHIFTLAB_LLM_BASE_URL"] = f"http://127.0.0.1:{port}/v1"
     os.environ["SHIFTLAB_LLM_MODEL"] = args.model
     if args.server == "llama-server":
-        run_slot_curve(args, model_path, data_dir, port)  # one server per slot count, all on this port
+        run_comparison(args, model_path, data_dir, port)  # one server after the other, all on this port
         return
     server = LlamaServer(
         model_path,
@@ -427,7 +462,7 @@ def prepare_workload(args) -> Workload:
     from transforms.prompts import PromptText
 
     call_command("migrate", verbosity=0)
-    source, pairs = read_pairs(args.n // 2)
+    source, pairs = read_pairs(args.n // 2, distinct=args.server == "llama-server")
     subset = Path(os.environ["SHIFTLAB_DATA_DIR"]) / "pairs.csv"
     with subset.open("w", newline="", encoding="utf-8") as handle:
         csv.writer(handle).writerows(pairs)
@@ -446,10 +481,11 @@ def prepare_workload(args) -> Workload:
             args.model,
             prompt.messages(text=text, language="English", source_language="English"),
             planning.sampling_seed(seed=SEED, text_hash=sha256_text(text), step=0, attempt=0),
+            args.temperature,
         )
         for text in texts
     }
-    params = GenerationParams(temperature=TEMPERATURE, top_p=TOP_P, max_tokens=MAX_TOKENS, max_attempts=1)
+    params = GenerationParams(temperature=args.temperature, top_p=TOP_P, max_tokens=MAX_TOKENS, max_attempts=1)
     return Workload(source, dataset, items, texts, bodies, params, template, prompt)
 
 
@@ -520,7 +556,7 @@ def run_benchmark(args, server, model_path: Path) -> None:
         f"{len(items)} pairs -> {n_texts} texts ({len(texts)} distinct: (a) and (c) send the distinct ones)"
     )
     print(
-        f"request: paraphrase prompt v{template.version}, temperature {TEMPERATURE}, top_p {TOP_P}, "
+        f"request: paraphrase prompt v{template.version}, temperature {args.temperature}, top_p {TOP_P}, "
         f"max_tokens {MAX_TOKENS}, per-text seeds from run seed {SEED}; "
         f"passes: {args.repeat}, order {args.order} (median shown)"
     )
@@ -602,67 +638,7 @@ def run_benchmark(args, server, model_path: Path) -> None:
     )
 
 
-# --- llama.cpp's own llama-server: throughput against parallel slots ------------------------------
-
-
-def llama_server_repack_args() -> list[str]:
-    """``--no-repack`` where transforms.cpu_features says weight repacking must stay off."""
-    from transforms.llama_launch import repack_decision
-
-    decision = repack_decision()
-    print(f"llama-server: {decision.describe()}")
-    return [] if decision.enabled else ["--no-repack"]
-
-
-@dataclass(eq=False)
-class LlamaCppServer(LocalServer):
-    """llama.cpp's ``llama-server`` for one GGUF file with ``slots`` parallel slots of ``n_ctx`` tokens each.
-
-    Not the platform's embedded server (transforms.embedded.LlamaServer runs llama-cpp-python's): a
-    benchmark-only supervisor, started, polled and stopped the same way (core.local_server).
-    """
-
-    binary: Path
-    model_path: Path
-    model_alias: str
-    port: int
-    slots: int
-    n_ctx: int
-    n_threads: int
-    log_path: Path
-    host: str = "127.0.0.1"
-    process: subprocess.Popen | None = field(default=None, init=False, repr=False)
-    started_at: float | None = field(default=None, init=False, repr=False)
-
-    name: ClassVar[str] = "llama-server"
-
-    @property
-    def base_url(self) -> str:
-        return f"http://{self.host}:{self.port}/v1"
-
-    @property
-    def health_url(self) -> str:
-        return f"http://{self.host}:{self.port}/health"  # 503 while the model loads, 200 once it serves
-
-    def command(self) -> list[str]:
-        cmd = [str(self.binary), "--model", str(self.model_path), "--alias", self.model_alias]
-        cmd += ["--host", self.host, "--port", str(self.port), "--parallel", str(self.slots)]
-        # --ctx-size is shared out among the slots: N slots of n_ctx tokens each.
-        cmd += ["--ctx-size", str(self.slots * self.n_ctx), "--cont-batching", "--no-webui"]
-        cmd += ["--threads", str(self.n_threads), "--threads-batch", str(self.n_threads)]
-        # The same weight-repacking choice as the embedded server: none on CPUs with AMX (it crashes).
-        return cmd + llama_server_repack_args()
-
-    def start(self) -> LlamaCppServer:
-        # LLAMA_ARG_* variables would override the flags above.
-        env = {key: value for key, value in os.environ.items() if not key.startswith("LLAMA_ARG_")}
-        self._spawn(self.command(), env=env, header=True)
-        return self
-
-    def models(self) -> dict:
-        import httpx
-
-        return httpx.get(f"{self.base_url}/models", timeout=10).json()
+# --- Today's embedded server against llama-server's parallel slots ------------------------------
 
 
 @dataclass(frozen=True)
@@ -723,188 +699,164 @@ def output_errors(outputs: dict[str, str], *, candidates: list[str]) -> dict[str
 
 
 def error_cell(errors: dict[str, str]) -> str:
-    """``failed/n (rate) kind count, ...`` for one phase's outputs."""
+    """``failed/n kind count, ...`` for one phase's outputs."""
     from collections import Counter
 
     failed = Counter(error for error in errors.values() if error)
     kinds = " ".join(f"{kind} {count}" for kind, count in failed.most_common())
-    n_failed = sum(failed.values())
-    return f"{n_failed}/{len(errors)} ({n_failed / max(len(errors), 1):.0%}){' ' + kinds if kinds else ''}"
+    return f"{sum(failed.values())}/{len(errors)}{' ' + kinds if kinds else ''}"
 
 
 @dataclass
-class SlotRow:
-    """One measured phase against one server: which phase, how many slots and in flight, the load then."""
+class ServerRow:
+    """The platform runs against one embedded server: which, its slots, the backend's in-flight count."""
 
-    label: str
+    kind: str
     slots: int
+    threads: int
     in_flight: int
-    phase: Phase
-    load1: float
-    run: object = None
+    startup_s: float
+    passes: list[Phase]
+    runs: list
+    load1: float = 0.0
+
+    @property
+    def phase(self) -> Phase:
+        return median_phase(self.passes)
 
 
-def run_slot_curve(args, model_path: Path, data_dir: Path, port: int) -> None:
+def run_comparison(args, model_path: Path, data_dir: Path, port: int) -> None:
+    """Paraphrase runs of the same texts against today's embedded server (llama-cpp-python, one request
+    at a time) and against llama-server with each slot count; the same threads for both."""
     setup_django()
+    from core.local_server import available_cpus
     from transforms.language_id import supported_languages
+    from transforms.llama_build import choose_binary
 
-    binary = Path(args.llama_server_bin)
-    if not binary.is_file():
-        sys.exit(f"no llama-server at {binary}: run scripts/build_llama_server.sh (or pass --llama-server-bin)")
-    threads = args.threads or os.cpu_count() or 1
+    if args.llama_server_bin:
+        binary, origin = Path(args.llama_server_bin), args.llama_server_bin
+    else:
+        choice = choose_binary()
+        binary, origin = choice.binary, choice.reason
+    if binary is None or not binary.is_file():
+        sys.exit(f"no llama-server: {origin}")
+    embedded_threads = max(1, available_cpus() - 1)  # the embedded server's default: all CPUs but one
+    threads = args.threads or embedded_threads
     load_before = os.getloadavg()
     machine = measure_machine(threads)  # before any server runs, so that nothing competes with it
     work = prepare_workload(args)
     supported_languages()  # loads the language identifier once, as a long-lived worker would have
-    log_path = data_dir / "llama-server.log"
-    rows: list[SlotRow] = []
-    meta: dict = {}
-    startups: dict[int, float] = {}
-    for slots in sorted(set(args.slots) | {1}):  # the sequential baseline runs against 1 slot
-        server = LlamaCppServer(
-            binary, model_path, args.model, port, slots=slots, n_ctx=args.n_ctx, n_threads=threads, log_path=log_path
-        )
-        server.start()
-        try:
-            startups[slots] = server.wait_ready(timeout=300)
-            meta = meta or next(iter(server.models().get("data", [])), {}).get("meta", {})
-            rows += measure_slots(server, work, model=args.model, repeat=args.repeat)
-        finally:
-            server.stop()
-    print_slot_curve(args, model_path, work, machine, meta, startups, rows, (load_before, os.getloadavg()))
+    configs = [(None, 1, args.baseline_threads or embedded_threads)]
+    configs += [(binary, slots, threads) for slots in sorted(set(args.slots))]
+    rows = [measure_server(args, work, model_path, data_dir, port, t, b, n) for b, n, t in configs]
+    print_comparison(args, model_path, work, machine, binary, origin, rows, (load_before, os.getloadavg()))
 
 
-def measure_slots(server: LlamaCppServer, work: Workload, *, model: str, repeat: int) -> list[SlotRow]:
-    """Phases c (1 slot only), a and b against one running server, ``repeat`` times."""
-    from transforms.backends import get_backend
+def measure_server(args, work: Workload, model_path, data_dir, port, threads, binary, slots) -> ServerRow:
+    """Start the embedded server (``binary`` None: llama-cpp-python's), run the paraphrase run
+    ``args.repeat`` times with an empty generation cache, stop it."""
+    from transforms.backends import get_backend, reset_backends
+    from transforms.embedded import LlamaServer
     from transforms.models import Generation
 
-    slots, url = server.slots, f"{server.base_url}/chat/completions"
-    platform_in_flight = min(get_backend("default").max_concurrency, len(work.bodies))
-    warm_up(url, model, work.prompt)
-    log = ServerLog(server.log_path, "llama-server")
-    rows: list[SlotRow] = []
-    for index in range(repeat):
-        done = len(rows)
-        if slots == 1:
-            phase = log.measure(lambda: sequential_client(url, work.bodies))
-            rows.append(SlotRow("(c) sequential, 1 in flight", slots, 1, phase, os.getloadavg()[0]))
-        phase = log.measure(lambda: saturated_client(url, work.bodies, slots))
-        rows.append(SlotRow(f"(a) async httpx, {slots} in flight", slots, slots, phase, os.getloadavg()[0]))
-        Generation.objects.all().delete()  # every platform run reaches the model
-        phase, run = log.measure(
-            lambda: platform_run(dataset=work.dataset, params=work.params, n_items=len(work.items), meter=Meter())
-        )
-        label = f"(b) platform run {run.pk}, {platform_in_flight} in flight"
-        rows.append(SlotRow(label, slots, platform_in_flight, phase, os.getloadavg()[0], run))
-        cells = ", ".join(f"{row.label[:3]} {row.phase.calls_per_s:.2f} texts/s" for row in rows[done:])
-        print(f"{slots} slots, pass {index + 1}/{repeat}: {cells}", file=sys.stderr)
-    return rows
+    kind = "llama-server" if binary else "llama-cpp-python"
+    log_path = data_dir / f"{kind}-{slots}.log"
+    server = LlamaServer(
+        model_path,
+        model_alias=args.model,
+        port=port,
+        n_ctx=args.n_ctx,
+        n_threads=threads,
+        log_path=log_path,
+        binary=binary,
+        slots=slots,
+    )
+    server.start()
+    try:
+        startup = server.wait_ready(timeout=600)
+        reset_backends()  # the backend asks the new server for its slots
+        in_flight = get_backend("default").in_flight()
+        warm_up(f"{server.base_url}/chat/completions", args.model, work.prompt)
+        log = ServerLog(log_path, kind)
+        row = ServerRow(kind, slots, threads, in_flight, startup, [], [])
+        for index in range(args.repeat):
+            Generation.objects.all().delete()  # every run reaches the model
+            phase, run = log.measure(
+                lambda: platform_run(dataset=work.dataset, params=work.params, n_items=len(work.items), meter=Meter())
+            )
+            row.passes.append(phase)
+            row.runs.append(run)
+            print(
+                f"{kind}, {slots} slot(s), pass {index + 1}/{args.repeat}: {phase.texts_per_s:.2f} texts/s",
+                file=sys.stderr,
+            )
+        row.load1 = os.getloadavg()[0]
+        return row
+    finally:
+        server.stop()
 
 
-def median_rows(rows: list[SlotRow]) -> list[SlotRow]:
-    """The median pass of each (slots, phase) pair, in the order they first ran."""
-    groups: dict[tuple[int, str], list[SlotRow]] = {}
-    for row in rows:
-        groups.setdefault((row.slots, row.label[:3]), []).append(row)
-    medians = []
-    for group in groups.values():
-        median = median_phase([row.phase for row in group])
-        medians.append(next(row for row in group if row.phase is median))
-    return medians
-
-
-def print_slot_curve(args, model_path, work, machine, meta, startups, rows, loads) -> None:
+def print_comparison(args, model_path, work, machine, binary, origin, rows, loads) -> None:
     import llama_cpp
 
-    runs = [row.run for row in rows if row.run is not None]
-    candidates = sorted(set(runs[0].languages) | {"en"})
-    rows = median_rows(rows)
-    baseline = next(row.phase for row in rows if row.label.startswith("(c)"))
+    today = rows[0].phase
     model_bytes = model_path.stat().st_size
-    n_params = int(meta.get("n_params") or 0)
-    binary = Path(args.llama_server_bin)
-    version = subprocess.run([str(binary), "--version"], capture_output=True, text=True)
-    version_line = next((line for line in (version.stdout + version.stderr).splitlines() if "version" in line), "?")
-
-    print(f"model:   {args.model} ({model_path.name}, {model_bytes / 1e6:.1f} MB, {n_params / 1e6:.1f} M parameters)")
+    candidates = sorted(set(rows[0].runs[0].languages) | {"en"})
+    print(f"model:   {args.model} ({model_path.name}, {model_bytes / 1e6:.0f} MB)")
     print(
-        f"server:  {binary.relative_to(ROOT) if binary.is_relative_to(ROOT) else binary} ({version_line.strip()}; "
-        f"llama.cpp vendored in llama-cpp-python {llama_cpp.__version__}), --parallel N, --ctx-size N x {args.n_ctx}, "
-        f"--cont-batching, --threads {machine.threads}; ready in "
-        + ", ".join(f"{seconds:.1f} s ({slots})" for slots, seconds in startups.items())
+        f"servers: today's, llama-cpp-python {llama_cpp.__version__} (one request at a time); llama-server {origin} "
+        f"(--parallel N, N x {args.n_ctx} tokens of context, continuous batching); threads "
+        f"{rows[0].threads} (today's) and {machine.threads} (llama-server); ready in "
+        + ", ".join(f"{row.startup_s:.1f} s" for row in rows)
     )
     print(
-        f"data:    {work.source.relative_to(ROOT.parent) if work.source.is_relative_to(ROOT.parent) else work.source}, "
-        f"{len(work.items)} pairs -> {work.n_texts} texts, {len(work.texts)} distinct "
-        "((a) and (c) send the distinct ones)"
+        f"data:    {work.source.name}, {len(work.items)} pairs -> {len(work.texts)} distinct texts; paraphrase "
+        f"prompt v{work.template.version}, temperature {args.temperature}, top_p {TOP_P}, max_tokens {MAX_TOKENS}, "
+        f"one attempt per text; median of {args.repeat} run(s); {os.cpu_count()} CPUs, load average "
+        f"{loads[0][0]:.2f} before, {loads[1][0]:.2f} after (1 min)"
     )
     print(
-        f"request: paraphrase prompt v{work.template.version}, temperature {TEMPERATURE}, top_p {TOP_P}, max_tokens "
-        f"{MAX_TOKENS}, per-text seeds from run seed {SEED}; passes: {args.repeat} (median shown); "
-        f"machine: {os.cpu_count()} CPUs, load average {loads[0][0]:.2f} before, {loads[1][0]:.2f} after (1 min)"
+        f"machine: memory copy {machine.copy_gbs_one:.1f} GB/s (1 thread), {machine.copy_gbs_all:.1f} GB/s "
+        f"({machine.threads} thread(s)); float32 matmul {machine.matmul_gflops:.0f} GFLOP/s; reading the "
+        f"{model_bytes / 1e9:.2f} GB of weights once per decode step allows <= "
+        f"{machine.copy_gbs_all * 1e9 / model_bytes:.1f} steps/s, i.e. N x that many tokens/s for N sequences"
     )
     print()
     header = (
-        f"{'slots':>5} {'phase':<40} {'wall s':>7} {'texts':>5} {'compl tok':>9} {'texts/s':>7} {'tok/s':>6} "
-        f"{'x seq':>5} {'tok x':>5} {'busy':>5} {'ms/tok':>6} {'load':>4}  errors"
+        f"{'server':<16} {'slots':>5} {'flight':>6} {'wall s':>7} {'texts/s':>7} {'x today':>7} {'gen tok/s':>9} "
+        f"{'ceiling':>7} {'ms/tok':>6} {'weights GB/s':>12} {'prompt tok':>11} {'same':>5} {'load':>4}  failed"
     )
     print(header)
     print("-" * len(header))
     for row in rows:
         phase = row.phase
+        sequences = min(row.in_flight, row.slots)
+        ceiling = sequences * machine.copy_gbs_all * 1e9 / model_bytes
+        streamed = phase.tokens_per_s / sequences * model_bytes / 1e9
+        same = sum(phase.outputs.get(text) == output for text, output in today.outputs.items())
         errors = output_errors(phase.outputs, candidates=candidates)
-        busy = f"{phase.server_s / phase.seconds:.1f}" if phase.server_s else "-"
         print(
-            f"{row.slots:>5} {row.label:<40} {phase.seconds:>7.2f} {phase.calls:>5} {phase.completion_tokens:>9} "
-            f"{phase.calls_per_s:>7.2f} {phase.tokens_per_s:>6.1f} {phase.calls_per_s / baseline.calls_per_s:>5.2f} "
-            f"{phase.tokens_per_s / baseline.tokens_per_s:>5.2f} {busy:>5} {phase.decode_ms or 0:>6.1f} "
-            f"{row.load1:>4.1f}  {error_cell(errors)}"
+            f"{row.kind:<16} {row.slots:>5} {row.in_flight:>6} {phase.seconds:>7.1f} {phase.texts_per_s:>7.2f} "
+            f"{phase.texts_per_s / today.texts_per_s:>7.2f} {phase.tokens_per_s:>9.1f} {ceiling:>7.0f} "
+            f"{phase.decode_ms or 0:>6.1f} {streamed:>5.1f} ({streamed / machine.copy_gbs_all:>4.0%}) "
+            f"{phase.prompt_evaluated:>5}/{phase.prompt_sent:<5} {same:>2}/{len(today.outputs):<2} {row.load1:>4.1f}  "
+            f"{error_cell(errors)}"
         )
     print(
-        "  texts/s: distinct texts generated per second (one call each); x seq / tok x: texts/s and tokens/s over "
-        "the sequential 1-slot baseline (c); busy: the server's "
-        "per-request compute time summed over the wall time (> 1: requests overlapped); ms/tok: mean time per "
-        "generated token within a request; errors: the paraphrase run's output checks (transforms.attempts); "
-        "(b): the platform's backend keeps up to max_concurrency requests in flight; load: 1-min load average "
-        "after the phase"
+        "  texts/s: texts of the paraphrase run (transform_runs_start path, eager tasks) per second; x today: over "
+        "llama-cpp-python; flight: requests the backend keeps in flight (the server's /props slots, else 8); "
+        "ceiling: generated tokens/s that the memory bandwidth allows with that many sequences per step; "
+        "ms/tok: the server's mean time per generated token of one request; weights GB/s: the weight reads the "
+        "token rate implies (share of copy bandwidth); prompt tok: computed / sent (the rest came from the "
+        "prompt cache); same: outputs identical to today's server's"
     )
-    print()
-    decoded = [row for row in rows if not row.label.startswith("(b)")]
+    best = max(rows[1:], key=lambda row: row.phase.texts_per_s)
+    ratio = best.phase.texts_per_s / today.texts_per_s
     print(
-        f"machine: memory copy {machine.copy_gbs_one:.1f} GB/s (1 thread), {machine.copy_gbs_all:.1f} GB/s "
-        f"({machine.threads} thread{'s' if machine.threads > 1 else ''}); "
-        f"float32 matmul {machine.matmul_gflops:.0f} GFLOP/s (numpy BLAS)"
+        f"best: llama-server with {best.slots} slots, {best.phase.texts_per_s:.2f} texts/s against "
+        f"{today.texts_per_s:.2f}; goal >= 2x: {'met' if ratio >= 2 else 'NOT met'}"
     )
-    if n_params:
-        step_cap = machine.copy_gbs_all * 1e9 / model_bytes
-        flop_cap = machine.matmul_gflops * 1e9 / (2 * n_params)
-        print(
-            f"caps:    each decode step reads the {model_bytes / 1e6:.0f} MB of weights once for all the slots' "
-            f"sequences: <= {step_cap:.0f} steps/s, i.e. N x {step_cap:.0f} tokens/s with N sequences; each token "
-            f"costs ~2 x {n_params / 1e6:.0f} M = {2 * n_params / 1e9:.2f} GFLOP: <= {flop_cap:.0f} tokens/s "
-            "(prompt and generated tokens alike), whatever N"
-        )
-        for row in decoded:
-            phase = row.phase
-            tokens = phase.completion_tokens + phase.prompt_evaluated
-            flops = 2 * n_params * tokens / phase.seconds / 1e9
-            weights = phase.tokens_per_s / min(row.in_flight, row.slots) * model_bytes / 1e9
-            print(
-                f"  {row.slots} slot(s) {row.label[:3]}: {phase.tokens_per_s:.0f} generated + "
-                f"{phase.prompt_evaluated / phase.seconds:.0f} prompt tokens/s = {flops:.1f} GFLOP/s "
-                f"({flops / machine.matmul_gflops:.0%} of matmul); weights streamed at >= {weights:.1f} GB/s "
-                f"({weights / machine.copy_gbs_all:.0%} of copy bandwidth)"
-            )
-    best = max((row for row in rows if not row.label.startswith("(c)")), key=lambda row: row.phase.calls_per_s)
-    ratio = best.phase.calls_per_s / baseline.calls_per_s
-    tokens_ratio = best.phase.tokens_per_s / baseline.tokens_per_s
-    print(
-        f"best: {best.label.split(',')[0]} against {best.slots} slots, {best.phase.calls_per_s:.2f} texts/s vs "
-        f"{baseline.calls_per_s:.2f} sequential; generated tokens/s {tokens_ratio:.2f}x; goal >= 2x: "
-        + ("met" if ratio >= 2 else "NOT met")
-    )
-    print(f"ratio best-slots/sequential = {ratio:.2f} ({best.slots} slots)")
+    print(f"ratio llama-server/today = {ratio:.2f} ({best.slots} slots)")
 
 
 if __name__ == "__main__":

@@ -37,14 +37,17 @@ trap stop_children EXIT
 trap 'exit 130' INT
 trap 'exit 143' TERM
 
-# The embedded LLM: downloads its model on first use (1.1 GB, see `make models`), then serves it.
-if $PY -c 'import llama_cpp.server' 2>/dev/null; then
+# The embedded LLM: downloads its model on first use (1.1 GB, see `make models`), then serves it with
+# llama.cpp's llama-server (parallel slots; built by `make install`), else with llama-cpp-python's server
+# (one request at a time). The LLM line says which, and why.
+LLM_SERVER_NOTE=$($PY -m transforms.llama_build status 2>/dev/null || echo "llama-cpp-python's server")
+if $PY -c 'import llama_cpp.server' 2>/dev/null || [ -x "$($PY -m transforms.llama_build path)" ]; then
   mkdir -p var/log
   $PY manage.py llm_server --port "$LLM_PORT" >var/log/llm_server.log 2>&1 &
   LLM_PID=$!
   LLM_URL="http://127.0.0.1:${LLM_PORT}/v1"
   export SHIFTLAB_LLM_BASE_URL="${SHIFTLAB_LLM_BASE_URL:-$LLM_URL}"
-  LLM_LINE="LLM server: ${LLM_URL}   (ready once the model is loaded; log: var/log/llm_server.log)"
+  LLM_LINE="LLM server: ${LLM_URL}   (${LLM_SERVER_NOTE}; ready once the model is loaded; log: var/log/llm_server.log)"
 else
   LLM_LINE="LLM server: not running. Install it with: $PY -m pip install -r requirements-embedded.txt"
   echo "llama-cpp-python is not installed, so the demo starts without the embedded LLM."

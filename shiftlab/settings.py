@@ -363,6 +363,10 @@ TRANSFORM_BACKENDS.update(
     )
 )
 
+# Parallel slots of the embedded LLM when served by llama.cpp's llama-server (`manage.py llm_server`):
+# requests decoded together. 0: chosen for the machine (transforms.cpu_features.default_slots).
+EMBEDDED_LLM_PARALLEL = int(env_str("SHIFTLAB_LLM_PARALLEL", "0"))
+
 # Items per Celery chunk task of a transformation run (each item has one or two texts).
 TRANSFORM_CHUNK_SIZE = int(env_str("SHIFTLAB_TRANSFORM_CHUNK_SIZE", "16"))
 

@@ -11,10 +11,16 @@ a CPU with AMX every extra buffer type is turned off; elsewhere repacking stays 
 prompt processing; ``benchmarks/llama_repack.py`` measures by how much).
 
 ``SHIFTLAB_LLAMA_REPACK`` overrides the choice: ``auto`` (the default), ``on`` or ``off``.
+
+The same facts decide how llama.cpp's own ``llama-server`` is built and started: without the AMX
+kernels on AMX CPUs (``compile_flags``), with ``--no-repack`` where repacking is off, in a build
+folder named after the llama.cpp sources and the CPU features it was compiled for (``build_key``),
+with as many parallel slots as the threads can keep busy (``default_slots``).
 """
 
 from __future__ import annotations
 
+import hashlib
 from collections.abc import Iterable
 from dataclasses import dataclass
 
@@ -74,3 +80,38 @@ def read_cpu_flags(path: str = "/proc/cpuinfo") -> frozenset[str]:
             return cpu_flags(handle.read())
     except OSError:
         return frozenset()
+
+
+#: Compiler flags that leave llama.cpp's AMX kernels out of a -march=native build.
+NO_AMX_COMPILE_FLAGS = ("-mno-amx-tile", "-mno-amx-int8", "-mno-amx-bf16")
+
+
+def compile_flags(flags: Iterable[str]) -> tuple[str, ...]:
+    """Extra C/C++ flags for building llama.cpp natively on a CPU with ``flags``: none, or on a CPU
+    with AMX the flags that leave its AMX code out (``-march=native`` would compile it in)."""
+    return NO_AMX_COMPILE_FLAGS if set(flags) & CRASHING_FLAGS.keys() else ()
+
+
+def llama_server_repack_args(decision: RepackDecision) -> list[str]:
+    """``llama-server``'s arguments for a repacking decision: ``--no-repack`` where it is off."""
+    return [] if decision.enabled else ["--no-repack"]
+
+
+def build_key(version: str, machine: str, flags: Iterable[str]) -> str:
+    """The name of a native ``llama-server`` build: the llama-cpp-python release whose vendored
+    llama.cpp it compiles, the machine type and a digest of the CPU's feature flags (a binary built
+    with ``-march=native`` may use any of them, so another CPU gets its own build)."""
+    digest = hashlib.sha256(" ".join(sorted(set(flags))).encode()).hexdigest()[:12]
+    return f"llama-cpp-python-{version}-{machine or 'unknown'}-{digest}"
+
+
+def default_slots(threads: int) -> int:
+    """Parallel slots of the embedded ``llama-server`` for ``threads`` decoding threads.
+
+    Decoding a quantised model on CPU streams every weight once per step, whatever the number of
+    sequences in the step, so more slots share that cost until the arithmetic of the batch fills
+    the threads, and past that each request only waits longer. 4 on up to 2 threads is a guess
+    between those ends until ``benchmarks/transform_throughput.py --server llama-server`` has measured
+    the curve on a quiet 2-core machine (``docs/performance.md``); 8 above.
+    """
+    return 4 if threads <= 2 else 8

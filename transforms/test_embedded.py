@@ -17,7 +17,7 @@ import requests
 from django.core.management import call_command
 from django.core.management.base import CommandError
 
-from transforms import embedded
+from transforms import embedded, llama_build
 from transforms.embedded import (
     EMBEDDED_MODELS,
     TEST_MODEL,
@@ -259,11 +259,15 @@ def test_server_refuses_a_busy_port(tmp_path):
 def test_server_environment_drops_what_would_reconfigure_llama_cpp():
     env = {"PATH": "/bin", "PORT": "8000", "host": "0.0.0.0", "API_KEY": "k", "SHIFTLAB_LLM_MODEL": "m"}
     assert server_environment(env) == {"PATH": "/bin", "SHIFTLAB_LLM_MODEL": "m"}
+    # llama-server reads LLAMA_ARG_<FLAG>, which would override the flags it is started with.
+    assert server_environment({"LLAMA_ARG_N_PARALLEL": "1", "LLAMA_ARG_CTX_SIZE": "8", "PATH": "/bin"}) == {
+        "PATH": "/bin"
+    }
 
 
 def test_server_environment_knows_every_llama_cpp_setting():
     settings = pytest.importorskip("llama_cpp.server.settings")
-    assert set(settings.Settings.model_fields) <= embedded._SERVER_ENV_NAMES
+    assert set(settings.Settings.model_fields) <= llama_build._SERVER_ENV_NAMES
 
 
 # --- A real llama.cpp server (SmolLM2-135M) ----------------------------------------------------

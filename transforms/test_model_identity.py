@@ -116,3 +116,14 @@ def test_vllm_offline_identity_is_its_revision():
         "revision:abc123"
     )
     assert VLLMOfflineBackend(alias="v", model="org/m", identity="mine").model_identity() == "mine"
+
+
+def test_an_embedded_model_keeps_its_identity_whichever_llama_cpp_server_serves_it(models_server):
+    # llm_server serves the same verified GGUF with llama-server (which reports "meta") or with
+    # llama-cpp-python's server (which reports nothing): the generation cache must not split.
+    pinned = f"sha256:{get_model(TEST_MODEL).sha256}"
+    models_server.entries = [{"id": TEST_MODEL, "object": "model", "owned_by": "me"}]
+    assert backend(models_server.base_url, model=TEST_MODEL).model_identity() == pinned
+    meta = {"n_params": 134515008, "size": 98000000, "n_vocab": 49152}
+    models_server.entries = [{"id": TEST_MODEL, "object": "model", "owned_by": "llamacpp", "meta": meta}]
+    assert backend(models_server.base_url, model=TEST_MODEL).model_identity() == pinned

@@ -21,6 +21,8 @@ class _State:
         self.max_active = 0
         self.calls: list[dict] = []
         self.failures_left: dict[str, int] = {}
+        self.props: dict | None = None  # GET /props (llama-server's); None: 404, as vLLM answers
+        self.props_calls = 0
 
 
 @pytest.fixture
@@ -30,6 +32,12 @@ def server():
     class Handler(BaseHTTPRequestHandler):
         def log_message(self, *args):
             pass
+
+        def do_GET(self):
+            if self.path != "/props" or state.props is None:
+                return self._reply(404, {"error": "not found"})
+            state.props_calls += 1
+            self._reply(200, state.props)
 
         def do_POST(self):
             body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
@@ -140,3 +148,29 @@ def test_a_refused_connection_says_so():
     (failure,) = backend.generate([request])
     assert failure.transient
     assert failure.message == "gave up after 1 try: ConnectError: connection refused"
+
+
+def test_in_flight_requests_follow_the_slots_the_server_reports(server):
+    url, state = server
+    state.props = {"total_slots": 5, "default_generation_settings": {"n_ctx": 2048}}
+    backend = OpenAICompatBackend(alias="t", model="m", base_url=url)
+    assert backend.in_flight() == 5
+    backend.generate([request(f"s{i}") for i in range(15)])
+    assert state.max_active == 5
+
+
+def test_an_explicit_max_concurrency_wins_over_the_server_slots(server):
+    url, state = server
+    state.props = {"total_slots": 5}
+    backend = OpenAICompatBackend(alias="t", model="m", base_url=url, max_concurrency=2)
+    backend.generate([request(f"e{i}") for i in range(8)])
+    assert state.max_active == 2 and state.props_calls == 0
+
+
+def test_a_server_without_slots_gets_the_default_in_flight_count(server):
+    from transforms.backends.openai_compat import DEFAULT_IN_FLIGHT
+
+    url, state = server
+    assert OpenAICompatBackend(alias="t", model="m", base_url=url).in_flight() == DEFAULT_IN_FLIGHT
+    state.props = {"build_info": "b1"}  # a /props without total_slots
+    assert OpenAICompatBackend(alias="t", model="m", base_url=url).in_flight() == DEFAULT_IN_FLIGHT

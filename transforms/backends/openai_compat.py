@@ -1,6 +1,8 @@
 """Any OpenAI-compatible chat-completions server: vLLM (`vllm serve`), llama.cpp's server, Ollama.
 
-Requests go out concurrently (bounded by ``max_concurrency``) over one HTTP connection pool;
+Requests go out concurrently over one HTTP connection pool, as many at once as the server decodes
+together: the ``max_concurrency`` option when set, else the parallel slots llama.cpp's
+``llama-server`` reports (``GET /props``: ``total_slots``), else ``DEFAULT_IN_FLIGHT``;
 transient failures (timeouts, connection errors, HTTP 408/409/425/429/5xx, a reply whose body is not
 JSON) are retried with exponential backoff and jitter; anything else fails the request at once.
 """
@@ -25,6 +27,11 @@ TRANSIENT_STATUS = frozenset({408, 409, 425, 429, 500, 502, 503, 504})
 # length, llama.cpp's "meta" (parameter count, file size, vocabulary). "created" is left out: vLLM
 # sets it to the time of the request.
 _IDENTITY_FIELDS = ("root", "parent", "max_model_len", "meta")
+# In flight for a server that does not report its slots (vLLM batches whatever arrives; llama-cpp-python's
+# server queues them and answers one at a time, so more in flight costs it nothing).
+DEFAULT_IN_FLIGHT = 8
+# How long the slots a server reported are trusted (a long-lived worker outlives server restarts).
+SLOTS_TTL_S = 60.0
 
 
 class OpenAICompatBackend(LLMBackend):
@@ -35,7 +42,7 @@ class OpenAICompatBackend(LLMBackend):
         model: str,
         base_url: str,
         api_key: str = "not-needed",
-        max_concurrency: int = 8,
+        max_concurrency: int | None = None,
         timeout: float = 300.0,
         max_retries: int = 4,
         backoff_seconds: float = 0.5,
@@ -48,7 +55,8 @@ class OpenAICompatBackend(LLMBackend):
         self.model_file = model_file
         self.base_url = base_url.rstrip("/")
         self.api_key = api_key
-        self.max_concurrency = int(max_concurrency)
+        self.max_concurrency = int(max_concurrency) if max_concurrency else None
+        self._slots: tuple[float, int | None] | None = None  # (when asked, what /props said)
         self.timeout = float(timeout)
         self.max_retries = int(max_retries)
         self.backoff_seconds = float(backoff_seconds)
@@ -59,23 +67,43 @@ class OpenAICompatBackend(LLMBackend):
         """Send all requests; ``on_result`` runs inside the event loop and must not block."""
         return asyncio.run(self._generate_all(requests, on_result))
 
+    def in_flight(self) -> int:
+        """How many requests to keep in flight: ``max_concurrency`` when set, else the server's slots
+        (asked at most every ``SLOTS_TTL_S``), else ``DEFAULT_IN_FLIGHT``."""
+        if self.max_concurrency:
+            return self.max_concurrency
+        now = time.monotonic()
+        if self._slots is None or now - self._slots[0] > SLOTS_TTL_S:
+            self._slots = (now, self.server_slots())
+        return self._slots[1] or DEFAULT_IN_FLIGHT
+
+    def server_slots(self) -> int | None:
+        """llama-server's ``total_slots`` (its ``GET /props``, beside ``/v1``); None when the server
+        has no such answer (vLLM, llama-cpp-python, Ollama) or does not answer."""
+        root = self.base_url.removesuffix("/v1")
+        try:
+            response = httpx.get(f"{root}/props", headers=self._headers(), timeout=5)
+            response.raise_for_status()
+            slots = response.json().get("total_slots")
+        except (httpx.HTTPError, ValueError, AttributeError):
+            return None
+        return slots if isinstance(slots, int) and slots > 0 else None
+
     def model_identity(self) -> str:
         """What identifies the served weights, first found of: the ``identity`` option (set by whoever
-        deploys the server); the SHA-256 of the ``model_file`` option (the GGUF file served); what the
-        server's ``/models`` says of the model (vLLM, llama.cpp's own server); the pinned SHA-256 of
-        the embedded model of that name (``llm_server`` serves only files verified against it).
-        "" when none applies or the server does not answer."""
+        deploys the server); the SHA-256 of the ``model_file`` option (the GGUF file served); the pinned
+        SHA-256 of the embedded model of that name (``llm_server`` serves only files verified against
+        it, with llama-server or llama-cpp-python's server alike, so the cache holds across the two);
+        what the server's ``/models`` says of the model (vLLM, llama.cpp's own server). "" when none
+        applies or the server does not answer."""
         if self.identity:
             return self.identity
         if self.model_file:
             return f"sha256:{file_sha256(Path(self.model_file))}"
-        reported = self._reported_identity()
-        if reported:
-            return reported
         try:
             return f"sha256:{get_model(self.model).sha256}"
         except EmbeddedModelError:
-            return ""
+            return self._reported_identity()
 
     def _reported_identity(self) -> str:
         try:
@@ -98,8 +126,9 @@ class OpenAICompatBackend(LLMBackend):
         return f"{self.base_url} serves {', '.join(map(str, served)) or 'no models'}"
 
     async def _generate_all(self, requests, on_result):
-        semaphore = asyncio.Semaphore(self.max_concurrency)
-        limits = httpx.Limits(max_connections=self.max_concurrency, max_keepalive_connections=self.max_concurrency)
+        in_flight = self.in_flight()
+        semaphore = asyncio.Semaphore(in_flight)
+        limits = httpx.Limits(max_connections=in_flight, max_keepalive_connections=in_flight)
         async with httpx.AsyncClient(timeout=self.timeout, limits=limits, headers=self._headers()) as client:
 
             async def one(index: int, request: ChatRequest):

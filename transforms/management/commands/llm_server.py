@@ -1,7 +1,13 @@
-"""``manage.py llm_server``: fetch an embedded model and serve it with llama.cpp until stopped."""
+"""``manage.py llm_server``: fetch an embedded model and serve it with llama.cpp until stopped.
+
+The server is llama.cpp's own ``llama-server`` with parallel slots when its binary is built
+(``scripts/build_llama_server.sh``, ``transforms.llama_build``), else llama-cpp-python's server, which
+answers one request at a time; the first lines printed say which, and why.
+"""
 
 from __future__ import annotations
 
+import os
 import signal
 import threading
 import time
@@ -11,7 +17,8 @@ from django.conf import settings
 from django.core.management.base import CommandError
 
 from core.commands import ShiftlabCommand
-from core.local_server import supervisor_state_path, supervisor_state_write
+from core.local_server import available_cpus, supervisor_state_path, supervisor_state_write
+from transforms.cpu_features import default_slots
 from transforms.embedded import (
     DEFAULT_MODEL,
     EMBEDDED_MODELS,
@@ -23,6 +30,36 @@ from transforms.embedded import (
     llama_cpp_available,
     port_in_use,
 )
+from transforms.llama_build import CHOICE_ENV, BinaryChoice, choose_binary
+
+SERVERS = ("auto", "llama-server", "llama-cpp-python")
+
+
+def server_choice(requested: str, environ: dict[str, str] | None = None) -> BinaryChoice:
+    """The ``llama-server`` binary to run for ``--server requested`` (None: llama-cpp-python's server).
+
+    ``auto`` takes the built binary when it runs and falls back otherwise; ``llama-server`` insists on
+    it (a CommandError says why there is none); ``llama-cpp-python`` never uses it."""
+    if requested == "llama-cpp-python":
+        return BinaryChoice(None, "--server llama-cpp-python")
+    env = dict(os.environ if environ is None else environ)
+    if requested == "llama-server":
+        env.pop(CHOICE_ENV, None)
+        choice = choose_binary(env)
+        if choice.binary is None:
+            raise CommandError(f"--server llama-server: {choice.reason}")
+        return choice
+    return choose_binary(env)
+
+
+def slots_wanted(option: int | None, setting: int, threads: int) -> tuple[int, str]:
+    """Parallel slots and where the number comes from: ``--parallel``, else the setting
+    (``SHIFTLAB_LLM_PARALLEL``), else the default for the threads (``cpu_features.default_slots``)."""
+    if option:
+        return option, "--parallel"
+    if setting:
+        return setting, "SHIFTLAB_LLM_PARALLEL"
+    return default_slots(threads), f"default for {threads} thread{'s' if threads != 1 else ''}"
 
 
 class Command(ShiftlabCommand):
@@ -44,6 +81,8 @@ class Command(ShiftlabCommand):
         self.server: LlamaServer | None = None
         self.restarts = 0
         self.announced = False
+        self.binary_choice = BinaryChoice(None, "")
+        self.fallback_reason = ""
 
     def add_arguments(self, parser):
         parser.add_argument("--model", default=DEFAULT_MODEL, help=f"model name (default {DEFAULT_MODEL})")
@@ -53,6 +92,21 @@ class Command(ShiftlabCommand):
         parser.add_argument("--download-only", action="store_true", help="fetch and verify the model, then exit")
         parser.add_argument("--n-ctx", type=int, default=4096, help="context window in tokens (default 4096)")
         parser.add_argument("--n-threads", type=int, default=None, help="CPU threads (default: all cores but one)")
+        parser.add_argument(
+            "--server",
+            choices=SERVERS,
+            default="auto",
+            help="llama.cpp's llama-server (parallel slots; built by scripts/build_llama_server.sh) or "
+            "llama-cpp-python's server (one request at a time); auto: llama-server when built, else "
+            f"llama-cpp-python (also when {CHOICE_ENV}=off)",
+        )
+        parser.add_argument(
+            "--parallel",
+            type=int,
+            default=None,
+            help="llama-server's parallel slots, requests decoded together (default SHIFTLAB_LLM_PARALLEL, "
+            "else 4 on up to 2 threads and 8 above); each slot holds --n-ctx tokens",
+        )
         parser.add_argument("--log-file", type=Path, default=None, help="server log (default DATA_DIR/log/...)")
         parser.add_argument("--ready-timeout", type=float, default=300.0, help="seconds to wait for start-up")
         parser.add_argument(
@@ -80,8 +134,15 @@ class Command(ShiftlabCommand):
             self.say(self.style.SUCCESS(f"{name}: {path} (SHA-256 verified)"))
             return
 
-        if not llama_cpp_available():
-            raise CommandError(f"llama-cpp-python is not installed in this environment; {INSTALL_HINT}")
+        if options["parallel"] is not None and options["parallel"] < 1:
+            raise CommandError("--parallel must be at least 1")
+        self.binary_choice = server_choice(options["server"])
+        if self.binary_choice.binary is None:
+            self._fall_back(self.binary_choice.reason)
+        threads = options["n_threads"] or max(1, available_cpus() - 1)
+        slots, slots_origin = slots_wanted(
+            options["parallel"], int(getattr(settings, "EMBEDDED_LLM_PARALLEL", 0) or 0), threads
+        )
         host, port = options["host"], options["port"]
         if port_in_use(port, host):
             raise CommandError(f"port {port} on {host} is already in use; pick another with --port")
@@ -97,6 +158,14 @@ class Command(ShiftlabCommand):
                 n_ctx=options["n_ctx"],
                 n_threads=options["n_threads"],
                 log_path=log_file,
+                binary=self.binary_choice.binary,
+                slots=slots if self.binary_choice.binary is not None else 1,
+            )
+
+        if self.binary_choice.binary is not None:
+            self.say(
+                f"Serving with llama.cpp's llama-server, {slots} parallel slots ({slots_origin}): "
+                f"{self.binary_choice.reason}"
             )
 
         previous = self._install_signal_handlers(self._request_stop)
@@ -112,10 +181,22 @@ class Command(ShiftlabCommand):
         self._state("stopped", "the supervisor was stopped")
         self.say("Embedded LLM server stopped.")
 
+    def _fall_back(self, reason: str) -> None:
+        """Use llama-cpp-python's server from now on, and say why."""
+        if not llama_cpp_available():
+            raise CommandError(
+                f"no server to run: {reason}; and llama-cpp-python is not installed in this environment; {INSTALL_HINT}"
+            )
+        self.binary_choice = BinaryChoice(None, reason)
+        self.fallback_reason = reason
+        self.say(f"Serving with llama-cpp-python's server, one request at a time: {reason}")
+
     def _state(self, state: str, detail: str, **extra) -> None:
         """Record what the server is doing for /health/ and the demo's status lines."""
         server = self.server
         base_url = server.base_url if server is not None and server.port else ""
+        if server is not None:
+            extra = {"server": server.kind, "slots": server.slots if server.binary else 1, **extra}
         supervisor_state_write(
             self.state_file, state=state, detail=detail, restarts=self.restarts, base_url=base_url, **extra
         )
@@ -153,9 +234,17 @@ class Command(ShiftlabCommand):
                 server.stop()
                 if self.stop_event.is_set():
                     return
+                if server.binary is not None and not self.announced:
+                    # llama-server never came up here (a binary built for another CPU, an option this
+                    # build lacks): serve with llama-cpp-python's server instead of crash-looping.
+                    self._fall_back(f"llama-server did not start ({str(exc).splitlines()[0]}; log {server.log_path})")
+                    continue
                 failure = str(exc)
             else:
-                self._state("ready", f"answered a warm-up generation {seconds:.1f} s after starting")
+                why = f" ({self.fallback_reason})" if server.binary is None and self.fallback_reason else ""
+                self._state(
+                    "ready", f"answered a warm-up generation {seconds:.1f} s after starting; {server.describe()}{why}"
+                )
                 self._announce(server, seconds)
                 while not self.stop_event.wait(1.0):
                     if not server.running:
@@ -190,12 +279,15 @@ class Command(ShiftlabCommand):
 
     def _announce(self, server: LlamaServer, seconds: float) -> None:
         if self.announced:
-            self.say(f"Embedded LLM server restarted on {server.base_url} (pid {server.process.pid}).")
+            self.say(
+                f"Embedded LLM server restarted on {server.base_url} (pid {server.process.pid}, {server.describe()})."
+            )
             return
         self.announced = True
         self.say(
             self.style.SUCCESS(f"Embedded LLM {server.model_alias} ready at {server.base_url}")
             + f" (started in {seconds:.1f} s, pid {server.process.pid}, log {server.log_path})\n"
+            f"Server: {server.describe()}\n"
             "Point Shiftlab at it with:\n"
             f"  SHIFTLAB_LLM_BASE_URL={server.base_url}\n"
             f"  SHIFTLAB_LLM_MODEL={server.model_alias}\n"

@@ -1,0 +1,191 @@
+"""The embedded LLM on llama.cpp's own llama-server: the engine fills its parallel slots, and
+``llm_server`` runs it where it is built and falls back to llama-cpp-python's server where it does
+not start. Real servers on SmolLM2-135M; the llama-server tests skip only when the binary is not
+built (``scripts/build_llama_server.sh``, run by ``make install``), and fail then under
+``SHIFTLAB_REQUIRE_SERVICES=1`` (CI)."""
+
+from __future__ import annotations
+
+import io
+import json
+import stat
+import threading
+import time
+from pathlib import Path
+
+import pytest
+import requests
+from django.core.management import call_command
+
+from tests.llm_fixtures import skip_or_fail
+from transforms.backends.base import ChatRequest, ChatResult
+from transforms.backends.openai_compat import OpenAICompatBackend
+from transforms.embedded import TEST_MODEL, LlamaServer, free_port
+from transforms.llama_build import BINARY_ENV, CHOICE_ENV, choose_binary
+from transforms.management.commands.llm_server import Command as LlmServerCommand
+from transforms.prompts import default_prompt
+from transforms.test_embedded import wait_for
+
+SENTENCES = [
+    "A man is playing a guitar on the street.",
+    "Two dogs run across a snowy field.",
+    "The train to the airport leaves every ten minutes.",
+    "She poured the tea before the guests arrived.",
+    "A child is drawing a house with a red roof.",
+    "The market closes early on Sundays.",
+    "Heavy rain flooded the old bridge last night.",
+    "He fixed the bicycle with a borrowed wrench.",
+    "The museum opened a new wing for modern art.",
+]
+
+
+@pytest.fixture(scope="module")
+def llama_server_binary() -> Path:
+    choice = choose_binary()
+    if choice.binary is None:
+        skip_or_fail(f"llama.cpp's llama-server is not built: {choice.reason}")
+    return choice.binary
+
+
+def serve(binary: Path, model: Path, tmp_path: Path, *, slots: int) -> LlamaServer:
+    return LlamaServer(
+        model, model_alias=TEST_MODEL, n_ctx=512, binary=binary, slots=slots, log_path=tmp_path / "s.log"
+    )
+
+
+def paraphrase(text: str) -> ChatRequest:
+    messages = [
+        {"role": "system", "content": "Rewrite the user's sentence in other words; keep its meaning."},
+        {"role": "user", "content": text},
+    ]
+    return ChatRequest(messages=messages, seed=11, temperature=0.0, top_p=1.0, max_tokens=40)
+
+
+@pytest.mark.services
+def test_the_engine_keeps_as_many_requests_in_flight_as_the_server_has_slots(
+    llama_server_binary, llm_test_model, tmp_path
+):
+    server = serve(llama_server_binary, llm_test_model, tmp_path, slots=3)
+    with server:
+        root = server.base_url.removesuffix("/v1")
+        backend = OpenAICompatBackend(alias="t", model=TEST_MODEL, base_url=server.base_url)
+        assert backend.in_flight() == 3  # from the server's /props, no option set
+        busy: list[int] = []
+        done = threading.Event()
+
+        def watch() -> None:  # how many slots decode at once, as the server reports them
+            while not done.is_set():
+                slots = requests.get(f"{root}/slots", timeout=5).json()
+                busy.append(sum(bool(slot["is_processing"]) for slot in slots))
+                time.sleep(0.01)
+
+        watcher = threading.Thread(target=watch, daemon=True)
+        watcher.start()
+        try:
+            results = backend.generate([paraphrase(text) for text in SENTENCES])
+        finally:
+            done.set()
+            watcher.join(10)
+        assert all(isinstance(result, ChatResult) and result.text.strip() for result in results), results
+        assert max(busy) == 3, f"slots busy at once over the run: {sorted(set(busy))}"
+        # The request the engine sends first (the shared system prompt first) is what the server caches.
+        assert "--cont-batching" in server.command() and server.running
+
+
+@pytest.mark.services
+def test_the_shared_system_prompt_is_evaluated_once_per_slot(llama_server_binary, llm_test_model, tmp_path):
+    """The engine's paraphrase requests (system prompt first, identical in each) reuse the slot's cached
+    prefix: after the first, the server computes only what follows the prefix two prompts share. The
+    shared prefix is counted independently, from the server's own template and tokenizer endpoints."""
+    prompt = default_prompt("paraphrase")
+    server = serve(llama_server_binary, llm_test_model, tmp_path, slots=1)
+    with server:
+        root = server.base_url.removesuffix("/v1")
+        previous: list[int] = []
+        for index, text in enumerate(SENTENCES[:3]):
+            messages = prompt.messages(text=text, language="English", source_language="English")
+            rendered = requests.post(f"{root}/apply-template", json={"messages": messages}, timeout=30).json()["prompt"]
+            tokens = requests.post(f"{root}/tokenize", json={"content": rendered}, timeout=30).json()["tokens"]
+            body = {"model": TEST_MODEL, "messages": messages, "max_tokens": 4, "temperature": 0.0}
+            reply = requests.post(f"{server.base_url}/chat/completions", json=body, timeout=120).json()
+            computed, sent = reply["timings"]["prompt_n"], reply["usage"]["prompt_tokens"]
+            if index:
+                pairs = enumerate(zip(previous, tokens, strict=False))
+                shared = next((i for i, (a, b) in pairs if a != b), min(len(previous), len(tokens)))
+                assert shared > sent / 2, "the system prompt should be most of a paraphrase prompt"
+                assert sent - shared <= computed <= sent - shared + 1, (computed, sent, shared)
+            previous = tokens
+
+
+def run_llm_server(command: LlmServerCommand, args: list[str]) -> tuple[threading.Thread, list[BaseException]]:
+    errors: list[BaseException] = []
+
+    def run() -> None:
+        try:
+            call_command(command, *args)
+        except BaseException as exc:  # surfaced by the test
+            errors.append(exc)
+
+    thread = threading.Thread(target=run, daemon=True)
+    thread.start()
+    return thread, errors
+
+
+def serve_args(model: Path, tmp_path: Path, port: int) -> list[str]:
+    args = ["--model", TEST_MODEL, "--models-dir", str(model.parent), "--port", str(port), "--n-ctx", "512"]
+    return args + ["--log-file", str(tmp_path / "server.log"), "--state-file", str(tmp_path / "state.json")]
+
+
+@pytest.mark.services
+def test_llm_server_serves_with_llama_server_and_the_slots_asked_for(
+    llama_server_binary, llm_test_model, tmp_path, monkeypatch
+):
+    monkeypatch.delenv(CHOICE_ENV, raising=False)
+    monkeypatch.setenv(BINARY_ENV, str(llama_server_binary))
+    out = io.StringIO()
+    command = LlmServerCommand(stdout=out, stderr=io.StringIO())
+    port = free_port()
+    thread, errors = run_llm_server(command, [*serve_args(llm_test_model, tmp_path, port), "--parallel", "2"])
+    try:
+        wait_for(lambda: "SHIFTLAB_LLM_BASE_URL" in out.getvalue() or errors, timeout=120)
+        assert errors == []
+        props = requests.get(f"http://127.0.0.1:{port}/props", timeout=5).json()
+        assert props["total_slots"] == 2
+        state = json.loads((tmp_path / "state.json").read_text())
+        assert state["state"] == "ready" and state["server"] == "llama-server" and state["slots"] == 2
+        assert "llama-server, 2 parallel slots" in state["detail"]
+    finally:
+        command.stop_event.set()
+        thread.join(30)
+    assert "Serving with llama.cpp's llama-server, 2 parallel slots (--parallel)" in out.getvalue()
+
+
+@pytest.mark.services
+def test_llm_server_falls_back_to_llama_cpp_python_when_llama_server_does_not_start(
+    llm_test_model, tmp_path, monkeypatch
+):
+    """A binary that answers --version but exits at start (built for another CPU, say)."""
+    fake = tmp_path / "llama-server"
+    fake.write_text(
+        '#!/bin/sh\nif [ "$1" = --version ]; then echo "version: 1 (stand-in)"; exit 0; fi\n'
+        'echo "error: illegal instruction" >&2; exit 132\n'
+    )
+    fake.chmod(fake.stat().st_mode | stat.S_IXUSR)
+    monkeypatch.delenv(CHOICE_ENV, raising=False)
+    monkeypatch.setenv(BINARY_ENV, str(fake))
+    out = io.StringIO()
+    command = LlmServerCommand(stdout=out, stderr=io.StringIO())
+    port = free_port()
+    thread, errors = run_llm_server(command, serve_args(llm_test_model, tmp_path, port))
+    try:
+        wait_for(lambda: "SHIFTLAB_LLM_BASE_URL" in out.getvalue() or errors, timeout=120)
+        assert errors == []
+        state = json.loads((tmp_path / "state.json").read_text())
+        assert state["state"] == "ready" and state["server"] == "llama-cpp-python" and state["slots"] == 1
+        assert "one request at a time (llama-server did not start" in state["detail"]  # what /health/ shows
+        assert command.server.kind == "llama-cpp-python" and command.restarts == 0
+    finally:
+        command.stop_event.set()
+        thread.join(30)
+    output = out.getvalue()
+    assert "Serving with llama-cpp-python's server, one request at a time: llama-server did not start" in output
