@@ -77,6 +77,9 @@ class RaterEstimate:
     ci_low: float | None  # percentile bootstrap interval of the competence (None: n_boot = 0)
     ci_high: float | None
     n_consensus: int = 0  # ratings with a consensus that the competence rests on (< MIN_PAIRS: unknown)
+    offset: float = 0.0  # mean of answer - consensus over those ratings, in categories (+ = too high)
+    offset_se: float | None = None  # its standard error (None below MIN_PAIRS ratings)
+    agreement: float = 0.0  # Lin's concordance correlation with the consensus, clipped to [0, 1]
 
 
 @dataclass(frozen=True)
@@ -112,6 +115,33 @@ def _consensus_competence(
     return consensus, competence
 
 
+@dataclass(frozen=True)
+class _Offset:
+    offset: float
+    se: float | None
+    agreement: float
+
+
+def _offset(answers: np.ndarray, consensus: np.ndarray) -> _Offset:
+    """One rater's mean signed difference from the consensus with its standard error, and Lin's
+    (1989) concordance correlation ``2 cov / (var_x + var_c + (mean_x - mean_c)**2)``: 1 only
+    for answers equal to the consensus, lowered by noise, by a constant offset relative to how
+    much the items differ, and 0 for an answer that does not follow the items."""
+    valid = ~np.isnan(consensus)
+    x, c = answers[valid].astype(float), consensus[valid]
+    if x.size < MIN_PAIRS:
+        return _Offset(0.0, None, 0.0)
+    difference = x - c
+    dx, dc = x - x.mean(), c - c.mean()
+    spread = float((dx * dx).mean() + (dc * dc).mean() + difference.mean() ** 2)
+    agreement = 2 * float((dx * dc).mean()) / spread if spread > 1e-12 else 0.0
+    return _Offset(
+        offset=float(difference.mean()),
+        se=float(difference.std(ddof=1) / np.sqrt(x.size)),
+        agreement=float(np.clip(agreement, 0.0, 1.0)),
+    )
+
+
 def _competence_interval(
     answers: np.ndarray, consensus: np.ndarray, *, rng: np.random.Generator, n_boot: int, confidence: float
 ) -> tuple[float, float]:
@@ -137,20 +167,22 @@ def _competences(
     rng: np.random.Generator,
     n_boot: int,
     confidence: float,
-) -> tuple[np.ndarray, list[tuple[float | None, float | None]], np.ndarray]:
+) -> tuple[np.ndarray, list[tuple[float | None, float | None]], np.ndarray, list[_Offset]]:
     """Each rater's competence over the ratings given, its bootstrap interval (``(None, None)``
-    without bootstrap) and how many of their ratings had a consensus to compare with."""
+    without bootstrap), how many of their ratings had a consensus to compare with, and their
+    offset from it."""
     consensus, competence = _consensus_competence(
         unit_index, rater_index, answers, n_raters=n_raters, excluded=excluded
     )
     n_consensus = np.bincount(rater_index[~np.isnan(consensus)], minlength=n_raters)
+    rows = [rater_index == r for r in range(n_raters)]
     intervals: list[tuple[float | None, float | None]] = [(None, None)] * n_raters
     if n_boot:
-        rows = [rater_index == r for r in range(n_raters)]
         intervals = [
             _competence_interval(answers[m], consensus[m], rng=rng, n_boot=n_boot, confidence=confidence) for m in rows
         ]
-    return competence, intervals, n_consensus
+    offsets = [_offset(answers[m], consensus[m]) for m in rows]
+    return competence, intervals, n_consensus, offsets
 
 
 def _estimate(
@@ -160,6 +192,7 @@ def _estimate(
     competence: float,
     interval: tuple[float | None, float | None],
     n_consensus: int,
+    offset: _Offset,
 ) -> RaterEstimate:
     return RaterEstimate(
         rater=rater,
@@ -170,6 +203,9 @@ def _estimate(
         ci_low=interval[0],
         ci_high=interval[1],
         n_consensus=int(n_consensus),
+        offset=offset.offset,
+        offset_se=offset.se,
+        agreement=offset.agreement,
     )
 
 
@@ -230,7 +266,7 @@ def fit_rater_model(
     counts = np.bincount(rater_index, minlength=n_raters)
     wanted = None if competence_units is None else set(competence_units)
     scored = np.array([wanted is None or unit_ids[u] in wanted for u in unit_index], dtype=bool)
-    competence, intervals, n_consensus = _competences(
+    competence, intervals, n_consensus, offsets = _competences(
         unit_index[scored],
         rater_index[scored],
         answers[scored],
@@ -241,7 +277,9 @@ def fit_rater_model(
         confidence=confidence,
     )
     estimates = tuple(
-        _estimate(rater_ids[r], counts[r], params[[r, n_raters + r]], competence[r], intervals[r], n_consensus[r])
+        _estimate(
+            rater_ids[r], counts[r], params[[r, n_raters + r]], competence[r], intervals[r], n_consensus[r], offsets[r]
+        )
         for r in range(n_raters)
     )
     return RaterModelFit(
