@@ -40,9 +40,13 @@ MIN_SHARED = 5
 # (benchmarks/rater_model_sim.py --grid, which prints these rates per setting).
 CAREFULNESS_FLAG_FRACTION = 0.4
 CAREFULNESS_FLAG_HELP = (
-    "A value f flags annotators whose carefulness is below f times the study's upper-quartile carefulness. "
-    "Suggested: 0.4. On simulated studies (60-300 items, 2-5 raters per item, 10-45% careless raters, "
-    "scales 1-5 and 0-5) 0.4 flagged PLACEHOLDER"
+    "A value f flags annotators whose carefulness is below f times the upper quartile of the study's annotators "
+    "(not rejected ones). Suggested: 0.4. On simulated studies (scales 1-5 and 0-5, 10-45% careless annotators) "
+    "with 40 or more real ratings per annotator it flagged at most 6% of careful annotators on average (17% in "
+    "the worst study), every straight-liner and every annotator one category off, and every random or "
+    "mode-guessing one (at least 2 in 3 when they also pass the controls and take their time); with 11-25 "
+    "ratings per annotator it flagged up to 14% of careful annotators (a third in the worst study), every "
+    "straight-liner and 33-100% of the other careless kinds. An offset of half a category is rarely flagged."
 )
 
 

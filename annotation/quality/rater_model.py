@@ -63,6 +63,7 @@ PREVALENCE_PRIOR = 2.0  # Dirichlet concentration per category
 MAX_ITERATIONS = 100
 CONSENSUS_ROUNDS = 3  # equal weights, then twice weighted by the raters' competence
 MIN_PAIRS = 3  # ratings with a consensus below which a competence means nothing
+AGREEMENT_PRIOR_PAIRS = 10  # ratings at which a rater's own agreement and the study's median weigh the same
 TOLERANCE = 1e-5  # change of the log posterior per rating that ends EM
 _LOG_SQRT_2PI = 0.5 * np.log(2 * np.pi)
 
@@ -79,7 +80,10 @@ class RaterEstimate:
     n_consensus: int = 0  # ratings with a consensus that the competence rests on (< MIN_PAIRS: unknown)
     offset: float = 0.0  # mean of answer - consensus over those ratings, in categories (+ = too high)
     offset_se: float | None = None  # its standard error (None below MIN_PAIRS ratings)
-    agreement: float = 0.0  # Lin's concordance correlation with the consensus, clipped to [0, 1]
+    # Lin's concordance correlation with the consensus, clipped to [0, 1], shrunk towards the
+    # study's median with weight n / (n + AGREEMENT_PRIOR_PAIRS) on the rater's own (0 stays 0
+    # for a constant answer)
+    agreement: float = 0.0
 
 
 @dataclass(frozen=True)
@@ -120,6 +124,26 @@ class _Offset:
     offset: float
     se: float | None
     agreement: float
+    n: int = 0  # pairs it rests on
+    constant: bool = False  # the rater gave one answer to all of them
+
+
+def _shrunk(offsets: list[_Offset], excluded: set[int]) -> list[_Offset]:
+    """Each agreement moved towards the median agreement of the counted raters, with weight
+    ``n / (n + AGREEMENT_PRIOR_PAIRS)`` on the rater's own (empirical-Bayes-style shrinkage: on
+    a dozen ratings Lin's coefficient swings widely, and a careful rater whose few items happen to
+    disagree would otherwise score near 0). A constant answer keeps 0: its 0 is no chance result."""
+    known = [o.agreement for r, o in enumerate(offsets) if r not in excluded and o.se is not None and not o.constant]
+    if not known:
+        return offsets
+    typical = float(np.median(known))
+    shrunk = []
+    for o in offsets:
+        if o.se is not None and not o.constant:
+            weight = o.n / (o.n + AGREEMENT_PRIOR_PAIRS)
+            o = _Offset(o.offset, o.se, weight * o.agreement + (1 - weight) * typical, o.n, o.constant)
+        shrunk.append(o)
+    return shrunk
 
 
 def _offset(answers: np.ndarray, consensus: np.ndarray) -> _Offset:
@@ -139,6 +163,8 @@ def _offset(answers: np.ndarray, consensus: np.ndarray) -> _Offset:
         offset=float(difference.mean()),
         se=float(difference.std(ddof=1) / np.sqrt(x.size)),
         agreement=float(np.clip(agreement, 0.0, 1.0)),
+        n=int(x.size),
+        constant=bool(np.all(x == x[0])),
     )
 
 
@@ -181,7 +207,7 @@ def _competences(
         intervals = [
             _competence_interval(answers[m], consensus[m], rng=rng, n_boot=n_boot, confidence=confidence) for m in rows
         ]
-    offsets = [_offset(answers[m], consensus[m]) for m in rows]
+    offsets = _shrunk([_offset(answers[m], consensus[m]) for m in rows], excluded)
     return competence, intervals, n_consensus, offsets
 
 
