@@ -30,7 +30,11 @@ depend on the item (a uniform random rater, one answering the study's mode with 
 chance correlation of their number of ratings. It does not see a constant offset: a careful rater
 who answers one category too high keeps a high competence; ``bias`` reports the offset, and
 ``annotation.quality.annotator_quality.carefulness`` combines both with the control pass rate and time per item.
-With fewer than ``MIN_PAIRS`` ratings that have a consensus the competence is 0 with the interval
+Against the same consensus each rater also gets an ``offset`` (mean answer - consensus, with its
+standard error) and an ``agreement``: Lin's (1989) concordance correlation, which unlike r falls
+with a constant offset (relative to how much the items differ), shrunk towards the study's median
+agreement with weight ``n / (n + AGREEMENT_PRIOR_PAIRS)`` on the rater's own (a constant answer
+keeps 0). With fewer than ``MIN_PAIRS`` ratings that have a consensus the competence is 0 with the interval
 [0, 1] (nothing is known). The interval is a percentile bootstrap of r over the rater's (answer,
 consensus) pairs with the consensus held fixed (seeded ``numpy.random.Generator``): it shows how
 many ratings the figure rests on, not the uncertainty of the peers' answers. ``competence_units``
@@ -47,6 +51,8 @@ the EM algorithm. Journal of the Royal Statistical Society C 28(1), 20–28.
 Johnson, V. E. (1996). On Bayesian analysis of multirater ordinal data: an application to
 automated essay grading. Journal of the American Statistical Association 91(433), 42–51.
 Efron, B. and Tibshirani, R. J. (1993). An Introduction to the Bootstrap. Chapman & Hall, ch. 13.
+Lin, L. I. (1989). A concordance correlation coefficient to evaluate reproducibility. Biometrics
+45(1), 255–268.
 """
 
 from __future__ import annotations

@@ -21,6 +21,10 @@ Careful and biased raters read: their time per item is log-normal with median 15
 take 5 s (log sd 0.6, so the two overlap). Answers are clipped to 1-5. With ``disguised`` the
 careless raters recognise the controls and answer them right, and take as long as careful ones:
 only their answers to real items give them away.
+
+``simulate_study`` also takes the scale (the clustered truth sits at 62.5% of its range), the
+biased raters' offset (e.g. 0.5 category: a fractional offset shows where reading noise puts it)
+and the careful raters' noise range, for the widened grid of ``benchmarks/rater_model_sim.py``.
 """
 
 from __future__ import annotations
