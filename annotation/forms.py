@@ -8,6 +8,7 @@ from collections.abc import Iterable
 
 from django import forms
 
+from annotation.quality.annotator_quality import CAREFULNESS_FLAG_HELP
 from annotation.studies.design import DesignError, DesignProblem, StudyDesign, StudyKind
 from annotation.studies.design_services import DesignRefused
 from core.errors import ShiftlabError
@@ -149,6 +150,15 @@ class StudyDesignForm(forms.Form):
         high=1,
         step="0.05",
     )
+    flag_low_carefulness = forms.FloatField(
+        label="Flag an annotator whose carefulness is below this fraction of the study's upper quartile",
+        required=False,
+        min_value=0,
+        max_value=1,
+        widget=forms.NumberInput(attrs={"step": "0.05"}),
+        help_text=f"Carefulness combines agreement with the other raters, offset, controls and time (0 to 1). "
+        f"{CAREFULNESS_FLAG_HELP} Empty or 0 = off (the default).",
+    )
     acceptance_threshold = _number(
         "Acceptance threshold (mean rating)",
         "A transformation passes the gate when the mean of every question is at least this. "
@@ -267,6 +277,7 @@ class StudyDesignForm(forms.Form):
                 "flag_too_fast_share",
                 "flag_straight_line_run",
                 "flag_low_competence",
+                "flag_low_carefulness",
             ),
         ),
         (
@@ -319,6 +330,10 @@ class StudyDesignForm(forms.Form):
 
     def clean_assignment(self) -> str:
         return self.cleaned_data.get("assignment") or self._base.assignment
+
+    def clean_flag_low_carefulness(self) -> float:
+        value = self.cleaned_data.get("flag_low_carefulness")
+        return 0.0 if value is None else value
 
     def clean_detectability_limit(self) -> float:
         value = self.cleaned_data.get("detectability_limit")

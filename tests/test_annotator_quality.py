@@ -137,3 +137,48 @@ def test_page_api_and_command_for_researchers_only(study, researcher, client):
     call_command("study", "annotators", "quality", stdout=out)
     lines = out.getvalue().splitlines()
     assert lines[0].startswith("annotator") and any(line.startswith("liner") for line in lines)
+
+
+def test_low_carefulness_is_flagged_when_declared_shown_everywhere_and_a_rejected_rater_leaves_it(
+    study, researcher, client
+):
+    """Issue 29: the low-carefulness rule flags the annotator whose carefulness is below the
+    declared fraction of the upper quartile (anna and bob agree perfectly: 1.0 each; liner
+    follows no item: 0.0; floor 0.4 x 1.0), on the page, in the API and in the command. A rejected
+    annotator is flagged no more: their open flag goes at the next validation."""
+    study_validate(study=study, actor=researcher, estimate=False)
+    assert not Flag.objects.filter(rule="low_carefulness").exists()  # off by default
+    rows = {r.username: r for r in study_annotator_quality(study=study).rows}
+    assert rows["liner"].carefulness_flagged is None
+
+    declare(study, flag_low_carefulness=0.4)
+    study.refresh_from_db()
+    study_validate(study=study, actor=researcher, estimate=False)
+    flags = Flag.objects.filter(rule="low_carefulness")
+    assert [(f.rating.annotator.user.username, f.deviation) for f in flags] == [("liner", 0.0)]
+    report = study_annotator_quality(study=study)
+    rows = {r.username: r for r in report.rows}
+    assert rows["anna"].carefulness == pytest.approx(1.0) and report.carefulness_floor == pytest.approx(0.4)
+    assert (rows["liner"].carefulness_flagged, rows["anna"].carefulness_flagged) == (True, False)
+
+    client.force_login(researcher)
+    html = client.get(reverse("annotation:annotators", args=[study.pk])).content.decode()
+    assert html.count(">flagged</span>") == 1 and "flags a carefulness below 0.4" in html
+    api = APIClient()
+    api.force_authenticate(researcher)
+    data = api.get(f"/api/studies/{study.pk}/annotator-quality/").json()
+    assert {a["username"]: a["carefulness_flagged"] for a in data["annotators"]} == {
+        "anna": False,
+        "bob": False,
+        "liner": True,
+    }
+    out = StringIO()
+    call_command("study", "annotators", "quality", stdout=out)
+    flagged = [line.split()[0] for line in out.getvalue().splitlines() if "flagged: low carefulness" in line]
+    assert flagged == ["liner"]
+
+    Annotator.objects.filter(user__username="liner").update(status=Annotator.Status.REJECTED)
+    study_validate(study=study, actor=researcher, estimate=False)
+    assert not Flag.objects.filter(rule="low_carefulness").exists()
+    rows = {r.username: r for r in study_annotator_quality(study=study).rows}
+    assert rows["liner"].carefulness_flagged is None and rows["anna"].carefulness_flagged is False

@@ -36,6 +36,18 @@ from core.stats import spearman_rho, wilson_interval
 
 MAX_GAP_SECONDS = 30 * 60  # a longer pause between two submissions is a break, not work
 MIN_SHARED = 5
+# The suggested design.flag_low_carefulness and what it did on simulated studies
+# (benchmarks/rater_model_sim.py --grid, which prints these rates per setting).
+CAREFULNESS_FLAG_FRACTION = 0.4
+CAREFULNESS_FLAG_HELP = (
+    "A value f flags annotators whose carefulness is below f times the upper quartile of the study's annotators "
+    "(not rejected ones). Suggested: 0.4. On simulated studies (scales 1-5 and 0-5, 10-45% careless annotators) "
+    "with 40 or more real ratings per annotator it flagged at most 6% of careful annotators on average (17% in "
+    "the worst study), every straight-liner and every annotator one category off, and every random or "
+    "mode-guessing one (at least 2 in 3 when they also pass the controls and take their time); with 11-25 "
+    "ratings per annotator it flagged up to 14% of careful annotators (a third in the worst study), every "
+    "straight-liner and 33-100% of the other careless kinds. An offset of half a category is rarely flagged."
+)
 
 
 @dataclass(frozen=True)
@@ -72,6 +84,8 @@ class ControlRate:
     rate: float | None
     ci_low: float | None
     ci_high: float | None
+    mean_error: float | None = None  # mean of answer - expected, in categories (+ = too high)
+    mean_abs_error: float | None = None
 
 
 @dataclass(frozen=True)
@@ -152,13 +166,22 @@ def straight_lining(records: Sequence[RatingRecord]) -> StraightLining:
 
 
 def control_rate(records: Iterable[RatingRecord], *, margin: int) -> ControlRate:
+    """The pass rate within ``margin`` with its Wilson interval, and how far off the answers are
+    and in which direction (signed and absolute mean error)."""
     checked = [ControlRating(expected=r.expected, value=r.value) for r in records if r.expected is not None]
     check = control_check(checked, margin=margin, min_ratings=0)
     if not check.n_checked:
         return ControlRate(n_checked=0, n_within=0, rate=None, ci_low=None, ci_high=None)
     low, high = wilson_interval(check.n_within, check.n_checked)
+    errors = [c.value - c.expected for c in checked]
     return ControlRate(
-        n_checked=check.n_checked, n_within=check.n_within, rate=check.pass_rate, ci_low=low, ci_high=high
+        n_checked=check.n_checked,
+        n_within=check.n_within,
+        rate=check.pass_rate,
+        ci_low=low,
+        ci_high=high,
+        mean_error=sum(errors) / len(errors),
+        mean_abs_error=sum(abs(e) for e in errors) / len(errors),
     )
 
 
@@ -256,10 +279,13 @@ def annotator_flag_hits(
     too_fast_share: float,
     straight_line_run: int,
     low_competence: float,
+    carefulness: float | None = None,
+    low_carefulness: float = 0.0,
 ) -> list[AnnotatorFlagHit]:
     """The declared annotator-level rules ``quality`` breaks (a threshold of 0 turns a rule off):
     more than ``too_fast_share`` of timed items too fast; a run of at least ``straight_line_run``
-    identical answers; a competence interval whose upper end lies below ``low_competence``."""
+    identical answers; a competence interval whose upper end lies below ``low_competence``; a
+    ``carefulness`` below ``low_carefulness`` (an unknown carefulness flags nothing)."""
     hits = []
     share = quality.timing.share_too_fast
     if too_fast_share > 0 and share is not None and share > too_fast_share:
@@ -269,28 +295,64 @@ def annotator_flag_hits(
         hits.append(AnnotatorFlagHit("straight_lining", float(run)))
     if low_competence > 0 and competence_high is not None and competence_high < low_competence:
         hits.append(AnnotatorFlagHit("low_competence", competence_high))
+    if low_carefulness > 0 and carefulness is not None and carefulness < low_carefulness:
+        hits.append(AnnotatorFlagHit("low_carefulness", carefulness))
     return hits
+
+
+def shrunk_offset(estimate: RaterEstimate) -> float:
+    """The rater's offset from the consensus, moved towards 0 by two standard errors (0 when the
+    offset is within two standard errors of 0: a few ratings prove no offset)."""
+    se = estimate.offset_se or 0.0
+    return math.copysign(max(0.0, abs(estimate.offset) - 2.0 * se), estimate.offset)
 
 
 def carefulness(quality: AnnotatorQuality, estimate: RaterEstimate | None) -> float | None:
     """One score in [0, 1] from every signal, the product of:
 
-    - the rater model's **competence** (correlation with the leave-one-out consensus on real
-      items): 0 for a straight-liner, near 0 for a random rater or one answering near the
-      study's mode without reading;
-    - ``1 / (1 + bias**2)`` with the model's **bias** in categories: 0.5 for a careful reader one
-      category off, above 0.97 within ±0.17 (competence does not see an offset);
-    - the **control pass rate** (1 without checked controls);
+    - the **agreement** with the leave-one-out consensus on real items (Lin's concordance
+      correlation, ``RaterEstimate.agreement``): 0 for a straight-liner and near 0 for a random
+      rater or one answering near the study's mode without reading; lowered by noise and by an
+      offset, relative to how much the items differ;
+    - ``1 / (1 + b**2)`` with ``b`` the **offset** from the consensus in categories, shrunk by two
+      standard errors (``shrunk_offset``): an offset counts in absolute terms too, as the gate
+      compares means with a fixed threshold (0.5 for a careful reader one category off);
+    - the **control pass rate** (1 without checked controls) times ``1 / (1 + (2 e)**2)`` with
+      ``e`` the mean signed error on the controls: their expected answers sit at the ends of the
+      scale, so an offset shows on about half of them and ``2 e`` estimates it;
     - the share of timed items **not too fast** (1 without timed items).
 
-    None without a competence (fewer than ``MIN_PAIRS`` real ratings with a consensus: nobody
-    else rated the rater's real items). A product, so any one
-    signal at 0 puts the rater at 0; the weights are not fitted, they are the plain product."""
+    None without an agreement (fewer than ``MIN_PAIRS`` real ratings with a consensus: nobody
+    else rated the rater's real items). A product, so any one signal at 0 puts the rater at 0.
+    Carefulness is comparable within a study, not across studies: on a study whose items barely
+    differ the agreement of careful raters is lower (``carefulness_flag_floor`` compares it with
+    the study's own raters)."""
     if estimate is None or estimate.n_consensus < MIN_PAIRS:
         return None
-    score = estimate.competence / (1.0 + estimate.bias**2)
-    if quality.controls.rate is not None:
-        score *= quality.controls.rate
+    score = estimate.agreement / (1.0 + shrunk_offset(estimate) ** 2)
+    controls = quality.controls
+    if controls.rate is not None:
+        score *= controls.rate / (1.0 + (2.0 * (controls.mean_error or 0.0)) ** 2)
     if quality.timing.share_too_fast is not None:
         score *= 1.0 - quality.timing.share_too_fast
     return float(score)
+
+
+def carefulness_flag_floor(scores: Iterable[float | None], fraction: float) -> float | None:
+    """The carefulness below which a rater is flagged: ``fraction`` of the upper quartile of the
+    known ``scores`` (the study's raters who are not rejected). Relative, because how high a
+    careful rater's carefulness is depends on how much the study's items differ; the upper
+    quartile, so that it still stands on careful raters when up to three in four are careless.
+    None when the rule is off (``fraction`` 0) or no score is known."""
+    known = sorted(s for s in scores if s is not None)
+    if fraction <= 0 or not known:
+        return None
+    return fraction * _quantile(known, 0.75)
+
+
+def _quantile(ordered: Sequence[float], q: float) -> float:
+    """The ``q`` quantile of sorted values, interpolating linearly (numpy's default rule)."""
+    position = q * (len(ordered) - 1)
+    below = math.floor(position)
+    above = min(below + 1, len(ordered) - 1)
+    return ordered[below] + (position - below) * (ordered[above] - ordered[below])

@@ -5,18 +5,20 @@ applied by ``study_validate``."""
 from __future__ import annotations
 
 from collections import defaultdict
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 
 from django.db.models import Min
 
 from annotation.models import Annotator, Flag, Rating, Study
 from annotation.quality import plots
 from annotation.quality.annotator_quality import (
+    CAREFULNESS_FLAG_HELP,
     AnnotatorQuality,
     RatingRecord,
     annotator_flag_hits,
     annotator_quality,
     carefulness,
+    carefulness_flag_floor,
 )
 from annotation.quality.controls import ItemKind
 from annotation.quality.rater_model import RaterEstimate, RaterModelFit, fit_rater_model
@@ -33,11 +35,21 @@ class AnnotatorQualityRow:
     annotator: Annotator
     quality: AnnotatorQuality | None  # None: no active rating yet
     competence: RaterEstimate | None  # None: no rating of an item someone else rated too
+    carefulness_floor: float | None = None  # below it the low-carefulness rule flags (None: off)
 
     @property
     def carefulness(self) -> float | None:
-        """``annotation.quality.annotator_quality.carefulness``: competence, bias, controls and time in one score."""
+        """``annotation.quality.annotator_quality.carefulness``: agreement, offset, controls and time in one score."""
         return carefulness(self.quality, self.competence) if self.quality and self.competence else None
+
+    @property
+    def carefulness_flagged(self) -> bool | None:
+        """Whether the low-carefulness rule flags this annotator (None: rule off, carefulness
+        unknown or annotator rejected)."""
+        score = self.carefulness
+        if self.carefulness_floor is None or score is None or self.annotator.status == Annotator.Status.REJECTED:
+            return None
+        return score < self.carefulness_floor
 
     @property
     def username(self) -> str:
@@ -50,6 +62,13 @@ class StudyQuality:
     model: RaterModelFit | None
     scale: tuple[int, int]
     min_seconds: float
+    low_carefulness: float = 0.0  # the design's flag_low_carefulness (0: off)
+    carefulness_floor: float | None = None  # what that fraction gives on this study (None: off)
+
+    @property
+    def carefulness_flag_help(self) -> str:
+        """What the low-carefulness rule does at the suggested threshold, measured on simulations."""
+        return CAREFULNESS_FLAG_HELP
 
 
 def quality_records(study: Study) -> list[RatingRecord]:
@@ -125,7 +144,18 @@ def study_annotator_quality(*, study: Study) -> StudyQuality:
         )
         for a in annotators
     ]
-    return StudyQuality(rows=rows, model=fit, scale=tuple(scale), min_seconds=design.min_seconds_per_item)
+    floor = carefulness_flag_floor(
+        [r.carefulness for r in rows if r.annotator.status != Annotator.Status.REJECTED], design.flag_low_carefulness
+    )
+    rows = [replace(r, carefulness_floor=floor) for r in rows]
+    return StudyQuality(
+        rows=rows,
+        model=fit,
+        scale=tuple(scale),
+        min_seconds=design.min_seconds_per_item,
+        low_carefulness=design.flag_low_carefulness,
+        carefulness_floor=floor,
+    )
 
 
 def _figures(records, design: StudyDesign, rejected) -> dict[int, AnnotatorQuality]:
@@ -138,29 +168,34 @@ def _figures(records, design: StudyDesign, rejected) -> dict[int, AnnotatorQuali
 
 
 def annotator_flags_apply(*, study: Study) -> tuple[int, int]:
-    """Apply the declared annotator-level rules (too fast, straight-lining, low competence): a
-    rater who breaks one gets one flag per rule on their latest rating, which joins the review
-    queue and counts towards ``max_confirmed_flags`` once confirmed. An open flag whose rule no
-    longer fires is removed; a reviewed one stays. Returns (created, removed). Call it inside the
+    """Apply the declared annotator-level rules (too fast, straight-lining, low competence, low
+    carefulness): a rater who breaks one gets one flag per rule on their latest rating, which
+    joins the review queue and counts towards ``max_confirmed_flags`` once confirmed. An open flag
+    whose rule no longer fires is removed; a reviewed one stays. Rejected raters are flagged no
+    more and count in no one's consensus. Returns (created, removed). Call it inside the
     validation's transaction."""
     design = study_design(study)
     existing = defaultdict(dict)
     flags = Flag.objects.filter(rating__study_item__study=study, rule__in=ANNOTATOR_RULES).select_related("rating")
     for flag in flags:
         existing[flag.rating.annotator_id][flag.rule] = flag
-    declared = design.flag_too_fast_share or design.flag_straight_line_run or design.flag_low_competence
+    model_needed = design.flag_low_competence or design.flag_low_carefulness
+    declared = design.flag_too_fast_share or design.flag_straight_line_run or model_needed
     if not declared and not existing:
         return 0, 0
     records = quality_records(study) if declared else []
     annotators = {a.pk: a for a in study.annotators.all()}
     rejected = {pk for pk, a in annotators.items() if a.status == Annotator.Status.REJECTED}
     figures = _figures(records, design, rejected)
-    fit = study_rater_model(study, records=records, rejected=rejected)[0] if design.flag_low_competence else None
+    fit = study_rater_model(study, records=records, rejected=rejected)[0] if model_needed else None
+    estimates = {e.rater: e for e in fit.raters} if fit else {}
+    scores = {pk: carefulness(q, estimates.get(pk)) for pk, q in figures.items() if pk not in rejected}
+    floor = carefulness_flag_floor(scores.values(), design.flag_low_carefulness)
     created = removed = 0
     for pk, annotator in annotators.items():
         hits = {}
         if annotator.status != Annotator.Status.REJECTED and pk in figures:
-            estimate = next((e for e in fit.raters if e.rater == pk), None) if fit else None
+            estimate = estimates.get(pk)
             hits = {
                 h.rule: h
                 for h in annotator_flag_hits(
@@ -169,6 +204,8 @@ def annotator_flags_apply(*, study: Study) -> tuple[int, int]:
                     too_fast_share=design.flag_too_fast_share,
                     straight_line_run=design.flag_straight_line_run,
                     low_competence=design.flag_low_competence,
+                    carefulness=scores.get(pk),
+                    low_carefulness=floor or 0.0,
                 )
             }
         for rule, hit in hits.items():
@@ -233,6 +270,8 @@ def quality_report_data(report: StudyQuality) -> dict:
     return {
         "scale": list(report.scale),
         "min_seconds_per_item": report.min_seconds,
+        "flag_low_carefulness": report.low_carefulness,
+        "carefulness_floor": report.carefulness_floor,
         "model": None
         if model is None
         else {
@@ -253,6 +292,7 @@ def quality_report_data(report: StudyQuality) -> dict:
                     else {"n_items": 0, "n_ratings": 0}
                 ),
                 "carefulness": r.carefulness,
+                "carefulness_flagged": r.carefulness_flagged,
                 "competence": None
                 if r.competence is None
                 else {k: v for k, v in asdict(r.competence).items() if k not in ("rater", "n_ratings")},

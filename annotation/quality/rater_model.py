@@ -30,7 +30,11 @@ depend on the item (a uniform random rater, one answering the study's mode with 
 chance correlation of their number of ratings. It does not see a constant offset: a careful rater
 who answers one category too high keeps a high competence; ``bias`` reports the offset, and
 ``annotation.quality.annotator_quality.carefulness`` combines both with the control pass rate and time per item.
-With fewer than ``MIN_PAIRS`` ratings that have a consensus the competence is 0 with the interval
+Against the same consensus each rater also gets an ``offset`` (mean answer - consensus, with its
+standard error) and an ``agreement``: Lin's (1989) concordance correlation, which unlike r falls
+with a constant offset (relative to how much the items differ), shrunk towards the study's median
+agreement with weight ``n / (n + AGREEMENT_PRIOR_PAIRS)`` on the rater's own (a constant answer
+keeps 0). With fewer than ``MIN_PAIRS`` ratings that have a consensus the competence is 0 with the interval
 [0, 1] (nothing is known). The interval is a percentile bootstrap of r over the rater's (answer,
 consensus) pairs with the consensus held fixed (seeded ``numpy.random.Generator``): it shows how
 many ratings the figure rests on, not the uncertainty of the peers' answers. ``competence_units``
@@ -47,6 +51,8 @@ the EM algorithm. Journal of the Royal Statistical Society C 28(1), 20–28.
 Johnson, V. E. (1996). On Bayesian analysis of multirater ordinal data: an application to
 automated essay grading. Journal of the American Statistical Association 91(433), 42–51.
 Efron, B. and Tibshirani, R. J. (1993). An Introduction to the Bootstrap. Chapman & Hall, ch. 13.
+Lin, L. I. (1989). A concordance correlation coefficient to evaluate reproducibility. Biometrics
+45(1), 255–268.
 """
 
 from __future__ import annotations
@@ -63,6 +69,7 @@ PREVALENCE_PRIOR = 2.0  # Dirichlet concentration per category
 MAX_ITERATIONS = 100
 CONSENSUS_ROUNDS = 3  # equal weights, then twice weighted by the raters' competence
 MIN_PAIRS = 3  # ratings with a consensus below which a competence means nothing
+AGREEMENT_PRIOR_PAIRS = 10  # ratings at which a rater's own agreement and the study's median weigh the same
 TOLERANCE = 1e-5  # change of the log posterior per rating that ends EM
 _LOG_SQRT_2PI = 0.5 * np.log(2 * np.pi)
 
@@ -77,6 +84,12 @@ class RaterEstimate:
     ci_low: float | None  # percentile bootstrap interval of the competence (None: n_boot = 0)
     ci_high: float | None
     n_consensus: int = 0  # ratings with a consensus that the competence rests on (< MIN_PAIRS: unknown)
+    offset: float = 0.0  # mean of answer - consensus over those ratings, in categories (+ = too high)
+    offset_se: float | None = None  # its standard error (None below MIN_PAIRS ratings)
+    # Lin's concordance correlation with the consensus, clipped to [0, 1], shrunk towards the
+    # study's median with weight n / (n + AGREEMENT_PRIOR_PAIRS) on the rater's own (0 stays 0
+    # for a constant answer)
+    agreement: float = 0.0
 
 
 @dataclass(frozen=True)
@@ -112,6 +125,55 @@ def _consensus_competence(
     return consensus, competence
 
 
+@dataclass(frozen=True)
+class _Offset:
+    offset: float
+    se: float | None
+    agreement: float
+    n: int = 0  # pairs it rests on
+    constant: bool = False  # the rater gave one answer to all of them
+
+
+def _shrunk(offsets: list[_Offset], excluded: set[int]) -> list[_Offset]:
+    """Each agreement moved towards the median agreement of the counted raters, with weight
+    ``n / (n + AGREEMENT_PRIOR_PAIRS)`` on the rater's own (empirical-Bayes-style shrinkage: on
+    a dozen ratings Lin's coefficient swings widely, and a careful rater whose few items happen to
+    disagree would otherwise score near 0). A constant answer keeps 0: its 0 is no chance result."""
+    known = [o.agreement for r, o in enumerate(offsets) if r not in excluded and o.se is not None and not o.constant]
+    if not known:
+        return offsets
+    typical = float(np.median(known))
+    shrunk = []
+    for o in offsets:
+        if o.se is not None and not o.constant:
+            weight = o.n / (o.n + AGREEMENT_PRIOR_PAIRS)
+            o = _Offset(o.offset, o.se, weight * o.agreement + (1 - weight) * typical, o.n, o.constant)
+        shrunk.append(o)
+    return shrunk
+
+
+def _offset(answers: np.ndarray, consensus: np.ndarray) -> _Offset:
+    """One rater's mean signed difference from the consensus with its standard error, and Lin's
+    (1989) concordance correlation ``2 cov / (var_x + var_c + (mean_x - mean_c)**2)``: 1 only
+    for answers equal to the consensus, lowered by noise, by a constant offset relative to how
+    much the items differ, and 0 for an answer that does not follow the items."""
+    valid = ~np.isnan(consensus)
+    x, c = answers[valid].astype(float), consensus[valid]
+    if x.size < MIN_PAIRS:
+        return _Offset(0.0, None, 0.0)
+    difference = x - c
+    dx, dc = x - x.mean(), c - c.mean()
+    spread = float((dx * dx).mean() + (dc * dc).mean() + difference.mean() ** 2)
+    agreement = 2 * float((dx * dc).mean()) / spread if spread > 1e-12 else 0.0
+    return _Offset(
+        offset=float(difference.mean()),
+        se=float(difference.std(ddof=1) / np.sqrt(x.size)),
+        agreement=float(np.clip(agreement, 0.0, 1.0)),
+        n=int(x.size),
+        constant=bool(np.all(x == x[0])),
+    )
+
+
 def _competence_interval(
     answers: np.ndarray, consensus: np.ndarray, *, rng: np.random.Generator, n_boot: int, confidence: float
 ) -> tuple[float, float]:
@@ -137,20 +199,22 @@ def _competences(
     rng: np.random.Generator,
     n_boot: int,
     confidence: float,
-) -> tuple[np.ndarray, list[tuple[float | None, float | None]], np.ndarray]:
+) -> tuple[np.ndarray, list[tuple[float | None, float | None]], np.ndarray, list[_Offset]]:
     """Each rater's competence over the ratings given, its bootstrap interval (``(None, None)``
-    without bootstrap) and how many of their ratings had a consensus to compare with."""
+    without bootstrap), how many of their ratings had a consensus to compare with, and their
+    offset from it."""
     consensus, competence = _consensus_competence(
         unit_index, rater_index, answers, n_raters=n_raters, excluded=excluded
     )
     n_consensus = np.bincount(rater_index[~np.isnan(consensus)], minlength=n_raters)
+    rows = [rater_index == r for r in range(n_raters)]
     intervals: list[tuple[float | None, float | None]] = [(None, None)] * n_raters
     if n_boot:
-        rows = [rater_index == r for r in range(n_raters)]
         intervals = [
             _competence_interval(answers[m], consensus[m], rng=rng, n_boot=n_boot, confidence=confidence) for m in rows
         ]
-    return competence, intervals, n_consensus
+    offsets = _shrunk([_offset(answers[m], consensus[m]) for m in rows], excluded)
+    return competence, intervals, n_consensus, offsets
 
 
 def _estimate(
@@ -160,6 +224,7 @@ def _estimate(
     competence: float,
     interval: tuple[float | None, float | None],
     n_consensus: int,
+    offset: _Offset,
 ) -> RaterEstimate:
     return RaterEstimate(
         rater=rater,
@@ -170,6 +235,9 @@ def _estimate(
         ci_low=interval[0],
         ci_high=interval[1],
         n_consensus=int(n_consensus),
+        offset=offset.offset,
+        offset_se=offset.se,
+        agreement=offset.agreement,
     )
 
 
@@ -230,7 +298,7 @@ def fit_rater_model(
     counts = np.bincount(rater_index, minlength=n_raters)
     wanted = None if competence_units is None else set(competence_units)
     scored = np.array([wanted is None or unit_ids[u] in wanted for u in unit_index], dtype=bool)
-    competence, intervals, n_consensus = _competences(
+    competence, intervals, n_consensus, offsets = _competences(
         unit_index[scored],
         rater_index[scored],
         answers[scored],
@@ -241,7 +309,9 @@ def fit_rater_model(
         confidence=confidence,
     )
     estimates = tuple(
-        _estimate(rater_ids[r], counts[r], params[[r, n_raters + r]], competence[r], intervals[r], n_consensus[r])
+        _estimate(
+            rater_ids[r], counts[r], params[[r, n_raters + r]], competence[r], intervals[r], n_consensus[r], offsets[r]
+        )
         for r in range(n_raters)
     )
     return RaterModelFit(

@@ -21,6 +21,10 @@ Careful and biased raters read: their time per item is log-normal with median 15
 take 5 s (log sd 0.6, so the two overlap). Answers are clipped to 1-5. With ``disguised`` the
 careless raters recognise the controls and answer them right, and take as long as careful ones:
 only their answers to real items give them away.
+
+``simulate_study`` also takes the scale (the clustered truth sits at 62.5% of its range), the
+biased raters' offset (e.g. 0.5 category: a fractional offset shows where reading noise puts it)
+and the careful raters' noise range, for the widened grid of ``benchmarks/rater_model_sim.py``.
 """
 
 from __future__ import annotations
@@ -63,17 +67,34 @@ def simulate_study(
     n_careful: int = 12,
     n_each_careless: int = 2,
     disguised: bool = False,
+    scale: tuple[int, int] = SCALE,
+    bias_offset: float = 1.0,
+    noise: tuple[float, float] = (0.25, 0.5),
 ) -> SimulatedStudy:
-    """One simulated study: a ``RatingRecord`` per rating (question ``quality``)."""
+    """One simulated study: a ``RatingRecord`` per rating (question ``quality``).
+
+    ``scale`` is the answer scale (the clustered truth sits at 62.5% of its range with a spread of
+    0.1125 of it: ``N(3.5, 0.45)`` on 1-5); ``bias_offset`` the biased raters' offset in
+    categories (+ for the first, - for the second, ...); ``noise`` the range of the careful
+    raters' noise sd in categories."""
     rng = np.random.default_rng(seed)
     kinds = rater_kinds(n_careful, n_each_careless)
     raters = list(kinds)
-    low, high = SCALE
-    theta = np.clip(rng.normal(3.5, 0.45, n_items), 1, 5) if clustered else rng.uniform(0.5, 5.5, n_items)
-    mode, other = (4, 3) if clustered else (3, 2)
-    mean = int(np.rint(np.clip(np.rint(theta), low, high).mean()))
-    personal = {r: (rng.normal(0, 0.15), rng.uniform(0.25, 0.5)) for r in raters}
-    offsets = {r: (1 if n % 2 == 0 else -1) for n, r in enumerate(r for r in raters if kinds[r] == "biased")}
+    low, high = scale
+    width = high - low
+    if clustered:
+        theta = np.clip(rng.normal(low + 0.625 * width, 0.1125 * width, n_items), low, high)
+    else:
+        theta = rng.uniform(low - 0.5, high + 0.5, n_items)
+    rounded = np.clip(np.rint(theta), low, high)
+    mode = int(np.floor(low + (0.625 if clustered else 0.5) * width + 0.5))  # 4 or 3 on 1-5
+    other = mode - 1
+    mean = int(np.rint(rounded.mean()))
+    personal = {r: (rng.normal(0, 0.15), rng.uniform(*noise)) for r in raters}
+    offsets = {
+        r: (bias_offset if n % 2 == 0 else -bias_offset)
+        for n, r in enumerate(r for r in raters if kinds[r] == "biased")
+    }
 
     def answer(rater: str, truth: float, expected: int | None) -> int:
         kind = kinds[rater]
@@ -82,10 +103,13 @@ def simulate_study(
         elif kind in (CAREFUL, "biased"):
             if expected is not None:
                 value = expected + (rng.choice([-1, 1]) if rng.random() < 0.05 else 0)
+                offset = offsets.get(rater, 0.0)
+                if offset % 1:  # a fractional offset shows on some controls, as reading noise decides
+                    offset += personal[rater][1] * rng.normal()
+                value = np.rint(value + offset)
             else:
-                bias, noise = personal[rater]
-                value = np.rint(truth + bias + noise * rng.normal())
-            value += offsets.get(rater, 0)
+                bias, spread = personal[rater]
+                value = np.rint(truth + bias + offsets.get(rater, 0.0) + spread * rng.normal())
         elif kind == "straight_mode":
             value = mode
         elif kind == "straight_other":

@@ -24,9 +24,12 @@ class FlagRule(StrEnum):
     TOO_FAST = "too_fast"
     STRAIGHT_LINING = "straight_lining"
     LOW_COMPETENCE = "low_competence"
+    LOW_CAREFULNESS = "low_carefulness"
 
 
-ANNOTATOR_RULES = frozenset({FlagRule.TOO_FAST, FlagRule.STRAIGHT_LINING, FlagRule.LOW_COMPETENCE})
+ANNOTATOR_RULES = frozenset(
+    {FlagRule.TOO_FAST, FlagRule.STRAIGHT_LINING, FlagRule.LOW_COMPETENCE, FlagRule.LOW_CAREFULNESS}
+)
 
 
 class RejectionReason(StrEnum):

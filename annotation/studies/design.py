@@ -117,6 +117,7 @@ _LATER_DEFAULTS = {
     "detectability_override": "",
     "single_rater_pilot": False,
     "min_ac2_lower": None,
+    "flag_low_carefulness": 0.0,
 }
 
 
@@ -149,6 +150,10 @@ class StudyDesign:
     flag_too_fast_share: float = 0.0  # flag a rater when more of their items are too fast; 0 = off
     flag_straight_line_run: int = 0  # flag a run of this many identical answers to a question; 0 = off
     flag_low_competence: float = 0.0  # flag when the competence interval lies below this; 0 = off
+    # Flag a rater whose carefulness (annotation.quality.annotator_quality.carefulness) is below
+    # this fraction of the study's upper-quartile carefulness; 0 = off. Suggested:
+    # annotation.quality.annotator_quality.CAREFULNESS_FLAG_FRACTION, from simulated studies.
+    flag_low_carefulness: float = 0.0
     acceptance_threshold: float = 3.0
     seed: int = 0
     adaptive: bool = False
@@ -190,6 +195,7 @@ class StudyDesign:
             ("flag_too_fast_share", self.flag_too_fast_share, 0, 1),
             ("flag_straight_line_run", self.flag_straight_line_run, 0, 100_000),
             ("flag_low_competence", self.flag_low_competence, 0, 1),
+            ("flag_low_carefulness", self.flag_low_carefulness, 0, 1),
             ("acceptance_threshold", self.acceptance_threshold, 0, 5),
             ("batches_released", self.batches_released, 0, 10_000),
             ("detectability_limit", self.detectability_limit, 0.5, 1),

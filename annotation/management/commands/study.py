@@ -237,6 +237,7 @@ class Command(ShiftlabCommand):
             competence = f"{c.competence:.2f} [{fmt(c.ci_low, '.2f')}, {fmt(c.ci_high, '.2f')}]" if c else "-"
             if c:
                 competence += f"  {c.bias:+.2f}  {fmt(row.carefulness, '.2f')}"
+                competence += "  flagged: low carefulness" if row.carefulness_flagged else ""
             if q is None:
                 self.stdout.write(f"{row.username:<16} {row.annotator.status:<9} {0:>5}  no rating yet  {competence}")
                 continue
@@ -247,6 +248,11 @@ class Command(ShiftlabCommand):
                 f"{q.straight_lining.longest_run:>4} {fmt(q.straight_lining.entropy_bits, '.2f'):>6} {controls:>9} "
                 f"{fmt(q.deviation.peer_mad, '.2f'):>9} {fmt(q.deviation.peer_spearman, '.2f'):>5} "
                 f"{fmt(q.deviation.llm_mad, '.2f'):>7}  {competence}"
+            )
+        if report.carefulness_floor is not None:
+            self.stdout.write(
+                f"Low carefulness flags a carefulness below {report.low_carefulness:g} x the upper quartile "
+                f"= {report.carefulness_floor:.3f}."
             )
 
     def do_review(self, *, actor, flag, decision, note, **_):
