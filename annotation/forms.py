@@ -191,6 +191,15 @@ class StudyDesignForm(forms.Form):
         high=100_000,
         initial=DEFAULT.adaptive_min_items,
     )
+    adaptive_gate_raters = _whole(
+        "Adaptive stopping: raters per item the gate observes",
+        "0 = off: every item gets all its raters. Fewer than the raters per item (e.g. 2 of 3, with pull "
+        "assignment): the gate observes each item's first raters, and an item gets its further raters only "
+        "where those disagree by more than a quarter of the scale (1 point on 1–5) on a question.",
+        low=0,
+        high=100,
+        initial=DEFAULT.adaptive_gate_raters,
+    )
     batches_released = _whole(
         "Batches in Argilla at a time",
         "Unfinished batches each annotator's queue holds; the next arrives as they finish one. "
@@ -277,6 +286,7 @@ class StudyDesignForm(forms.Form):
                 "adaptive",
                 "adaptive_alpha",
                 "adaptive_min_items",
+                "adaptive_gate_raters",
                 "batches_released",
                 "assignment",
             ),

@@ -34,7 +34,7 @@ from annotation.quality.control_services import study_control_detectability, stu
 from annotation.quality.gate_services import approval_decide, gate_result_current, study_gate
 from annotation.quality.gating import gate_state_of
 from annotation.quality.quality_services import quality_figures, study_annotator_quality
-from annotation.quality.sequential import MIN_FORECAST_ITEMS
+from annotation.quality.saving_forecast import MIN_FORECAST_ITEMS
 from annotation.quality.validation_services import (
     annotator_reject,
     annotator_replace,

@@ -67,8 +67,9 @@ import numpy as np
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from annotation.quality.sequential import Settled, forecast_saving, settle_questions  # noqa: E402
-from annotation.studies.assignment import pull_items  # noqa: E402
+from annotation.quality.saving_forecast import RatingCosts, forecast_saving  # noqa: E402
+from annotation.quality.sequential import Settled, settle_questions  # noqa: E402
+from annotation.studies.assignment import pull_items, raters_needed  # noqa: E402
 
 DATA = Path(os.environ.get("SHIFTLAB_BENCH_DATA", ROOT.parent / "shared" / "data"))  # a worktree: set it
 THRESHOLD, ALPHA, MIN_ITEMS, ITEMS, RATERS_PER_ITEM, PANEL = 3.0, 0.05, 10, 100, 3, 5
@@ -174,19 +175,45 @@ def queue_replay(raters: np.ndarray, rng, *, batch_size: int | None = None) -> t
     return np.array(order), np.array(spent)
 
 
-def pull_replay(rng, *, batch_size: int, items: int = ITEMS) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """Annotators at random speeds pulling a batch of ``batch_size`` whenever they finished
-    theirs (``pull_items``, a common order, one batch each at a time): the order items complete in,
-    the ratings submitted when each completed, and who rated each item (items x raters)."""
+class LatentStudy:
+    """One transformation's study drawn before anyone rates: the items' effects and every rater
+    slot's noise per question, so that a rating exists as soon as a rater is given a slot (the pull
+    replay needs ratings while it runs, to know whether an item's first raters agree)."""
+
+    def __init__(self, centres: dict[str, float], biases, noise, item_sd, rng, *, items=ITEMS):
+        self.centres, self.biases = centres, biases
+        self.effect = {q: rng.normal(0, item_sd, items) for q in centres}
+        self.noise = {q: rng.normal(0, noise, (items, RATERS_PER_ITEM)) for q in centres}
+
+    def rating(self, item: int, slot: int, rater: int) -> dict[str, float]:
+        return {
+            q: float(np.clip(np.rint(c + self.effect[q][item] + self.biases[rater] + self.noise[q][item, slot]), 1, 5))
+            for q, c in self.centres.items()
+        }
+
+
+def gate_pull_replay(study: LatentStudy, rng, *, batch_size: int, gate_raters: int, items: int = ITEMS) -> dict:
+    """Pull assignment where an item first gets ``gate_raters`` raters and its further raters only
+    when those disagree (``raters_needed``): the order items reach ``gate_raters`` answers (the
+    gate's observations), the ratings submitted then, the gate's per-item means (first
+    ``gate_raters`` answers), and the complete study's per-item means (``RATERS_PER_ITEM`` raters on
+    every item; slots never handed out are rated by a panel member the item does not have yet)."""
     order = [int(i) for i in rng.permutation(items)]
     raters = np.full((items, RATERS_PER_ITEM), -1)
-    count = np.zeros(items, dtype=int)  # raters holding or having rated each item
+    count = np.zeros(items, dtype=int)
+    needed = dict.fromkeys(range(items), gate_raters)
+    answers: list[list[dict[str, float]]] = [[] for _ in range(items)]
     held: list[set[int]] = [set() for _ in range(PANEL)]
     queues: list[list[int]] = [[] for _ in range(PANEL)]
 
     def pull(a: int) -> None:
         batch = pull_items(
-            order, dict(enumerate(count.tolist())), held[a], raters_per_item=RATERS_PER_ITEM, batch_size=batch_size
+            order,
+            dict(enumerate(count.tolist())),
+            held[a],
+            raters_per_item=RATERS_PER_ITEM,
+            batch_size=batch_size,
+            needed=needed,
         )
         for i in batch:
             raters[i, count[i]] = a
@@ -197,20 +224,48 @@ def pull_replay(rng, *, batch_size: int, items: int = ITEMS) -> tuple[np.ndarray
     for a in range(PANEL):
         pull(a)
     speed = rng.uniform(0.5, 1.5, PANEL)
-    done = np.zeros(items, dtype=int)
     completed, spent, submitted = [], [], 0
     while any(queues):
         busy = [a for a in range(PANEL) if queues[a]]
         a = busy[rng.choice(len(busy), p=speed[busy] / speed[busy].sum())]
         item = queues[a].pop(0)
         submitted += 1
-        done[item] += 1
-        if done[item] == RATERS_PER_ITEM:
+        slot = int(np.flatnonzero(raters[item] == a)[0])
+        answers[item].append(study.rating(item, slot, a))
+        if len(answers[item]) == gate_raters:
             completed.append(item)
             spent.append(submitted)
-        if not queues[a]:
-            pull(a)
-    return np.array(completed), np.array(spent), raters
+            needed[item] = raters_needed(
+                answers[item],
+                dict.fromkeys(study.centres, SCALE),
+                gate_raters=gate_raters,
+                raters_per_item=RATERS_PER_ITEM,
+            )
+        for b in range(PANEL):
+            if not queues[b]:
+                pull(b)
+    gate = {
+        q: np.array([np.mean([r[q] for r in answers[i][:gate_raters]]) for i in range(items)]) for q in study.centres
+    }
+    full = {}
+    for q in study.centres:
+        means = []
+        for i in range(items):
+            who = [int(r) for r in raters[i] if r >= 0]
+            missing = [p for p in rng.permutation(PANEL) if p not in who][: RATERS_PER_ITEM - len(who)]
+            values = [study.rating(i, s, r)[q] for s, r in enumerate([*who, *missing])]
+            means.append(np.mean(values))
+        full[q] = np.array(means)
+    extra = int(sum(max(len(a) - gate_raters, 0) for a in answers))
+    needed_extra = {i: int(needed[i] > gate_raters) for i in range(items)}
+    return {
+        "order": np.array(completed),
+        "spent": np.array(spent),
+        "gate": gate,
+        "full": full,
+        "extra": extra,
+        "needed_extra": needed_extra,
+    }
 
 
 def replay(ratings, order):
@@ -245,9 +300,15 @@ def scenario_a(args, biases, noise, item_sd, rng) -> dict:
                 decision, full = replay(ratings, order)
                 tally(rows[name], decision, full, int(spent[decision.n - 1]), total)
             for name, batch_size in PULLED.items():
-                order, spent, pulled = pull_replay(rng, batch_size=batch_size)
-                decision, full = replay(simulate(centres, biases, noise, item_sd, rng, raters=pulled)[0], order)
-                tally(rows[name], decision, full, int(spent[decision.n - 1]), total)
+                r = gate_pull_replay(
+                    LatentStudy(centres, biases, noise, item_sd, rng),
+                    rng,
+                    batch_size=batch_size,
+                    gate_raters=RATERS_PER_ITEM,
+                )
+                decision = decide({q: v[r["order"]] for q, v in r["gate"].items()})
+                full = all(v.mean() >= THRESHOLD for v in r["full"].values())
+                tally(rows[name], decision, full, int(r["spent"][decision.n - 1]), total)
     return rows
 
 
@@ -302,75 +363,96 @@ GRID = (-0.75, -0.5, -0.25, -0.1, 0.0, 0.1, 0.25, 0.5, 0.75)  # true mean - thre
 FORECAST_AT = (10, 20)  # items observed when the prediction is read
 
 
-def grid_replay(args, biases, noise, item_sd, rng, *, batch_size: int = 10) -> dict:
+def grid_replay(args, biases, noise, item_sd, rng, *, batch_size: int = 10, gate_raters: int = RATERS_PER_ITEM) -> dict:
     """Studies whose two questions (quality, fluency) both have the true mean ``threshold + d``
-    for each ``d`` of ``GRID``, replayed with pull assignment (batches of ``batch_size``): ratings
-    saved, decisions differing from the complete study's, and the saving ``forecast_saving``
-    predicted after ``FORECAST_AT`` items (the study page's prediction then) against the realised
-    one. Returns d -> columns."""
+    for each ``d`` of ``GRID``, replayed with pull assignment (batches of ``batch_size``), the gate
+    observing each item's first ``gate_raters`` raters (further raters only on contested items):
+    ratings saved, decisions differing from the complete study's (early ones, and with
+    ``gate_raters`` below the full count also the end-of-study decision on the gate's ratings), and
+    the saving ``forecast_saving`` predicted after ``FORECAST_AT`` items (the study page's
+    prediction then) against the realised one, with its 80% interval's coverage. Returns d -> columns."""
     rows = {}
     total = ITEMS * RATERS_PER_ITEM
     for d in GRID:
         centre = centre_for(THRESHOLD + d, biases, sqrt(item_sd**2 + noise**2))
-        row = {"replays": 0, "spent": 0, "items": 0, "differ": 0, **{f"predicted@{k}": [] for k in FORECAST_AT}}
-        row["realised"] = []
+        row = {"replays": 0, "spent": 0, "items": 0, "differ": 0, "realised": []}
+        for k in FORECAST_AT:
+            row[f"predicted@{k}"], row[f"covered@{k}"] = [], []
         for _ in range(args.grid_studies):
-            order, spent, pulled = pull_replay(rng, batch_size=batch_size)
-            ratings, _ = simulate({"quality": centre, "fluency": centre}, biases, noise, item_sd, rng, raters=pulled)
-            decision, full = replay(ratings, order)
+            study = LatentStudy({"quality": centre, "fluency": centre}, biases, noise, item_sd, rng)
+            r = gate_pull_replay(study, rng, batch_size=batch_size, gate_raters=gate_raters)
+            order, spent = r["order"], r["spent"]
+            per_item = {q: v[order] for q, v in r["gate"].items()}
+            decision = decide(per_item)
+            full = all(v.mean() >= THRESHOLD for v in r["full"].values())
             settled = decision.state is not Settled.UNDECIDED
-            used = int(spent[decision.n - 1]) if settled else total
+            if settled:
+                used, passed = int(spent[decision.n - 1]), decision.state is Settled.PASS
+            else:
+                used, passed = ITEMS * gate_raters + r["extra"], all(v.mean() >= THRESHOLD for v in r["gate"].values())
             row["replays"] += 1
             row["spent"] += used
             row["items"] += decision.n if settled else ITEMS
-            row["differ"] += settled and (decision.state is Settled.PASS) != full
-            row["realised"].append(1 - used / total)
-            per_item = {q: v.mean(axis=1)[order] for q, v in ratings.items()}
+            row["differ"] += passed != full
+            realised = 1 - used / total
+            row["realised"].append(realised)
             for k in FORECAST_AT:
-                forecast = forecast_saving(
-                    {q: v[:k].tolist() for q, v in per_item.items()},
-                    threshold=THRESHOLD,
-                    alpha=ALPHA,
-                    scales=dict.fromkeys(per_item, SCALE),
-                    min_items=MIN_ITEMS,
-                    total=ITEMS,
-                    seed=int(rng.integers(2**31)),
-                    in_flight_items=(int(spent[k - 1]) - k * RATERS_PER_ITEM) / RATERS_PER_ITEM,
-                )
+                forecast = _forecast(per_item, spent, order, r, k, gate_raters, rng)
                 row[f"predicted@{k}"].append(forecast.saving)
+                row[f"covered@{k}"].append(forecast.saving_low - 1e-9 <= realised <= forecast.saving_high + 1e-9)
         rows[d] = row
     return rows
 
 
+def _forecast(per_item, spent, order, replayed, k, gate_raters, rng):
+    """``forecast_saving`` as the study page computes it after ``k`` observed items: the contested
+    items among them and the ratings in flight on items not observed yet."""
+    contested = sum(replayed["needed_extra"][int(i)] for i in order[:k])
+    in_flight = max(int(spent[k - 1]) - k * gate_raters - contested * (RATERS_PER_ITEM - gate_raters), 0)
+    return forecast_saving(
+        {q: v[:k].tolist() for q, v in per_item.items()},
+        threshold=THRESHOLD,
+        alpha=ALPHA,
+        scales=dict.fromkeys(per_item, SCALE),
+        min_items=MIN_ITEMS,
+        total=ITEMS,
+        seed=int(rng.integers(2**31)),
+        costs=RatingCosts(gate_raters, RATERS_PER_ITEM, contested, in_flight),
+    )
+
+
 def print_grid(rows: dict) -> None:
     total = ITEMS * RATERS_PER_ITEM
-    heads = " ".join(f"{'pred@' + str(k):>8} {'|err|':>6}" for k in FORECAST_AT)
+    heads = " ".join(f"{'pred@' + str(k):>8} {'|err|':>6} {'cover':>6}" for k in FORECAST_AT)
     print(f"{'true mean - threshold':>22} {'replays':>8} {'saved':>7} {'items':>7} {'differ':>7} {heads}")
-    every = {"spent": 0, "replays": 0, "differ": 0, **{k: [] for k in FORECAST_AT}, "realised": []}
+    every = {"spent": 0, "replays": 0, "differ": 0, "realised": []}
+    for k in FORECAST_AT:
+        every[f"predicted@{k}"], every[f"covered@{k}"] = [], []
     for d, row in rows.items():
-        realised = np.array(row["realised"])
-        cells = []
-        for k in FORECAST_AT:
-            predicted = np.array(row[f"predicted@{k}"])
-            cells.append(f"{predicted.mean():>8.1%} {np.abs(predicted - realised).mean():>6.1%}")
-            every[k] += list(predicted)
-        every["realised"] += list(realised)
-        every["spent"] += row["spent"]
-        every["replays"] += row["replays"]
-        every["differ"] += row["differ"]
+        for key in every:
+            if isinstance(every[key], list):
+                every[key] += row[key]
+            else:
+                every[key] += row[key]
         print(
             f"{d:>+22.2f} {row['replays']:>8} {1 - row['spent'] / (row['replays'] * total):>7.1%} "
             f"{1 - row['items'] / (row['replays'] * ITEMS):>7.1%} {row['differ'] / row['replays']:>7.1%} "
-            + " ".join(cells)
+            + _forecast_cells(row)
         )
-    realised = np.array(every["realised"])
-    cells = " ".join(
-        f"{np.mean(every[k]):>8.1%} {np.abs(np.array(every[k]) - realised).mean():>6.1%}" for k in FORECAST_AT
-    )
     print(
         f"{'grid, all':>22} {every['replays']:>8} {1 - every['spent'] / (every['replays'] * total):>7.1%} "
-        f"{'':>7} {every['differ'] / every['replays']:>7.1%} {cells}"
+        f"{'':>7} {every['differ'] / every['replays']:>7.1%} " + _forecast_cells(every)
     )
+
+
+def _forecast_cells(row: dict) -> str:
+    realised = np.array(row["realised"])
+    cells = []
+    for k in FORECAST_AT:
+        predicted = np.array(row[f"predicted@{k}"])
+        error = np.abs(predicted - realised).mean()
+        cells.append(f"{predicted.mean():>8.1%} {error:>6.1%} {np.mean(row[f'covered@{k}']):>6.0%}")
+    return " ".join(cells)
 
 
 def main() -> None:
@@ -398,7 +480,14 @@ def main() -> None:
     print("saved = ratings (in flight included), items = items not needed, differ = early decision on the other")
     print("side than the complete study; pred@k = saving forecast_saving predicts after k items, |err| = its mean")
     print("absolute difference from the realised saving of the same replay")
-    print_grid(grid_replay(args, biases, noise, item_sd, rng))
+    for gate_raters in (RATERS_PER_ITEM, 2):
+        label = (
+            "every item rated by all 3 raters"
+            if gate_raters == RATERS_PER_ITEM
+            else ("the gate observes each item's first 2 raters; a 3rd only where they disagree by more than 1 point")
+        )
+        print(f"\n{label}:")
+        print_grid(grid_replay(args, biases, noise, item_sd, rng, gate_raters=gate_raters))
     if args.grid_only:
         print(f"\n{time.perf_counter() - started:.0f} s")
         return

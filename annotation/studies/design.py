@@ -84,6 +84,7 @@ _LATER_DEFAULTS = {
     "detectability_override": "",
     "single_rater_pilot": False,
     "min_ac2_lower": None,
+    "adaptive_gate_raters": 0,
 }
 
 
@@ -139,6 +140,15 @@ class StudyDesign:
     # An optional minimum agreement: every question's AC2 lower confidence bound must reach it for
     # the gate to pass. None = off (the default, and the paper's protocol).
     min_ac2_lower: float | None = None
+    # Adaptive pull designs: the sequential gate observes each item's first this many counted
+    # raters, and an item gets its further raters only when they disagree
+    # (annotation.studies.assignment.raters_needed). 0 = off: every item gets raters_per_item.
+    adaptive_gate_raters: int = 0
+
+    @property
+    def gate_raters(self) -> int:
+        """Raters the sequential gate observes per item (``adaptive_gate_raters``, else all)."""
+        return self.adaptive_gate_raters or self.raters_per_item
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "kind", _choice(StudyKind, self.kind, "kind"))
@@ -215,6 +225,8 @@ class StudyDesign:
                 f"design.adaptive_min_items must be a whole number from 1 to 100000, got {self.adaptive_min_items!r}"
             )
 
+        _check_gate_raters(self)
+
     @property
     def questions(self) -> tuple[Question, ...]:
         return QUESTIONS[self.kind]
@@ -251,6 +263,22 @@ class StudyDesign:
 
     def revised(self, **changes: Any) -> StudyDesign:
         return replace(self, **changes)
+
+
+def _check_gate_raters(design: StudyDesign) -> None:
+    value = design.adaptive_gate_raters
+    if value == 0 and not isinstance(value, bool):
+        return
+    if isinstance(value, bool) or not isinstance(value, int) or not 2 <= value < design.raters_per_item:
+        raise DesignError(
+            "design.adaptive_gate_raters must be 0 (off) or a whole number from 2 to raters_per_item - 1 "
+            f"(the raters the sequential gate observes per item), got {value!r}"
+        )
+    if not design.adaptive or design.assignment != "pull":
+        raise DesignError(
+            "design.adaptive_gate_raters needs adaptive stopping with pull assignment (further raters are "
+            "asked only after an item's first raters disagree): set adaptive to true and assignment to 'pull'"
+        )
 
 
 def _choice(enum: type[StrEnum], value: Any, name: str) -> StrEnum:
