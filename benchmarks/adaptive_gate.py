@@ -59,6 +59,7 @@ import os
 import statistics
 import sys
 import time
+from dataclasses import dataclass
 from math import erf, sqrt
 from pathlib import Path
 
@@ -132,10 +133,10 @@ def simulate(centres: dict[str, float], biases, noise, item_sd, rng, *, items=IT
     return ratings, raters
 
 
-def decide(per_item: dict[str, np.ndarray]):
+def decide(per_item: dict[str, np.ndarray], threshold: float = THRESHOLD):
     return settle_questions(
         {q: v.tolist() for q, v in per_item.items()},
-        threshold=THRESHOLD,
+        threshold=threshold,
         alpha=ALPHA,
         scales=dict.fromkeys(per_item, SCALE),
         min_items=MIN_ITEMS,
@@ -175,15 +176,47 @@ def queue_replay(raters: np.ndarray, rng, *, batch_size: int | None = None) -> t
     return np.array(order), np.array(spent)
 
 
+@dataclass(frozen=True)
+class Setting:
+    """One kind of study the grid is replayed on: items per transformation, raters per item (and
+    how many the gate observes), threshold, batch size, and the rater noise and item spread as
+    multiples of the calibrated ones."""
+
+    name: str
+    items: int = ITEMS
+    raters: int = RATERS_PER_ITEM
+    gate_raters: int = 2
+    threshold: float = THRESHOLD
+    batch_size: int = 10
+    noise: float = 1.0
+    spread: float = 1.0
+
+
+BASE = Setting("100 items x 3 raters, gate on 2 (the base)")
+# Studies unlike the calibration (issue 29: independent simulators will replay it), one change each.
+SETTINGS = (
+    BASE,
+    Setting("every item rated by all 3 raters (gate on 3)", gate_raters=3),
+    Setting("4 raters per item, gate on 2", raters=4),
+    Setting("50 items", items=50),
+    Setting("200 items", items=200),
+    Setting("raters twice as noisy", noise=2.0),
+    Setting("items half as spread", spread=0.5),
+    Setting("threshold 3.5", threshold=3.5),
+    Setting("threshold 2.5", threshold=2.5),
+    Setting("batches of 20", batch_size=20),
+)
+
+
 class LatentStudy:
     """One transformation's study drawn before anyone rates: the items' effects and every rater
     slot's noise per question, so that a rating exists as soon as a rater is given a slot (the pull
     replay needs ratings while it runs, to know whether an item's first raters agree)."""
 
-    def __init__(self, centres: dict[str, float], biases, noise, item_sd, rng, *, items=ITEMS):
-        self.centres, self.biases = centres, biases
-        self.effect = {q: rng.normal(0, item_sd, items) for q in centres}
-        self.noise = {q: rng.normal(0, noise, (items, RATERS_PER_ITEM)) for q in centres}
+    def __init__(self, centres: dict[str, float], biases, noise, item_sd, rng, *, setting: Setting = BASE):
+        self.centres, self.biases, self.setting = centres, biases, setting
+        self.effect = {q: rng.normal(0, item_sd, setting.items) for q in centres}
+        self.noise = {q: rng.normal(0, noise, (setting.items, setting.raters)) for q in centres}
 
     def rating(self, item: int, slot: int, rater: int) -> dict[str, float]:
         return {
@@ -192,14 +225,17 @@ class LatentStudy:
         }
 
 
-def gate_pull_replay(study: LatentStudy, rng, *, batch_size: int, gate_raters: int, items: int = ITEMS) -> dict:
-    """Pull assignment where an item first gets ``gate_raters`` raters and its further raters only
-    when those disagree (``raters_needed``): the order items reach ``gate_raters`` answers (the
-    gate's observations), the ratings submitted then, the gate's per-item means (first
-    ``gate_raters`` answers), and the complete study's per-item means (``RATERS_PER_ITEM`` raters on
-    every item; slots never handed out are rated by a panel member the item does not have yet)."""
+def gate_pull_replay(study: LatentStudy, rng) -> dict:
+    """Pull assignment (batches of ``setting.batch_size``) where an item first gets
+    ``setting.gate_raters`` raters and its further raters only when those disagree
+    (``raters_needed``): the order items reach ``gate_raters`` answers (the gate's observations),
+    the ratings submitted then, the gate's per-item means (first ``gate_raters`` answers), and the
+    complete study's per-item means (``setting.raters`` raters on every item; slots never handed out
+    are rated by a panel member the item does not have yet)."""
+    setting = study.setting
+    items, gate_raters, full_raters = setting.items, setting.gate_raters, setting.raters
     order = [int(i) for i in rng.permutation(items)]
-    raters = np.full((items, RATERS_PER_ITEM), -1)
+    raters = np.full((items, full_raters), -1)
     count = np.zeros(items, dtype=int)
     needed = dict.fromkeys(range(items), gate_raters)
     answers: list[list[dict[str, float]]] = [[] for _ in range(items)]
@@ -207,13 +243,9 @@ def gate_pull_replay(study: LatentStudy, rng, *, batch_size: int, gate_raters: i
     queues: list[list[int]] = [[] for _ in range(PANEL)]
 
     def pull(a: int) -> None:
+        counts = dict(enumerate(count.tolist()))
         batch = pull_items(
-            order,
-            dict(enumerate(count.tolist())),
-            held[a],
-            raters_per_item=RATERS_PER_ITEM,
-            batch_size=batch_size,
-            needed=needed,
+            order, counts, held[a], raters_per_item=full_raters, batch_size=setting.batch_size, needed=needed
         )
         for i in batch:
             raters[i, count[i]] = a
@@ -225,47 +257,44 @@ def gate_pull_replay(study: LatentStudy, rng, *, batch_size: int, gate_raters: i
         pull(a)
     speed = rng.uniform(0.5, 1.5, PANEL)
     completed, spent, submitted = [], [], 0
+    scales = dict.fromkeys(study.centres, SCALE)
     while any(queues):
         busy = [a for a in range(PANEL) if queues[a]]
         a = busy[rng.choice(len(busy), p=speed[busy] / speed[busy].sum())]
         item = queues[a].pop(0)
         submitted += 1
-        slot = int(np.flatnonzero(raters[item] == a)[0])
-        answers[item].append(study.rating(item, slot, a))
+        answers[item].append(study.rating(item, int(np.flatnonzero(raters[item] == a)[0]), a))
         if len(answers[item]) == gate_raters:
             completed.append(item)
             spent.append(submitted)
-            needed[item] = raters_needed(
-                answers[item],
-                dict.fromkeys(study.centres, SCALE),
-                gate_raters=gate_raters,
-                raters_per_item=RATERS_PER_ITEM,
-            )
+            needed[item] = raters_needed(answers[item], scales, gate_raters=gate_raters, raters_per_item=full_raters)
         for b in range(PANEL):
             if not queues[b]:
                 pull(b)
-    gate = {
-        q: np.array([np.mean([r[q] for r in answers[i][:gate_raters]]) for i in range(items)]) for q in study.centres
-    }
-    full = {}
-    for q in study.centres:
-        means = []
-        for i in range(items):
-            who = [int(r) for r in raters[i] if r >= 0]
-            missing = [p for p in rng.permutation(PANEL) if p not in who][: RATERS_PER_ITEM - len(who)]
-            values = [study.rating(i, s, r)[q] for s, r in enumerate([*who, *missing])]
-            means.append(np.mean(values))
-        full[q] = np.array(means)
-    extra = int(sum(max(len(a) - gate_raters, 0) for a in answers))
-    needed_extra = {i: int(needed[i] > gate_raters) for i in range(items)}
     return {
         "order": np.array(completed),
         "spent": np.array(spent),
-        "gate": gate,
-        "full": full,
-        "extra": extra,
-        "needed_extra": needed_extra,
+        "gate": {
+            q: np.array([np.mean([r[q] for r in answers[i][:gate_raters]]) for i in range(items)]) for q in scales
+        },
+        "full": _complete_means(study, raters, rng),
+        "extra": int(sum(max(len(a) - gate_raters, 0) for a in answers)),
+        "contested": {i: int(needed[i] > gate_raters) for i in range(items)},
     }
+
+
+def _complete_means(study: LatentStudy, raters: np.ndarray, rng) -> dict[str, np.ndarray]:
+    """Per-item means of the complete study: every rater slot rated (a slot never handed out by a
+    panel member the item does not have yet)."""
+    full = {}
+    for q in study.centres:
+        means = []
+        for i in range(study.setting.items):
+            who = [int(r) for r in raters[i] if r >= 0]
+            missing = [p for p in rng.permutation(PANEL) if p not in who][: study.setting.raters - len(who)]
+            means.append(np.mean([study.rating(i, s, r)[q] for s, r in enumerate([*who, *missing])]))
+        full[q] = np.array(means)
+    return full
 
 
 def replay(ratings, order):
@@ -300,12 +329,8 @@ def scenario_a(args, biases, noise, item_sd, rng) -> dict:
                 decision, full = replay(ratings, order)
                 tally(rows[name], decision, full, int(spent[decision.n - 1]), total)
             for name, batch_size in PULLED.items():
-                r = gate_pull_replay(
-                    LatentStudy(centres, biases, noise, item_sd, rng),
-                    rng,
-                    batch_size=batch_size,
-                    gate_raters=RATERS_PER_ITEM,
-                )
+                every = Setting(name, gate_raters=RATERS_PER_ITEM, batch_size=batch_size)
+                r = gate_pull_replay(LatentStudy(centres, biases, noise, item_sd, rng, setting=every), rng)
                 decision = decide({q: v[r["order"]] for q, v in r["gate"].items()})
                 full = all(v.mean() >= THRESHOLD for v in r["full"].values())
                 tally(rows[name], decision, full, int(r["spent"][decision.n - 1]), total)
@@ -363,66 +388,68 @@ GRID = (-0.75, -0.5, -0.25, -0.1, 0.0, 0.1, 0.25, 0.5, 0.75)  # true mean - thre
 FORECAST_AT = (10, 20)  # items observed when the prediction is read
 
 
-def grid_replay(args, biases, noise, item_sd, rng, *, batch_size: int = 10, gate_raters: int = RATERS_PER_ITEM) -> dict:
+def grid_replay(args, biases, noise, item_sd, rng, setting: Setting = BASE) -> dict:
     """Studies whose two questions (quality, fluency) both have the true mean ``threshold + d``
-    for each ``d`` of ``GRID``, replayed with pull assignment (batches of ``batch_size``), the gate
-    observing each item's first ``gate_raters`` raters (further raters only on contested items):
-    ratings saved, decisions differing from the complete study's (early ones, and with
-    ``gate_raters`` below the full count also the end-of-study decision on the gate's ratings), and
-    the saving ``forecast_saving`` predicted after ``FORECAST_AT`` items (the study page's
-    prediction then) against the realised one, with its 80% interval's coverage. Returns d -> columns."""
+    for each ``d`` of ``GRID``, replayed with pull assignment, the gate observing each item's first
+    ``setting.gate_raters`` raters (further raters only on contested items): ratings saved,
+    decisions differing from the complete study's (early ones, and with fewer gate raters than
+    raters also the end-of-study decision on the gate's ratings), and the saving
+    ``forecast_saving`` predicted after ``FORECAST_AT`` items (the study page's prediction then)
+    against the realised one, with its 80% interval's coverage. Returns d -> columns."""
     rows = {}
-    total = ITEMS * RATERS_PER_ITEM
+    noise, item_sd = noise * setting.noise, item_sd * setting.spread
+    total = setting.items * setting.raters
     for d in GRID:
-        centre = centre_for(THRESHOLD + d, biases, sqrt(item_sd**2 + noise**2))
+        centre = centre_for(setting.threshold + d, biases, sqrt(item_sd**2 + noise**2))
         row = {"replays": 0, "spent": 0, "items": 0, "differ": 0, "realised": []}
         for k in FORECAST_AT:
             row[f"predicted@{k}"], row[f"covered@{k}"] = [], []
         for _ in range(args.grid_studies):
-            study = LatentStudy({"quality": centre, "fluency": centre}, biases, noise, item_sd, rng)
-            r = gate_pull_replay(study, rng, batch_size=batch_size, gate_raters=gate_raters)
-            order, spent = r["order"], r["spent"]
-            per_item = {q: v[order] for q, v in r["gate"].items()}
-            decision = decide(per_item)
-            full = all(v.mean() >= THRESHOLD for v in r["full"].values())
-            settled = decision.state is not Settled.UNDECIDED
-            if settled:
-                used, passed = int(spent[decision.n - 1]), decision.state is Settled.PASS
+            study = LatentStudy({"quality": centre, "fluency": centre}, biases, noise, item_sd, rng, setting=setting)
+            r = gate_pull_replay(study, rng)
+            per_item = {q: v[r["order"]] for q, v in r["gate"].items()}
+            decision = decide(per_item, setting.threshold)
+            full = all(v.mean() >= setting.threshold for v in r["full"].values())
+            if decision.state is not Settled.UNDECIDED:
+                used, passed, n = int(r["spent"][decision.n - 1]), decision.state is Settled.PASS, decision.n
             else:
-                used, passed = ITEMS * gate_raters + r["extra"], all(v.mean() >= THRESHOLD for v in r["gate"].values())
+                used = setting.items * setting.gate_raters + r["extra"]
+                passed, n = all(v.mean() >= setting.threshold for v in r["gate"].values()), setting.items
             row["replays"] += 1
             row["spent"] += used
-            row["items"] += decision.n if settled else ITEMS
+            row["items"] += n
             row["differ"] += passed != full
             realised = 1 - used / total
             row["realised"].append(realised)
             for k in FORECAST_AT:
-                forecast = _forecast(per_item, spent, order, r, k, gate_raters, rng)
+                forecast = _forecast(per_item, r, k, setting, rng)
                 row[f"predicted@{k}"].append(forecast.saving)
                 row[f"covered@{k}"].append(forecast.saving_low - 1e-9 <= realised <= forecast.saving_high + 1e-9)
         rows[d] = row
     return rows
 
 
-def _forecast(per_item, spent, order, replayed, k, gate_raters, rng):
+def _forecast(per_item, replayed, k, setting: Setting, rng):
     """``forecast_saving`` as the study page computes it after ``k`` observed items: the contested
     items among them and the ratings in flight on items not observed yet."""
-    contested = sum(replayed["needed_extra"][int(i)] for i in order[:k])
-    in_flight = max(int(spent[k - 1]) - k * gate_raters - contested * (RATERS_PER_ITEM - gate_raters), 0)
+    contested = sum(replayed["contested"][int(i)] for i in replayed["order"][:k])
+    observed = k * setting.gate_raters + contested * (setting.raters - setting.gate_raters)
     return forecast_saving(
         {q: v[:k].tolist() for q, v in per_item.items()},
-        threshold=THRESHOLD,
+        threshold=setting.threshold,
         alpha=ALPHA,
         scales=dict.fromkeys(per_item, SCALE),
         min_items=MIN_ITEMS,
-        total=ITEMS,
+        total=setting.items,
         seed=int(rng.integers(2**31)),
-        costs=RatingCosts(gate_raters, RATERS_PER_ITEM, contested, in_flight),
+        costs=RatingCosts(
+            setting.gate_raters, setting.raters, contested, max(int(replayed["spent"][k - 1]) - observed, 0)
+        ),
     )
 
 
-def print_grid(rows: dict) -> None:
-    total = ITEMS * RATERS_PER_ITEM
+def print_grid(rows: dict, setting: Setting = BASE) -> None:
+    total = setting.items * setting.raters
     heads = " ".join(f"{'pred@' + str(k):>8} {'|err|':>6} {'cover':>6}" for k in FORECAST_AT)
     print(f"{'true mean - threshold':>22} {'replays':>8} {'saved':>7} {'items':>7} {'differ':>7} {heads}")
     every = {"spent": 0, "replays": 0, "differ": 0, "realised": []}
@@ -430,13 +457,10 @@ def print_grid(rows: dict) -> None:
         every[f"predicted@{k}"], every[f"covered@{k}"] = [], []
     for d, row in rows.items():
         for key in every:
-            if isinstance(every[key], list):
-                every[key] += row[key]
-            else:
-                every[key] += row[key]
+            every[key] += row[key]
         print(
             f"{d:>+22.2f} {row['replays']:>8} {1 - row['spent'] / (row['replays'] * total):>7.1%} "
-            f"{1 - row['items'] / (row['replays'] * ITEMS):>7.1%} {row['differ'] / row['replays']:>7.1%} "
+            f"{1 - row['items'] / (row['replays'] * setting.items):>7.1%} {row['differ'] / row['replays']:>7.1%} "
             + _forecast_cells(row)
         )
     print(
@@ -455,6 +479,25 @@ def _forecast_cells(row: dict) -> str:
     return " ".join(cells)
 
 
+def print_settings(args, biases, noise, item_sd, rng, done: dict) -> None:
+    """The grid replayed on every ``SETTINGS`` (``done``: setting -> rows already replayed): the
+    whole grid's figures and the worst point of it."""
+    print(
+        f"{'setting':<48} {'saved':>6} {'worst':>6} {'differ':>6} {'worst':>6} {'err@10':>6} {'worst':>6} {'cover':>6}"
+    )
+    for setting in SETTINGS:
+        rows = done.get(setting) or grid_replay(args, biases, noise, item_sd, rng, setting)
+        total = setting.items * setting.raters
+        saved = [1 - row["spent"] / (row["replays"] * total) for row in rows.values()]
+        differ = [row["differ"] / row["replays"] for row in rows.values()]
+        errors = [np.abs(np.array(row["predicted@10"]) - np.array(row["realised"])).mean() for row in rows.values()]
+        cover = np.mean([c for row in rows.values() for c in row["covered@10"]])
+        print(
+            f"{setting.name:<48} {np.mean(saved):>6.1%} {min(saved):>6.1%} {np.mean(differ):>6.1%} {max(differ):>6.1%} "
+            f"{np.mean(errors):>6.1%} {max(errors):>6.1%} {cover:>6.0%}"
+        )
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--studies", type=int, default=150, help="simulated studies per scenario (a)")
@@ -464,6 +507,7 @@ def main() -> None:
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--grid-studies", type=int, default=100, help="studies per point of the grid of true means")
     parser.add_argument("--grid-only", action="store_true", help="only the grid of true means around the threshold")
+    parser.add_argument("--settings", action="store_true", help="the grid also on studies unlike the calibration")
     args = parser.parse_args()
     if not DATA.is_dir():
         sys.exit(f"public data not found at {DATA}: this benchmark calibrates on it")
@@ -480,14 +524,15 @@ def main() -> None:
     print("saved = ratings (in flight included), items = items not needed, differ = early decision on the other")
     print("side than the complete study; pred@k = saving forecast_saving predicts after k items, |err| = its mean")
     print("absolute difference from the realised saving of the same replay")
-    for gate_raters in (RATERS_PER_ITEM, 2):
-        label = (
-            "every item rated by all 3 raters"
-            if gate_raters == RATERS_PER_ITEM
-            else ("the gate observes each item's first 2 raters; a 3rd only where they disagree by more than 1 point")
-        )
-        print(f"\n{label}:")
-        print_grid(grid_replay(args, biases, noise, item_sd, rng, gate_raters=gate_raters))
+    done = {}
+    for setting in SETTINGS[:2]:
+        print(f"\n{setting.name}:")
+        done[setting] = grid_replay(args, biases, noise, item_sd, rng, setting)
+        print_grid(done[setting], setting)
+    if args.settings:
+        print("\nthe grid on studies unlike the calibration (one change each from the first line; saved, differ and")
+        print("err@10 over the grid, worst = its worst point; cover = the 80% interval's coverage after 10 items):")
+        print_settings(args, biases, noise, item_sd, rng, done)
     if args.grid_only:
         print(f"\n{time.perf_counter() - started:.0f} s")
         return

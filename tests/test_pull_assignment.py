@@ -14,7 +14,7 @@ from annotation.models import Annotator, Assignment, Rating, Study
 from annotation.quality.control_pool import control_pool_read
 from annotation.quality.controls import ItemKind
 from annotation.studies.assignment_services import annotator_release, open_items, study_assign, study_pull
-from annotation.studies.design import DesignError, StudyDesign
+from annotation.studies.design import DesignContext, DesignError, StudyDesign, design_implications
 from annotation.studies.design_services import study_create, study_lock
 from core.models import AuditEvent
 from core.roles import Role
@@ -214,3 +214,8 @@ def test_gate_raters_need_adaptive_pull_and_leave_old_design_hashes_alone():
         base.revised(adaptive_gate_raters=3)
     with pytest.raises(DesignError, match="needs adaptive stopping with pull assignment"):
         StudyDesign(adaptive_gate_raters=2)
+    # Before any rating: no decision before 10 items x 2 gate raters x 2 questions = 40 ratings, and
+    # at best 2 of the 3 raters' ratings of the items before it settles are spent.
+    implied = design_implications(fewer, DesignContext({"paraphrase": 100}))
+    assert implied.adaptive_floor_ratings == 10 * 2 * 2
+    assert implied.adaptive_best_saving == pytest.approx(1 - implied.adaptive_best_items * 2 / 3 / 100)

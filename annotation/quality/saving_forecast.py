@@ -76,13 +76,17 @@ class SavingForecast:
         66% of the ratings saved (39-78%), predicted from 12 items (quality mean 3.80, SD 0.60)``."""
         if self.settled:
             n = int(self.expected_items)
-            return f"settled at {n} of {self.total} items: {self.saving:.0%} of the ratings not needed"
+            return (
+                f"settled at {n} of {self.total} items: {1 - n / self.total:.0%} of the items not needed "
+                f"({self.saving:.0%} of the complete study's ratings, work in flight counted as spent)"
+            )
         stats = ", ".join(f"{q} mean {self.mean[q]:.2f}, SD {self.sd[q]:.2f}" for q in self.mean)
         return (
             f"expected to settle at about {self.expected_items:.0f} of {self.total} items "
             f"(80% interval {self.low_items}-{self.high_items}): about {self.saving:.0%} of the ratings saved "
             f"(80% interval {self.saving_low:.0%}-{self.saving_high:.0%}), predicted from {self.observed} items "
-            f"({stats}); it settles before the last item in {self.settles:.0%} of the simulated continuations"
+            f"({stats}), if the items still to come resemble those; it settles before the last item in "
+            f"{self.settles:.0%} of the simulated continuations"
         )
 
 

@@ -61,6 +61,22 @@ enter, so every observation is the same kind of quantity; with items drawn at ra
 transformation's outputs and queues in random order, the sequence is a sequence of i.i.d. draws
 whose mean is the gate's mean (every item weighted equally).
 
+With ``design.adaptive_gate_raters`` (say 2 of 3 raters per item, pull assignment) the
+observation is the mean of the item's first *two* counted raters, and the third is asked only
+where those two disagree (``assignment.raters_needed``: more than a quarter of the scale apart on a
+question). The observation never depends on whether the third was asked: the first two raters are
+fixed before anyone rated the item, so their mean is still an unbiased draw of the gate's mean,
+item after item, and the martingale argument above is unchanged (the rule only sees a noisier
+observation: item spread plus rater noise / 2 instead of / 3). The mean of *all* raters asked
+would not do: the number asked then depends on the ratings (a stopping rule inside the item), and
+such a mean is biased on a skewed item (``test_sequential`` enumerates one exactly). What the
+third rater gives is kept out of the sequential observations: it goes to the contested item's
+record, the rater model and agreement (AC2 needs 2 raters per item, which every item has;
+controls are per rater and unchanged), and to the end-of-study gate's means if the rule never
+settles. The complete study's decision (every item with all its raters) and this study's can then
+differ near the threshold even when nothing settled early; ``benchmarks/adaptive_gate.py`` counts
+those as differing decisions.
+
 Order of observation
 --------------------
 The guarantee of [1]_ (Theorem 3, through Ville's inequality [2]_) is for *one* sequence

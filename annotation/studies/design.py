@@ -343,6 +343,7 @@ class DesignImplications:
     adaptive_best_items: int | None  # with adaptive stopping: the fewest items per transformation it can stop at
     adaptive_floor_ratings: int  # ratings an adaptive study spends before it may stop
     min_control_ratings: int = 0  # what the control check needs of each annotator
+    gate_rater_share: float = 1.0  # raters the gate observes / raters per item (adaptive_gate_raters)
 
     @property
     def control_check_short(self) -> bool:
@@ -356,7 +357,7 @@ class DesignImplications:
         if self.adaptive_best_items is None or not self.real_items:
             return None
         spent = sum(min(self.adaptive_best_items, n) for n in self.drawn.values())
-        return 1 - spent / self.real_items
+        return 1 - spent * self.gate_rater_share / self.real_items
 
 
 def _loads(real_items: int, raters: int, annotators: int) -> tuple[int, int]:
@@ -436,9 +437,7 @@ def design_implications(design: StudyDesign, context: DesignContext) -> DesignIm
         for k in range(annotators)
     ) * len(design.questions)
     best = _adaptive_best_items(design, max(drawn.values(), default=0)) if design.adaptive else None
-    floor = (
-        sum(min(design.adaptive_min_items, n) for n in drawn.values()) * design.raters_per_item * len(design.questions)
-    )
+    floor = sum(min(design.adaptive_min_items, n) for n in drawn.values()) * design.gate_raters * len(design.questions)
     return DesignImplications(
         drawn=drawn,
         real_items=real,
@@ -450,6 +449,7 @@ def design_implications(design: StudyDesign, context: DesignContext) -> DesignIm
         adaptive_best_items=best,
         adaptive_floor_ratings=floor if design.adaptive else 0,
         min_control_ratings=design.min_control_ratings,
+        gate_rater_share=design.gate_raters / design.raters_per_item,
     )
 
 
