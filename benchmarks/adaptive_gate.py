@@ -2,17 +2,23 @@
 decision differs from the decision on the complete study, and its error rate at the threshold.
 
 Usage: .venv/bin/python benchmarks/adaptive_gate.py [--studies 150] [--orders 4] [--null 4000] [--seed 0]
-       .venv/bin/python benchmarks/adaptive_gate.py --grid-only [--grid-studies 200]
+       .venv/bin/python benchmarks/adaptive_gate.py --grid-only [--grid-studies 200] [--settings 40]
 
 The calibration data are read from ``../shared/data`` (or ``$SHIFTLAB_BENCH_DATA``, e.g. from a
 git worktree).
 
 - **grid of true means** (issue 29, printed first): studies whose questions (quality, fluency)
   both have the true mean ``threshold + d`` for ``d`` from -0.75 to +0.75, pull assignment with
-  batches of 10: ratings saved (in flight included), items not needed, decisions differing from the
-  complete study, and the saving ``annotation.quality.sequential.forecast_saving`` predicted after 10 and
-  20 complete items (what the study page shows then) against the realised saving of the same
-  replay (mean absolute difference, in points).
+  batches of 10, for two designs: the gate on each item's first 2 of 3 raters, a third only where
+  they disagree (``design.adaptive_gate_raters`` = 2), and every item rated by all 3. Ratings saved
+  (in flight included), items not needed, decisions differing from the complete study (every item
+  with its 3 raters; early decisions, and the end-of-study one where the gate rests on fewer
+  raters), and the saving ``annotation.quality.saving_forecast.forecast_saving`` predicted after
+  10 and 20 observed items (what the study page shows then) against the realised saving of the
+  same replay: mean absolute difference, in points, and how often its 80% interval covered it.
+  With ``--settings N`` the grid is also replayed (N studies per point) on studies unlike the
+  calibration, one change each (``SETTINGS``: 4 raters per item, 50 or 200 items, raters twice as
+  noisy, items half as spread, threshold 3.5 or 2.5, batches of 20), with the worst point of each.
 
 Complete studies are replayed in random orders through ``annotation.quality.sequential.settle_questions``
 (the code the service runs), checked after every completed item (the finest a study can look),
@@ -286,15 +292,15 @@ def gate_pull_replay(study: LatentStudy, rng) -> dict:
 def _complete_means(study: LatentStudy, raters: np.ndarray, rng) -> dict[str, np.ndarray]:
     """Per-item means of the complete study: every rater slot rated (a slot never handed out by a
     panel member the item does not have yet)."""
-    full = {}
-    for q in study.centres:
-        means = []
-        for i in range(study.setting.items):
-            who = [int(r) for r in raters[i] if r >= 0]
-            missing = [p for p in rng.permutation(PANEL) if p not in who][: study.setting.raters - len(who)]
-            means.append(np.mean([study.rating(i, s, r)[q] for s, r in enumerate([*who, *missing])]))
-        full[q] = np.array(means)
-    return full
+    everyone = raters.copy()
+    for row in everyone:
+        missing = [p for p in rng.permutation(PANEL) if p not in row]
+        for s in np.flatnonzero(row < 0):
+            row[s] = missing.pop(0)
+    return {
+        q: np.clip(np.rint(c + study.effect[q][:, None] + study.biases[everyone] + study.noise[q]), 1, 5).mean(axis=1)
+        for q, c in study.centres.items()
+    }
 
 
 def replay(ratings, order):
@@ -388,7 +394,7 @@ GRID = (-0.75, -0.5, -0.25, -0.1, 0.0, 0.1, 0.25, 0.5, 0.75)  # true mean - thre
 FORECAST_AT = (10, 20)  # items observed when the prediction is read
 
 
-def grid_replay(args, biases, noise, item_sd, rng, setting: Setting = BASE) -> dict:
+def grid_replay(args, biases, noise, item_sd, rng, setting: Setting = BASE, studies: int | None = None) -> dict:
     """Studies whose two questions (quality, fluency) both have the true mean ``threshold + d``
     for each ``d`` of ``GRID``, replayed with pull assignment, the gate observing each item's first
     ``setting.gate_raters`` raters (further raters only on contested items): ratings saved,
@@ -404,7 +410,7 @@ def grid_replay(args, biases, noise, item_sd, rng, setting: Setting = BASE) -> d
         row = {"replays": 0, "spent": 0, "items": 0, "differ": 0, "realised": []}
         for k in FORECAST_AT:
             row[f"predicted@{k}"], row[f"covered@{k}"] = [], []
-        for _ in range(args.grid_studies):
+        for _ in range(studies or args.grid_studies):
             study = LatentStudy({"quality": centre, "fluency": centre}, biases, noise, item_sd, rng, setting=setting)
             r = gate_pull_replay(study, rng)
             per_item = {q: v[r["order"]] for q, v in r["gate"].items()}
@@ -486,7 +492,7 @@ def print_settings(args, biases, noise, item_sd, rng, done: dict) -> None:
         f"{'setting':<48} {'saved':>6} {'worst':>6} {'differ':>6} {'worst':>6} {'err@10':>6} {'worst':>6} {'cover':>6}"
     )
     for setting in SETTINGS:
-        rows = done.get(setting) or grid_replay(args, biases, noise, item_sd, rng, setting)
+        rows = done.get(setting) or grid_replay(args, biases, noise, item_sd, rng, setting, studies=args.settings)
         total = setting.items * setting.raters
         saved = [1 - row["spent"] / (row["replays"] * total) for row in rows.values()]
         differ = [row["differ"] / row["replays"] for row in rows.values()]
@@ -507,7 +513,9 @@ def main() -> None:
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--grid-studies", type=int, default=100, help="studies per point of the grid of true means")
     parser.add_argument("--grid-only", action="store_true", help="only the grid of true means around the threshold")
-    parser.add_argument("--settings", action="store_true", help="the grid also on studies unlike the calibration")
+    parser.add_argument(
+        "--settings", type=int, default=0, help="also the grid on studies unlike the calibration, this many per point"
+    )
     args = parser.parse_args()
     if not DATA.is_dir():
         sys.exit(f"public data not found at {DATA}: this benchmark calibrates on it")

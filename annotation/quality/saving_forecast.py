@@ -112,7 +112,7 @@ def _settling_items(values: np.ndarray, names, scales, *, threshold, alpha, min_
     cumulative = np.cumsum(weights, axis=1)
     cumulative[:, -1] = 1.0
     u = rng.random((draws, total - observed))
-    future = np.array([np.searchsorted(c, row, side="right") for c, row in zip(cumulative, u, strict=True)])
+    future = (u[:, :, None] >= cumulative[:, None, :-1]).sum(axis=2)  # inverse CDF of each draw's weights
     index = np.concatenate((np.broadcast_to(np.arange(observed), (draws, observed)), future.reshape(draws, -1)), axis=1)
     share = alpha / len(names)
     fail_at, pass_at = np.full(draws, np.inf), np.zeros(draws)
