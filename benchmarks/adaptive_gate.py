@@ -65,6 +65,7 @@ import os
 import statistics
 import sys
 import time
+from collections import Counter
 from dataclasses import dataclass
 from math import erf, sqrt
 from pathlib import Path
@@ -263,6 +264,7 @@ def gate_pull_replay(study: LatentStudy, rng) -> dict:
         pull(a)
     speed = rng.uniform(0.5, 1.5, PANEL)
     completed, spent, submitted = [], [], 0
+    timeline: list[int] = []  # the item of each submitted rating, in order
     scales = dict.fromkeys(study.centres, SCALE)
     while any(queues):
         busy = [a for a in range(PANEL) if queues[a]]
@@ -270,6 +272,7 @@ def gate_pull_replay(study: LatentStudy, rng) -> dict:
         item = queues[a].pop(0)
         submitted += 1
         answers[item].append(study.rating(item, int(np.flatnonzero(raters[item] == a)[0]), a))
+        timeline.append(item)
         if len(answers[item]) == gate_raters:
             completed.append(item)
             spent.append(submitted)
@@ -286,6 +289,8 @@ def gate_pull_replay(study: LatentStudy, rng) -> dict:
         "full": _complete_means(study, raters, rng),
         "extra": int(sum(max(len(a) - gate_raters, 0) for a in answers)),
         "contested": {i: int(needed[i] > gate_raters) for i in range(items)},
+        "timeline": timeline,
+        "answers": answers,
     }
 
 
@@ -440,8 +445,15 @@ def _forecast(per_item, replayed, k, setting: Setting, rng):
     items among them and the ratings in flight on items not observed yet."""
     contested = sum(replayed["contested"][int(i)] for i in replayed["order"][:k])
     observed = k * setting.gate_raters + contested * (setting.raters - setting.gate_raters)
+    seen = {int(i) for i in replayed["order"][:k]}
+    given = Counter(replayed["timeline"][: int(replayed["spent"][k - 1])])
+    started = [i for i in given if i not in seen]
+    partial = {
+        q: [float(np.mean([r[q] for r in replayed["answers"][i][: given[i]]])) for i in started] for q in per_item
+    }
     return forecast_saving(
         {q: v[:k].tolist() for q, v in per_item.items()},
+        partial=partial,
         threshold=setting.threshold,
         alpha=ALPHA,
         scales=dict.fromkeys(per_item, SCALE),

@@ -112,6 +112,27 @@ class AdaptiveRow:
         )
 
 
+def _partial_means(design, ratings: Sequence[CountedRating], observed: dict) -> dict[str, dict[str, list[float]]]:
+    """Transformation -> question -> the mean of each started item not observed yet (some of its
+    raters answered every question, fewer than the gate observes): what ``forecast_saving`` also
+    draws the items to come from."""
+    questions = [q.name for q in design.questions]
+    answers: dict[str, dict[int, dict[int, dict[str, float]]]] = defaultdict(lambda: defaultdict(dict))
+    for r in ratings:
+        answers[r.transformation][r.item_id].setdefault(r.annotator_id, {})[r.question] = r.value
+    partial = {}
+    for name, (seen, _) in observed.items():
+        items = set(seen.items)
+        started = [
+            [a for a in raters.values() if set(questions) <= set(a)]
+            for item, raters in sorted(answers[name].items())
+            if item not in items
+        ]
+        started = [rows for rows in started if rows]
+        partial[name] = {q: [sum(a[q] for a in rows) / len(rows) for rows in started] for q in questions}
+    return partial
+
+
 def _rating_costs(design, ratings: Sequence[CountedRating], observed: dict) -> dict[str, RatingCosts]:
     """Transformation -> what its ratings cost so far: observed items that got more than the
     gate's raters (contested: ``design.adaptive_gate_raters``) and the ratings already given to
@@ -138,6 +159,7 @@ def study_adaptive_rows(*, study: Study, ratings: Sequence[CountedRating] | None
     observed = study_adaptive_observations(study=study, ratings=ratings)
     drawn = Counter(study.items.filter(kind=ItemKind.REAL).values_list("transformation", flat=True))
     costs = _rating_costs(design, ratings or [], observed)
+    partial = _partial_means(design, ratings or [], observed)
     return [
         AdaptiveRow(
             name,
@@ -151,6 +173,7 @@ def study_adaptive_rows(*, study: Study, ratings: Sequence[CountedRating] | None
                 total=drawn[name],
                 seed=design.seed,
                 costs=costs[name],
+                partial=partial[name],
             ),
         )
         for name, (seen, decision) in observed.items()

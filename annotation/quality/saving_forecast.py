@@ -7,12 +7,19 @@ decides on the ratings themselves; this only tells a researcher what to expect.
 
 How a continuation is drawn
 ---------------------------
-- **the items to come** are drawn from the observed items with Bayesian-bootstrap weights
-  (Rubin, Ann. Statist. 9(1), 1981): each continuation first draws Dirichlet(1, ..., 1) weights
-  over the observed items, then its future items from them. The weights carry the uncertainty of
-  the mean itself (after 10 items the distance to the threshold is known only roughly), which a
-  plain bootstrap, whose future always has the sample's mean, leaves out; its intervals covered
-  the realised saving in about a third of the replays against 80% nominal.
+- **the items to come** are drawn with Bayesian-bootstrap weights (Rubin, Ann. Statist. 9(1),
+  1981) from a pool: the observed items, and the items already *started* (some raters answered,
+  fewer than the gate observes; each counts with the mean of the answers it has). Each
+  continuation first draws Dirichlet(1, ..., 1) weights over the pool, then its future items from
+  it. The weights carry the uncertainty of the mean itself, which a plain bootstrap, whose future
+  always has the sample's mean, leaves out (its intervals covered the realised saving in about a
+  third of the replays against 80% nominal). The started items are what work in flight already
+  says about the mean: with pull assignment, when the 10th item is observed some 20 more are
+  started, and pooling them took the mean absolute error after 10 items from 9.7 to 5.7 points in
+  the grid replay (60 studies per point, same replays). A started item's mean rests on fewer raters,
+  so the pool is a little more spread than the observations: continuations settle a little
+  later than they would (a conservative lean). The observed items themselves stay in their
+  order at the head of every continuation.
 - **contested items** (``design.adaptive_gate_raters``: an item gets its further raters only when
   its first raters disagree) follow the share seen so far: each continuation draws that share
   from its Beta(contested + 1, observed - contested + 1) posterior, and each further item is
@@ -105,20 +112,24 @@ class RatingCosts:
     in_flight: float = 0.0
 
 
-def _settling_items(values: np.ndarray, names, scales, *, threshold, alpha, min_items, total, draws, rng):
-    """The settling item of each of ``draws`` continuations (``total`` where none)."""
+def _settling_items(
+    values: np.ndarray, pool: np.ndarray, names, scales, *, threshold, alpha, min_items, total, draws, rng
+):
+    """The settling item of each of ``draws`` continuations (``total`` where none): the observed
+    ``values`` first, then items drawn from ``pool`` (questions x pool items)."""
     observed = values.shape[1]
-    weights = rng.dirichlet(np.ones(observed), draws)
+    weights = rng.dirichlet(np.ones(pool.shape[1]), draws)
     cumulative = np.cumsum(weights, axis=1)
     cumulative[:, -1] = 1.0
     u = rng.random((draws, total - observed))
     future = (u[:, :, None] >= cumulative[:, None, :-1]).sum(axis=2)  # inverse CDF of each draw's weights
-    index = np.concatenate((np.broadcast_to(np.arange(observed), (draws, observed)), future.reshape(draws, -1)), axis=1)
+    future = future.reshape(draws, -1)
     share = alpha / len(names)
     fail_at, pass_at = np.full(draws, np.inf), np.zeros(draws)
     for i, q in enumerate(names):
         low, high = scales[q]
-        x = (values[i][index] - low) / (high - low)
+        sequence = np.concatenate((np.broadcast_to(values[i], (draws, observed)), pool[i][future]), axis=1)
+        x = (sequence - low) / (high - low)
         tau = float(np.clip((threshold - low) / (high - low), 0.0, 1.0))
         first, is_pass = first_events(x, tau, alpha=share, alpha_pass=alpha, min_items=min_items)
         fail_at = np.where(~is_pass & np.isfinite(first), np.minimum(fail_at, first), fail_at)
@@ -148,10 +159,12 @@ def forecast_saving(
     draws: int = 400,
     seed: int = 0,
     costs: RatingCosts | None = None,
+    partial: Mapping[str, Sequence[float]] | None = None,
 ) -> SavingForecast | None:
     """Predict where ``sequential.settle_questions`` settles and the ratings that saves, from the
-    observations so far (``per_question``: question -> per-item means, in the gate's order; see the
-    module docstring for how continuations are drawn). None with fewer than
+    observations so far (``per_question``: question -> per-item means, in the gate's order) and the
+    items started but not observed yet (``partial``: question -> their means so far, one list order
+    for every question; see the module docstring for how continuations are drawn). None with fewer than
     ``MIN_FORECAST_ITEMS`` observations (the saving then depends on a distance to the threshold
     nothing has measured yet). Deterministic for a given ``seed``.
     """
@@ -176,8 +189,19 @@ def forecast_saving(
         known = RatingCosts(costs.raters, costs.full_raters, costs.contested, costs.in_flight)
         saved = float(_ratings_saved(np.array([float(now.n)]), known, observed=now.n, total=total, rng=rng)[0])
         return SavingForecast(observed, total, mean, sd, float(now.n), now.n, now.n, 1.0, saved, saved, saved, True)
+    extra = np.array([np.asarray((partial or {}).get(q, []), dtype=float) for q in names])
+    pool = np.concatenate((values, extra.reshape(len(names), -1)), axis=1) if extra.size else values
     settling = _settling_items(
-        values, names, scales, threshold=threshold, alpha=alpha, min_items=min_items, total=total, draws=draws, rng=rng
+        values,
+        pool,
+        names,
+        scales,
+        threshold=threshold,
+        alpha=alpha,
+        min_items=min_items,
+        total=total,
+        draws=draws,
+        rng=rng,
     )
     items = np.minimum(settling, total)
     saved = _ratings_saved(items, costs, observed=observed, total=total, rng=rng)
