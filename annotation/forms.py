@@ -199,6 +199,7 @@ class StudyDesignForm(forms.Form):
         low=0,
         high=100,
         initial=DEFAULT.adaptive_gate_raters,
+        required=False,
     )
     batches_released = _whole(
         "Batches in Argilla at a time",
@@ -328,6 +329,10 @@ class StudyDesignForm(forms.Form):
 
     def clean_assignment(self) -> str:
         return self.cleaned_data.get("assignment") or self._base.assignment
+
+    def clean_adaptive_gate_raters(self) -> int:
+        value = self.cleaned_data.get("adaptive_gate_raters")
+        return self._base.adaptive_gate_raters if value is None else value
 
     def clean_detectability_limit(self) -> float:
         value = self.cleaned_data.get("detectability_limit")
