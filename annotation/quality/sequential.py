@@ -73,7 +73,9 @@ such a mean is biased on a skewed item (``test_sequential`` enumerates one exact
 third rater gives is kept out of the sequential observations: it goes to the contested item's
 record, the rater model and agreement (AC2 needs 2 raters per item, which every item has;
 controls are per rater and unchanged), and to the end-of-study gate's means if the rule never
-settles. The complete study's decision (every item with all its raters) and this study's can then
+settles. A rejected rater is again the exception: the item's first raters are then whoever
+counts first, possibly a third rater asked because of the rejected one's disagreement. The
+complete study's decision (every item with all its raters) and this study's can then
 differ near the threshold even when nothing settled early; ``benchmarks/adaptive_gate.py`` counts
 those as differing decisions.
 
