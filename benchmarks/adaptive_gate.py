@@ -541,9 +541,10 @@ def main() -> None:
     print(f"rule: threshold {THRESHOLD}, alpha {ALPHA}, min items {MIN_ITEMS}, {ITEMS} items x {RATERS_PER_ITEM}")
     print()
     print("grid of true means (quality = fluency) around the threshold, pull assignment, batches of 10:")
-    print("saved = ratings (in flight included), items = items not needed, differ = early decision on the other")
-    print("side than the complete study; pred@k = saving forecast_saving predicts after k items, |err| = its mean")
-    print("absolute difference from the realised saving of the same replay")
+    print("saved = ratings (in flight included), items = items not needed, differ = the study's decision (early, or")
+    print("at the end where the gate rests on fewer raters) on the other side than the complete study's; pred@k =")
+    print("the median saving forecast_saving predicts after k observed items, |err| = its mean absolute difference")
+    print("from the realised saving of the same replay, cover = how often its 80% interval held it")
     done = {}
     for setting in SETTINGS[:2]:
         print(f"\n{setting.name}:")
