@@ -190,7 +190,10 @@ def forecast_saving(
         known = RatingCosts(costs.raters, costs.full_raters, costs.contested, costs.in_flight)
         saved = float(_ratings_saved(np.array([float(now.n)]), known, observed=now.n, total=total, rng=rng)[0])
         return SavingForecast(observed, total, mean, sd, float(now.n), now.n, now.n, 1.0, saved, saved, saved, True)
-    extra = np.array([np.asarray((partial or {}).get(q, []), dtype=float) for q in names])
+    started = [np.asarray((partial or {}).get(q, []), dtype=float) for q in names]
+    if len({len(v) for v in started}) != 1:
+        raise ValueError("partial needs the same started items, in the same order, for every question")
+    extra = np.array(started)
     pool = np.concatenate((values, extra.reshape(len(names), -1)), axis=1) if extra.size else values
     settling = _settling_items(
         values,
