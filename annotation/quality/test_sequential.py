@@ -220,7 +220,7 @@ def test_the_predicted_interval_covers_the_realised_saving_after_ten_items():
     """After 10 items (the first check at which the rule may act), the forecast's 80% interval
     covers the saving the rule then realises about 80% of the time, over true means from 0.5 below
     to 0.5 above the threshold (a plain bootstrap, whose future always has the sample's mean,
-    covered about a third of them). Counted in items, one question and no work in flight, the
+    covered 65% here, and about a third of them in the two-question grid replay). Counted in items, one question and no work in flight, the
     median is off by about 15 points on average here: 10 items leave the distance to the
     threshold uncertain."""
     rng = np.random.default_rng(11)
@@ -233,7 +233,7 @@ def test_the_predicted_interval_covers_the_realised_saving_after_ten_items():
             f = _forecast(x[:10].tolist())
             covered.append(f.saving_low - 1e-9 <= realised <= f.saving_high + 1e-9)
             errors.append(abs(f.saving - realised))
-    assert 0.65 <= np.mean(covered) <= 0.95
+    assert 0.72 <= np.mean(covered) <= 0.95  # 0.80
     assert np.mean(errors) < 0.18
 
 
