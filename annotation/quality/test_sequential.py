@@ -220,9 +220,9 @@ def test_the_predicted_interval_covers_the_realised_saving_after_ten_items():
     """After 10 items (the first check at which the rule may act), the forecast's 80% interval
     covers the saving the rule then realises about 80% of the time, over true means from 0.5 below
     to 0.5 above the threshold (a plain bootstrap, whose future always has the sample's mean,
-    covered 65% here, and about a third of them in the two-question grid replay). Counted in items, one question and no work in flight, the
-    median is off by about 15 points on average here: 10 items leave the distance to the
-    threshold uncertain."""
+    covered 65% here, and 33-62% in the grid replay). Counted in items, one question and no work
+    in flight, the median is off by about 15 points on average here: 10 items leave the distance
+    to the threshold uncertain."""
     rng = np.random.default_rng(11)
     covered, errors = [], []
     for centre in (2.5, 2.75, 3.0, 3.25, 3.5):
