@@ -12,15 +12,15 @@ How a continuation is drawn
   fewer than the gate observes; each counts with the mean of the answers it has). Each
   continuation first draws Dirichlet(1, ..., 1) weights over the pool, then its future items from
   it. The weights carry the uncertainty of the mean itself, which a plain bootstrap, whose future
-  always has the sample's mean, leaves out (its 80% intervals covered the realised saving in 33% of
-  the grid replays with the gate on 2 of 3 raters, 62% with all raters; 40 studies per point). The started items are what work in flight already
-  says about the mean: with pull assignment, when the 10th item is observed some 20 more are
-  started, and pooling them took the mean absolute error after 10 items from 10.5 to 6.6 points
-  in the grid replay of ``benchmarks/adaptive_gate.py`` (gate on 2 of 3 raters, 200 studies per
-  point, the same replays). A started item's mean rests on fewer raters,
-  so the pool is a little more spread than the observations: continuations settle a little
-  later than they would (a conservative lean). The observed items themselves stay in their
-  order at the head of every continuation.
+  always has the sample's mean, leaves out (its 80% intervals covered the realised saving in 33%
+  of the grid replays with the gate on 2 of 3 raters, 62% with all raters; 40 studies per
+  point). The started items are what work in flight already says about the mean: with pull
+  assignment, when the 10th item is observed some 20 more are started, and pooling them took the
+  mean absolute error after 10 items from 10.5 to 6.6 points in the grid replay of
+  ``benchmarks/adaptive_gate.py`` (gate on 2 of 3 raters, 200 studies per point, the same
+  replays). A started item's mean rests on fewer raters, so the pool is a little more spread than
+  the observations: continuations settle a little later than they would (a conservative lean).
+  The observed items themselves stay in their order at the head of every continuation.
 - **contested items** (``design.adaptive_gate_raters``: an item gets its further raters only when
   its first raters disagree) follow the share seen so far: each continuation draws that share
   from its Beta(contested + 1, observed - contested + 1) posterior, and each further item is
