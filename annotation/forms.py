@@ -202,6 +202,16 @@ class StudyDesignForm(forms.Form):
         high=100_000,
         initial=DEFAULT.adaptive_min_items,
     )
+    adaptive_gate_raters = _whole(
+        "Adaptive stopping: raters per item the gate observes",
+        "0 = off: every item gets all its raters. Fewer than the raters per item (e.g. 2 of 3, with pull "
+        "assignment): the gate observes each item's first raters, and an item gets its further raters only "
+        "where those disagree by more than a quarter of the scale (1 point on 1–5) on a question.",
+        low=0,
+        high=100,
+        initial=DEFAULT.adaptive_gate_raters,
+        required=False,
+    )
     batches_released = _whole(
         "Batches in Argilla at a time",
         "Unfinished batches each annotator's queue holds; the next arrives as they finish one. "
@@ -289,6 +299,7 @@ class StudyDesignForm(forms.Form):
                 "adaptive",
                 "adaptive_alpha",
                 "adaptive_min_items",
+                "adaptive_gate_raters",
                 "batches_released",
                 "assignment",
             ),
@@ -334,6 +345,10 @@ class StudyDesignForm(forms.Form):
     def clean_flag_low_carefulness(self) -> float:
         value = self.cleaned_data.get("flag_low_carefulness")
         return 0.0 if value is None else value
+
+    def clean_adaptive_gate_raters(self) -> int:
+        value = self.cleaned_data.get("adaptive_gate_raters")
+        return self._base.adaptive_gate_raters if value is None else value
 
     def clean_detectability_limit(self) -> float:
         value = self.cleaned_data.get("detectability_limit")

@@ -34,7 +34,7 @@ from annotation.quality.control_services import study_control_detectability, stu
 from annotation.quality.gate_services import approval_decide, gate_result_current, study_gate
 from annotation.quality.gating import gate_state_of
 from annotation.quality.quality_services import quality_figures, study_annotator_quality
-from annotation.quality.sequential import MIN_FORECAST_ITEMS
+from annotation.quality.saving_forecast import MIN_FORECAST_ITEMS
 from annotation.quality.validation_services import (
     annotator_reject,
     annotator_replace,
@@ -50,9 +50,8 @@ from annotation.selectors import (
     study_progress,
 )
 from annotation.studies.design import (
-    ADAPTIVE_SAVING_BY_DISTANCE,
-    ADAPTIVE_SAVING_CONDITIONS,
     QUESTIONS,
+    adaptive_saving_table,
     design_implications,
     design_problems,
 )
@@ -126,6 +125,7 @@ def study_list_view(request):
                 return redirect("annotation:study", pk=study.pk)
         except ShiftlabError as exc:
             form.add_refusal(exc)
+    saving_by_distance, saving_conditions = adaptive_saving_table(form.design() if implications else None)
     return render(
         request,
         "annotation/study_list.html",
@@ -134,8 +134,8 @@ def study_list_view(request):
             "form": form,
             "implications": implications,
             "design": form.design() if implications else None,
-            "saving_by_distance": ADAPTIVE_SAVING_BY_DISTANCE,
-            "saving_conditions": ADAPTIVE_SAVING_CONDITIONS,
+            "saving_by_distance": saving_by_distance,
+            "saving_conditions": saving_conditions,
             "min_forecast_items": MIN_FORECAST_ITEMS,
         },
     )

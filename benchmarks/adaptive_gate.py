@@ -2,17 +2,23 @@
 decision differs from the decision on the complete study, and its error rate at the threshold.
 
 Usage: .venv/bin/python benchmarks/adaptive_gate.py [--studies 150] [--orders 4] [--null 4000] [--seed 0]
-       .venv/bin/python benchmarks/adaptive_gate.py --grid-only [--grid-studies 200]
+       .venv/bin/python benchmarks/adaptive_gate.py --grid-only [--grid-studies 200] [--settings 40]
 
 The calibration data are read from ``../shared/data`` (or ``$SHIFTLAB_BENCH_DATA``, e.g. from a
 git worktree).
 
 - **grid of true means** (issue 29, printed first): studies whose questions (quality, fluency)
   both have the true mean ``threshold + d`` for ``d`` from -0.75 to +0.75, pull assignment with
-  batches of 10: ratings saved (in flight included), items not needed, decisions differing from the
-  complete study, and the saving ``annotation.quality.sequential.forecast_saving`` predicted after 10 and
-  20 complete items (what the study page shows then) against the realised saving of the same
-  replay (mean absolute difference, in points).
+  batches of 10, for two designs: the gate on each item's first 2 of 3 raters, a third only where
+  they disagree (``design.adaptive_gate_raters`` = 2), and every item rated by all 3. Ratings saved
+  (in flight included), items not needed, decisions differing from the complete study (every item
+  with its 3 raters; early decisions, and the end-of-study one where the gate rests on fewer
+  raters), and the saving ``annotation.quality.saving_forecast.forecast_saving`` predicted after
+  10 and 20 observed items (what the study page shows then) against the realised saving of the
+  same replay: mean absolute difference, in points, and how often its 80% interval covered it.
+  With ``--settings N`` the grid is also replayed (N studies per point) on studies unlike the
+  calibration, one change each (``SETTINGS``: 4 raters per item, 50 or 200 items, raters twice as
+  noisy, items half as spread, threshold 3.5 or 2.5, batches of 20), with the worst point of each.
 
 Complete studies are replayed in random orders through ``annotation.quality.sequential.settle_questions``
 (the code the service runs), checked after every completed item (the finest a study can look),
@@ -59,6 +65,8 @@ import os
 import statistics
 import sys
 import time
+from collections import Counter
+from dataclasses import dataclass
 from math import erf, sqrt
 from pathlib import Path
 
@@ -67,8 +75,9 @@ import numpy as np
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from annotation.quality.sequential import Settled, forecast_saving, settle_questions  # noqa: E402
-from annotation.studies.assignment import pull_items  # noqa: E402
+from annotation.quality.saving_forecast import RatingCosts, forecast_saving  # noqa: E402
+from annotation.quality.sequential import Settled, settle_questions  # noqa: E402
+from annotation.studies.assignment import pull_items, raters_needed  # noqa: E402
 
 DATA = Path(os.environ.get("SHIFTLAB_BENCH_DATA", ROOT.parent / "shared" / "data"))  # a worktree: set it
 THRESHOLD, ALPHA, MIN_ITEMS, ITEMS, RATERS_PER_ITEM, PANEL = 3.0, 0.05, 10, 100, 3, 5
@@ -131,10 +140,10 @@ def simulate(centres: dict[str, float], biases, noise, item_sd, rng, *, items=IT
     return ratings, raters
 
 
-def decide(per_item: dict[str, np.ndarray]):
+def decide(per_item: dict[str, np.ndarray], threshold: float = THRESHOLD):
     return settle_questions(
         {q: v.tolist() for q, v in per_item.items()},
-        threshold=THRESHOLD,
+        threshold=threshold,
         alpha=ALPHA,
         scales=dict.fromkeys(per_item, SCALE),
         min_items=MIN_ITEMS,
@@ -174,19 +183,76 @@ def queue_replay(raters: np.ndarray, rng, *, batch_size: int | None = None) -> t
     return np.array(order), np.array(spent)
 
 
-def pull_replay(rng, *, batch_size: int, items: int = ITEMS) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """Annotators at random speeds pulling a batch of ``batch_size`` whenever they finished
-    theirs (``pull_items``, a common order, one batch each at a time): the order items complete in,
-    the ratings submitted when each completed, and who rated each item (items x raters)."""
+@dataclass(frozen=True)
+class Setting:
+    """One kind of study the grid is replayed on: items per transformation, raters per item (and
+    how many the gate observes), threshold, batch size, and the rater noise and item spread as
+    multiples of the calibrated ones."""
+
+    name: str
+    items: int = ITEMS
+    raters: int = RATERS_PER_ITEM
+    gate_raters: int = 2
+    threshold: float = THRESHOLD
+    batch_size: int = 10
+    noise: float = 1.0
+    spread: float = 1.0
+
+
+BASE = Setting("100 items x 3 raters, gate on 2 (the base)")
+# Studies unlike the calibration (issue 29: independent simulators will replay it), one change each.
+SETTINGS = (
+    BASE,
+    Setting("every item rated by all 3 raters (gate on 3)", gate_raters=3),
+    Setting("4 raters per item, gate on 2", raters=4),
+    Setting("50 items", items=50),
+    Setting("200 items", items=200),
+    Setting("raters twice as noisy", noise=2.0),
+    Setting("items half as spread", spread=0.5),
+    Setting("threshold 3.5", threshold=3.5),
+    Setting("threshold 2.5", threshold=2.5),
+    Setting("batches of 20", batch_size=20),
+)
+
+
+class LatentStudy:
+    """One transformation's study drawn before anyone rates: the items' effects and every rater
+    slot's noise per question, so that a rating exists as soon as a rater is given a slot (the pull
+    replay needs ratings while it runs, to know whether an item's first raters agree)."""
+
+    def __init__(self, centres: dict[str, float], biases, noise, item_sd, rng, *, setting: Setting = BASE):
+        self.centres, self.biases, self.setting = centres, biases, setting
+        self.effect = {q: rng.normal(0, item_sd, setting.items) for q in centres}
+        self.noise = {q: rng.normal(0, noise, (setting.items, setting.raters)) for q in centres}
+
+    def rating(self, item: int, slot: int, rater: int) -> dict[str, float]:
+        return {
+            q: float(np.clip(np.rint(c + self.effect[q][item] + self.biases[rater] + self.noise[q][item, slot]), 1, 5))
+            for q, c in self.centres.items()
+        }
+
+
+def gate_pull_replay(study: LatentStudy, rng) -> dict:
+    """Pull assignment (batches of ``setting.batch_size``) where an item first gets
+    ``setting.gate_raters`` raters and its further raters only when those disagree
+    (``raters_needed``): the order items reach ``gate_raters`` answers (the gate's observations),
+    the ratings submitted then, the gate's per-item means (first ``gate_raters`` answers), and the
+    complete study's per-item means (``setting.raters`` raters on every item; slots never handed out
+    are rated by a panel member the item does not have yet)."""
+    setting = study.setting
+    items, gate_raters, full_raters = setting.items, setting.gate_raters, setting.raters
     order = [int(i) for i in rng.permutation(items)]
-    raters = np.full((items, RATERS_PER_ITEM), -1)
-    count = np.zeros(items, dtype=int)  # raters holding or having rated each item
+    raters = np.full((items, full_raters), -1)
+    count = np.zeros(items, dtype=int)
+    needed = dict.fromkeys(range(items), gate_raters)
+    answers: list[list[dict[str, float]]] = [[] for _ in range(items)]
     held: list[set[int]] = [set() for _ in range(PANEL)]
     queues: list[list[int]] = [[] for _ in range(PANEL)]
 
     def pull(a: int) -> None:
+        counts = dict(enumerate(count.tolist()))
         batch = pull_items(
-            order, dict(enumerate(count.tolist())), held[a], raters_per_item=RATERS_PER_ITEM, batch_size=batch_size
+            order, counts, held[a], raters_per_item=full_raters, batch_size=setting.batch_size, needed=needed
         )
         for i in batch:
             raters[i, count[i]] = a
@@ -197,20 +263,49 @@ def pull_replay(rng, *, batch_size: int, items: int = ITEMS) -> tuple[np.ndarray
     for a in range(PANEL):
         pull(a)
     speed = rng.uniform(0.5, 1.5, PANEL)
-    done = np.zeros(items, dtype=int)
     completed, spent, submitted = [], [], 0
+    timeline: list[int] = []  # the item of each submitted rating, in order
+    scales = dict.fromkeys(study.centres, SCALE)
     while any(queues):
         busy = [a for a in range(PANEL) if queues[a]]
         a = busy[rng.choice(len(busy), p=speed[busy] / speed[busy].sum())]
         item = queues[a].pop(0)
         submitted += 1
-        done[item] += 1
-        if done[item] == RATERS_PER_ITEM:
+        answers[item].append(study.rating(item, int(np.flatnonzero(raters[item] == a)[0]), a))
+        timeline.append(item)
+        if len(answers[item]) == gate_raters:
             completed.append(item)
             spent.append(submitted)
-        if not queues[a]:
-            pull(a)
-    return np.array(completed), np.array(spent), raters
+            needed[item] = raters_needed(answers[item], scales, gate_raters=gate_raters, raters_per_item=full_raters)
+        for b in range(PANEL):
+            if not queues[b]:
+                pull(b)
+    return {
+        "order": np.array(completed),
+        "spent": np.array(spent),
+        "gate": {
+            q: np.array([np.mean([r[q] for r in answers[i][:gate_raters]]) for i in range(items)]) for q in scales
+        },
+        "full": _complete_means(study, raters, rng),
+        "extra": int(sum(max(len(a) - gate_raters, 0) for a in answers)),
+        "contested": {i: int(needed[i] > gate_raters) for i in range(items)},
+        "timeline": timeline,
+        "answers": answers,
+    }
+
+
+def _complete_means(study: LatentStudy, raters: np.ndarray, rng) -> dict[str, np.ndarray]:
+    """Per-item means of the complete study: every rater slot rated (a slot never handed out by a
+    panel member the item does not have yet)."""
+    everyone = raters.copy()
+    for row in everyone:
+        missing = [p for p in rng.permutation(PANEL) if p not in row]
+        for s in np.flatnonzero(row < 0):
+            row[s] = missing.pop(0)
+    return {
+        q: np.clip(np.rint(c + study.effect[q][:, None] + study.biases[everyone] + study.noise[q]), 1, 5).mean(axis=1)
+        for q, c in study.centres.items()
+    }
 
 
 def replay(ratings, order):
@@ -245,9 +340,11 @@ def scenario_a(args, biases, noise, item_sd, rng) -> dict:
                 decision, full = replay(ratings, order)
                 tally(rows[name], decision, full, int(spent[decision.n - 1]), total)
             for name, batch_size in PULLED.items():
-                order, spent, pulled = pull_replay(rng, batch_size=batch_size)
-                decision, full = replay(simulate(centres, biases, noise, item_sd, rng, raters=pulled)[0], order)
-                tally(rows[name], decision, full, int(spent[decision.n - 1]), total)
+                every = Setting(name, gate_raters=RATERS_PER_ITEM, batch_size=batch_size)
+                r = gate_pull_replay(LatentStudy(centres, biases, noise, item_sd, rng, setting=every), rng)
+                decision = decide({q: v[r["order"]] for q, v in r["gate"].items()})
+                full = all(v.mean() >= THRESHOLD for v in r["full"].values())
+                tally(rows[name], decision, full, int(r["spent"][decision.n - 1]), total)
     return rows
 
 
@@ -302,75 +399,121 @@ GRID = (-0.75, -0.5, -0.25, -0.1, 0.0, 0.1, 0.25, 0.5, 0.75)  # true mean - thre
 FORECAST_AT = (10, 20)  # items observed when the prediction is read
 
 
-def grid_replay(args, biases, noise, item_sd, rng, *, batch_size: int = 10) -> dict:
+def grid_replay(args, biases, noise, item_sd, rng, setting: Setting = BASE, studies: int | None = None) -> dict:
     """Studies whose two questions (quality, fluency) both have the true mean ``threshold + d``
-    for each ``d`` of ``GRID``, replayed with pull assignment (batches of ``batch_size``): ratings
-    saved, decisions differing from the complete study's, and the saving ``forecast_saving``
-    predicted after ``FORECAST_AT`` items (the study page's prediction then) against the realised
-    one. Returns d -> columns."""
+    for each ``d`` of ``GRID``, replayed with pull assignment, the gate observing each item's first
+    ``setting.gate_raters`` raters (further raters only on contested items): ratings saved,
+    decisions differing from the complete study's (early ones, and with fewer gate raters than
+    raters also the end-of-study decision on the gate's ratings), and the saving
+    ``forecast_saving`` predicted after ``FORECAST_AT`` items (the study page's prediction then)
+    against the realised one, with its 80% interval's coverage. Returns d -> columns."""
     rows = {}
-    total = ITEMS * RATERS_PER_ITEM
+    noise, item_sd = noise * setting.noise, item_sd * setting.spread
+    total = setting.items * setting.raters
     for d in GRID:
-        centre = centre_for(THRESHOLD + d, biases, sqrt(item_sd**2 + noise**2))
-        row = {"replays": 0, "spent": 0, "items": 0, "differ": 0, **{f"predicted@{k}": [] for k in FORECAST_AT}}
-        row["realised"] = []
-        for _ in range(args.grid_studies):
-            order, spent, pulled = pull_replay(rng, batch_size=batch_size)
-            ratings, _ = simulate({"quality": centre, "fluency": centre}, biases, noise, item_sd, rng, raters=pulled)
-            decision, full = replay(ratings, order)
-            settled = decision.state is not Settled.UNDECIDED
-            used = int(spent[decision.n - 1]) if settled else total
+        centre = centre_for(setting.threshold + d, biases, sqrt(item_sd**2 + noise**2))
+        row = {"replays": 0, "spent": 0, "items": 0, "differ": 0, "realised": []}
+        for k in FORECAST_AT:
+            row[f"predicted@{k}"], row[f"covered@{k}"] = [], []
+        for _ in range(studies or args.grid_studies):
+            study = LatentStudy({"quality": centre, "fluency": centre}, biases, noise, item_sd, rng, setting=setting)
+            r = gate_pull_replay(study, rng)
+            per_item = {q: v[r["order"]] for q, v in r["gate"].items()}
+            decision = decide(per_item, setting.threshold)
+            full = all(v.mean() >= setting.threshold for v in r["full"].values())
+            if decision.state is not Settled.UNDECIDED:
+                used, passed, n = int(r["spent"][decision.n - 1]), decision.state is Settled.PASS, decision.n
+            else:
+                used = setting.items * setting.gate_raters + r["extra"]
+                passed, n = all(v.mean() >= setting.threshold for v in r["gate"].values()), setting.items
             row["replays"] += 1
             row["spent"] += used
-            row["items"] += decision.n if settled else ITEMS
-            row["differ"] += settled and (decision.state is Settled.PASS) != full
-            row["realised"].append(1 - used / total)
-            per_item = {q: v.mean(axis=1)[order] for q, v in ratings.items()}
+            row["items"] += n
+            row["differ"] += passed != full
+            realised = 1 - used / total
+            row["realised"].append(realised)
             for k in FORECAST_AT:
-                forecast = forecast_saving(
-                    {q: v[:k].tolist() for q, v in per_item.items()},
-                    threshold=THRESHOLD,
-                    alpha=ALPHA,
-                    scales=dict.fromkeys(per_item, SCALE),
-                    min_items=MIN_ITEMS,
-                    total=ITEMS,
-                    seed=int(rng.integers(2**31)),
-                    in_flight_items=(int(spent[k - 1]) - k * RATERS_PER_ITEM) / RATERS_PER_ITEM,
-                )
+                forecast = _forecast(per_item, r, k, setting, rng)
                 row[f"predicted@{k}"].append(forecast.saving)
+                row[f"covered@{k}"].append(forecast.saving_low - 1e-9 <= realised <= forecast.saving_high + 1e-9)
         rows[d] = row
     return rows
 
 
-def print_grid(rows: dict) -> None:
-    total = ITEMS * RATERS_PER_ITEM
-    heads = " ".join(f"{'pred@' + str(k):>8} {'|err|':>6}" for k in FORECAST_AT)
+def _forecast(per_item, replayed, k, setting: Setting, rng):
+    """``forecast_saving`` as the study page computes it after ``k`` observed items: the contested
+    items among them and the ratings in flight on items not observed yet."""
+    contested = sum(replayed["contested"][int(i)] for i in replayed["order"][:k])
+    observed = k * setting.gate_raters + contested * (setting.raters - setting.gate_raters)
+    seen = {int(i) for i in replayed["order"][:k]}
+    given = Counter(replayed["timeline"][: int(replayed["spent"][k - 1])])
+    started = [i for i in given if i not in seen]
+    partial = {
+        q: [float(np.mean([r[q] for r in replayed["answers"][i][: given[i]]])) for i in started] for q in per_item
+    }
+    return forecast_saving(
+        {q: v[:k].tolist() for q, v in per_item.items()},
+        partial=partial,
+        threshold=setting.threshold,
+        alpha=ALPHA,
+        scales=dict.fromkeys(per_item, SCALE),
+        min_items=MIN_ITEMS,
+        total=setting.items,
+        seed=int(rng.integers(2**31)),
+        costs=RatingCosts(
+            setting.gate_raters, setting.raters, contested, max(int(replayed["spent"][k - 1]) - observed, 0)
+        ),
+    )
+
+
+def print_grid(rows: dict, setting: Setting = BASE) -> None:
+    total = setting.items * setting.raters
+    heads = " ".join(f"{'pred@' + str(k):>8} {'|err|':>6} {'cover':>6}" for k in FORECAST_AT)
     print(f"{'true mean - threshold':>22} {'replays':>8} {'saved':>7} {'items':>7} {'differ':>7} {heads}")
-    every = {"spent": 0, "replays": 0, "differ": 0, **{k: [] for k in FORECAST_AT}, "realised": []}
+    every = {"spent": 0, "replays": 0, "differ": 0, "realised": []}
+    for k in FORECAST_AT:
+        every[f"predicted@{k}"], every[f"covered@{k}"] = [], []
     for d, row in rows.items():
-        realised = np.array(row["realised"])
-        cells = []
-        for k in FORECAST_AT:
-            predicted = np.array(row[f"predicted@{k}"])
-            cells.append(f"{predicted.mean():>8.1%} {np.abs(predicted - realised).mean():>6.1%}")
-            every[k] += list(predicted)
-        every["realised"] += list(realised)
-        every["spent"] += row["spent"]
-        every["replays"] += row["replays"]
-        every["differ"] += row["differ"]
+        for key in every:
+            every[key] += row[key]
         print(
             f"{d:>+22.2f} {row['replays']:>8} {1 - row['spent'] / (row['replays'] * total):>7.1%} "
-            f"{1 - row['items'] / (row['replays'] * ITEMS):>7.1%} {row['differ'] / row['replays']:>7.1%} "
-            + " ".join(cells)
+            f"{1 - row['items'] / (row['replays'] * setting.items):>7.1%} {row['differ'] / row['replays']:>7.1%} "
+            + _forecast_cells(row)
         )
-    realised = np.array(every["realised"])
-    cells = " ".join(
-        f"{np.mean(every[k]):>8.1%} {np.abs(np.array(every[k]) - realised).mean():>6.1%}" for k in FORECAST_AT
-    )
     print(
         f"{'grid, all':>22} {every['replays']:>8} {1 - every['spent'] / (every['replays'] * total):>7.1%} "
-        f"{'':>7} {every['differ'] / every['replays']:>7.1%} {cells}"
+        f"{'':>7} {every['differ'] / every['replays']:>7.1%} " + _forecast_cells(every)
     )
+
+
+def _forecast_cells(row: dict) -> str:
+    realised = np.array(row["realised"])
+    cells = []
+    for k in FORECAST_AT:
+        predicted = np.array(row[f"predicted@{k}"])
+        error = np.abs(predicted - realised).mean()
+        cells.append(f"{predicted.mean():>8.1%} {error:>6.1%} {np.mean(row[f'covered@{k}']):>6.0%}")
+    return " ".join(cells)
+
+
+def print_settings(args, biases, noise, item_sd, rng, done: dict) -> None:
+    """The grid replayed on every ``SETTINGS`` (``done``: setting -> rows already replayed): the
+    whole grid's figures and the worst point of it."""
+    print(
+        f"{'setting':<48} {'saved':>6} {'worst':>6} {'differ':>6} {'worst':>6} {'err@10':>6} {'worst':>6} {'cover':>6}"
+    )
+    for setting in SETTINGS:
+        rows = done.get(setting) or grid_replay(args, biases, noise, item_sd, rng, setting, studies=args.settings)
+        total = setting.items * setting.raters
+        saved = [1 - row["spent"] / (row["replays"] * total) for row in rows.values()]
+        differ = [row["differ"] / row["replays"] for row in rows.values()]
+        errors = [np.abs(np.array(row["predicted@10"]) - np.array(row["realised"])).mean() for row in rows.values()]
+        cover = np.mean([c for row in rows.values() for c in row["covered@10"]])
+        print(
+            f"{setting.name:<48} {np.mean(saved):>6.1%} {min(saved):>6.1%} {np.mean(differ):>6.1%} {max(differ):>6.1%} "
+            f"{np.mean(errors):>6.1%} {max(errors):>6.1%} {cover:>6.0%}"
+        )
 
 
 def main() -> None:
@@ -382,6 +525,9 @@ def main() -> None:
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--grid-studies", type=int, default=100, help="studies per point of the grid of true means")
     parser.add_argument("--grid-only", action="store_true", help="only the grid of true means around the threshold")
+    parser.add_argument(
+        "--settings", type=int, default=0, help="also the grid on studies unlike the calibration, this many per point"
+    )
     args = parser.parse_args()
     if not DATA.is_dir():
         sys.exit(f"public data not found at {DATA}: this benchmark calibrates on it")
@@ -395,10 +541,19 @@ def main() -> None:
     print(f"rule: threshold {THRESHOLD}, alpha {ALPHA}, min items {MIN_ITEMS}, {ITEMS} items x {RATERS_PER_ITEM}")
     print()
     print("grid of true means (quality = fluency) around the threshold, pull assignment, batches of 10:")
-    print("saved = ratings (in flight included), items = items not needed, differ = early decision on the other")
-    print("side than the complete study; pred@k = saving forecast_saving predicts after k items, |err| = its mean")
-    print("absolute difference from the realised saving of the same replay")
-    print_grid(grid_replay(args, biases, noise, item_sd, rng))
+    print("saved = ratings (in flight included), items = items not needed, differ = the study's decision (early, or")
+    print("at the end where the gate rests on fewer raters) on the other side than the complete study's; pred@k =")
+    print("the median saving forecast_saving predicts after k observed items, |err| = its mean absolute difference")
+    print("from the realised saving of the same replay, cover = how often its 80% interval held it")
+    done = {}
+    for setting in SETTINGS[:2]:
+        print(f"\n{setting.name}:")
+        done[setting] = grid_replay(args, biases, noise, item_sd, rng, setting)
+        print_grid(done[setting], setting)
+    if args.settings:
+        print("\nthe grid on studies unlike the calibration (one change each from the first line; saved, differ and")
+        print("err@10 over the grid, worst = its worst point; cover = the 80% interval's coverage after 10 items):")
+        print_settings(args, biases, noise, item_sd, rng, done)
     if args.grid_only:
         print(f"\n{time.perf_counter() - started:.0f} s")
         return

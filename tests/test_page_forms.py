@@ -276,7 +276,7 @@ def test_annotators_get_403_on_every_form_page(client, django_user_model, sts):
     assert client.post(reverse("evaluation:baselines"), {}).status_code == 403
 
 
-def test_the_design_form_promises_no_fixed_adaptive_saving(page, sts, annotators):
+def test_the_design_form_promises_no_fixed_adaptive_saving(page, sts, annotators, django_user_model):
     run = keyword_run(sts, 1)
     url = reverse("annotation:studies")
     form = page.get(url).content.decode()
@@ -297,3 +297,21 @@ def test_the_design_form_promises_no_fixed_adaptive_saving(page, sts, annotators
     text = html_text.unescape(re.sub(r"<[^>]+>", " ", checked))
     assert "depends on how far" in text and "true mean − threshold" in text
     assert re.search(r"±0\.10\s+\d+%", text) and re.search(r"±0\.75\s+\d+%", text)
+    # A design whose gate observes 2 of 3 raters gets that design's own replay table and conditions.
+    make_user(django_user_model, "cara", Role.ANNOTATOR)
+    gate = page.post(
+        url,
+        {
+            **DESIGN,
+            "raters_per_item": "3",
+            "adaptive": "on",
+            "adaptive_gate_raters": "2",
+            "assignment": "pull",
+            "batches_released": "1",
+            "runs": [run.pk],
+            "action": "check",
+        },
+    ).content.decode()
+    gate_text = html_text.unescape(re.sub(r"<[^>]+>", " ", gate))
+    assert "the gate on each item's first 2" in gate_text and re.search(r"±0\.10\s+3\d%", gate_text)
+    assert "the gate on each item's first 2" not in text

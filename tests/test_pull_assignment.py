@@ -14,7 +14,7 @@ from annotation.models import Annotator, Assignment, Rating, Study
 from annotation.quality.control_pool import control_pool_read
 from annotation.quality.controls import ItemKind
 from annotation.studies.assignment_services import annotator_release, open_items, study_assign, study_pull
-from annotation.studies.design import DesignError, StudyDesign
+from annotation.studies.design import DesignContext, DesignError, StudyDesign, design_implications
 from annotation.studies.design_services import study_create, study_lock
 from core.models import AuditEvent
 from core.roles import Role
@@ -43,23 +43,23 @@ def _pool(tmp_path):
     return control_pool_read(path)
 
 
-def _study(researcher, django_user_model, tmp_path, names=("anna", "bob", "cara")) -> tuple[Study, list]:
+def _study(researcher, django_user_model, tmp_path, names=("anna", "bob", "cara"), **design) -> tuple[Study, list]:
     sts = dataset_import(source=settings.BASE_DIR / "fixtures/sts/demo-sts.csv", task="sts", name="demo-sts")
     run = transform_run_create(dataset=sts, transformation="random_keywords", seed=1, limit=20, dispatch=False)
     start_run.delay(run.pk)  # eager: the run finishes here
     run.refresh_from_db()
-    design = StudyDesign(
-        items_per_transformation=20,
-        raters_per_item=2,
-        batch_size=4,
-        controls_per_batch=1,
-        min_control_ratings=1,
-        llm_judges=(),
-        seed=5,
-        batches_released=1,
-        assignment="pull",
-    )
-    draft = study_create(name="pull", runs=[run], design=design, actor=researcher)
+    fields = {
+        "items_per_transformation": 20,
+        "raters_per_item": 2,
+        "batch_size": 4,
+        "controls_per_batch": 1,
+        "min_control_ratings": 1,
+        "llm_judges": (),
+        "seed": 5,
+        "batches_released": 1,
+        "assignment": "pull",
+    }
+    draft = study_create(name="pull", runs=[run], design=StudyDesign(**(fields | design)), actor=researcher)
     study = study_lock(study=draft, control_pool=_pool(tmp_path))
     users = [make_user(django_user_model, name, Role.ANNOTATOR) for name in names]
     study_assign(study=study, users=users, actor=researcher)
@@ -174,3 +174,48 @@ def test_settled_items_are_not_handed_out_and_a_rejected_raters_items_go_back_to
     assert anna_open == set(
         cara.assignments.filter(active=True, study_item__kind=ItemKind.REAL).values_list("study_item_id", flat=True)
     )
+
+
+def test_an_item_whose_first_two_raters_agree_gets_no_third_rater(researcher, django_user_model, tmp_path):
+    """``adaptive_gate_raters`` = 2 of 3: an item whose first two counted raters agree (within 1
+    point on every question) is complete for the gate and never handed to a third rater; a
+    contested one is, first of all (it has the most raters)."""
+    study, _ = _study(
+        researcher,
+        django_user_model,
+        tmp_path,
+        ("anna", "bob", "cara", "dan"),
+        raters_per_item=3,
+        adaptive=True,
+        adaptive_gate_raters=2,
+    )
+    anna, bob, cara, dan = (study.annotators.get(user__username=n) for n in ("anna", "bob", "cara", "dan"))
+    first = sorted(open_items(anna))
+    assert set(open_items(bob)) == set(first) and len(first) == 4  # two raters, not three, to begin with
+    contested = first[:2]
+    for annotator in (anna, bob, cara, dan):
+        _submit_open(annotator, 1)
+    # bob's quality answers on the first two items are 3 points above anna's (4): contested
+    Rating.objects.filter(annotator=bob, study_item_id__in=contested, question="quality").update(value=1)
+    study_pull(study=study)
+    given = set(open_items(cara)) | set(open_items(dan))
+    assert set(contested) <= given  # the contested items get their third rater first
+    assert not given & set(first[2:])  # the agreeing ones never do
+    assert not set(open_items(anna)) & set(first)
+
+
+def test_gate_raters_need_adaptive_pull_and_leave_old_design_hashes_alone():
+    base = StudyDesign(adaptive=True, assignment="pull", batches_released=1)
+    assert "adaptive_gate_raters" not in base.to_dict() and base.gate_raters == 3  # old hashes kept
+    fewer = base.revised(adaptive_gate_raters=2)
+    assert fewer.to_dict()["adaptive_gate_raters"] == 2 and fewer.gate_raters == 2
+    assert fewer.content_hash != base.content_hash
+    with pytest.raises(DesignError, match="from 2 to raters_per_item - 1"):
+        base.revised(adaptive_gate_raters=3)
+    with pytest.raises(DesignError, match="needs adaptive stopping with pull assignment"):
+        StudyDesign(adaptive_gate_raters=2)
+    # Before any rating: no decision before 10 items x 2 gate raters x 2 questions = 40 ratings, and
+    # at best 2 of the 3 raters' ratings of the items before it settles are spent.
+    implied = design_implications(fewer, DesignContext({"paraphrase": 100}))
+    assert implied.adaptive_floor_ratings == 10 * 2 * 2
+    assert implied.adaptive_best_saving == pytest.approx(1 - implied.adaptive_best_items * 2 / 3 / 100)

@@ -34,15 +34,9 @@ from annotation.models import Annotator, Assignment, Rating, Study
 from annotation.publishing.argilla_services import study_argilla_reconcile
 from annotation.quality.controls import ItemKind
 from annotation.quality.observations import FixedSequence
+from annotation.quality.saving_forecast import MIN_FORECAST_ITEMS, RatingCosts, SavingForecast, forecast_saving
 from annotation.quality.selectors import CountedRating, counted_ratings, observation_order, sequential_observations
-from annotation.quality.sequential import (
-    MIN_FORECAST_ITEMS,
-    JointDecision,
-    SavingForecast,
-    Settled,
-    forecast_saving,
-    settle_questions,
-)
+from annotation.quality.sequential import JointDecision, Settled, settle_questions
 from annotation.studies.design_services import study_design
 from core.services import audit_record
 
@@ -118,26 +112,54 @@ class AdaptiveRow:
         )
 
 
-def _rated_pairs(ratings: Sequence[CountedRating]) -> dict[str, set[tuple[int, int]]]:
+def _partial_means(design, ratings: Sequence[CountedRating], observed: dict) -> dict[str, dict[str, list[float]]]:
+    """Transformation -> question -> the mean of each started item not observed yet (some of its
+    raters answered every question, fewer than the gate observes): what ``forecast_saving`` also
+    draws the items to come from."""
+    questions = [q.name for q in design.questions]
+    answers: dict[str, dict[int, dict[int, dict[str, float]]]] = defaultdict(lambda: defaultdict(dict))
+    for r in ratings:
+        answers[r.transformation][r.item_id].setdefault(r.annotator_id, {})[r.question] = r.value
+    partial = {}
+    for name, (seen, _) in observed.items():
+        items = set(seen.items)
+        started = [
+            [a for a in raters.values() if set(questions) <= set(a)]
+            for item, raters in sorted(answers[name].items())
+            if item not in items
+        ]
+        started = [rows for rows in started if rows]
+        partial[name] = {q: [sum(a[q] for a in rows) / len(rows) for rows in started] for q in questions}
+    return partial
+
+
+def _rating_costs(design, ratings: Sequence[CountedRating], observed: dict) -> dict[str, RatingCosts]:
+    """Transformation -> what its ratings cost so far: observed items that got more than the
+    gate's raters (contested: ``design.adaptive_gate_raters``) and the ratings already given to
+    items not observed yet (spent whenever it settles)."""
     pairs: dict[str, set[tuple[int, int]]] = defaultdict(set)
     for r in ratings:
         pairs[r.transformation].add((r.item_id, r.annotator_id))
-    return pairs
+    costs = {}
+    for name, (seen, _) in observed.items():
+        items = set(seen.items)
+        raters = Counter(item for item, _ in pairs.get(name, ()))
+        contested = sum(1 for item in items if raters[item] > design.gate_raters)
+        in_flight = sum(n for item, n in raters.items() if item not in items)
+        costs[name] = RatingCosts(design.gate_raters, design.raters_per_item, contested, float(in_flight))
+    return costs
 
 
 def study_adaptive_rows(*, study: Study, ratings: Sequence[CountedRating] | None = None) -> list[AdaptiveRow]:
     """Each transformation's decision and the saving predicted from its own items so far
-    (``sequential.forecast_saving``, seeded by the design's seed: the page shows the same figure
+    (``saving_forecast.forecast_saving``, seeded by the design's seed: the page shows the same figure
     until new ratings come); empty for a non-adaptive design."""
     design = study_design(study)
     ratings = counted_ratings(study) if ratings is None and design.adaptive and study.is_locked else ratings
     observed = study_adaptive_observations(study=study, ratings=ratings)
     drawn = Counter(study.items.filter(kind=ItemKind.REAL).values_list("transformation", flat=True))
-    # Ratings already given to items not observed yet are spent whenever it settles.
-    in_flight: Counter[str] = Counter()
-    for name, pairs in _rated_pairs(ratings or []).items():
-        seen = set(observed[name][0].items) if name in observed else set()
-        in_flight[name] = sum(1 for item, _ in pairs if item not in seen)
+    costs = _rating_costs(design, ratings or [], observed)
+    partial = _partial_means(design, ratings or [], observed)
     return [
         AdaptiveRow(
             name,
@@ -150,7 +172,8 @@ def study_adaptive_rows(*, study: Study, ratings: Sequence[CountedRating] | None
                 min_items=design.adaptive_min_items,
                 total=drawn[name],
                 seed=design.seed,
-                in_flight_items=in_flight[name] / design.raters_per_item,
+                costs=costs[name],
+                partial=partial[name],
             ),
         )
         for name, (seen, decision) in observed.items()

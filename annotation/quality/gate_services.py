@@ -47,7 +47,7 @@ def _transformation_gate(
     coverage = rating_coverage(
         {q.name: Counter(r.item_id for r in mine if r.question == q.name).values() for q in design.questions},
         items=min(design.items_per_transformation, drawn),
-        raters_per_item=design.raters_per_item,
+        raters_per_item=design.gate_raters,
         completed_only=design.adaptive,
     )
     sequential = sequential_decision(design, mine, observation_order(study, name)) if design.adaptive else None

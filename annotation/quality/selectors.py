@@ -76,12 +76,12 @@ def observation_order(study: Study, transformation: str) -> list[tuple[int, tupl
 def sequential_observations(
     design: StudyDesign, ratings: Sequence[CountedRating], ledger: Sequence[tuple[int, Sequence[int]]] = ()
 ) -> FixedSequence:
-    """Per-item means of the items with ``raters_per_item`` counted raters, in the fixed order
+    """Per-item means of the items with ``design.gate_raters`` counted raters, in the fixed order
     ``ledger`` extended by the items completed since (``annotation.quality.observations.fixed_sequence``)."""
     return fixed_sequence(
         (ItemRating(r.item_id, r.annotator_id, r.question, r.value, r.submitted_at) for r in ratings),
         questions=[q.name for q in design.questions],
-        raters_per_item=design.raters_per_item,
+        raters_per_item=design.gate_raters,
         ledger=ledger,
     )
 

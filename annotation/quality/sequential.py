@@ -61,6 +61,24 @@ enter, so every observation is the same kind of quantity; with items drawn at ra
 transformation's outputs and queues in random order, the sequence is a sequence of i.i.d. draws
 whose mean is the gate's mean (every item weighted equally).
 
+With ``design.adaptive_gate_raters`` (say 2 of 3 raters per item, pull assignment) the
+observation is the mean of the item's first *two* counted raters, and the third is asked only
+where those two disagree (``assignment.raters_needed``: more than a quarter of the scale apart on a
+question). The observation never depends on whether the third was asked: the first two raters are
+fixed before anyone rated the item, so their mean is still an unbiased draw of the gate's mean,
+item after item, and the martingale argument above is unchanged (the rule only sees a noisier
+observation: item spread plus rater noise / 2 instead of / 3). The mean of *all* raters asked
+would not do: the number asked then depends on the ratings (a stopping rule inside the item), and
+such a mean is biased on a skewed item (``test_sequential`` enumerates one exactly). What the
+third rater gives is kept out of the sequential observations: it goes to the contested item's
+record, the rater model and agreement (AC2 needs 2 raters per item, which every item has;
+controls are per rater and unchanged), and to the end-of-study gate's means if the rule never
+settles. A rejected rater is again the exception: the item's first raters are then whoever
+counts first, possibly a third rater asked because of the rejected one's disagreement. The
+complete study's decision (every item with all its raters) and this study's can then
+differ near the threshold even when nothing settled early; ``benchmarks/adaptive_gate.py`` counts
+those as differing decisions.
+
 Order of observation
 --------------------
 The guarantee of [1]_ (Theorem 3, through Ville's inequality [2]_) is for *one* sequence
@@ -320,9 +338,10 @@ def settle_questions(
     return JointDecision(state, n, observed, alpha, share, decisions, alpha_pass_per_question=alpha)
 
 
-def _first_events(x: np.ndarray, tau: float, *, alpha: float, alpha_pass: float, min_items: int) -> tuple:
+def first_events(x: np.ndarray, tau: float, *, alpha: float, alpha_pass: float, min_items: int) -> tuple:
     """For each row of ``x`` (sequences on ``[0, 1]``): the item (1-based) at which ``settle``
-    would first settle it, and whether that is a pass (``inf`` where it never settles)."""
+    would first settle it, and whether that is a pass (``inf`` where it never settles). The rule
+    vectorised over many sequences, for ``saving_forecast``'s simulated continuations."""
     lam = _bets(x, alpha)
     with np.errstate(divide="ignore"):
         up = np.minimum(lam, TRUNCATION / tau)
@@ -335,139 +354,3 @@ def _first_events(x: np.ndarray, tau: float, *, alpha: float, alpha_pass: float,
     first_pass = np.where(passed.any(axis=-1), passed.argmax(axis=-1) + 1, np.inf)
     first_fail = np.where(failed.any(axis=-1), failed.argmax(axis=-1) + 1, np.inf)
     return np.minimum(first_pass, first_fail), first_pass < first_fail
-
-
-@dataclass(frozen=True)
-class SavingForecast:
-    """What adaptive stopping is expected to save on one transformation, predicted from its own
-    observations so far (``forecast_saving``). Items are counted; ratings follow in proportion,
-    plus the ratings in flight when it settles."""
-
-    observed: int  # items observed so far
-    total: int  # items drawn for the transformation
-    mean: dict[str, float]  # question -> mean of the per-item means so far
-    sd: dict[str, float]  # question -> their standard deviation
-    expected_items: float  # expected item at which it settles (``total`` where it would not)
-    low_items: int  # 10th percentile of that item
-    high_items: int  # 90th percentile
-    settles: float  # share of the simulated continuations that settle before the last item
-    settled: bool = False  # already settled: the items are known, not predicted
-
-    @property
-    def saving(self) -> float:
-        return 1 - self.expected_items / self.total
-
-    @property
-    def saving_low(self) -> float:
-        return 1 - self.high_items / self.total
-
-    @property
-    def saving_high(self) -> float:
-        return 1 - self.low_items / self.total
-
-    def to_dict(self) -> dict:
-        return {
-            "observed": self.observed,
-            "total": self.total,
-            "mean": self.mean,
-            "sd": self.sd,
-            "expected_items": round(self.expected_items, 1),
-            "items_interval": [self.low_items, self.high_items],
-            "saving": round(self.saving, 3),
-            "saving_interval": [round(self.saving_low, 3), round(self.saving_high, 3)],
-            "settles": round(self.settles, 3),
-            "settled": self.settled,
-            "summary": self.summary(),
-        }
-
-    def summary(self) -> str:
-        """One line, e.g. ``expected to settle at about 34 of 100 items (80% interval 22-61): about
-        66% of the ratings saved (39-78%), predicted from 12 items (quality mean 3.80, SD 0.60)``."""
-        if self.settled:
-            n = int(self.expected_items)
-            return f"settled at {n} of {self.total} items: {self.saving:.0%} of the items not needed"
-        stats = ", ".join(f"{q} mean {self.mean[q]:.2f}, SD {self.sd[q]:.2f}" for q in self.mean)
-        return (
-            f"expected to settle at about {self.expected_items:.0f} of {self.total} items "
-            f"(80% interval {self.low_items}-{self.high_items}): about {self.saving:.0%} of the ratings saved "
-            f"({self.saving_low:.0%}-{self.saving_high:.0%}), predicted from {self.observed} items ({stats}); "
-            f"it settles before the last item in {self.settles:.0%} of the simulated continuations"
-        )
-
-
-MIN_FORECAST_ITEMS = 3  # fewer observations say too little about the spread to predict from
-
-
-def forecast_saving(
-    per_question: Mapping[str, Sequence[float]],
-    *,
-    threshold: float,
-    alpha: float,
-    scales: Mapping[str, tuple[float, float]],
-    min_items: int,
-    total: int,
-    draws: int = 400,
-    seed: int = 0,
-    in_flight_items: float = 0.0,
-) -> SavingForecast | None:
-    """Predict the item at which ``settle_questions`` settles, from the observations so far.
-
-    Each of ``draws`` simulated continuations draws the ``total - observed`` items still to come
-    from the observed items (a bootstrap: the future looks like the past, its mean off the true one
-    by about the sample's standard error) and runs the rule over the observed items followed by
-    these. (Resampling the observed items first as well, to add the mean's uncertainty once more,
-    predicted worse in the replays: 16.6 against 14.3 points of mean absolute error after 10
-    items.) The expectation and the 10th-90th percentiles of the settling item (``total`` where
-    it does not settle) make the forecast; a mean far from the threshold settles
-    early, one near it late or never. None with fewer than ``MIN_FORECAST_ITEMS`` observations
-    (the saving then depends on a distance to the threshold nothing has measured yet).
-    ``in_flight_items``: ratings already submitted on items not complete yet, in items (ratings /
-    raters per item); they are spent whenever it settles, so the predicted saving counts them as
-    spent (the work in flight stays about that size until the end). Deterministic for a given
-    ``seed``.
-    """
-    names = sorted(per_question)
-    values = np.array([np.asarray(per_question[q], dtype=float) for q in names])  # questions x items
-    observed = values.shape[1] if values.size else 0
-    if observed < MIN_FORECAST_ITEMS or total < 1:
-        return None
-    total = max(total, observed)
-    mean = {q: round(float(values[i].mean()), 3) for i, q in enumerate(names)}
-    sd = {q: round(float(values[i].std(ddof=1)), 3) for i, q in enumerate(names)}
-    now = settle_questions(
-        dict(zip(names, values.tolist(), strict=True)),
-        threshold=threshold,
-        alpha=alpha,
-        scales=scales,
-        min_items=min_items,
-    )
-    if now.state is not Settled.UNDECIDED:
-        return SavingForecast(observed, total, mean, sd, float(now.n), now.n, now.n, 1.0, settled=True)
-    extra = max(float(in_flight_items), 0.0)
-    rng = np.random.default_rng(seed)
-    future = rng.integers(0, observed, (draws, total - observed))
-    index = np.concatenate((np.broadcast_to(np.arange(observed), (draws, observed)), future), axis=1)
-    share = alpha / len(names)
-    fail_at = np.full(draws, np.inf)
-    pass_at = np.zeros(draws)
-    for i, q in enumerate(names):
-        low, high = scales[q]
-        x = (values[i][index] - low) / (high - low)
-        tau = float(np.clip((threshold - low) / (high - low), 0.0, 1.0))
-        first, is_pass = _first_events(x, tau, alpha=share, alpha_pass=alpha, min_items=min_items)
-        fail_at = np.where(~is_pass & np.isfinite(first), np.minimum(fail_at, first), fail_at)
-        pass_at = np.where(is_pass, np.maximum(pass_at, first), np.inf)
-    settle_at = np.minimum(np.minimum(fail_at, pass_at), total)
-    settles = float(np.mean(np.minimum(fail_at, pass_at) < total))
-    settle_at = np.minimum(settle_at + extra, total)  # items' worth of ratings spent when it settles
-    low_items, high_items = np.percentile(settle_at, [10, 90])
-    return SavingForecast(
-        observed,
-        total,
-        mean,
-        sd,
-        float(settle_at.mean()),
-        int(np.floor(low_items)),
-        int(np.ceil(high_items)),
-        settles,
-    )

@@ -251,15 +251,55 @@ def pull_items(
     raters_per_item: int,
     batch_size: int,
     closed: set[int] | frozenset[int] = frozenset(),
+    needed: Mapping[int, int] | None = None,
 ) -> list[int]:
     """The real items of an annotator's next batch in pull mode: items that still need raters
     (``raters[item]`` < ``raters_per_item``: raters holding or having answered it), that this
     annotator never held (``held``) and that are not ``closed`` (a settled transformation's),
     those with the most raters first, then in the study's common ``order``. Finishing items that
-    others started first is what lets a sequential gate settle before every item is rated."""
+    others started first is what lets a sequential gate settle before every item is rated.
+    ``needed`` (item -> raters it needs now, see ``raters_needed``) lowers an item's need below
+    ``raters_per_item``."""
     rank = {item: k for k, item in enumerate(order)}
-    open_ = [i for i in order if i not in held and i not in closed and raters.get(i, 0) < raters_per_item]
+    need = {} if needed is None else needed
+    open_ = [
+        i
+        for i in order
+        if i not in held and i not in closed and raters.get(i, 0) < min(need.get(i, raters_per_item), raters_per_item)
+    ]
     return sorted(open_, key=lambda i: (-raters.get(i, 0), rank[i]))[:batch_size]
+
+
+# Two answers "agree" when they lie within this share of the question's scale (1 point on 1-5).
+AGREE_WITHIN = 0.25
+
+
+def raters_needed(
+    answers: Sequence[Mapping[str, float]],
+    scales: Mapping[str, tuple[float, float]],
+    *,
+    gate_raters: int,
+    raters_per_item: int,
+) -> int:
+    """How many raters an item needs, given its counted raters' ``answers`` so far (question ->
+    value each, earliest first), when the design's gate observes the first ``gate_raters`` of them
+    (``design.adaptive_gate_raters``): ``gate_raters`` until they all answered; then
+    ``gate_raters`` again if they agree on every question (within ``AGREE_WITHIN`` of its scale),
+    else ``raters_per_item`` (a contested item gets its further raters).
+
+    >>> raters_needed([{"q": 4}, {"q": 5}], {"q": (1, 5)}, gate_raters=2, raters_per_item=3)
+    2
+    >>> raters_needed([{"q": 2}, {"q": 5}], {"q": (1, 5)}, gate_raters=2, raters_per_item=3)
+    3
+    """
+    if len(answers) < gate_raters:
+        return gate_raters
+    first = answers[:gate_raters]
+    for question, (low, high) in scales.items():
+        values = [a[question] for a in first]
+        if max(values) - min(values) > AGREE_WITHIN * (high - low) + 1e-9:
+            return raters_per_item
+    return gate_raters
 
 
 def next_batch(

@@ -26,6 +26,7 @@ from django.utils import timezone
 
 from annotation.models import Annotator, Assignment, Rating, Study, StudyItem
 from annotation.quality.controls import ItemKind
+from annotation.quality.selectors import counted_ratings
 from annotation.studies.assignment import (
     Slot,
     check_panel,
@@ -33,6 +34,7 @@ from annotation.studies.assignment import (
     next_batch,
     pull_items,
     queue_extend,
+    raters_needed,
     rebalance,
     receivers,
 )
@@ -139,6 +141,29 @@ def _unfinished_batches(annotator: Annotator) -> int:
     return len({batch for batch, item in rows if item not in done})
 
 
+def _raters_needed(study: Study, design: StudyDesign, items: Sequence[int]) -> dict[int, int] | None:
+    """Item -> raters it needs now when the design's gate observes fewer raters than
+    ``raters_per_item`` (``design.adaptive_gate_raters``; None otherwise): its first counted raters
+    who answered every question, earliest first, decide (``assignment.raters_needed``)."""
+    if not design.adaptive_gate_raters:
+        return None
+    answers: dict[int, dict[int, dict[str, float]]] = defaultdict(lambda: defaultdict(dict))
+    last: dict[tuple[int, int], object] = {}
+    for r in counted_ratings(study):
+        answers[r.item_id][r.annotator_id][r.question] = r.value
+        key = (r.item_id, r.annotator_id)
+        last[key] = max(last.get(key, r.submitted_at), r.submitted_at)
+    scales = {q.name: (q.low, q.high) for q in design.questions}
+    needed = {}
+    for item in items:
+        full = [(last[(item, a)], a, q) for a, q in answers.get(item, {}).items() if set(scales) <= set(q)]
+        first = [q for _, _, q in sorted(full, key=lambda row: (row[0], row[1]))]
+        needed[item] = raters_needed(
+            first, scales, gate_raters=design.adaptive_gate_raters, raters_per_item=design.raters_per_item
+        )
+    return needed
+
+
 def _pull(study: Study, design) -> dict[str, int]:
     """Pull mode: give each active annotator new batches until they hold ``batches_released``
     unfinished ones, one batch per annotator per round (so that an item's raters come in a group),
@@ -151,6 +176,7 @@ def _pull(study: Study, design) -> dict[str, int]:
         name for name, d in study.sample_info.get("adaptive", {}).items() if d.get("state", "undecided") != "undecided"
     }
     closed = {pk for pk, transformation in real if transformation in settled}
+    needed = _raters_needed(study, design, ids)
     raters: dict[int, set[int]] = defaultdict(set)  # item -> annotators holding it or counted on it
     for item, annotator in Assignment.objects.filter(
         annotator__study=study, active=True, study_item__kind=ItemKind.REAL
@@ -179,6 +205,7 @@ def _pull(study: Study, design) -> dict[str, int]:
                 raters_per_item=design.raters_per_item,
                 batch_size=design.batch_size,
                 closed=closed,
+                needed=needed,
             )
             try:
                 slots = next_batch(

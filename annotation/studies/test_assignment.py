@@ -223,3 +223,13 @@ def test_an_annotator_never_gets_controls_met_in_another_study():
             rng=np.random.default_rng(0),
             met={1: {100, 101, 102, 200, 201, 202}},
         )
+
+
+def test_pull_items_follows_what_each_item_needs_now():
+    # 3 raters per item, the gate on 2: item 1's two raters agreed (needs 2, has 2: done), item 2's
+    # disagreed (needs 3: its third rater first, it has the most raters), items 3 and 4 need 2.
+    needed = {1: 2, 2: 3, 3: 2, 4: 2}
+    raters = {1: 2, 2: 2, 3: 1}
+    assert pull_items([1, 2, 3, 4], raters, set(), raters_per_item=3, batch_size=10, needed=needed) == [2, 3, 4]
+    # without ``needed`` every item needs all 3
+    assert pull_items([1, 2, 3, 4], raters, set(), raters_per_item=3, batch_size=10) == [1, 2, 3, 4]
