@@ -11,14 +11,17 @@ stored outputs are read back (a rewrite the error checks refuse is dropped on bo
 from __future__ import annotations
 
 import csv
+import io
 import json
 import random
 from pathlib import Path
 
 import pytest
+from django.core.management import call_command
 from django.urls import reverse
 
 from annotation.configs.export_services import benchmark_config_export, benchmark_config_verify
+from annotation.models import BenchmarkConfig, Study
 from core.errors import ShiftlabError
 from core.hashing import sha256_text
 from core.models import Membership
@@ -30,7 +33,7 @@ from evaluation.models import BenchmarkResult, BenchmarkRun
 from evaluation.report_robustness import CSV_NAME, robustness_report_files, robustness_report_get
 from evaluation.reports import benchmark_report
 from evaluation.services import cached_encode
-from tests.support import config_text, keywords_approved, page_as, published_keyword_study
+from tests.support import api_as, config_text, keywords_approved, page_as, published_keyword_study
 from tests.test_front_doors_evaluation import alpha_config, by_api, by_command, by_page, world  # noqa: F401
 from transforms.chunk_services import transform_run_execute_inline
 from transforms.models import TransformedItem
@@ -288,3 +291,31 @@ def test_an_export_with_sides_writes_the_block_which_verifies_and_its_runs_apply
 
     with pytest.raises(ShiftlabError, match="none of the run's datasets is a retrieval dataset"):
         benchmark_run_start(actor=researcher, project=None, models=[MODEL], config_id=config.pk, dispatch=False)
+
+
+def test_sides_fixed_in_a_config_apply_and_are_checked_alike_through_every_door(world, alpha_config):  # noqa: F811
+    carl, path = world["carl"], Path(world["tmp"]) / "sided.json"
+    study = Study.objects.get(name="a-study")
+    call_command(
+        "benchmark_config", "export", "--out", str(path), "--study", str(study.pk), "--sides", "document",
+        "--as", carl.username, stdout=io.StringIO(),
+    )  # fmt: skip
+    exported = api_as(carl).post(
+        "/api/benchmark-configs/", {"studies": [study.pk], "sides": ["document"]}, format="json"
+    )
+    assert exported.status_code == 201, exported.content
+    block = {"sides": ["document"], "document_scope": "relevant_documents"}
+    assert json.loads(path.read_text(encoding="utf-8"))["perturbation"] == block
+    config = BenchmarkConfig.objects.get(pk=exported.json()["id"])
+    assert config.document["perturbation"] == block
+    # Naming no side, each door runs the config's document side: refused, its only dataset being STS.
+    refusal = "none of the run's datasets is a retrieval dataset"
+    assert refusal in by_page(carl, config=str(config.pk))
+    assert refusal in by_api(carl, status=400, config_id=config.pk)
+    assert refusal in by_command(carl, "--config", str(path))
+    # Asking for a side the config lacks is refused before that.
+    narrowed = "the config fixes the perturbed sides to document, and the run asks for query"
+    assert narrowed in by_page(carl, config=str(config.pk), sides=["query"])
+    assert narrowed in by_api(carl, status=400, config_id=config.pk, sides=["query"])
+    assert narrowed in by_command(carl, "--config", str(path), "--sides", "query")
+    assert not BenchmarkRun.objects.exists()
