@@ -317,7 +317,12 @@ class BenchmarkConfigViewSet(
     def create(self, request):
         data = valid_input(BenchmarkConfigExportSerializer, request)
         config = benchmark_config_export(
-            actor=request.user, project=data["project"] or None, studies=data.get("studies"), name=data["name"]
+            actor=request.user,
+            project=data["project"] or None,
+            studies=data.get("studies"),
+            name=data["name"],
+            sides=data.get("sides"),
+            document_scope=data.get("document_scope"),
         )
         return Response(BenchmarkConfigSerializer(config).data, status=status.HTTP_201_CREATED)
 

@@ -206,6 +206,17 @@ class BenchmarkConfigExportSerializer(serializers.Serializer):
         help_text="Export the approvals of this project's studies; without it (and without studies) those "
         "of the projects you may change, which must be one.",
     )
+    sides = serializers.ListField(
+        child=serializers.CharField(),
+        required=False,
+        help_text="The sides the config's runs perturb on retrieval datasets (query, document, both), written "
+        "into the config as its perturbation block; without it the config leaves the sides to each run.",
+    )
+    document_scope = serializers.CharField(
+        required=False,
+        help_text="With sides: the documents the document side rewrites (relevant_documents, the default, or "
+        "documents).",
+    )
 
 
 class BenchmarkConfigVerifySerializer(serializers.Serializer):

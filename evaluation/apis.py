@@ -50,7 +50,7 @@ class BenchmarkRunViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, view
             run_anyway=d["run_anyway"],
             limit=d.get("limit"),
             sides=d.get("sides"),
-            document_scope=d["document_scope"],
+            document_scope=d.get("document_scope"),
             split=d["split"],
             name=d["name"],
         )

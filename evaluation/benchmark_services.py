@@ -39,6 +39,7 @@ from evaluation.benchmark_plan import (
     spec_as_dict,
     transform_run_key,
 )
+from evaluation.benchmark_sides import sides_with_config
 from evaluation.encoders import EncoderError, get_encoder
 from evaluation.models import BenchmarkRun
 from transforms.models import TransformRun
@@ -64,7 +65,7 @@ def benchmark_run_start(
     name: str = "",
     dispatch: bool = True,
     sides: Sequence[str] | None = None,
-    document_scope: str = DOCUMENTS_RELEVANT,
+    document_scope: str | None = None,
 ) -> BenchmarkRun:
     """Start a benchmark run as ``actor`` (None: the system), as the page, the API and the command ask.
 
@@ -75,8 +76,10 @@ def benchmark_run_start(
     although the evidence behind it changed. ``preset`` (a paper's protocol) fixes the seeds
     (explicit ones must be among its own) and the encoders' dtype. The run goes into ``project``
     (a slug), else its inputs' project (``core.projects.project_for_new``). ``sides`` (query,
-    document, both; default query) are what a config's transformations perturb on retrieval
-    datasets, ``document_scope`` which documents the document side transforms.
+    document, both; default: the config's, else query) are what a config's transformations perturb
+    on retrieval datasets, ``document_scope`` which documents the document side transforms
+    (default: the config's, else relevant_documents); a config that fixes them is only narrowed
+    (``evaluation.benchmark_sides.sides_with_config``).
     """
     options = RunOptions(
         limit=limit,
@@ -86,15 +89,15 @@ def benchmark_run_start(
         project=_project_named(actor, project),
         dispatch=dispatch,
         preset=preset,
-        sides=_sides(sides),
-        document_scope=document_scope,
+        sides=_sides(sides) if sides else None,
+        document_scope=document_scope or None,
     )
     if config_id is not None and config_text is not None:
         raise ShiftlabError("give a stored config or a config's text, not both")
     if config_id is None and config_text is None:
         if seeds or transformations:
             raise ShiftlabError("seeds and transformations need a config: transformations must be validated")
-        if options["sides"] != (QUERY,):
+        if options["sides"] not in (None, (QUERY,)):
             raise ShiftlabError("a document side needs a config: its transformations are what perturbs the documents")
         return benchmark_run_create_from_datasets(datasets=datasets or [], models=models, **options)
     if preset:
@@ -162,9 +165,10 @@ class RunOptions(TypedDict, total=False):
     run's tasks once the transaction commits (default True; False leaves it pending); preset: a paper's protocol
     (``transforms.presets``), whose encoder dtype the run uses; encoder_dtype: load every model
     in this dtype (default: each model's configured one). Both are stored in the run's plan.
-    sides: what the transformations perturb on retrieval datasets (query, document, both; default
-    query); document_scope: which documents the document side transforms ("relevant_documents",
-    those the evaluated queries judge relevant, or "documents", the whole corpus).
+    sides: what the transformations perturb on retrieval datasets (query, document, both; default:
+    the config's, else query); document_scope: which documents the document side transforms
+    ("relevant_documents", those the evaluated queries judge relevant, the default unless the
+    config fixes another, or "documents", the whole corpus).
     """
 
     limit: int | None
@@ -175,8 +179,8 @@ class RunOptions(TypedDict, total=False):
     dispatch: bool
     preset: str
     encoder_dtype: str | None
-    sides: tuple[str, ...]
-    document_scope: str
+    sides: tuple[str, ...] | None
+    document_scope: str | None
 
 
 def benchmark_run_create_from_config(
@@ -202,6 +206,10 @@ def benchmark_run_create_from_config(
     _config_readable(check, reader=reader)
     options["project"] = options.get("project") or project_for_new(reader, None, check.known)
     _config_in_project(check, project=options["project"])
+    requested = options.get("sides")
+    options["sides"], options["document_scope"] = sides_with_config(
+        check.verification.config.perturbation, _sides(requested) if requested else None, options.get("document_scope")
+    )
     changes = benchmark_config_evidence_changes(check=check)
     if changes and not evidence_override:
         raise ShiftlabError(evidence_refusal(changes))
@@ -288,11 +296,12 @@ def _benchmark_run_create(
     dispatch: bool = True,
     preset: str = "",
     encoder_dtype: str | None = None,
-    sides: tuple[str, ...] = (QUERY,),
-    document_scope: str = DOCUMENTS_RELEVANT,
+    sides: tuple[str, ...] | None = None,
+    document_scope: str | None = None,
 ) -> BenchmarkRun:
     encoder_dtype = encoder_dtype_for(preset, encoder_dtype)
     sides = _sides(sides)
+    document_scope = document_scope or DOCUMENTS_RELEVANT
     models = _models_checked(models, encoder_dtype)
     if limit is not None and limit < 1:
         raise ShiftlabError("--limit must be at least 1")

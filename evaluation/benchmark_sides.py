@@ -9,6 +9,9 @@ Document side (retrieval datasets): a second transformation run, of the dataset'
 other documents stay as they are. A document whose rewrite failed is dropped from both corpora
 (never scored with its original text), and an example that judges such a document relevant is
 left out of both scorings. Both sides: the two rules at once, on the same examples.
+
+A config may fix the sides (its ``perturbation`` block): a run of it narrows them, never widens
+them (``sides_with_config``).
 """
 
 from __future__ import annotations
@@ -16,6 +19,8 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
+from annotation.configs.config_schema import PerturbationEntry
+from core.errors import ShiftlabError
 from corpora.models import Dataset
 from corpora.task_types import task_spec
 from evaluation.services import corpus_payloads
@@ -121,3 +126,30 @@ def unit_perturbation(
         documents_transformed=len(outputs) - len(failed),
         documents_left_out=len(failed),
     )
+
+
+def sides_with_config(
+    fixed: PerturbationEntry | None, sides: Sequence[str] | None, document_scope: str | None
+) -> tuple[tuple[str, ...] | None, str | None]:
+    """The sides and document scope of a run of a config that may fix them (``fixed``, its
+    ``perturbation`` block): what the run asks for narrows the config's, never widens or changes
+    it. A run that names no sides gets the config's; one that names a side the config lacks, or
+    another document scope, is refused (pure). Without a block the run's choice stands."""
+    if fixed is None:
+        return (tuple(sides) if sides else None), document_scope
+    if sides:
+        extra = [side for side in sides if side not in fixed.sides]
+        if extra:
+            raise ShiftlabError(
+                f"the config fixes the perturbed sides to {', '.join(fixed.sides)}, and the run asks for "
+                f"{', '.join(extra)}: ask for some of the config's sides (or none, to run them all), or export "
+                "a config with that side",
+                field="sides",
+            )
+    if document_scope and document_scope != fixed.document_scope:
+        raise ShiftlabError(
+            f"the config fixes the document scope to {fixed.document_scope!r}, and the run asks for "
+            f"{document_scope!r}: leave the document scope out, or export a config with that scope",
+            field="document_scope",
+        )
+    return (tuple(sides) if sides else fixed.sides), fixed.document_scope

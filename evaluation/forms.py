@@ -21,7 +21,7 @@ from core.pages import error_field
 from core.projects import User, scoped
 from corpora.forms import DatasetChoiceField
 from corpora.models import Dataset
-from evaluation.benchmark_plan import QUERY, SIDES
+from evaluation.benchmark_plan import SIDES
 from evaluation.encoders import encoder_aliases
 from transforms.backends import backend_aliases, configured_model
 from transforms.selectors import DOCUMENTS_ALL, DOCUMENTS_RELEVANT
@@ -57,19 +57,20 @@ class BenchmarkRunForm(NewInProjectForm):
     sides = forms.MultipleChoiceField(
         label="Perturbed side",
         choices=[(side, side) for side in SIDES],
-        initial=[QUERY],
+        initial=[],
         required=False,
         widget=forms.CheckboxSelectMultiple,
         help_text="Retrieval datasets with a config: perturb the queries, the corpus documents, or both (one unit "
-        "per side). Other datasets are perturbed on their only side. None ticked: query.",
+        "per side). Other datasets are perturbed on their only side. None ticked: the config's sides, else query.",
     )
     document_scope = forms.ChoiceField(
         label="Documents rewritten",
         choices=[
+            ("", "the config's (else relevant to the evaluated queries)"),
             (DOCUMENTS_RELEVANT, "relevant to the evaluated queries"),
             (DOCUMENTS_ALL, "the whole corpus (one rewrite per document: slow with an LLM)"),
         ],
-        initial=DOCUMENTS_RELEVANT,
+        initial="",
         required=False,
         help_text="For the document and both sides.",
     )
@@ -96,8 +97,8 @@ class BenchmarkRunForm(NewInProjectForm):
             else "Space- or comma-separated model names."
         )
 
-    def clean_document_scope(self) -> str:
-        return self.cleaned_data.get("document_scope") or DOCUMENTS_RELEVANT
+    def clean_document_scope(self) -> str | None:
+        return self.cleaned_data.get("document_scope") or None
 
     def clean_models(self) -> list[str]:
         models = self.cleaned_data["models"].replace(",", " ").split()

@@ -7,7 +7,7 @@ from evaluation.benchmark_plan import SIDES
 from evaluation.models import BenchmarkResult, BenchmarkRun
 from evaluation.robustness_options import MAX_SPLITS, OPTION_CHOICES
 from transforms.presets import preset_choices
-from transforms.selectors import DOCUMENT_SCOPES, DOCUMENTS_RELEVANT
+from transforms.selectors import DOCUMENT_SCOPES
 
 
 class BenchmarkRunSerializer(JobWaitingSerializer, serializers.ModelSerializer):
@@ -78,14 +78,16 @@ class BenchmarkRunCreateSerializer(serializers.Serializer):
     sides = serializers.ListField(
         child=serializers.ChoiceField(choices=list(SIDES)),
         required=False,
-        help_text="What a config's transformations perturb on retrieval datasets: query (default), document, "
-        "both; several give one unit per side.",
+        help_text="What a config's transformations perturb on retrieval datasets: query (default, unless the "
+        "config fixes its sides: then those, and this picks among them), document, both; several give one unit "
+        "per side.",
     )
     document_scope = serializers.ChoiceField(
         choices=list(DOCUMENT_SCOPES),
-        default=DOCUMENTS_RELEVANT,
+        required=False,
         help_text="Which documents the document side rewrites: relevant_documents (those the evaluated queries "
-        "judge relevant) or documents (the whole corpus: one rewrite per document).",
+        "judge relevant; the default unless the config fixes the scope) or documents (the whole corpus: one "
+        "rewrite per document).",
     )
     run_anyway = serializers.BooleanField(
         default=False,

@@ -4,7 +4,10 @@ from __future__ import annotations
 
 import pytest
 
+from annotation.configs.config_schema import PERTURBATION_DOCUMENT_SCOPES, PERTURBATION_SIDES, PerturbationEntry
+from core.errors import ShiftlabError
 from evaluation.benchmark_plan import (
+    SIDES,
     DatasetRef,
     Plan,
     PlanError,
@@ -14,7 +17,8 @@ from evaluation.benchmark_plan import (
     sides_checked,
     transform_run_key,
 )
-from evaluation.benchmark_sides import perturbed_corpus, without_failed_relevant
+from evaluation.benchmark_sides import perturbed_corpus, sides_with_config, without_failed_relevant
+from transforms.selectors import DOCUMENT_SCOPES
 
 SPEC = TransformationSpec("random_keywords", "lexical", (1, 2), "default", "none", {}, "g" * 64, {}, ())
 
@@ -68,3 +72,21 @@ def test_failed_documents_leave_both_corpora_and_the_queries_judging_them_releva
     examples = [("q1", {}, {"a": 1}, 1), ("q2", {}, {"b": 1, "a": 0}, 2), ("q3", {}, {"c": 2, "b": 0}, 3)]
     kept, _ = without_failed_relevant(examples, examples, failed)
     assert [e[0] for e in kept] == ["q1", "q3"]  # q3 only judges b irrelevant: it stays
+
+
+def test_a_config_that_fixes_the_sides_is_narrowed_by_a_run_never_widened():
+    fixed = PerturbationEntry(sides=("document", "both"), document_scope="documents")
+    assert sides_with_config(fixed, None, None) == (("document", "both"), "documents")
+    assert sides_with_config(fixed, ("both",), "documents") == (("both",), "documents")
+    with pytest.raises(ShiftlabError, match="fixes the perturbed sides to document, both, and the run asks for query"):
+        sides_with_config(fixed, ("query", "both"), None)
+    with pytest.raises(ShiftlabError, match="fixes the document scope to 'documents'") as refused:
+        sides_with_config(fixed, None, "relevant_documents")
+    assert refused.value.field == "document_scope"
+    # Without a block the run's choice stands (None: the defaults, query and relevant_documents).
+    assert sides_with_config(None, ("query", "document"), None) == (("query", "document"), None)
+    assert sides_with_config(None, None, "documents") == (None, "documents")
+
+
+def test_the_config_format_names_the_same_sides_and_scopes_as_a_run():
+    assert PERTURBATION_SIDES == SIDES and PERTURBATION_DOCUMENT_SCOPES == DOCUMENT_SCOPES

@@ -214,9 +214,12 @@ def argilla_pending(client: httpx.Client, dataset_id, *, include=("responses", "
     return [item["record"] for item in found["items"]]
 
 
-def config_text(runs: list[TransformRun], *, rejected: tuple[str, ...] = (), fmt: str = "yaml") -> str:
+def config_text(
+    runs: list[TransformRun], *, rejected: tuple[str, ...] = (), fmt: str = "yaml", perturbation: dict | None = None
+) -> str:
     """A config approving the transformations of ``runs`` (and rejecting ``rejected``), sealed and
-    signed with this deployment's key but not registered: what a deployment sharing the key exports."""
+    signed with this deployment's key but not registered: what a deployment sharing the key exports
+    (with ``perturbation``: the block that fixes its runs' sides)."""
     by_name: dict[str, list[TransformRun]] = {}
     for run in runs:
         by_name.setdefault(run.transformation, []).append(run)
@@ -244,6 +247,7 @@ def config_text(runs: list[TransformRun], *, rejected: tuple[str, ...] = (), fmt
             "exported_by": "rita",
             "transformations": entries,
             "datasets": [datasets[k] for k in sorted(datasets)],
+            **({"perturbation": perturbation} if perturbation is not None else {}),
         },
         key=settings.CONFIG_SIGNING_KEY,
     )

@@ -11,13 +11,17 @@ stored outputs are read back (a rewrite the error checks refuse is dropped on bo
 from __future__ import annotations
 
 import csv
+import io
 import json
 import random
 from pathlib import Path
 
 import pytest
+from django.core.management import call_command
 from django.urls import reverse
 
+from annotation.configs.export_services import benchmark_config_export, benchmark_config_verify
+from annotation.models import BenchmarkConfig, Study
 from core.errors import ShiftlabError
 from core.hashing import sha256_text
 from core.models import Membership
@@ -29,7 +33,7 @@ from evaluation.models import BenchmarkResult, BenchmarkRun
 from evaluation.report_robustness import CSV_NAME, robustness_report_files, robustness_report_get
 from evaluation.reports import benchmark_report
 from evaluation.services import cached_encode
-from tests.support import config_text, page_as
+from tests.support import api_as, config_text, keywords_approved, page_as, published_keyword_study
 from tests.test_front_doors_evaluation import alpha_config, by_api, by_command, by_page, world  # noqa: F401
 from transforms.chunk_services import transform_run_execute_inline
 from transforms.models import TransformedItem
@@ -240,3 +244,78 @@ def test_a_run_of_documents_covers_the_relevant_ones_or_the_whole_corpus(scifact
     sts = dataset_import(source=Path(__file__).parents[1] / "fixtures/sts/demo-sts.csv", task="sts", name="sts")
     with pytest.raises(ShiftlabError, match="only retrieval datasets have a corpus of documents to transform"):
         transform_run_create(dataset=sts, transformation="random_keywords", seed=SEED, item_scope="documents")
+
+
+def test_a_config_that_fixes_the_sides_gives_them_to_its_runs_which_may_only_narrow_them(scifact_subset):
+    folder, *_ = scifact_subset
+    dataset = dataset_import(source=folder, task="retrieval", name="scifact-subset")
+    block = {"sides": ["document", "both"], "document_scope": "relevant_documents"}
+    text = config_text([keyword_query_run(dataset)], fmt="json", perturbation=block)
+
+    def run_of(**asked):
+        return benchmark_run_create_from_config(text=text, fmt="json", models=[MODEL], dispatch=False, **asked)
+
+    unasked = run_of()
+    assert unasked.plan["sides"] == ["document", "both"] and unasked.plan["document_scope"] == "relevant_documents"
+    # A query-side unit's dict names no side (plans read as before sides existed).
+    sides = sorted(u.get("side", "query") for u in unasked.plan["units"] if u["transformation"] != "original")
+    assert sides == ["both", "document"]
+    assert run_of(sides=("both",), document_scope="relevant_documents").plan["sides"] == ["both"]
+    with pytest.raises(ShiftlabError, match="the config fixes the perturbed sides to document, both") as refused:
+        run_of(sides=("query", "document"))
+    assert refused.value.field == "sides"
+    with pytest.raises(ShiftlabError, match="the config fixes the document scope to 'relevant_documents'"):
+        run_of(document_scope="documents")
+    # A config without the block leaves the sides to the run: the query side by default, as before.
+    plain = benchmark_run_create_from_config(
+        text=config_text([keyword_query_run(dataset)], fmt="json"), fmt="json", models=[MODEL], dispatch=False
+    )
+    assert "sides" not in plain.plan and not any("side" in u for u in plain.plan["units"])
+
+
+def test_an_export_with_sides_writes_the_block_which_verifies_and_its_runs_apply(researcher, tmp_path, settings):
+    settings.EMBEDDING_CACHE_DIR = tmp_path / "embeddings"
+    study = published_keyword_study(researcher=researcher, name="sided", limit=5, items=6, batch_size=3)
+    keywords_approved(study, researcher, comment="ok")
+    config = benchmark_config_export(actor=researcher, name="sided", sides=["document"], document_scope="documents")
+    assert config.document["perturbation"] == {"sides": ["document"], "document_scope": "documents"}
+    assert benchmark_config_verify(text=config.yaml_text, fmt="yaml").accepted
+    assert "perturbation" not in benchmark_config_export(actor=researcher, name="plain").document
+    with pytest.raises(ShiftlabError, match="perturbation.sides\\[0\\]: 'corpus' is not a side"):
+        benchmark_config_export(actor=researcher, sides=["corpus"])
+    with pytest.raises(ShiftlabError, match="a document scope needs sides"):
+        benchmark_config_export(actor=researcher, document_scope="documents")
+    # The stored config's document side applies to a run that names no sides: its only dataset is
+    # STS, so the run is refused as one that asked for the document side itself would be.
+    from evaluation.benchmark_services import benchmark_run_start
+
+    with pytest.raises(ShiftlabError, match="none of the run's datasets is a retrieval dataset"):
+        benchmark_run_start(actor=researcher, project=None, models=[MODEL], config_id=config.pk, dispatch=False)
+
+
+def test_sides_fixed_in_a_config_apply_and_are_checked_alike_through_every_door(world, alpha_config):  # noqa: F811
+    carl, path = world["carl"], Path(world["tmp"]) / "sided.json"
+    study = Study.objects.get(name="a-study")
+    call_command(
+        "benchmark_config", "export", "--out", str(path), "--study", str(study.pk), "--sides", "document",
+        "--as", carl.username, stdout=io.StringIO(),
+    )  # fmt: skip
+    exported = api_as(carl).post(
+        "/api/benchmark-configs/", {"studies": [study.pk], "sides": ["document"]}, format="json"
+    )
+    assert exported.status_code == 201, exported.content
+    block = {"sides": ["document"], "document_scope": "relevant_documents"}
+    assert json.loads(path.read_text(encoding="utf-8"))["perturbation"] == block
+    config = BenchmarkConfig.objects.get(pk=exported.json()["id"])
+    assert config.document["perturbation"] == block
+    # Naming no side, each door runs the config's document side: refused, its only dataset being STS.
+    refusal = "none of the run's datasets is a retrieval dataset"
+    assert refusal in by_page(carl, config=str(config.pk))
+    assert refusal in by_api(carl, status=400, config_id=config.pk)
+    assert refusal in by_command(carl, "--config", str(path))
+    # Asking for a side the config lacks is refused before that.
+    narrowed = "the config fixes the perturbed sides to document, and the run asks for query"
+    assert narrowed in by_page(carl, config=str(config.pk), sides=["query"])
+    assert narrowed in by_api(carl, status=400, config_id=config.pk, sides=["query"])
+    assert narrowed in by_command(carl, "--config", str(path), "--sides", "query")
+    assert not BenchmarkRun.objects.exists()

@@ -27,6 +27,11 @@ SCHEMA = "shiftlab.benchmark-config/1"
 MAX_CONFIG_BYTES = 4 * 1024 * 1024
 MAX_DEPTH = MAX_NESTING
 SIGNATURE_ALGORITHM = "hmac-sha256"
+# What a config may fix about the perturbed side of its retrieval datasets (evaluation.benchmark_plan
+# SIDES, transforms.selectors DOCUMENT_SCOPES: a test keeps them equal; this module stays pure).
+PERTURBATION_KEY = "perturbation"
+PERTURBATION_SIDES = ("query", "document", "both")
+PERTURBATION_DOCUMENT_SCOPES = ("relevant_documents", "documents")
 Format = Literal["json", "yaml"]
 
 
@@ -140,6 +145,15 @@ class Signature:
 
 
 @dataclass(frozen=True)
+class PerturbationEntry:
+    """The sides a run of the config perturbs on retrieval datasets, and which documents the
+    document side rewrites (an optional block: a config without it leaves both to the run)."""
+
+    sides: tuple[str, ...]
+    document_scope: str
+
+
+@dataclass(frozen=True)
 class BenchmarkConfigDocument:
     schema: str
     name: str
@@ -149,6 +163,7 @@ class BenchmarkConfigDocument:
     datasets: tuple[DatasetEntry, ...]
     config_hash: str
     signature: Signature | None
+    perturbation: PerturbationEntry | None = None
 
     @property
     def approved(self) -> tuple[TransformationEntry, ...]:
@@ -182,9 +197,35 @@ def config_read(document: Mapping[str, Any]) -> BenchmarkConfigDocument:
         datasets=r.items("datasets", _dataset),
         config_hash=r.hex_digest("config_hash"),
         signature=signature,
+        perturbation=_perturbation(r.mapping(PERTURBATION_KEY)) if PERTURBATION_KEY in document else None,
     )
-    r.done(optional=("signature",))
+    r.done(optional=("signature", PERTURBATION_KEY))
     return config
+
+
+def perturbation_read(data: Any) -> PerturbationEntry:
+    """The typed ``perturbation`` block of plain data, or a ``ConfigError`` naming the bad field."""
+    return _perturbation(_Reader(data, PERTURBATION_KEY))
+
+
+def _perturbation(r: _Reader) -> PerturbationEntry:
+    sides = r.strings("sides")
+    if not sides:
+        raise ConfigError(r.at("sides"), "must not be empty")
+    for n, side in enumerate(sides):
+        if side not in PERTURBATION_SIDES:
+            raise ConfigError(
+                f"{r.at('sides')}[{n}]", f"{side!r} is not a side: choose among {', '.join(PERTURBATION_SIDES)}"
+            )
+        if side in sides[:n]:
+            raise ConfigError(f"{r.at('sides')}[{n}]", f"{side!r} is listed twice")
+    scope = r.string("document_scope")
+    if scope not in PERTURBATION_DOCUMENT_SCOPES:
+        raise ConfigError(
+            r.at("document_scope"), f"expected {' or '.join(map(repr, PERTURBATION_DOCUMENT_SCOPES))}, got {scope!r}"
+        )
+    r.done()
+    return PerturbationEntry(sides=sides, document_scope=scope)
 
 
 def _transformation(r: _Reader) -> TransformationEntry:

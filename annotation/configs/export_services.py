@@ -17,7 +17,13 @@ from django.db.models import QuerySet
 from django.utils import timezone
 
 from annotation.configs import config_export
-from annotation.configs.config_schema import MAX_CONFIG_BYTES, TransformationEntry
+from annotation.configs.config_schema import (
+    MAX_CONFIG_BYTES,
+    PERTURBATION_DOCUMENT_SCOPES,
+    PERTURBATION_KEY,
+    TransformationEntry,
+    perturbation_read,
+)
 from annotation.models import Approval, BenchmarkConfig, GateResult, RaterDecision, Study
 from annotation.quality.gate_services import gate_result_current
 from annotation.selectors import export_studies
@@ -155,14 +161,20 @@ def benchmark_config_export(
     project: str | None = None,
     studies: Sequence[Study | int] | None = None,
     name: str = "",
+    sides: Sequence[str] | None = None,
+    document_scope: str | None = None,
 ) -> BenchmarkConfig:
     """Write the validated benchmark config of every approved transformation of the studies chosen
     (``_export_scope``: ``studies``, else those of ``project``, else every study ``actor`` may
     change): prompts with hashes, generator, seeds, languages, datasets with content hashes and the
     evidence behind each approval; it is signed with ``CONFIG_SIGNING_KEY`` and carries its own
     hash, which is registered as a ``BenchmarkConfig`` row in the project of its studies.
-    Approvals from studies of several projects are refused: export one project at a time. The one
+    Approvals from studies of several projects are refused: export one project at a time.
+    ``sides`` (query, document, both) and ``document_scope`` (default relevant_documents), when
+    given, are written as the config's ``perturbation`` block: what its runs perturb on retrieval
+    datasets (without them the config has no such block and its bytes are as before). The one
     entry of page, API and command."""
+    perturbation = _perturbation_block(sides, document_scope)
     approved = approved_gate_results(_export_scope(actor, project=project, studies=studies))
     if not approved:
         raise ShiftlabError("no approved transformation to export: gate a study and approve a transformation first")
@@ -181,10 +193,23 @@ def benchmark_config_export(
             "exported_by": actor.get_username() if actor is not None else "",
             "transformations": transformations,
             "datasets": [datasets[k] for k in sorted(datasets)],
+            **perturbation,
         },
         key=settings.CONFIG_SIGNING_KEY,
     )
     return _config_register(document, name=name, project=owner, actor=actor)
+
+
+def _perturbation_block(sides: Sequence[str] | None, document_scope: str | None) -> dict:
+    """The config's ``perturbation`` block asked for ({} when no sides are given), checked as a
+    run will read it."""
+    if not sides:
+        if document_scope:
+            raise ShiftlabError("a document scope needs sides: name the sides the config's runs perturb")
+        return {}
+    block = {"sides": list(sides), "document_scope": document_scope or PERTURBATION_DOCUMENT_SCOPES[0]}
+    perturbation_read(block)
+    return {PERTURBATION_KEY: block}
 
 
 def _config_register(document: dict, *, name: str, project: Project, actor: AbstractBaseUser | None) -> BenchmarkConfig:

@@ -7,7 +7,7 @@ import json
 import pytest
 
 from annotation.configs.config_export import config_render, config_seal
-from annotation.configs.config_schema import MAX_CONFIG_BYTES, SCHEMA, ConfigError, config_read
+from annotation.configs.config_schema import MAX_CONFIG_BYTES, SCHEMA, ConfigError, PerturbationEntry, config_read
 from annotation.configs.config_text import config_load
 from tests.support import minimal_config_body
 
@@ -161,3 +161,33 @@ def test_a_single_rater_pilot_gate_reads_with_its_mark():
     gate["single_rater_pilot"] = True
     assert config_read(document).transformations[0].gate.single_rater_pilot is True
     assert config_read(sealed()).transformations[0].gate.single_rater_pilot is False
+
+
+def test_a_perturbation_block_reads_and_each_bad_field_is_named():
+    body = {**minimal_config_body(), "perturbation": {"sides": ["document", "both"], "document_scope": "documents"}}
+    config = config_read(config_load(config_render(config_seal(body, key=KEY), "json"), "json"))
+    assert config.perturbation == PerturbationEntry(sides=("document", "both"), document_scope="documents")
+    assert config_read(sealed()).perturbation is None  # a config without it leaves the sides to the run
+    bad = {
+        "perturbation.sides: must not be empty": {"sides": [], "document_scope": "documents"},
+        "perturbation.sides[1]: 'corpus' is not a side: choose among query, document, both": {
+            "sides": ["query", "corpus"],
+            "document_scope": "documents",
+        },
+        "perturbation.sides[1]: 'query' is listed twice": {"sides": ["query", "query"], "document_scope": "documents"},
+        "perturbation.document_scope: expected 'relevant_documents' or 'documents', got 'all'": {
+            "sides": ["query"],
+            "document_scope": "all",
+        },
+        "perturbation.document_scope: missing": {"sides": ["query"]},
+        "perturbation.seeds: not a field of this config format": {
+            "sides": ["query"],
+            "document_scope": "documents",
+            "seeds": [1],
+        },
+        "perturbation: expected a mapping, got a list": ["query"],
+    }
+    for message, block in bad.items():
+        with pytest.raises(ConfigError) as refused:
+            config_read(config_seal({**minimal_config_body(), "perturbation": block}, key=KEY))
+        assert str(refused.value) == message

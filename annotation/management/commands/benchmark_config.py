@@ -33,6 +33,15 @@ class Command(ShiftlabCommand):
         export.add_argument(
             "--project", help="Only approvals of this project's studies (needed when several have approvals)."
         )
+        export.add_argument(
+            "--sides",
+            nargs="+",
+            help="Write the sides the config's runs perturb on retrieval datasets (query, document, both) into "
+            "the config; without it the config leaves them to each run.",
+        )
+        export.add_argument(
+            "--document-scope", help="With --sides: relevant_documents (default) or documents (the whole corpus)."
+        )
         self.add_actor_argument(export)
         verify = sub.add_parser("verify")
         verify.add_argument("file")
@@ -40,10 +49,12 @@ class Command(ShiftlabCommand):
     def handle(self, *args, action, **options):
         getattr(self, f"do_{action}")(**options)
 
-    def do_export(self, *, out, study, name, actor, project, **_):
+    def do_export(self, *, out, study, name, actor, project, sides, document_scope, **_):
         formats = [(Path(path), format_of(path)) for path in out]
         user = user_by_name(actor) if actor else None
-        config = benchmark_config_export(actor=user, project=project, studies=study, name=name)
+        config = benchmark_config_export(
+            actor=user, project=project, studies=study, name=name, sides=sides, document_scope=document_scope
+        )
         for path, fmt in formats:
             path.write_text(config.json_text if fmt == "json" else config.yaml_text, encoding="utf-8")
             self.stdout.write(f"Wrote {path} ({fmt})")

@@ -16,7 +16,7 @@ from evaluation.report_robustness import robustness_report_write, run_preset
 from evaluation.reports import benchmark_report
 from evaluation.robustness_options import OPTION_CHOICES, ReportOptions
 from transforms.presets import PRESETS
-from transforms.selectors import DOCUMENT_SCOPES, DOCUMENTS_RELEVANT
+from transforms.selectors import DOCUMENT_SCOPES
 
 
 class Command(ShiftlabCommand):
@@ -66,7 +66,7 @@ class Command(ShiftlabCommand):
         preset=None,
         run_anyway=False,
         sides=None,
-        document_scope=DOCUMENTS_RELEVANT,
+        document_scope=None,
         **_,
     ):
         if not config and not dataset:
@@ -218,15 +218,14 @@ def _add_run_arguments(run: CommandParser) -> None:
         "--sides",
         nargs="+",
         choices=list(SIDES),
-        help="Retrieval datasets: perturb the queries (default), the corpus documents, or both; several give one "
-        "unit per side.",
+        help="Retrieval datasets: perturb the queries (default, unless the config fixes its sides: then those, "
+        "and --sides picks among them), the corpus documents, or both; several give one unit per side.",
     )
     run.add_argument(
         "--document-scope",
         choices=list(DOCUMENT_SCOPES),
-        default=DOCUMENTS_RELEVANT,
-        help="Documents the document side rewrites: those the evaluated queries judge relevant (default), or the "
-        "whole corpus (one rewrite per document).",
+        help="Documents the document side rewrites: those the evaluated queries judge relevant (default, unless "
+        "the config fixes the scope), or the whole corpus (one rewrite per document).",
     )
     ShiftlabCommand.add_actor_argument(run)
 
