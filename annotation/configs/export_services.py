@@ -161,6 +161,24 @@ def benchmark_config_export(
     hash, which is registered as a ``BenchmarkConfig`` row in the project of its studies.
     Approvals from studies of several projects are refused: export one project at a time. The one
     entry of page, API and command."""
+    document, owner = _config_draft(actor, project=project, studies=studies, name=name)
+    document = config_export.config_seal(document, key=settings.CONFIG_SIGNING_KEY)
+    return _config_register(document, name=name, project=owner, actor=actor)
+
+
+def benchmark_config_preview(
+    *, actor: AbstractBaseUser | None = None, project: str | None = None, studies: Sequence[Study | int] | None = None
+) -> tuple[dict, Project]:
+    """What ``benchmark_config_export`` would write with the same inputs, and its project, without
+    writing or signing anything (the export page shows it before the researcher exports); the same
+    refusals."""
+    return _config_draft(actor, project=project, studies=studies, name="")
+
+
+def _config_draft(
+    actor: AbstractBaseUser | None, *, project: str | None, studies: Sequence[Study | int] | None, name: str
+) -> tuple[dict, Project]:
+    """The unsigned config of the approved transformations in scope, and the project they belong to."""
     approved = approved_gate_results(_export_scope(actor, project=project, studies=studies))
     if not approved:
         raise ShiftlabError("no approved transformation to export: gate a study and approve a transformation first")
@@ -172,17 +190,14 @@ def benchmark_config_export(
         for run in runs:
             datasets[run["dataset"]["name"]] = run["dataset"]
         transformations.append(entry)
-    document = config_export.config_seal(
-        {
-            "name": name,
-            "exported_at": timezone.now().isoformat(),
-            "exported_by": actor.get_username() if actor is not None else "",
-            "transformations": transformations,
-            "datasets": [datasets[k] for k in sorted(datasets)],
-        },
-        key=settings.CONFIG_SIGNING_KEY,
-    )
-    return _config_register(document, name=name, project=owner, actor=actor)
+    document = {
+        "name": name,
+        "exported_at": timezone.now().isoformat(),
+        "exported_by": actor.get_username() if actor is not None else "",
+        "transformations": transformations,
+        "datasets": [datasets[k] for k in sorted(datasets)],
+    }
+    return document, owner
 
 
 def _config_register(document: dict, *, name: str, project: Project, actor: AbstractBaseUser | None) -> BenchmarkConfig:
