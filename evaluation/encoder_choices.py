@@ -77,6 +77,8 @@ def model_problem(name: str) -> str | None:
         return NO_ENCODERS
     if name in encoders or any(choice.name == name for choice in model_choices()):
         return None
+    if name in PACKAGED_MODELS and importlib.util.find_spec(PACKAGED_MODELS[name][1]) is not None:
+        return None
     if "default" not in encoders:
         return (
             f"Model {name!r} is not one of the models set up on this server ({', '.join(encoders)}): pick one of them."

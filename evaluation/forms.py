@@ -30,6 +30,9 @@ class ModelPickerField(forms.MultipleChoiceField):
     name that is not listed (a run started before a model was removed, a retried run, an API
     client's form post) is passed on: ``benchmark_run_start`` refuses it, in words, if it cannot run."""
 
+    def to_python(self, value) -> list[str]:
+        return [name for name in super().to_python(value) if name.strip()]  # a blank post is no model
+
     def valid_value(self, value: str) -> bool:
         return bool(str(value).strip())
 

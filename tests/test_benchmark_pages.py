@@ -66,7 +66,7 @@ def test_a_running_run_updates_in_place_and_stops_when_it_ends(page, run):
     html = page.get(reverse("evaluation:benchmark", args=[run.pk])).content.decode()
     assert '<meta name="shiftlab-poll" content="2">' in html and "live.js" in html
     assert re.search(r'id="run-badge" data-live role="status"', html)  # announced when the status changes
-    assert 'id="run-state" data-live' in html and "12 of 40 units scored" in html
+    assert 'id="run-state" data-live' in html and "12/40 units scored" in html
     script = Path(finders.find("live.js")).read_text()
     assert "shiftlab-poll" in script and "[data-live]" in script
     BenchmarkRun.objects.filter(pk=run.pk).update(status="succeeded", done=40)
