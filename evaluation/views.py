@@ -3,6 +3,7 @@ from urllib.parse import urlencode
 from django.contrib import messages
 from django.http import Http404, HttpResponse, HttpResponseBadRequest
 from django.shortcuts import get_object_or_404, redirect, render
+from django.template.defaultfilters import pluralize
 from django.views.decorators.http import require_http_methods
 
 from annotation.baselines.baseline_llm_services import baseline_llm_annotate
@@ -126,9 +127,8 @@ def benchmark_resume_view(request, pk: int):
     except ShiftlabError as exc:
         show_error(request, exc)
     else:
-        messages.success(
-            request, f"Resumed: {run.total - run.done} unit{'s'[: run.total - run.done != 1]} queued again."
-        )
+        left = run.total - run.done
+        messages.success(request, f"Resumed: {left} unit{pluralize(left)} without a result queued again.")
     return redirect("evaluation:benchmark", pk=pk)
 
 
