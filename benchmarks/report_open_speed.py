@@ -49,7 +49,8 @@ def main() -> None:
     parser.add_argument("--repeat", type=int, default=5)
     args = parser.parse_args()
     data_dir = Path(os.environ.setdefault("SHIFTLAB_DATA_DIR", "/tmp/shiftlab-report-speed"))
-    (data_dir / "db.sqlite3").unlink(missing_ok=True)
+    (data_dir / "shiftlab.sqlite3").unlink(missing_ok=True)
+    os.environ.pop("DATABASE_URL", None)  # its own SQLite file, under the data directory
     os.environ.pop("CELERY_BROKER_URL", None)  # eager: the report task runs in this process
     os.environ.setdefault("DJANGO_SETTINGS_MODULE", "shiftlab.settings")
     import django
@@ -139,7 +140,7 @@ def _measure(run, user, args) -> None:
     benchmark_run_finalize(run_id=run.pk)
     at_the_end = time.perf_counter() - started
     assert StoredRobustnessReport.objects.filter(run=run).exists(), "the report was not stored"
-    client = Client()
+    client = Client(HTTP_HOST="localhost")
     client.force_login(user)
     timings = {}
     for name in ("evaluation:robustness", "evaluation:benchmark"):
