@@ -169,6 +169,7 @@ def benchmark_robustness_view(request, pk: int):
             "options": options,
             "preset": run_preset(run),
             "stored": stored,
+            "model_labels": list(benchmark_model_labels(run=run).values()),
             "can_change": project_can_write(request.user, run.project),
             "option_fields": [
                 {
