@@ -39,7 +39,10 @@ def robustness_report_read(
         run=run, options_key=_options_key(options), results_key=_results_key(run)
     ).first()
     if stored is not None:
-        return pickle.loads(stored.report), stored.figures, stored  # noqa: S301 - written by robustness_report_store
+        try:
+            return pickle.loads(stored.report), stored.figures, stored  # noqa: S301 - written by robustness_report_store
+        except (pickle.UnpicklingError, AttributeError, ImportError, TypeError, EOFError):
+            pass  # stored by an older version whose report classes differ: computed again below
     if run.status in FINISHED:
         stored = robustness_report_store(run=run, options=options)
         return pickle.loads(stored.report), stored.figures, stored  # noqa: S301 - written just now

@@ -227,3 +227,13 @@ def test_pages_speak_in_words(page, run, sts):
     report = page.get(reverse("evaluation:robustness", args=[run.pk])).content.decode()
     assert ">tau_unit<" not in report and "Ranking stability: rank the models on" in report
     assert "each dataset&#x27;s scores averaged over seeds (default)" in report
+
+
+def test_a_stored_report_an_older_version_cannot_read_is_computed_again(page, run):
+    BenchmarkRun.objects.filter(pk=run.pk).update(status="succeeded")
+    run.refresh_from_db()
+    report_services.robustness_report_store(run=run)
+    StoredRobustnessReport.objects.filter(run=run).update(report=b"not a pickled report")
+    assert page.get(reverse("evaluation:robustness", args=[run.pk])).status_code == 200
+    report, _, row = robustness_report_read(run=run, options=robustness_options(run=run))
+    assert row.report != b"not a pickled report" and list(report.models) == run.model_names
