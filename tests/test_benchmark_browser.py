@@ -29,9 +29,12 @@ BLOCKING = ("serious", "critical")
 
 
 def axe_problems(page, axe: str, name: str) -> list[str]:
+    """Serious or critical axe-core violations, and a page wider than its viewport."""
+    scroll, inner = page.evaluate("[document.documentElement.scrollWidth, window.innerWidth]")
+    wider = [f"{name}: the page is {scroll} px wide in a {inner} px viewport"] if scroll > inner else []
     page.evaluate(axe)
     found = page.evaluate("axe.run(document, {resultTypes: ['violations']})")["violations"]
-    return [
+    return wider + [
         f"{name}: {v['id']} ({v['impact']}) {[n['target'] for n in v['nodes'][:3]]}"
         for v in found
         if v["impact"] in BLOCKING
