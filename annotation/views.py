@@ -16,7 +16,7 @@ from django.urls import reverse
 from django.views.decorators.http import require_http_methods
 
 from annotation.configs.config_export import config_render
-from annotation.configs.export_services import benchmark_config_export
+from annotation.configs.export_services import benchmark_config_export, benchmark_config_preview
 from annotation.forms import ArgillaPasswordForm, StudyCreateForm, StudyDesignForm
 from annotation.models import Annotator, BenchmarkConfig, Flag, GateResult, Study
 from annotation.publishing.argilla_services import study_publish, study_sync_queue
@@ -384,7 +384,26 @@ def export_view(request):
             messages.success(request, f"Exported config {config.config_hash[:12]} of project {config.project}.")
         return redirect("annotation:exports")
     configs = scoped(benchmark_config_list(), request.user)[:100]
-    return render(request, "annotation/exports.html", {"configs": configs, "projects": writable})
+    preview = _export_preview(request) if request.GET.get("preview") else None
+    return render(
+        request,
+        "annotation/exports.html",
+        {"configs": configs, "projects": writable, "preview": preview, "chosen": request.GET.get("project", "")},
+    )
+
+
+def _export_preview(request) -> dict | None:
+    """What Export would write for the project chosen (issue 31): shown before anything is written."""
+    try:
+        document, owner = benchmark_config_preview(actor=request.user, project=request.GET.get("project") or None)
+    except ProjectAccessError:
+        raise
+    except ShiftlabError as exc:
+        if exc.field == "project":
+            raise Http404(str(exc)) from None
+        show_error(request, exc)
+        return None
+    return {"document": document, "project": owner, "yaml": config_render(document, "yaml")}
 
 
 @researcher_required

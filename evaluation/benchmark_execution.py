@@ -24,6 +24,7 @@ from evaluation.benchmark_inputs import evidence_refusal
 from evaluation.benchmark_plan import QUERY, Unit
 from evaluation.benchmark_scoring import benchmark_unit_score
 from evaluation.models import BenchmarkResult, BenchmarkRun
+from evaluation.report_services import robustness_report_store_queue
 from transforms.backends.base import TransientBackendError
 
 MAX_ERROR_LINES = 20
@@ -63,7 +64,7 @@ def benchmark_run_fail(*, run_id: int, reason: str) -> None:
         job_id=run_id,
         message=(
             f"{reason}. Results stored so far are kept: fix the cause, then resume the run "
-            f"(python manage.py benchmark resume {run_id}, or POST /api/benchmark-runs/{run_id}/resume/)."
+            f"(the Resume button on the run's page; from a terminal: benchmark resume {run_id})."
         ),
     )
 
@@ -164,6 +165,9 @@ def benchmark_run_finalize(*, run_id: int) -> BenchmarkRun:
         if run.finished_at is None or run.status == BenchmarkRun.Status.SUCCEEDED:
             run.finished_at = timezone.now()
         run.save(update_fields=["done", "status", "error", "finished_at"])
+        if run.status == BenchmarkRun.Status.SUCCEEDED:
+            # computed now, so that opening the report is fast (issue 31)
+            robustness_report_store_queue(run_id=run_id)
     return run
 
 

@@ -40,6 +40,7 @@ from evaluation.benchmark_plan import (
     transform_run_key,
 )
 from evaluation.benchmark_sides import sides_with_config
+from evaluation.encoder_choices import model_problem
 from evaluation.encoders import EncoderError, get_encoder
 from evaluation.models import BenchmarkRun
 from transforms.models import TransformRun
@@ -317,6 +318,7 @@ def _benchmark_run_create(
     with transaction.atomic():
         # Transformation runs are made (or found) now, not in the unit tasks, so that the units of
         # several models share one run per (dataset, transformation, seed).
+        newest_before = TransformRun.objects.order_by("-pk").values_list("pk", flat=True).first() or 0
         transform_runs = {
             transform_run_key(name, spec.transformation, seed, documents=documents): transform_run_for(
                 dataset=datasets[name],
@@ -351,6 +353,8 @@ def _benchmark_run_create(
                 "include_original": plan.include_original,
                 "transformations": [spec_as_dict(spec) for spec in plan.transformations],
                 "transform_runs": transform_runs,
+                # the ones this run made (the page says so and links them); the others existed
+                "transform_runs_created": sorted({pk for pk in transform_runs.values() if pk > newest_before}),
                 "units": [u.as_dict() for u in units],
                 "preset": preset,
                 "encoder_dtype": encoder_dtype,
@@ -409,10 +413,15 @@ def _models_checked(models: Sequence[str], encoder_dtype: str | None) -> list[st
     """The models named (once each, in order), each one an encoder this server can load."""
     models = list(dict.fromkeys(m.strip() for m in models if m.strip()))
     if not models:
-        raise ShiftlabError("name at least one model (an alias in EVALUATION_ENCODERS or a model name)")
+        raise ShiftlabError("name at least one model: pick one of the models this server lists", field="models")
     for model in models:
+        problem = model_problem(model)
+        if problem:
+            raise ShiftlabError(problem, field="models")
         try:
             get_encoder(model, encoder_dtype)
         except (ImproperlyConfigured, EncoderError) as exc:
-            raise ShiftlabError(f"model {model!r} cannot be used: {exc}") from None
+            raise ShiftlabError(
+                f"Model {model!r} is set up wrongly on this server; tell the administrator: {exc}", field="models"
+            ) from None
     return models

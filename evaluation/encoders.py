@@ -280,11 +280,21 @@ def _resolve_model_path(model: str) -> Path:
     try:
         return Path(snapshot_download(repo_id=model))
     except Exception as exc:  # hub errors are many unrelated types (offline, missing, invalid id)
+        # In words a researcher reads (issue 31): no exception class names, and what to do.
         raise EncoderError(
-            f"Unknown model {model!r}: it is not an alias in EVALUATION_ENCODERS ({', '.join(encoder_aliases())}), "
-            f"not a packaged model ({', '.join(PACKAGED_MODELS)}), not a local folder, and could not be "
-            f"loaded from the Hugging Face hub or its cache ({type(exc).__name__})."
+            f"Unknown model {model!r}: it is not one of this server's models ({', '.join(encoder_aliases())}), "
+            f"not a model that comes with Shiftlab ({', '.join(PACKAGED_MODELS)}), not a local folder, and it is "
+            f"neither in the local model cache nor could it be downloaded from the Hugging Face hub"
+            f"{' (downloads are off on this server)' if _hub_offline(exc) else ''}. Pick one of the models the "
+            f"benchmark page lists, or ask the administrator to add this one."
         ) from None
+
+
+def _hub_offline(exc: Exception) -> bool:
+    """Whether ``exc`` says that this process may not reach the hub (``HF_HUB_OFFLINE``)."""
+    from huggingface_hub import constants
+
+    return constants.HF_HUB_OFFLINE or "offline" in f"{type(exc).__name__} {exc}".lower()
 
 
 @cache
@@ -318,7 +328,11 @@ def get_encoder(alias_or_model: str = "default", dtype: str | None = None) -> En
         overrides = {}
     else:
         if "default" not in configs:
-            raise ImproperlyConfigured("EVALUATION_ENCODERS has no 'default' alias to encode arbitrary models with.")
+            raise ImproperlyConfigured(
+                f"Model {alias_or_model!r} is not one of the models set up on this server "
+                f"({', '.join(configs) or 'none'}), and other models need a default model setup to run with; "
+                "pick one of the listed models, or ask the administrator to set one up."
+            )
         alias, config = "default", configs["default"]
         overrides = {"model": alias_or_model}
         if alias_or_model.startswith(MTEB_MODEL_PREFIX):

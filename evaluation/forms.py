@@ -22,9 +22,21 @@ from core.projects import User, scoped
 from corpora.forms import DatasetChoiceField
 from corpora.models import Dataset
 from evaluation.benchmark_plan import SIDES
-from evaluation.encoders import encoder_aliases
+from evaluation.encoder_choices import NO_ENCODERS, hub_downloads_allowed, model_choices
 from transforms.backends import backend_aliases, configured_model
 from transforms.selectors import DOCUMENTS_ALL, DOCUMENTS_RELEVANT
+
+
+class ModelPickerField(forms.MultipleChoiceField):
+    """The models a run names: picked from this server's (``encoder_choices.model_choices``). A
+    name that is not listed (a run started before a model was removed, a retried run, an API
+    client's form post) is passed on: ``benchmark_run_start`` refuses it, in words, if it cannot run."""
+
+    def to_python(self, value) -> list[str]:
+        return [name for name in super().to_python(value) if name.strip()]  # a blank post is no model
+
+    def valid_value(self, value: str) -> bool:
+        return bool(str(value).strip())
 
 
 class BenchmarkRunForm(NewInProjectForm):
@@ -49,7 +61,11 @@ class BenchmarkRunForm(NewInProjectForm):
         required=False,
         help_text="With a config: leave empty for the config's datasets.",
     )
-    models = forms.CharField(max_length=500, help_text="")
+    models = ModelPickerField(
+        label="Models",
+        widget=forms.CheckboxSelectMultiple,
+        help_text="The embedding models this server can run. Each one is scored on every dataset and transformation.",
+    )
     limit = forms.IntegerField(
         label="Only the first N examples", required=False, min_value=1, help_text="Empty: every example."
     )
@@ -89,22 +105,32 @@ class BenchmarkRunForm(NewInProjectForm):
         configs = scoped(BenchmarkConfig.objects.order_by("-created_at"), user)
         self.fields["config"].queryset = configs
         self.fields["config"].initial = configs.values_list("pk", flat=True).first()
-        aliases = encoder_aliases()
-        self.fields["models"].initial = aliases[0] if aliases else ""
-        self.fields["models"].help_text = (
-            f"Space- or comma-separated aliases ({', '.join(aliases)}) or model names."
-            if aliases
-            else "Space- or comma-separated model names."
-        )
+        choices = model_choices()
+        self.fields["models"].choices = [(c.name, c.label) for c in choices]
+        self.fields["models"].initial = [choices[0].name] if choices else []
+        if not choices:
+            self.fields["models"].help_text = NO_ENCODERS
+        if hub_downloads_allowed():
+            self.fields["other_models"] = forms.CharField(
+                label="Other models from the Hugging Face hub",
+                required=False,
+                max_length=500,
+                help_text="Space- or comma-separated model ids, e.g. sentence-transformers/all-mpnet-base-v2: "
+                "checked on the hub before the run starts, downloaded by the run.",
+            )
 
     def clean_document_scope(self) -> str | None:
         return self.cleaned_data.get("document_scope") or None
 
     def clean_models(self) -> list[str]:
-        models = self.cleaned_data["models"].replace(",", " ").split()
-        if not models:
-            raise forms.ValidationError("Name at least one model.")
-        return models
+        return [name.strip() for name in self.cleaned_data["models"] if name.strip()]
+
+    def clean(self):
+        data = super().clean()
+        others = (data.get("other_models") or "").replace(",", " ").split()
+        if others and "models" in data:
+            data["models"] = list(dict.fromkeys([*data["models"], *others]))
+        return self._clean_source(data)
 
     def clean_config_file(self) -> tuple[str, str] | None:
         """The uploaded config as (text, format), or None."""
@@ -126,8 +152,7 @@ class BenchmarkRunForm(NewInProjectForm):
         except ValueError as exc:
             raise forms.ValidationError(str(exc)) from None
 
-    def clean(self):
-        data = super().clean()
+    def _clean_source(self, data: dict) -> dict:
         if data.get("config") and data.get("config_file"):
             self.add_error("config_file", "Choose an exported config or upload a config file, not both.")
         elif not data.get("config") and not data.get("config_file") and not data.get("datasets"):

@@ -119,3 +119,25 @@ class BenchmarkResult(models.Model):
         if self.original_main_score is None:
             return None
         return self.main_score - self.original_main_score
+
+
+class StoredRobustnessReport(models.Model):
+    """A run's robustness report as computed when the run ended (issue 31), so that opening it does
+    not recompute the statistics and figures: the report (pickled ``RobustnessReport``: written and
+    read only by this server's code) and its figures as SVG. ``options_key`` names the options it
+    was computed under, ``results_key`` the results it was computed from (their count and newest
+    id): a resumed run that gained results is computed afresh."""
+
+    run = models.ForeignKey(BenchmarkRun, on_delete=models.CASCADE, related_name="stored_reports")
+    options_key = models.CharField(max_length=500)
+    results_key = models.CharField(max_length=64)
+    report = models.BinaryField()
+    figures = models.JSONField(default=dict, help_text="Figure name -> SVG text.")
+    computed_at = models.DateTimeField(auto_now=True)
+    compute_seconds = models.FloatField(default=0.0)
+
+    class Meta:
+        constraints = [models.UniqueConstraint(fields=["run", "options_key"], name="one_stored_report_per_options")]
+
+    def __str__(self) -> str:
+        return f"robustness report of run {self.run_id} ({self.options_key})"

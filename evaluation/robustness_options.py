@@ -145,3 +145,33 @@ def _given_options(values: Mapping[str, object] | None) -> dict[str, object]:
             raise ReportOptionError(f"report option split_half_splits must be an integer, got {text!r}")
         values["split_half_splits"] = int(text)
     return values
+
+
+# What each option asks and each value means, in words for the report page (issue 31); the
+# query string and the exports keep the names above.
+OPTION_LABELS: dict[str, str] = {
+    "tau_unit": "Ranking stability: rank the models on",
+    "axis_tau": "Ranking stability per axis: rank on",
+    "split_half_on": "Split-half reliability of",
+    "split_half_splits": "Split-half reliability: random splits",
+    "wilcoxon_unit": "All-models test: one unit is",
+    "baseline_compare": "Model vs baseline: compare",
+    "shift_interval": "Confidence interval of the shift",
+    "shift_figure_unit": "Shift figure: one point is",
+}
+VALUE_LABELS: dict[tuple[str, str], str] = {
+    ("tau_unit", "seed_mean"): "each dataset's scores averaged over seeds",
+    ("tau_unit", "per_seed"): "each dataset and seed apart",
+    ("axis_tau", "axis_mean_scores"): "the axis' mean score (as a leaderboard shows it)",
+    ("axis_tau", "pooled"): "each transformation of the axis, pooled",
+    ("split_half_on", "scores"): "the transformed scores",
+    ("split_half_on", "deltas"): "the changes (transformed − original)",
+    ("wilcoxon_unit", "model_mean"): "a dataset, transformation and seed, models averaged",
+    ("wilcoxon_unit", "per_model"): "each model's result apart (older reports; p-values too small)",
+    ("baseline_compare", "delta"): "their changes: is the model more robust?",
+    ("baseline_compare", "transformed"): "their transformed scores: is the model better on changed texts?",
+    ("shift_interval", "walsh"): "distribution-free (Walsh averages)",
+    ("shift_interval", "bootstrap"): "percentile bootstrap (older reports)",
+    ("shift_figure_unit", "run_aggregated"): "a dataset, seeds averaged",
+    ("shift_figure_unit", "pooled"): "a dataset and seed (older reports)",
+}

@@ -8,8 +8,10 @@ from annotation.models import BaselineStudy
 from core.projects import User, scoped
 from evaluation.aggregation import ModelAggregate, UnitScore, aggregate
 from evaluation.benchmark_plan import sided
+from evaluation.encoder_choices import model_label
 from evaluation.item_scores import ItemScores
 from evaluation.models import BenchmarkResult, BenchmarkRun
+from transforms.models import TransformRun
 
 
 def benchmark_run_list(*, user: User) -> QuerySet[BenchmarkRun]:
@@ -60,3 +62,23 @@ def baseline_study_list(*, user: User) -> QuerySet[BaselineStudy]:
         .order_by("-created_at", "-id")
     )
     return scoped(studies, user)
+
+
+def benchmark_run_transform_runs(*, run: BenchmarkRun) -> list[dict]:
+    """The transformation runs a benchmark run uses, in its plan's order: ``{"run": TransformRun,
+    "created": made by this benchmark run (else it existed and is reused)}``. Their ``done``/``total``
+    is the progress of the generation the run's units wait for."""
+    pks = list(dict.fromkeys((run.plan or {}).get("transform_runs", {}).values()))
+    created = set((run.plan or {}).get("transform_runs_created", []))
+    found = TransformRun.objects.select_related("dataset").in_bulk(pks)
+    return [{"run": found[pk], "created": pk in created} for pk in pks if pk in found]
+
+
+def benchmark_model_labels(*, run: BenchmarkRun) -> dict[str, str]:
+    """Each model the run names, with the model behind an alias: "default (sentence-transformers/
+    all-MiniLM-L6-v2)" from its results' model ids, else from this server's settings."""
+    ids = dict(BenchmarkResult.objects.filter(run=run).values_list("model", "model_id").distinct())
+    return {
+        name: f"{name} ({ids[name]})" if ids.get(name) and ids[name] != name else model_label(name)
+        for name in run.model_names
+    }

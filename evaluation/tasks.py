@@ -15,6 +15,7 @@ from evaluation.benchmark_execution import (
     benchmark_unit_execute,
 )
 from evaluation.models import BenchmarkRun
+from evaluation.report_services import robustness_report_store_for_run
 from transforms.backends.base import TransientBackendError
 
 
@@ -49,6 +50,11 @@ def execute_benchmark_unit(self, run_id: int, unit: dict) -> bool:
 @shared_task(name="evaluation.finalize_benchmark_run", acks_late=True)
 def finalize_benchmark_run(run_id: int) -> None:
     benchmark_run_finalize(run_id=run_id)
+
+
+@shared_task(name="evaluation.store_robustness_report", acks_late=True)
+def store_robustness_report(run_id: int) -> None:
+    robustness_report_store_for_run(run_id=run_id)
 
 
 @shared_task(name="evaluation.benchmark_run_failed")

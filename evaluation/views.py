@@ -3,20 +3,25 @@ from urllib.parse import urlencode
 from django.contrib import messages
 from django.http import Http404, HttpResponse, HttpResponseBadRequest
 from django.shortcuts import get_object_or_404, redirect, render
+from django.template.defaultfilters import pluralize
 from django.views.decorators.http import require_http_methods
 
 from annotation.baselines.baseline_llm_services import baseline_llm_annotate
 from annotation.baselines.baseline_services import baseline_create
+from annotation.models import BenchmarkConfig
 from core.errors import ShiftlabError
 from core.pages import show_error
 from core.plots import csp_safe_svg
 from core.projects import ProjectAccessError, project_can_write, project_require_write
 from core.views import researcher_required
 from evaluation.baseline_services import baseline_report_build
+from evaluation.benchmark_execution import benchmark_run_resume
 from evaluation.benchmark_services import benchmark_run_start
+from evaluation.encoder_choices import model_choices
 from evaluation.encoders import encoder_aliases
-from evaluation.figures import FORMATS, figure_titles, report_figures
+from evaluation.figures import FORMATS, figure_titles
 from evaluation.forms import BaselineCreateForm, BenchmarkRunForm, LLMAnnotateForm
+from evaluation.models import BenchmarkRun
 from evaluation.report_robustness import (
     TABLE_NAMES,
     robustness_options,
@@ -24,9 +29,15 @@ from evaluation.report_robustness import (
     robustness_report_get,
     run_preset,
 )
+from evaluation.report_services import robustness_report_read, robustness_report_store
 from evaluation.reports import benchmark_report
-from evaluation.robustness_options import OPTION_CHOICES, ReportOptionError, ReportOptions
-from evaluation.selectors import baseline_study_list, benchmark_run_list
+from evaluation.robustness_options import OPTION_CHOICES, OPTION_LABELS, VALUE_LABELS, ReportOptionError, ReportOptions
+from evaluation.selectors import (
+    baseline_study_list,
+    benchmark_model_labels,
+    benchmark_run_list,
+    benchmark_run_transform_runs,
+)
 
 
 @researcher_required
@@ -36,6 +47,8 @@ def benchmark_list_view(request):
     approved config (the newest is preselected), an uploaded config, or datasets only
     (``?datasets=NAME`` preselects one). A refusal keeps the input and shows the reason next to the field."""
     initial = {"datasets": request.GET.getlist("datasets"), "config": None} if request.GET.get("datasets") else None
+    if request.GET.get("retry", "").isdigit():
+        initial = _retry_initial(get_object_or_404(benchmark_run_list(user=request.user), pk=request.GET["retry"]))
     form = BenchmarkRunForm(request.POST or None, request.FILES or None, initial=initial, user=request.user)
     if request.method == "POST" and form.is_valid():
         data = form.cleaned_data
@@ -64,13 +77,65 @@ def benchmark_list_view(request):
     return render(request, "evaluation/benchmark_list.html", {"runs": runs, "form": form})
 
 
+def _retry_initial(run: BenchmarkRun) -> dict:
+    """The launch form filled in as ``run`` was started, to start it again with changes (another
+    model, fewer examples): its config when it had one, else its datasets."""
+    listed = {c.name for c in model_choices()}
+    config = BenchmarkConfig.objects.filter(config_hash=run.config_hash).first() if run.config_hash else None
+    return {
+        "project": run.project.slug,
+        "config": config.pk if config else None,
+        "datasets": [] if config else (run.plan or {}).get("datasets", []),
+        "models": [m for m in run.model_names if m in listed],
+        "other_models": " ".join(m for m in run.model_names if m not in listed),
+        "limit": run.item_limit,
+        "name": run.name,
+    }
+
+
 @researcher_required
 def benchmark_detail_view(request, pk: int):
+    """A run: its progress (updated in place while it runs, ``static/live.js``), the generation of
+    its transformations, its failures in words with Resume and Retry, and its results."""
     run = get_object_or_404(benchmark_run_list(user=request.user), pk=pk)
-    return render(request, "evaluation/benchmark_detail.html", {"run": run, "report": benchmark_report(run=run)})
+    report = benchmark_report(run=run)
+    labels = benchmark_model_labels(run=run)
+    results = list(report.results)
+    for result in results:
+        result.model_label = labels.get(result.model, result.model)
+    return render(
+        request,
+        "evaluation/benchmark_detail.html",
+        {
+            "run": run,
+            "report": report,
+            "table": [{**row, "label": labels.get(row["model"], row["model"])} for row in report.table()],
+            "results": results,
+            "models": list(labels.values()),
+            "transform_runs": benchmark_run_transform_runs(run=run),
+            "can_change": project_can_write(request.user, run.project),
+            "finished": run.status in (BenchmarkRun.Status.SUCCEEDED, BenchmarkRun.Status.FAILED),
+        },
+    )
 
 
 @researcher_required
+@require_http_methods(["POST"])
+def benchmark_resume_view(request, pk: int):
+    """Resume: queue again the units that have no result (``benchmark_run_resume``)."""
+    run = get_object_or_404(benchmark_run_list(user=request.user), pk=pk)
+    try:
+        run = benchmark_run_resume(run_id=run.pk, actor=request.user)
+    except ShiftlabError as exc:
+        show_error(request, exc)
+    else:
+        left = run.total - run.done
+        messages.success(request, f"Resumed: {left} unit{pluralize(left)} without a result queued again.")
+    return redirect("evaluation:benchmark", pk=pk)
+
+
+@researcher_required
+@require_http_methods(["GET", "POST"])
 def benchmark_robustness_view(request, pk: int):
     """The robustness report of a run: tables, figures (inline SVG) and export links."""
     run = get_object_or_404(benchmark_run_list(user=request.user), pk=pk)
@@ -79,8 +144,11 @@ def benchmark_robustness_view(request, pk: int):
     except ReportOptionError as exc:
         messages.error(request, f"{exc}; the report below uses the run's options")
         options = robustness_options(run=run)
-    report = robustness_report_get(run=run, options=options)
-    svgs = report_figures(report)
+    if request.method == "POST":  # compute again, e.g. to count ratings made since
+        project_require_write(request.user, run.project)
+        robustness_report_store(run=run, options=options)
+        return redirect(f"{request.path}?{urlencode(options.as_dict())}")
+    report, svgs, stored = robustness_report_read(run=run, options=options)
     figures = [
         {
             "name": name,
@@ -102,10 +170,19 @@ def benchmark_robustness_view(request, pk: int):
             "exports": TABLE_NAMES,
             "options": options,
             "preset": run_preset(run),
+            "stored": stored,
+            "model_labels": list(benchmark_model_labels(run=run).values()),
+            "can_change": project_can_write(request.user, run.project),
             "option_fields": [
-                {"name": name, "choices": choices, "value": getattr(options, name)}
+                {
+                    "name": name,
+                    "label": OPTION_LABELS[name],
+                    "choices": [(c, VALUE_LABELS.get((name, c), c)) for c in choices],
+                    "value": getattr(options, name),
+                }
                 for name, choices in OPTION_CHOICES.items()
             ],
+            "splits_label": OPTION_LABELS["split_half_splits"],
             "options_query": urlencode(options.as_dict()),
             "tau_transformation_unit": options.tau_unit_text("transformation"),
             "tau_axis_unit": options.tau_unit_text("axis"),

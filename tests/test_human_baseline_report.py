@@ -174,7 +174,9 @@ def test_pages_are_for_researchers_and_rank_models_on_request(sts_study, client,
     page = client.post(detail_url, {"models": MODEL}).content.decode()
     ranking = page.split('id="baseline-ranking"')[1].split("</table>")[0]
     assert MODEL in ranking and ("outside:" in ranking or "inside" in ranking)
-    assert "agreement: mean_pairwise_spearman" in ranking  # beside the pooled human score
+    assert (
+        "agreement: mean Spearman correlation between two raters" in ranking
+    )  # beside the pooled human score, in words
     page = client.post(detail_url, {"models": "no-such/model-anywhere"}).content.decode()
     assert 'class="error"' in page and "humans (pooled)" in page
 

@@ -43,8 +43,11 @@ def page(client, researcher):
 
 def field_errors(html: str, field_id: str) -> str:
     """The text of the errors shown in the field block of ``field_id`` (empty when none)."""
+    # up to the end of its errors: a widget of checkboxes has blocks of its own
     block = re.search(
-        rf'<div class="field has-error" id="{re.escape(field_id)}-field">(.*?)</div>\s*</div>', html, re.S
+        rf'<div class="field has-error" id="{re.escape(field_id)}-field">(.*?<div role="alert">.*?)</div>\s*</div>',
+        html,
+        re.S,
     )
     return html_text.unescape(re.sub(r"<[^>]+>", " ", block.group(1))) if block else ""
 

@@ -175,6 +175,24 @@ def benchmark_config_export(
     datasets (without them the config has no such block and its bytes are as before). The one
     entry of page, API and command."""
     perturbation = _perturbation_block(sides, document_scope)
+    document, owner = _config_draft(actor, project=project, studies=studies, name=name)
+    document = config_export.config_seal({**document, **perturbation}, key=settings.CONFIG_SIGNING_KEY)
+    return _config_register(document, name=name, project=owner, actor=actor)
+
+
+def benchmark_config_preview(
+    *, actor: AbstractBaseUser | None = None, project: str | None = None, studies: Sequence[Study | int] | None = None
+) -> tuple[dict, Project]:
+    """What ``benchmark_config_export`` would write with the same inputs, and its project, without
+    writing or signing anything (the export page shows it before the researcher exports); the same
+    refusals."""
+    return _config_draft(actor, project=project, studies=studies, name="")
+
+
+def _config_draft(
+    actor: AbstractBaseUser | None, *, project: str | None, studies: Sequence[Study | int] | None, name: str
+) -> tuple[dict, Project]:
+    """The unsigned config of the approved transformations in scope, and the project they belong to."""
     approved = approved_gate_results(_export_scope(actor, project=project, studies=studies))
     if not approved:
         raise ShiftlabError("no approved transformation to export: gate a study and approve a transformation first")
@@ -186,18 +204,14 @@ def benchmark_config_export(
         for run in runs:
             datasets[run["dataset"]["name"]] = run["dataset"]
         transformations.append(entry)
-    document = config_export.config_seal(
-        {
-            "name": name,
-            "exported_at": timezone.now().isoformat(),
-            "exported_by": actor.get_username() if actor is not None else "",
-            "transformations": transformations,
-            "datasets": [datasets[k] for k in sorted(datasets)],
-            **perturbation,
-        },
-        key=settings.CONFIG_SIGNING_KEY,
-    )
-    return _config_register(document, name=name, project=owner, actor=actor)
+    document = {
+        "name": name,
+        "exported_at": timezone.now().isoformat(),
+        "exported_by": actor.get_username() if actor is not None else "",
+        "transformations": transformations,
+        "datasets": [datasets[k] for k in sorted(datasets)],
+    }
+    return document, owner
 
 
 def _perturbation_block(sides: Sequence[str] | None, document_scope: str | None) -> dict:
