@@ -7,7 +7,7 @@ from django.db import migrations, models
 class Migration(migrations.Migration):
 
     dependencies = [
-        ('evaluation', '0005_benchmarkrun_evidence_override'),
+        ('evaluation', '0006_benchmark_result_side'),
     ]
 
     operations = [
