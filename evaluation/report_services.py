@@ -5,10 +5,15 @@ the figures (9.4 s on a first open before).
 A stored report holds for the options it was computed under and the results it was computed from;
 other options, or a run that gained results (resumed), are computed when asked for and stored
 then. The drift-vs-quality part uses the study ratings counted when it was computed: the report
-page says when that was and offers to compute it again."""
+page says when that was and offers to compute it again.
+
+The report is stored pickled (its classes carry the statistics the page renders) behind an HMAC of
+the server's SECRET_KEY: unpickling runs code, so a row that someone with write access to the
+database alone forged or altered is never unpickled, only computed again."""
 
 from __future__ import annotations
 
+import hmac
 import json
 import logging
 import pickle
@@ -16,6 +21,7 @@ import time
 
 from django.core.exceptions import ImproperlyConfigured
 from django.db.models import Count, Max
+from django.utils.crypto import salted_hmac
 
 from core.errors import ShiftlabError
 from core.task_policy import dispatch_on_commit, task_named
@@ -39,13 +45,12 @@ def robustness_report_read(
         run=run, options_key=_options_key(options), results_key=_results_key(run)
     ).first()
     if stored is not None:
-        try:
-            return pickle.loads(stored.report), stored.figures, stored  # noqa: S301 - written by robustness_report_store
-        except (pickle.UnpicklingError, AttributeError, ImportError, TypeError, EOFError):
-            pass  # stored by an older version whose report classes differ: computed again below
+        report = _opened(bytes(stored.report))
+        if report is not None:
+            return report, stored.figures, stored
     if run.status in FINISHED:
         stored = robustness_report_store(run=run, options=options)
-        return pickle.loads(stored.report), stored.figures, stored  # noqa: S301 - written just now
+        return _opened(bytes(stored.report)), stored.figures, stored
     report = robustness_report_get(run=run, options=options)
     return report, _svgs(report), None
 
@@ -62,7 +67,7 @@ def robustness_report_store(*, run: BenchmarkRun, options: ReportOptions | None 
         options_key=_options_key(options),
         defaults={
             "results_key": _results_key(run),
-            "report": pickle.dumps(report, protocol=pickle.HIGHEST_PROTOCOL),
+            "report": _sealed(report),
             "figures": figures,
             "compute_seconds": time.perf_counter() - started,
         },
@@ -91,6 +96,30 @@ def robustness_report_store_for_run(*, run_id: int) -> None:
         robustness_report_store(run=run, options=options)
     except (ShiftlabError, ImproperlyConfigured, ValueError, OSError) as exc:
         logger.warning("the robustness report of run %s was not stored: %s", run_id, exc)
+
+
+_SEAL_SALT = "shiftlab.evaluation.stored-robustness-report"
+
+
+def _seal(payload: bytes) -> bytes:
+    return salted_hmac(_SEAL_SALT, payload, algorithm="sha256").digest()
+
+
+def _sealed(report: RobustnessReport) -> bytes:
+    payload = pickle.dumps(report, protocol=pickle.HIGHEST_PROTOCOL)
+    return _seal(payload) + payload
+
+
+def _opened(blob: bytes) -> RobustnessReport | None:
+    """The stored report, or None when its seal does not match (written under another SECRET_KEY,
+    altered in the database) or an older version's classes no longer load: computed again then."""
+    mac, payload = blob[:32], blob[32:]
+    if len(mac) < 32 or not hmac.compare_digest(mac, _seal(payload)):
+        return None
+    try:
+        return pickle.loads(payload)  # noqa: S301 - sealed with this server's key by _sealed
+    except (pickle.UnpicklingError, AttributeError, ImportError, TypeError, EOFError):
+        return None
 
 
 def _options_key(options: ReportOptions) -> str:

@@ -237,3 +237,31 @@ def test_a_stored_report_an_older_version_cannot_read_is_computed_again(page, ru
     assert page.get(reverse("evaluation:robustness", args=[run.pk])).status_code == 200
     report, _, row = robustness_report_read(run=run, options=robustness_options(run=run))
     assert row.report != b"not a pickled report" and list(report.models) == run.model_names
+
+
+class _Planted:
+    """Unpickling this runs ``_PLANTED.append``: a forged row that were unpickled would show it."""
+
+    def __reduce__(self):
+        return (_PLANTED.append, ("unpickled",))
+
+
+_PLANTED: list[str] = []
+
+
+def test_a_stored_report_altered_in_the_database_is_never_unpickled(page, run):
+    # Someone who can write to the database but does not hold SECRET_KEY: a pickle that runs code
+    # when loaded, with or without a copied seal, is recomputed instead of loaded.
+    import pickle
+
+    BenchmarkRun.objects.filter(pk=run.pk).update(status="succeeded")
+    run.refresh_from_db()
+    report_services.robustness_report_store(run=run)
+    row = StoredRobustnessReport.objects.get(run=run)
+    forged = pickle.dumps(_Planted())
+    for blob in (forged, bytes(row.report)[:32] + forged):
+        StoredRobustnessReport.objects.filter(run=run).update(report=blob)
+        assert page.get(reverse("evaluation:robustness", args=[run.pk])).status_code == 200
+        report, _, stored = robustness_report_read(run=run, options=robustness_options(run=run))
+        assert list(report.models) == run.model_names and bytes(stored.report) != blob
+    assert _PLANTED == []
