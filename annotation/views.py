@@ -48,6 +48,7 @@ from annotation.selectors import (
     gate_result_list,
     study_list,
     study_progress,
+    study_stages,
 )
 from annotation.studies.design import (
     ADAPTIVE_SAVING_BY_DISTANCE,
@@ -126,11 +127,13 @@ def study_list_view(request):
                 return redirect("annotation:study", pk=study.pk)
         except ShiftlabError as exc:
             form.add_refusal(exc)
+    studies = list(scoped(study_list(), request.user)[:200])
+    stages = study_stages(studies)
     return render(
         request,
         "annotation/study_list.html",
         {
-            "studies": scoped(study_list(), request.user)[:200],
+            "studies": [(study, stages.get(study.pk, [])) for study in studies],
             "form": form,
             "implications": implications,
             "design": form.design() if implications else None,
