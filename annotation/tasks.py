@@ -6,6 +6,7 @@ from dataclasses import asdict
 from celery import shared_task
 
 from annotation.argilla import ArgillaUnavailable
+from annotation.baselines.baseline_llm_services import baseline_llm_job_run
 from annotation.models import Study
 from annotation.publishing.argilla_services import study_release_batches
 from annotation.publishing.sync_services import study_sync
@@ -40,3 +41,10 @@ def sync_published_studies() -> int:
     for study_id in ids:
         sync_study.delay(study_id)
     return len(ids)
+
+
+@shared_task(name="annotation.baseline_llm_answer", acks_late=True, reject_on_worker_lost=True)
+def baseline_llm_answer(job_id: int) -> str:
+    """Let an LLM answer a baseline study (``baseline_llm_job_run``); resumable, so a redelivered
+    task only asks for the instances still unanswered."""
+    return baseline_llm_job_run(job_id=job_id).status
