@@ -219,13 +219,61 @@ def _study_publish(request, study: Study):
     try:
         if len(users) != len(set(chosen)):  # an id of no annotator of this project: said alike for all
             raise ShiftlabError(roster_refusal(study.project, _outsiders(chosen, users)))
+        if not users and study.published_at is None:  # checked before study_publish would lock a draft
+            raise ShiftlabError("Nothing was sent: choose the annotators of the project to publish to")
         result = study_publish(study=study, annotators=users, actor=request.user)
     except ShiftlabError as exc:
         show_error(request, exc)
-        return redirect("annotation:study", pk=study.pk)
-    messages.success(request, f"Published {result.records} records to Argilla.")
+        return redirect(request.path)  # the page the form was on: the study's, or its publish step
+    if users:
+        names = ", ".join(sorted(u.get_username() for u in users))
+        messages.success(
+            request, f"Published to {names}: the annotators' Argilla datasets hold {result.records} records."
+        )
+    else:
+        messages.info(
+            request,
+            "No annotator was selected, so nobody was added and no new work was sent; the annotators' "
+            f"Argilla datasets were checked and hold {result.records} records, as before.",
+        )
     _new_accounts_message(request, result.new_accounts)
     return redirect("annotation:study", pk=study.pk)
+
+
+@researcher_required
+@require_http_methods(["GET", "POST"])
+def study_publish_view(request, pk: int):
+    """The step before publishing: a draft is locked first, after a confirmation that says it
+    cannot be undone; then the researcher sees the items and controls drawn, and picks the
+    annotators. Annotators never see this page (controls are marked on it)."""
+    study = _study_of_page(request, pk)
+    action = request.POST.get("action")
+    if action == "publish":
+        return _study_publish(request, study)
+    if action == "lock":
+        with _refusals_as_messages(request):
+            upload = request.FILES.get("control_pool")
+            pool = control_pool_from_upload(upload) if upload else None
+            study = study_lock(study=study, actor=request.user, control_pool=pool)
+            counts = study_progress(study=study)
+            messages.success(
+                request,
+                f"Locked: {counts.n_real} items and {counts.n_controls} controls drawn; the design is frozen. "
+                "Check them below, then publish.",
+            )
+        return redirect("annotation:publish", pk=study.pk)
+    items = study.items.order_by("kind", "transformation", "position") if study.is_locked else []
+    return render(
+        request,
+        "annotation/study_publish.html",
+        {
+            "study": study,
+            "design": study_design(study),
+            "items": items,
+            "annotator_users": project_annotators(study.project),
+            "chosen": set(study.annotators.values_list("user_id", flat=True)),
+        },
+    )
 
 
 def _outsiders(chosen: list[str], users) -> list[str]:
