@@ -84,7 +84,7 @@ def test_control_check_right_after_publishing_waits_for_ratings(client, research
     page = words(client.post(reverse("annotation:study", args=[study.pk]), {"action": "validate"}, follow=True))
     assert "insufficient" not in page
     assert "control checks: 1 waiting for ratings" in page
-    assert re.search(r"<td>waiting for ratings \(0 of 2 control answers\)</td>", page)
+    assert re.search(r"<td data-label=\"Control check\">waiting for ratings \(0 of 2 control answers\)</td>", page)
 
 
 def test_studies_list_shows_the_gate_and_the_approval(client, researcher, study):
