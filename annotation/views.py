@@ -220,11 +220,21 @@ def _study_publish(request, study: Study):
         if len(users) != len(set(chosen)):  # an id of no annotator of this project: said alike for all
             raise ShiftlabError(roster_refusal(study.project, _outsiders(chosen, users)))
         if not users and study.published_at is None:  # checked before study_publish would lock a draft
-            raise ShiftlabError("Nothing was sent: choose the annotators of the project to publish to")
+            raise ShiftlabError(NOTHING_SENT)
         result = study_publish(study=study, annotators=users, actor=request.user)
     except ShiftlabError as exc:
         show_error(request, exc)
         return redirect(request.path)  # the page the form was on: the study's, or its publish step
+    publish_outcome(request, users, result)
+    return redirect("annotation:study", pk=study.pk)
+
+
+NOTHING_SENT = "Nothing was sent: choose the annotators of the project to publish to"
+
+
+def publish_outcome(request, users, result) -> None:
+    """What a publish did, as messages (studies and baselines alike): to whom, the records their
+    datasets hold, and the Argilla accounts made now; with nobody ticked, that nobody was added."""
     if users:
         names = ", ".join(sorted(u.get_username() for u in users))
         messages.success(
@@ -237,7 +247,6 @@ def _study_publish(request, study: Study):
             f"Argilla datasets were checked and hold {result.records} records, as before.",
         )
     _new_accounts_message(request, result.new_accounts)
-    return redirect("annotation:study", pk=study.pk)
 
 
 @researcher_required

@@ -12,6 +12,7 @@ from annotation.baselines.baseline_llm_services import baseline_llm_job_start
 from annotation.baselines.baseline_services import baseline_close, baseline_create, baseline_publish
 from annotation.baselines.baseline_sync_services import baseline_sync
 from annotation.models import BaselineLLMJob
+from annotation.views import NOTHING_SENT, publish_outcome
 from core.errors import ShiftlabError
 from core.pages import show_error
 from core.projects import ProjectAccessError, project_can_write, project_require_write
@@ -125,23 +126,8 @@ def _baseline_publish(request, study) -> None:
         found = {str(u.pk) for u in users}
         raise ShiftlabError(roster_refusal(study.project, [f"user #{pk}" for pk in chosen if pk not in found]))
     if not users and not study.annotators.exists():
-        raise ShiftlabError("Nothing was sent: choose at least one annotator of the project to publish to")
-    result = baseline_publish(study=study, annotators=users, actor=request.user)
-    if users:
-        names = ", ".join(sorted(u.get_username() for u in users))
-        messages.success(request, f"Published to {names}: their Argilla datasets hold {result.records} records.")
-    else:
-        messages.info(
-            request,
-            "No annotator was selected, so nobody was added and no new work was sent; the annotators' "
-            f"Argilla datasets were checked and hold {result.records} records, as before.",
-        )
-    if result.new_accounts:
-        messages.info(
-            request,
-            f"New Argilla accounts: {', '.join(sorted(result.new_accounts))}. Each annotator sets their own "
-            "Argilla password on Shiftlab's My Argilla account page, signed in as themselves.",
-        )
+        raise ShiftlabError(NOTHING_SENT)
+    publish_outcome(request, users, baseline_publish(study=study, annotators=users, actor=request.user))
 
 
 def baseline_sync_text(result) -> str:

@@ -5,6 +5,7 @@ publish, sync and close test runs against a real local Argilla server."""
 
 from __future__ import annotations
 
+import html
 import json
 
 import pytest
@@ -17,14 +18,16 @@ from annotation.models import BaselineAnnotator, BaselineAnswer, BaselineLLMJob,
 from core.projects import project_create
 from core.roles import Role
 from corpora.services import dataset_import
+from tests import test_baseline_services
 from tests.support import argilla_annotator_client, argilla_pending, make_user
-from tests.test_baseline_services import ScriptedBackend, scripted  # noqa: F401 - the fixture
+from tests.test_baseline_services import ScriptedBackend
 
 pytestmark = pytest.mark.django_db
+scripted = test_baseline_services.scripted  # the fixture: a scripted LLM backend
 
 
 def words(response) -> str:
-    return " ".join(response.content.decode().split())
+    return " ".join(html.unescape(response.content.decode()).split())
 
 
 @pytest.fixture
@@ -37,7 +40,11 @@ def study(tmp_path, researcher) -> BaselineStudy:
 
 
 def test_let_the_llm_answer_runs_as_a_job_whose_progress_the_page_shows(
-    client, researcher, study, scripted, monkeypatch  # noqa: F811
+    client,
+    researcher,
+    study,
+    scripted,
+    monkeypatch,
 ):
     client.force_login(researcher)
     url = reverse("evaluation:baseline", args=[study.pk])
@@ -70,14 +77,21 @@ def test_let_the_llm_answer_runs_as_a_job_whose_progress_the_page_shows(
     assert seen[1]["text"] == "The LLM (scripted) is answering: 16 of 20 instances done."
     done = json.loads(client.get(progress_url).content)
     assert done["finished"] and (done["status"], done["done"]) == ("succeeded", 20)
-    assert done["text"] == "The LLM (scripted) finished: llm:scripted answered 20 instances (7 unreadable); 0 were answered before."
+    assert (
+        done["text"]
+        == "The LLM (scripted) finished: llm:scripted answered 20 instances (7 unreadable); 0 were answered before."
+    )
     assert BaselineAnswer.objects.filter(rater="llm:scripted").count() == 20
     page = words(client.get(url))
     assert "data-progress-url" not in page and "The LLM (scripted) finished" in page
 
 
 def test_without_a_broker_the_llm_answers_in_the_request_and_the_page_says_what_it_did(
-    client, researcher, study, scripted, django_capture_on_commit_callbacks  # noqa: F811
+    client,
+    researcher,
+    study,
+    scripted,
+    django_capture_on_commit_callbacks,
 ):
     client.force_login(researcher)
     url = reverse("evaluation:baseline", args=[study.pk])
@@ -115,19 +129,21 @@ def test_publish_sync_and_close_a_baseline_with_the_page_buttons(
     path = tmp_path / "pairs.csv"
     path.write_text("sentence1,sentence2,score\n" + "".join(f"Cat {k} sat.,A cat {k} sat.,{k % 6}\n" for k in range(6)))
     sts = dataset_import(source=path, task="sts", name="bp-pairs", project=team)
-    study = baseline_create(name="bp", dataset=sts, task_type="sts", n_instances=6, seed=2, project="bp-project", actor=rita)
+    study = baseline_create(
+        name="bp", dataset=sts, task_type="sts", n_instances=6, seed=2, project="bp-project", actor=rita
+    )
     client.force_login(rita)
     url = reverse("evaluation:baseline", args=[study.pk])
     page = words(client.get(url))
-    assert 'type="checkbox" name="annotators" value="%d"' % ann.pk in page and "Publish to Argilla" in page
+    assert f'type="checkbox" name="annotators" value="{ann.pk}"' in page and "Publish to Argilla" in page
 
     # Nobody chosen on a study nobody rates yet: nothing is sent, and the page says why.
     page = words(client.post(url, {"action": "publish"}, follow=True))
-    assert "Nothing was sent: choose at least one annotator" in page
+    assert "Nothing was sent: choose the annotators of the project to publish to" in page
     assert BaselineStudy.objects.get(pk=study.pk).status == "draft"
 
     page = words(client.post(url, {"action": "publish", "annotators": [str(ann.pk)]}, follow=True))
-    assert "Published to bp-ann: their Argilla datasets hold 6 records." in page
+    assert "Published to bp-ann: the annotators' Argilla datasets hold 6 records." in page
     assert "New Argilla accounts: bp-ann." in page and "Sync answers" in page
     # Publishing again with nobody ticked adds nobody, and says so (no "Published 6 records").
     page = words(client.post(url, {"action": "publish"}, follow=True))

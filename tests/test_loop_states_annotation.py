@@ -1,18 +1,17 @@
 """What the study pages say of the state of things, as a researcher reads it after each step
-(issue 31): the gate before any rating, a sync counted in records, the control check right after
-publishing, publishing again with nobody selected, the Studies list after approval."""
+(issue 31): the gate before any rating, the control check right after publishing, the publish
+step (lock only after a warning, the items drawn shown), publishing with nobody selected, the
+Studies list after approval. A sync counted in records: tests/test_pages_states.py."""
 
 import html
 import re
 import uuid
-from contextlib import contextmanager
 from datetime import UTC, datetime
 
 import pytest
 from django.conf import settings
 from django.urls import reverse
 
-from annotation.argilla import client as argilla_client
 from annotation.models import Annotator, Study
 from annotation.quality.controls import ItemKind
 from annotation.quality.validation_services import study_validate
@@ -46,34 +45,6 @@ def test_the_gate_before_any_rating_says_there_is_nothing_to_gate(client, resear
     study_validate(study=study, actor=researcher, estimate=False)
     page = words(client.post(reverse("annotation:study", args=[study.pk]), {"action": "gate"}, follow=True))
     assert "not enough ratings" in page and "ratings changed since" not in page
-
-
-@contextmanager
-def _no_connection(client):
-    yield None
-
-
-def test_sync_counts_records_not_the_ratings_they_hold(client, researcher, study, django_user_model, monkeypatch):
-    anna = Annotator.objects.create(
-        study=study, user=make_user(django_user_model, "anna", Role.ANNOTATOR), argilla_user_id=uuid.uuid4()
-    )
-    items = list(study.items.filter(kind=ItemKind.REAL)[:3])
-    answers = {(item.external_id, q): 4 for item in items for q in ("quality", "fluency")}
-
-    def responses_fetch(dataset_id, *, client):
-        for (external_id, question), value in answers.items():
-            yield argilla_client.ResponseRow(external_id, anna.argilla_user_id, question, value, "submitted", AT)
-
-    monkeypatch.setattr("annotation.publishing.sync_services.argilla_connection", _no_connection)
-    monkeypatch.setattr(argilla_client, "responses_fetch", responses_fetch)
-    client.force_login(researcher)
-    url = reverse("annotation:study", args=[study.pk])
-    page = words(client.post(url, {"action": "sync"}, follow=True))
-    # 3 records submitted, each with 2 questions answered: 3 records, 6 ratings.
-    assert "Synced: 3 records newly submitted (6 ratings), 0 edited, 0 withdrawn; 0 ratings unchanged." in page
-    answers[(items[0].external_id, "fluency")] = 2
-    page = words(client.post(url, {"action": "sync"}, follow=True))
-    assert "Synced: 0 records newly submitted, 1 edited (1 rating), 0 withdrawn; 5 ratings unchanged." in page
 
 
 def test_control_check_right_after_publishing_waits_for_ratings(client, researcher, study, django_user_model):
