@@ -170,3 +170,25 @@ def test_publish_sync_and_close_a_baseline_with_the_page_buttons(
     assert "Closed baseline bp: its answers are final" in page
     assert BaselineStudy.objects.get(pk=study.pk).status == "closed"
     assert "Sync answers" not in page and "Let the LLM answer" not in page
+
+
+def test_an_llm_job_a_lost_worker_left_is_resumed_by_the_sweeper(
+    researcher, study, scripted, django_capture_on_commit_callbacks
+):
+    from datetime import timedelta
+
+    from django.utils import timezone
+
+    from core.sweeper import stuck_job_kinds, stuck_jobs_sweep
+
+    # A job a worker took and then died with: running, its task gone.
+    job = BaselineLLMJob.objects.create(study=study, backend_alias="scripted", total=20, created_by=researcher)
+    BaselineLLMJob.objects.filter(pk=job.pk).update(status="running", started_at=timezone.now() - timedelta(hours=2))
+    kind = next(k for k in stuck_job_kinds() if k.label == "baseline LLM answers")
+    with django_capture_on_commit_callbacks(execute=True):
+        swept = stuck_jobs_sweep(
+            [kind], last_activity_before=timezone.now() - timedelta(minutes=30), live=set(), age_minutes=30
+        )
+    assert swept.resumed == {"baseline LLM answers": [job.pk]}
+    job.refresh_from_db()
+    assert (job.status, job.done) == ("succeeded", 20)

@@ -189,11 +189,25 @@ def baseline_llm_job_start(
         job = BaselineLLMJob.objects.create(
             study=study, backend_alias=backend_alias, total=study.instances.count(), created_by=actor
         )
-        dispatch_on_commit(
-            lambda: task_named(LLM_JOB_TASK, job.pk).apply_async(),
-            on_broker_down=lambda message: job_fail(model=BaselineLLMJob, job_id=job.pk, message=message),
-        )
+        baseline_llm_job_dispatch(job_id=job.pk)
     return job
+
+
+def baseline_llm_job_dispatch(*, job_id: int) -> None:
+    """Queue the job's task once the transaction commits (again, for the stuck-job sweeper: the
+    task resumes where the answers stored end); an unreachable broker fails the job with why."""
+    dispatch_on_commit(
+        lambda: task_named(LLM_JOB_TASK, job_id).apply_async(),
+        on_broker_down=lambda message: baseline_llm_job_fail(job_id=job_id, reason=message),
+    )
+
+
+def baseline_llm_job_fail(*, job_id: int, reason: str) -> None:
+    job_fail(
+        model=BaselineLLMJob,
+        job_id=job_id,
+        message=f"{reason}; the answers received are kept: let the LLM answer again",
+    )
 
 
 def baseline_llm_job_run(*, job_id: int) -> BaselineLLMJob:
@@ -214,7 +228,7 @@ def baseline_llm_job_run(*, job_id: int) -> BaselineLLMJob:
         result = baseline_llm_annotate(
             study=job.study, backend_alias=job.backend_alias, actor=job.created_by, on_progress=progress
         )
-    except ShiftlabError as exc:
+    except ShiftlabError as exc:  # its message says what to do already
         job_fail(model=BaselineLLMJob, job_id=job.pk, message=str(exc))
     else:
         rows.filter(status__in=UNFINISHED).update(
