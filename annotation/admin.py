@@ -13,6 +13,7 @@ from annotation.models import (
     BaselineAnswer,
     BaselineAnswerRevision,
     BaselineInstance,
+    BaselineLLMJob,
     BaselineStudy,
     BenchmarkConfig,
     Flag,
@@ -126,6 +127,12 @@ class BaselineAnswerAdmin(ReadOnlyAdmin):
 @admin.register(BaselineAnswerRevision)
 class BaselineAnswerRevisionAdmin(ReadOnlyAdmin):
     list_display = ("answer", "value", "status", "argilla_updated_at", "recorded_at")
+
+
+@admin.register(BaselineLLMJob)
+class BaselineLLMJobAdmin(ReadOnlyAdmin):
+    list_display = ("study", "backend_alias", "status", "done", "total", "created_by", "created_at")
+    list_filter = ("status",)
 
 
 @admin.register(ArgillaWebhook)

@@ -20,6 +20,7 @@ from annotation.models import (
     Study,
 )
 from annotation.quality.controls import ItemKind
+from annotation.quality.gating import gate_state_of
 from annotation.quality.selectors import control_checks, study_agreement
 from annotation.studies.design_services import study_design
 from core.errors import ShiftlabError
@@ -43,6 +44,31 @@ def study_list() -> QuerySet[Study]:
     return (
         Study.objects.select_related("created_by", "project").prefetch_related("runs").annotate(n_items=Count("items"))
     )
+
+
+def study_stages(studies: Iterable[Study]) -> dict[int, list[str]]:
+    """Where each study stands past its status, as the Studies list says it: each
+    transformation's current gate result and the decision on it ("paraphrase: passed,
+    approved"), else whether ratings arrived yet (a published study). Two queries in all."""
+    studies = list(studies)
+    ids = [s.pk for s in studies]
+    current: dict[tuple[int, str], GateResult] = {}
+    for result in GateResult.objects.filter(study_id__in=ids).select_related("approval").order_by("created_at", "id"):
+        current[(result.study_id, result.transformation)] = result  # the newest wins
+    rated = set(
+        Rating.objects.filter(study_item__study_id__in=ids, active=True)
+        .values_list("study_item__study_id", flat=True)
+        .distinct()
+    )
+    stages: dict[int, list[str]] = defaultdict(list)
+    for (study_id, name), result in sorted(current.items()):
+        approval = getattr(result, "approval", None)
+        decided = f", {approval.decision}d" if approval else ""
+        stages[study_id].append(f"{name}: {gate_state_of(result.evidence).label}{decided}")
+    for study in studies:
+        if study.pk not in stages and study.status == Study.Status.PUBLISHED:
+            stages[study.pk].append("rated, not gated yet" if study.pk in rated else "awaiting ratings")
+    return dict(stages)
 
 
 def flag_list(*, study: Study | None = None, status: str | None = Flag.Status.OPEN) -> QuerySet[Flag]:

@@ -48,6 +48,7 @@ from annotation.selectors import (
     gate_result_list,
     study_list,
     study_progress,
+    study_stages,
 )
 from annotation.studies.design import (
     QUESTIONS,
@@ -126,11 +127,13 @@ def study_list_view(request):
         except ShiftlabError as exc:
             form.add_refusal(exc)
     saving_by_distance, saving_conditions = adaptive_saving_table(form.design() if implications else None)
+    studies = list(scoped(study_list(), request.user)[:200])
+    stages = study_stages(studies)
     return render(
         request,
         "annotation/study_list.html",
         {
-            "studies": scoped(study_list(), request.user)[:200],
+            "studies": [(study, stages.get(study.pk, [])) for study in studies],
             "form": form,
             "implications": implications,
             "design": form.design() if implications else None,
@@ -216,13 +219,70 @@ def _study_publish(request, study: Study):
     try:
         if len(users) != len(set(chosen)):  # an id of no annotator of this project: said alike for all
             raise ShiftlabError(roster_refusal(study.project, _outsiders(chosen, users)))
+        if not users and study.published_at is None:  # checked before study_publish would lock a draft
+            raise ShiftlabError(NOTHING_SENT)
         result = study_publish(study=study, annotators=users, actor=request.user)
     except ShiftlabError as exc:
         show_error(request, exc)
-        return redirect("annotation:study", pk=study.pk)
-    messages.success(request, f"Published {result.records} records to Argilla.")
-    _new_accounts_message(request, result.new_accounts)
+        return redirect(request.path)  # the page the form was on: the study's, or its publish step
+    publish_outcome(request, users, result)
     return redirect("annotation:study", pk=study.pk)
+
+
+NOTHING_SENT = "Nothing was sent: choose the annotators of the project to publish to"
+
+
+def publish_outcome(request, users, result) -> None:
+    """What a publish did, as messages (studies and baselines alike): to whom, the records their
+    datasets hold, and the Argilla accounts made now; with nobody ticked, that nobody was added."""
+    if users:
+        names = ", ".join(sorted(u.get_username() for u in users))
+        messages.success(
+            request, f"Published to {names}: the annotators' Argilla datasets hold {result.records} records."
+        )
+    else:
+        messages.info(
+            request,
+            "No annotator was selected, so nobody was added and no new work was sent; the annotators' "
+            f"Argilla datasets were checked and hold {result.records} records, as before.",
+        )
+    _new_accounts_message(request, result.new_accounts)
+
+
+@researcher_required
+@require_http_methods(["GET", "POST"])
+def study_publish_view(request, pk: int):
+    """The step before publishing: a draft is locked first, after a confirmation that says it
+    cannot be undone; then the researcher sees the items and controls drawn, and picks the
+    annotators. Annotators never see this page (controls are marked on it)."""
+    study = _study_of_page(request, pk)
+    action = request.POST.get("action")
+    if action == "publish":
+        return _study_publish(request, study)
+    if action == "lock":
+        with _refusals_as_messages(request):
+            upload = request.FILES.get("control_pool")
+            pool = control_pool_from_upload(upload) if upload else None
+            study = study_lock(study=study, actor=request.user, control_pool=pool)
+            counts = study_progress(study=study)
+            messages.success(
+                request,
+                f"Locked: {counts.n_real} items and {counts.n_controls} controls drawn; the design is frozen. "
+                "Check them below, then publish.",
+            )
+        return redirect("annotation:publish", pk=study.pk)
+    items = study.items.order_by("kind", "transformation", "position") if study.is_locked else []
+    return render(
+        request,
+        "annotation/study_publish.html",
+        {
+            "study": study,
+            "design": study_design(study),
+            "items": items,
+            "annotator_users": project_annotators(study.project),
+            "chosen": set(study.annotators.values_list("user_id", flat=True)),
+        },
+    )
 
 
 def _outsiders(chosen: list[str], users) -> list[str]:

@@ -6,21 +6,17 @@ from django.shortcuts import get_object_or_404, redirect, render
 from django.template.defaultfilters import pluralize
 from django.views.decorators.http import require_http_methods
 
-from annotation.baselines.baseline_llm_services import baseline_llm_annotate
-from annotation.baselines.baseline_services import baseline_create
 from annotation.models import BenchmarkConfig
 from core.errors import ShiftlabError
 from core.pages import show_error
 from core.plots import csp_safe_svg
-from core.projects import ProjectAccessError, project_can_write, project_require_write
+from core.projects import project_can_write, project_require_write
 from core.views import researcher_required
-from evaluation.baseline_services import baseline_report_build
 from evaluation.benchmark_execution import benchmark_run_resume
 from evaluation.benchmark_services import benchmark_run_start
 from evaluation.encoder_choices import model_choices
-from evaluation.encoders import encoder_aliases
 from evaluation.figures import FORMATS, figure_titles
-from evaluation.forms import BaselineCreateForm, BenchmarkRunForm, LLMAnnotateForm
+from evaluation.forms import BenchmarkRunForm
 from evaluation.models import BenchmarkRun
 from evaluation.report_robustness import (
     TABLE_NAMES,
@@ -33,7 +29,6 @@ from evaluation.report_services import robustness_report_read, robustness_report
 from evaluation.reports import benchmark_report
 from evaluation.robustness_options import OPTION_CHOICES, OPTION_LABELS, VALUE_LABELS, ReportOptionError, ReportOptions
 from evaluation.selectors import (
-    baseline_study_list,
     benchmark_model_labels,
     benchmark_run_list,
     benchmark_run_transform_runs,
@@ -224,80 +219,6 @@ def benchmark_robustness_export_view(request, pk: int, name: str):
     response = HttpResponse(content, content_type=content_type)
     response["Content-Disposition"] = f'attachment; filename="run-{run.pk}-{name}"'
     return response
-
-
-@researcher_required
-@require_http_methods(["GET", "POST"])
-def baseline_list_view(request):
-    """The human baseline studies the caller may read, and the form that declares one in a project
-    (as ``baseline create`` does)."""
-    form = BaselineCreateForm(request.POST or None, user=request.user)
-    if request.method == "POST" and form.is_valid():
-        inputs = {name: form.cleaned_data[name] for name in form.INPUTS}
-        try:
-            study = baseline_create(actor=request.user, options=form.options(), **inputs)
-        except ProjectAccessError:
-            raise  # a read-only project: 403, as the API and the command refuse it
-        except ShiftlabError as exc:
-            show_error(request, exc, form=form)
-        else:
-            messages.success(request, f"Baseline study {study.name}: {study.instances.count()} instances drawn.")
-            return redirect("evaluation:baseline", pk=study.pk)
-    studies = baseline_study_list(user=request.user)[:200]
-    return render(request, "evaluation/baseline_list.html", {"studies": studies, "form": form})
-
-
-@researcher_required
-def baseline_detail_view(request, pk: int):
-    """Humans and LLM annotators ranked on a baseline study; models join the ranking when asked
-    for (POST "Score models": computed for this response, nothing stored, so viewers may too).
-    An LLM's answers are stored: only the study's project's owners and members may ask for them."""
-    study = get_object_or_404(baseline_study_list(user=request.user), pk=pk)
-    llm_form = LLMAnnotateForm(request.POST if request.POST.get("action") == "llm-annotate" else None)
-    if llm_form.is_bound:
-        project_require_write(request.user, study.project)
-    if llm_form.is_bound and llm_form.is_valid():
-        try:
-            alias = llm_form.cleaned_data["backend"]
-            done = baseline_llm_annotate(study=study, backend_alias=alias, actor=request.user)
-        except ShiftlabError as exc:
-            llm_form.add_error("backend", str(exc))
-        else:
-            messages.success(
-                request,
-                f"{done.rater} answered {done.valid + done.invalid} instances ({done.invalid} unreadable); "
-                f"{done.skipped} were answered before.",
-            )
-            return redirect("evaluation:baseline", pk=study.pk)
-    scoring = request.method == "POST" and not llm_form.is_bound
-    models = request.POST.get("models", "").replace(",", " ").split() if scoring else []
-    report = error = None
-    try:
-        report = baseline_report_build(study=study, models=models)
-    except ShiftlabError as exc:
-        error = str(exc)
-        if models:  # show at least the humans when a model could not be scored
-            report = _report_or_none(study)
-    return render(
-        request,
-        "evaluation/baseline_detail.html",
-        {
-            "study": study,
-            "report": report,
-            "error": error,
-            "models": " ".join(models) or (encoder_aliases() or [""])[0],
-            "encoders": encoder_aliases(),
-            "llm_form": llm_form,
-            "can_change": project_can_write(request.user, study.project),
-        },
-    )
-
-
-def _report_or_none(study):
-    try:
-        return baseline_report_build(study=study)
-    except ShiftlabError:
-        return None
 
 
 def _inline(svg: str) -> str:

@@ -223,7 +223,9 @@ def scripted(settings):
 def test_llm_annotate_counts_parse_failures_and_resumes_after_backend_failures(sts, scripted, researcher):
     study = baseline_create(name="b-llm", dataset=sts, task_type="sts", n_instances=20, seed=1)
     scripted.FAIL = {"number 4.", "number 7."}
-    with pytest.raises(ShiftlabError, match="failed on 2 of 20 instances .*server overloaded.* run llm-annotate again"):
+    with pytest.raises(
+        ShiftlabError, match="failed on 2 of 20 instances .*server overloaded.* let the LLM answer again"
+    ):
         baseline_llm_annotate(study=study, backend_alias="scripted", actor=researcher)
     answers = BaselineAnswer.objects.filter(instance__study=study)
     assert answers.count() == 18

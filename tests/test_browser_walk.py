@@ -1,6 +1,7 @@
 """The whole loop walked through the pages in headless Chromium (issue 20): import, transform,
 judge, study, a rating in the Argilla web UI, sync, validate, gate, approve, export, benchmark,
-report and human baseline.
+report and human baseline, which is published, answered (by the LLM and two annotators), synced
+and closed with its page's buttons; then the annotator's own home (issue 31).
 
 Every page is opened at 1400 px and 390 px wide (and re-laid out at 360 px): nothing may be wider
 than the viewport (``scrollWidth <= innerWidth``), and axe-core (shipped by the
@@ -27,7 +28,7 @@ import pytest
 from django.urls import reverse
 
 from annotation.argilla import client as argilla
-from annotation.models import Annotator, Study, StudyItem
+from annotation.models import Annotator, BaselineAnnotator, BaselineAnswer, BaselineStudy, Study, StudyItem
 from core.roles import Role
 from tests.argilla_ui import answer, rate_in_ui, respond
 from tests.browser_support import (
@@ -175,6 +176,28 @@ def _fill_design(page, *, run_ids: list[int]) -> None:
     assert not invalid, invalid
 
 
+def _tick_annotators(page, form: str, names) -> None:
+    """Tick the named annotators in a form's annotator picker, finding each with its filter box."""
+    picker = page.locator(f"{form} [data-picker]")
+    for name in names:
+        picker.locator("[data-picker-filter]").fill(name)
+        picker.get_by_label(name, exact=True).check()
+    picker.locator("[data-picker-filter]").fill("")
+
+
+def _baseline_answers(study) -> None:
+    """Each annotator of the baseline answers every record of their own dataset through Argilla's
+    REST API, with their own key (the rating screen itself was clicked in the study above)."""
+    owner = argilla.client_get()
+    for seat in BaselineAnnotator.objects.filter(study=study):
+        client = argilla_annotator_client(owner, seat.argilla_user_id)
+        for record in argilla_pending(client, seat.argilla_dataset_id):
+            body = {"status": "submitted", "values": {"similarity": {"value": 3}}}
+            client.post(f"/api/v1/records/{record['id']}/responses", json=body).raise_for_status()
+        client.close()
+    owner.close()
+
+
 def test_walk_the_whole_loop(
     browser, axe_source, live_server, llm_backend, argilla_server, settings, django_user_model
 ):
@@ -246,10 +269,15 @@ def test_walk_the_whole_loop(
         walk.submit(walk.wide.get_by_role("button", name="Create draft"))
         study = Study.objects.get(name="walk")
         walk.check("study-draft")
+        # Publishing is a step of its own (issue 31): the draft is locked after a warning, then the
+        # researcher sees the items and controls drawn and ticks the annotators.
+        walk.submit(walk.wide.get_by_role("link", name="Lock and publish…"))
+        expect(walk.wide.locator("#lock-confirm")).to_contain_text("Locking cannot be undone")
+        walk.check("publish-lock")
         walk.submit(walk.wide.get_by_role("button", name="Lock the design and draw items"))
-        walk.wide.locator("select[name=annotators]").select_option(
-            [str(u.pk) for u in django_user_model.objects.filter(username__in=names)]
-        )
+        expect(walk.wide.locator("#sample")).to_contain_text("control: easy")
+        walk.check("publish-drawn")
+        _tick_annotators(walk.wide, "#publish-form", names)
         walk.submit(walk.wide.get_by_role("button", name="Publish to Argilla"))
         # New accounts are named, with no password: each annotator chooses their own (issue 27).
         expect(walk.wide.locator(".messages")).to_contain_text("New Argilla accounts: walk-api, walk-ui")
@@ -275,6 +303,8 @@ def test_walk_the_whole_loop(
             with page.expect_navigation():
                 page.get_by_role("button", name="Set my Argilla password").click()
             expect(page.locator(".messages")).to_contain_text("Your Argilla password is set")
+            page.goto(f"{live_server.url}/")
+            expect(page.locator("#my-work")).to_contain_text("Study walk v1")
             page.goto(f"{argilla_server.url}/sign-in")
             page.locator("input[name=Username]").fill("walk-ui")
             page.locator("input[name=Password]").fill(chosen)
@@ -293,7 +323,9 @@ def test_walk_the_whole_loop(
 
         # Sync, validate, gate (buttons on the study page), approve on the gate page.
         walk.submit(walk.wide.get_by_role("button", name="Sync responses"))
-        assert re.search(r"Synced: \d+ new", walk.wide.locator("ul.messages").inner_text())
+        assert re.search(
+            r"Synced: \d+ records newly submitted \(\d+ ratings\)", walk.wide.locator("ul.messages").inner_text()
+        )
         walk.check("study-synced")
         walk.submit(walk.wide.get_by_role("button", name=re.compile("^Validate")))
         walk.check("study-validated")
@@ -329,13 +361,37 @@ def test_walk_the_whole_loop(
         form.locator("[name=n_instances]").fill("4")
         walk.submit(form.get_by_role("button", name="Draw the instances"))
         walk.check("baseline-drawn")
+        # Finish it with the page's buttons (issue 31): publish, LLM answers, sync, close.
+        _tick_annotators(walk.wide, "#baseline-publish-form", names)
+        walk.submit(walk.wide.get_by_role("button", name="Publish to Argilla"))
+        expect(walk.wide.locator("ul.messages")).to_contain_text("Published to walk-api, walk-ui")
         form = walk.wide.locator("#llm-annotate-form")
         walk.submit(form.get_by_role("button", name="Let the LLM answer"), timeout_ms=4 * TIMEOUT_MS)
         assert "answered 4 instances" in walk.wide.locator("ul.messages").inner_text()
+        baseline = BaselineStudy.objects.get(name="walk-baseline")
+        _baseline_answers(baseline)
+        walk.submit(walk.wide.get_by_role("button", name="Sync answers"))
+        assert re.search(r"Synced: \d+ instances newly answered", walk.wide.locator("ul.messages").inner_text())
+        walk.check("baseline-published")
+        walk.wide.locator("#baseline-close-form input[name=final]").check()
+        walk.submit(walk.wide.get_by_role("button", name="Close the study"))
+        assert BaselineStudy.objects.get(pk=baseline.pk).status == "closed"
+        assert BaselineAnswer.objects.filter(instance__study=baseline, source="human").exists()
         walk.check("baseline")
         walk.check("audit-log", "/audit/")
     finally:
         walk.close()
+
+    # The annotator's own home (issue 31): their work, progress and the way into Argilla.
+    annotator_walk = Walk(browser, live_server.url, axe_source)
+    try:
+        for page in annotator_walk.pages.values():
+            log_in(page, live_server.url, "walk-api")
+        annotator_walk.check("annotator-home", "/")
+        expect(annotator_walk.wide.locator("#my-work")).to_contain_text("Baseline walk-baseline")
+    finally:
+        annotator_walk.close()
+    walk.problems += annotator_walk.problems
 
     assert not walk.problems, "\n".join(walk.problems)
     for shot in SCREENSHOTS.glob("walk-*.png"):

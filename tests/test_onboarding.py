@@ -143,7 +143,9 @@ def test_publishing_names_new_accounts_and_shows_no_password(client, researcher,
     response = client.post(url, {"action": "publish"})
     assert response.status_code == 302
     page = client.get(url).content.decode()
-    assert "Published 6 records to Argilla." in page and "New Argilla accounts: anna" in page
+    # Nobody ticked on a published study (issue 31): nobody added, and the page says so.
+    assert "no new work was sent" in page and "hold 6 records, as before" in page
+    assert "New Argilla accounts: anna" in page
     assert "My Argilla account" in page and "password</th>" not in page
     anna = study.annotators.get(user__username="anna")
     assert f"/dataset/{anna.argilla_dataset_id}/annotation-mode" in page

@@ -109,10 +109,11 @@ def test_sync_says_what_it_found_and_the_study_page_keeps_it(client, researcher,
     url = reverse("annotation:study", args=[study.pk])
     # No broker here (eager Celery): the sync runs in the request and the message says what it found.
     page = client.post(url, {"action": "sync"}, follow=True).content.decode()
-    assert "Synced: 6 new, 0 edited, 0 withdrawn (0 unchanged)." in page
+    # 3 records, each with 2 questions answered (issue 31: records, not the ratings they hold).
+    assert "Synced: 3 records newly submitted (6 ratings), 0 edited, 0 withdrawn; 0 ratings unchanged." in page
     answers[(items[0].external_id, "fluency")] = 2
     page = client.post(url, {"action": "sync"}, follow=True).content.decode()
-    assert "Synced: 0 new, 1 edited, 0 withdrawn (5 unchanged)." in page
+    assert "Synced: 0 records newly submitted, 1 edited (1 rating), 0 withdrawn; 5 ratings unchanged." in page
     study.refresh_from_db()
     assert study.last_sync == {
         "created": 0,
@@ -125,12 +126,15 @@ def test_sync_says_what_it_found_and_the_study_page_keeps_it(client, researcher,
         "ignored_users": 0,
         "ignored_records": 0,
         "frozen_ignored": 0,
+        "records_created": 0,
+        "records_updated": 1,
+        "records_withdrawn": 0,
     }
-    assert re.search(r"last sync \d{4}-\d\d-\d\d [\d:]+: 0 new, 1 edited, 0 withdrawn \(5 unchanged\)", page)
+    assert re.search(r"last sync \d{4}-\d\d-\d\d [\d:]+: 0 records newly submitted, 1 edited \(1 rating\)", page)
     # With a broker the task is only queued: the page says so, and keeps showing the last result.
     monkeypatch.setattr(sync_study, "delay", lambda pk: AsyncResult("queued-task"))
     page = client.post(url, {"action": "sync"}, follow=True).content.decode()
-    assert "Sync queued: a worker runs it" in page and "0 new, 1 edited, 0 withdrawn (5 unchanged)" in page
+    assert "Sync queued: a worker runs it" in page and "1 edited (1 rating), 0 withdrawn; 5 ratings unchanged" in page
 
 
 def test_validate_reports_its_counts(client, researcher, study, django_user_model):

@@ -264,13 +264,15 @@ def test_a_config_export_across_two_projects_is_refused(world):
 
 # --- pages -----------------------------------------------------------------------------------------
 
-PAGE_READS = ["annotation:study", "annotation:review", "annotation:gate", "annotation:annotators"]
+PAGE_READS = ["annotation:study", "annotation:publish", "annotation:review", "annotation:gate", "annotation:annotators"]
 PAGE_CHANGES = [
     ("annotation:study", {"action": "lock"}),
     ("annotation:study", {"action": "sync"}),
     ("annotation:study", {"action": "validate"}),
     ("annotation:study", {"action": "gate"}),
     ("annotation:study", {"action": "publish"}),
+    ("annotation:publish", {"action": "lock"}),
+    ("annotation:publish", {"action": "publish"}),
     ("annotation:study", {"action": "revise", "revise-seed": "4"}),
     ("annotation:study", {"action": "reject", "annotator": "{annotator}", "reason": "careless"}),
     ("annotation:study", {"action": "replace", "annotator": "{annotator}", "reason": "left"}),

@@ -67,6 +67,7 @@ def test_tasks_go_to_the_queue_of_the_resource_they_need(routed):
     routes = routed["routes"]
     assert routes["transforms.execute_chunk"] == routes["transforms.execute_judge_report"] == "llm"
     assert routes["evaluation.execute_benchmark_unit"] == "encode"
+    assert routes["annotation.baseline_llm_answer"] == "llm"  # an LLM answering a baseline (issue 31)
     for name in (
         "corpora.run_dataset_import",
         "annotation.sync_study",

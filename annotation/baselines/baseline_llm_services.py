@@ -16,16 +16,19 @@ from django.db import transaction
 from django.utils import timezone
 
 from annotation.baselines.baseline_tasks import LLMUnit, baseline_task
-from annotation.models import BaselineAnswer, BaselineStudy
+from annotation.models import BaselineAnswer, BaselineLLMJob, BaselineStudy
 from core.errors import ShiftlabError
 from core.hashing import sha256_text
+from core.job_services import UNFINISHED, job_fail
 from core.projects import project_require_write
 from core.services import audit_record
+from core.task_policy import dispatch_on_commit, task_named
 from transforms import planning
 from transforms.backends import get_backend
 from transforms.backends.base import ChatFailure, ChatRequest
 
 LLM_CHUNK = 16  # LLM requests between two saves / progress updates
+LLM_JOB_TASK = "annotation.baseline_llm_answer"  # registered in annotation/tasks.py
 
 
 def rater_of_llm(backend_alias: str) -> str:
@@ -80,6 +83,19 @@ def _answers(
     return rows
 
 
+def _llm_check(study: BaselineStudy, backend_alias: str, actor: AbstractBaseUser | None):
+    """The study (fresh) and the backend, once ``actor`` may change the study, the study takes
+    answers and ``backend_alias`` names a configured backend."""
+    study = BaselineStudy.objects.select_related("project").get(pk=study.pk)
+    project_require_write(actor, study.project)
+    if study.status == BaselineStudy.Status.CLOSED:
+        raise ShiftlabError(f"{study} is closed: it takes no more answers, from humans or LLMs")
+    try:
+        return study, get_backend(backend_alias)
+    except ImproperlyConfigured as exc:
+        raise ShiftlabError(str(exc)) from exc
+
+
 def baseline_llm_annotate(
     *,
     study: BaselineStudy,
@@ -99,14 +115,7 @@ def baseline_llm_annotate(
     after saving the rest, and running it again retries them. ``actor`` must be able to change the
     study's project.
     """
-    study = BaselineStudy.objects.select_related("project").get(pk=study.pk)
-    project_require_write(actor, study.project)
-    if study.status == BaselineStudy.Status.CLOSED:
-        raise ShiftlabError(f"{study} is closed: it takes no more answers, from humans or LLMs")
-    try:
-        backend = get_backend(backend_alias)
-    except ImproperlyConfigured as exc:
-        raise ShiftlabError(str(exc)) from exc
+    study, backend = _llm_check(study, backend_alias, actor)
     rater = rater_of_llm(backend_alias)
     instances = list(study.instances.order_by("position"))
     answered = set(
@@ -148,7 +157,81 @@ def baseline_llm_annotate(
         reason = failures[0] if failures else "stopped early"
         raise ShiftlabError(
             f"the LLM backend {backend_alias!r} failed on {result.failed} of {len(todo)} instances "
-            f"({reason}); the {result.valid + result.invalid} answers received are saved: run llm-annotate "
+            f"({reason}); the {result.valid + result.invalid} answers received are saved: let the LLM answer "
             "again to retry the rest"
         )
     return result
+
+
+def llm_result_text(result: LLMAnnotateResult) -> str:
+    """What an LLM's pass over a study did, in words."""
+    return (
+        f"{result.rater} answered {result.valid + result.invalid} instances ({result.invalid} unreadable); "
+        f"{result.skipped} were answered before."
+    )
+
+
+def baseline_llm_job_start(
+    *, study: BaselineStudy, backend_alias: str = "default", actor: AbstractBaseUser | None = None
+) -> BaselineLLMJob:
+    """The one entry of the study page's "Let the LLM answer": the checks of
+    ``baseline_llm_annotate`` now (who may, a closed study, an unknown backend), then a job row
+    whose task (``LLM_JOB_TASK``) lets the LLM answer in the background, counting ``done`` of
+    ``total`` instances as it goes. A job of the same backend still unfinished is returned, not
+    started twice. In the single-machine default (no broker) the task runs at once, in this call."""
+    study, _ = _llm_check(study, backend_alias, actor)
+    with transaction.atomic():
+        unfinished = BaselineLLMJob.objects.select_for_update().filter(
+            study=study, backend_alias=backend_alias, status__in=UNFINISHED
+        )
+        if job := unfinished.first():
+            return job
+        job = BaselineLLMJob.objects.create(
+            study=study, backend_alias=backend_alias, total=study.instances.count(), created_by=actor
+        )
+        baseline_llm_job_dispatch(job_id=job.pk)
+    return job
+
+
+def baseline_llm_job_dispatch(*, job_id: int) -> None:
+    """Queue the job's task once the transaction commits (again, for the stuck-job sweeper: the
+    task resumes where the answers stored end); an unreachable broker fails the job with why."""
+    dispatch_on_commit(
+        lambda: task_named(LLM_JOB_TASK, job_id).apply_async(),
+        on_broker_down=lambda message: baseline_llm_job_fail(job_id=job_id, reason=message),
+    )
+
+
+def baseline_llm_job_fail(*, job_id: int, reason: str) -> None:
+    job_fail(
+        model=BaselineLLMJob,
+        job_id=job_id,
+        message=f"{reason}; the answers received are kept: let the LLM answer again",
+    )
+
+
+def baseline_llm_job_run(*, job_id: int) -> BaselineLLMJob:
+    """What the job's task does: ``baseline_llm_annotate`` as the job's starter, with its progress
+    on the job row, then the job succeeded with what it did, or failed with the reason (the
+    answers received are kept: starting again retries the rest). A job that has ended is left
+    as it is (a redelivered task)."""
+    job = BaselineLLMJob.objects.select_related("study", "created_by").get(pk=job_id)
+    if job.status not in UNFINISHED:
+        return job
+    rows = BaselineLLMJob.objects.filter(pk=job.pk)
+    rows.update(status=BaselineLLMJob.Status.RUNNING, started_at=timezone.now())
+
+    def progress(done: int, total: int) -> None:
+        rows.update(done=done, total=total)
+
+    try:
+        result = baseline_llm_annotate(
+            study=job.study, backend_alias=job.backend_alias, actor=job.created_by, on_progress=progress
+        )
+    except ShiftlabError as exc:  # its message says what to do already
+        job_fail(model=BaselineLLMJob, job_id=job.pk, message=str(exc))
+    else:
+        rows.filter(status__in=UNFINISHED).update(
+            status=BaselineLLMJob.Status.SUCCEEDED, finished_at=timezone.now(), summary=llm_result_text(result)
+        )
+    return BaselineLLMJob.objects.get(pk=job.pk)

@@ -5,7 +5,7 @@ from django.conf import settings
 from django.db import models
 
 from annotation.models.studies import study_name_validator
-from core.models import project_field
+from core.models import TrackedJob, project_field
 from corpora.task_types import TaskType
 
 __all__ = [
@@ -15,6 +15,7 @@ __all__ = [
     "BaselineInstance",
     "BaselineAnswer",
     "BaselineAnswerRevision",
+    "BaselineLLMJob",
 ]
 
 BASELINE_TASK_TYPES = (TaskType.STS, TaskType.CLASSIFICATION, TaskType.CLUSTERING, TaskType.RERANKING)
@@ -178,3 +179,19 @@ class BaselineAnswerRevision(models.Model):
 
     def __str__(self) -> str:
         return f"answer {self.answer_id}: {self.value!r} ({self.status})"
+
+
+class BaselineLLMJob(TrackedJob):
+    """An LLM answering a baseline study in the background (``baseline_llm_services``): ``done``
+    of ``total`` instances answered, counted as it goes, so the study's page shows progress while
+    the LLM works instead of holding the request open."""
+
+    study = models.ForeignKey(BaselineStudy, on_delete=models.CASCADE, related_name="llm_jobs")
+    backend_alias = models.CharField(max_length=64, help_text="The LLM backend's alias (TRANSFORM_BACKENDS).")
+    summary = models.CharField(max_length=500, blank=True, help_text="What a finished job did, in words.")
+
+    class Meta(TrackedJob.Meta):
+        pass
+
+    def __str__(self) -> str:
+        return f"LLM {self.backend_alias} on {self.study} ({self.status})"

@@ -143,7 +143,8 @@ class AnswerStore:
                 held=collected.held,
             )
             self._apply(diff, collected)
-            result = self.result_type(**diff.counts(), invalid=len(collected.invalid), **collected.counts)
+            counts = diff.counts(key_of=self.key_of, record_of=self.record_of)
+            result = self.result_type(**counts, invalid=len(collected.invalid), **collected.counts)
             self.record(obj, result, started)
             if result.changed:
                 payload = {**result.audit_payload(), **collected.audit_extra}
@@ -188,6 +189,10 @@ class AnswerStore:
 
     def key_of(self, row: Model) -> Hashable:
         raise NotImplementedError
+
+    def record_of(self, key: Hashable) -> Hashable:
+        """The Argilla record (one annotator's answer to one item) an answer row's key belongs to."""
+        return key
 
     def collect(self, obj: Model, responses: Responses, existing: Mapping[Hashable, Model]) -> Collected:
         raise NotImplementedError

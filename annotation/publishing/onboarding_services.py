@@ -18,11 +18,12 @@ from uuid import UUID
 
 from django.conf import settings
 from django.contrib.auth.base_user import AbstractBaseUser
+from django.db.models import Count, Q
 from django_celery_results.models import TaskResult
 
 from annotation.argilla import client as argilla
 from annotation.argilla.client import argilla_connection
-from annotation.models import Annotator, Study
+from annotation.models import Annotator, Assignment, BaselineAnnotator, BaselineAnswer, Rating, Study
 from annotation.publishing.sync_services import sync_summary
 from core.errors import ShiftlabError
 from core.roles import Role, has_role
@@ -91,6 +92,77 @@ def annotator_studies(user: AbstractBaseUser) -> list[tuple[Annotator, str]]:
     """The studies ``user`` rates now, each with the Argilla page where they answer it."""
     rows = Annotator.objects.filter(user=user, status=Annotator.Status.ACTIVE).select_related("study")
     return [(a, annotator_ui_url(a)) for a in rows.order_by("-study__published_at", "-pk")]
+
+
+@dataclass(frozen=True)
+class AnnotatorTask:
+    """One study or baseline as its annotator sees it on their home page: what it is called, how
+    much of their own work they submitted (as Shiftlab last synced it), and where they rate. Only
+    counts of their own records: never which records are controls, what anything is expected to
+    be, what an LLM estimated or what anyone else answered."""
+
+    kind: str  # "study" or "baseline"
+    name: str
+    project: str
+    submitted: int
+    assigned: int
+    batches: int  # batches of their queue released to them (studies); 0 for baselines
+    url: str  # their Argilla annotation page ("" before they have a dataset)
+    open: bool  # they may still answer (False: a closed baseline)
+
+    @property
+    def left(self) -> int:
+        return max(self.assigned - self.submitted, 0)
+
+
+def annotator_work(user: AbstractBaseUser) -> list[AnnotatorTask]:
+    """What ``user`` rates now, studies first (newest first), then human baselines: their active
+    seats only, counted from their own assignments and their own submitted answers."""
+    seats = Annotator.objects.filter(user=user, status=Annotator.Status.ACTIVE).select_related("study__project")
+    queues = {
+        row["annotator_id"]: row
+        for row in Assignment.objects.filter(annotator__in=seats, active=True)
+        .values("annotator_id")
+        .annotate(n=Count("id"), batches=Count("batch", distinct=True))
+    }
+    done = {
+        row["annotator_id"]: row["n"]
+        for row in Rating.objects.filter(annotator__in=seats, active=True)
+        .values("annotator_id")
+        .annotate(n=Count("study_item", distinct=True))
+    }
+    rows = [
+        AnnotatorTask(
+            kind="study",
+            name=f"{a.study.name} v{a.study.version}",
+            project=a.study.project.slug,
+            submitted=done.get(a.pk, 0),
+            assigned=queues.get(a.pk, {}).get("n", 0),
+            batches=queues.get(a.pk, {}).get("batches", 0),
+            url=annotator_ui_url(a),
+            open=True,
+        )
+        for a in seats.order_by("-study__published_at", "-pk")
+    ]
+    answered = Count("instance", filter=Q(user=user, active=True, source=BaselineAnswer.Source.HUMAN), distinct=True)
+    per_study = {
+        row["instance__study"]: row["n"]
+        for row in BaselineAnswer.objects.filter(user=user).values("instance__study").annotate(n=answered)
+    }
+    for seat in BaselineAnnotator.objects.filter(user=user).select_related("study__project").order_by("-pk"):
+        rows.append(
+            AnnotatorTask(
+                kind="baseline",
+                name=seat.study.name,
+                project=seat.study.project.slug,
+                submitted=per_study.get(seat.study_id, 0),
+                assigned=len(seat.keys),
+                batches=0,
+                url=annotation_ui_url(seat.argilla_dataset_id),
+                open=seat.study.status == seat.study.Status.PUBLISHED,
+            )
+        )
+    return rows
 
 
 @dataclass(frozen=True)

@@ -31,6 +31,11 @@ class SyncCounts:
     withdrawn: int = 0
     unchanged: int = 0
     stale: int = 0  # answers and withdrawals older than what is stored: skipped
+    # The Argilla records behind those answers (a record holds one answer per question asked):
+    # what a researcher counts, where the fields above count stored answers.
+    records_created: int = 0
+    records_updated: int = 0
+    records_withdrawn: int = 0
 
     @property
     def changed(self) -> int:
@@ -84,13 +89,23 @@ class SyncDiff(Generic[K, V, R]):
     touch: tuple[tuple[R, Any], ...] = ()
     stale: int = 0
 
-    def counts(self) -> dict[str, int]:
+    def counts(self, key_of: Callable[[R], K] | None = None, record_of: Callable[[K], Any] | None = None):
+        """The answers each part holds and, where ``record_of(key)`` names the record an answer
+        belongs to (a row's key is ``key_of(row)``), the records; else each answer is a record."""
+        answers = {"created": len(self.create), "updated": len(self.update), "withdrawn": len(self.withdraw)}
+        if record_of is None or key_of is None:
+            records = answers
+        else:
+            records = {
+                "created": len({record_of(key) for key, _, _ in self.create}),
+                "updated": len({record_of(key_of(row)) for row, _, _ in self.update}),
+                "withdrawn": len({record_of(key) for key, _, _ in self.withdraw}),
+            }
         return {
-            "created": len(self.create),
-            "updated": len(self.update),
-            "withdrawn": len(self.withdraw),
+            **answers,
             "unchanged": self.unchanged,
             "stale": self.stale,
+            **{f"records_{part}": n for part, n in records.items()},
         }
 
 

@@ -55,12 +55,27 @@ def _some(n: int, one: str, many: str) -> str:
     return f"{n} {one if n == 1 else many}"
 
 
+def _part(counts: Mapping[str, int], key: str, what: str) -> str:
+    """``N <what>`` of records, with the ratings they hold when there are any."""
+    ratings = counts.get(key, 0)
+    held = f" ({_some(ratings, 'rating', 'ratings')})" if ratings else ""
+    return f"{counts.get('records_' + key, 0)} {what}{held}"
+
+
 def sync_summary(counts: Mapping[str, int]) -> str:
     """A sync's counts (``SyncResult`` as a dict, as ``Study.last_sync`` holds them) in words."""
-    text = (
-        f"{counts.get('created', 0)} new, {counts.get('updated', 0)} edited, {counts.get('withdrawn', 0)} withdrawn "
-        f"({counts.get('unchanged', 0)} unchanged)"
-    )
+    if "records_created" in counts:  # counted in records since issue 31: one record holds a rating per question
+        parts = [
+            _part(counts, "created", "records newly submitted"),
+            _part(counts, "updated", "edited"),
+            _part(counts, "withdrawn", "withdrawn"),
+        ]
+        text = f"{', '.join(parts)}; {_some(counts.get('unchanged', 0), 'rating', 'ratings')} unchanged"
+    else:  # a sync stored before: it counted ratings only
+        text = (
+            f"{counts.get('created', 0)} new, {counts.get('updated', 0)} edited, "
+            f"{counts.get('withdrawn', 0)} withdrawn ({counts.get('unchanged', 0)} unchanged)"
+        )
     notes = []
     if counts.get("invalid"):
         what = _some(counts["invalid"], "answer", "answers")
@@ -139,6 +154,9 @@ class _StudyStore(AnswerStore):
 
     def key_of(self, row: Rating) -> tuple[int, int, str]:
         return (row.study_item_id, row.annotator_id, row.question)
+
+    def record_of(self, key: tuple[int, int, str]) -> tuple[int, int]:
+        return key[:2]  # each annotator answers an item in a record of their own dataset
 
     def collect(self, obj: Study, responses: Responses, existing: Mapping) -> Collected:
         items = {i.external_id: i for i in obj.items.all()}

@@ -13,9 +13,28 @@ def test_sync_diff_creates_updates_keeps_and_withdraws():
     diff = sync_diff({"new": (5, "t1"), "same": (1, "t2"), "edited": (4, "t3")}, stored, is_current=int.__eq__)
     assert diff.create == (("new", 5, "t1"),) and diff.update == ((2, 4, "t3"),) and diff.unchanged == 1
     assert diff.withdraw == (("gone", 3, None),)
-    assert diff.counts() == {"created": 1, "updated": 1, "withdrawn": 1, "unchanged": 1, "stale": 0}
+    assert diff.counts() == {
+        "created": 1,
+        "updated": 1,
+        "withdrawn": 1,
+        "unchanged": 1,
+        "stale": 0,
+        "records_created": 1,
+        "records_updated": 1,
+        "records_withdrawn": 1,
+    }
     already_withdrawn = sync_diff({}, stored, is_current=int.__eq__, is_live=lambda row: row != 3)
     assert [key for key, _, _ in already_withdrawn.withdraw] == ["same", "edited"]
+
+
+def test_sync_diff_counts_the_records_its_answers_belong_to():
+    # Two records (item 1 and 2 of annotator 7) with two questions each: 4 answers, 2 records.
+    submitted = {(item, 7, q): (4, "t") for item in (1, 2) for q in ("quality", "fluency")}
+    stored = {(1, 7, "quality"): ((1, 7, "quality"), 3)}  # a row is (key, value) here
+    diff = sync_diff(submitted, stored, is_current=lambda row, value: row[1] == value)
+    counts = diff.counts(key_of=lambda row: row[0], record_of=lambda key: key[:2])
+    assert (counts["created"], counts["records_created"]) == (3, 2)
+    assert (counts["updated"], counts["records_updated"]) == (1, 1)
 
 
 @settings(max_examples=60, deadline=None)

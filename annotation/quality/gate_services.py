@@ -9,7 +9,7 @@ from collections import Counter
 from django.contrib.auth.base_user import AbstractBaseUser
 from django.db import transaction
 
-from annotation.models import Annotator, Approval, GateResult, RaterDecision, Study
+from annotation.models import Annotator, Approval, GateResult, RaterDecision, Rating, Study
 from annotation.quality.controls import ControlStatus, ItemKind
 from annotation.quality.gating import GateDecision, GateState, gate_decide, gate_state_of, rating_coverage
 from annotation.quality.selectors import (
@@ -108,7 +108,14 @@ def study_gate(*, study: Study, actor: AbstractBaseUser | None = None) -> list[G
     """
     study = Study.objects.get(pk=study.pk)
     design = study_design(study)
-    if study.validated_at is None or (study.ratings_changed_at and study.ratings_changed_at > study.validated_at):
+    if study.validated_at is None:
+        if not Rating.objects.filter(study_item__study=study, active=True).exists():
+            raise ShiftlabError(
+                f"{study} has no ratings yet: wait for annotators to submit in Argilla, sync the responses, "
+                "validate, then gate it"
+            )
+        raise ShiftlabError(f"{study} is not validated yet: validate the study, then gate it")
+    if study.ratings_changed_at and study.ratings_changed_at > study.validated_at:
         raise ShiftlabError(f"{study}: ratings changed since the last validation; validate the study, then gate it")
     ratings = counted_ratings(study)
     report = study_agreement(study, ratings)

@@ -86,6 +86,11 @@ def study_estimate(*, study: Study) -> int:
     return len(items)
 
 
+# A check that cannot decide yet waits for its annotator's control answers: "insufficient"
+# right after publishing read as a verdict on someone who had not rated anything.
+CHECK_WORDS = {ControlStatus.INSUFFICIENT.value: "waiting for ratings"}
+
+
 @dataclass(frozen=True)
 class ValidationResult:
     estimated_items: int
@@ -101,7 +106,10 @@ class ValidationResult:
         return (
             f"Validated: {self.flags_created} flags raised, {self.flags_removed} removed; "
             f"raters rejected: {rejected or 'none'}; control checks: "
-            + (", ".join(f"{n} {status}" for status, n in sorted(checks.items())) or "no rater yet")
+            + (
+                ", ".join(f"{n} {CHECK_WORDS.get(status, status)}" for status, n in sorted(checks.items()))
+                or "no rater yet"
+            )
             + f"; LLM estimates for {self.estimated_items} items."
         )
 

@@ -1,0 +1,178 @@
+"""Pages of human baselines: the list with the form that declares one, and each study's page,
+where a researcher of its project finishes it without a command line: publish to annotators,
+let an LLM answer (a background job whose progress the page shows), sync the answers, close.
+Thin: each POST calls one service entry and says its outcome as a message."""
+
+from django.contrib import messages
+from django.http import JsonResponse
+from django.shortcuts import get_object_or_404, redirect, render
+from django.views.decorators.http import require_http_methods
+
+from annotation.baselines.baseline_llm_services import baseline_llm_job_start
+from annotation.baselines.baseline_services import baseline_close, baseline_create, baseline_publish
+from annotation.baselines.baseline_sync_services import baseline_sync
+from annotation.models import BaselineLLMJob
+from annotation.views import NOTHING_SENT, publish_outcome
+from core.errors import ShiftlabError
+from core.pages import show_error
+from core.projects import ProjectAccessError, project_can_write, project_require_write
+from core.rosters import project_annotators, roster_refusal
+from core.views import researcher_required
+from evaluation.baseline_services import baseline_report_build
+from evaluation.encoders import encoder_aliases
+from evaluation.forms import BaselineCreateForm, LLMAnnotateForm
+from evaluation.selectors import baseline_study_list
+
+CHANGES = ("publish", "sync", "close")  # the POST actions that change the study, besides llm-annotate
+
+
+@researcher_required
+@require_http_methods(["GET", "POST"])
+def baseline_list_view(request):
+    """The human baseline studies the caller may read, and the form that declares one in a project."""
+    form = BaselineCreateForm(request.POST or None, user=request.user)
+    if request.method == "POST" and form.is_valid():
+        inputs = {name: form.cleaned_data[name] for name in form.INPUTS}
+        try:
+            study = baseline_create(actor=request.user, options=form.options(), **inputs)
+        except ProjectAccessError:
+            raise  # a read-only project: 403, as the API and the command refuse it
+        except ShiftlabError as exc:
+            show_error(request, exc, form=form)
+        else:
+            messages.success(request, f"Baseline study {study.name}: {study.instances.count()} instances drawn.")
+            return redirect("evaluation:baseline", pk=study.pk)
+    studies = baseline_study_list(user=request.user)[:200]
+    return render(request, "evaluation/baseline_list.html", {"studies": studies, "form": form})
+
+
+@researcher_required
+def baseline_detail_view(request, pk: int):
+    """Humans and LLM annotators ranked on a baseline study; models join the ranking when asked
+    for (POST "Score models": computed for this response, nothing stored, so viewers may too).
+    Publishing, syncing, closing and an LLM's answers change the study: only the study's
+    project's owners and members may ask for them."""
+    study = get_object_or_404(baseline_study_list(user=request.user), pk=pk)
+    action = request.POST.get("action", "")
+    llm_form = LLMAnnotateForm(request.POST if action == "llm-annotate" else None)
+    if llm_form.is_bound or action in CHANGES:
+        project_require_write(request.user, study.project)
+    if action in CHANGES:
+        _baseline_change(request, study, action)
+        return redirect("evaluation:baseline", pk=study.pk)
+    if llm_form.is_bound and llm_form.is_valid():
+        try:
+            job = baseline_llm_job_start(
+                study=study, backend_alias=llm_form.cleaned_data["backend"], actor=request.user
+            )
+        except ShiftlabError as exc:
+            llm_form.add_error("backend", str(exc))
+        else:
+            job.refresh_from_db()
+            if job.status == BaselineLLMJob.Status.SUCCEEDED:  # no broker: it ran in this request
+                messages.success(request, job.summary)
+            elif job.status == BaselineLLMJob.Status.FAILED:
+                messages.error(request, job.error)
+            return redirect("evaluation:baseline", pk=study.pk)
+    scoring = request.method == "POST" and not llm_form.is_bound
+    models = request.POST.get("models", "").replace(",", " ").split() if scoring else []
+    report = error = None
+    try:
+        report = baseline_report_build(study=study, models=models)
+    except ShiftlabError as exc:
+        error = str(exc)
+        if models:  # show at least the humans when a model could not be scored
+            report = _report_or_none(study)
+    return render(
+        request,
+        "evaluation/baseline_detail.html",
+        {
+            "study": study,
+            "report": report,
+            "error": error,
+            "models": " ".join(models) or (encoder_aliases() or [""])[0],
+            "encoders": encoder_aliases(),
+            "llm_form": llm_form,
+            "llm_job": (job := study.llm_jobs.first()),
+            "llm_job_line": llm_job_text(job) if job else "",
+            "can_change": project_can_write(request.user, study.project),
+            "annotator_users": project_annotators(study.project),
+            "chosen": set(study.annotators.values_list("pk", flat=True)),
+        },
+    )
+
+
+def _baseline_change(request, study, action: str) -> None:
+    """Publish, sync or close, with the outcome (or the refusal) as a message."""
+    try:
+        if action == "publish":
+            _baseline_publish(request, study)
+        elif action == "sync":
+            result = baseline_sync(study=study, actor=request.user)
+            messages.success(request, f"Synced: {baseline_sync_text(result)}.")
+        elif request.POST.get("final") != "yes":
+            raise ShiftlabError("Tick the box that says the answers become final, then close the study")
+        else:
+            baseline_close(study=study, actor=request.user)
+            messages.success(request, f"Closed {study}: its answers are final and its report no longer changes.")
+    except ShiftlabError as exc:
+        show_error(request, exc)
+
+
+def _baseline_publish(request, study) -> None:
+    chosen = request.POST.getlist("annotators")
+    users = list(project_annotators(study.project).filter(pk__in=[pk for pk in chosen if pk.isdigit()]))
+    if len(users) != len(set(chosen)):  # an id of no annotator of this project: said alike for all
+        found = {str(u.pk) for u in users}
+        raise ShiftlabError(roster_refusal(study.project, [f"user #{pk}" for pk in chosen if pk not in found]))
+    if not users and not study.annotators.exists():
+        raise ShiftlabError(NOTHING_SENT)
+    publish_outcome(request, users, baseline_publish(study=study, annotators=users, actor=request.user))
+
+
+def baseline_sync_text(result) -> str:
+    """A baseline sync's counts in words: each answer is one instance answered by one annotator."""
+    text = (
+        f"{result.created} instances newly answered, {result.updated} answers changed, "
+        f"{result.withdrawn} withdrawn ({result.unchanged} unchanged)"
+    )
+    if result.ignored_users:
+        text += f"; ignored {result.ignored_users} answers of users outside the study"
+    return text
+
+
+@researcher_required
+def baseline_llm_progress_view(request, pk: int):
+    """The newest LLM job of a baseline study as JSON, for the page's progress line (polled while
+    the job runs; the page itself never reloads on a timer)."""
+    study = get_object_or_404(baseline_study_list(user=request.user), pk=pk)
+    job = study.llm_jobs.first()
+    if job is None:
+        return JsonResponse({"status": "none"})
+    return JsonResponse(
+        {
+            "status": job.status,
+            "done": job.done,
+            "total": job.total,
+            "text": llm_job_text(job),
+            "finished": job.status not in (BaselineLLMJob.Status.PENDING, BaselineLLMJob.Status.RUNNING),
+        }
+    )
+
+
+def llm_job_text(job: BaselineLLMJob) -> str:
+    """One line on an LLM job, as the page shows it and the progress endpoint sends it."""
+    if job.status == BaselineLLMJob.Status.PENDING:
+        return f"The LLM ({job.backend_alias}) is queued: waiting for a worker."
+    if job.status == BaselineLLMJob.Status.RUNNING:
+        return f"The LLM ({job.backend_alias}) is answering: {job.done} of {job.total} instances done."
+    if job.status == BaselineLLMJob.Status.SUCCEEDED:
+        return f"The LLM ({job.backend_alias}) finished: {job.summary}"
+    return f"The LLM ({job.backend_alias}) stopped: {job.error}"
+
+
+def _report_or_none(study):
+    try:
+        return baseline_report_build(study=study)
+    except ShiftlabError:
+        return None

@@ -1,0 +1,41 @@
+// Shiftlab's annotation pages (issue 31), loaded as a file: the pages' Content-Security-Policy
+// allows no inline script. Two small helpers, both optional (the pages work without them):
+// - [data-picker]: a filter box over a list of annotator checkboxes;
+// - [data-progress-url]: polls a job's JSON every 1.5 s into an aria-live line, and reloads the
+//   page once when the job has ended (never on a timer while nothing changed).
+"use strict";
+
+document.querySelectorAll("[data-picker]").forEach((picker) => {
+  const box = picker.querySelector("[data-picker-filter]");
+  if (!box) return;
+  box.closest(".picker-filter").hidden = false;
+  box.addEventListener("input", () => {
+    const wanted = box.value.trim().toLowerCase();
+    picker.querySelectorAll("li").forEach((row) => {
+      row.hidden = wanted !== "" && !row.textContent.toLowerCase().includes(wanted);
+    });
+  });
+});
+
+document.querySelectorAll("[data-progress-url]").forEach((line) => {
+  const url = line.dataset.progressUrl;
+  const bar = line.parentElement.querySelector("progress");
+  const poll = () => {
+    fetch(url, { headers: { Accept: "application/json" }, credentials: "same-origin" })
+      .then((response) => (response.ok ? response.json() : Promise.reject(response.status)))
+      .then((job) => {
+        line.textContent = job.text || "";
+        if (bar && job.total) {
+          bar.max = job.total;
+          bar.value = job.done;
+        }
+        if (job.finished) {
+          window.location.reload();
+        } else {
+          window.setTimeout(poll, 1500);
+        }
+      })
+      .catch(() => window.setTimeout(poll, 5000));
+  };
+  window.setTimeout(poll, 1500);
+});
