@@ -345,7 +345,6 @@ def test_walk_the_whole_loop(
         walk.check("exported")
         walk.check("benchmarks", "/benchmarks/")
         form = walk.wide.locator("#benchmark-form")
-        form.locator("#bm-models").fill("all-MiniLM-L6-v2")
         form.locator("#bm-limit").fill(str(run.item_limit or 6))
         walk.submit(form.get_by_role("button", name="Start benchmark"))
         bench = BenchmarkRun.objects.latest("pk")
