@@ -53,7 +53,7 @@ pytestmark = [pytest.mark.services, pytest.mark.django_db(transaction=True)]
 WIDE, NARROW, NARROWEST = 1400, 390, 360
 HEIGHTS = {WIDE: 800, NARROW: 780}
 BLOCKING_IMPACTS = ("serious", "critical")
-SCREENSHOT_MAX_BYTES = 170_000  # a text-dense page (the report with its options) is ~156 KB
+SCREENSHOT_MAX_BYTES = 200_000  # a text-dense page (the annotators page with its carefulness rates) is ~182 KB
 # Few, short texts: SmolLM2 on a CPU shared with the rest of the suite.
 RUN_SETTINGS = {"seed": "1337", "limit": "3", "temperature": "0.7", "max_tokens": "48", "max_attempts": "2"}
 
