@@ -75,11 +75,17 @@ def axe_source() -> str:
     return (Path(axe_playwright_python.__file__).parent / "axe.min.js").read_text(encoding="utf-8")
 
 
+NAVIGATION_TIMING = """() => {
+  const n = performance.getEntriesByType('navigation')[0];
+  return n && n.loadEventEnd > 0 ? [n.responseStart - n.requestStart, n.loadEventEnd - n.startTime] : null;
+}"""
+
+
 class Walk:
     """Two logged-in browser pages, wide and narrow, and the checks every page gets."""
 
-    def __init__(self, browser, base_url: str, axe: str):
-        self.base_url, self.axe = base_url, axe
+    def __init__(self, browser, base_url: str, axe: str, label: str = "walk"):
+        self.base_url, self.axe, self.label = base_url, axe, label
         self.contexts = {
             width: browser.new_context(
                 viewport={"width": width, "height": HEIGHTS[width]}, locale="en-US", bypass_csp=True
@@ -94,6 +100,8 @@ class Walk:
         self.seen: list[str] = []
         self.started = time.monotonic()
         self.problems: list[str] = []
+        # page, width, how it was reached (opened by its address / the answer to a form), first byte ms, loaded ms
+        self.timings: list[tuple[str, int, str, float, float]] = []
 
     @property
     def wide(self):
@@ -102,6 +110,28 @@ class Walk:
     def close(self) -> None:
         for context in self.contexts.values():
             context.close()
+        self._report_timings()
+
+    def _record_timing(self, name: str, page, width: int, how: str) -> None:
+        # The Navigation Timing entry of the page as the browser loaded it: request sent to first byte
+        # (the server's time) and to the load event (the whole page). A form's answer counts the POST
+        # too, which in this walk runs its job in the request (Celery eager), unlike a deployment.
+        found = page.evaluate(NAVIGATION_TIMING)
+        if found:
+            self.timings.append((name, width, how, *found))
+
+    def _report_timings(self) -> None:
+        """Per page and width, written to var/screenshots/walk-timings.tsv and the slowest printed:
+        a measurement under the conditions of the run (CI shares its CPU with the Argilla server,
+        the embedded LLM and a Celery run in the same process), not a pass/fail check."""
+        if not self.timings:
+            return
+        lines = ["page\twidth\treached\tfirst_byte_ms\tloaded_ms"]
+        lines += [f"{n}\t{w}\t{how}\t{first:.0f}\t{loaded:.0f}" for n, w, how, first, loaded in self.timings]
+        (SCREENSHOTS / f"{self.label}-timings.tsv").write_text("\n".join(lines) + "\n")
+        opened = [row for row in self.timings[1:] if row[2] == "opened"]  # the first load starts the server
+        over = [row[:2] + (round(row[4]),) for row in opened if row[4] > 1000]
+        print(f"{self.label}: {len(opened)} pages opened after the first, {len(over)} over 1 s: {over}")
 
     def check(self, name: str, path: str | None = None) -> None:
         """Open *path* at both widths (the wide page stays where it is when *path* is None: the page
@@ -111,6 +141,7 @@ class Walk:
                 url = path or self.wide.url
                 response = page.goto(url if url.startswith("http") else f"{self.base_url}{url}")
                 assert response is not None and response.status == 200, f"{name}: {url} answered {response.status}"
+            self._record_timing(name, page, width, "opened" if path is not None or width != WIDE else "answer")
             self._check_layout(name, page, width)
             self._check_accessibility(name, page, width)
             page.screenshot(path=str(SCREENSHOTS / f"walk-{name}-{width}.png"))
@@ -382,7 +413,7 @@ def test_walk_the_whole_loop(
         walk.close()
 
     # The annotator's own home (issue 31): their work, progress and the way into Argilla.
-    annotator_walk = Walk(browser, live_server.url, axe_source)
+    annotator_walk = Walk(browser, live_server.url, axe_source, label="walk-annotator")
     try:
         for page in annotator_walk.pages.values():
             log_in(page, live_server.url, "walk-api")
