@@ -29,12 +29,23 @@ def candidate_key(text: str) -> str:
 
 def distinct_candidates(examples: Sequence[Example]) -> dict[str, str]:
     """Key -> text of every distinct candidate of the examples, in first-seen order."""
-    found: dict[str, str] = {}
-    for _, payload, _, _ in examples:
+    return {key: text for owned in candidate_units(examples).values() for key, text in owned.items()}
+
+
+def candidate_units(examples: Sequence[Example]) -> dict[int, dict[str, str]]:
+    """Each distinct candidate once, under the first example (its DatasetItem pk) whose lists
+    hold it: pk -> {key: text}. A run of candidates can store each rewrite as the outcome of
+    (that item, side = the key), which fits ``TransformedItem.side`` (32 characters)."""
+    units: dict[int, dict[str, str]] = {}
+    seen: set[str] = set()
+    for _, payload, _, pk in examples:
         for field in CANDIDATE_FIELDS:
             for text in payload[field]:
-                found.setdefault(candidate_key(text), text)
-    return found
+                key = candidate_key(text)
+                if key not in seen:
+                    seen.add(key)
+                    units.setdefault(pk, {})[key] = text
+    return units
 
 
 @dataclass(frozen=True)

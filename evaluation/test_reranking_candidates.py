@@ -4,7 +4,12 @@ from __future__ import annotations
 
 import hashlib
 
-from evaluation.reranking_candidates import candidate_key, distinct_candidates, perturbed_candidate_lists
+from evaluation.reranking_candidates import (
+    candidate_key,
+    candidate_units,
+    distinct_candidates,
+    perturbed_candidate_lists,
+)
 
 
 def row(item_id, query, positive, negative, pk=0):
@@ -28,6 +33,19 @@ def test_each_distinct_candidate_is_one_work_unit_in_first_seen_order():
     found = distinct_candidates(ROWS)
     assert list(found.values()) == ["cats purr", "cats sleep", "dogs bark", "fish swim", "birds fly"]
     assert list(found) == [candidate_key(t) for t in found.values()]
+
+
+def test_each_candidate_is_owned_by_the_first_row_that_lists_it():
+    k = candidate_key
+    assert candidate_units(ROWS) == {
+        1: {
+            k("cats purr"): "cats purr",
+            k("cats sleep"): "cats sleep",
+            k("dogs bark"): "dogs bark",
+            k("fish swim"): "fish swim",
+        },
+        2: {k("birds fly"): "birds fly"},
+    }
 
 
 def test_a_rewrite_replaces_the_candidate_in_every_list_where_it_appears():
