@@ -1,6 +1,6 @@
 from django.contrib import admin
 
-from evaluation.models import BenchmarkResult, BenchmarkRun
+from evaluation.models import BenchmarkResult, BenchmarkRun, StoredRobustnessReport
 
 
 @admin.register(BenchmarkRun)
@@ -35,3 +35,17 @@ class BenchmarkResultAdmin(admin.ModelAdmin):
     list_display = ("run", "model", "dataset", "transformation", "seed", "main_score", "original_main_score", "n_items")
     list_filter = ("transformation", "model")
     raw_id_fields = ("run", "dataset", "transform_run")
+
+
+@admin.register(StoredRobustnessReport)
+class StoredRobustnessReportAdmin(admin.ModelAdmin):
+    """Reports stored when their run ended: listed and deletable (the page computes one again), never
+    edited, and the sealed report itself is not shown."""
+
+    list_display = ("run", "options_key", "results_key", "computed_at", "compute_seconds")
+    raw_id_fields = ("run",)
+    exclude = ("report", "figures")
+    readonly_fields = ("run", "options_key", "results_key", "computed_at", "compute_seconds")
+
+    def has_add_permission(self, request) -> bool:
+        return False

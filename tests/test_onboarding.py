@@ -159,7 +159,9 @@ def test_a_queued_sync_shows_when_it_finished_and_what_it_found(client, research
     response = client.post(url, {"action": "sync"})
     assert response["Location"] == f"{url}?sync={task_id}#sync-job"
     waiting = client.get(f"{url}?sync={task_id}").content.decode()
-    assert "Queued sync: waiting for a worker" in waiting and 'http-equiv="refresh"' in waiting
+    # The page follows the job in place (static/live.js polls while this marker is there), no reload.
+    assert "Queued sync: waiting for a worker" in waiting and 'name="shiftlab-poll"' in waiting
+    assert 'http-equiv="refresh"' not in waiting
     counts = {"created": 3, "updated": 1, "withdrawn": 0, "unchanged": 2}
     TaskResult.objects.create(
         task_id=task_id,
@@ -171,7 +173,7 @@ def test_a_queued_sync_shows_when_it_finished_and_what_it_found(client, research
     )
     done = client.get(f"{url}?sync={task_id}").content.decode()
     assert "Queued sync: finished" in done and "3 new, 1 edited, 0 withdrawn (2 unchanged)" in done
-    assert 'http-equiv="refresh"' not in done
+    assert 'name="shiftlab-poll"' not in done
     # Another study's task id shows nothing here.
     other = Study.objects.create(name="other", design=study.design, design_hash=study.design_hash)
     assert (

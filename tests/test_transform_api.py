@@ -38,6 +38,10 @@ def test_default_prompts_are_listed_and_a_new_version_becomes_active(researcher)
         "expansion",
         "summarization",
         "keywords",
+        "negation",
+        "antonym",
+        "number_entity_swap",
+        "role_swap",
     }
     created = client.post(
         "/api/prompt-templates/", {"key": "paraphrase", "system": "Be exact.", "user": "Reword: {text}"}, format="json"
