@@ -108,10 +108,13 @@ def build_key(version: str, machine: str, flags: Iterable[str]) -> str:
 def default_slots(threads: int) -> int:
     """Parallel slots of the embedded ``llama-server`` for ``threads`` decoding threads.
 
-    Decoding a quantised model on CPU streams every weight once per step, whatever the number of
-    sequences in the step, so more slots share that cost until the arithmetic of the batch fills
-    the threads, and past that each request only waits longer. 4 on up to 2 threads is a guess
-    between those ends until ``benchmarks/transform_throughput.py --server llama-server`` has measured
-    the curve on a quiet 2-core machine (``docs/performance.md``); 8 above.
+    Slots pay where a decode step is bound by reading the weights: several sequences then share
+    each pass. On the quiet 2-core EPYC measured in ``docs/performance.md`` (Qwen2.5-Coder-1.5B
+    Q4_K_M) the step was bound by arithmetic instead: a request's time per token grew about
+    linearly with the slots (1 thread: 34, 78, 158, 284 ms at 1, 2, 4, 8 slots), so texts/s stayed
+    within 1.73-1.94 and 2 slots were best by a small margin (the prompt cache computes the shared
+    system prompt once per slot, so more slots also cost prompt tokens). Hence 2 on up to 2 threads.
+    8 above is not measured: machines with more cores and memory channels are the ones where the
+    weight reads can become the bound again.
     """
-    return 4 if threads <= 2 else 8
+    return 2 if threads <= 2 else 8

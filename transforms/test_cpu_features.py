@@ -104,7 +104,7 @@ def test_the_build_key_names_the_sources_and_the_cpu_features():
 
 @pytest.mark.parametrize(
     ("threads", "expected"),
-    [(1, 4), (2, 4), (3, 8), (16, 8)],
+    [(1, 2), (2, 2), (3, 8), (16, 8)],
 )
 def test_default_slots_grow_with_the_threads_up_to_eight(threads, expected):
     from transforms.cpu_features import default_slots

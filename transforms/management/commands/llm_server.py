@@ -105,7 +105,7 @@ class Command(ShiftlabCommand):
             type=int,
             default=None,
             help="llama-server's parallel slots, requests decoded together (default SHIFTLAB_LLM_PARALLEL, "
-            "else 4 on up to 2 threads and 8 above); each slot holds --n-ctx tokens",
+            "else 2 on up to 2 threads and 8 above); each slot holds --n-ctx tokens",
         )
         parser.add_argument("--log-file", type=Path, default=None, help="server log (default DATA_DIR/log/...)")
         parser.add_argument("--ready-timeout", type=float, default=300.0, help="seconds to wait for start-up")
