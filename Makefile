@@ -36,7 +36,7 @@ $(ARGILLA_VENV)/.installed: requirements-argilla-server.txt
 install: $(VENV)/.installed $(ARGILLA_VENV)/.installed llama-server
 
 ## llama.cpp's own llama-server, the embedded LLM's server (parallel slots: several requests decoded at once).
-## Compiled once per machine (about 5 minutes on 2 cores) into ~/.cache/shiftlab/llama-server, keyed by the
+## Compiled once per machine (about 8 minutes, 929 CPU-seconds, on 2 cores) into ~/.cache/shiftlab/llama-server, keyed by the
 ## pinned llama.cpp and the CPU's features, so later runs and fresh clones (CI) reuse it. If it cannot be
 ## built, the embedded LLM falls back to llama-cpp-python's server (one request at a time).
 llama-server: $(VENV)/.installed
