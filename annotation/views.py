@@ -50,12 +50,8 @@ from annotation.selectors import (
     study_progress,
     study_stages,
 )
-from annotation.studies.design import (
-    QUESTIONS,
-    adaptive_saving_table,
-    design_implications,
-    design_problems,
-)
+from annotation.studies.adaptive_tables import adaptive_saving_table
+from annotation.studies.design import QUESTIONS, design_implications, design_problems
 from annotation.studies.design_services import study_create, study_design, study_draft, study_lock, study_revise
 from core.errors import ShiftlabError
 from core.pages import show_error

@@ -307,8 +307,8 @@ def _benchmark_run_create(
     if limit is not None and limit < 1:
         raise ShiftlabError("--limit must be at least 1")
     datasets = {
-        ref.name: dataset_checked(ref.name, ref.content_hash, split, reader=created_by, project=project)
-        for ref in plan.datasets
+        r.name: dataset_checked(r.name, r.content_hash, split, reader=created_by, project=project)
+        for r in plan.datasets
     }
     project = project or project_for_new(created_by, None, *datasets.values())
     project_require_same(project, *datasets.values(), role="the datasets of a benchmark run")
@@ -316,24 +316,10 @@ def _benchmark_run_create(
     plan = replace(plan, sides=sides)
     units = plan.units(models, sided=sided)
     with transaction.atomic():
-        # Transformation runs are made (or found) now, not in the unit tasks, so that the units of
-        # several models share one run per (dataset, transformation, seed).
         newest_before = TransformRun.objects.order_by("-pk").values_list("pk", flat=True).first() or 0
-        transform_runs = {
-            transform_run_key(name, spec.transformation, seed, documents=documents): transform_run_for(
-                dataset=datasets[name],
-                spec=spec,
-                seed=seed,
-                limit=limit,
-                created_by=created_by,
-                project=project,
-                item_scope=document_scope if documents else "",
-            ).pk
-            for name in datasets
-            for spec in plan.transformations
-            for seed in spec.seeds
-            for documents in _run_kinds(units, name)
-        }
+        transform_runs = _transform_runs_for(
+            plan, units, datasets, limit=limit, created_by=created_by, project=project, document_scope=document_scope
+        )
         run = BenchmarkRun.objects.create(
             name=name,
             project=project,
@@ -347,15 +333,7 @@ def _benchmark_run_create(
             total=len(units),
             created_by=created_by,
             plan={
-                "datasets": list(datasets),
-                # Names are unique per project: the units find their dataset by this id.
-                "dataset_ids": {name: dataset.pk for name, dataset in datasets.items()},
-                "include_original": plan.include_original,
-                "transformations": [spec_as_dict(spec) for spec in plan.transformations],
-                "transform_runs": transform_runs,
-                # the ones this run made (the page says so and links them); the others existed
-                "transform_runs_created": sorted({pk for pk in transform_runs.values() if pk > newest_before}),
-                "units": [u.as_dict() for u in units],
+                **_plan_document(plan, datasets, units, transform_runs, newest_before),
                 "preset": preset,
                 "encoder_dtype": encoder_dtype,
                 **({"sides": list(sides), "document_scope": document_scope} if sided else {}),
@@ -376,6 +354,52 @@ def _benchmark_run_create(
         if dispatch:
             benchmark_run_dispatch(run.pk)
     return run
+
+
+def _plan_document(
+    plan: Plan, datasets: dict, units: Sequence, transform_runs: dict[str, int], newest_before: int
+) -> dict:
+    """The run's stored plan: its datasets (names are unique per project: the units find their
+    dataset by id), transformations, transformation runs (and the ones this run made, which the
+    page names and links; the others existed) and units."""
+    return {
+        "datasets": list(datasets),
+        "dataset_ids": {name: dataset.pk for name, dataset in datasets.items()},
+        "include_original": plan.include_original,
+        "transformations": [spec_as_dict(spec) for spec in plan.transformations],
+        "transform_runs": transform_runs,
+        "transform_runs_created": sorted({pk for pk in transform_runs.values() if pk > newest_before}),
+        "units": [u.as_dict() for u in units],
+    }
+
+
+def _transform_runs_for(
+    plan: Plan,
+    units: Sequence,
+    datasets: dict,
+    *,
+    limit: int | None,
+    created_by: AbstractBaseUser | None,
+    project: Project,
+    document_scope: str,
+) -> dict[str, int]:
+    """The transformation run of each (dataset, transformation, seed, side kind) the units need,
+    made (or found) now, not in the unit tasks, so that the units of several models share one."""
+    return {
+        transform_run_key(name, spec.transformation, seed, documents=documents): transform_run_for(
+            dataset=datasets[name],
+            spec=spec,
+            seed=seed,
+            limit=limit,
+            created_by=created_by,
+            project=project,
+            item_scope=document_scope if documents else "",
+        ).pk
+        for name in datasets
+        for spec in plan.transformations
+        for seed in spec.seeds
+        for documents in _run_kinds(units, name)
+    }
 
 
 def document_sided(datasets: dict[str, Dataset], sides: Sequence[str], document_scope: str) -> set[str]:
