@@ -23,7 +23,9 @@ from evaluation.robustness_results import (  # noqa: E402
 )
 
 ALPHA = 0.05
-_RC = {"svg.hashsalt": "shiftlab", "svg.fonttype": "none", "font.size": 9}
+# text.parse_math off: labels are model, dataset and transformation names as written ("$" in a
+# folder name is not mathematics; an unparsable "$...$" would fail every figure).
+_RC = {"svg.hashsalt": "shiftlab", "svg.fonttype": "none", "font.size": 9, "text.parse_math": False}
 
 # figure name -> (title, unit of observation and aggregation); the page and the files use these.
 FIGURES = {

@@ -438,3 +438,15 @@ def test_figures_show_hostile_model_names_as_text():
         root = ET.fromstring(svg)
         tags = {element.tag.rsplit("}", 1)[-1] for element in root.iter()}
         assert not tags & {"img", "script", "foreignObject", "iframe"}, name
+
+
+def test_figures_draw_a_model_name_with_dollar_signs_as_written():
+    # A model may be a local folder of any name; matplotlib would read "$...$" as mathematics and
+    # fail on a formula it cannot parse, taking every figure of the report with it.
+    name = "/models/m$\\frac{$x"
+    report = robustness_analyse(
+        units((name, "beta")), models=(name, "beta"), task_types=TASK_TYPES, seed=3, n_resamples=50
+    )
+    figures = report_figures(report)
+    assert set(figures) == {"dumbbell", "shifts", "heatmap", "ranks"}
+    assert "m$\\frac{$x" in figures["heatmap"]
