@@ -11,6 +11,7 @@ unset), any model the hub knows. Only the hub check uses the network.
 from __future__ import annotations
 
 import importlib.util
+import time
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -75,7 +76,7 @@ def model_problem(name: str) -> str | None:
     encoders = settings.EVALUATION_ENCODERS
     if not encoders:
         return NO_ENCODERS
-    if name in encoders or any(choice.name == name for choice in model_choices()):
+    if name in encoders:
         return None
     if name in PACKAGED_MODELS and importlib.util.find_spec(PACKAGED_MODELS[name][1]) is not None:
         return None
@@ -112,12 +113,25 @@ def _configured_model(alias: str) -> str:
     return str(settings.EVALUATION_ENCODERS[alias].get("OPTIONS", {}).get("model") or "")
 
 
+_CACHE_LISTING_SECONDS = 30.0
+_cache_listing: tuple[float, list[str]] | None = None
+
+
 def _cached_hub_models() -> list[str]:
-    try:
-        cache = scan_cache_dir()
-    except (CacheNotFound, OSError):
-        return []
-    return sorted(repo.repo_id for repo in cache.repos if repo.repo_type == "model")
+    """The model repos in the local Hugging Face cache. Scanning it stats every file there, and the
+    benchmarks page (which renders the picker) is refetched every 2 s while a run goes on, so the
+    listing is kept for 30 s: a model downloaded meanwhile shows within that."""
+    global _cache_listing
+    now = time.monotonic()
+    if _cache_listing is None or now - _cache_listing[0] > _CACHE_LISTING_SECONDS:
+        try:
+            cache = scan_cache_dir()
+        except (CacheNotFound, OSError):
+            repos = []
+        else:
+            repos = sorted(repo.repo_id for repo in cache.repos if repo.repo_type == "model")
+        _cache_listing = (now, repos)
+    return list(_cache_listing[1])
 
 
 def _in_hub_cache(name: str) -> bool:
