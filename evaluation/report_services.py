@@ -72,7 +72,21 @@ def robustness_report_store(*, run: BenchmarkRun, options: ReportOptions | None 
             "compute_seconds": time.perf_counter() - started,
         },
     )
+    _keep_newest(run)
     return stored
+
+
+# Options a reader may vary (units, splits up to thousands): each set asked for is stored, so a
+# run keeps its own options' report and the newest few others, not one row per set ever asked.
+STORED_OTHER_OPTIONS = 8
+
+
+def _keep_newest(run: BenchmarkRun) -> None:
+    own = _options_key(robustness_options(run=run))
+    others = StoredRobustnessReport.objects.filter(run=run).exclude(options_key=own).order_by("-computed_at", "-pk")
+    stale = list(others.values_list("pk", flat=True)[STORED_OTHER_OPTIONS:])
+    if stale:
+        StoredRobustnessReport.objects.filter(pk__in=stale).delete()
 
 
 def robustness_report_store_queue(*, run_id: int) -> None:

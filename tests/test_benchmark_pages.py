@@ -265,3 +265,21 @@ def test_a_stored_report_altered_in_the_database_is_never_unpickled(page, run):
         report, _, stored = robustness_report_read(run=run, options=robustness_options(run=run))
         assert list(report.models) == run.model_names and bytes(stored.report) != blob
     assert _PLANTED == []
+
+
+def test_a_reader_varying_the_options_leaves_the_runs_own_report_and_a_few_others_stored(page, run):
+    # Each options set asked for is stored; a reader asking for many (splits go to thousands) must
+    # not grow the database without bound, nor push out the report of the run's own options.
+    from dataclasses import replace
+
+    BenchmarkRun.objects.filter(pk=run.pk).update(status="succeeded")
+    run.refresh_from_db()
+    own = robustness_options(run=run)
+    report_services.robustness_report_store(run=run)
+    for splits in range(1, report_services.STORED_OTHER_OPTIONS + 5):
+        robustness_report_read(run=run, options=replace(own, split_half_splits=splits))
+    rows = StoredRobustnessReport.objects.filter(run=run)
+    assert rows.count() == report_services.STORED_OTHER_OPTIONS + 1
+    assert rows.filter(options_key=report_services._options_key(own)).exists()
+    newest = replace(own, split_half_splits=report_services.STORED_OTHER_OPTIONS + 4)
+    assert rows.filter(options_key=report_services._options_key(newest)).exists()
