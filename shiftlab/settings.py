@@ -366,6 +366,9 @@ TRANSFORM_BACKENDS.update(
 # Parallel slots of the embedded LLM when served by llama.cpp's llama-server (`manage.py llm_server`):
 # requests decoded together. 0: chosen for the machine (transforms.cpu_features.default_slots).
 EMBEDDED_LLM_PARALLEL = int(env_str("SHIFTLAB_LLM_PARALLEL", "0"))
+# CPU threads of the embedded LLM server. 0: all cores but one, which stays with the web server and
+# worker: with every core taken, llama.cpp's decoding collapsed under other load (docs/performance.md).
+EMBEDDED_LLM_THREADS = int(env_str("SHIFTLAB_LLM_THREADS", "0"))
 
 # Items per Celery chunk task of a transformation run (each item has one or two texts).
 TRANSFORM_CHUNK_SIZE = int(env_str("SHIFTLAB_TRANSFORM_CHUNK_SIZE", "16"))

@@ -117,6 +117,64 @@ def test_the_shared_system_prompt_is_evaluated_once_per_slot(llama_server_binary
             previous = tokens
 
 
+def prompt_tokens(root: str, messages: list[dict[str, str]]) -> list[int]:
+    """The tokens the server evaluates for ``messages``: its own chat template, then its tokenizer."""
+    rendered = requests.post(f"{root}/apply-template", json={"messages": messages}, timeout=30).json()["prompt"]
+    return requests.post(f"{root}/tokenize", json={"content": rendered}, timeout=30).json()["tokens"]
+
+
+def common_length(a: list[int], b: list[int]) -> int:
+    return next((i for i, (x, y) in enumerate(zip(a, b, strict=False)) if x != y), min(len(a), len(b)))
+
+
+@pytest.mark.services
+def test_a_batch_evaluates_its_shared_prompt_prefix_once_for_all_slots(llama_server_binary, llm_test_model, tmp_path):
+    """A fresh 4-slot server and a batch of the active paraphrase prompt: the prefix the requests share
+    is evaluated in one slot and copied into the three others, so that every request, whichever slot
+    serves it, evaluates only what follows the prefix. Counted from the server's own log lines
+    ("prompt eval time ... / N tokens") against the prefix measured with its template and tokenizer."""
+    from transforms.backends.slot_sharing import shared_prefix
+
+    prompt = default_prompt("paraphrase")
+    batch = [
+        ChatRequest(
+            messages=prompt.messages(text=text, language="English", source_language="English"),
+            seed=3,
+            temperature=0.0,
+            top_p=1.0,
+            max_tokens=24,
+        )
+        for text in SENTENCES[:8]
+    ]
+    server = serve(llama_server_binary, llm_test_model, tmp_path, slots=4)
+    with server:
+        root = server.base_url.removesuffix("/v1")
+        assert server.slot_dir is not None and server.slot_dir.is_dir()
+        backend = OpenAICompatBackend(alias="t", model=TEST_MODEL, base_url=server.base_url)
+        log_lines_before = server.log_path.read_text().count("prompt eval time")
+        results = backend.generate(batch)
+        assert all(isinstance(result, ChatResult) for result in results), results
+        share = backend.last_share
+        assert share is not None and len(share.restored) == 3, share
+        evaluated = [
+            int(line.split("/")[-1].split("tokens")[0])
+            for line in server.log_path.read_text().splitlines()
+            if "prompt eval time" in line
+        ][log_lines_before:]
+        prefix = prompt_tokens(root, shared_prefix(batch))
+        assert evaluated[0] >= len(prefix) - 2  # the prefix itself, evaluated once
+        sent = [prompt_tokens(root, request.messages) for request in batch]
+        shared = [common_length(prefix, tokens) for tokens in sent]
+        assert min(shared) > len(prefix) - 8  # the prefix is almost all shared (its template tail differs)
+        # Each request evaluates only its own part; without sharing, the first request in each of the
+        # three other slots evaluated the whole prompt.
+        suffixes = sorted(len(tokens) - n for tokens, n in zip(sent, shared, strict=True))
+        assert len(evaluated) == 1 + len(batch) and max(evaluated[1:]) <= max(suffixes) + 1, (evaluated, suffixes)
+        assert sum(evaluated[1:]) <= sum(suffixes) + len(batch), (evaluated, suffixes)
+        slot_dir = server.slot_dir
+    assert not slot_dir.exists()  # removed with the server
+
+
 def run_llm_server(command: LlmServerCommand, args: list[str]) -> tuple[threading.Thread, list[BaseException]]:
     errors: list[BaseException] = []
 

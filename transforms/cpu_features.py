@@ -15,7 +15,7 @@ prompt processing; ``benchmarks/llama_repack.py`` measures by how much).
 The same facts decide how llama.cpp's own ``llama-server`` is built and started: without the AMX
 kernels on AMX CPUs (``compile_flags``), with ``--no-repack`` where repacking is off, in a build
 folder named after the llama.cpp sources and the CPU features it was compiled for (``build_key``),
-with as many parallel slots as the threads can keep busy (``default_slots``).
+with the parallel slots measured best here (``default_slots``).
 """
 
 from __future__ import annotations
@@ -105,16 +105,16 @@ def build_key(version: str, machine: str, flags: Iterable[str]) -> str:
     return f"llama-cpp-python-{version}-{machine or 'unknown'}-{digest}"
 
 
-def default_slots(threads: int) -> int:
-    """Parallel slots of the embedded ``llama-server`` for ``threads`` decoding threads.
+def default_slots() -> int:
+    """Parallel slots of the embedded ``llama-server``: 16.
 
-    Slots pay where a decode step is bound by reading the weights: several sequences then share
-    each pass. On the quiet 2-core EPYC measured in ``docs/performance.md`` (Qwen2.5-Coder-1.5B
-    Q4_K_M) the step was bound by arithmetic instead: a request's time per token grew about
-    linearly with the slots (1 thread: 34, 78, 158, 284 ms at 1, 2, 4, 8 slots), so texts/s stayed
-    within 1.73-1.94 and 2 slots were best by a small margin (the prompt cache computes the shared
-    system prompt once per slot, so more slots also cost prompt tokens). Hence 2 on up to 2 threads.
-    8 above is not measured: machines with more cores and memory channels are the ones where the
-    weight reads can become the bound again.
+    On the quiet 2-core EPYC of ``docs/performance.md`` (Qwen2.5-Coder-1.5B Q4_K_M) a decode step of
+    few sequences costs about as much per sequence as one alone (the Q4_K arithmetic is the bound, not
+    the weight reads), but from about 16 tokens a step llama.cpp's batched kernels cost a third as much
+    per token; and since the backend evaluates a batch's shared prompt prefix once for all slots
+    (``transforms.backends.slot_sharing``), more slots no longer cost more prompt. A transformation
+    chunk sends at most 2 x ``TRANSFORM_CHUNK_SIZE`` (32) texts at once, so slots beyond 32 stay
+    idle. Each slot holds ``n_ctx`` tokens of cache: 16 x 4096 tokens is 1.9 GB for the demo model.
+    Machines with more cores were not measured.
     """
-    return 2 if threads <= 2 else 8
+    return 16

@@ -352,6 +352,9 @@ class LlamaServer(LocalServer):
     slots: int = 1
     process: subprocess.Popen | None = field(default=None, init=False, repr=False)
     started_at: float | None = field(default=None, init=False, repr=False)
+    # llama-server's --slot-save-path with several slots: a private directory, removed at stop, where
+    # the backend saves one slot's prompt prefix to copy it into the others (backends.slot_sharing).
+    slot_dir: Path | None = field(default=None, init=False, repr=False)
 
     name: ClassVar[str] = "llama.cpp server"
     error: ClassVar[type[Exception]] = LlamaServerError
@@ -405,6 +408,8 @@ class LlamaServer(LocalServer):
         # a run's prompts share only the system prompt, which each slot keeps anyway.
         cmd += ["--cache-ram", str(PROMPT_CACHE_MIB)]
         cmd += ["--threads", str(self.threads), "--threads-batch", str(self.threads)]
+        if self.slot_dir is not None:
+            cmd += ["--slot-save-path", str(self.slot_dir)]
         if self.n_batch:
             cmd += ["--batch-size", str(self.n_batch)]
         # No weight repacking where it crashes (AMX), as llama_launch does for llama-cpp-python.
@@ -433,6 +438,8 @@ class LlamaServer(LocalServer):
             fd, name = tempfile.mkstemp(prefix=f"llama-server-{self.port}-", suffix=".log")
             os.close(fd)
             self.log_path = Path(name)
+        if self.binary is not None and self.slots > 1 and self.slot_dir is None:
+            self.slot_dir = Path(tempfile.mkdtemp(prefix=f"llama-slots-{self.port}-"))
         env = server_environment()
         env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(REPO_DIR), env.get("PYTHONPATH", "")]))
         command = self.command()
@@ -441,6 +448,13 @@ class LlamaServer(LocalServer):
                 log.write(f"shiftlab: {repack_decision().describe()}\n")
         self._spawn(command, env=env, die_with_parent=self.die_with_parent, header=True)
         return self
+
+    def stop(self, timeout: float | None = None) -> int | None:
+        code = super().stop(timeout)
+        if self.slot_dir is not None:
+            shutil.rmtree(self.slot_dir, ignore_errors=True)
+            self.slot_dir = None
+        return code
 
     @property
     def health_url(self) -> str:

@@ -102,11 +102,7 @@ def test_the_build_key_names_the_sources_and_the_cpu_features():
     assert "/" not in key and " " not in key
 
 
-@pytest.mark.parametrize(
-    ("threads", "expected"),
-    [(1, 2), (2, 2), (3, 8), (16, 8)],
-)
-def test_default_slots_grow_with_the_threads_up_to_eight(threads, expected):
+def test_default_slots_are_sixteen_at_most_the_texts_of_one_chunk(settings):
     from transforms.cpu_features import default_slots
 
-    assert default_slots(threads) == expected
+    assert default_slots() == 16 <= 2 * settings.TRANSFORM_CHUNK_SIZE

@@ -73,9 +73,9 @@ def test_llm_server_choice_auto_insists_or_never(tmp_path, monkeypatch):
 
 
 def test_slots_come_from_the_option_the_setting_or_the_threads():
-    assert slots_wanted(3, 6, 1) == (3, "--parallel")
-    assert slots_wanted(None, 6, 1) == (6, "SHIFTLAB_LLM_PARALLEL")
-    assert slots_wanted(None, 0, 1)[0] == 2 and slots_wanted(None, 0, 7)[0] == 8
+    assert slots_wanted(3, 6) == (3, "--parallel")
+    assert slots_wanted(None, 6) == (6, "SHIFTLAB_LLM_PARALLEL")
+    assert slots_wanted(None, 0) == (16, "default")
 
 
 @pytest.mark.parametrize(("cpuinfo", "no_repack"), [(AMX_CPUINFO, True), (PLAIN_CPUINFO, False)])

@@ -10,6 +10,7 @@ JSON) are retried with exponential backoff and jitter; anything else fails the r
 from __future__ import annotations
 
 import asyncio
+import logging
 import os
 import random
 import time
@@ -20,7 +21,10 @@ import httpx
 
 from core.hashing import sha256_json
 from transforms.backends.base import BackendError, ChatFailure, ChatRequest, ChatResult, LLMBackend
+from transforms.backends.slot_sharing import PrefixShare, SlotActionsUnsupported, share_prefix, shared_prefix
 from transforms.embedded import EmbeddedModelError, file_sha256, get_model
+
+logger = logging.getLogger(__name__)
 
 TRANSIENT_STATUS = frozenset({408, 409, 425, 429, 500, 502, 503, 504})
 # Fields of a /v1/models entry that describe the served weights: vLLM's root, parent and context
@@ -57,6 +61,8 @@ class OpenAICompatBackend(LLMBackend):
         self.api_key = api_key
         self.max_concurrency = int(max_concurrency) if max_concurrency else None
         self._slots: tuple[float, int | None] | None = None  # (when asked, what /props said)
+        self._slot_sharing = True  # until the server says it cannot save slots
+        self.last_share: PrefixShare | None = None
         self.timeout = float(timeout)
         self.max_retries = int(max_retries)
         self.backoff_seconds = float(backoff_seconds)
@@ -69,13 +75,17 @@ class OpenAICompatBackend(LLMBackend):
 
     def in_flight(self) -> int:
         """How many requests to keep in flight: ``max_concurrency`` when set, else the server's slots
-        (asked at most every ``SLOTS_TTL_S``), else ``DEFAULT_IN_FLIGHT``."""
+        (``reported_slots``), else ``DEFAULT_IN_FLIGHT``."""
         if self.max_concurrency:
             return self.max_concurrency
+        return self.reported_slots() or DEFAULT_IN_FLIGHT
+
+    def reported_slots(self) -> int | None:
+        """``server_slots``, asked at most every ``SLOTS_TTL_S``."""
         now = time.monotonic()
         if self._slots is None or now - self._slots[0] > SLOTS_TTL_S:
             self._slots = (now, self.server_slots())
-        return self._slots[1] or DEFAULT_IN_FLIGHT
+        return self._slots[1]
 
     def server_slots(self) -> int | None:
         """llama-server's ``total_slots`` (its ``GET /props``, beside ``/v1``); None when the server
@@ -130,6 +140,8 @@ class OpenAICompatBackend(LLMBackend):
         semaphore = asyncio.Semaphore(in_flight)
         limits = httpx.Limits(max_connections=in_flight, max_keepalive_connections=in_flight)
         async with httpx.AsyncClient(timeout=self.timeout, limits=limits, headers=self._headers()) as client:
+            if in_flight > 1 and (self.reported_slots() or 0) > 1:
+                await self._share_prefix(client, requests)
 
             async def one(index: int, request: ChatRequest):
                 async with semaphore:
@@ -139,6 +151,22 @@ class OpenAICompatBackend(LLMBackend):
                 return result
 
             return await asyncio.gather(*(one(i, r) for i, r in enumerate(requests)))
+
+    async def _share_prefix(self, client: httpx.AsyncClient, requests: list[ChatRequest]) -> None:
+        """On llama-server with several slots: the batch's shared prompt prefix evaluated once and
+        copied into the idle slots (``slot_sharing``); skipped where it does not apply or fails."""
+        messages = shared_prefix(requests) if self._slot_sharing else None
+        if messages is None:
+            return
+        try:
+            self.last_share = await share_prefix(
+                client, root=self.base_url.removesuffix("/v1"), model=self.model, messages=messages
+            )
+        except SlotActionsUnsupported as exc:
+            self._slot_sharing = False
+            logger.info("%s: no prompt-prefix sharing across slots (%s)", self.base_url, exc)
+        except (httpx.HTTPError, ValueError, KeyError, TypeError) as exc:
+            logger.warning("%s: prompt-prefix sharing skipped: %s", self.base_url, exc)
 
     async def _with_retries(self, client: httpx.AsyncClient, request: ChatRequest) -> ChatResult | ChatFailure:
         body = {

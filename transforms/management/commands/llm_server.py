@@ -17,7 +17,7 @@ from django.conf import settings
 from django.core.management.base import CommandError
 
 from core.commands import ShiftlabCommand
-from core.local_server import available_cpus, supervisor_state_path, supervisor_state_write
+from core.local_server import supervisor_state_path, supervisor_state_write
 from transforms.cpu_features import default_slots
 from transforms.embedded import (
     DEFAULT_MODEL,
@@ -52,14 +52,14 @@ def server_choice(requested: str, environ: dict[str, str] | None = None) -> Bina
     return choose_binary(env)
 
 
-def slots_wanted(option: int | None, setting: int, threads: int) -> tuple[int, str]:
+def slots_wanted(option: int | None, setting: int) -> tuple[int, str]:
     """Parallel slots and where the number comes from: ``--parallel``, else the setting
-    (``SHIFTLAB_LLM_PARALLEL``), else the default for the threads (``cpu_features.default_slots``)."""
+    (``SHIFTLAB_LLM_PARALLEL``), else the default (``cpu_features.default_slots``)."""
     if option:
         return option, "--parallel"
     if setting:
         return setting, "SHIFTLAB_LLM_PARALLEL"
-    return default_slots(threads), f"default for {threads} thread{'s' if threads != 1 else ''}"
+    return default_slots(), "default"
 
 
 class Command(ShiftlabCommand):
@@ -91,7 +91,12 @@ class Command(ShiftlabCommand):
         parser.add_argument("--models-dir", type=Path, default=None, help="model cache (default DATA_DIR/models)")
         parser.add_argument("--download-only", action="store_true", help="fetch and verify the model, then exit")
         parser.add_argument("--n-ctx", type=int, default=4096, help="context window in tokens (default 4096)")
-        parser.add_argument("--n-threads", type=int, default=None, help="CPU threads (default: all cores but one)")
+        parser.add_argument(
+            "--n-threads",
+            type=int,
+            default=None,
+            help="CPU threads (default SHIFTLAB_LLM_THREADS, else all cores but one)",
+        )
         parser.add_argument(
             "--server",
             choices=SERVERS,
@@ -105,7 +110,7 @@ class Command(ShiftlabCommand):
             type=int,
             default=None,
             help="llama-server's parallel slots, requests decoded together (default SHIFTLAB_LLM_PARALLEL, "
-            "else 2 on up to 2 threads and 8 above); each slot holds --n-ctx tokens",
+            "else 16); each slot holds --n-ctx tokens",
         )
         parser.add_argument("--log-file", type=Path, default=None, help="server log (default DATA_DIR/log/...)")
         parser.add_argument("--ready-timeout", type=float, default=300.0, help="seconds to wait for start-up")
@@ -139,10 +144,10 @@ class Command(ShiftlabCommand):
         self.binary_choice = server_choice(options["server"])
         if self.binary_choice.binary is None:
             self._fall_back(self.binary_choice.reason)
-        threads = options["n_threads"] or max(1, available_cpus() - 1)
-        slots, slots_origin = slots_wanted(
-            options["parallel"], int(getattr(settings, "EMBEDDED_LLM_PARALLEL", 0) or 0), threads
-        )
+        n_threads = options["n_threads"] or int(getattr(settings, "EMBEDDED_LLM_THREADS", 0) or 0) or None
+        if n_threads is not None and n_threads < 1:
+            raise CommandError("--n-threads must be at least 1")
+        slots, slots_origin = slots_wanted(options["parallel"], int(getattr(settings, "EMBEDDED_LLM_PARALLEL", 0) or 0))
         host, port = options["host"], options["port"]
         if port_in_use(port, host):
             raise CommandError(f"port {port} on {host} is already in use; pick another with --port")
@@ -156,7 +161,7 @@ class Command(ShiftlabCommand):
                 host=host,
                 port=port,
                 n_ctx=options["n_ctx"],
-                n_threads=options["n_threads"],
+                n_threads=n_threads,
                 log_path=log_file,
                 binary=self.binary_choice.binary,
                 slots=slots if self.binary_choice.binary is not None else 1,
@@ -164,8 +169,8 @@ class Command(ShiftlabCommand):
 
         if self.binary_choice.binary is not None:
             self.say(
-                f"Serving with llama.cpp's llama-server, {slots} parallel slots ({slots_origin}): "
-                f"{self.binary_choice.reason}"
+                f"Serving with llama.cpp's llama-server, {slots} parallel slots ({slots_origin}), "
+                f"{make_server().threads} CPU threads: {self.binary_choice.reason}"
             )
 
         previous = self._install_signal_handlers(self._request_stop)
