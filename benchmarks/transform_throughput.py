@@ -20,22 +20,24 @@ and (c) always reach the model. With --repeat R the phases a, b, c run R times, 
 emptied before each b) and medians are reported. Prints a table, the ratios b/a and b/c, and where (b)
 spends its time (inside the backend's generate, output analysis, SQL, the rest).
 
-With --server llama-server [--slots 1 2 4 8] it compares the embedded servers instead, on the texts and
-prompts above at temperature 0 (--temperature), taking the first N/2 pairs whose sentences are all
-distinct (N distinct texts): a paraphrase run (as (b)) against today's embedded server,
-llama-cpp-python's, which answers one request at a time, then against llama.cpp's own ``llama-server``
-(built by scripts/build_llama_server.sh, or --llama-server-bin) with each slot count N (``--parallel
-N``: the sequences of N requests decoded together, continuous batching), the backend keeping as many
-requests in flight as the server reports slots. Both servers run the embedded LLM's thread count (all
-CPUs but one; --threads for llama-server, --baseline-threads for today's). It first measures the
-machine's memory bandwidth (numpy copy) and float32 matmul rate, then prints per server: texts/s,
-generated tokens/s, the bandwidth ceiling of the token rate for that many sequences, prompt tokens
-computed against sent (the prompt cache), outputs identical to today's server's and the failed outputs;
+With --server llama-server [--slots 1 4 8 16 32] it compares the embedded servers instead, on the
+texts and prompts above at temperature 0 (--temperature), taking the first N/2 pairs whose sentences
+are all distinct (N distinct texts): a paraphrase run (as (b)) against today's embedded server,
+llama-cpp-python's, which answers one request at a time, then against llama.cpp's own
+``llama-server`` (built by scripts/build_llama_server.sh, or --llama-server-bin) with each slot
+count N (``--parallel N``: the sequences of N requests decoded together, continuous batching), the
+backend keeping as many requests in flight as the server reports slots and copying each batch's
+shared prompt prefix into the idle slots first (transforms/backends/slot_sharing.py;
+--no-prefix-sharing leaves it out). Both servers run the embedded LLM's thread count (all CPUs but
+one; --threads for llama-server, --baseline-threads for today's). It first measures the machine's
+memory bandwidth (numpy copy) and float32 matmul rate, then prints per server: texts/s, generated
+tokens/s, the bandwidth ceiling of the token rate for that many sequences, prompt tokens computed
+against sent (the prompt cache), outputs identical to today's server's and the failed outputs;
 last ``ratio llama-server/today = X.XX (N slots)``. One command for the issue's measurement on the
 demo's model:
 
   .venv/bin/python benchmarks/transform_throughput.py --server llama-server \\
-      --model qwen2.5-coder-1.5b-instruct --n 48 --slots 1 2 4 8 --repeat 3
+      --model qwen2.5-coder-1.5b-instruct --n 48 --slots 1 4 8 16 32 --repeat 3
 """
 
 from __future__ import annotations
@@ -374,8 +376,13 @@ def main() -> None:
         "--slots",
         type=int,
         nargs="+",
-        default=[1, 2, 4, 8],
-        help="llama-server: parallel slot counts (default 1 2 4 8)",
+        default=[1, 4, 8, 16, 32],
+        help="llama-server: parallel slot counts (default 1 4 8 16 32)",
+    )
+    parser.add_argument(
+        "--no-prefix-sharing",
+        action="store_true",
+        help="llama-server: send each batch without first copying its shared prompt prefix into the slots",
     )
     parser.add_argument(
         "--llama-server-bin",
@@ -775,7 +782,10 @@ def measure_server(args, work: Workload, model_path, data_dir, port, threads, bi
     try:
         startup = server.wait_ready(timeout=600)
         reset_backends()  # the backend asks the new server for its slots
-        in_flight = get_backend("default").in_flight()
+        backend = get_backend("default")
+        in_flight = backend.in_flight()
+        if args.no_prefix_sharing:
+            backend._slot_sharing = False  # the ablation: each slot evaluates the prefix itself
         warm_up(f"{server.base_url}/chat/completions", args.model, work.prompt)
         log = ServerLog(log_path, kind)
         row = ServerRow(kind, slots, threads, in_flight, startup, [], [])
