@@ -443,20 +443,11 @@ def export_view(request):
         return redirect("annotation:exports")
     configs = scoped(benchmark_config_list(), request.user)[:100]
     preview = _export_preview(request) if request.GET.get("preview") else None
-    perturbation = _export_perturbation(request.GET)
-    return render(
-        request,
-        "annotation/exports.html",
-        {
-            "configs": configs,
-            "projects": writable,
-            "preview": preview,
-            "chosen": request.GET.get("project", ""),
-            "sides": [(side, side in (perturbation["sides"] or ())) for side in PERTURBATION_SIDES],
-            "scopes": PERTURBATION_DOCUMENT_SCOPES,
-            "chosen_scope": perturbation["document_scope"] or "",
-        },
-    )
+    asked = _export_perturbation(request.GET)  # kept ticked on the Preview
+    context = {"configs": configs, "projects": writable, "preview": preview, "chosen": request.GET.get("project", "")}
+    sides = [(side, side in (asked["sides"] or ())) for side in PERTURBATION_SIDES]
+    context |= {"sides": sides, "scopes": PERTURBATION_DOCUMENT_SCOPES, "chosen_scope": asked["document_scope"] or ""}
+    return render(request, "annotation/exports.html", context)
 
 
 def _export_perturbation(data) -> dict:
