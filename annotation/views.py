@@ -16,6 +16,7 @@ from django.urls import reverse
 from django.views.decorators.http import require_http_methods
 
 from annotation.configs.config_export import config_render
+from annotation.configs.config_schema import PERTURBATION_DOCUMENT_SCOPES, PERTURBATION_SIDES
 from annotation.configs.export_services import benchmark_config_export, benchmark_config_preview
 from annotation.forms import ArgillaPasswordForm, StudyCreateForm, StudyDesignForm
 from annotation.models import Annotator, BenchmarkConfig, Flag, GateResult, Study
@@ -429,6 +430,7 @@ def export_view(request):
                 actor=request.user,
                 project=request.POST.get("project") or None,
                 name=request.POST.get("name", "").strip(),
+                **_export_perturbation(request.POST),
             )
         except ProjectAccessError:
             raise  # a read-only project: 403, as the API and the command refuse it
@@ -441,17 +443,26 @@ def export_view(request):
         return redirect("annotation:exports")
     configs = scoped(benchmark_config_list(), request.user)[:100]
     preview = _export_preview(request) if request.GET.get("preview") else None
-    return render(
-        request,
-        "annotation/exports.html",
-        {"configs": configs, "projects": writable, "preview": preview, "chosen": request.GET.get("project", "")},
-    )
+    asked = _export_perturbation(request.GET)  # kept ticked on the Preview
+    context = {"configs": configs, "projects": writable, "preview": preview, "chosen": request.GET.get("project", "")}
+    sides = [(side, side in (asked["sides"] or ())) for side in PERTURBATION_SIDES]
+    context |= {"sides": sides, "scopes": PERTURBATION_DOCUMENT_SCOPES, "chosen_scope": asked["document_scope"] or ""}
+    return render(request, "annotation/exports.html", context)
+
+
+def _export_perturbation(data) -> dict:
+    """The perturbed sides and documents rewritten the export form asks for, as given: the
+    service checks them (none ticked and no scope chosen: the config has no perturbation block)."""
+    return {"sides": data.getlist("sides") or None, "document_scope": data.get("document_scope") or None}
 
 
 def _export_preview(request) -> dict | None:
-    """What Export would write for the project chosen (issue 31): shown before anything is written."""
+    """What Export would write for the project chosen (issue 31), with the perturbation block
+    chosen (issue 30): shown before anything is written."""
     try:
-        document, owner = benchmark_config_preview(actor=request.user, project=request.GET.get("project") or None)
+        document, owner = benchmark_config_preview(
+            actor=request.user, project=request.GET.get("project") or None, **_export_perturbation(request.GET)
+        )
     except ProjectAccessError:
         raise
     except ShiftlabError as exc:

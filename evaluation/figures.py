@@ -6,6 +6,7 @@ the same report gives byte-identical files."""
 from __future__ import annotations
 
 import io
+from collections.abc import Sequence
 
 import matplotlib
 
@@ -13,7 +14,9 @@ matplotlib.use("Agg")
 
 import matplotlib.pyplot as plt  # noqa: E402  (the backend is chosen first)
 import numpy as np  # noqa: E402
+from matplotlib.transforms import Bbox  # noqa: E402
 
+from evaluation.meaning_change import ModelSensitivity  # noqa: E402
 from evaluation.robustness_options import ReportOptions  # noqa: E402
 from evaluation.robustness_results import (  # noqa: E402
     ALL_MODELS,
@@ -109,7 +112,7 @@ def report_figures(report: RobustnessReport, *, fmt: str = "svg") -> dict[str, s
     if report.rankings:
         builders["ranks"] = lambda: _ranks(report)
     if any(s.invariance is not None and s.sensitivity is not None for s in report.sensitivity):
-        builders["invariance_sensitivity"] = lambda: _invariance_sensitivity(report)
+        builders["invariance_sensitivity"] = lambda: invariance_sensitivity_figure(report.sensitivity)
     with plt.rc_context(_RC):
         return {name: _render(build(), fmt) for name, build in builders.items()}
 
@@ -220,27 +223,103 @@ def _ranks(report: RobustnessReport):
     return figure
 
 
-def _invariance_sensitivity(report: RobustnessReport):
+def invariance_sensitivity_figure(rows: Sequence[ModelSensitivity]):
     """One point per model: invariance (x) against sensitivity (y), both in [0, 1]; the top right
-    corner is a model robust to paraphrase and sensitive to meaning changes."""
+    corner is a model robust to paraphrase and sensitive to meaning changes. Models within
+    ``LABEL_TOLERANCE`` of each other share one label listing them; labels are placed so that no two
+    text boxes overlap (``_place_labels``). The output depends on the rows, not on their order."""
     figure, ax = plt.subplots(figsize=(4.2, 3.8))
-    for row in report.sensitivity:
-        if row.invariance is None or row.sensitivity is None:
-            continue
-        ax.scatter([row.invariance], [row.sensitivity], s=28, color="#1f77b4", zorder=3)
-        ax.annotate(
-            f"{row.model} ({row.summary:.2f})",
-            (row.invariance, row.sensitivity),
-            xytext=(4, 4),
-            textcoords="offset points",
-            fontsize=8,
-        )
     ax.set_xlim(0, 1.05)
     ax.set_ylim(0, 1.05)
+    groups = _label_groups(rows)
+    for group in groups:
+        ax.scatter([r.invariance for r in group], [r.sensitivity for r in group], s=28, color="#1f77b4", zorder=3)
+    _place_labels(figure, ax, groups)
     ax.set_xlabel("invariance (retention under meaning-preserving rewrites)")
     ax.set_ylabel("sensitivity (share of meaning changes moved apart)")
     ax.grid(alpha=0.3)
     return figure
+
+
+# Models closer than this on both axes (chained: a close to b close to c) share one label.
+LABEL_TOLERANCE = 0.01
+# Where a label may go relative to its point, tried in this order: directions, at growing distances
+# (points); the first place whose text box overlaps no label placed before and no point is taken.
+_DIRECTIONS = ((1, 1), (1, -1), (-1, 1), (-1, -1), (0, 1), (0, -1), (1, 0), (-1, 0))
+_DISTANCES = (4, 10, 18, 28, 40, 54, 70, 88, 108, 130)
+
+
+def _label_groups(rows: Sequence[ModelSensitivity]) -> list[list[ModelSensitivity]]:
+    """The rows with both values in groups of (nearly) the same point, each sorted by model; groups
+    in the order of their first member (invariance, sensitivity, model)."""
+    known = sorted(
+        (r for r in rows if r.invariance is not None and r.sensitivity is not None),
+        key=lambda r: (r.invariance, r.sensitivity, r.model),
+    )
+    groups: list[list[ModelSensitivity]] = []
+    for row in known:
+        near = [
+            g
+            for g in groups
+            if any(
+                abs(m.invariance - row.invariance) <= LABEL_TOLERANCE
+                and abs(m.sensitivity - row.sensitivity) <= LABEL_TOLERANCE
+                for m in g
+            )
+        ]
+        merged = [row, *(m for g in near for m in g)]
+        groups = [g for g in groups if not any(g is n for n in near)] + [merged]
+    groups = [sorted(g, key=lambda r: r.model) for g in groups]
+    return sorted(groups, key=lambda g: min((r.invariance, r.sensitivity, r.model) for r in g))
+
+
+def _place_labels(figure, ax, groups: list[list[ModelSensitivity]]) -> None:
+    """One label per group near the group's mean point, at the first offset (``_DIRECTIONS`` x
+    ``_DISTANCES``) where its text box, as the renderer draws it, overlaps no label already placed
+    and no point; a label away from its point gets a thin leader line. Where every offset is taken,
+    the label goes straight below the lowest one placed."""
+    renderer = figure.canvas.get_renderer()
+    to_display = ax.transData.transform
+    taken = [_point_box(to_display((r.invariance, r.sensitivity))) for g in groups for r in g]
+    for group in groups:
+        anchor = (float(np.mean([r.invariance for r in group])), float(np.mean([r.sensitivity for r in group])))
+        text = "\n".join(f"{r.model} ({r.summary:.2f})" for r in group)
+        label = None
+        for distance, (dx, dy) in ((d, v) for d in _DISTANCES for v in _DIRECTIONS):
+            if label is not None:
+                label.remove()
+            label = _label(ax, text, anchor, (dx * distance, dy * distance), (dx, dy))
+            box = label.get_window_extent(renderer)
+            if not any(box.overlaps(other) for other in taken):
+                break
+        else:
+            label.remove()
+            lowest = min(other.y0 for other in taken) - to_display(anchor)[1]  # display units (pixels)
+            offset = (0, lowest * 72 / figure.dpi - 4)
+            label = _label(ax, text, anchor, offset, (0, -1))
+            box = label.get_window_extent(renderer)
+            distance = _DISTANCES[-1]
+        taken.append(box)
+        if distance > _DISTANCES[0]:
+            ax.annotate(
+                "",
+                anchor,
+                xytext=label.xyann,
+                textcoords="offset points",
+                arrowprops={"arrowstyle": "-", "color": "0.55", "linewidth": 0.6, "shrinkA": 0, "shrinkB": 3},
+            )
+
+
+def _label(ax, text: str, anchor: tuple[float, float], offset: tuple[float, float], direction: tuple[int, int]):
+    horizontal = {1: "left", 0: "center", -1: "right"}[direction[0]]
+    vertical = {1: "bottom", 0: "center", -1: "top"}[direction[1]]
+    return ax.annotate(text, anchor, xytext=offset, textcoords="offset points", fontsize=8, ha=horizontal, va=vertical)
+
+
+def _point_box(centre) -> Bbox:
+    """The display box of a scatter point (a little larger than its marker)."""
+    x, y = centre
+    return Bbox.from_extents(x - 4, y - 4, x + 4, y + 4)
 
 
 def _severity(report: RobustnessReport):

@@ -181,12 +181,19 @@ def benchmark_config_export(
 
 
 def benchmark_config_preview(
-    *, actor: AbstractBaseUser | None = None, project: str | None = None, studies: Sequence[Study | int] | None = None
+    *,
+    actor: AbstractBaseUser | None = None,
+    project: str | None = None,
+    studies: Sequence[Study | int] | None = None,
+    sides: Sequence[str] | None = None,
+    document_scope: str | None = None,
 ) -> tuple[dict, Project]:
-    """What ``benchmark_config_export`` would write with the same inputs, and its project, without
-    writing or signing anything (the export page shows it before the researcher exports); the same
-    refusals."""
-    return _config_draft(actor, project=project, studies=studies, name="")
+    """What ``benchmark_config_export`` would write with the same inputs (its ``perturbation``
+    block included), and its project, without writing or signing anything (the export page shows
+    it before the researcher exports); the same refusals."""
+    perturbation = _perturbation_block(sides, document_scope)
+    document, owner = _config_draft(actor, project=project, studies=studies, name="")
+    return {**document, **perturbation}, owner
 
 
 def _config_draft(
