@@ -4,13 +4,13 @@ under its sha256 key; it resumes and re-executes without doing a unit twice.
 
 The dataset is built from SciFact (``../shared/data``): each of the first test claims with its
 relevant abstracts as positives and abstracts drawn from a small pool as negatives, so that
-candidates recur across queries as they do in real reranking sets."""
+candidates recur across queries as they do in real reranking sets; one short candidate whose
+rewrite fails is added to the first lists, and as the only positive of one more query."""
 
 from __future__ import annotations
 
 import hashlib
 import json
-import random
 from pathlib import Path
 
 import pytest
@@ -22,7 +22,10 @@ from transforms.chunk_services import transform_run_execute_chunk, transform_run
 from transforms.models import TransformedItem
 from transforms.services import transform_run_create, transform_run_pending_chunks
 
-N_QUERIES, POOL, NEGATIVES, SEED = 10, 25, 5, 1
+N_QUERIES, POOL, NEGATIVES, SEED = 12, 60, 10, 1
+# A candidate whose random-keyword rewrite is refused (its three words, comma-joined, are already
+# the keyword list: an identical output), and a query whose only positive it is.
+REFUSED = "Vitamin, D, bone"
 pytestmark = pytest.mark.django_db
 
 
@@ -31,19 +34,31 @@ def scifact_reranking_rows(shared_data: Path) -> list[dict]:
     corpus, queries, qrels = scifact(shared_data)
     chosen = sorted(queries)[:N_QUERIES]
     pool = sorted(corpus)[:POOL]
-    rng = random.Random(SEED)
-    return [
+
+    def words(text: str) -> set[str]:
+        return set(text.lower().split())
+
+    def negatives(q: str) -> list[str]:
+        # The pool's abstracts sharing the most words with the claim: negatives a model can confuse.
+        ranked = sorted(
+            (d for d in pool if d not in qrels[q]), key=lambda d: -len(words(queries[q]) & words(corpus[d]["text"]))
+        )
+        return [document_text(corpus[d]) for d in ranked[:NEGATIVES]]
+
+    rows = [
         {
             "id": q,
             "split": "test",
             "query": queries[q],
             "positive": [document_text(corpus[d]) for d in qrels[q]],
-            "negative": [document_text(corpus[d]) for d in rng.sample(pool, NEGATIVES + 3) if d not in qrels[q]][
-                :NEGATIVES
-            ],
+            "negative": negatives(q),
         }
         for q in chosen
     ]
+    for row in rows[:3]:
+        row["negative"].append(REFUSED)
+    extra = {"id": "short", "split": "test", "query": "Does vitamin D strengthen bone?", "positive": [REFUSED]}
+    return [*rows, {**extra, "negative": rows[0]["negative"][:3]}]
 
 
 def import_rows(rows: list[dict], folder: Path, name: str = "scifact-reranking"):
