@@ -128,3 +128,5 @@ def test_document_and_both_sides_of_reranking_equal_mteb_on_the_same_perturbed_l
         f"{d['transformed']} candidates rewritten, 1 failed (left out); {d['corpus']} distinct candidates scored: "
         f"{d['encoded']} encoded, {d['reused']} from the embedding cache" in page
     )
+    page = page_as(researcher).get(reverse("transforms:run", args=[candidate_run.pk])).content.decode()
+    assert "the distinct candidate texts of the run's examples' lists, each rewritten once" in page
