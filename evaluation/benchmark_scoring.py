@@ -25,7 +25,7 @@ from evaluation.encoders import Encoder, get_encoder, prompt_name_for, slug
 from evaluation.evaluators.base import EvaluationResult
 from evaluation.item_scores import ItemScores
 from evaluation.models import BenchmarkRun
-from evaluation.services import DEFAULT_SEED, dataset_protocol_options, document_text, examples_evaluate
+from evaluation.services import DEFAULT_SEED, dataset_protocol_options, examples_evaluate
 from transforms.chunk_services import transform_run_execute_inline
 from transforms.models import TransformRun
 from transforms.registry import TRANSFORMATIONS
@@ -53,15 +53,10 @@ def benchmark_unit_score(*, run: BenchmarkRun, unit: Unit) -> dict[str, Any]:
         perturbation = unit_perturbation(dataset, examples, query_run=runs[0], document_run=runs[1])
         left_out = len(examples) - len(perturbation.original)
         if not perturbation.original:
-            raise ShiftlabError(
-                f"every {unit.transformation} output of transformation run {transform_run.pk} failed"
-                if runs[1] is None
-                else f"every query of the evaluated range judges relevant a document whose {unit.transformation} "
-                f"rewrite failed (transformation run {runs[1].pk})"
-            )
+            raise ShiftlabError(_nothing_left(unit, dataset, runs))
         original = _evaluate(dataset, run.split, perturbation.original, encoder, perturbation.original_corpus)
         if runs[1] is not None:
-            documents = _document_figures(perturbation, runs[1], encoder)
+            documents = _document_figures(perturbation, runs[1], encoder, dataset.task_type)
         result = _evaluate(dataset, run.split, perturbation.transformed, encoder, perturbation.transformed_corpus)
         item_scores = _item_scores(dataset, result, perturbation.transformed)
         original_item_scores = _item_scores(dataset, original, perturbation.original)
@@ -132,6 +127,18 @@ def _evaluate(
     )
 
 
+def _nothing_left(unit: Unit, dataset: Dataset, runs: tuple[TransformRun | None, TransformRun | None]) -> str:
+    """Why a transformed unit has no example left to score."""
+    query_run, document_run = runs
+    if document_run is None:
+        return f"every {unit.transformation} output of transformation run {query_run.pk} failed"
+    lost = "has only positive candidates" if dataset.task_type == TaskType.RERANKING else "judges relevant a document"
+    return (
+        f"every query of the evaluated range {lost} whose {unit.transformation} rewrite failed, or its own rewrite "
+        f"failed (transformation runs {', '.join(str(r.pk) for r in runs if r is not None)})"
+    )
+
+
 def _unit_transform_runs(run: BenchmarkRun, unit: Unit) -> tuple[TransformRun | None, TransformRun | None]:
     """The unit's run of examples (query side) and of documents (document side), each executed
     in this task as far as it still lacks outputs; None for a side the unit leaves as it is."""
@@ -142,18 +149,21 @@ def _unit_transform_runs(run: BenchmarkRun, unit: Unit) -> tuple[TransformRun | 
     return found[0], found[1]
 
 
-def _document_figures(perturbation: Perturbation, document_run: TransformRun, encoder: Encoder) -> dict[str, int]:
-    """What the document side cost: documents rewritten and left out, and of the transformed
-    corpus's distinct texts those the embedding cache lacked (encoded now) and those it served.
-    Counted just before the transformed corpus is encoded (after the original one was)."""
-    texts = {document_text(payload) for payload in (perturbation.transformed_corpus or {}).values()}
-    prompt = prompt_name_for(encoder.prompts, task_type=TaskType.RETRIEVAL.value, prompt_type="document")
+def _document_figures(
+    perturbation: Perturbation, document_run: TransformRun, encoder: Encoder, task_type: str
+) -> dict[str, int]:
+    """What the document side cost: documents (reranking: distinct candidates) rewritten and left
+    out, and of the transformed side's distinct document texts (its corpus, or its lists'
+    candidates) those the embedding cache lacked (encoded now) and those it served. Counted just
+    before the transformed side is encoded (after the original one was)."""
+    texts = perturbation.document_texts()
+    prompt = prompt_name_for(encoder.prompts, task_type=task_type, prompt_type="document")
     encoded = cached_missing(encoder, list(texts), prompt_name=prompt)
     return {
         "transform_run": document_run.pk,
         "transformed": perturbation.documents_transformed,
         "left_out": perturbation.documents_left_out,
-        "corpus": len(perturbation.transformed_corpus or {}),
+        "corpus": len(perturbation.transformed_corpus) if perturbation.transformed_corpus is not None else len(texts),
         "encoded": encoded,
         "reused": len(texts) - encoded,
     }

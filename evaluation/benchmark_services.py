@@ -39,7 +39,7 @@ from evaluation.benchmark_plan import (
     spec_as_dict,
     transform_run_key,
 )
-from evaluation.benchmark_sides import sides_with_config
+from evaluation.benchmark_sides import DOCUMENT_LAYOUTS, document_item_scope, sides_with_config
 from evaluation.encoder_choices import model_problem
 from evaluation.encoders import EncoderError, get_encoder
 from evaluation.models import BenchmarkRun
@@ -393,7 +393,7 @@ def _transform_runs_for(
             limit=limit,
             created_by=created_by,
             project=project,
-            item_scope=document_scope if documents else "",
+            item_scope=document_item_scope(datasets[name], document_scope) if documents else "",
         ).pk
         for name in datasets
         for spec in plan.transformations
@@ -403,20 +403,22 @@ def _transform_runs_for(
 
 
 def document_sided(datasets: dict[str, Dataset], sides: Sequence[str], document_scope: str) -> set[str]:
-    """The datasets whose documents the run perturbs: the retrieval ones, when a side other than
-    the query is asked for (refused when none is retrieval)."""
+    """The datasets whose documents the run perturbs: the retrieval ones (their corpus) and the
+    reranking ones (their candidates), when a side other than the query is asked for (refused
+    when there is none)."""
     if tuple(sides) == (QUERY,):
         return set()
     if document_scope not in DOCUMENT_SCOPES:
         raise ShiftlabError(
             f"unknown document scope {document_scope!r}: choose {' or '.join(DOCUMENT_SCOPES)}", field="document_scope"
         )
-    sided = {name for name, dataset in datasets.items() if task_spec(dataset.task_type).layout == "beir"}
+    sided = {name for name, dataset in datasets.items() if task_spec(dataset.task_type).layout in DOCUMENT_LAYOUTS}
     if not sided:
+        kinds = sorted({dataset.task_type for dataset in datasets.values()})
         raise ShiftlabError(
-            "the document and both sides perturb a retrieval corpus, and none of the run's datasets is a retrieval "
-            "dataset (reranking datasets keep their candidates inside each query's row: only their queries are "
-            "perturbed); run the query side only",
+            "the document and both sides perturb the documents of a retrieval corpus or the candidates of reranking "
+            f"lists, and none of the run's datasets is a {' or '.join(DOCUMENT_LAYOUTS.values())} dataset (the run has "
+            f"{', '.join(kinds)}); add one, or run the query side only",
             field="sides",
         )
     return sided

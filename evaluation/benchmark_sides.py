@@ -10,6 +10,12 @@ other documents stay as they are. A document whose rewrite failed is dropped fro
 (never scored with its original text), and an example that judges such a document relevant is
 left out of both scorings. Both sides: the two rules at once, on the same examples.
 
+Document side (reranking datasets): the candidates live inside each query's row, so the second
+run is a run of candidates (item scope "candidates"): each distinct candidate text of the
+examples' lists is rewritten once and substituted into every list where it appears
+(``evaluation.reranking_candidates``). A failed candidate is dropped from every list on both
+sides, and a query left without a positive is left out of both scorings.
+
 A config may fix the sides (its ``perturbation`` block): a run of it narrows them, never widens
 them (``sides_with_config``).
 """
@@ -23,9 +29,13 @@ from annotation.configs.config_schema import PerturbationEntry
 from core.errors import ShiftlabError
 from corpora.models import Dataset
 from corpora.task_types import task_spec
-from evaluation.services import corpus_payloads
+from evaluation.reranking_candidates import distinct_candidates, perturbed_candidate_lists
+from evaluation.services import corpus_payloads, document_text
 from transforms.models import TransformedItem, TransformRun
-from transforms.selectors import DOCUMENT_FIELDS, relevant_document_ids
+from transforms.selectors import CANDIDATES, DOCUMENT_FIELDS, relevant_document_ids
+
+DOCUMENT_LAYOUTS = {"beir": "retrieval", "reranking": "reranking"}
+"""The dataset layouts a document side can perturb (their documents or candidates), by task type."""
 
 Example = tuple[str, dict, object, int]  # (item_id, payload, gold, DatasetItem pk)
 Corpus = dict[str, dict]  # document id -> payload ({"title", "text"})
@@ -42,6 +52,20 @@ class Perturbation:
     transformed_corpus: Corpus | None = None
     documents_transformed: int = 0
     documents_left_out: int = 0
+
+    def document_texts(self) -> set[str]:
+        """The distinct document texts the transformed side scores: its corpus's (retrieval), or
+        the candidates of its lists (reranking, whose corpus is None)."""
+        if self.transformed_corpus is not None:
+            return {document_text(payload) for payload in self.transformed_corpus.values()}
+        return set(distinct_candidates(self.transformed).values())
+
+
+def document_item_scope(dataset: Dataset, document_scope: str) -> str:
+    """The item scope of the run that perturbs ``dataset``'s document side: ``document_scope``
+    for a retrieval corpus, the candidates of the lists for a reranking dataset (which has no
+    corpus, so the document scope does not apply)."""
+    return CANDIDATES if task_spec(dataset.task_type).layout == "reranking" else document_scope
 
 
 def paired_examples(
@@ -115,6 +139,8 @@ def unit_perturbation(
         original, transformed = list(examples), list(examples)
     if document_run is None:
         return Perturbation(original, transformed)
+    if document_run.item_scope == CANDIDATES:
+        return candidate_perturbation(original, transformed, document_run)
     outputs = document_outputs(document_run)
     original_corpus, transformed_corpus, failed = perturbed_corpus(dict(corpus_payloads(dataset)), outputs)
     original, transformed = without_failed_relevant(original, transformed, failed)
@@ -125,6 +151,25 @@ def unit_perturbation(
         transformed_corpus,
         documents_transformed=len(outputs) - len(failed),
         documents_left_out=len(failed),
+    )
+
+
+def candidate_perturbation(
+    original: Sequence[Example], transformed: Sequence[Example], candidate_run: TransformRun
+) -> Perturbation:
+    """The reranking rows (paired lists, their queries as the query side left them) with the
+    candidates rewritten by ``candidate_run``: the original rows lose the failed candidates, the
+    transformed ones also get the rewrites; the counts cover the candidates of these rows only."""
+    rows = TransformedItem.objects.filter(run=candidate_run).values_list("side", "ok", "output_text")
+    used = distinct_candidates(original)
+    outputs = {key: (ok, text) for key, ok, text in rows if key in used}
+    kept = perturbed_candidate_lists(original, outputs)
+    rewritten = perturbed_candidate_lists(transformed, outputs)
+    return Perturbation(
+        kept.original,
+        rewritten.transformed,
+        documents_transformed=kept.candidates_transformed,
+        documents_left_out=kept.candidates_left_out,
     )
 
 

@@ -76,8 +76,9 @@ class BenchmarkRunForm(NewInProjectForm):
         initial=[],
         required=False,
         widget=forms.CheckboxSelectMultiple,
-        help_text="Retrieval datasets with a config: perturb the queries, the corpus documents, or both (one unit "
-        "per side). Other datasets are perturbed on their only side. None ticked: the config's sides, else query.",
+        help_text="Retrieval and reranking datasets with a config: perturb the queries, the corpus documents "
+        "(reranking: the candidates), or both (one unit per side). Other datasets are perturbed on their only side. "
+        "None ticked: the config's sides, else query.",
     )
     document_scope = forms.ChoiceField(
         label="Documents rewritten",
@@ -88,7 +89,7 @@ class BenchmarkRunForm(NewInProjectForm):
         ],
         initial="",
         required=False,
-        help_text="For the document and both sides.",
+        help_text="For the document and both sides of retrieval datasets (reranking: every candidate).",
     )
     run_anyway = forms.BooleanField(
         label="Run anyway",

@@ -3,8 +3,9 @@
 text may be a candidate of many queries.
 
 The work units of a document run are therefore the distinct candidate texts, each keyed by
-``candidate_key`` (a stable digest of the text). Each distinct text is rewritten once, and
-``perturbed_candidate_lists`` substitutes its rewrite into every list where it appears. A
+``candidate_key`` (a stable digest of the text; ``transforms.candidates``). Each distinct text
+is rewritten once, and ``perturbed_candidate_lists`` substitutes its rewrite into every list
+where it appears. A
 candidate whose rewrite failed is dropped from every list, in the original rows as in the
 transformed ones (never scored with its original text), and a query that loses its last positive
 is left out of both scorings.
@@ -12,19 +13,13 @@ is left out of both scorings.
 
 from __future__ import annotations
 
-import hashlib
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
-CANDIDATE_FIELDS = ("positive", "negative")
-KEY_LENGTH = 32  # hex characters of the sha256 kept: 128 bits, the width of an item's side
+from transforms.candidates import CANDIDATE_FIELDS, candidate_key
+from transforms.candidates import candidate_units as _units_of_rows
 
 Example = tuple[str, dict, object, int]  # (item_id, payload, gold, DatasetItem pk)
-
-
-def candidate_key(text: str) -> str:
-    """The stable key of a candidate text: the first 32 hex digits of its UTF-8 sha256."""
-    return hashlib.sha256(text.encode("utf-8")).hexdigest()[:KEY_LENGTH]
 
 
 def distinct_candidates(examples: Sequence[Example]) -> dict[str, str]:
@@ -34,18 +29,9 @@ def distinct_candidates(examples: Sequence[Example]) -> dict[str, str]:
 
 def candidate_units(examples: Sequence[Example]) -> dict[int, dict[str, str]]:
     """Each distinct candidate once, under the first example (its DatasetItem pk) whose lists
-    hold it: pk -> {key: text}. A run of candidates can store each rewrite as the outcome of
-    (that item, side = the key), which fits ``TransformedItem.side`` (32 characters)."""
-    units: dict[int, dict[str, str]] = {}
-    seen: set[str] = set()
-    for _, payload, _, pk in examples:
-        for field in CANDIDATE_FIELDS:
-            for text in payload[field]:
-                key = candidate_key(text)
-                if key not in seen:
-                    seen.add(key)
-                    units.setdefault(pk, {})[key] = text
-    return units
+    hold it: pk -> {key: text} (``transforms.candidates.candidate_units``, the units a run of
+    candidates stores as (that item, side = the key))."""
+    return _units_of_rows((pk, payload) for _, payload, _, pk in examples)
 
 
 @dataclass(frozen=True)

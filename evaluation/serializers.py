@@ -78,16 +78,17 @@ class BenchmarkRunCreateSerializer(serializers.Serializer):
     sides = serializers.ListField(
         child=serializers.ChoiceField(choices=list(SIDES)),
         required=False,
-        help_text="What a config's transformations perturb on retrieval datasets: query (default, unless the "
-        "config fixes its sides: then those, and this picks among them), document, both; several give one unit "
-        "per side.",
+        help_text="What a config's transformations perturb on retrieval and reranking datasets: query (default, "
+        "unless the config fixes its sides: then those, and this picks among them), document (reranking: the "
+        "candidates), both; several give one unit per side.",
     )
     document_scope = serializers.ChoiceField(
         choices=list(DOCUMENT_SCOPES),
         required=False,
         help_text="Which documents the document side rewrites: relevant_documents (those the evaluated queries "
         "judge relevant; the default unless the config fixes the scope) or documents (the whole corpus: one "
-        "rewrite per document).",
+        "rewrite per document). Reranking datasets rewrite every distinct candidate of the evaluated queries' "
+        "lists.",
     )
     run_anyway = serializers.BooleanField(
         default=False,

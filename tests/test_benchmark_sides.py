@@ -191,7 +191,9 @@ def _retrieval_task():
 def test_sides_are_refused_where_they_cannot_apply(scifact_subset, tmp_path, settings):
     sts = dataset_import(source=settings.BASE_DIR / "fixtures/sts/demo-sts.csv", task="sts", name="bench-sts")
     sts_run = keyword_query_run(sts)
-    with pytest.raises(ShiftlabError, match="none of the run's datasets is a retrieval dataset") as refused:
+    with pytest.raises(
+        ShiftlabError, match="none of the run's datasets is a retrieval or reranking dataset"
+    ) as refused:
         benchmark_run_create_from_config(
             text=config_text([sts_run], fmt="json"), fmt="json", models=[MODEL], sides=("document",), dispatch=False
         )
@@ -208,7 +210,7 @@ def test_a_document_side_without_a_retrieval_dataset_is_refused_alike_through_ev
     page = by_page(carl, config=str(alpha_config.pk), sides=["document"])
     api = by_api(carl, status=400, config_id=alpha_config.pk, sides=["document"])
     command = by_command(carl, "--config", str(path), "--sides", "document")
-    refusal = "none of the run's datasets is a retrieval dataset"
+    refusal = "none of the run's datasets is a retrieval or reranking dataset"
     assert refusal in page and refusal in command
     assert api.startswith("{'sides': [") and refusal in api
     assert not BenchmarkRun.objects.exists()
@@ -289,7 +291,7 @@ def test_an_export_with_sides_writes_the_block_which_verifies_and_its_runs_apply
     # STS, so the run is refused as one that asked for the document side itself would be.
     from evaluation.benchmark_services import benchmark_run_start
 
-    with pytest.raises(ShiftlabError, match="none of the run's datasets is a retrieval dataset"):
+    with pytest.raises(ShiftlabError, match="none of the run's datasets is a retrieval or reranking dataset"):
         benchmark_run_start(actor=researcher, project=None, models=[MODEL], config_id=config.pk, dispatch=False)
 
 
@@ -309,7 +311,7 @@ def test_sides_fixed_in_a_config_apply_and_are_checked_alike_through_every_door(
     config = BenchmarkConfig.objects.get(pk=exported.json()["id"])
     assert config.document["perturbation"] == block
     # Naming no side, each door runs the config's document side: refused, its only dataset being STS.
-    refusal = "none of the run's datasets is a retrieval dataset"
+    refusal = "none of the run's datasets is a retrieval or reranking dataset"
     assert refusal in by_page(carl, config=str(config.pk))
     assert refusal in by_api(carl, status=400, config_id=config.pk)
     assert refusal in by_command(carl, "--config", str(path))

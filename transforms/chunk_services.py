@@ -34,7 +34,7 @@ from transforms.noise import perturb
 from transforms.params import GenerationParams
 from transforms.prompts import PromptText
 from transforms.registry import Transformation, transformation_get
-from transforms.selectors import transform_run_fields
+from transforms.selectors import transform_run_texts
 from transforms.services import (
     transform_run_finalize,
     transform_run_mark_started,
@@ -53,33 +53,31 @@ def transform_run_execute_chunk(*, run_id: int, item_ids: Sequence[int]) -> int:
     run = TransformRun.objects.select_related("dataset", "generator").get(pk=run_id)
     spec = transformation_get(run.transformation)
     params = GenerationParams(**run.generator.params)
-    fields = transform_run_fields(run=run)
     done = set(TransformedItem.objects.filter(run=run, item_id__in=item_ids).values_list("item_id", "side"))
     # One unit per missing (item, field); units with the same text and language share one TextState,
     # so identical texts are generated once.
     units: list[tuple[DatasetItem, str, str, tuple[str, str]]] = []
     texts: dict[tuple[str, str], TextState] = {}
-    for item in DatasetItem.objects.filter(pk__in=item_ids).order_by("position"):
-        for side in fields:
-            if (item.pk, side) in done:
-                continue
-            text = item.payload[side]
-            # Normalised ("swa" -> "sw") so that drawn targets never repeat the source under another
-            # code; codes a run could use before normalisation existed are already canonical.
-            raw_language = side_language(item.language, side, run.dataset.task_type)
-            source_language = normalise_code(raw_language, default=raw_language)
-            key = (sha256_text(text), source_language)
-            if key not in texts:
-                texts[key] = plan_text(
-                    text,
-                    key[0],
-                    source_language,
-                    language_plan=spec.language_plan,
-                    run_language=run.run_language,
-                    seed=run.seed,
-                    languages=run.languages,
-                )
-            units.append((item, side, text, key))
+    items = DatasetItem.objects.filter(pk__in=item_ids).order_by("position")
+    for item, side, text in transform_run_texts(run=run, items=items):
+        if (item.pk, side) in done:
+            continue
+        # Normalised ("swa" -> "sw") so that drawn targets never repeat the source under another
+        # code; codes a run could use before normalisation existed are already canonical.
+        raw_language = side_language(item.language, side, run.dataset.task_type)
+        source_language = normalise_code(raw_language, default=raw_language)
+        key = (sha256_text(text), source_language)
+        if key not in texts:
+            texts[key] = plan_text(
+                text,
+                key[0],
+                source_language,
+                language_plan=spec.language_plan,
+                run_language=run.run_language,
+                seed=run.seed,
+                languages=run.languages,
+            )
+        units.append((item, side, text, key))
     if not units:
         return 0
     prompts = {p.key: PromptText(p.key, p.system, p.user) for p in run.prompts.all()}

@@ -9,13 +9,16 @@ from django.db.models import Avg, QuerySet
 from core.projects import User, scoped
 from corpora.models import Dataset, DatasetItem
 from corpora.task_types import task_spec
+from transforms.candidates import candidate_units
 from transforms.models import JudgeReport, PromptTemplate, TransformedItem, TransformRun
 
 DOCUMENTS_RELEVANT = "relevant_documents"
 DOCUMENTS_ALL = "documents"
 DOCUMENT_SCOPES = (DOCUMENTS_RELEVANT, DOCUMENTS_ALL)
-ITEM_SCOPES = ("", *DOCUMENT_SCOPES)
-"""What a run transforms: its examples (""), the documents relevant to them, or the whole corpus."""
+CANDIDATES = "candidates"
+ITEM_SCOPES = ("", *DOCUMENT_SCOPES, CANDIDATES)
+"""What a run transforms: its examples (""), the documents relevant to them, the whole corpus
+(retrieval), or the distinct candidates of its examples' lists (reranking)."""
 DOCUMENT_FIELDS = ("text",)
 
 
@@ -27,7 +30,8 @@ def transform_run_list(*, user: User = None, write: bool = False) -> QuerySet[Tr
 def transform_run_items(*, run: TransformRun) -> QuerySet[DatasetItem]:
     """The dataset items a run transforms, in order: its dataset's examples, the first
     ``item_limit`` of them when it has one; for a run of documents (``item_scope``), the corpus
-    documents relevant to those examples, or the whole corpus."""
+    documents relevant to those examples, or the whole corpus; for a run of candidates, the
+    examples that own a distinct candidate (``run_candidate_units``)."""
     return scoped_items(dataset=run.dataset, limit=run.item_limit, scope=run.item_scope)
 
 
@@ -39,10 +43,50 @@ def scoped_items(*, dataset: Dataset, limit: int | None, scope: str = "") -> Que
         items = items.filter(pk__in=limit_ids)
     if not scope:
         return items
+    if scope == CANDIDATES:
+        return items.filter(pk__in=list(_candidate_units(items)))
     documents = DatasetItem.objects.filter(dataset=dataset, kind="document").order_by("position")
     if scope == DOCUMENTS_RELEVANT:
         documents = documents.filter(item_id__in=relevant_document_ids(items.values_list("gold", flat=True)))
     return documents
+
+
+def run_candidate_units(*, run: TransformRun) -> dict[int, dict[str, str]]:
+    """A run of candidates' work units: its examples' distinct candidate texts, each under the
+    first example whose lists hold it, pk -> {key: text} (``transforms.candidates``)."""
+    return scoped_candidate_units(dataset=run.dataset, limit=run.item_limit)
+
+
+def scoped_candidate_units(*, dataset: Dataset, limit: int | None) -> dict[int, dict[str, str]]:
+    return _candidate_units(scoped_items(dataset=dataset, limit=limit))
+
+
+def _candidate_units(examples: QuerySet[DatasetItem]) -> dict[int, dict[str, str]]:
+    return candidate_units(examples.values_list("pk", "payload"))
+
+
+def scoped_total(*, dataset: Dataset, limit: int | None, scope: str = "") -> int:
+    """How many texts a run of ``dataset`` with ``limit`` and ``scope`` rewrites (its ``total``)."""
+    if scope == CANDIDATES:
+        return sum(len(owned) for owned in scoped_candidate_units(dataset=dataset, limit=limit).values())
+    return scoped_items(dataset=dataset, limit=limit, scope=scope).count() * len(run_fields(dataset, scope))
+
+
+def transform_run_texts(*, run: TransformRun, items: Iterable[DatasetItem]) -> list[tuple[DatasetItem, str, str]]:
+    """(item, side, text) of every text the run rewrites in ``items``: each transformed field of
+    an example or document, or, for a run of candidates, each distinct candidate the item owns
+    (side: its key)."""
+    if run.item_scope == CANDIDATES:
+        units = run_candidate_units(run=run)
+        return [(item, key, text) for item in items for key, text in units.get(item.pk, {}).items()]
+    fields = transform_run_fields(run=run)
+    return [(item, side, item.payload[side]) for item in items for side in fields]
+
+
+def pending_candidate_items(*, run: TransformRun) -> list[int]:
+    """The pks of a run of candidates' items that still lack an outcome for some candidate."""
+    done = Counter(TransformedItem.objects.filter(run=run).values_list("item_id", flat=True))
+    return [pk for pk, owned in run_candidate_units(run=run).items() if done[pk] < len(owned)]
 
 
 def relevant_document_ids(golds: Iterable[object]) -> set[str]:
@@ -58,6 +102,10 @@ def transform_run_fields(*, run: TransformRun) -> tuple[str, ...]:
 
 
 def run_fields(dataset: Dataset, scope: str) -> tuple[str, ...]:
+    """The fixed fields an item of a run rewrites (a run of candidates rewrites each item's own
+    candidates instead: ``transform_run_texts``)."""
+    if scope == CANDIDATES:
+        return ()
     return DOCUMENT_FIELDS if scope else task_spec(dataset.task_type).transformable_fields
 
 

@@ -35,7 +35,14 @@ from transforms.presets import resolve_preset
 from transforms.prompt_services import prompt_template_active
 from transforms.registry import noise_transformations, transformation_get
 from transforms.run_languages import run_output_languages, run_target_languages
-from transforms.selectors import ITEM_SCOPES, run_fields, scoped_items, transform_run_fields, transform_run_items
+from transforms.selectors import (
+    CANDIDATES,
+    ITEM_SCOPES,
+    pending_candidate_items,
+    scoped_total,
+    transform_run_fields,
+    transform_run_items,
+)
 
 
 def transform_runs_start(
@@ -123,9 +130,10 @@ def transform_run_create(
 ) -> TransformRun:
     """Declare one run and (by default) queue it. Outputs already in the cache are reused.
 
-    ``item_scope`` (retrieval datasets only) makes it a run of corpus documents instead of
-    examples: "relevant_documents" (those the examples in range judge relevant) or "documents"
-    (the whole corpus); a document's text is rewritten, its title kept.
+    ``item_scope`` (retrieval datasets) makes it a run of corpus documents instead of examples:
+    "relevant_documents" (those the examples in range judge relevant) or "documents" (the whole
+    corpus); a document's text is rewritten, its title kept. On a reranking dataset, "candidates"
+    makes it a run of the distinct candidate texts of the examples in range, each rewritten once.
 
     The run belongs to ``project`` (default: the dataset's, or the default project for a shared
     dataset), which must be the dataset's own unless the dataset is shared; it uses the prompt
@@ -146,9 +154,8 @@ def transform_run_create(
     if limit is not None and limit < 1:
         raise ShiftlabError("--limit must be at least 1")
     _scope_checked(dataset, item_scope)
-    n_fields = len(run_fields(dataset, item_scope))
-    n_items = scoped_items(dataset=dataset, limit=limit, scope=item_scope).count()
-    if n_items == 0:
+    total = scoped_total(dataset=dataset, limit=limit, scope=item_scope)
+    if total == 0:
         raise ShiftlabError(f"dataset {dataset.name} has no items to transform")
     outputs = run_output_languages(spec, dataset, languages, seed=seed, language_check=language_check)
     backend = backend_chosen(backend_alias) if spec.uses_llm else None
@@ -170,7 +177,7 @@ def transform_run_create(
         model_identity=model_identity,
         language_check=language_check,
         unchecked_languages=outputs.unchecked if not language_check else [],
-        total=n_items * n_fields,
+        total=total,
         created_by=created_by,
     )
     run.run_hash = _run_hash(run)
@@ -207,7 +214,12 @@ def _run_hash(run: TransformRun) -> str:
 def _scope_checked(dataset: Dataset, item_scope: str) -> None:
     if item_scope not in ITEM_SCOPES:
         raise ShiftlabError(f"unknown item scope {item_scope!r}: choose one of {', '.join(ITEM_SCOPES[1:])}")
-    if item_scope and task_spec(dataset.task_type).layout != "beir":
+    layout = task_spec(dataset.task_type).layout
+    if item_scope == CANDIDATES and layout != "reranking":
+        raise ShiftlabError(
+            f"only reranking datasets have candidate lists to transform; {dataset.name} is {dataset.task_type}"
+        )
+    if item_scope and item_scope != CANDIDATES and layout != "beir":
         raise ShiftlabError(
             f"only retrieval datasets have a corpus of documents to transform; {dataset.name} is {dataset.task_type}"
         )
@@ -247,6 +259,9 @@ def transform_run_pending_chunks(*, run_id: int, chunk_size: int | None = None) 
     """Item ids still lacking an output for some field, in chunks. Used to start and to resume."""
     chunk_size = chunk_size or settings.TRANSFORM_CHUNK_SIZE
     run = TransformRun.objects.select_related("dataset").get(pk=run_id)
+    if run.item_scope == CANDIDATES:
+        ids = pending_candidate_items(run=run)
+        return [ids[i : i + chunk_size] for i in range(0, len(ids), chunk_size)]
     n_fields = len(transform_run_fields(run=run))
     items = (
         transform_run_items(run=run)

@@ -218,14 +218,16 @@ def _add_run_arguments(run: CommandParser) -> None:
         "--sides",
         nargs="+",
         choices=list(SIDES),
-        help="Retrieval datasets: perturb the queries (default, unless the config fixes its sides: then those, "
-        "and --sides picks among them), the corpus documents, or both; several give one unit per side.",
+        help="Retrieval and reranking datasets: perturb the queries (default, unless the config fixes its sides: "
+        "then those, and --sides picks among them), the corpus documents (reranking: the candidates), or both; "
+        "several give one unit per side.",
     )
     run.add_argument(
         "--document-scope",
         choices=list(DOCUMENT_SCOPES),
         help="Documents the document side rewrites: those the evaluated queries judge relevant (default, unless "
-        "the config fixes the scope), or the whole corpus (one rewrite per document).",
+        "the config fixes the scope), or the whole corpus (one rewrite per document). Reranking datasets rewrite "
+        "every distinct candidate of the evaluated queries' lists.",
     )
     ShiftlabCommand.add_actor_argument(run)
 
