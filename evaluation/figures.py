@@ -236,7 +236,7 @@ def invariance_sensitivity_figure(rows: Sequence[ModelSensitivity]):
         ax.scatter([r.invariance for r in group], [r.sensitivity for r in group], s=28, color="#1f77b4", zorder=3)
     _place_labels(figure, ax, groups)
     ax.set_xlabel("invariance (retention under meaning-preserving rewrites)")
-    ax.set_ylabel("sensitivity (share of meaning changes moved apart)")
+    ax.set_ylabel("sensitivity\n(share of meaning changes moved apart)")
     ax.grid(alpha=0.3)
     return figure
 

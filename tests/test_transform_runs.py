@@ -161,6 +161,18 @@ def test_export_writes_a_file_the_importer_reads(sts, tmp_path):
     assert back == expected
 
 
+def test_a_document_side_run_is_not_exported_as_a_dataset(sts, tmp_path):
+    """A run that rewrote a benchmark's documents or reranking candidates holds no rewritten items of
+    its own: exporting it would write the originals under a transformed name."""
+    from core.errors import ShiftlabError
+
+    run = run_now(sts, "random_keywords", limit=2)
+    run.item_scope = "candidates"
+    with pytest.raises(ShiftlabError, match="export a run of its queries or items instead"):
+        transform_run_export(run=run, path=tmp_path / "out.csv")
+    assert not (tmp_path / "out.csv").exists()
+
+
 def test_export_leaves_out_exactly_the_items_with_a_failed_text(llm_backend, sts, tmp_path):
     run = run_now(sts, "paraphrase", limit=4)
     result = transform_run_export(run=run, path=tmp_path / "out.csv")

@@ -8,6 +8,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
+from core.errors import ShiftlabError
 from corpora.models import DatasetItem
 from corpora.task_types import PAIR_TASKS, TaskType, task_spec
 from transforms.models import TransformedItem, TransformRun
@@ -24,6 +25,11 @@ class ExportResult:
 def transform_run_export(*, run: TransformRun, path: Path | str) -> ExportResult:
     """Write the transformed dataset in a format the importer reads. Items with a failed field are
     left out (a failed text is never replaced by its original); the count is returned."""
+    if run.item_scope:
+        raise ShiftlabError(
+            f"transformation run {run.pk} rewrote the {run.item_scope.replace('_', ' ')} of {run.dataset.name} for a "
+            "benchmark's document side, not the dataset's items: export a run of its queries or items instead"
+        )
     path = Path(path)
     task = TaskType(run.dataset.task_type)
     spec = task_spec(task)

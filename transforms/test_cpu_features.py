@@ -102,7 +102,13 @@ def test_the_build_key_names_the_sources_and_the_cpu_features():
     assert "/" not in key and " " not in key
 
 
-def test_default_slots_are_sixteen_at_most_the_texts_of_one_chunk(settings):
-    from transforms.cpu_features import default_slots
+def test_default_slots_are_32_with_16_gib_available_else_16_and_never_above_a_chunk(settings, tmp_path):
+    from transforms.cpu_features import default_slots, memory_available
 
-    assert default_slots() == 16 <= 2 * settings.TRANSFORM_CHUNK_SIZE
+    gib = 1024**3
+    assert default_slots(None) == 16 and default_slots(15 * gib) == 16
+    assert default_slots(16 * gib) == 32 == 2 * settings.TRANSFORM_CHUNK_SIZE
+    meminfo = tmp_path / "meminfo"
+    meminfo.write_text("MemTotal:       24000000 kB\nMemFree:  100 kB\nMemAvailable:   20971520 kB\n")
+    assert memory_available(str(meminfo)) == 20 * gib
+    assert memory_available(str(tmp_path / "missing")) is None

@@ -75,7 +75,8 @@ def test_llm_server_choice_auto_insists_or_never(tmp_path, monkeypatch):
 def test_slots_come_from_the_option_the_setting_or_the_threads():
     assert slots_wanted(3, 6) == (3, "--parallel")
     assert slots_wanted(None, 6) == (6, "SHIFTLAB_LLM_PARALLEL")
-    assert slots_wanted(None, 0) == (16, "default")
+    slots, origin = slots_wanted(None, 0)
+    assert slots in (16, 32) and origin.startswith("default")
 
 
 @pytest.mark.parametrize(("cpuinfo", "no_repack"), [(AMX_CPUINFO, True), (PLAIN_CPUINFO, False)])

@@ -18,7 +18,7 @@ from django.core.management.base import CommandError
 
 from core.commands import ShiftlabCommand
 from core.local_server import supervisor_state_path, supervisor_state_write
-from transforms.cpu_features import default_slots
+from transforms.cpu_features import default_slots, memory_available
 from transforms.embedded import (
     DEFAULT_MODEL,
     EMBEDDED_MODELS,
@@ -59,7 +59,10 @@ def slots_wanted(option: int | None, setting: int) -> tuple[int, str]:
         return option, "--parallel"
     if setting:
         return setting, "SHIFTLAB_LLM_PARALLEL"
-    return default_slots(), "default"
+    available = memory_available()
+    if available is None:
+        return default_slots(None), "default; memory available unknown"
+    return default_slots(available), f"default for {available / 1024**3:.0f} GiB of memory available"
 
 
 class Command(ShiftlabCommand):
@@ -110,7 +113,7 @@ class Command(ShiftlabCommand):
             type=int,
             default=None,
             help="llama-server's parallel slots, requests decoded together (default SHIFTLAB_LLM_PARALLEL, "
-            "else 16); each slot holds --n-ctx tokens",
+            "else 32 with 16 GiB of memory available and 16 below); each slot holds --n-ctx tokens",
         )
         parser.add_argument("--log-file", type=Path, default=None, help="server log (default DATA_DIR/log/...)")
         parser.add_argument("--ready-timeout", type=float, default=300.0, help="seconds to wait for start-up")
