@@ -42,6 +42,7 @@ from core.local_server import LOCAL_OPENER, LocalServer, available_cpus, free_po
 from transforms.cpu_features import llama_server_repack_args
 from transforms.llama_build import exit_description, llama_cpp_available, server_environment
 from transforms.llama_launch import repack_decision
+from transforms.model_hashes import read_sidecar, sha256_file, write_sidecar
 
 try:
     import fcntl
@@ -153,54 +154,6 @@ def get_model(name: str) -> EmbeddedModel:
 # --- Model files -------------------------------------------------------------------------------
 
 
-def sha256_file(path: Path) -> str:
-    digest = hashlib.sha256()
-    with open(path, "rb") as fh:
-        while chunk := fh.read(_CHUNK):
-            digest.update(chunk)
-    return digest.hexdigest()
-
-
-def file_sha256(path: Path) -> str:
-    """The SHA-256 of a model file: from its sidecar when the file is unchanged since the hash was
-    recorded, else computed (and recorded)."""
-    path = Path(path)
-    known = _read_sidecar(path)
-    if known is not None:
-        return known
-    digest = sha256_file(path)
-    with contextlib.suppress(OSError):  # a read-only model folder: the hash is just not remembered
-        _write_sidecar(path, digest)
-    return digest
-
-
-def _sidecar(path: Path) -> Path:
-    return path.with_name(path.name + ".sha256")
-
-
-def _read_sidecar(path: Path) -> str | None:
-    """The hash recorded for ``path`` if the file has not changed since it was recorded."""
-    try:
-        record = json.loads(_sidecar(path).read_text())
-        stat = path.stat()
-    except (OSError, ValueError):
-        return None
-    if not isinstance(record, dict):
-        return None
-    if record.get("size") != stat.st_size or record.get("mtime_ns") != stat.st_mtime_ns:
-        return None
-    value = record.get("sha256")
-    return value if isinstance(value, str) else None
-
-
-def _write_sidecar(path: Path, sha256: str) -> None:
-    stat = path.stat()
-    record = {"sha256": sha256, "size": stat.st_size, "mtime_ns": stat.st_mtime_ns, "file": path.name}
-    tmp = _sidecar(path).with_suffix(".sha256.tmp")
-    tmp.write_text(json.dumps(record, indent=1) + "\n")
-    os.replace(tmp, _sidecar(path))
-
-
 @contextlib.contextmanager
 def _lock(path: Path) -> Iterator[None]:
     """An exclusive advisory lock, so that parallel test workers download a model only once."""
@@ -247,16 +200,16 @@ def ensure_model(name: str, *, models_dir: Path, progress: Progress | None = Non
     models_dir.mkdir(parents=True, exist_ok=True)
     target = models_dir / model.filename
 
-    if _read_sidecar(target) == model.sha256:
+    if read_sidecar(target) == model.sha256:
         return target
     with _lock(models_dir / f".{model.filename}.lock"):
-        if _read_sidecar(target) == model.sha256:  # another process finished it meanwhile
+        if read_sidecar(target) == model.sha256:  # another process finished it meanwhile
             return target
         if target.exists():
             say(f"{model.name}: verifying existing {target} ...")
             actual = sha256_file(target)
             if actual == model.sha256:
-                _write_sidecar(target, actual)
+                write_sidecar(target, actual)
                 return target
             say(f"{model.name}: existing file has SHA-256 {actual}, expected {model.sha256}; downloading again")
         _assemble(model, target, say)
@@ -302,7 +255,7 @@ def _assemble(model: EmbeddedModel, target: Path, say: Progress) -> None:
                 "nothing was installed."
             )
         os.replace(partial, target)
-        _write_sidecar(target, actual)
+        write_sidecar(target, actual)
         say(f"{model.name}: ready at {target} (SHA-256 verified, {time.monotonic() - started:.0f} s)")
     finally:
         shutil.rmtree(work, ignore_errors=True)

@@ -22,7 +22,8 @@ import httpx
 from core.hashing import sha256_json
 from transforms.backends.base import BackendError, ChatFailure, ChatRequest, ChatResult, LLMBackend
 from transforms.backends.slot_sharing import PrefixShare, SlotActionsUnsupported, share_prefix, shared_prefix
-from transforms.embedded import EmbeddedModelError, file_sha256, get_model
+from transforms.embedded import EmbeddedModelError, get_model
+from transforms.model_hashes import file_sha256
 
 logger = logging.getLogger(__name__)
 
