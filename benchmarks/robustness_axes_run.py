@@ -27,7 +27,7 @@ under var/benchmarks/robustness-axes/, so a re-run picks up where the last one s
 6. Writes the robustness report's files (tables and figures) and prints the figures.
 
     nice -n 5 .venv/bin/python benchmarks/robustness_axes_run.py [--pairs 100] [--queries 20]
-        [--docs 200] [--llm-pairs 6] [--seeds 1 2] [--llm NAME] [--figures-to docs/screenshots]
+        [--docs 200] [--llm-pairs 6] [--seeds 1 2] [--llm NAME] [--mpnet DIR] [--figures-to docs/screenshots]
 
 Set AXES_ARGILLA_REDIS_URL to the Redis database the local Argilla may use (it queues jobs there).
 """
@@ -76,6 +76,19 @@ NEGATIONS = re.compile(r"\b(not|no|never|none|nobody|nothing|neither|nor|without
 STOPWORDS = frozenset("a an the is are was were be been of to in on at and or her his its their one another".split())
 DOC_FIGURES = ("severity", "invariance_sensitivity")  # what --figures-to copies (with the sides table)
 STARTED = time.perf_counter()
+
+
+def use_mpnet(path: Path) -> None:
+    """Score all-mpnet-base-v2 from ``path`` instead of MiniLM in bfloat16."""
+    global MODELS
+    if not (path / "modules.json").is_file():
+        sys.exit(f"{path} is not a sentence-transformers model folder (no modules.json)")
+    ENCODERS.pop("minilm-bf16")
+    ENCODERS["all-mpnet-base-v2"] = {
+        "BACKEND": "evaluation.encoders.SentenceTransformerEncoder",
+        "OPTIONS": {"model": str(path.resolve())},
+    }
+    MODELS = ("all-MiniLM-L6-v2", "all-mpnet-base-v2", "minilm-rk")
 
 
 def say(message: str) -> None:
@@ -541,9 +554,17 @@ def main() -> None:
     parser.add_argument("--seeds", type=int, nargs="+", default=[1, 2], help="noise run seeds")
     parser.add_argument("--items", type=int, default=4, help="study items per transformation")
     parser.add_argument(
+        "--mpnet",
+        type=Path,
+        help="a local copy of all-mpnet-base-v2 (sentence-transformers folder): scored in place of MiniLM in "
+        "bfloat16, so that two model families are compared",
+    )
+    parser.add_argument(
         "--figures-to", type=Path, help="copy the severity and invariance-sensitivity figures and the sides table here"
     )
     args = parser.parse_args()
+    if args.mpnet is not None:
+        use_mpnet(args.mpnet)
     if not (DATA / "scifact").is_dir():
         sys.exit(f"the public data is missing at {DATA}")
     setup()
