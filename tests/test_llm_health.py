@@ -63,8 +63,10 @@ def test_health_follows_a_crashing_supervised_server(llm_test_model, tmp_path, s
         ok = llm_check_when(admin_client, lambda c: c["status"] == "ok", "the LLM ok", log)
         assert "generating" in ok["detail"] and "warm-up generation" in ok["detail"]
 
-        os.kill(command.server.process.pid, signal.SIGSEGV)
+        crashed = command.server
+        os.kill(crashed.process.pid, signal.SIGSEGV)
         down = llm_check_when(admin_client, lambda c: "crash-looping" in c["detail"], "crash-looping", log)
+        assert crashed.slot_dir is None  # llama-server's slot directory went with the crashed server
         assert down["status"] == "error"
         assert "signal SIGSEGV (exit -11)" in down["detail"]
         assert "Last log line:" in down["detail"]

@@ -171,9 +171,10 @@ class Command(ShiftlabCommand):
             )
 
         if self.binary_choice.binary is not None:
+            threads = make_server().threads
             self.say(
                 f"Serving with llama.cpp's llama-server, {slots} parallel slots ({slots_origin}), "
-                f"{make_server().threads} CPU threads: {self.binary_choice.reason}"
+                f"{threads} CPU thread{'s' if threads != 1 else ''}: {self.binary_choice.reason}"
             )
 
         previous = self._install_signal_handlers(self._request_stop)
@@ -260,6 +261,7 @@ class Command(ShiftlabCommand):
                 if self.stop_event.is_set():
                     return
                 failure = f"llama.cpp server crashed ({exit_description(server.process.returncode)})"
+                server.stop()  # reaps it and removes what it leaves behind (its slot directory)
 
             uptime = time.monotonic() - (server.started_at or time.monotonic())
             quick_crashes = quick_crashes + 1 if uptime < self.QUICK_CRASH_S else 0
