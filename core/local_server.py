@@ -6,6 +6,7 @@ commands, test fixtures and benchmark scripts share it.
 from __future__ import annotations
 
 import ctypes
+import ipaddress
 import json
 import os
 import signal
@@ -34,6 +35,16 @@ def port_in_use(port: int, host: str = "127.0.0.1") -> bool:
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
         sock.settimeout(0.5)
         return sock.connect_ex((host, port)) == 0
+
+
+def is_loopback(host: str) -> bool:
+    """Whether ``host`` is reachable from this machine only (``localhost``, 127.0.0.0/8, ::1)."""
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
 
 
 def available_cpus() -> int:

@@ -126,14 +126,14 @@ def default_slots(available: int | None) -> int:
     """Parallel slots of the embedded ``llama-server``: 32 with at least ``MANY_SLOTS_MEMORY`` bytes
     ``available``, else 16.
 
-    On the quiet 2-core EPYC of ``docs/performance.md`` (Qwen2.5-Coder-1.5B Q4_K_M) a decode step of
-    few sequences costs about as much per sequence as one alone (the Q4_K arithmetic is the bound, not
-    the weight reads), but from about 16 tokens a step llama.cpp's batched kernels cost a third as much
-    per token; and since the backend evaluates a batch's shared prompt prefix once for all slots
+    On the quiet 2-core EPYC of ``docs/performance.md`` (Qwen2.5-Coder-1.5B Q4_K_M) a decode step of few
+    sequences costs about as much per sequence as one alone (the Q4_K arithmetic is the bound, not the
+    weight reads), but from about 16 tokens a step llama.cpp's batched kernels cost a third as much per
+    token; and since the backend evaluates a batch's shared prompt prefix once for all slots
     (``transforms.backends.slot_sharing``), more slots no longer cost more prompt. A paraphrase run of
-    48 texts went 1.43x (16 slots) and 1.59x (32) as fast as today's server on 1 thread, 1.99x and
-    2.30x on 2. A transformation chunk sends at most 2 x ``TRANSFORM_CHUNK_SIZE`` (32) texts at once,
-    so slots beyond 32 stay idle. Each slot holds ``n_ctx`` tokens of cache. Machines with more cores
-    were not measured.
+    48 texts went 1.51x (16 slots) and 1.69x (32) as fast as llama-cpp-python's server on 1 thread,
+    2.09x and 2.43x on 2 (medians of 3, ``docs/performance.md``). A transformation chunk sends at most 2
+    x ``TRANSFORM_CHUNK_SIZE`` (32) texts at once, so slots beyond 32 stay idle. Each slot holds
+    ``n_ctx`` tokens of cache. Machines with more cores were not measured.
     """
     return 32 if available is not None and available >= MANY_SLOTS_MEMORY else 16

@@ -38,7 +38,7 @@ from pathlib import Path
 from typing import ClassVar
 
 from core.errors import ShiftlabError
-from core.local_server import LOCAL_OPENER, LocalServer, available_cpus, free_port, port_in_use
+from core.local_server import LOCAL_OPENER, LocalServer, available_cpus, free_port, is_loopback, port_in_use
 from transforms.cpu_features import llama_server_repack_args
 from transforms.llama_build import exit_description, llama_cpp_available, server_environment
 from transforms.llama_launch import repack_decision
@@ -391,7 +391,8 @@ class LlamaServer(LocalServer):
             fd, name = tempfile.mkstemp(prefix=f"llama-server-{self.port}-", suffix=".log")
             os.close(fd)
             self.log_path = Path(name)
-        if self.binary is not None and self.slots > 1 and self.slot_dir is None:
+        # Slot files only on a loopback address: anyone who reaches the port can save slots to disk.
+        if self.binary is not None and self.slots > 1 and self.slot_dir is None and is_loopback(self.host):
             self.slot_dir = Path(tempfile.mkdtemp(prefix=f"llama-slots-{self.port}-"))
         env = server_environment()
         env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(REPO_DIR), env.get("PYTHONPATH", "")]))

@@ -46,3 +46,12 @@ def test_the_save_file_is_named_by_model_and_prefix():
     assert name == prefix_file_name("m", [dict(m) for m in messages])
     assert name != prefix_file_name("other", messages)
     assert name.startswith("shiftlab-prefix-") and name.endswith(".bin") and "/" not in name
+
+
+def test_slot_files_are_only_for_servers_on_a_loopback_address():
+    """LlamaServer gives llama-server a slot directory only where no other machine reaches the port
+    (anyone who does could save slot files to that disk)."""
+    from core.local_server import is_loopback
+
+    assert all(map(is_loopback, ["127.0.0.1", "127.0.0.2", "::1", "localhost"]))
+    assert not any(map(is_loopback, ["0.0.0.0", "::", "10.1.2.3", "192.168.0.7", "example.org", ""]))

@@ -8,12 +8,13 @@ evaluated the prefix N times, which cost more than the slots gained on a 2-core 
 
 1. evaluates the shared prefix once, in the first idle slot (a request of one token);
 2. saves that slot's state (``POST /slots/{id}?action=save``; the server needs ``--slot-save-path``,
-   which ``LlamaServer`` gives it with a private directory of its own);
+   which ``LlamaServer`` gives it with a private directory of its own, on a loopback address only);
 3. restores it into every other idle slot (``action=restore``), a copy of the prefix's cache cells that
    takes about a millisecond a slot.
 
-The answers do not change: a slot computes the same cells for the prefix either way. Everything here
-is an optimisation: a server without these endpoints (vLLM, llama-cpp-python, a llama-server started
+The answers stay those of the same model: the copied cells are computed from the same tokens, in a
+batch of another size, so their last bits may differ as with batching itself. Everything here is an
+optimisation: a server without these endpoints (vLLM, llama-cpp-python, a llama-server started
 without ``--slot-save-path``) or any failure leaves the batch to run as before.
 """
 
@@ -35,6 +36,9 @@ logger = logging.getLogger(__name__)
 MIN_PREFIX_CHARS = 64
 PRIME_TIMEOUT_S = 120.0  # evaluating a long prefix on one CPU thread
 ACTION_TIMEOUT_S = 10.0
+# A restore into a slot that another client's request took meanwhile waits for that request to end:
+# give up on the rest after this long rather than hold the batch back (the server still restores it).
+RESTORE_TIMEOUT_S = 2.0
 
 
 class SlotActionsUnsupported(Exception):
@@ -104,7 +108,7 @@ async def share_prefix(
     saved.raise_for_status()
     for target in targets:
         restored = await client.post(
-            f"{root}/slots/{target}", params={"action": "restore"}, json=name, timeout=ACTION_TIMEOUT_S
+            f"{root}/slots/{target}", params={"action": "restore"}, json=name, timeout=RESTORE_TIMEOUT_S
         )
         restored.raise_for_status()
     share = PrefixShare(source, tuple(targets), time.perf_counter() - started)
