@@ -166,6 +166,9 @@ def test_a_batch_evaluates_its_shared_prompt_prefix_once_for_all_slots(llama_ser
         sent = [prompt_tokens(root, request.messages) for request in batch]
         shared = [common_length(prefix, tokens) for tokens in sent]
         assert min(shared) > len(prefix) - 8  # the prefix is almost all shared (its template tail differs)
+        # ... and it is all the requests have in common, counted from their own tokens alone
+        in_common = min(common_length(sent[0], tokens) for tokens in sent[1:])
+        assert min(shared) >= in_common - 1, (shared, in_common)
         # Each request evaluates only its own part; without sharing, the first request in each of the
         # three other slots evaluated the whole prompt.
         suffixes = sorted(len(tokens) - n for tokens, n in zip(sent, shared, strict=True))
