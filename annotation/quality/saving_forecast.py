@@ -187,8 +187,10 @@ def forecast_saving(
         min_items=min_items,
     )
     if now.state is not Settled.UNDECIDED:
-        known = RatingCosts(costs.raters, costs.full_raters, costs.contested, costs.in_flight)
-        saved = float(_ratings_saved(np.array([float(now.n)]), known, observed=now.n, total=total, rng=rng)[0])
+        # Spent: every observed item (items in flight when it settled finish and are observed after
+        # the settling item), their contested third raters and what is still in flight.
+        spent_items = np.array([float(observed)])
+        saved = float(_ratings_saved(spent_items, costs, observed=observed, total=total, rng=rng)[0])
         return SavingForecast(observed, total, mean, sd, float(now.n), now.n, now.n, 1.0, saved, saved, saved, True)
     started = [np.asarray((partial or {}).get(q, []), dtype=float) for q in names]
     if len({len(v) for v in started}) != 1:

@@ -205,7 +205,10 @@ def test_the_saving_is_predicted_from_the_ratings_so_far():
         far.summary().startswith("expected to settle at about") and "predicted from 12 items (q mean" in far.summary()
     )
     settled = _forecast([5.0] * 15)
-    assert settled.settled and settled.expected_items == 10 and settled.saving == 0.9
+    assert settled.settled and settled.expected_items == 10 and settled.saving == 0.85  # 15 of 100 items rated
+    # Items in flight when it settled are observed later: they were spent, at 2 of 3 raters each.
+    late = _forecast([5.0] * 25, costs=RatingCosts(2, 3, 0, 0))
+    assert late.settled and late.expected_items == 10 and abs(late.saving - (1 - 25 * 2 / 300)) < 1e-12
     # The prediction made after 12 items is close to what the rule then does, on average (it leans
     # towards the threshold: 12 items leave the distance to it uncertain).
     predicted, realised = [], []
