@@ -44,7 +44,7 @@ class StoredRobustnessReportAdmin(admin.ModelAdmin):
 
     list_display = ("run", "options_key", "results_key", "computed_at", "compute_seconds")
     raw_id_fields = ("run",)
-    exclude = ("report", "figures")
+    exclude = ("report",)
     readonly_fields = ("run", "options_key", "results_key", "computed_at", "compute_seconds")
 
     def has_add_permission(self, request) -> bool:

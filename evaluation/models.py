@@ -123,8 +123,8 @@ class BenchmarkResult(models.Model):
 
 class StoredRobustnessReport(models.Model):
     """A run's robustness report as computed when the run ended (issue 31), so that opening it does
-    not recompute the statistics and figures: the report (pickled ``RobustnessReport``: written and
-    read only by this server's code) and its figures as SVG. ``options_key`` names the options it
+    not recompute the statistics and figures: the report and its figures as SVG, pickled together
+    behind a seal that only this server's code writes (``report_services``). ``options_key`` names the options it
     was computed under, ``results_key`` the results it was computed from (their count and newest
     id): a resumed run that gained results is computed afresh."""
 
@@ -132,7 +132,6 @@ class StoredRobustnessReport(models.Model):
     options_key = models.CharField(max_length=500)
     results_key = models.CharField(max_length=64)
     report = models.BinaryField()
-    figures = models.JSONField(default=dict, help_text="Figure name -> SVG text.")
     computed_at = models.DateTimeField(auto_now=True)
     compute_seconds = models.FloatField(default=0.0)
 

@@ -7,17 +7,23 @@ other options, or a run that gained results (resumed), are computed when asked f
 then. The drift-vs-quality part uses the study ratings counted when it was computed: the report
 page says when that was and offers to compute it again.
 
-The report is stored pickled (its classes carry the statistics the page renders) behind an HMAC of
-the server's SECRET_KEY: unpickling runs code, so a row that someone with write access to the
-database alone forged or altered is never unpickled, only computed again."""
+The report and its SVG figures are stored pickled (the report's classes carry the statistics the
+page renders) behind an HMAC of the server's SECRET_KEY that also covers the row's run, options and
+results and a digest of this package's code: unpickling runs code, so a row that someone with write
+access to the database alone forged, altered or copied from another run is never unpickled (nor
+its figures shown), only computed again; and a report stored by other code (a fix, an upgrade) is
+computed again rather than shown with the old figures."""
 
 from __future__ import annotations
 
+import functools
+import hashlib
 import hmac
 import json
 import logging
 import pickle
 import time
+from pathlib import Path
 
 from django.core.exceptions import ImproperlyConfigured
 from django.db.models import Count, Max
@@ -45,12 +51,12 @@ def robustness_report_read(
         run=run, options_key=_options_key(options), results_key=_results_key(run)
     ).first()
     if stored is not None:
-        report = _opened(bytes(stored.report))
-        if report is not None:
-            return report, stored.figures, stored
+        opened = _opened(stored)
+        if opened is not None:
+            return (*opened, stored)
     if run.status in FINISHED:
         stored = robustness_report_store(run=run, options=options)
-        return _opened(bytes(stored.report)), stored.figures, stored
+        return (*_opened(stored), stored)
     report = robustness_report_get(run=run, options=options)
     return report, _svgs(report), None
 
@@ -62,13 +68,13 @@ def robustness_report_store(*, run: BenchmarkRun, options: ReportOptions | None 
     started = time.perf_counter()
     report = robustness_report_get(run=run, options=options)
     figures = _svgs(report)
+    options_key, results_key = _options_key(options), _results_key(run)
     stored, _ = StoredRobustnessReport.objects.update_or_create(
         run=run,
-        options_key=_options_key(options),
+        options_key=options_key,
         defaults={
-            "results_key": _results_key(run),
-            "report": _sealed(report),
-            "figures": figures,
+            "results_key": results_key,
+            "report": _sealed((report, figures), _context(run.pk, options_key, results_key)),
             "compute_seconds": time.perf_counter() - started,
         },
     )
@@ -115,25 +121,45 @@ def robustness_report_store_for_run(*, run_id: int) -> None:
 _SEAL_SALT = "shiftlab.evaluation.stored-robustness-report"
 
 
-def _seal(payload: bytes) -> bytes:
-    return salted_hmac(_SEAL_SALT, payload, algorithm="sha256").digest()
+@functools.cache
+def _code_version() -> str:
+    """A digest of this package's modules (tests left out): the report, its statistics and its
+    figures are all computed here, so a stored report of other code is computed again."""
+    digest = hashlib.sha256()
+    for path in sorted(Path(__file__).resolve().parent.glob("*.py")):
+        if not path.name.startswith("test_"):
+            digest.update(path.name.encode() + b"\0" + path.read_bytes())
+    return digest.hexdigest()
 
 
-def _sealed(report: RobustnessReport) -> bytes:
-    payload = pickle.dumps(report, protocol=pickle.HIGHEST_PROTOCOL)
-    return _seal(payload) + payload
+def _context(run_id: int, options_key: str, results_key: str) -> bytes:
+    """What a sealed row is valid for: its run, options and results, and the code that computed it."""
+    return json.dumps([run_id, options_key, results_key, _code_version()]).encode() + b"\0"
 
 
-def _opened(blob: bytes) -> RobustnessReport | None:
-    """The stored report, or None when its seal does not match (written under another SECRET_KEY,
-    altered in the database) or an older version's classes no longer load: computed again then."""
+def _seal(context: bytes, payload: bytes) -> bytes:
+    return salted_hmac(_SEAL_SALT, context + payload, algorithm="sha256").digest()
+
+
+def _sealed(content: tuple[RobustnessReport, dict[str, str]], context: bytes) -> bytes:
+    payload = pickle.dumps(content, protocol=pickle.HIGHEST_PROTOCOL)
+    return _seal(context, payload) + payload
+
+
+def _opened(stored: StoredRobustnessReport) -> tuple[RobustnessReport, dict[str, str]] | None:
+    """The stored report and figures, or None when the seal does not match the row (written under
+    another SECRET_KEY or by other code, altered or copied in the database) or the pickle does not
+    load: computed again then."""
+    blob = bytes(stored.report)
     mac, payload = blob[:32], blob[32:]
-    if len(mac) < 32 or not hmac.compare_digest(mac, _seal(payload)):
+    context = _context(stored.run_id, stored.options_key, stored.results_key)
+    if len(mac) < 32 or not hmac.compare_digest(mac, _seal(context, payload)):
         return None
     try:
-        return pickle.loads(payload)  # noqa: S301 - sealed with this server's key by _sealed
-    except (pickle.UnpicklingError, AttributeError, ImportError, TypeError, EOFError):
+        report, figures = pickle.loads(payload)  # noqa: S301 - sealed with this server's key by _sealed
+    except (pickle.UnpicklingError, AttributeError, ImportError, TypeError, ValueError, EOFError):
         return None
+    return report, figures
 
 
 def _options_key(options: ReportOptions) -> str:

@@ -267,6 +267,23 @@ def test_a_stored_report_altered_in_the_database_is_never_unpickled(page, run):
     assert _PLANTED == []
 
 
+def test_a_stored_report_of_other_code_or_moved_to_another_row_is_computed_again(page, run, monkeypatch):
+    # The seal covers the row's run, options and results and the code that computed it: a fix to the
+    # report code shows new figures, and a sealed row moved to another run is not taken as its own.
+    BenchmarkRun.objects.filter(pk=run.pk).update(status="succeeded")
+    run.refresh_from_db()
+    options = robustness_options(run=run)
+    first = bytes(report_services.robustness_report_store(run=run).report)
+    monkeypatch.setattr(report_services, "_code_version", lambda: "other code")
+    _, _, row = robustness_report_read(run=run, options=options)
+    assert bytes(row.report) != first  # computed again under the new code
+    monkeypatch.undo()
+    sealed = bytes(report_services.robustness_report_store(run=run).report)
+    assert report_services._opened(StoredRobustnessReport.objects.get(run=run)) is not None
+    StoredRobustnessReport.objects.filter(run=run).update(results_key="0:0")
+    assert report_services._opened(StoredRobustnessReport.objects.get(run=run, report=sealed)) is None
+
+
 def test_a_reader_varying_the_options_leaves_the_runs_own_report_and_a_few_others_stored(page, run):
     # Each options set asked for is stored; a reader asking for many (splits go to thousands) must
     # not grow the database without bound, nor push out the report of the run's own options.
