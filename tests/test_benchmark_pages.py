@@ -104,6 +104,20 @@ def test_retry_fills_the_launch_form_as_the_run_was_started(page, sts):
     html = page.get(reverse("evaluation:benchmarks"), {"retry": failed.pk}).content.decode()
     assert re.search(r'<input type="checkbox" name="models" value="default"[^>]*checked', html)
     assert re.search(r'name="limit" value="7"', html) and re.search(r'<option value="demo-sts" selected>', html)
+    # Its perturbed sides come back too; a run of a config this server has no record of (uploaded,
+    # never registered) does not come back as a run of its datasets alone.
+    sided = BenchmarkRun.objects.create(
+        source="config",
+        config_hash="f" * 64,
+        model_names=["default"],
+        plan={"datasets": ["demo-sts"], "sides": ["document", "both"], "document_scope": "documents"},
+        status="failed",
+    )
+    html = page.get(reverse("evaluation:benchmarks"), {"retry": sided.pk}).content.decode()
+    assert re.search(r'name="sides" value="document"[^>]*checked', html), html
+    assert re.search(r'name="sides" value="both"[^>]*checked', html)
+    assert '<option value="demo-sts" selected>' not in html
+    assert re.search(r'<option value="documents" selected>', html)
 
 
 def test_the_model_picker_lists_what_this_server_runs(page, monkeypatch):

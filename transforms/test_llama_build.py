@@ -72,11 +72,17 @@ def test_llm_server_choice_auto_insists_or_never(tmp_path, monkeypatch):
     assert server_choice("llama-cpp-python").binary is None
 
 
-def test_slots_come_from_the_option_the_setting_or_the_threads():
+def test_slots_come_from_the_option_the_setting_or_the_memory_available(monkeypatch):
+    from transforms.management.commands import llm_server
+
     assert slots_wanted(3, 6) == (3, "--parallel")
     assert slots_wanted(None, 6) == (6, "SHIFTLAB_LLM_PARALLEL")
-    slots, origin = slots_wanted(None, 0)
-    assert slots in (16, 32) and origin.startswith("default")
+    monkeypatch.setattr(llm_server, "memory_available", lambda: None)
+    assert slots_wanted(None, 0) == (16, "default; memory available unknown")
+    monkeypatch.setattr(llm_server, "memory_available", lambda: 20 * 1024**3)
+    assert slots_wanted(None, 0) == (32, "default for 20 GiB of memory available")
+    monkeypatch.setattr(llm_server, "memory_available", lambda: 8 * 1024**3)
+    assert slots_wanted(None, 0) == (16, "default for 8 GiB of memory available")
 
 
 @pytest.mark.parametrize(("cpuinfo", "no_repack"), [(AMX_CPUINFO, True), (PLAIN_CPUINFO, False)])
