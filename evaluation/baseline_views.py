@@ -11,11 +11,11 @@ from django.views.decorators.http import require_http_methods
 from annotation.baselines.baseline_llm_services import baseline_llm_job_start
 from annotation.baselines.baseline_services import baseline_close, baseline_create, baseline_publish
 from annotation.baselines.baseline_sync_services import baseline_sync
-from annotation.models import BaselineLLMJob
+from annotation.models import BaselineLLMJob, BaselineStudy
 from annotation.views import NOTHING_SENT, publish_outcome
 from core.errors import ShiftlabError
 from core.pages import show_error
-from core.projects import ProjectAccessError, project_can_write, project_require_write
+from core.projects import ProjectAccessError, project_can_write, project_require_write, scoped
 from core.rosters import project_annotators, roster_refusal
 from core.views import researcher_required
 from evaluation.baseline_services import baseline_report_build
@@ -145,7 +145,8 @@ def baseline_sync_text(result) -> str:
 def baseline_llm_progress_view(request, pk: int):
     """The newest LLM job of a baseline study as JSON, for the page's progress line (polled while
     the job runs; the page itself never reloads on a timer)."""
-    study = get_object_or_404(baseline_study_list(user=request.user), pk=pk)
+    # Polled every 1.5 s: the access check only, not the list's per-study counts.
+    study = get_object_or_404(scoped(BaselineStudy.objects.all(), request.user), pk=pk)
     job = study.llm_jobs.first()
     if job is None:
         return JsonResponse({"status": "none"})

@@ -10,7 +10,7 @@ from annotation.models import BenchmarkConfig
 from core.errors import ShiftlabError
 from core.pages import show_error
 from core.plots import csp_safe_svg
-from core.projects import project_can_write, project_require_write
+from core.projects import project_can_write, project_require_write, scoped
 from core.views import researcher_required
 from evaluation.benchmark_execution import benchmark_run_resume
 from evaluation.benchmark_services import benchmark_run_start
@@ -22,7 +22,6 @@ from evaluation.report_robustness import (
     TABLE_NAMES,
     robustness_options,
     robustness_report_file,
-    robustness_report_get,
     run_preset,
 )
 from evaluation.report_services import robustness_report_read, robustness_report_store
@@ -43,7 +42,8 @@ def benchmark_list_view(request):
     (``?datasets=NAME`` preselects one). A refusal keeps the input and shows the reason next to the field."""
     initial = {"datasets": request.GET.getlist("datasets"), "config": None} if request.GET.get("datasets") else None
     if request.GET.get("retry", "").isdigit():
-        initial = _retry_initial(get_object_or_404(benchmark_run_list(user=request.user), pk=request.GET["retry"]))
+        retried = get_object_or_404(benchmark_run_list(user=request.user), pk=request.GET["retry"])
+        initial = _retry_initial(retried, request.user)
     form = BenchmarkRunForm(request.POST or None, request.FILES or None, initial=initial, user=request.user)
     if request.method == "POST" and form.is_valid():
         data = form.cleaned_data
@@ -72,18 +72,25 @@ def benchmark_list_view(request):
     return render(request, "evaluation/benchmark_list.html", {"runs": runs, "form": form})
 
 
-def _retry_initial(run: BenchmarkRun) -> dict:
+def _retry_initial(run: BenchmarkRun, user) -> dict:
     """The launch form filled in as ``run`` was started, to start it again with changes (another
-    model, fewer examples): its config when it had one, else its datasets."""
+    model, fewer examples): its config when it had one (a config this user can no longer see, or one
+    uploaded without registering, leaves the source empty to choose again, never datasets-only), else
+    its datasets; its perturbed sides."""
     listed = {c.name for c in model_choices()}
-    config = BenchmarkConfig.objects.filter(config_hash=run.config_hash).first() if run.config_hash else None
+    plan = run.plan or {}
+    config = None
+    if run.config_hash:
+        config = scoped(BenchmarkConfig.objects.filter(config_hash=run.config_hash), user).first()
     return {
         "project": run.project.slug,
         "config": config.pk if config else None,
-        "datasets": [] if config else (run.plan or {}).get("datasets", []),
+        "datasets": [] if run.config_hash else plan.get("datasets", []),
         "models": [m for m in run.model_names if m in listed],
         "other_models": " ".join(m for m in run.model_names if m not in listed),
         "limit": run.item_limit,
+        "sides": plan.get("sides", []),
+        "document_scope": plan.get("document_scope") or "",
         "name": run.name,
     }
 
@@ -213,7 +220,8 @@ def benchmark_robustness_export_view(request, pk: int, name: str):
         options = _report_options(request, run)
     except ReportOptionError as exc:
         return HttpResponseBadRequest(str(exc), content_type="text/plain; charset=utf-8")
-    content = robustness_report_file(robustness_report_get(run=run, options=options), name)
+    report, _, _ = robustness_report_read(run=run, options=options)  # the stored report the page shows
+    content = robustness_report_file(report, name)
     if content is None:
         raise Http404(f"no report file {name!r}")
     response = HttpResponse(content, content_type=content_type)

@@ -1,11 +1,13 @@
 """Argilla's rating screen measured with axe-core (issue 31), as an annotator sees it: a study
 published to a real local Argilla server (its bundled web app), opened in headless Chromium at
-1400 and 390 px, checked with axe-core before and after the guidelines panel is opened.
+1400 and 390 px, checked with axe-core once per width (the guidelines panel is not opened).
 
 What Shiftlab controls (the questions' titles and descriptions, the guidelines' Markdown) is kept
-clean; the rest belongs to Argilla's web app. The test fails on a serious or critical violation
-outside ``UPSTREAM`` (a new one, e.g. from a change of Shiftlab's field settings), and prints each
-one with its targets; docs/argilla.md reports the upstream ones in words ready to file.
+clean; the rest belongs to Argilla's web app. The test fails on a serious or critical violation of
+a rule outside ``UPSTREAM`` (a new kind, e.g. from a change of Shiftlab's field settings), and prints
+each one with its targets; docs/argilla.md reports the upstream ones in words ready to file.
+``UPSTREAM`` lists rule ids, not targets: a new violation of a listed rule (say another element
+without contrast) passes unseen.
 """
 
 from __future__ import annotations
