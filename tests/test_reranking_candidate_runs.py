@@ -75,7 +75,9 @@ def key(text: str) -> str:
     return hashlib.sha256(text.encode("utf-8")).hexdigest()[:32]
 
 
-def test_a_run_of_candidates_rewrites_each_distinct_candidate_once_and_resumes(shared_data, tmp_path, settings):
+def test_a_run_of_candidates_rewrites_each_distinct_candidate_once_and_resumes(
+    shared_data, tmp_path, settings, monkeypatch
+):
     rows = scifact_reranking_rows(shared_data)
     texts = distinct(rows)
     assert len(texts) < sum(len(r["positive"]) + len(r["negative"]) for r in rows)  # candidates recur
@@ -89,7 +91,14 @@ def test_a_run_of_candidates_rewrites_each_distinct_candidate_once_and_resumes(s
     )
     assert limited.total == len(distinct(rows[:2])) and limited.run_hash != run.run_hash
 
-    # Executed chunk by chunk: a chunk delivered twice adds nothing; what is left is resumed.
+    # Executed chunk by chunk: a chunk delivered twice adds nothing; what is left is resumed. The
+    # examples' lists are read and hashed once for the run, not once per chunk.
+    from transforms import selectors
+
+    reads = []
+    read_units = selectors._candidate_units
+    monkeypatch.setattr(selectors, "_candidate_units", lambda items: reads.append(1) or read_units(items))
+    selectors._UNITS_SEEN.clear()
     chunks = transform_run_pending_chunks(run_id=run.pk, chunk_size=3)
     assert sum(len(chunk) for chunk in chunks) <= N_QUERIES
     first = transform_run_execute_chunk(run_id=run.pk, item_ids=chunks[0])
@@ -98,6 +107,7 @@ def test_a_run_of_candidates_rewrites_each_distinct_candidate_once_and_resumes(s
     done = transform_run_execute_inline(run_id=run.pk)
     assert done.status == "succeeded" and done.done == done.total == len(texts)
     assert transform_run_pending_chunks(run_id=run.pk) == []
+    assert len(chunks) > 2 and len(reads) == 1, (len(chunks), len(reads))
 
     stored = TransformedItem.objects.filter(run=run)
     assert sorted(stored.values_list("side", "source_text")) == sorted((key(t), t) for t in texts)

@@ -132,8 +132,8 @@ def default_slots(available: int | None) -> int:
     token; and since the backend evaluates a batch's shared prompt prefix once for all slots
     (``transforms.backends.slot_sharing``), more slots no longer cost more prompt. A paraphrase run of
     48 texts went 1.51x (16 slots) and 1.69x (32) as fast as llama-cpp-python's server on 1 thread,
-    2.09x and 2.43x on 2 (medians of 3, ``docs/performance.md``). A transformation chunk sends at most 2
-    x ``TRANSFORM_CHUNK_SIZE`` (32) texts at once, so slots beyond 32 stay idle. Each slot holds
+    2.09x and 2.43x on 2 (medians of 3, ``docs/performance.md``). A chunk of examples or pairs sends at
+    most 2 x ``TRANSFORM_CHUNK_SIZE`` (32) texts at once, so slots beyond 32 stay idle there. Each slot holds
     ``n_ctx`` tokens of cache. Machines with more cores were not measured.
     """
     return 32 if available is not None and available >= MANY_SLOTS_MEMORY else 16

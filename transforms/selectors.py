@@ -58,7 +58,22 @@ def run_candidate_units(*, run: TransformRun) -> dict[int, dict[str, str]]:
 
 
 def scoped_candidate_units(*, dataset: Dataset, limit: int | None) -> dict[int, dict[str, str]]:
-    return _candidate_units(scoped_items(dataset=dataset, limit=limit))
+    """``run_candidate_units`` for ``dataset`` and ``limit``. Which example owns a candidate depends
+    on every example before it, so the map is built from the whole range; a worker keeps the last
+    few maps (an imported dataset's items never change; the key holds its content hash), so a run's
+    chunks do not each read and hash every example's lists again. Callers must not change it."""
+    key = (dataset.pk, dataset.content_hash, limit)
+    units = _UNITS_SEEN.pop(key, None)
+    if units is None:
+        units = _candidate_units(scoped_items(dataset=dataset, limit=limit))
+    _UNITS_SEEN[key] = units
+    while len(_UNITS_SEEN) > _UNITS_KEPT:
+        _UNITS_SEEN.pop(next(iter(_UNITS_SEEN)))
+    return units
+
+
+_UNITS_KEPT = 4
+_UNITS_SEEN: dict[tuple, dict[int, dict[str, str]]] = {}  # least recently used first
 
 
 def _candidate_units(examples: QuerySet[DatasetItem]) -> dict[int, dict[str, str]]:
