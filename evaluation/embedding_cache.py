@@ -26,10 +26,13 @@ claims: a text that an older claim (claims sort by the time in their name) also 
 that claim's host, and this host waits for its vectors instead of encoding it. The claim is
 renewed after every request to the model (``FIRST_CHUNK`` texts, then ``ENCODE_CHUNK``), when the
 host also looks again for older claims, and lapses after ``settings.EMBEDDING_CLAIM_SECONDS``
-without renewal: the texts of a host that died are taken over by the others. A text is encoded
-twice only when two hosts claim it at nearly the same moment (within their clock difference, or
-while the other claim is being written): then at most the first request's texts are encoded by
-both, never more, and either copy serves.
+without renewal: the texts of a host that died are taken over by the others. Before each request
+a host also drops the texts stored since it looked (a host may finish and release its claim between
+our first look and our claim). A text is encoded twice only when two hosts claim it at nearly the
+same moment (within their clock difference, or while the older claim is being written), so that the
+younger host did not see the older claim: it stops after the request it has in flight when the older
+claim appears, and the older host, seeing the younger claim, encodes from the other end of the list.
+At most that one request's texts are encoded by both, and either copy serves.
 
 Compaction (:func:`compact_cache`, ``manage.py compact_embeddings``) merges small shards into one:
 the merged shard is written before the small ones are removed, and readers that lose a shard
@@ -174,18 +177,27 @@ class EmbeddingStore:
 
     # --- claims ----------------------------------------------------------------------------------
 
-    def claim(self, keys: Sequence[bytes], *, seconds: float) -> tuple[Claim, set[bytes]]:
-        """Claim ``keys``; return the claim and the keys an older live claim holds."""
+    def claim(self, keys: Sequence[bytes], *, seconds: float) -> tuple[Claim, set[bytes], set[bytes]]:
+        """Claim ``keys``; return the claim, the keys an older live claim holds and the keys a
+        younger live claim holds (a host that has not seen this claim yet may be encoding them)."""
         host = slug(socket.gethostname(), max_length=40)
         name = f"{time.time_ns():020d}-{host}-{os.getpid()}-{uuid.uuid4().hex[:8]}"
         claim = Claim(self.storage.join(self.directory, _CLAIMS, f"{name}.json"), name, list(keys))
         self.renew(claim, keys, seconds=seconds)
-        return claim, self.held_by_older(claim)
+        older, younger = self._held_by_others(claim)
+        return claim, older, younger
 
     def held_by_older(self, claim: Claim) -> set[bytes]:
         """The keys of ``claim`` that an older live claim also holds."""
-        held = set().union(*(keys for name, keys in self.live_claims() if name < claim.name))
-        return held.intersection(claim.keys)
+        return self._held_by_others(claim)[0]
+
+    def _held_by_others(self, claim: Claim) -> tuple[set[bytes], set[bytes]]:
+        older: set[bytes] = set()
+        younger: set[bytes] = set()
+        for name, keys in self.live_claims():
+            if name != claim.name:
+                (older if name < claim.name else younger).update(keys)
+        return older.intersection(claim.keys), younger.intersection(claim.keys)
 
     def renew(self, claim: Claim, keys: Sequence[bytes], *, seconds: float) -> None:
         """Hold ``keys`` (those of the claim not stored yet) ``seconds`` longer."""
@@ -305,14 +317,25 @@ def _encode_claimed(
     """Encode and store the ``keys`` no older claim holds; return those still missing after
     waiting for the others."""
     seconds = float(settings.EMBEDDING_CLAIM_SECONDS)
-    claim, theirs = store.claim(keys, seconds=seconds)
+    claim, theirs, contested = store.claim(keys, seconds=seconds)
     try:
         # Longest first, so each request (and each batch in it) holds texts of similar length:
-        # the model pads a batch to its longest text.
+        # the model pads a batch to its longest text. A younger claim on the same texts belongs to
+        # a host that listed the claims before ours appeared: it encodes from the front and stops
+        # after its current request once it sees ours, so this host starts from the other end.
         mine = sorted((key for key in keys if key not in theirs), key=lambda key: -len(text_of[key]))
+        if contested:
+            mine.reverse()
         size = FIRST_CHUNK
         while mine:
+            # Another host may have stored some of them since we looked (one that finished and
+            # released its claim between our first look and our claim, or a younger host's request
+            # that was in flight when our claim appeared).
+            store.refresh()
+            mine = store.missing(mine)
             chunk, mine = mine[:size], mine[size:]
+            if not chunk:
+                break
             vectors = encoder.encode([text_of[key] for key in chunk], batch_size=batch_size, prompt_name=prompt_name)
             if vectors.shape[0] != len(chunk):
                 raise EncoderError(f"{encoder.model_id} returned {vectors.shape[0]} vectors for {len(chunk)} texts.")

@@ -179,6 +179,40 @@ def test_texts_another_host_is_encoding_are_waited_for_not_encoded(tmp_path, set
     np.testing.assert_array_equal(vectors[1], other.encode(["shared"])[0])
 
 
+def test_texts_stored_and_released_between_our_look_and_our_claim_are_not_encoded(tmp_path, monkeypatch):
+    # The race CI once hit: another host stores its last texts and releases its claim after this
+    # host listed what is missing but before this host's claim looked at the live claims.
+    spy, other = SpyEncoder(), SpyEncoder()
+    directory = cache_directory(spy, root=tmp_path)
+    real_claim = embedding_cache.EmbeddingStore.claim
+
+    def other_host_finishes_first(store, keys, *, seconds):
+        neighbour = embedding_cache.EmbeddingStore(embedding_storage.LocalStorage(str(tmp_path)), str(directory))
+        done = [sha256_text(text).encode("ascii") for text in ("aa", "bbb")]
+        neighbour.add(done, other.encode(["aa", "bbb"]), meta={"model_id": "spy/model"})
+        return real_claim(store, keys, seconds=seconds)
+
+    monkeypatch.setattr(embedding_cache.EmbeddingStore, "claim", other_host_finishes_first)
+    vectors = encode_cached(spy, ["aa", "bbb", "c"], root=tmp_path)
+    assert spy.batches == [["c"]]
+    np.testing.assert_array_equal(vectors[:2], other.encode(["aa", "bbb"]))
+
+
+def test_a_host_that_sees_a_younger_claim_on_its_texts_encodes_from_the_other_end(tmp_path, monkeypatch):
+    # The younger host listed the claims before ours appeared: it encodes longest first and stops
+    # after its current request once it sees ours, so we start with the shortest texts.
+    monkeypatch.setattr(embedding_cache, "FIRST_CHUNK", 2)
+    spy = SpyEncoder()
+    texts = ["a" * n for n in range(1, 7)]
+    claims = cache_directory(spy, root=tmp_path) / "claims"
+    claims.mkdir(parents=True)
+    younger = claims / f"{time.time_ns() + 10**12:020d}-otherhost-1-abcdef12.json"
+    younger.write_text(json.dumps({"expires": time.time() + 60, "keys": [sha256_text(t) for t in texts]}))
+    encode_cached(spy, texts, root=tmp_path)
+    assert spy.batches[0] == ["a", "aa"]
+    assert sorted(sum(spy.batches, []), key=len) == texts
+
+
 def test_texts_of_a_host_that_died_are_taken_over_when_its_claim_expires(tmp_path):
     spy = SpyEncoder()
     directory = cache_directory(spy, root=tmp_path)
@@ -237,8 +271,9 @@ def test_two_processes_encoding_the_same_texts_at_once_encode_each_once(tmp_path
     outs = [json.loads((tmp_path / f"out{n}.json").read_text()) for n in range(2)]
     encoded = outs[0]["encoded"] + outs[1]["encoded"]
     assert set(encoded) == {f"text {i} " + "x" * (i % 37) for i in range(300)}
-    # Only a simultaneous first claim can be encoded twice (at most the first chunk of 20 texts).
-    assert len(encoded) - 300 <= 20, (len(outs[0]["encoded"]), len(outs[1]["encoded"]))
+    # Only a simultaneous claim can be encoded twice: at most the one request (20, then 40 texts)
+    # the younger process has in flight when the older claim appears.
+    assert len(encoded) - 300 <= 40, (len(outs[0]["encoded"]), len(outs[1]["encoded"]))
     assert outs[0]["vectors"] == outs[1]["vectors"]
 
 
