@@ -5,6 +5,7 @@ answers with the page itself where it shows a form's errors."""
 
 from collections.abc import Iterator
 from contextlib import contextmanager
+from urllib.parse import urlencode
 
 from celery.result import EagerResult
 from django.contrib import messages
@@ -438,13 +439,16 @@ def export_view(request):
             if exc.field == "project":  # none the caller can read: as any object they cannot see
                 raise Http404(str(exc)) from None
             show_error(request, exc)
-        else:
-            messages.success(request, f"Exported config {config.config_hash[:12]} of project {config.project}.")
+            # Refused: the form comes back with the choices it was sent, for the user to mend.
+            kept = {key: request.POST.getlist(key) for key in ("project", "name", "sides", "document_scope")}
+            return redirect(f"{reverse('annotation:exports')}?{urlencode(kept, doseq=True)}")
+        messages.success(request, f"Exported config {config.config_hash[:12]} of project {config.project}.")
         return redirect("annotation:exports")
     configs = scoped(benchmark_config_list(), request.user)[:100]
     preview = _export_preview(request) if request.GET.get("preview") else None
-    asked = _export_perturbation(request.GET)  # kept ticked on the Preview
+    asked = _export_perturbation(request.GET)  # kept ticked on the Preview and after a refusal
     context = {"configs": configs, "projects": writable, "preview": preview, "chosen": request.GET.get("project", "")}
+    context["chosen_name"] = request.GET.get("name", "")
     sides = [(side, side in (asked["sides"] or ())) for side in PERTURBATION_SIDES]
     context |= {"sides": sides, "scopes": PERTURBATION_DOCUMENT_SCOPES, "chosen_scope": asked["document_scope"] or ""}
     return render(request, "annotation/exports.html", context)

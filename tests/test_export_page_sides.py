@@ -75,8 +75,13 @@ def test_the_page_writes_the_same_bytes_as_the_api_for_the_same_choices(research
     ],
 )
 def test_a_bad_combination_shows_the_service_message_and_writes_nothing(researcher, approved, fields, message):
-    written, html = by_page(researcher, project=approved, **fields)
+    written, html = by_page(researcher, project=approved, name="kept", **fields)
     assert written is None and escape(message) in html
+    # The form comes back as it was sent, for the user to mend.
+    assert 'name="name" placeholder="optional" value="kept"' in html
+    assert f'<option value="{approved}" selected' in html
+    ticked = {side for side in ("query", "document", "both") if f'name="sides" value="{side}" checked' in html}
+    assert ticked == set(fields.get("sides", [])) & {"query", "document", "both"}
     preview = page_as(researcher).get(reverse("annotation:exports"), {"preview": "1", "project": approved, **fields})
     html = preview.content.decode()
     assert escape(message) in html and 'id="export-preview"' not in html
