@@ -95,21 +95,48 @@ def test_the_command_takes_a_kind_and_severities(german):
         call_command("transform", "--dataset", "de-sts", "--transformation", "casing", "--severities", "2.5")
 
 
-def test_a_study_takes_a_noise_run_like_any_other(django_user_model):
-    """Noise keeps the human gate of every transformation: a study of a typos run locks with its
-    real items and controls, so a researcher can rate it and approve it for a config."""
-    demo = dataset_import(source=settings.BASE_DIR / "fixtures/sts/demo-sts.csv", task="sts", name="demo-sts")
-    (run,) = transform_runs_start(actor=None, project=None, dataset="demo-sts", transformation="typos_10", seed=1)
+DEMO_STS = settings.BASE_DIR / "fixtures/sts/demo-sts.csv"
+
+
+def _locked_noise_study(user_model, transformation: str):
+    """A study of a seed-1 run of ``transformation`` over the demo STS pairs, locked by a researcher."""
+    dataset_import(source=DEMO_STS, task="sts", name="demo-sts")
+    (run,) = transform_runs_start(actor=None, project=None, dataset="demo-sts", transformation=transformation, seed=1)
     transform_run_execute_inline(run_id=run.pk)
-    rita = make_user(django_user_model, "rita", Role.RESEARCHER)
+    rita = make_user(user_model, "rita", Role.RESEARCHER)
     design = StudyDesign(
         items_per_transformation=6, raters_per_item=2, batch_size=4, controls_per_batch=2, llm_judges=(), seed=3
     )
-    study = study_lock(study=study_create(name="noise-study", runs=[run], design=design, actor=rita))
+    return run, study_lock(
+        study=study_create(name=f"{transformation.replace('_', '-')}-study", runs=[run], design=design, actor=rita)
+    )
+
+
+def test_a_study_takes_a_noise_run_like_any_other(django_user_model):
+    """Noise keeps the human gate of every transformation: a study of a typos run locks with its
+    real items and controls, so a researcher can rate it and approve it for a config."""
+    run, study = _locked_noise_study(django_user_model, "typos_10")
     real = StudyItem.objects.filter(study=study, kind="real")
-    assert real.count() == 6 and demo.items.exists()
+    assert real.count() == 6
     assert all(i.transformed_item.run_id == run.pk for i in real)
-    assert StudyItem.objects.filter(study=study).exclude(kind="real").exists()
+    # Its controls carry the same noise (clean text would give them away): no text B is a text of
+    # the dataset as written; positives expect the meaning kept and no fluency, negatives the
+    # meaning lost.
+    controls = list(StudyItem.objects.filter(study=study).exclude(kind="real"))
+    fixture = DEMO_STS.read_text(encoding="utf-8")
+    clean = {row[field] for row in csv.DictReader(io.StringIO(fixture)) for field in ("sentence1", "sentence2")}
+    assert controls and not {c.text_b for c in controls} & clean
+    assert {c.kind: c.expected for c in controls} == {"easy_positive": {"quality": 5}, "easy_negative": {"quality": 1}}
+
+
+def test_positive_controls_of_heavy_noise_keep_the_look_and_check_nothing(django_user_model):
+    """At 20% whether the meaning survives is the study's question: its easy positives are shown
+    with the noise but expect no answer; its easy negatives still expect the meaning lost."""
+    _, study = _locked_noise_study(django_user_model, "typos_20")
+    controls = StudyItem.objects.filter(study=study).exclude(kind="real")
+    positives = [c for c in controls if c.kind == "easy_positive"]
+    assert positives and all(c.expected == {} and c.text_a != c.text_b for c in positives)
+    assert all(c.expected == {"quality": 1} for c in controls if c.kind == "easy_negative")
 
 
 def test_page_api_and_command_take_the_same_severities(german, django_user_model):

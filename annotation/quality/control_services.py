@@ -54,7 +54,7 @@ from corpora.models import Dataset, DatasetItem
 from corpora.task_types import TaskType, task_spec
 from transforms.attempts import side_language
 from transforms.models import TransformedItem
-from transforms.registry import KEYWORD_TRANSFORMATIONS
+from transforms.registry import KEYWORD_TRANSFORMATIONS, transformation_get
 from transforms.text_metrics import normalized_edit_distance, word_count
 
 GOLD_TASKS = (TaskType.STS, TaskType.PAIR_CLASSIFICATION)
@@ -129,7 +129,8 @@ def _held_back_texts(held_back: Sequence[TransformedItem]) -> list[TextCandidate
     for out in held_back:
         common = {"group": out.item_id, "pool": f"run:{out.run_id}", "origin": f"held_back:{out.run_id}"}
         texts.append(TextCandidate(out.source_text, source_language(out), side="a", **common))
-        texts.append(TextCandidate(out.output_text, out.target_language, side="b", **common))
+        made_by = out.run.transformation
+        texts.append(TextCandidate(out.output_text, out.target_language, side="b", transformation=made_by, **common))
     return texts
 
 
@@ -283,6 +284,8 @@ def study_controls_draw(
             transformation=t,
             overlap=word_overlap(a, b),
             keywords=t in KEYWORD_TRANSFORMATIONS,
+            noise=transformation_get(t).noise,
+            severity=transformation_get(t).severity,
         )
         for a, b, la, lb, t in real
     ]

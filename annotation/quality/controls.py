@@ -27,12 +27,22 @@ Controls must not stand out among the real items, so :func:`draw_controls`
   content words all fit in the list is always preferred, so that the list keeps its meaning, and
   ``ControlPair.dropped`` counts the content words left out when none fits), of the unrelated
   text B's for an easy negative. A researcher's pool pair is shown as given;
+- gives controls of a noise study (``typos_10``, ``ocr_5``: the real items' text B carries seeded
+  noise, ``transforms.noise``) the same noise, so that clean text does not give them away: an easy
+  positive becomes text A against text A itself with that noise kind and severity; an easy
+  negative's unrelated text B gets the noise, unless it already is an output of that
+  transformation (a held-back item of the study's own run). The noise is seeded by the text, so
+  the same draw gives the same controls. A researcher's pool pair is still shown as given;
 - takes candidates from the first source (tier) that still has one, so a researcher's pool is
   used before validated pairs, and validated pairs before dataset gold pairs.
 
 Expected answers (:func:`expected_value`): easy positives expect the top of every question, except
 fluency for keyword-shaped controls (a keyword list is not prose: honest raters differ on its
-fluency); easy negatives expect the bottom of the meaning questions only (inverse questions: the ends swap).
+fluency) and for noisy ones (typos are not fluent, and how much they cost is a matter of taste).
+A noisy easy positive is checked only up to ``NOISE_CHECKED_UP_TO`` percent of noise, where the
+text still reads at a glance (one letter in ten); above it, whether the meaning survives is what
+the study asks, so such a control is shown, keeping the real items' look, and checks nothing.
+Easy negatives expect the bottom of the meaning questions only (inverse questions: the ends swap).
 
 A rater passes when every expected control rating is within ``margin`` of its expected end, and
 needs at least ``min_ratings`` such ratings to be checked at all.
@@ -57,6 +67,8 @@ from annotation.quality.text_measures import (
     word_overlap,
 )
 from annotation.studies.design import Question
+from core.hashing import sha256_text
+from transforms.noise import perturb
 from transforms.text_metrics import normalized_edit_distance, word_count
 
 
@@ -74,6 +86,9 @@ _SHAPE_CANDIDATES = 256
 # any shape difference, so that lists keeping every content word are always taken first.
 _DROPPED_WORD_PENALTY = 10.0
 _NEGATIVE_A_CANDIDATES = 24
+# A noisy easy positive's meaning is checked up to this severity (percent of the units changed).
+NOISE_CHECKED_UP_TO = 10
+_NOISE_SEED = 0  # with the text's own hash: a control text always gets the same noise
 
 
 @dataclass(frozen=True)
@@ -90,6 +105,8 @@ class Shape:
     transformation: str = ""
     overlap: float | None = None  # word overlap of the texts (``word_overlap``), matched by positives when given
     keywords: bool = False  # the real item's text B is a keyword list
+    noise: str = ""  # the noise kind the real item's text B carries (``transforms.noise``), if any
+    severity: int = 0  # and at what severity (percent)
 
     @property
     def pattern(self) -> tuple[str, str]:
@@ -128,6 +145,7 @@ class TextCandidate:
     pool: Hashable
     origin: str
     side: str = ""
+    transformation: str = ""  # the transformation whose output the text is (held-back outputs)
 
 
 @dataclass(frozen=True)
@@ -141,6 +159,7 @@ class ControlPair:
     imitates: str = ""  # the transformation whose real items it was shaped after
     keywords: bool = False  # text B is a keyword list
     dropped: int = 0  # content words of text A that text B, a keyword list, leaves out
+    noise: int = 0  # the severity (percent) of the noise text B carries, as a noise study's real items; 0: none
 
 
 @dataclass(frozen=True)
@@ -274,6 +293,21 @@ def _as_keywords(c: _Oriented, target: Shape, *, positive: bool) -> _Oriented:
     return _Oriented(c.text_a, listed, c.language_a, c.language_b, c.words_a, word_count(listed), c.origin)
 
 
+def _as_noisy(c: _Oriented, target: Shape, *, positive: bool) -> _Oriented:
+    """The candidate shaped after a noise study's real items: text A against itself with the
+    noise for an easy positive, its unrelated text B with the noise for an easy negative."""
+    text = c.text_a if positive else c.text_b
+    noisy = perturb(
+        text,
+        kind=target.noise,
+        severity=target.severity,
+        seed=_NOISE_SEED,
+        text_id=sha256_text(text),
+        language=c.language_b,
+    )
+    return _Oriented(c.text_a, noisy, c.language_a, c.language_b, c.words_a, word_count(noisy), c.origin)
+
+
 def _best_pair(
     candidates: list[_Oriented],
     used: set[str],
@@ -300,10 +334,15 @@ def _best_pair(
         return shape + abs(normalized_edit_distance(c.text_a, c.text_b) - target.edit) if rewrites else shape
 
     reshape = target.keywords
-    shaped = [
-        (c, _as_keywords(c, target, positive=rewrites) if reshape and not c.as_given else c)
-        for c in (free[i] for i in picks)
-    ]
+
+    def shaped_after_target(c: _Oriented) -> _Oriented:
+        if c.as_given:
+            return c
+        if target.noise:
+            return _as_noisy(c, target, positive=rewrites)
+        return _as_keywords(c, target, positive=rewrites) if reshape else c
+
+    shaped = [(c, shaped_after_target(c)) for c in (free[i] for i in picks)]
     if whole:  # only keyword lists that keep every content word of their text
         shaped = [(o, c) for o, c in shaped if o.as_given or not dropped_content_words(o.text_a, c.words_b)]
     if not shaped:
@@ -333,6 +372,9 @@ def _best_text_pair(by_language, used: set[str], target: Shape, rng: np.random.G
     for _, _, a, b, words_a, words_b in sorted(scored, key=lambda s: s[:2]):
         if content_overlap(a.text, b.text) <= MAX_NEGATIVE_OVERLAP:
             pick = _Oriented(a.text, b.text, a.language, b.language, words_a, words_b, a.origin)
+            if target.noise:  # an output of the real items' own transformation has its noise already
+                shown = pick if b.transformation == target.transformation else _as_noisy(pick, target, positive=False)
+                return shown, pick
             return (_as_keywords(pick, target, positive=False) if target.keywords else pick), pick
     return None
 
@@ -361,6 +403,7 @@ def _control(kind: ItemKind, shown: _Oriented, pattern: tuple[str, str], target:
         shown.origin,
         imitates=target.transformation,
         keywords=looks_like_keywords(shown.text_b),
+        noise=target.severity if target.noise and not shown.as_given else 0,
         dropped=dropped_content_words(shown.text_a, shown.words_b)
         if target.keywords and kind == ItemKind.EASY_POSITIVE and not shown.as_given
         else 0,
@@ -447,13 +490,19 @@ def n_controls(n_real: int, *, batch_size: int, controls_per_batch: int) -> int:
     return batches * controls_per_batch
 
 
-def expected_value(kind: ItemKind, question: Question, *, keywords: bool = False) -> int | None:
+def expected_value(kind: ItemKind, question: Question, *, keywords: bool = False, noise: int = 0) -> int | None:
     """The expected end of the scale for a control, or None when the question is not checked
-    (fluency of a keyword list, or of an unrelated text). An inverse question ("did the meaning
-    change?", sensitivity studies) expects the other end: the bottom ("not changed") for a
-    meaning-preserving easy positive, the top ("changed") for an unrelated easy negative."""
+    (fluency of a keyword list, of a text with ``noise`` percent of noise, or of an unrelated text;
+    any question of an easy positive with more noise than ``NOISE_CHECKED_UP_TO``). An inverse
+    question ("did the meaning change?", sensitivity studies) expects the other end: the bottom
+    ("not changed") for a meaning-preserving easy positive, the top ("changed") for an unrelated
+    easy negative."""
     if kind == ItemKind.EASY_POSITIVE:
-        return question.low if question.inverse else question.high if question.meaning or not keywords else None
+        if noise > NOISE_CHECKED_UP_TO:
+            return None  # whether so much noise keeps the meaning is the study's question
+        if question.inverse:
+            return question.low
+        return question.high if question.meaning or not (keywords or noise) else None
     if kind == ItemKind.EASY_NEGATIVE:
         return question.high if question.inverse else question.low if question.meaning else None
     return None

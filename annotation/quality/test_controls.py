@@ -28,7 +28,7 @@ from annotation.quality.text_measures import (
     keyword_list,
     looks_like_keywords,
 )
-from annotation.studies.design import StudyDesign
+from annotation.studies.design import QUESTIONS, StudyDesign, StudyKind
 from transforms.text_metrics import word_count
 
 SOURCES = [
@@ -303,3 +303,62 @@ def test_a_pool_pair_is_shown_as_given():
     real = [Shape("en", "en", 6, 3, 0.7, transformation="keywords", keywords=True)]
     (control,) = draw_controls(real, n=1, positives=[pool], negatives=[[]], taken=set(), rng=np.random.default_rng(0))
     assert (control.text_a, control.text_b) == ("The shop opens at nine.", "Opening time: nine.")
+
+
+def _letters_changed(a: str, b: str) -> int:
+    return sum(x != y for x, y in zip(a, b, strict=True))
+
+
+def test_controls_of_a_noise_study_carry_its_noise_and_positives_expect_no_fluency():
+    # The real items: text A against text A with 10% of its letters replaced by neighbouring keys.
+    real = [Shape("en", "en", 11, 11, 0.3, transformation="typos_10", noise="typos", severity=10)]
+    controls = draw(6, real=real * 6)
+    seen = {t for pair in GOLD for t in pair} | {t for pair in HELD_BACK for t in pair}
+    for control in controls:
+        assert control.noise == 10 and control.imitates == "typos_10"
+        assert control.text_b not in seen  # never a clean text: clean text would give a control away
+        if control.kind == ItemKind.EASY_POSITIVE:
+            # Its own text with typos (a substitution keeps the length): one letter in ten, at
+            # least one, rounded half up.
+            assert len(control.text_b) == len(control.text_a)
+            clean = control.text_a
+        else:  # an unrelated text with the same typos
+            clean = min(
+                (t for t in seen if len(t) == len(control.text_b)), key=lambda t: _letters_changed(t, control.text_b)
+            )
+        letters = sum(ch.isalpha() for ch in clean)
+        assert _letters_changed(clean, control.text_b) == max(1, math.floor(letters * 0.10 + 0.5))
+    quality, fluency = StudyDesign().question("quality"), StudyDesign().question("fluency")
+    assert expected_value(ItemKind.EASY_POSITIVE, quality, noise=10) == quality.high
+    assert expected_value(ItemKind.EASY_POSITIVE, fluency, noise=10) is None
+    assert expected_value(ItemKind.EASY_NEGATIVE, quality, noise=20) == quality.low
+    # The same draw gives the same noise.
+    assert controls == draw(6, real=real * 6)
+
+
+def test_a_positive_with_more_noise_than_reads_at_a_glance_checks_nothing():
+    # At 20% whether the meaning survives is the study's question: the control keeps the real
+    # items' look but expects no answer; an unrelated text stays unrelated whatever its noise.
+    design = StudyDesign()
+    for question in design.questions:
+        assert expected_value(ItemKind.EASY_POSITIVE, question, noise=20) is None
+        if question.meaning:
+            assert expected_value(ItemKind.EASY_NEGATIVE, question, noise=20) == question.low
+    changed = QUESTIONS[StudyKind.SENSITIVITY][0]
+    assert changed.inverse
+    assert expected_value(ItemKind.EASY_POSITIVE, changed, noise=10) == changed.low
+    assert expected_value(ItemKind.EASY_POSITIVE, changed, noise=20) is None
+
+
+def test_an_output_of_the_noise_studys_own_run_is_not_given_noise_twice():
+    real = [Shape("en", "en", 11, 11, 0.3, transformation="typos_10", noise="typos", severity=10)]
+    own_run = [
+        TextCandidate(t.text, t.language, t.group, t.pool, t.origin, side=t.side, transformation="typos_10")
+        for t in held_back_texts()
+    ]
+    controls = draw_controls(
+        real, n=2, positives=[gold_tier()], negatives=[own_run], taken=set(), rng=np.random.default_rng(0)
+    )
+    (negative,) = [c for c in controls if c.kind == ItemKind.EASY_NEGATIVE]
+    assert negative.noise == 10
+    assert negative.text_b in {output for _, output in HELD_BACK}  # shown as the run wrote it

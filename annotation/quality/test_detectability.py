@@ -3,7 +3,7 @@
 import numpy as np
 import pytest
 
-from annotation.quality.detectability import Record, control_detectability, features
+from annotation.quality.detectability import Record, control_detectability, features, near_misses
 
 VOCABULARY = [f"w{k}" for k in range(300)]
 
@@ -71,3 +71,15 @@ def test_same_records_and_seed_give_the_same_auc_and_features_count_shared_texts
     assert features(shared)[:, 5].tolist() == [2.0, 1.0, 1.0]
     with pytest.raises(ValueError, match="unknown record kind"):
         control_detectability([Record("gold", "a", "b")], rng=np.random.default_rng(0))
+
+
+def test_near_misses_count_typo_like_words_per_word_of_text_b():
+    # Counted by hand: of the 9 words of B, "groyp", "oh" and "bezch" are one letter from a word of A
+    # and "doccdr" (6 letters) two from "soccer"; "of", "men", "play", "the" are A's own, and "S" has
+    # one letter (any two such are one letter apart).
+    typed = near_misses("A group of men play soccer on the beach.", "S groyp of men play doccdr oh the bezch.")
+    assert typed == pytest.approx(4 / 9)
+    # A rewrite's new words are other words, not misspellings: "measures" is 3 letters from
+    # "measuring", and "A" has one letter.
+    assert near_misses("One woman is measuring another woman's ankle.", "A woman measures another woman's ankle.") == 0
+    assert near_misses("Same words.", "Same words.") == 0 and near_misses("Text.", "") == 0

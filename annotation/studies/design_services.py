@@ -384,7 +384,9 @@ def _real_row(study: Study, out: TransformedItem) -> StudyItem:
 
 def _control_row(study: Study, design: StudyDesign, pair) -> StudyItem:
     expected = {
-        q.name: v for q in design.questions if (v := expected_value(pair.kind, q, keywords=pair.keywords)) is not None
+        q.name: v
+        for q in design.questions
+        if (v := expected_value(pair.kind, q, keywords=pair.keywords, noise=pair.noise)) is not None
     }
     return StudyItem(
         study=study,
