@@ -361,6 +361,10 @@ class LlamaServer(LocalServer):
         # a run's prompts share only the system prompt, which each slot keeps anyway.
         cmd += ["--cache-ram", str(PROMPT_CACHE_MIB)]
         cmd += ["--threads", str(self.threads), "--threads-batch", str(self.threads)]
+        # Threads that wait for work sleep instead of spinning: with one core of two busy elsewhere,
+        # two spinning threads fell to 0.23 texts/s, two sleeping ones ran 3.99 (one thread: 2.61),
+        # and on a quiet machine both ran 5.0-5.5 (docs/performance.md).
+        cmd += ["--poll", "0"]
         if self.slot_dir is not None:
             cmd += ["--slot-save-path", str(self.slot_dir)]
         if self.n_batch:

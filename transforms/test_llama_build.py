@@ -98,6 +98,7 @@ def test_llama_server_command_has_the_slots_and_no_repacking_on_amx(tmp_path, mo
     assert cmd[0] == str(tmp_path / "llama-server")
     assert cmd[cmd.index("--parallel") + 1] == "4" and cmd[cmd.index("--ctx-size") + 1] == "4096"
     assert cmd[cmd.index("--threads") + 1] == "3" and "--cont-batching" in cmd
+    assert cmd[cmd.index("--poll") + 1] == "0"  # waiting threads sleep: no collapse when a core is busy
     assert ("--no-repack" in cmd) is no_repack
     assert server.kind == "llama-server" and "4 parallel slots" in server.describe()
     plain = LlamaServer(tmp_path / "m.gguf", model_alias="m", port=9)
