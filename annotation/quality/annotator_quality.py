@@ -11,7 +11,7 @@ Per annotator, from their ratings as plain records:
   to one question in submission order, and the Shannon entropy (bits) of the answer distribution
   per question, averaged over questions weighted by their number of answers.
 - **controls**: the share of control ratings within the design's margin of the expected answer
-  (``annotation.quality.controls.control_check``'s rule), with a Wilson 95% interval.
+  (``annotation.quality.control_check.control_check``'s rule), with a Wilson 95% interval.
 - **deviation from peers**: for each rating of a real item with at least one other rater, the
   mean of the *other* raters' answers (leave-one-out consensus); reported are the mean absolute
   difference and Spearman's rho between the annotator's answers and those means (None with fewer
@@ -30,7 +30,8 @@ from collections.abc import Collection, Hashable, Iterable, Sequence
 from dataclasses import dataclass
 from statistics import median
 
-from annotation.quality.controls import ControlRating, ItemKind, control_check
+from annotation.quality.control_check import ControlRating, control_check
+from annotation.quality.controls import ItemKind
 from annotation.quality.rater_model import MIN_PAIRS, RaterEstimate
 from core.stats import spearman_rho, wilson_interval
 

@@ -10,7 +10,8 @@ from django.contrib.auth.base_user import AbstractBaseUser
 from django.db import transaction
 
 from annotation.models import Annotator, Approval, GateResult, RaterDecision, Rating, Study
-from annotation.quality.controls import ControlStatus, ItemKind
+from annotation.quality.control_check import ControlStatus
+from annotation.quality.controls import ItemKind
 from annotation.quality.gating import GateDecision, GateState, gate_decide, gate_state_of, rating_coverage
 from annotation.quality.selectors import (
     CountedRating,

@@ -12,7 +12,8 @@ from typing import Any
 
 from annotation.models import Annotator, Rating, Study
 from annotation.quality import agreement
-from annotation.quality.controls import ControlRating, ControlStatus, ItemKind, control_check
+from annotation.quality.control_check import ControlRating, ControlStatus, control_check
+from annotation.quality.controls import ItemKind
 from annotation.quality.observations import FixedSequence, ItemRating, fixed_sequence
 from annotation.quality.sequential import JointDecision, settle_questions
 from annotation.studies.design import StudyDesign

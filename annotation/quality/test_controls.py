@@ -7,18 +7,15 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from annotation.quality.control_check import ControlRating, ControlStatus, control_check, expected_value
 from annotation.quality.controls import (
     MAX_NEGATIVE_OVERLAP,
-    ControlRating,
     ControlShortage,
-    ControlStatus,
     ItemKind,
     PairCandidate,
     Shape,
     TextCandidate,
-    control_check,
     draw_controls,
-    expected_value,
     n_controls,
 )
 from annotation.quality.text_measures import (

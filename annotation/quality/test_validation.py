@@ -1,8 +1,6 @@
 """Flag and rejection rules of the validation pipeline."""
 
-from annotation.quality.controls import (
-    ControlStatus,
-)
+from annotation.quality.control_check import ControlStatus
 from annotation.quality.validation import (
     FlagRule,
     RejectionReason,

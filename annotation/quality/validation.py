@@ -14,7 +14,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from enum import StrEnum
 
-from annotation.quality.controls import ControlStatus
+from annotation.quality.control_check import ControlStatus
 
 
 class FlagRule(StrEnum):

@@ -20,7 +20,8 @@ from annotation.publishing.argilla_services import (
     annotators_cut,
     study_argilla_reconcile,
 )
-from annotation.quality.controls import ControlCheck, ControlStatus, ItemKind
+from annotation.quality.control_check import ControlCheck, ControlStatus
+from annotation.quality.controls import ItemKind
 from annotation.quality.quality_services import annotator_flags_apply
 from annotation.quality.selectors import control_checks
 from annotation.quality.validation import (

@@ -17,13 +17,14 @@ from django.db.models import Count
 from django.utils import timezone
 
 from annotation.models import Study, StudyItem
+from annotation.quality.control_check import expected_value
 from annotation.quality.control_services import (
     detectability_by_transformation,
     items_detectability,
     source_language,
     study_controls_draw,
 )
-from annotation.quality.controls import ItemKind, PairCandidate, expected_value
+from annotation.quality.controls import ItemKind, PairCandidate
 from annotation.quality.controls import n_controls as controls_needed
 from annotation.studies.design import DesignContext, DesignProblem, StudyDesign, design_problems
 from annotation.studies.sampling import Candidate, draw_real_items, seeded_rng

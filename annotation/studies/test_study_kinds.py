@@ -8,7 +8,8 @@ import pytest
 
 from annotation.configs.config_export import config_seal
 from annotation.configs.config_schema import ConfigError, config_read
-from annotation.quality.controls import ControlRating, ItemKind, control_check, expected_value
+from annotation.quality.control_check import ControlRating, control_check, expected_value
+from annotation.quality.controls import ItemKind
 from annotation.quality.gating import gate_decide
 from annotation.studies.design import (
     DesignContext,
