@@ -108,23 +108,40 @@ def build_key(version: str, machine: str, flags: Iterable[str]) -> str:
 #: Memory from which the embedded server gets 32 slots rather than 16: 32 x 4096 tokens of cache
 #: are 3.8 GB for the demo model (16: 1.9 GB), which should stay a small part of what is free.
 MANY_SLOTS_MEMORY = 16 * 1024**3
+#: Below this the server gets 4 slots (0.5 GB of cache), so that model and cache fit a small machine.
+SOME_SLOTS_MEMORY = 6 * 1024**3
+
+# cgroup v2, then v1: a container's memory limit and what it uses, which /proc/meminfo does not show.
+_CGROUP_MEMORY = (
+    ("/sys/fs/cgroup/memory.max", "/sys/fs/cgroup/memory.current"),
+    ("/sys/fs/cgroup/memory/memory.limit_in_bytes", "/sys/fs/cgroup/memory/memory.usage_in_bytes"),
+)
 
 
-def memory_available(path: str = "/proc/meminfo") -> int | None:
-    """Bytes of memory available to new processes (``MemAvailable``); None where unknown (not Linux)."""
+def memory_available(path: str = "/proc/meminfo", cgroups=_CGROUP_MEMORY) -> int | None:
+    """Bytes of memory available to new processes: ``MemAvailable``, or less where this process's
+    cgroup (a container) has a lower limit than it leaves free; None where unknown (not Linux)."""
     try:
         with open(path, encoding="utf-8") as handle:
-            for line in handle:
-                if line.startswith("MemAvailable:"):
-                    return int(line.split()[1]) * 1024
+            available = next((int(line.split()[1]) * 1024 for line in handle if line.startswith("MemAvailable:")), None)
     except (OSError, ValueError, IndexError):
-        return None
-    return None
+        available = None
+    for limit_path, usage_path in cgroups:
+        try:
+            with open(limit_path, encoding="utf-8") as limit, open(usage_path, encoding="utf-8") as usage:
+                limit_text, used = limit.read().strip(), int(usage.read().strip())
+        except (OSError, ValueError):
+            continue
+        if limit_text.isdigit():  # "max" (v2) has no limit; v1 writes a huge number instead
+            left = max(int(limit_text) - used, 0)
+            available = left if available is None else min(available, left)
+        break
+    return available
 
 
 def default_slots(available: int | None) -> int:
     """Parallel slots of the embedded ``llama-server``: 32 with at least ``MANY_SLOTS_MEMORY`` bytes
-    ``available``, else 16.
+    ``available``, 16 with at least ``SOME_SLOTS_MEMORY`` or when unknown, else 4.
 
     On the quiet 2-core EPYC of ``docs/performance.md`` (Qwen2.5-Coder-1.5B Q4_K_M) a decode step of few
     sequences costs about as much per sequence as one alone (the Q4_K arithmetic is the bound, not the
@@ -136,4 +153,6 @@ def default_slots(available: int | None) -> int:
     most 2 x ``TRANSFORM_CHUNK_SIZE`` (32) texts at once, so slots beyond 32 stay idle there. Each slot holds
     ``n_ctx`` tokens of cache. Machines with more cores were not measured.
     """
-    return 32 if available is not None and available >= MANY_SLOTS_MEMORY else 16
+    if available is None:
+        return 16
+    return 32 if available >= MANY_SLOTS_MEMORY else 16 if available >= SOME_SLOTS_MEMORY else 4

@@ -110,5 +110,26 @@ def test_default_slots_are_32_with_16_gib_available_else_16_and_never_above_a_ch
     assert default_slots(16 * gib) == 32 == 2 * settings.TRANSFORM_CHUNK_SIZE
     meminfo = tmp_path / "meminfo"
     meminfo.write_text("MemTotal:       24000000 kB\nMemFree:  100 kB\nMemAvailable:   20971520 kB\n")
-    assert memory_available(str(meminfo)) == 20 * gib
-    assert memory_available(str(tmp_path / "missing")) is None
+    assert memory_available(str(meminfo), cgroups=()) == 20 * gib
+    assert memory_available(str(tmp_path / "missing"), cgroups=()) is None
+    assert default_slots(5 * gib) == 4  # model and cache must fit a small machine
+
+
+def test_memory_available_is_a_containers_limit_when_lower(tmp_path):
+    """/proc/meminfo shows the host's memory inside a container; the cgroup's limit less its usage
+    is what the server may take there."""
+    from transforms.cpu_features import memory_available
+
+    gib = 1024**3
+    meminfo = tmp_path / "meminfo"
+    meminfo.write_text("MemAvailable:   20971520 kB\n")  # 20 GiB on the host
+    limit, usage = tmp_path / "memory.max", tmp_path / "memory.current"
+    limit.write_text(f"{4 * gib}\n")
+    usage.write_text(f"{gib}\n")
+    assert memory_available(str(meminfo), cgroups=((str(limit), str(usage)),)) == 3 * gib
+    limit.write_text("max\n")  # cgroup v2 without a limit
+    assert memory_available(str(meminfo), cgroups=((str(limit), str(usage)),)) == 20 * gib
+    limit.write_text(f"{64 * gib}\n")  # a limit above what the host has free
+    assert memory_available(str(meminfo), cgroups=((str(limit), str(usage)),)) == 20 * gib
+    missing = str(tmp_path / "none")
+    assert memory_available(str(meminfo), cgroups=((missing, missing), (str(limit), str(usage)))) == 20 * gib

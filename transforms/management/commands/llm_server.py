@@ -113,7 +113,8 @@ class Command(ShiftlabCommand):
             type=int,
             default=None,
             help="llama-server's parallel slots, requests decoded together (default SHIFTLAB_LLM_PARALLEL, "
-            "else 32 with 16 GiB of memory available and 16 below); each slot holds --n-ctx tokens",
+            "else 32 with 16 GiB of memory available, 16 with 6 GiB, 4 below; a container's limit counts); each "
+            "slot holds --n-ctx tokens",
         )
         parser.add_argument("--log-file", type=Path, default=None, help="server log (default DATA_DIR/log/...)")
         parser.add_argument("--ready-timeout", type=float, default=300.0, help="seconds to wait for start-up")
