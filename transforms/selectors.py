@@ -44,7 +44,7 @@ def scoped_items(*, dataset: Dataset, limit: int | None, scope: str = "") -> Que
     if not scope:
         return items
     if scope == CANDIDATES:
-        return items.filter(pk__in=list(_candidate_units(items)))
+        return items.filter(pk__in=list(scoped_candidate_units(dataset=dataset, limit=limit)))
     documents = DatasetItem.objects.filter(dataset=dataset, kind="document").order_by("position")
     if scope == DOCUMENTS_RELEVANT:
         documents = documents.filter(item_id__in=relevant_document_ids(items.values_list("gold", flat=True)))
