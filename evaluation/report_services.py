@@ -9,10 +9,11 @@ page says when that was and offers to compute it again.
 
 The report and its SVG figures are stored pickled (the report's classes carry the statistics the
 page renders) behind an HMAC of the server's SECRET_KEY that also covers the row's run, options and
-results and a digest of this package's code: unpickling runs code, so a row that someone with write
-access to the database alone forged, altered or copied from another run is never unpickled (nor
-its figures shown), only computed again; and a report stored by other code (a fix, an upgrade) is
-computed again rather than shown with the old figures."""
+results and a digest of the code that computes it (this package and ``core``): unpickling runs
+code, so a row that someone with write access to the database alone forged, altered or copied
+from another run is never unpickled (nor its figures shown), only computed again; and a report
+stored by other code (a fix, an upgrade) is computed again rather than shown with the old
+figures."""
 
 from __future__ import annotations
 
@@ -123,12 +124,15 @@ _SEAL_SALT = "shiftlab.evaluation.stored-robustness-report"
 
 @functools.cache
 def _code_version() -> str:
-    """A digest of this package's modules (tests left out): the report, its statistics and its
-    figures are all computed here, so a stored report of other code is computed again."""
+    """A digest of the modules the report is computed with (tests left out): this package's, and
+    ``core``'s, whose statistics (``core.stats``) and figure helpers (``core.plots``) it calls; so a
+    stored report of other code is computed again."""
     digest = hashlib.sha256()
-    for path in sorted(Path(__file__).resolve().parent.glob("*.py")):
-        if not path.name.startswith("test_"):
-            digest.update(path.name.encode() + b"\0" + path.read_bytes())
+    root = Path(__file__).resolve().parent.parent
+    for package in ("evaluation", "core"):
+        for path in sorted((root / package).glob("*.py")):
+            if not path.name.startswith("test_"):
+                digest.update(f"{package}/{path.name}".encode() + b"\0" + path.read_bytes())
     return digest.hexdigest()
 
 
