@@ -34,6 +34,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 import numpy as np
+from rapidfuzz import process
 from rapidfuzz.distance import Levenshtein
 from sklearn.linear_model import LogisticRegression
 from sklearn.model_selection import StratifiedKFold, cross_val_score
@@ -121,7 +122,7 @@ def near_misses(text_a: str, text_b: str) -> float:
     for word in words_b:
         if len(word) > 1 and word not in words_a:
             bound = 2 if len(word) >= 6 else 1
-            missed += any(Levenshtein.distance(word, other, score_cutoff=bound) <= bound for other in longer)
+            missed += process.extractOne(word, longer, scorer=Levenshtein.distance, score_cutoff=bound) is not None
     return missed / len(words_b)
 
 
