@@ -19,11 +19,19 @@ from django.utils import timezone
 from core.errors import ConflictError, ShiftlabError, TooLargeError
 from core.job_services import job_fail, job_note
 from core.models import Project
-from core.projects import default_project, project_for_new, project_require_write
+from core.projects import (
+    ProjectAccessError,
+    default_project,
+    project_can_manage,
+    project_for_new,
+    project_require_write,
+)
 from core.services import audit_record
 from core.task_policy import dispatch_on_commit, task_named
+from corpora.bounded_import import ChildRead, parse_in_child
 from corpora.hub import read_hub
-from corpora.models import Dataset, DatasetImport, DatasetItem, dataset_name_validator
+from corpora.limits import ReadLimits
+from corpora.models import ControlTrust, Dataset, DatasetImport, DatasetItem, dataset_name_validator
 from corpora.parsing import OPTION_NAMES, ParsedDataset, parse_tables
 from corpora.readers import megabytes, read_source
 from corpora.rows import RawTable
@@ -93,27 +101,49 @@ def dataset_import(
     created_by: AbstractBaseUser | None = None,
     source_label: str | None = None,
     project: Project | None = None,
+    label: str | None = None,
+    memory_ceiling: bool = False,
 ) -> Dataset:
     """Read, validate and store a dataset in one transaction: on any problem nothing is written.
 
     The dataset records ``source_label`` as its source, else the resolved path or the hub id. It
     goes into ``project`` (the caller has checked it may write there), else the default project.
+    Messages name the files as ``label`` says (``corpora.readers.read_source``). Reading is bounded
+    by the ``DATASET_MAX_*`` settings; with ``memory_ceiling`` (import jobs) files are read and
+    checked in a child process capped at ``DATASET_IMPORT_MEMORY_MB``.
 
-    Raises ``ShiftlabError`` (``DatasetFormatError`` for bad files) with a message naming the
-    file, the line and the problem.
+    Raises ``ShiftlabError`` (``DatasetFormatError`` for bad files, ``ImportMemoryError`` over the
+    ceiling) with a message naming the file, the line and the problem.
     """
     options = options or ImportOptions()
     task = TaskType(task_spec(task).task)
     dataset_name_check(name, options.interface, project)
-    tables = _read(source, options)
-    parsed = parse_tables(
-        tables,
-        task=task,
-        language=options.language,
-        split=options.split,
-        field_map=options.field_map,
-        option_names=OPTION_NAMES[options.interface],
-    )
+    if memory_ceiling and settings.DATASET_IMPORT_MEMORY_MB > 0 and options.fmt != "hf":
+        parsed = parse_in_child(
+            ChildRead(
+                source=str(source),
+                task=task.value,
+                label=label,
+                limits=import_read_limits(),
+                language=options.language,
+                fmt=options.fmt,
+                columns=options.columns,
+                split=options.split,
+                field_map=options.field_map,
+                interface=options.interface,
+            ),
+            memory_bytes=settings.DATASET_IMPORT_MEMORY_MB * 2**20,
+            timeout_s=max(60, settings.CELERY_TASK_SOFT_TIME_LIMIT - 60),
+        )
+    else:
+        parsed = parse_tables(
+            _read(source, options, label),
+            task=task,
+            language=options.language,
+            split=options.split,
+            field_map=options.field_map,
+            option_names=OPTION_NAMES[options.interface],
+        )
     return dataset_store(
         parsed,
         name=name,
@@ -158,6 +188,52 @@ def dataset_share_set(*, dataset: Dataset, shared: bool, actor: AbstractBaseUser
             payload={"project": dataset.project.slug},
         )
     return dataset
+
+
+def trust_command(dataset: Dataset, project: Project) -> str:
+    """The command that makes ``project`` trust ``dataset`` for controls (for messages)."""
+    return f"manage.py corpora trust {dataset.name} --of {dataset.project.slug} --project {project.slug} --as OWNER"
+
+
+def dataset_trust_for_controls(
+    *, actor: AbstractBaseUser | None, project: Project, dataset: Dataset, trusted: bool
+) -> ControlTrust | None:
+    """Let the shared ``dataset`` of another project supply control items (gold pairs, unrelated
+    texts) to ``project``'s studies (``trusted``), or withdraw that. Only admins and the owners of
+    ``project`` may (``ProjectAccessError`` otherwise): the dataset's own researchers can share it,
+    never make another project take their answers. Audited in ``project``; setting what is already
+    so changes and records nothing. Returns the trust, None once revoked."""
+    if not project_can_manage(actor, project):
+        raise ProjectAccessError(
+            f"Only admins and owners of {project.slug!r} choose which shared datasets supply its control items."
+        )
+    if dataset.project_id == project.pk:
+        raise ShiftlabError(
+            f"{dataset.name} belongs to {project.slug}: a project's own datasets supply its controls without trust."
+        )
+    if trusted and not dataset.shared:
+        raise ShiftlabError(
+            f"{dataset.name} of {dataset.project.slug} is not shared: its project must share it first "
+            f"(manage.py corpora share {dataset.name}) before {project.slug} can trust it for controls."
+        )
+    existing = ControlTrust.objects.filter(project=project, dataset=dataset).first()
+    if trusted == (existing is not None):
+        return existing
+    payload = {"dataset": dataset.name, "dataset_project": dataset.project.slug, "dataset_id": dataset.pk}
+    with transaction.atomic():
+        if trusted:
+            existing = ControlTrust.objects.create(project=project, dataset=dataset, granted_by=actor)
+        else:
+            existing.delete()
+            existing = None
+        audit_record(
+            actor=actor,
+            verb="dataset.control_trust" if trusted else "dataset.control_trust.revoke",
+            obj=dataset,
+            payload=payload,
+            project=project,
+        )
+    return existing
 
 
 def _in_use_message(dataset: Dataset, users: Iterable) -> str:
@@ -313,6 +389,8 @@ def dataset_import_job_run(*, job_id: int, redelivered: bool = False) -> Dataset
                 # The uploaded files' names: their storage folder is the server's business and is gone
                 # once the import is over.
                 source_label=", ".join(entry.name for entry in entries),
+                label=source.name if source != upload_dir else "",
+                memory_ceiling=True,
             )
             job.dataset = dataset
             _finish(job, DatasetImport.Status.SUCCEEDED, "")
@@ -379,16 +457,33 @@ def dataset_name_check(name: str, interface: str, project: Project | None) -> No
         )
 
 
-def _read(source: str | Path, options: ImportOptions) -> list[RawTable]:
+def import_read_limits() -> ReadLimits:
+    """What one import may decode, from the ``DATASET_MAX_*`` settings."""
+    return ReadLimits(
+        max_cell_bytes=settings.DATASET_MAX_CELL_KB * 2**10,
+        max_row_bytes=settings.DATASET_MAX_ROW_KB * 2**10,
+        max_total_bytes=settings.DATASET_MAX_UNCOMPRESSED_MB * 2**20,
+        max_rows=settings.DATASET_MAX_ROWS,
+    )
+
+
+def _read(source: str | Path, options: ImportOptions, label: str | None) -> list[RawTable]:
     if options.fmt == "hf":
-        return read_hub(str(source), config=options.hf_config, split=options.split, revision=options.hf_revision)
+        return read_hub(
+            str(source),
+            config=options.hf_config,
+            split=options.split,
+            revision=options.hf_revision,
+            limits=import_read_limits(),
+        )
     return read_source(
         source,
         fmt=options.fmt,
         columns=options.columns,
         split=options.split,
-        max_uncompressed_bytes=settings.DATASET_MAX_UNCOMPRESSED_MB * 2**20,
         option_names=OPTION_NAMES[options.interface],
+        limits=import_read_limits(),
+        label=label,
     )
 
 

@@ -56,7 +56,7 @@ def test_dictionary_encoded_parquet_is_stopped_while_decoding(tmp_path):
     path = tmp_path / "dictionary.parquet"
     _compressible_parquet(path, rows=50_000, dictionary=True)
     assert pq.ParquetFile(path).metadata.row_group(0).total_byte_size < MB
-    with pytest.raises(DatasetFormatError, match=r"decodes to more than 1 MB .*SHIFTLAB_MAX_UNCOMPRESSED_MB"):
+    with pytest.raises(DatasetFormatError, match=r"decode to more than 1 MB .*SHIFTLAB_MAX_UNCOMPRESSED_MB"):
         read_source(path, max_uncompressed_bytes=MB)
 
 

@@ -93,6 +93,8 @@ MIDDLEWARE = [
     "django.middleware.common.CommonMiddleware",
     "django.middleware.csrf.CsrfViewMiddleware",
     "django.contrib.auth.middleware.AuthenticationMiddleware",
+    # After the session's user is known, before anything reads a body (the CSRF check's process_view).
+    "core.middleware.RequestBodyLimitMiddleware",
     "django.contrib.messages.middleware.MessageMiddleware",
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
     "core.middleware.NotFoundPageMiddleware",
@@ -183,6 +185,12 @@ STORAGES = {
 # Uploaded benchmark files can be large; stream them to disk rather than memory.
 FILE_UPLOAD_MAX_MEMORY_SIZE = 2 * 1024 * 1024
 DATA_UPLOAD_MAX_MEMORY_SIZE = 10 * 1024 * 1024
+# Request bodies (core/request_body.py): refused (413) by their Content-Length before anything reads
+# them. A caller who is not logged in (and anyone on the log-in routes) may send this many KB; a
+# logged-in user this many MB, or SHIFTLAB_MAX_UPLOAD_MB + 1 on the dataset upload routes. Files are
+# kept only on the routes that take them, from logged-in users.
+SHIFTLAB_MAX_ANONYMOUS_REQUEST_KB = int(env_str("SHIFTLAB_MAX_ANONYMOUS_REQUEST_KB", "1024"))
+SHIFTLAB_MAX_REQUEST_MB = int(env_str("SHIFTLAB_MAX_REQUEST_MB", "32"))
 
 LOGIN_URL = "login"
 LOGIN_REDIRECT_URL = "home"
@@ -232,11 +240,16 @@ REST_FRAMEWORK = {
     "NUM_PROXIES": int(env_str("SHIFTLAB_NUM_PROXIES", "0")),
 }
 
+# /api/docs/, /api/redoc/ and /api/schema/ for anyone: these settings are the demo's. Production
+# (settings_production) turns it off: the docs then need a log-in (the schema: a session or a token).
+SHIFTLAB_PUBLIC_API_DOCS = env_bool("SHIFTLAB_PUBLIC_API_DOCS", True)
+
 SPECTACULAR_SETTINGS = {
     "TITLE": "Shiftlab API",
     "DESCRIPTION": "Human-validated, dynamic robustness benchmarks for text embedding models.",
     "VERSION": "0.1.0",
     "SERVE_INCLUDE_SCHEMA": False,
+    "SERVE_PERMISSIONS": ["core.api_docs.ApiDocsAccess"],
     "COMPONENT_SPLIT_REQUEST": True,
     # Serve Swagger UI / ReDoc assets locally: the docs work on machines without internet.
     "SWAGGER_UI_DIST": "SIDECAR",
@@ -458,8 +471,17 @@ if CELERY_TASK_ALWAYS_EAGER:
 # accept; a larger one is refused before it is stored. `manage.py corpora import` (files already on the
 # server) is not bound by it.
 DATASET_MAX_UPLOAD_MB = int(env_str("SHIFTLAB_MAX_UPLOAD_MB", "500"))
-# Largest size a Parquet file may decode to, checked from its metadata and again while decoding.
+# Largest size the files of one import may decode to together (a Parquet file's is checked from its
+# metadata and again while decoding).
 DATASET_MAX_UNCOMPRESSED_MB = int(env_str("SHIFTLAB_MAX_UNCOMPRESSED_MB", "2048"))
+# Largest decoded size of one value (cell) and of one row, and the most rows one import may hold: all
+# checked while reading, before the data become Python objects (corpora/limits.py).
+DATASET_MAX_CELL_KB = int(env_str("SHIFTLAB_MAX_CELL_KB", "1024"))
+DATASET_MAX_ROW_KB = int(env_str("SHIFTLAB_MAX_ROW_KB", "4096"))
+DATASET_MAX_ROWS = int(env_str("SHIFTLAB_MAX_ROWS", "5000000"))
+# Memory an import job's reading and checking may use: it runs in a child process capped at this much
+# (corpora/bounded_import.py; Linux). 0 reads in the worker itself, with no ceiling.
+DATASET_IMPORT_MEMORY_MB = int(env_str("SHIFTLAB_IMPORT_MEMORY_MB", "4096"))
 
 # --- MTEB tasks by name (corpora/mteb_tasks.py; added for issue 17) ---
 # Folder of local copies of MTEB tasks' hub datasets, one subfolder per task name (or per hub path,

@@ -33,6 +33,15 @@ FUZZ = hypothesis_settings(
 )
 _names = (f"fuzz-{n}" for n in itertools.count())
 
+
+@pytest.fixture(autouse=True)
+def _read_in_the_worker(settings):
+    """Jobs read in this process (SHIFTLAB_IMPORT_MEMORY_MB=0): a child process per example would
+    make this file ten times slower. tests/test_import_bombs.py checks that a job's child reads
+    these formats, and fails on them, exactly as the worker does."""
+    settings.DATASET_IMPORT_MEMORY_MB = 0
+
+
 # Texts with what breaks naive readers: quotes, separators, newlines, U+2028/U+0085, NUL, emoji.
 text = st.text(
     alphabet=st.one_of(

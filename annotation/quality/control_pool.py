@@ -12,7 +12,10 @@ header line. Columns:
 
 Every problem is reported with its line; nothing is used when one is found. A file over
 ``MAX_POOL_BYTES`` is refused by its size, before it is read (a real pool of a few thousand pairs
-is well under 1 MB; a 100 MB upload read whole took 1.2 GB).
+is well under 1 MB; a 100 MB upload read whole took 1.2 GB), and reading stops at the first text
+over ``POOL_LIMITS``' bounds or past its row count (ten megabytes of one-character rows would
+otherwise become millions of Python rows). Messages name the uploaded file, never the temporary
+copy the server reads.
 """
 
 from __future__ import annotations
@@ -24,6 +27,7 @@ from typing import Protocol
 
 from annotation.quality.controls import ItemKind, PairCandidate
 from annotation.quality.text_measures import is_punctuation_edit
+from corpora.limits import ReadLimits
 from corpora.parsing import DatasetFormatError, Problem, RawRow
 from corpora.readers import detect_format, megabytes, read_table
 
@@ -31,6 +35,14 @@ POOL_ORIGIN = "pool"
 MAX_POOL_BYTES = 10 * 2**20
 COLUMNS = ("text_a", "text_b", "kind", "language_a", "language_b")
 _KINDS = (ItemKind.EASY_POSITIVE.value, ItemKind.EASY_NEGATIVE.value)
+_SMALLER = "a control pool holds a few hundred short pairs: upload a smaller sample of shorter ones"
+POOL_LIMITS = ReadLimits(
+    max_cell_bytes=16 * 2**10,
+    max_row_bytes=64 * 2**10,
+    max_total_bytes=MAX_POOL_BYTES,
+    max_rows=50_000,
+    remedies={"cell": _SMALLER, "row": _SMALLER, "rows": _SMALLER, "total": _SMALLER},
+)
 
 
 def control_pool_read(path: Path | str) -> tuple[tuple[ItemKind, PairCandidate], ...]:
@@ -40,7 +52,7 @@ def control_pool_read(path: Path | str) -> tuple[tuple[ItemKind, PairCandidate],
     if not path.is_file():
         raise DatasetFormatError([Problem(str(path), None, "no such control pool file")])
     _check_kind_and_size(str(path), path.suffix, path.stat().st_size)
-    return control_pool_parse(read_table(path, fmt=detect_format(path)).rows, source=str(path))
+    return control_pool_parse(read_table(path, fmt=detect_format(path), limits=POOL_LIMITS).rows, source=str(path))
 
 
 class Upload(Protocol):
@@ -63,7 +75,8 @@ def control_pool_from_upload(upload: Upload) -> tuple[tuple[ItemKind, PairCandid
         with path.open("wb") as copy:
             for chunk in upload.chunks():
                 copy.write(chunk)
-        return control_pool_parse(read_table(path, fmt=detect_format(path)).rows, source=upload.name)
+        table = read_table(path, fmt=detect_format(path, label=upload.name), limits=POOL_LIMITS, label=upload.name)
+        return control_pool_parse(table.rows, source=upload.name)
 
 
 def _check_kind_and_size(name: str, suffix: str, size: int) -> None:
