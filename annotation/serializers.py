@@ -2,7 +2,7 @@ from rest_framework import serializers
 
 from annotation.models import Annotator, Approval, BenchmarkConfig, Flag, GateResult, Study, StudyItem
 from core.limits import MAX_ID
-from core.serializers import project_slug_field, username_field
+from core.serializers import JSONField, project_slug_field, username_field
 
 
 class StudySerializer(serializers.ModelSerializer):
@@ -46,11 +46,11 @@ class StudyCreateSerializer(serializers.Serializer):
         "your one project.",
     )
     runs = serializers.ListField(child=serializers.IntegerField(min_value=1, max_value=MAX_ID), min_length=1)
-    design = serializers.JSONField(default=dict, help_text="Fields of annotation.studies.design.StudyDesign.")
+    design = JSONField(default=dict, help_text="Fields of annotation.studies.design.StudyDesign.")
 
 
 class StudyDesignSerializer(serializers.Serializer):
-    design = serializers.JSONField(help_text="The changed design fields; a locked study gets a new version.")
+    design = JSONField(help_text="The changed design fields; a locked study gets a new version.")
 
 
 class StudyPublishSerializer(serializers.Serializer):

@@ -15,9 +15,10 @@ own message: the events before that place were counted, so it never sees a deepe
 
 from __future__ import annotations
 
+import json
 import re
 from collections.abc import Callable
-from typing import Literal
+from typing import Any, Literal
 
 import yaml
 
@@ -60,6 +61,16 @@ def nesting_check(
         _yaml_check(text, limit, on_yaml_event)
     else:
         raise ValueError(f"unknown format {fmt!r}: use json or yaml")
+
+
+def loads_json(text: str | bytes, *, limit: int = MAX_NESTING, **options: Any) -> Any:
+    """``json.loads`` after ``nesting_check``: the one way user text becomes JSON data (a form or
+    multipart field, a line of a file). Raises ``NestingError`` (a ``ValueError``) for a text nested
+    deeper than ``limit``, and ``json.loads``'s own errors otherwise."""
+    if isinstance(text, bytes | bytearray):
+        text = text.decode(json.detect_encoding(text), "surrogatepass")  # as json.loads decodes bytes
+    nesting_check(text, "json", limit=limit)
+    return json.loads(text, **options)
 
 
 def _json_check(text: str, limit: int) -> None:

@@ -2,6 +2,8 @@
 
 from rest_framework import serializers
 
+from core.nesting import NestingError, loads_json
+
 
 def project_slug_field() -> serializers.SlugRelatedField:
     """The project an object belongs to, shown as its slug."""
@@ -21,6 +23,23 @@ def project_choice_field() -> serializers.CharField:
 def username_field() -> serializers.SlugRelatedField:
     """A user an object names (its creator, reviewer...), shown as their username."""
     return serializers.SlugRelatedField(slug_field="username", read_only=True)
+
+
+class JSONField(serializers.JSONField):
+    """DRF's JSONField, reading the JSON text of a form or multipart field (or a binary field)
+    through ``core.nesting.loads_json``: a value nested too deeply is a 400 on the field, as the
+    same value in a JSON body is, instead of a ``RecursionError`` (a 500). Writable JSON fields of
+    the API are this one (tests/test_request_bodies.py checks)."""
+
+    def to_internal_value(self, data):
+        if not (self.binary or getattr(data, "is_json_string", False)):
+            return super().to_internal_value(data)  # already data: a JSON body, nesting counted by its parser
+        try:
+            return loads_json(data, cls=self.decoder)
+        except NestingError as exc:
+            raise serializers.ValidationError(f"The value is {exc}") from None
+        except (TypeError, ValueError):
+            self.fail("invalid")
 
 
 class WaitingSerializer(serializers.Serializer):

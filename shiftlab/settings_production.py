@@ -67,6 +67,8 @@ SECURE_HSTS_PRELOAD = env_bool("SHIFTLAB_HSTS_PRELOAD", True)
 SECURE_CONTENT_TYPE_NOSNIFF = True
 SECURE_REFERRER_POLICY = "same-origin"
 X_FRAME_OPTIONS = "DENY"
+# The API docs and schema need a log-in here (the base settings, the demo's, show them to anyone).
+SHIFTLAB_PUBLIC_API_DOCS = env_bool("SHIFTLAB_PUBLIC_API_DOCS", False)
 
 REST_FRAMEWORK = {
     **REST_FRAMEWORK,  # noqa: F405

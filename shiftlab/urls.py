@@ -12,6 +12,7 @@ from annotation.apis import (
     StudyViewSet,
 )
 from core import views as core_views
+from core.api_docs import docs_page
 from core.apis import ObtainExpiringAuthToken, ProjectViewSet
 from corpora.apis import DatasetImportViewSet, DatasetViewSet
 from evaluation.apis import BenchmarkRunViewSet
@@ -42,17 +43,21 @@ urlpatterns = [
     path("projects/<slug:slug>/", core_views.project_detail_view, name="project"),
     # Before Django's auth URLs: the log-in page with the lockout of core.login_guard.
     path("accounts/login/", core_views.LoginView.as_view(), name="login"),
+    # Every password confirmation goes through that lockout too (core.login_guard.password_confirm).
+    path("accounts/password_change/", core_views.PasswordChangeView.as_view(), name="password_change"),
     path("accounts/", include("django.contrib.auth.urls")),
     path("datasets/", include("corpora.urls")),
     path("transforms/", include("transforms.urls")),
     path("annotation/", include("annotation.urls")),
     path("benchmarks/", include("evaluation.urls")),
+    path("admin/password_change/", admin.site.admin_view(core_views.admin_password_change_view)),
     path("admin/", admin.site.urls),
     path("api/me/argilla-password/", ArgillaPasswordView.as_view(), name="my-argilla-password"),
     path("api/", include(router.urls)),
     path("api/auth/token/", ObtainExpiringAuthToken.as_view(), name="api-token"),
     path("api/schema/", SpectacularAPIView.as_view(), name="schema"),
     # The split view serves Swagger UI's start-up script as a file: no inline script for the CSP to block.
-    path("api/docs/", SpectacularSwaggerSplitView.as_view(url_name="schema"), name="api-docs"),
-    path("api/redoc/", SpectacularRedocView.as_view(url_name="schema"), name="api-redoc"),
+    # Outside the demo the docs pages send a visitor to the log-in page first (core.api_docs).
+    path("api/docs/", docs_page(SpectacularSwaggerSplitView.as_view(url_name="schema")), name="api-docs"),
+    path("api/redoc/", docs_page(SpectacularRedocView.as_view(url_name="schema")), name="api-redoc"),
 ]

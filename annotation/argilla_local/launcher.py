@@ -177,6 +177,35 @@ def _die_with_parent() -> Callable[[], None] | None:
     return hook
 
 
+# Argilla sends no framing headers: without these another site could show its pages in a frame and
+# trick a signed-in annotator into clicks (issue 39, finding 9). The compose file's nginx sets the same.
+FRAME_HEADERS = ((b"x-frame-options", b"DENY"), (b"content-security-policy", b"frame-ancestors 'none'"))
+
+
+class DenyFraming:
+    """ASGI middleware: every HTTP response of ``app`` says it may not be framed (X-Frame-Options and
+    a Content-Security-Policy of ``frame-ancestors 'none'``, sent beside any policy of its own)."""
+
+    def __init__(self, app: Callable) -> None:
+        self.app = app
+
+    async def __call__(self, scope: dict, receive: Callable, send: Callable) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+
+        async def send_denying_frames(message: dict) -> None:
+            if message["type"] == "http.response.start":
+                headers = list(message.get("headers", []))
+                present = {bytes(name).lower() for name, _ in headers}
+                # A second Content-Security-Policy adds to the app's; X-Frame-Options only where it has none.
+                headers += [(n, v) for n, v in FRAME_HEADERS if n == b"content-security-policy" or n not in present]
+                message = {**message, "headers": headers}
+            await send(message)
+
+        await self.app(scope, receive, send_denying_frames)
+
+
 def _exit_on_sigterm(signum: int, frame: object) -> None:
     raise SystemExit(128 + signum)
 
@@ -205,7 +234,7 @@ def serve(host: str, port: int, data_dir: Path) -> int:
             [sys.executable, __file__, "worker"], stdin=subprocess.DEVNULL, preexec_fn=_die_with_parent()
         )
         # uvicorn turns SIGTERM and SIGINT into a graceful shutdown, after which the worker is stopped.
-        uvicorn.Server(uvicorn.Config(app, host=host, port=port, log_level="info")).run()
+        uvicorn.Server(uvicorn.Config(DenyFraming(app), host=host, port=port, log_level="info")).run()
         return 0
     finally:
         if worker is not None and worker.poll() is None:
