@@ -243,19 +243,20 @@ class StudyDesignForm(forms.Form):
     detectability_limit = forms.FloatField(
         label="Detectability limit (AUC)",
         help_text="Locking is refused when a transformation's easy-positive controls can be told from its real "
-        "items with a cross-validated AUC above this (0.5 = indistinguishable, 1 = always). "
-        f"Default {DEFAULT.detectability_limit}.",
+        "items with a cross-validated AUC above this (0.5 = indistinguishable, 1 = always), or are too few "
+        f"(under 5) to estimate it. Default {DEFAULT.detectability_limit}.",
         min_value=0.5,
         max_value=1,
         required=False,  # left out: the design's current value (clean_detectability_limit)
         widget=forms.NumberInput(attrs={"step": "0.01"}),
     )
     detectability_override = forms.CharField(
-        label="Lock with detectable controls because…",
+        label="Lock with detectable (or too few) controls because…",
         required=False,
         max_length=1000,
-        help_text="Leave empty to have a lock with detectable controls refused. A reason given here lets it "
-        "lock anyway; the reason and the AUCs are recorded in the audit log and the exported config.",
+        help_text="Leave empty to have a lock with detectable controls, or too few to tell, refused. A reason "
+        "given here lets it lock anyway; the reason and the AUCs (or why there are none) are recorded in the "
+        "audit log and the exported config.",
     )
     guidelines = forms.CharField(
         required=False,

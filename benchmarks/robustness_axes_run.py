@@ -516,6 +516,13 @@ def run_all(args, stack):
         min_control_ratings=2,
         llm_judges=(),
         seed=3,
+        # Fewer than 5 easy positives per transformation cannot be scored for detectability, and
+        # the lock then needs a recorded reason (issue 39).
+        detectability_override=(
+            "benchmark: a few items per transformation, too few controls to estimate their detectability"
+            if args.items < 20
+            else ""
+        ),
     )
     for name, runs, design in (
         ("axes-noise", noise, StudyDesign(acceptance_threshold=3.0, **common)),

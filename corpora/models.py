@@ -41,6 +41,28 @@ class Dataset(models.Model):
         return self.name
 
 
+class ControlTrust(models.Model):
+    """A project's explicit choice to let a shared dataset of another project supply the expected
+    answers of its studies' control items (gold paraphrase pairs, unrelated texts). Sharing a
+    dataset alone never does: its owner could otherwise plant answers in projects they cannot see.
+    Granted and revoked by the project's owners or an admin (``corpora.services.dataset_trust_for_controls``),
+    audited; it counts only while the dataset stays shared."""
+
+    project = models.ForeignKey("core.Project", on_delete=models.CASCADE, related_name="control_trusts")
+    dataset = models.ForeignKey(Dataset, on_delete=models.CASCADE, related_name="control_trusts")
+    granted_by = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL)
+    granted_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["project", "dataset"]
+        constraints = [
+            models.UniqueConstraint(fields=["project", "dataset"], name="unique_control_trust_per_project"),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.project} trusts {self.dataset.project}/{self.dataset.name} for controls"
+
+
 ITEM_KIND_CHOICES = [("example", "example"), ("document", "document")]
 
 

@@ -1,10 +1,10 @@
-from django.db.models import QuerySet
+from django.db.models import Q, QuerySet
 
 from core.errors import ShiftlabError
 from core.models import Project
 from core.projects import User, scoped
 from core.selectors import filter_given
-from corpora.models import Dataset, DatasetImport, DatasetItem
+from corpora.models import ControlTrust, Dataset, DatasetImport, DatasetItem
 
 # ``user``: who asks. They get what they may read (core.projects.scoped: their projects' datasets
 # and the shared ones); None is the system (tasks, commands run without --as), which reads all.
@@ -50,3 +50,22 @@ def dataset_import_list(*, user: User = None, limit: int | None = 20) -> QuerySe
     """The latest import jobs of the projects ``user`` may read."""
     jobs = scoped(DatasetImport.objects.select_related("dataset", "created_by", "project"), user)
     return jobs[:limit] if limit is not None else jobs
+
+
+def control_source_datasets(project: Project | int) -> QuerySet[Dataset]:
+    """Datasets that may supply ``project``'s control items: its own, and shared datasets of other
+    projects that it chose to trust (``corpora.services.dataset_trust_for_controls``). Sharing alone
+    is not enough, and a trust counts only while the dataset stays shared."""
+    pk = project if isinstance(project, int) else project.pk
+    return Dataset.objects.filter(Q(project_id=pk) | Q(shared=True, control_trusts__project_id=pk)).distinct()
+
+
+def control_trust_list(project: Project) -> QuerySet[ControlTrust]:
+    """The shared datasets ``project`` trusts for controls, with who granted each."""
+    return ControlTrust.objects.filter(project=project).select_related("dataset__project", "granted_by")
+
+
+def untrusted_shared_datasets(project: Project | int) -> QuerySet[Dataset]:
+    """Shared datasets of other projects that ``project`` has not trusted for controls."""
+    pk = project if isinstance(project, int) else project.pk
+    return Dataset.objects.filter(shared=True).exclude(project_id=pk).exclude(control_trusts__project_id=pk)

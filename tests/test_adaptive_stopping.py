@@ -30,7 +30,7 @@ from annotation.studies.design_services import study_create, study_lock
 from core.models import AuditEvent
 from core.roles import Role
 from corpora.services import dataset_import
-from tests.support import make_user
+from tests.support import FEW_CONTROLS_OVERRIDE, make_user
 from transforms.services import transform_run_create
 from transforms.tasks import start_run
 
@@ -67,6 +67,7 @@ def _study(researcher, django_user_model, *, adaptive: bool) -> Study:
         adaptive=adaptive,
         adaptive_alpha=0.5,  # few items in a test: settles after 4 perfect items
         adaptive_min_items=4,
+        detectability_override=FEW_CONTROLS_OVERRIDE,
     )
     study = study_lock(study=study_create(name="adaptive", runs=[run], design=design, actor=researcher))
     users = [make_user(django_user_model, name, Role.ANNOTATOR) for name in ("anna", "bob", "cara")]

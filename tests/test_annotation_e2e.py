@@ -40,7 +40,15 @@ from corpora.services import dataset_import
 from evaluation.benchmark_services import benchmark_run_create_from_config
 from evaluation.tasks import start_benchmark_run
 from tests.argilla_ui import answer, rate_in_ui, respond
-from tests.support import PASSWORD, argilla_annotator_client, argilla_pending, make_user, page_as, require_or_skip
+from tests.support import (
+    FEW_CONTROLS_OVERRIDE,
+    PASSWORD,
+    argilla_annotator_client,
+    argilla_pending,
+    make_user,
+    page_as,
+    require_or_skip,
+)
 from transforms.params import GenerationParams
 from transforms.services import transform_run_create
 
@@ -125,6 +133,7 @@ def test_study_end_to_end(llm_backend, argilla_server, settings, django_user_mod
         min_control_ratings=2,
         max_confirmed_flags=3,
         seed=11,
+        detectability_override=FEW_CONTROLS_OVERRIDE,
     )
     study = study_create(name="e2e", project=team.slug, runs=runs, design=design.revised(seed=5), actor=rita)
     study = study_update_design(study=study, design=design, actor=rita)

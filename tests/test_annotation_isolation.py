@@ -50,6 +50,7 @@ DESIGN = StudyDesign(
     min_control_ratings=2,
     llm_judges=(),
     seed=4,
+    detectability_override="isolation test: too few controls to measure detectability",
 )
 
 

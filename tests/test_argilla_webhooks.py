@@ -31,7 +31,13 @@ from core.models import AuditEvent
 from core.projects import project_create
 from core.roles import Role
 from corpora.services import dataset_import
-from tests.support import argilla_annotator_client, argilla_pending, make_user, published_keyword_study
+from tests.support import (
+    FEW_CONTROLS_OVERRIDE,
+    argilla_annotator_client,
+    argilla_pending,
+    make_user,
+    published_keyword_study,
+)
 from transforms.services import transform_run_create
 from transforms.tasks import start_run
 
@@ -234,6 +240,7 @@ DESIGN = StudyDesign(
     min_control_ratings=1,
     llm_judges=(),
     seed=5,
+    detectability_override=FEW_CONTROLS_OVERRIDE,
 )
 
 

@@ -22,12 +22,15 @@ from annotation.studies.design_services import study_create, study_lock, study_r
 from core.errors import ShiftlabError
 from core.models import AuditEvent, Project
 from core.roles import Role
-from corpora.services import dataset_import
-from tests.support import eager_keyword_run, make_user, page_as
+from corpora.services import dataset_import, dataset_trust_for_controls
+from tests.support import FEW_CONTROLS_OVERRIDE, eager_keyword_run, make_user, page_as
 
 pytestmark = pytest.mark.django_db
 FIXTURES = settings.BASE_DIR / "fixtures"
 AT = datetime(2026, 1, 1, tzinfo=UTC)
+# Studies of 4 items have 1 or 2 easy positives: too few to estimate their detectability, which
+# these tests do not measure (issue 39: such a lock needs the recorded override).
+FEW = FEW_CONTROLS_OVERRIDE
 
 
 def demo_sts(project=None, name="demo-sts"):
@@ -56,7 +59,7 @@ def texts(rows):
     return {t for pair in rows for t in pair}
 
 
-def test_controls_come_only_from_the_studys_own_project_or_datasets_shared_on_purpose():
+def test_controls_come_only_from_the_studys_own_project_or_shared_datasets_it_trusts():
     alpha = Project.objects.create(slug="alpha", name="Alpha")
     beta = Project.objects.create(slug="beta", name="Beta")
     closed = paraphrase_pairs(project=alpha)  # alpha's, not shared
@@ -72,8 +75,13 @@ def test_controls_come_only_from_the_studys_own_project_or_datasets_shared_on_pu
     study.refresh_from_db()
     assert not study.items.exists() and not texts(pairs(study)) & alpha_texts
 
-    closed.shared = True  # shared on purpose: now every project may draw from it
+    closed.shared = True  # shared on purpose: every project may read it, but not yet take controls from it
     closed.save(update_fields=["shared"])
+    with pytest.raises(ShiftlabError) as raised:
+        study_lock(study=study)
+    assert "demo-paraphrase-pairs of project alpha" in str(raised.value)  # now readable, so named
+    assert "manage.py corpora trust demo-paraphrase-pairs --of alpha --project beta" in str(raised.value)
+    dataset_trust_for_controls(actor=None, project=beta, dataset=closed, trusted=True)  # beta chose it
     study = study_lock(study=study)
     assert study.sample_info["control_sources"]["easy_positive"].get("gold:demo-paraphrase-pairs", 0) > 0
 
@@ -81,7 +89,13 @@ def test_controls_come_only_from_the_studys_own_project_or_datasets_shared_on_pu
 def test_a_control_is_never_shown_twice_to_one_annotator_across_studies(django_user_model):
     ann = make_user(django_user_model, "ann", Role.ANNOTATOR)
     run = eager_keyword_run(demo_sts(), limit=8)
-    design = {"items_per_transformation": 4, "batch_size": 4, "controls_per_batch": 2, "raters_per_item": 1}
+    design = {
+        "items_per_transformation": 4,
+        "batch_size": 4,
+        "controls_per_batch": 2,
+        "raters_per_item": 1,
+        "detectability_override": FEW,
+    }
     first = study_lock(study=draft("first", run, **design))
     study_assign(study=first, users=[ann], actor=None)
     # A revision of the same study (same design and seed) used to draw the very same controls.
@@ -104,7 +118,13 @@ def test_assignment_skips_controls_an_annotator_met_in_another_study(django_user
     bob = make_user(django_user_model, "bob", Role.ANNOTATOR)
     paraphrase_pairs()  # enough gold pairs for 8 controls
     run = eager_keyword_run(demo_sts(), limit=8)
-    design = {"items_per_transformation": 4, "batch_size": 4, "controls_per_batch": 2, "raters_per_item": 1}
+    design = {
+        "items_per_transformation": 4,
+        "batch_size": 4,
+        "controls_per_batch": 2,
+        "raters_per_item": 1,
+        "detectability_override": FEW,
+    }
     first = study_lock(study=draft("one", run, **design))
     study_assign(study=first, users=[ann], actor=None)
     met = {
@@ -132,7 +152,9 @@ def test_assignment_skips_controls_an_annotator_met_in_another_study(django_user
 
 def test_real_items_of_an_earlier_study_never_become_controls(django_user_model, tmp_path):
     sts = demo_sts()
-    earlier = study_lock(study=draft("earlier", eager_keyword_run(sts, limit=8), items_per_transformation=4))
+    earlier = study_lock(
+        study=draft("earlier", eager_keyword_run(sts, limit=8), items_per_transformation=4, detectability_override=FEW)
+    )
     rita = make_user(django_user_model, "rita", Role.RESEARCHER)
     raters = [
         Annotator.objects.create(
@@ -153,7 +175,13 @@ def test_real_items_of_an_earlier_study_never_become_controls(django_user_model,
     pool = tmp_path / "pool.jsonl"
     pool.write_text(json.dumps({"text_a": real[0].text_a, "text_b": real[0].text_b, "kind": "easy_positive"}) + "\n")
     later = study_lock(
-        study=draft("later", eager_keyword_run(sts, limit=20, seed=2), items_per_transformation=4, batch_size=2),
+        study=draft(
+            "later",
+            eager_keyword_run(sts, limit=20, seed=2),
+            items_per_transformation=4,
+            batch_size=2,
+            detectability_override=FEW,
+        ),
         control_pool=control_pool_read(pool),
     )
     earlier_real = {(i.text_a, i.text_b) for i in real}
@@ -165,7 +193,13 @@ def test_real_items_of_an_earlier_study_never_become_controls(django_user_model,
 def test_a_single_careless_raters_answers_never_become_expected_answers(django_user_model):
     sts = demo_sts()
     pilot = study_lock(
-        study=draft("pilot", eager_keyword_run(sts, limit=8), items_per_transformation=4, raters_per_item=1)
+        study=draft(
+            "pilot",
+            eager_keyword_run(sts, limit=8),
+            items_per_transformation=4,
+            raters_per_item=1,
+            detectability_override=FEW,
+        )
     )
     rita = make_user(django_user_model, "rita", Role.RESEARCHER)
     careless = Annotator.objects.create(
@@ -180,7 +214,13 @@ def test_a_single_careless_raters_answers_never_become_expected_answers(django_u
     )
     Approval.objects.create(gate_result=result, decision="approve", comment="ok", decided_by=rita)
     later = study_lock(
-        study=draft("after-pilot", eager_keyword_run(sts, limit=20, seed=2), items_per_transformation=4, batch_size=2)
+        study=draft(
+            "after-pilot",
+            eager_keyword_run(sts, limit=20, seed=2),
+            items_per_transformation=4,
+            batch_size=2,
+            detectability_override=FEW,
+        )
     )
     assert not pairs(later) & {(i.text_a, i.text_b) for i in rated}
     for control in later.items.filter(kind=ItemKind.EASY_POSITIVE):

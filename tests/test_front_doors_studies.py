@@ -26,7 +26,7 @@ from core.projects import membership_set, project_create
 from core.roles import Role
 from core.rosters import roster_refusal
 from corpora.services import dataset_import
-from tests.support import api_as, keyword_run, make_user, page_as
+from tests.support import FEW_CONTROLS_OVERRIDE, api_as, keyword_run, make_user, page_as
 
 pytestmark = pytest.mark.django_db
 DEMO_STS = settings.BASE_DIR / "fixtures/sts/demo-sts.csv"
@@ -53,6 +53,7 @@ DESIGN = {
     "batches_released": 0,
     "seed": 0,
     "llm_judges": [],
+    "detectability_override": FEW_CONTROLS_OVERRIDE,  # 1 easy positive: too few to estimate (issue 39)
 }
 
 

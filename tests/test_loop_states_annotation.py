@@ -19,7 +19,13 @@ from annotation.studies.design import StudyDesign
 from annotation.studies.design_services import study_create
 from core.roles import Role
 from corpora.services import dataset_import
-from tests.support import eager_keyword_run, keywords_approved, make_user, published_keyword_study
+from tests.support import (
+    FEW_CONTROLS_OVERRIDE,
+    eager_keyword_run,
+    keywords_approved,
+    make_user,
+    published_keyword_study,
+)
 
 AT = datetime(2026, 1, 1, tzinfo=UTC)
 
@@ -79,6 +85,7 @@ def _draft(researcher, name: str) -> Study:
         min_control_ratings=2,
         llm_judges=(),
         seed=3,
+        detectability_override=FEW_CONTROLS_OVERRIDE,
     )
     return study_create(name=name, runs=[eager_keyword_run(sts, limit=4)], design=design, actor=researcher)
 

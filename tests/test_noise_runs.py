@@ -17,7 +17,7 @@ from annotation.studies.design_services import study_create, study_lock
 from core.errors import ShiftlabError
 from core.roles import Role
 from corpora.services import ImportOptions, dataset_import
-from tests.support import api_as, make_user, page_as
+from tests.support import FEW_CONTROLS_OVERRIDE, api_as, make_user, page_as
 from transforms.chunk_services import transform_run_execute_inline
 from transforms.keyboards import LAYOUTS
 from transforms.models import TransformedItem, TransformRun
@@ -105,7 +105,13 @@ def _locked_noise_study(user_model, transformation: str):
     transform_run_execute_inline(run_id=run.pk)
     rita = make_user(user_model, "rita", Role.RESEARCHER)
     design = StudyDesign(
-        items_per_transformation=6, raters_per_item=2, batch_size=4, controls_per_batch=2, llm_judges=(), seed=3
+        items_per_transformation=6,
+        raters_per_item=2,
+        batch_size=4,
+        controls_per_batch=2,
+        llm_judges=(),
+        seed=3,
+        detectability_override=FEW_CONTROLS_OVERRIDE,
     )
     return run, study_lock(
         study=study_create(name=f"{transformation.replace('_', '-')}-study", runs=[run], design=design, actor=rita)

@@ -37,7 +37,7 @@ from core.projects import membership_set, project_create
 from core.roles import Role
 from corpora.models import Dataset
 from corpora.services import dataset_import
-from tests.support import api_as, keyword_run, make_user, page_as
+from tests.support import FEW_CONTROLS_OVERRIDE, api_as, keyword_run, make_user, page_as
 from transforms.models import TransformRun
 
 pytestmark = pytest.mark.django_db
@@ -51,6 +51,7 @@ DESIGN = StudyDesign(
     min_control_ratings=2,
     llm_judges=(),
     seed=3,
+    detectability_override=FEW_CONTROLS_OVERRIDE,
 )
 
 

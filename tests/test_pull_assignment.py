@@ -19,7 +19,7 @@ from annotation.studies.design_services import study_create, study_lock
 from core.models import AuditEvent
 from core.roles import Role
 from corpora.services import dataset_import
-from tests.support import make_user
+from tests.support import FEW_CONTROLS_OVERRIDE, make_user
 from transforms.services import transform_run_create
 from transforms.tasks import start_run
 
@@ -58,6 +58,7 @@ def _study(researcher, django_user_model, tmp_path, names=("anna", "bob", "cara"
         "seed": 5,
         "batches_released": 1,
         "assignment": "pull",
+        "detectability_override": FEW_CONTROLS_OVERRIDE,
     }
     draft = study_create(name="pull", runs=[run], design=StudyDesign(**(fields | design)), actor=researcher)
     study = study_lock(study=draft, control_pool=_pool(tmp_path))

@@ -31,7 +31,7 @@ from core.roles import Role
 from corpora.services import dataset_import
 from tests.argilla_ui import respond
 from tests.meaning_change_support import negation_run
-from tests.support import argilla_annotator_client, argilla_pending, make_user, page_as
+from tests.support import FEW_CONTROLS_OVERRIDE, argilla_annotator_client, argilla_pending, make_user, page_as
 
 pytestmark = [pytest.mark.django_db, pytest.mark.services]
 
@@ -75,6 +75,7 @@ def test_a_sensitivity_study_gates_on_changed_in_argilla(argilla_server, setting
         llm_judges=(),
         acceptance_threshold=4.0,
         seed=3,
+        detectability_override=FEW_CONTROLS_OVERRIDE,
     )
     # A rewrite study cannot validate negations: it would pass outputs whose meaning was kept.
     with pytest.raises(ShiftlabError, match="negation must change the meaning"):

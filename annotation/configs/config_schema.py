@@ -302,6 +302,10 @@ def _override(study: _Reader) -> Mapping[str, Any] | None:
     for name, auc in over.data.items():
         if isinstance(auc, bool) or not isinstance(auc, int | float):
             raise ConfigError(over.at(name), f"expected a number, got {kind_of(auc)}")
+    if "too_few" in override.data:  # transformation -> why detectability could not be estimated
+        too_few = override.mapping("too_few")
+        for name in too_few.data:
+            too_few.string(name, non_empty=True)
     override.done()
     return override.data
 

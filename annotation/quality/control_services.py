@@ -5,14 +5,21 @@ Easy positives come, in this order of preference, from
 1. the researcher's control pool file (``annotation.quality.control_pool``);
 2. gold paraphrase pairs of the study's own datasets: STS pairs whose gold score is in the top
    tenth of the scale (≥ 4.5 on 0–5), pair-classification pairs labelled 1;
-3. the same from the other datasets of the study's project, and datasets marked ``shared``, whose
-   languages fit the study's. Nothing of another project is ever read.
+3. the same from the other datasets of the study's project, and shared datasets of other projects
+   that the study's project chose to trust for controls (``corpora.services.dataset_trust_for_controls``:
+   explicit, by a project owner or an admin, audited), whose languages fit the study's.
+
+Sharing a dataset alone never lets it supply another project's controls: every source below is
+limited to ``corpora.selectors.control_source_datasets`` of the study's project, its own datasets
+included (a study's runs may read a shared dataset they do not trust; its gold pairs, texts and
+held-back outputs are then not drawn, and a shortage names it with the command that trusts it).
 
 Easy negatives come from
 1. the pool file;
 2. the study's runs' outputs that were not sampled: the source of one held-back item against
-   the output of another held-back item of the same run (the real items' languages and style);
-3. other texts of the study's datasets, paired with each other.
+   the output of another held-back item of the same run (the real items' languages and style),
+   for runs over a control source;
+3. other texts of the study's datasets that are control sources, paired with each other.
 
 Expected answers therefore come from gold data (a dataset's gold score, or the kind a researcher
 declared in the pool) only. Real items of earlier studies are never controls, even when their
@@ -22,7 +29,7 @@ transformed text shown as a real item there (its text B). Candidates that served
 an earlier study of the project come last, after every fresh one, so that revisions and later
 studies draw new controls while there are any; the assignment
 (``assignment_services``) never gives an annotator a control whose text they met in a control of
-another study.
+another study or saw as a real item (in any study, this one included).
 
 Nothing of this reaches Argilla: controls become ``StudyItem`` rows like the real items.
 """
@@ -31,8 +38,6 @@ from __future__ import annotations
 
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
-
-from django.db.models import Q
 
 from annotation.models import Study, StudyItem
 from annotation.quality.control_pool import POOL_ORIGIN
@@ -51,6 +56,8 @@ from annotation.studies.design import StudyDesign
 from annotation.studies.sampling import seeded_rng
 from core.errors import ShiftlabError
 from corpora.models import Dataset, DatasetItem
+from corpora.selectors import control_source_datasets, untrusted_shared_datasets
+from corpora.services import trust_command
 from corpora.task_types import TaskType, task_spec
 from transforms.attempts import side_language
 from transforms.models import TransformedItem
@@ -207,12 +214,32 @@ def _fresh_first(tiers: Iterator[list], history: History) -> Iterator[list]:
 
 
 def project_datasets(study: Study):
-    """Datasets a study may draw controls from: its project's and those shared on purpose."""
-    return Dataset.objects.filter(Q(project_id=study.project_id) | Q(shared=True))
+    """Datasets a study may draw controls from: its project's, and shared datasets of other
+    projects that its project trusts for controls (``corpora.selectors.control_source_datasets``)."""
+    return control_source_datasets(study.project_id)
+
+
+def _run_datasets(study: Study):
+    return Dataset.objects.filter(transform_runs__in=study.runs.all())
 
 
 def _own_datasets(study: Study) -> list[Dataset]:
-    return list(Dataset.objects.filter(transform_runs__in=study.runs.all()).distinct().order_by("name"))
+    """The datasets of the study's runs that may supply its controls."""
+    sources = project_datasets(study).values("pk")
+    return list(_run_datasets(study).filter(pk__in=sources).distinct().order_by("name"))
+
+
+def untrusted_run_datasets(study: Study) -> list[Dataset]:
+    """Shared datasets of other projects that the study's runs read but its project does not trust
+    for controls: nothing of them becomes a control."""
+    untrusted = untrusted_shared_datasets(study.project_id).values("pk")
+    return list(_run_datasets(study).filter(pk__in=untrusted).select_related("project").distinct().order_by("name"))
+
+
+def control_held_back(study: Study, held_back: Sequence[TransformedItem]) -> list[TransformedItem]:
+    """The held-back outputs whose dataset may supply the study's controls."""
+    sources = set(project_datasets(study).values_list("pk", flat=True))
+    return [out for out in held_back if out.run.dataset_id in sources]
 
 
 def _positive_tiers(study: Study, pool, patterns: set[tuple[str, str]]) -> Iterator[list[PairCandidate]]:
@@ -225,7 +252,7 @@ def _positive_tiers(study: Study, pool, patterns: set[tuple[str, str]]) -> Itera
 
 def _negative_tiers(study: Study, pool, held_back: Sequence[TransformedItem]) -> Iterator[list]:
     yield [pair for kind, pair in pool if kind == ItemKind.EASY_NEGATIVE]
-    yield _held_back_texts(held_back)
+    yield _held_back_texts(control_held_back(study, held_back))
     yield _dataset_texts(_own_datasets(study))
 
 
@@ -248,17 +275,38 @@ def _shortage_message(study: Study, exc: ControlShortage) -> str:
             f"appearing nowhere else in the study), {s.found} found ({found})"
         )
     example = exc.shortages[0]
+    untrusted = _untrusted_hint(study, exc)
     return (
         f"cannot build control items for {study}; nothing was written. "
         + "; ".join(parts)
+        + untrusted
         + ". Supply pairs in a control pool file (JSONL or CSV with columns text_a, text_b, "
         f"kind={example.kind.value}, language_a={example.pattern[0] or 'xx'}, "
         f"language_b={example.pattern[1] or 'xx'}) and lock with "
         f"`manage.py study lock {study.name}@{study.version} --control-pool FILE`, import into project "
         f"{study.project} a dataset with gold paraphrase pairs in these languages (STS or pair classification; "
-        "controls come only from the study's project and datasets shared on purpose, never from real items of "
-        "earlier studies), or sample fewer items (design.items_per_transformation). See docs/annotation.md, "
-        "'Sampling and control items'."
+        "controls come only from the study's project and the shared datasets it trusts for controls, never from "
+        "real items of earlier studies), or sample fewer items (design.items_per_transformation). "
+        "See docs/annotation.md, 'Sampling and control items'."
+    )
+
+
+def _untrusted_hint(study: Study, exc: ControlShortage) -> str:
+    """Shared datasets of other projects that could have supplied the missing controls but are not
+    trusted by the study's project, with the command that trusts one (its owners or an admin)."""
+    untrusted = {d.pk: d for d in untrusted_run_datasets(study)}
+    if any(s.kind == ItemKind.EASY_POSITIVE for s in exc.shortages):
+        patterns = {s.pattern for s in exc.shortages}
+        gold = untrusted_shared_datasets(study.project_id).filter(task_type__in=GOLD_TASKS).select_related("project")
+        untrusted.update({d.pk: d for d in gold.order_by("name") if _fits(d, patterns)})
+    if not untrusted:
+        return ""
+    named = ", ".join(f"{d.name} of project {d.project.slug}" for d in list(untrusted.values())[:5])
+    first = next(iter(untrusted.values()))
+    return (
+        f"; shared datasets that {study.project.slug} does not trust for controls were left out ({named}): an owner "
+        f"of {study.project.slug} or an admin may trust one, e.g. `{trust_command(first, study.project)}` "
+        "(only if its gold scores can be relied on: they become the expected answers)"
     )
 
 
@@ -342,9 +390,13 @@ def study_detectability_notes(study: Study) -> list[str]:
         for name, d in info.get("detectability_by_transformation", {}).items()
     ]
     if override := info.get("detectability_override"):
-        over = ", ".join(f"{name} {auc:.2f}" for name, auc in override["over_limit"].items())
-        lines.append(
-            f"locked with detectable controls (easy-positive AUC over the limit {override['limit']:.2f}: {over}) "
-            f"because: {override['reason']}"
-        )
+        if override["over_limit"]:
+            over = ", ".join(f"{name} {auc:.2f}" for name, auc in override["over_limit"].items())
+            lines.append(
+                f"locked with detectable controls (easy-positive AUC over the limit {override['limit']:.2f}: {over}) "
+                f"because: {override['reason']}"
+            )
+        if too_few := override.get("too_few"):
+            unknown = "; ".join(f"{name}: {reason}" for name, reason in too_few.items())
+            lines.append(f"locked without a detectability estimate ({unknown}) because: {override['reason']}")
     return lines

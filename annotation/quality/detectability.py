@@ -44,6 +44,9 @@ from sklearn.preprocessing import StandardScaler
 from annotation.quality.controls import ItemKind
 from transforms.text_metrics import normalized_edit_distance, word_count
 
+# Fewest controls of a group, and real items, an AUC is estimated from (fewer: no estimate, and
+# ``study_lock`` needs the same recorded override as for detectable controls).
+MIN_PER_CLASS = 5
 REAL, EASY_POSITIVE, EASY_NEGATIVE = ItemKind.REAL.value, ItemKind.EASY_POSITIVE.value, ItemKind.EASY_NEGATIVE.value
 _WORD = re.compile(r"\w+", re.UNICODE)
 # Columns of :func:`features`, followed by one indicator per language pair.
@@ -175,7 +178,7 @@ def control_detectability(
     *,
     rng: np.random.Generator,
     n_splits: int = 5,
-    min_per_class: int = 5,
+    min_per_class: int = MIN_PER_CLASS,
 ) -> ControlDetectability:
     """How well cheap features tell controls from real items (see the module docstring).
 

@@ -101,7 +101,8 @@ def draw_assignment(
 ) -> dict[int, list[Slot]]:
     """Each annotator's queue, in the order they should see it.
 
-    ``met`` (annotator -> controls) keeps from an annotator the controls they met in another study.
+    ``met`` (annotator -> controls) keeps from an annotator the controls whose texts they met before
+    (in another study's control, or as a real item).
 
     Real items are taken in a seeded order and each goes to the ``raters_per_item`` annotators
     with the fewest items so far (ties broken at random), so loads differ by at most one. Each
@@ -138,7 +139,11 @@ def draw_assignment(
             raise ValueError(
                 f"a queue of {len(mine[a])} items needs {need} distinct controls, but the study has "
                 f"{len(positives) + len(negatives)}"
-                + (f", {seen} of which annotator {a} already met in another study" if seen else "")
+                + (
+                    f", {seen} of which annotator {a} already met (in another study's control or as a real item)"
+                    if seen
+                    else ""
+                )
             )
     queues = {}
     for a in annotators:

@@ -52,21 +52,28 @@ def _controls(study: Study) -> tuple[list[int], list[int]]:
     return positives, negatives
 
 
+def text_key(text: str) -> str:
+    """A text as compared when deciding whether an annotator saw it: case and spacing ignored."""
+    return " ".join(text.split()).casefold()
+
+
 def controls_met_elsewhere(annotator: Annotator) -> set[int]:
-    """This study's controls the annotator's user must not get: a control whose text A or text B
-    they met in a control of another study (assigned there, whether rated or not)."""
-    seen = set()
-    for text_a, text_b in (
-        Assignment.objects.filter(annotator__user_id=annotator.user_id)
-        .exclude(annotator__study_id=annotator.study_id)
-        .exclude(study_item__kind=ItemKind.REAL)
-        .values_list("study_item__text_a", "study_item__text_b")
-    ):
-        seen.update((text_a, text_b))
-    if not seen:
-        return set()
+    """This study's controls the annotator's user must not get: a control with a text (text A or
+    text B, compared by ``text_key``) they met in a control of another study, or saw as a real item
+    (assigned to them in any study, rated or not; and any real item of this study). A control
+    repeating a text the annotator rated for real tells them which item checks them, and what
+    they answered then."""
+    mine = Assignment.objects.filter(annotator__user_id=annotator.user_id)
+    rows = mine.exclude(annotator__study_id=annotator.study_id).exclude(study_item__kind=ItemKind.REAL)
+    seen = {text_key(t) for pair in rows.values_list("study_item__text_a", "study_item__text_b") for t in pair}
+    real = mine.filter(study_item__kind=ItemKind.REAL).values_list("study_item__text_a", "study_item__text_b")
+    seen.update(text_key(t) for pair in real for t in pair)
+    here = StudyItem.objects.filter(study_id=annotator.study_id, kind=ItemKind.REAL).values_list("text_a", "text_b")
+    seen.update(text_key(t) for pair in here for t in pair)
     controls = StudyItem.objects.filter(study_id=annotator.study_id).exclude(kind=ItemKind.REAL)
-    return {pk for pk, a, b in controls.values_list("pk", "text_a", "text_b") if a in seen or b in seen}
+    return {
+        pk for pk, a, b in controls.values_list("pk", "text_a", "text_b") if text_key(a) in seen or text_key(b) in seen
+    }
 
 
 def _fresh_controls(annotator: Annotator, positives: list[int], negatives: list[int]) -> tuple[list[int], list[int]]:
@@ -106,8 +113,9 @@ def _give(annotator: Annotator, items: Sequence[int], *, design, label: str) -> 
         )
     except ValueError as exc:
         hint = (
-            f" ({met} of the study's controls are kept from them: they met them in another study; give the "
-            "items to another annotator, or lock a revision with more controls)"
+            f" ({met} of the study's controls are kept from them: they met their texts in another study's "
+            "control or as real items they rated; give the items to another annotator, or lock a revision with "
+            "more controls)"
             if met
             else ""
         )
@@ -191,6 +199,8 @@ def _pull(study: Study, design) -> dict[str, int]:
     positives, negatives = _controls(study)
     active = list(study.annotators.filter(status=Annotator.Status.ACTIVE).select_related("user").order_by("pk"))
     room = {a.pk: design.batches_released - _unfinished_batches(a) for a in active}
+    # What each annotator saw before does not change during a pull (this study's real items count already).
+    fresh = {a.pk: _fresh_controls(a, positives, negatives) for a in active if room[a.pk] > 0}
     given: dict[str, int] = {}
     while any(room[a.pk] > 0 for a in active):
         for annotator in active:
@@ -211,7 +221,7 @@ def _pull(study: Study, design) -> dict[str, int]:
                 slots = next_batch(
                     queue,
                     items,
-                    *_fresh_controls(annotator, positives, negatives),
+                    *fresh[annotator.pk],
                     controls_per_batch=design.controls_per_batch,
                     rng=seeded_rng(design.seed, f"pull-{annotator.pk}-{len(queue)}"),
                 )
@@ -273,9 +283,9 @@ def _first_draw(study: Study, design: StudyDesign) -> None:
     except ValueError as exc:
         who = ", ".join(a.user.get_username() for a in active if met.get(a.pk))
         hint = (
-            f" ({who} met some of its controls in another study and never gets them again: lock a "
-            "revision with more controls, e.g. a control pool or more controls per batch, or publish to "
-            "other annotators)"
+            f" ({who} met texts of some of its controls before, in another study's control or as real items "
+            "they rated, and never gets those controls: lock a revision with more controls, e.g. a control "
+            "pool or more controls per batch, or publish to other annotators)"
             if who
             else ""
         )

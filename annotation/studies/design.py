@@ -167,7 +167,8 @@ class StudyDesign:
     assignment: str = "fixed"
     guidelines: str = ""
     # Locking is refused when a transformation's easy positives can be told from its real items
-    # with a cross-validated AUC above this (annotation.quality.detectability), unless
+    # with a cross-validated AUC above this (annotation.quality.detectability), or are too few
+    # (or its real items too few) to estimate that AUC, unless
     # ``detectability_override`` gives the reason to lock anyway (recorded in the audit log and
     # in the exported config).
     detectability_limit: float = DEFAULT_DETECTABILITY_LIMIT

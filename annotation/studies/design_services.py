@@ -26,6 +26,7 @@ from annotation.quality.control_services import (
 )
 from annotation.quality.controls import ItemKind, PairCandidate
 from annotation.quality.controls import n_controls as controls_needed
+from annotation.quality.detectability import MIN_PER_CLASS
 from annotation.studies.design import DesignContext, DesignProblem, StudyDesign, design_problems
 from annotation.studies.sampling import Candidate, draw_real_items, seeded_rng
 from core.errors import ShiftlabError
@@ -263,20 +264,55 @@ def _over_limit(per_transformation, design: StudyDesign) -> dict[str, float]:
     }
 
 
-def _detectable_message(study: Study, design: StudyDesign, per_transformation, over: dict[str, float]) -> str:
+def too_few_reason(score) -> str:
+    """Why a transformation's easy positives have no detectability estimate, in the words the lock
+    records (``score``: its ``DetectabilityScore``)."""
+    if score.n_controls < MIN_PER_CLASS:
+        return f"too few controls to estimate detectability ({score.n_controls} easy positives)"
+    return f"too few real items to estimate detectability ({score.n_real} real items)"
+
+
+def _too_few(per_transformation, n_controls: int) -> dict[str, str]:
+    """Transformation -> why detectability could not be estimated, for those whose easy positives
+    got no AUC. A study without controls (``controls_per_batch`` 0) has nothing to tell apart."""
+    if not n_controls:
+        return {}
+    return {
+        name: too_few_reason(result.easy_positive)
+        for name, result in per_transformation.items()
+        if result.easy_positive.auc is None
+    }
+
+
+def _detectable_message(
+    study: Study, design: StudyDesign, per_transformation, over: dict[str, float], too_few: dict[str, str]
+) -> str:
     parts = [
         f"{name}: easy-positive AUC {auc:.2f} over {per_transformation[name].easy_positive.n_controls} controls "
         f"and {per_transformation[name].easy_positive.n_real} real items"
         for name, auc in over.items()
     ]
+    problems = []
+    if parts:
+        problems.append(
+            "annotators could tell its controls from its real items: detectability above "
+            f"design.detectability_limit {design.detectability_limit:.2f} (cross-validated AUC, 0.5 = "
+            f"indistinguishable) for {'; '.join(parts)}"
+        )
+    if too_few:
+        problems.append(
+            "nobody can tell whether annotators could spot its controls: "
+            + "; ".join(f"{name}: {reason}" for name, reason in too_few.items())
+            + f" (the check needs at least {MIN_PER_CLASS} easy positives and {MIN_PER_CLASS} real items "
+            "per transformation)"
+        )
     return (
-        f"cannot lock {study}: annotators could tell its controls from its real items. "
-        f"Detectability above design.detectability_limit {design.detectability_limit:.2f} "
-        f"(cross-validated AUC, 0.5 = indistinguishable) for {'; '.join(parts)}. Nothing was written. "
+        f"cannot lock {study}: {'; and '.join(problems)}. Nothing was written. "
         "What to do: give the controls more pairs to choose from (import gold paraphrase pairs into the project, "
         "or sample more items so more held-back outputs remain), supply a control pool shaped like these "
         "transformations' outputs (--control-pool FILE), use a different layout (one transformation per "
-        "study, other batch sizes), or lock anyway by setting design.detectability_override to the reason "
+        "study, other batch sizes, more items or controls per batch), or lock anyway by setting "
+        "design.detectability_override to the reason "
         "(recorded in the design, the audit log and the exported config). See docs/annotation.md, "
         "'Sampling and control items'."
     )
@@ -332,10 +368,11 @@ def study_lock(
         by_position = sorted(rows, key=lambda row: row.position)
         per_transformation = detectability_by_transformation(by_position, imitates, seed=design.seed)
         over = _over_limit(per_transformation, design)
-        if over and not design.detectability_override:
-            raise ShiftlabError(_detectable_message(study, design, per_transformation, over))
+        too_few = _too_few(per_transformation, len(controls))
+        if (over or too_few) and not design.detectability_override:
+            raise ShiftlabError(_detectable_message(study, design, per_transformation, over, too_few))
         StudyItem.objects.bulk_create(rows)
-        sample_info.update(_controls_info(design, controls, by_position, per_transformation, over))
+        sample_info.update(_controls_info(design, controls, by_position, per_transformation, over, too_few))
         study.sample_info = sample_info
         study.status, study.locked_at = Study.Status.LOCKED, timezone.now()
         study.save(update_fields=["sample_info", "status", "locked_at"])
@@ -401,7 +438,9 @@ def _control_row(study: Study, design: StudyDesign, pair) -> StudyItem:
     )
 
 
-def _controls_info(design: StudyDesign, controls, by_position, per_transformation, over: dict[str, float]) -> dict:
+def _controls_info(
+    design: StudyDesign, controls, by_position, per_transformation, over: dict[str, float], too_few: dict[str, str]
+) -> dict:
     """What ``sample_info`` records of the controls: how many, from which sources, how detectable."""
     sources: dict[str, dict[str, int]] = defaultdict(lambda: defaultdict(int))
     for pair in controls:
@@ -416,10 +455,12 @@ def _controls_info(design: StudyDesign, controls, by_position, per_transformatio
     partial = sum(1 for pair in controls if pair.dropped)
     if partial:  # keyword lists that could not keep every content word of their text
         info["keyword_positives_dropping_words"] = partial
-    if over:
+    if over or too_few:
         info["detectability_override"] = {
             "reason": design.detectability_override,
             "limit": design.detectability_limit,
             "over_limit": over,
         }
+        if too_few:  # no AUC to hold against the limit: locked on the same recorded override
+            info["detectability_override"]["too_few"] = too_few
     return info

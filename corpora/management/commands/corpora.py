@@ -5,12 +5,18 @@ from django.core.management.base import CommandError, CommandParser
 
 from core.commands import ShiftlabCommand
 from core.errors import ShiftlabError
-from core.projects import project_require_write, user_by_name
+from core.projects import project_require_write, projects_readable, user_by_name
 from corpora.models import Dataset
 from corpora.mteb_services import dataset_import_mteb
 from corpora.readers import FORMATS
 from corpora.selectors import dataset_get, dataset_item_list, dataset_list
-from corpora.services import ImportOptions, dataset_delete, dataset_import_source, dataset_share_set
+from corpora.services import (
+    ImportOptions,
+    dataset_delete,
+    dataset_import_source,
+    dataset_share_set,
+    dataset_trust_for_controls,
+)
 from corpora.task_types import TaskType
 
 
@@ -26,7 +32,8 @@ def _field_map(values: list[str]) -> dict[str, str]:
 
 class Command(ShiftlabCommand):
     help = (
-        "Import, list, show, share and delete benchmark datasets. With --as USER the command acts as that "
+        "Import, list, show, share, trust (for another project's control items) and delete benchmark datasets. "
+        "With --as USER the command acts as that "
         "researcher (their projects only); without it, as the system (all projects)."
     )
 
@@ -82,7 +89,19 @@ class Command(ShiftlabCommand):
         share.add_argument("name")
         share.add_argument("--off", action="store_true", help="Stop sharing: only its own project reads it.")
 
-        for action in (imp, listing, show, delete, share):
+        trust = sub.add_parser(
+            "trust",
+            help="Let a shared dataset of another project supply a project's control items (project owners and "
+            "admins only; audited), or stop with --revoke. Sharing alone never does.",
+        )
+        trust.add_argument("name", help="The shared dataset.")
+        trust.add_argument("--project", required=True, help="Slug of the project whose studies may draw from it.")
+        trust.add_argument(
+            "--of", dest="of", metavar="PROJECT", help="Slug of the dataset's project, when several share its name."
+        )
+        trust.add_argument("--revoke", action="store_true", help="Stop drawing this project's controls from it.")
+
+        for action in (imp, listing, show, delete, share, trust):
             action.add_argument(
                 "--as",
                 dest="as_user",
@@ -189,6 +208,34 @@ class Command(ShiftlabCommand):
         else:
             self.stdout.write(
                 self.style.SUCCESS(f"{dataset.name} is not shared: only {dataset.project.slug} reads it.")
+            )
+
+    def _trust(self, o) -> None:
+        project = projects_readable(self.user).filter(slug=o["project"]).first()
+        if project is None:
+            raise CommandError(f"No project {o['project']!r} that you belong to. See: python manage.py project list")
+        readable = dataset_list(user=self.user).filter(name=o["name"], shared=True)
+        trusted = Dataset.objects.filter(name=o["name"], control_trusts__project=project)
+        found = {d.pk: d for d in [*readable, *trusted.select_related("project")] if d.project_id != project.pk}
+        if o["of"]:
+            found = {pk: d for pk, d in found.items() if d.project.slug == o["of"]}
+        if not found:
+            raise CommandError(
+                f"No shared dataset named {o['name']!r} outside project {project.slug}"
+                + (f" in project {o['of']!r}" if o["of"] else "")
+                + ". See: python manage.py corpora list"
+            )
+        if len(found) > 1:
+            slugs = ", ".join(sorted(d.project.slug for d in found.values()))
+            raise CommandError(f"Several shared datasets are named {o['name']!r} (projects {slugs}): add --of PROJECT.")
+        dataset = next(iter(found.values()))
+        dataset_trust_for_controls(actor=self.user, project=project, dataset=dataset, trusted=not o["revoke"])
+        where = f"{dataset.name} of {dataset.project.slug}"
+        if o["revoke"]:
+            self.stdout.write(self.style.SUCCESS(f"{project.slug} no longer draws control items from {where}."))
+        else:
+            self.stdout.write(
+                self.style.SUCCESS(f"{project.slug} may draw control items (gold pairs, texts) from {where}.")
             )
 
     def _get(self, name: str) -> Dataset:
