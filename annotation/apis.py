@@ -55,6 +55,7 @@ from annotation.serializers import (
 from annotation.studies.design import StudyDesign
 from annotation.studies.design_services import study_create, study_design, study_lock, study_revise, study_update_design
 from annotation.views import benchmark_config_response
+from core.login_guard import client_address
 from core.permissions import IsAnnotator, IsResearcher
 from core.projects import project_require_write, scoped
 from core.serializers import valid_input
@@ -360,5 +361,5 @@ class ArgillaPasswordView(APIView):
     @extend_schema(request=ArgillaPasswordSerializer, responses={200: dict})
     def post(self, request):
         data = valid_input(ArgillaPasswordSerializer, request)
-        argilla_password_set_own(user=request.user, **data)
+        argilla_password_set_own(user=request.user, address=client_address(request), **data)
         return Response({"detail": "Your Argilla password is set: sign in to Argilla with your username and it."})

@@ -56,6 +56,7 @@ from annotation.studies.adaptive_tables import adaptive_saving_table
 from annotation.studies.design import QUESTIONS, design_implications, design_problems
 from annotation.studies.design_services import study_create, study_design, study_draft, study_lock, study_revise
 from core.errors import ShiftlabError
+from core.login_guard import client_address
 from core.pages import show_error
 from core.projects import ProjectAccessError, project_require_write, projects_writable, scoped
 from core.roles import Role, has_role
@@ -350,6 +351,7 @@ def my_argilla_view(request):
                 user=request.user,
                 current_password=form.cleaned_data["current_password"],
                 password=form.cleaned_data["password"],
+                address=client_address(request),
             )
         except ShiftlabError as exc:
             form.add_error(None, str(exc))

@@ -48,7 +48,7 @@ class MembershipAdmin(admin.ModelAdmin):
 
 
 # Rosters change on the project page or with `manage.py project annotator`, where each change is
-# audited in every project that shares the annotator; the admin site only shows them.
+# audited in the project it happened in; the admin site only shows them.
 @admin.register(ProjectAnnotator)
 class ProjectAnnotatorAdmin(ReadOnlyAdmin):
     list_display = ("project", "user", "added_by", "created_at")

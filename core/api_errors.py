@@ -16,5 +16,8 @@ from core.errors import ShiftlabError
 def exception_handler(exc: Exception, context: dict) -> Response | None:
     if isinstance(exc, ShiftlabError):
         body = {exc.field: [str(exc)]} if exc.field else {"detail": str(exc)}
-        return Response(body, status=exc.http_status)
+        response = Response(body, status=exc.http_status)
+        if wait := getattr(exc, "wait", None):  # a lockout says how long to wait
+            response["Retry-After"] = str(wait)
+        return response
     return drf_exception_handler(exc, context)

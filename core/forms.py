@@ -1,7 +1,10 @@
 from django import forms
 from django.contrib.auth import get_user_model
+from django.contrib.auth.forms import PasswordChangeForm
+from django.core.exceptions import ValidationError
 
 from core.errors import ShiftlabError
+from core.login_guard import LockedOutError, password_confirm
 from core.models import Membership
 from core.projects import User, project_resolve, projects_writable
 
@@ -78,3 +81,26 @@ class NewInProjectForm(forms.Form):
 
     def clean_project(self) -> str | None:
         return self.cleaned_data["project"] or None
+
+
+class GuardedPasswordChangeForm(PasswordChangeForm):
+    """Django's password change form, whose current-password check goes through the log-in
+    lockout (``core.login_guard.password_confirm``); ``address`` is the client's, set by the view."""
+
+    address = ""
+
+    def clean_old_password(self) -> str:
+        old_password = self.cleaned_data["old_password"]
+        try:
+            right = password_confirm(user=self.user, password=old_password, address=self.address)
+        except LockedOutError as exc:
+            raise ValidationError(str(exc), code="locked_out") from None
+        if not right:
+            raise ValidationError(self.error_messages["password_incorrect"], code="password_incorrect")
+        return old_password
+
+
+class GuardedAdminPasswordChangeForm(GuardedPasswordChangeForm):
+    """The admin site's password change form (``django.contrib.admin.forms.AdminPasswordChangeForm``), guarded."""
+
+    required_css_class = "required"

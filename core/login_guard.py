@@ -6,6 +6,11 @@ token endpoint), so a locked username or address cannot even be tried; the log-i
 ``SHIFTLAB_LOGIN_MAX_FAILURES`` failures within ``SHIFTLAB_LOGIN_FAILURE_WINDOW_SECONDS``, an address
 after ``SHIFTLAB_LOGIN_MAX_FAILURES_PER_IP`` (one address tries many usernames); each lock lasts
 ``SHIFTLAB_LOGIN_LOCKOUT_SECONDS`` and is audited as ``auth.lockout``.
+
+A signed-in user's password asked again before a sensitive change (the *My Argilla account* page
+and its API, the password change page) is checked by ``password_confirm``: the same counts and
+locks as a log-in, so a session left open cannot be used to guess the password, and wrong guesses
+there lock the log-in out too (and the other way round).
 """
 
 from __future__ import annotations
@@ -22,6 +27,7 @@ from django.core.exceptions import PermissionDenied
 from django.http import HttpRequest
 from rest_framework.throttling import BaseThrottle
 
+from core.errors import ShiftlabError
 from core.services import audit_record
 
 
@@ -76,6 +82,32 @@ def login_success_record(*, username: str) -> None:
     """Forget the username's failures. The address keeps its count: one valid account must not
     reset the count of an address that is guessing the passwords of others."""
     cache.delete(_key("failures", "username", username))
+
+
+class LockedOutError(ShiftlabError):
+    """A password check refused while the username or address is locked out: 429."""
+
+    http_status = 429
+
+    def __init__(self, wait: int) -> None:
+        super().__init__(login_lockout_message(wait))
+        self.wait = wait
+
+
+def password_confirm(*, user, password: str, address: str) -> bool:
+    """Whether ``password`` is the signed-in ``user``'s, checked through the log-in lockout: refused
+    (``LockedOutError``) while the username or ``address`` is locked, a wrong one counts as a failed
+    log-in (and the one that locks says so at once), a right one clears the username's failures."""
+    username = user.get_username()
+    if wait := login_lockout_wait(username=username, address=address):
+        raise LockedOutError(wait)
+    if user.check_password(password or ""):
+        login_success_record(username=username)
+        return True
+    login_failure_record(username=username, address=address)
+    if wait := login_lockout_wait(username=username, address=address):
+        raise LockedOutError(wait)
+    return False
 
 
 class LockoutModelBackend(ModelBackend):

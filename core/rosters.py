@@ -7,9 +7,11 @@
   researcher can never pull another project's annotator into theirs by username. Owners of a
   project, and admins, take an annotator off its roster; their past work stays in its studies.
 - An annotator on two rosters is one person with one Argilla account, whose password only they
-  set (``annotation.publishing.onboarding_services``). Every change to an annotator is audited in every
-  project whose roster holds them (:func:`annotator_audit`), so each project sees what another
-  did to the person it shares.
+  set (``annotation.publishing.onboarding_services``). A change made in a project (publishing to
+  them, a withdrawal or rejection with its reason, a roster change) is audited in that project
+  only: it is that project's business, and another project sharing the annotator never reads it. A
+  change to the person themselves (their Argilla password) is audited in every project whose
+  roster holds them (:func:`annotator_audit`).
 """
 
 from __future__ import annotations
@@ -86,7 +88,7 @@ def roster_remove(*, project: Project, user: AbstractBaseUser, actor: User) -> N
     if not project_can_manage(actor, project):
         raise ProjectAccessError(f"Only admins and owners of {project.slug!r} manage its annotators.")
     with transaction.atomic():
-        # Audited first, while the roster still holds them: the project losing them sees it too.
+        # Audited in the project losing them (only there: another project's roster is not its business).
         annotator_audit(actor=actor, verb="annotator.roster.remove", user=user, obj=project, project=project)
         ProjectAnnotator.objects.filter(project=project, user=user).delete()
 
@@ -100,16 +102,17 @@ def annotator_audit(
     payload: dict[str, Any] | None = None,
     project: Project | None = None,
 ) -> list[AuditEvent]:
-    """Record a change to the annotator ``user`` in every project whose roster holds them, and in
-    ``project`` (or ``obj``'s project) where it happened: one event per project, each naming the
-    annotator and where the change came from."""
+    """Record a change to the annotator ``user``: in ``project`` (or ``obj``'s project) when it
+    happened in one, and there only (a project never reads what another did with the annotator it
+    shares, nor why); else (a change to the person, in no project) in every project whose roster
+    holds them. Each event names the annotator and the project where the change came from."""
     from core.services import _project_of, audit_record
 
     where = project or _project_of(obj)
-    projects = list(Project.objects.filter(roster__user=user).order_by("pk"))
-    if where is not None and all(p.pk != where.pk for p in projects):
-        projects.append(where)
     body = {"annotator": user.get_username(), "in_project": where.slug if where else "", **(payload or {})}
+    if where is not None:
+        return [audit_record(actor=actor, verb=verb, obj=obj or user, payload=body, project=where)]
+    projects = list(Project.objects.filter(roster__user=user).order_by("pk"))
     return [audit_record(actor=actor, verb=verb, obj=obj or user, payload=body, project=p) for p in projects] or [
         audit_record(actor=actor, verb=verb, obj=obj or user, payload=body)
     ]

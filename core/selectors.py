@@ -13,11 +13,21 @@ def filter_given(queryset: QuerySet[M], **lookups: object) -> QuerySet[M]:
 def audit_event_list(
     *, object_type: str | None = None, object_id: str | None = None, user=None
 ) -> QuerySet[AuditEvent]:
-    """Audit events; for ``user`` (not an admin) only their own and those of projects they may read."""
+    """Audit events; for ``user`` (not an admin) only their own and those of projects they may read,
+    and never one about what another project did (``payload["in_project"]`` names where an
+    annotator's change happened: events written before such changes were kept to their project
+    were copied into every project sharing the annotator)."""
     events = filter_given(AuditEvent.objects.select_related("actor"), object_type=object_type, object_id=object_id)
     if user is None or is_admin(user):
         return events
-    return events.filter(Q(project__in=projects_readable(user)) | Q(actor=user))
+    readable = projects_readable(user)
+    elsewhere = list(Project.objects.exclude(pk__in=readable).values_list("slug", flat=True))
+    events = events.filter(Q(project__in=readable) | Q(actor=user))
+    if not elsewhere:
+        return events
+    # has_key first: a bare key lookup is NULL on rows without the key, and NOT (NULL IN ...) would
+    # drop every such row too.
+    return events.exclude(Q(payload__has_key="in_project") & Q(payload__in_project__in=elsewhere))
 
 
 # What a project holds, by the reverse relation each owned model declares (core imports no app).

@@ -5,6 +5,7 @@ from django.contrib import messages
 from django.contrib.auth import views as auth_views
 from django.contrib.auth.decorators import login_required
 from django.core.exceptions import PermissionDenied, RequestDataTooBig
+from django.db.models import Q
 from django.http import JsonResponse
 from django.shortcuts import get_object_or_404, redirect, render
 from django.views import defaults
@@ -12,7 +13,13 @@ from django.views.decorators.cache import never_cache
 from django.views.decorators.http import require_http_methods
 
 from core.errors import ShiftlabError
-from core.forms import MembershipForm, ProjectCreateForm, RosterAddForm
+from core.forms import (
+    GuardedAdminPasswordChangeForm,
+    GuardedPasswordChangeForm,
+    MembershipForm,
+    ProjectCreateForm,
+    RosterAddForm,
+)
 from core.health import health_report
 from core.login_guard import client_address, login_lockout_message, login_lockout_wait
 from core.pages import show_error
@@ -63,6 +70,32 @@ class LoginView(auth_views.LoginView):
         response = self.render_to_response(context, status=429)
         response["Retry-After"] = str(wait)
         return response
+
+
+class PasswordChangeView(auth_views.PasswordChangeView):
+    """Django's password change page, its current password checked through the log-in lockout
+    (``core.login_guard.password_confirm``): guesses there count, and lock, as failed log-ins."""
+
+    form_class = GuardedPasswordChangeForm
+
+    def get_form(self, form_class=None):
+        form = super().get_form(form_class)
+        form.address = client_address(self.request)
+        return form
+
+
+def admin_password_change_view(request):
+    """The admin site's own password change page, guarded alike (routed before the admin's URLs,
+    wrapped in ``admin.site.admin_view``, which signs in and checks staff first)."""
+    from django.contrib import admin
+    from django.urls import reverse
+
+    request.current_app = admin.site.name
+    return PasswordChangeView.as_view(
+        form_class=GuardedAdminPasswordChangeForm,
+        success_url=reverse("admin:password_change_done", current_app=admin.site.name),
+        extra_context=admin.site.each_context(request),
+    )(request)
 
 
 def bad_request_view(request, exception):
@@ -122,7 +155,9 @@ def project_detail_view(request, slug: str):
     project = get_object_or_404(projects_readable(request.user), slug=slug)
     manager = project_can_manage(request.user, project)
     roster_post = request.method == "POST" and request.POST.get("action") == "roster"
-    form = MembershipForm(request.POST if request.method == "POST" and not roster_post else None) if manager else None
+    trust_post = request.method == "POST" and request.POST.get("action") == "control_trust"
+    member_post = request.method == "POST" and not roster_post and not trust_post
+    form = MembershipForm(request.POST if member_post else None) if manager else None
     roster_form = (
         RosterAddForm(request.POST if roster_post else None, prefix="roster") if is_admin(request.user) else None
     )
@@ -131,6 +166,8 @@ def project_detail_view(request, slug: str):
             raise PermissionDenied(f"Only admins and owners of {project.slug} manage its members.")
         if roster_post:
             return _project_roster_change(request, project, roster_form)
+        if trust_post:
+            return _project_control_trust(request, project)
         try:
             if request.POST.get("remove"):
                 user = get_object_or_404(project.memberships.select_related("user"), pk=request.POST["remove"]).user
@@ -147,9 +184,42 @@ def project_detail_view(request, slug: str):
     return _project_page(request, project, form=form, roster_form=roster_form, manager=manager)
 
 
+def _project_control_trust(request, project):
+    """Trust a shared dataset of another project for this project's control items, or stop (owners
+    and admins; ``corpora.services.dataset_trust_for_controls`` audits it)."""
+    from corpora.models import Dataset
+    from corpora.services import dataset_trust_for_controls
+
+    dataset = get_object_or_404(
+        Dataset.objects.select_related("project")
+        .exclude(project=project)
+        .filter(Q(shared=True) | Q(control_trusts__project=project))
+        .distinct(),
+        pk=request.POST.get("dataset"),
+    )
+    trusted = request.POST.get("trusted") == "1"
+    try:
+        dataset_trust_for_controls(actor=request.user, project=project, dataset=dataset, trusted=trusted)
+    except ShiftlabError as exc:
+        show_error(request, exc)
+    else:
+        where = f"{dataset.name} of {dataset.project.slug}"
+        messages.success(
+            request,
+            f"{project.slug} now draws control items from {where} too."
+            if trusted
+            else f"{project.slug} no longer draws control items from {where}.",
+        )
+    return redirect("project", slug=project.slug)
+
+
 def _project_page(request, project, **context):
+    from corpora.selectors import control_trust_list, untrusted_shared_datasets
+
     context = {
         **context,
+        "control_trusts": control_trust_list(project),
+        "untrusted_shared": untrusted_shared_datasets(project).select_related("project").order_by("name")[:50],
         "project": project,
         "annotators": project_annotators(project),
         "members": project.memberships.select_related("user").order_by("role", "user__username"),

@@ -38,7 +38,8 @@ def benchmark_run_evidence_recheck(*, run_id: int) -> bool:
     if run.source != BenchmarkRun.Source.CONFIG or not run.config_document:
         return True
     text = config_render(run.config_document, "json")
-    changes = benchmark_config_evidence_changes(check=benchmark_config_verify(text=text, fmt="json"))
+    check = benchmark_config_verify(text=text, fmt="json")
+    changes = benchmark_config_evidence_changes(check=check, project=run.project)
     accepted = set((run.evidence_override or {}).get("reasons", []))
     new = [change for change in changes if change not in accepted]
     if new:

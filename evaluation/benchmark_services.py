@@ -198,7 +198,8 @@ def benchmark_run_create_from_config(
     """A run over a validated config file's approved transformations (and the original data).
     The file must verify (safe parsing, shape, hash, canonical form) and be either one of this
     deployment's exports or signed with its key; otherwise nothing is created. The evidence behind
-    each approval must still hold (``benchmark_config_evidence_changes``), unless
+    each approval that names a study of this deployment must still hold, whether the config is
+    registered or not (``benchmark_config_evidence_changes``), unless
     ``evidence_override``: the researcher runs it anyway, and the run records what had changed."""
     check = benchmark_config_verify(text=text, fmt=fmt)
     if not check.accepted:
@@ -211,7 +212,7 @@ def benchmark_run_create_from_config(
     options["sides"], options["document_scope"] = sides_with_config(
         check.verification.config.perturbation, _sides(requested) if requested else None, options.get("document_scope")
     )
-    changes = benchmark_config_evidence_changes(check=check)
+    changes = benchmark_config_evidence_changes(check=check, project=options["project"])
     if changes and not evidence_override:
         raise ShiftlabError(evidence_refusal(changes))
     try:

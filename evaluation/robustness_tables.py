@@ -4,12 +4,11 @@ Each file records the report options (the statistics' units) it was computed wit
 
 from __future__ import annotations
 
-import csv
 import io
 import math
 from collections.abc import Sequence
 
-from core.spreadsheet import spreadsheet_row
+from core.spreadsheet import spreadsheet_writer
 from evaluation.aggregation import Summary
 from evaluation.benchmark_plan import ORIGINAL
 from evaluation.robustness_results import ALL_MODELS, RobustnessReport
@@ -30,17 +29,17 @@ SHIFT_STATISTICS = (
 def robustness_csv(report: RobustnessReport) -> str:
     """Every table in long form: one row per (table, unit, scope, label, statistic)."""
     out = io.StringIO()
-    writer = csv.writer(out, lineterminator="\n")
-    writer.writerow(spreadsheet_row(["table", "unit", "scope", "label", "statistic", "value"]))
+    writer = spreadsheet_writer(out, lineterminator="\n")
+    writer.writerow(["table", "unit", "scope", "label", "statistic", "value"])
     for name, value in report.options.as_dict().items():
-        writer.writerow(spreadsheet_row(["options", "", "", name, "value", value]))
+        writer.writerow(["options", "", "", name, "value", value])
 
     def write(table: str, unit: str, scope: str, label: str, row: object, statistics: Sequence[str]) -> None:
         for statistic in statistics:
-            writer.writerow(spreadsheet_row([table, unit, scope, label, statistic, getattr(row, statistic)]))
+            writer.writerow([table, unit, scope, label, statistic, getattr(row, statistic)])
 
     for model, agg in report.aggregates.items():
-        writer.writerow(spreadsheet_row(["scores", "mean over datasets", model, ORIGINAL, "mean", agg.original]))
+        writer.writerow(["scores", "mean over datasets", model, ORIGINAL, "mean", agg.original])
         for level, summaries in (
             ("transformation", agg.transformations),
             ("axis", agg.axes),

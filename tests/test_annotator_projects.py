@@ -38,7 +38,7 @@ from core.roles import Role
 from core.rosters import roster_add
 from core.selectors import audit_event_list
 from corpora.services import dataset_import
-from tests.support import PASSWORD, api_as, make_user, page_as, reworded_demo_sts
+from tests.support import FEW_CONTROLS_OVERRIDE, PASSWORD, api_as, make_user, page_as, reworded_demo_sts
 from transforms.services import transform_run_create
 from transforms.tasks import start_run
 
@@ -52,6 +52,7 @@ DESIGN = StudyDesign(
     min_control_ratings=1,
     llm_judges=(),
     seed=5,
+    detectability_override=FEW_CONTROLS_OVERRIDE,
 )
 
 
@@ -232,7 +233,8 @@ def test_operators_set_an_annotator_password_by_command_audited(world: World, mo
         call_command("argilla_password", "ap-ralph", stdout=out)
 
 
-def test_a_shared_annotator_changed_by_beta_shows_in_alpha_audit_log(world: World):
+def test_a_shared_annotator_changed_by_beta_stays_in_betas_audit_log(world: World):
+    """What beta does with an annotator it shares with alpha is beta's business (issue 39, finding 8)."""
     w = world
     study_publish(study=w.study_a, annotators=[w.alma, w.alf], actor=w.ralph)
     # beta cannot pull alma in by username; an admin can.
@@ -241,12 +243,14 @@ def test_a_shared_annotator_changed_by_beta_shows_in_alpha_audit_log(world: Worl
     roster_add(project=w.beta, user=w.alma, actor=None)
     study_publish(study=w.study_b, annotators=[w.alma, w.bo], actor=w.bea)
     alpha_log = audit_event_list(user=w.ralph)
-    seen = {(e.verb, e.payload.get("annotator"), e.payload.get("in_project")) for e in alpha_log}
-    assert ("annotator.roster.add", "ap-alma", "ap-beta") in seen
-    assert ("annotator.publish", "ap-alma", "ap-beta") in seen
-    # ...and in beta's own log; alf, whom beta never touched, appears in beta's log for nothing.
-    beta_log = {(e.verb, e.payload.get("annotator")) for e in audit_event_list(user=w.bea)}
-    assert ("annotator.publish", "ap-alma") in beta_log
+    assert not any(e.payload.get("in_project") == "ap-beta" for e in alpha_log)
+    assert ("annotator.publish", "ap-alma", "ap-alpha") in {
+        (e.verb, e.payload.get("annotator"), e.payload.get("in_project")) for e in alpha_log
+    }
+    # ...only in beta's own log; alf, whom beta never touched, appears in beta's log for nothing.
+    beta_log = {(e.verb, e.payload.get("annotator"), e.payload.get("in_project")) for e in audit_event_list(user=w.bea)}
+    assert ("annotator.roster.add", "ap-alma", "ap-beta") in beta_log
+    assert ("annotator.publish", "ap-alma", "ap-beta") in beta_log
     assert not any(e.payload.get("annotator") == "ap-alf" for e in audit_event_list(user=w.bea))
 
 
@@ -291,9 +295,10 @@ def test_only_admins_fill_a_roster_and_owners_take_annotators_off(django_user_mo
     assert api_as(owner).get(f"/api/projects/{project.slug}/").json()["annotators"] == ["ap-ana"]
     removed = page_as(owner).post(url, {"action": "roster", "remove": ana.pk})
     assert removed.status_code == 302 and not project.roster.exists()
-    # Both changes are in the log of the project that keeps her, as in this one's.
-    verbs = {(e.verb, e.payload.get("in_project")) for e in AuditEvent.objects.filter(project=other)}
+    # Both changes are in this project's log only, not in that of the project that keeps her.
+    verbs = {(e.verb, e.payload.get("in_project")) for e in AuditEvent.objects.filter(project=project)}
     assert {("annotator.roster.add", "ap-roster"), ("annotator.roster.remove", "ap-roster")} <= verbs
+    assert not AuditEvent.objects.filter(project=other, payload__in_project="ap-roster").exists()
 
 
 ROSTERS_BEFORE = [("annotation", "0010_names_per_project"), ("core", "0004_project_annotators")]

@@ -2,13 +2,13 @@
 
 from __future__ import annotations
 
-import csv
 import json
 from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
 from core.errors import ShiftlabError
+from core.spreadsheet import spreadsheet_writer
 from corpora.models import DatasetItem
 from corpora.task_types import PAIR_TASKS, TaskType, task_spec
 from transforms.models import TransformedItem, TransformRun
@@ -24,7 +24,12 @@ class ExportResult:
 
 def transform_run_export(*, run: TransformRun, path: Path | str) -> ExportResult:
     """Write the transformed dataset in a format the importer reads. Items with a failed field are
-    left out (a failed text is never replaced by its original); the count is returned."""
+    left out (a failed text is never replaced by its original); the count is returned.
+
+    Pair tasks go to CSV, whose cells carry the spreadsheet formula guard (a text starting with
+    ``=``, ``+``, ``-`` or ``@`` gains a leading ``'``), unless ``path`` ends in ``.jsonl``: JSON
+    Lines hold every text exactly, for a lossless round trip through the importer (which never
+    alters a cell: benchmark texts such as STS-B's may themselves start with ``''``)."""
     if run.item_scope:
         raise ShiftlabError(
             f"transformation run {run.pk} rewrote the {run.item_scope.replace('_', ' ')} of {run.dataset.name} for a "
@@ -48,10 +53,10 @@ def transform_run_export(*, run: TransformRun, path: Path | str) -> ExportResult
         rows.append((item, payload, language))
     if task is TaskType.RETRIEVAL:
         _export_beir(run, rows, path)
-    elif task in PAIR_TASKS:
+    elif task in PAIR_TASKS and path.suffix.lower() != ".jsonl":
         path.parent.mkdir(parents=True, exist_ok=True)
         with path.open("w", newline="", encoding="utf-8") as handle:
-            writer = csv.writer(handle)
+            writer = spreadsheet_writer(handle)
             writer.writerow(["id", "split", "language", "sentence1", "sentence2", gold_name])
             for item, payload, language in rows:
                 writer.writerow(

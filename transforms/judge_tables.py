@@ -3,12 +3,11 @@ three show the same numbers (pure module: takes the report's stored JSON result)
 
 from __future__ import annotations
 
-import csv
 import io
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from core.spreadsheet import spreadsheet_row
+from core.spreadsheet import spreadsheet_writer
 
 
 @dataclass(frozen=True)
@@ -318,12 +317,12 @@ def _pooled_tables(kind: str, p: dict) -> list[Table]:
 def tables_csv(tables: Sequence[Table]) -> str:
     """All tables in long form (table, row, column, value): one file, easy to pivot."""
     out = io.StringIO()
-    writer = csv.writer(out, lineterminator="\n")
+    writer = spreadsheet_writer(out, lineterminator="\n")
     writer.writerow(["table", "row", "column", "value"])
     for table in tables:
         for index, row in enumerate(table.rows):
             for column, value in zip(table.columns, row, strict=True):
-                writer.writerow(spreadsheet_row([table.key, index, column, "" if value is None else value]))
+                writer.writerow([table.key, index, column, "" if value is None else value])
     return out.getvalue()
 
 

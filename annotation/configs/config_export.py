@@ -12,7 +12,9 @@ verification insists on it, so any edit, even one byte of whitespace, fails.
 The hash alone proves nothing about where a config comes from: anyone can recompute it. A run
 therefore accepts a config only when its content verifies and it was exported by this deployment
 (its hash is registered) or it carries a valid signature under this deployment's key
-(``config_acceptance``).
+(``config_acceptance``). Whatever made it acceptable, the evidence behind its approvals is then
+re-checked for every study of this deployment it names
+(``export_services.benchmark_config_evidence_changes``).
 
 Shiftlab's development key is public (the demo signs with it), so its signature proves nothing:
 a config signed with it is labelled "signed with the development key" wherever it is shown, never

@@ -332,19 +332,55 @@ def benchmark_config_verify(*, text: str, fmt: config_export.Format) -> ConfigCh
     return ConfigCheck(verification=verification, known=known, acceptance=acceptance)
 
 
-def benchmark_config_evidence_changes(*, check: ConfigCheck) -> list[str]:
-    """What changed, since this deployment exported the config, in the evidence behind each of its
-    approved transformations: the gate result it names is no longer the current one (gated again:
-    passed or failed), its approval was withdrawn or replaced, a newer version of the study was locked, annotators
-    were rejected or ratings changed after the gate. Empty when nothing changed, and for a config
-    exported elsewhere (its evidence lives on that deployment, which signed it)."""
-    if check.known is None or check.verification.config is None:
+def benchmark_config_evidence_changes(*, check: ConfigCheck, project: Project | None = None) -> list[str]:
+    """What changed, since the config was exported, in the evidence behind each of its approved
+    transformations that names a study of this deployment: the gate result it names is no longer
+    the current one (gated again: passed or failed), its approval was withdrawn or replaced, a newer
+    version of the study was locked, annotators were rejected or ratings changed after the gate.
+
+    The check runs for every config that names studies kept here, registered or not, whoever
+    signed it (renaming a config and signing it again, even with the public development key,
+    voids nothing). A registered config's studies are those of its project; another config's are
+    looked up by the gate result and the study (name, version, design hash) it names, in
+    ``project`` (the run's) when given. An entry naming a study of another project is refused
+    without saying anything about that study. Entries naming no study of this deployment (a config
+    exported elsewhere: its evidence lives on that deployment, which signed it) add nothing."""
+    if check.verification.config is None:
         return []
     changes = []
     for entry in check.verification.config.approved:
         where = f"{entry.transformation} ({entry.study.name} v{entry.study.version})"
-        changes += [f"{where}: {what}" for what in _evidence_changes(entry, project=check.known.project)]
+        if check.known is not None:
+            found = _evidence_changes(entry, project=check.known.project)
+        else:
+            found = _unregistered_evidence_changes(entry, project=project)
+        changes += [f"{where}: {what}" for what in found]
     return changes
+
+
+def _unregistered_evidence_changes(entry: TransformationEntry, *, project: Project | None) -> list[str]:
+    """The evidence changes of an entry of a config this deployment has no export of: checked as
+    for an export when the entry names a study kept here: a gate result of the run's project (by
+    its id, whatever the study is called in the config), or a study of the same design anywhere."""
+    if project is not None and GateResult.objects.filter(pk=entry.gate.id, study__project=project).exists():
+        return _evidence_changes(entry, project=project)
+    # The design hash is only known to those who hold the design: a refusal tells a stranger nothing.
+    owners = {
+        study.project for study in Study.objects.select_related("project").filter(design_hash=entry.study.design_hash)
+    }
+    if not owners:
+        return []  # not a study of this deployment
+    if project is None:
+        gate = GateResult.objects.select_related("study__project").filter(pk=entry.gate.id).first()
+        if gate is not None and gate.study.project in owners:
+            return _evidence_changes(entry, project=gate.study.project)
+        return _evidence_changes(entry, project=owners.pop())
+    if project not in owners:
+        return [
+            f"it names a study of another project of this deployment, not of {project.slug!r}: export the config "
+            "again in the project of the run"
+        ]
+    return _evidence_changes(entry, project=project)
 
 
 def _evidence_changes(entry: TransformationEntry, *, project: Project) -> list[str]:

@@ -26,6 +26,7 @@ from annotation.argilla.client import argilla_connection
 from annotation.models import Annotator, Assignment, BaselineAnnotator, BaselineAnswer, Rating, Study
 from annotation.publishing.sync_services import sync_summary
 from core.errors import ShiftlabError
+from core.login_guard import password_confirm
 from core.roles import Role, has_role
 from core.rosters import annotator_audit
 
@@ -80,10 +81,14 @@ def argilla_password_set(*, user: AbstractBaseUser, password: str, actor: Abstra
     )
 
 
-def argilla_password_set_own(*, user: AbstractBaseUser, current_password: str, password: str, client=None) -> None:
+def argilla_password_set_own(
+    *, user: AbstractBaseUser, current_password: str, password: str, address: str = "", client=None
+) -> None:
     """An annotator, signed in to Shiftlab, sets the password of their own Argilla account; their
-    Shiftlab password is asked again, so that a session left open does not hand over the account."""
-    if not user.is_authenticated or not user.check_password(current_password or ""):
+    Shiftlab password is asked again, so that a session left open does not hand over the account.
+    That check goes through the log-in lockout (``core.login_guard.password_confirm``; ``address``:
+    the client's): wrong guesses count as failed log-ins, and a locked account is refused."""
+    if not user.is_authenticated or not password_confirm(user=user, password=current_password, address=address):
         raise ShiftlabError("Your Shiftlab password is not right: type the one you sign in here with")
     argilla_password_set(user=user, password=password, actor=user, client=client)
 
