@@ -1,6 +1,7 @@
 from django.contrib import admin
 
-from corpora.models import Dataset, DatasetImport, DatasetItem
+from core.admin import ReadOnlyAdmin
+from corpora.models import ControlTrust, Dataset, DatasetImport, DatasetItem
 
 
 @admin.register(Dataset)
@@ -25,3 +26,11 @@ class DatasetImportAdmin(admin.ModelAdmin):
     list_display = ("name", "project", "task_type", "status", "created_by", "created_at", "finished_at")
     list_filter = ("project", "status", "task_type")
     readonly_fields = ("error", "started_at", "finished_at")
+
+
+# Trust for controls changes on the project page or with `manage.py corpora trust`, where each
+# change is audited in the trusting project; the admin site only shows it.
+@admin.register(ControlTrust)
+class ControlTrustAdmin(ReadOnlyAdmin):
+    list_display = ("project", "dataset", "granted_by", "granted_at")
+    list_filter = ("project",)
