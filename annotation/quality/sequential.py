@@ -327,7 +327,12 @@ def settle_questions(
         )
         for name, values in sorted(per_question.items())
     }
-    observed = lengths.pop()
+    return joint_decision(decisions, observed=lengths.pop(), alpha=alpha, share=share)
+
+
+def joint_decision(decisions: dict[str, Decision], *, observed: int, alpha: float, share: float) -> JointDecision:
+    """The transformation's decision from its questions' (each fail side played at ``share``, each
+    pass side at ``alpha``): fail as soon as one question fails, pass once every question passed."""
     fails = [d.n for d in decisions.values() if d.state is Settled.FAIL]
     if fails:
         state, n = Settled.FAIL, min(fails)

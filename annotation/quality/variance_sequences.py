@@ -154,7 +154,7 @@ from typing import Literal
 import numpy as np
 from scipy.stats import norm
 
-from annotation.quality.sequential import Decision, JointDecision, Settled
+from annotation.quality.sequential import Decision, JointDecision, Settled, joint_decision
 
 TRUNCATION = 0.5  # c: a bet never risks more than this share of the capital
 GRID_POINTS = 1001  # candidate means for the reported interval (the decision needs none)
@@ -652,15 +652,7 @@ def bounded_settle_questions(
         )
         for name, obs in sorted(per_question.items())
     }
-    observed = lengths.pop()
-    fails = [d.n for d in decisions.values() if d.state is Settled.FAIL]
-    if fails:
-        state, n = Settled.FAIL, min(fails)
-    elif all(d.state is Settled.PASS for d in decisions.values()):
-        state, n = Settled.PASS, max(d.n for d in decisions.values())
-    else:
-        state, n = Settled.UNDECIDED, observed
-    return JointDecision(state, n, observed, alpha, share, decisions, alpha_pass_per_question=alpha)
+    return joint_decision(decisions, observed=lengths.pop(), alpha=alpha, share=share)
 
 
 # --------------------------------------------------------------------------- observations
