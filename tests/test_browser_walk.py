@@ -197,6 +197,8 @@ def _fill_design(page, *, run_ids: list[int]) -> None:
         "controls_per_batch": "2",
         "min_control_ratings": "2",
         "max_confirmed_flags": "3",
+        # Three items leave too few controls to estimate their detectability: a lock needs a reason.
+        "detectability_override": "a walk of three items: too few controls to estimate their detectability",
     }
     for name, value in values.items():
         form.locator(f"#id_{name}").fill(value)

@@ -75,7 +75,7 @@ def test_a_database_from_before_the_rename_migrates_with_its_data(tmp_path):
         "items": 40,
         "run_dataset": "demo-sts",
         "user_perm": True,
-        "researcher_perms": 12,
+        "researcher_perms": 16,  # add/change/delete/view of the four corpora models (ControlTrust the fourth)
         "old_types": 0,
         "audit_types": ["corpora.dataset"],
     }

@@ -26,7 +26,7 @@ from core.models import AuditEvent
 from core.projects import project_create
 from core.roles import Role
 from corpora.services import dataset_import
-from tests.support import argilla_annotator_client, argilla_pending, make_user, page_as
+from tests.support import FEW_CONTROLS_OVERRIDE, argilla_annotator_client, argilla_pending, make_user, page_as
 from tests.test_argilla_webhooks import RECEIVER, SECRET, _event, _signed
 from transforms.services import transform_run_create
 from transforms.tasks import start_run
@@ -41,6 +41,7 @@ DESIGN = StudyDesign(
     min_control_ratings=2,
     llm_judges=(),
     seed=5,
+    detectability_override=FEW_CONTROLS_OVERRIDE,
 )
 
 
