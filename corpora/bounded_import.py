@@ -59,7 +59,7 @@ class ChildRead:
     field_map: Mapping[str, str] | None = None
     interface: str = "command"
 
-    def as_json(self, memory_bytes: int) -> bytes:
+    def as_json(self, memory_bytes: int, cpu_seconds: int | None = None) -> bytes:
         return json.dumps(
             {
                 "source": self.source,
@@ -73,20 +73,28 @@ class ChildRead:
                 "field_map": dict(self.field_map) if self.field_map else None,
                 "interface": self.interface,
                 "memory_bytes": memory_bytes,
+                "cpu_seconds": cpu_seconds,
             }
         ).encode()
 
 
-def parse_in_child(read: ChildRead, *, memory_bytes: int, timeout_s: float | None = None) -> ParsedDataset:
+def parse_in_child(
+    read: ChildRead, *, memory_bytes: int, timeout_s: float | None = None, cpu_seconds: int | None = None
+) -> ParsedDataset:
     """Read and parse ``read`` in a child process that may use ``memory_bytes`` more than it needs
-    to start. Raises ``DatasetFormatError`` for the file's problems, ``ImportMemoryError`` when the
-    child ran out of memory or was killed, ``RuntimeError`` when it failed for another reason."""
+    to start, and ``cpu_seconds`` of processor time (None: no cap). Raises ``DatasetFormatError``
+    for the file's problems, ``ImportMemoryError`` when the child ran out of memory or processor
+    time or was killed, ``RuntimeError`` when it failed for another reason.
+
+    The processor-time cap is there because a child out of memory does not always fail at once:
+    seen once in CI, an allocation failing inside the interpreter was retried in a loop (failing
+    ``mmap`` and ``brk`` calls, 100% of a core for minutes); ``RLIMIT_CPU`` then ends it."""
     command = [sys.executable, "-m", "corpora.bounded_import"]
     path = os.pathsep.join(filter(None, [str(PROJECT_ROOT), os.environ.get("PYTHONPATH")]))
     try:
         completed = subprocess.run(
             command,
-            input=read.as_json(memory_bytes),
+            input=read.as_json(memory_bytes, cpu_seconds),
             capture_output=True,
             cwd=PROJECT_ROOT,
             env={**os.environ, "PYTHONPATH": path},
@@ -110,7 +118,7 @@ def parse_in_child(read: ChildRead, *, memory_bytes: int, timeout_s: float | Non
             logger.warning(
                 "import reader for %s was killed by signal %s", _name(read), signal.Signals(-completed.returncode).name
             )
-        raise _memory_error(read, memory_bytes)
+        raise _memory_error(read, memory_bytes, cpu_seconds if completed.returncode == -signal.SIGXCPU else None)
     stderr = completed.stderr.decode("utf-8", "replace")[-4000:]
     raise RuntimeError(f"the import's reader process failed (exit status {completed.returncode}):\n{stderr}")
 
@@ -130,11 +138,12 @@ def _answer(answer: dict[str, Any], read: ChildRead, memory_bytes: int) -> Parse
     raise RuntimeError(f"the import's reader process answered {sorted(answer)}")
 
 
-def _memory_error(read: ChildRead, memory_bytes: int) -> ImportMemoryError:
+def _memory_error(read: ChildRead, memory_bytes: int, cpu_seconds: int | None = None) -> ImportMemoryError:
+    cpu = f" or more than {cpu_seconds} s of processor time (SHIFTLAB_IMPORT_CPU_S)" if cpu_seconds else ""
     return ImportMemoryError(
         f"{_name(read)}: reading and checking the data needs more than the {size_text(memory_bytes)} of memory "
-        "an import may use (SHIFTLAB_IMPORT_MEMORY_MB): split it into smaller files, or ask an administrator to "
-        "raise SHIFTLAB_IMPORT_MEMORY_MB if the server has the memory."
+        f"an import may use (SHIFTLAB_IMPORT_MEMORY_MB){cpu}: split it into smaller files, or ask an administrator "
+        "to raise SHIFTLAB_IMPORT_MEMORY_MB if the server has the memory."
     )
 
 
@@ -204,6 +213,10 @@ def main() -> int:
     if _holds_parquet(Path(request["source"]), request["fmt"]):
         import pyarrow.parquet  # noqa: F401 (loaded before the cap: the library's own size is not the file's)
     _bound_memory(int(request["memory_bytes"]))
+    if request.get("cpu_seconds"):
+        seconds = int(request["cpu_seconds"])
+        # SIGXCPU at the soft limit (the parent names it); SIGKILL at the hard one if that is caught.
+        resource.setrlimit(resource.RLIMIT_CPU, (seconds, seconds + 5))
     try:
         try:
             answer: dict[str, Any] = {"parsed": _parsed_json(_read_and_parse(request))}

@@ -133,6 +133,7 @@ def dataset_import(
                 interface=options.interface,
             ),
             memory_bytes=settings.DATASET_IMPORT_MEMORY_MB * 2**20,
+            cpu_seconds=settings.DATASET_IMPORT_CPU_S or None,
             timeout_s=max(60, settings.CELERY_TASK_SOFT_TIME_LIMIT - 60),
         )
     else:

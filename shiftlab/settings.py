@@ -482,6 +482,8 @@ DATASET_MAX_ROWS = int(env_str("SHIFTLAB_MAX_ROWS", "5000000"))
 # Memory an import job's reading and checking may use: it runs in a child process capped at this much
 # (corpora/bounded_import.py; Linux). 0 reads in the worker itself, with no ceiling.
 DATASET_IMPORT_MEMORY_MB = int(env_str("SHIFTLAB_IMPORT_MEMORY_MB", "4096"))
+# Processor seconds that child may use (0: no cap); a child out of memory can spin instead of failing.
+DATASET_IMPORT_CPU_S = int(env_str("SHIFTLAB_IMPORT_CPU_S", "1800"))
 
 # --- MTEB tasks by name (corpora/mteb_tasks.py; added for issue 17) ---
 # Folder of local copies of MTEB tasks' hub datasets, one subfolder per task name (or per hub path,

@@ -353,6 +353,7 @@ def test_an_import_job_over_the_memory_ceiling_fails_clearly_and_the_worker_live
     # Every row is small and the file is 4 MB, but 200,000 rows of Python objects need far more
     # than the 64 MB ceiling: the child reading it stops, and this process carries on.
     settings.DATASET_IMPORT_MEMORY_MB = 64
+    settings.DATASET_IMPORT_CPU_S = 30  # a child out of memory can spin; the cap ends it
     rows = "".join(f"Sentence {k}.,Another {k}.,{k % 5}\n" for k in range(200_000))
     error = _refused(_run_job([("many.csv", f"sentence1,sentence2,score\n{rows}".encode())]))
     assert error.startswith(
@@ -425,3 +426,17 @@ def test_a_normal_parquet_file_still_imports(settings, tmp_path):
     job = _run_job([("demo.parquet", path.read_bytes())], name="parquet")
     assert job.status == DatasetImport.Status.SUCCEEDED, job.error
     assert job.dataset.n_items == 40
+
+
+def test_a_child_past_its_processor_time_is_ended_with_the_ceilings_message(tmp_path):
+    """The processor-time cap ends a child that cannot finish (a reader out of memory was seen to
+    spin instead of failing): here a file that takes seconds to parse, under a 1 s cap."""
+    from corpora.bounded_import import ChildRead, ImportMemoryError, parse_in_child
+    from corpora.services import import_read_limits
+
+    path = tmp_path / "slow.csv"
+    rows = "".join(f"Sentence {k}.,Another {k}.,{k % 5}\n" for k in range(400_000))
+    path.write_text(f"sentence1,sentence2,score\n{rows}", encoding="utf-8")
+    read = ChildRead(source=str(path), task="sts", label="slow.csv", limits=import_read_limits())
+    with pytest.raises(ImportMemoryError, match=r"^slow\.csv: .* or more than 1 s of processor time"):
+        parse_in_child(read, memory_bytes=2**31, cpu_seconds=1, timeout_s=120)
