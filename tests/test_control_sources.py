@@ -15,8 +15,7 @@ from annotation.models import Assignment, Study
 from annotation.quality.control_pool import control_pool_read
 from annotation.quality.controls import ItemKind
 from annotation.studies.assignment_services import study_assign
-from annotation.studies.design import StudyDesign
-from annotation.studies.design_services import study_create, study_lock
+from annotation.studies.design_services import study_lock
 from core.errors import ShiftlabError
 from core.models import AuditEvent, Membership, Project
 from core.projects import ProjectAccessError
@@ -24,14 +23,11 @@ from core.roles import Role
 from corpora.models import ControlTrust
 from corpora.services import dataset_import, dataset_share_set, dataset_trust_for_controls
 from tests.support import eager_keyword_run, make_user, page_as
+from tests.test_control_trust import SENTENCES, demo_sts, draft
 
 pytestmark = pytest.mark.django_db
 FIXTURES = settings.BASE_DIR / "fixtures"
 OVERRIDE = "test study: too few items to estimate how detectable its controls are"
-
-
-def demo_sts(project=None, name="demo-sts"):
-    return dataset_import(source=FIXTURES / "sts/demo-sts.csv", task="sts", name=name, project=project)
 
 
 def gold_pairs(project, name="gold-pairs"):
@@ -41,11 +37,6 @@ def gold_pairs(project, name="gold-pairs"):
         name=name,
         project=project,
     )
-
-
-def draft(name, run, **design):
-    values = {"items_per_transformation": 6, "batch_size": 3, "controls_per_batch": 2, "llm_judges": (), "seed": 3}
-    return study_create(name=name, runs=[run], design=StudyDesign(**{**values, **design}), actor=None)
 
 
 def control_texts(study):
@@ -170,18 +161,6 @@ def test_an_owner_trusts_a_shared_dataset_from_the_project_page(teams):
     assert not ControlTrust.objects.exists()
     verbs = list(AuditEvent.objects.filter(project=teams["gamma"]).values_list("verb", flat=True).order_by("pk"))
     assert verbs == ["dataset.control_trust", "dataset.control_trust.revoke"]
-
-
-# Easy positives that any reader tells from keyword lists: whole sentences.
-SENTENCES = [
-    ("The museum is closed on Mondays for cleaning.", "On Mondays the museum does not open, as it is cleaned."),
-    ("Heavy rain flooded the road to the harbour.", "The road to the harbour was flooded by heavy rain."),
-    ("She left her keys at the office yesterday.", "Yesterday she forgot her keys at work."),
-    ("The bakery opens at six every morning.", "Every morning the bakery opens its doors at six."),
-    ("Our train was delayed by an hour.", "The train we took arrived an hour late."),
-    ("He repaired the old bicycle in his garage.", "In his garage he fixed the old bike."),
-    ("The children planted tomatoes in the garden.", "Tomatoes were planted in the garden by the kids."),
-]
 
 
 def test_too_few_controls_to_estimate_detectability_need_the_recorded_override(django_user_model, tmp_path):

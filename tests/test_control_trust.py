@@ -32,6 +32,17 @@ AT = datetime(2026, 1, 1, tzinfo=UTC)
 # these tests do not measure (issue 39: such a lock needs the recorded override).
 FEW = FEW_CONTROLS_OVERRIDE
 
+# Easy positives that any reader tells from keyword lists: whole sentences.
+SENTENCES = [
+    ("The museum is closed on Mondays for cleaning.", "On Mondays the museum does not open, as it is cleaned."),
+    ("Heavy rain flooded the road to the harbour.", "The road to the harbour was flooded by heavy rain."),
+    ("She left her keys at the office yesterday.", "Yesterday she forgot her keys at work."),
+    ("The bakery opens at six every morning.", "Every morning the bakery opens its doors at six."),
+    ("Our train was delayed by an hour.", "The train we took arrived an hour late."),
+    ("He repaired the old bicycle in his garage.", "In his garage he fixed the old bike."),
+    ("The children planted tomatoes in the garden.", "Tomatoes were planted in the garden by the kids."),
+]
+
 
 def demo_sts(project=None, name="demo-sts"):
     return dataset_import(source=FIXTURES / "sts/demo-sts.csv", task="sts", name=name, project=project)
@@ -245,15 +256,7 @@ def test_keyword_study_controls_are_keyword_lists_like_its_real_items():
 
 def test_lock_is_refused_when_controls_are_detectable_and_an_override_is_recorded(django_user_model, tmp_path):
     rita = make_user(django_user_model, "rita", Role.RESEARCHER)
-    sentences = [
-        ("The museum is closed on Mondays for cleaning.", "On Mondays the museum does not open, as it is cleaned."),
-        ("Heavy rain flooded the road to the harbour.", "The road to the harbour was flooded by heavy rain."),
-        ("She left her keys at the office yesterday.", "Yesterday she forgot her keys at work."),
-        ("The bakery opens at six every morning.", "Every morning the bakery opens its doors at six."),
-        ("Our train was delayed by an hour.", "The train we took arrived an hour late."),
-        ("He repaired the old bicycle in his garage.", "In his garage he fixed the old bike."),
-        ("The children planted tomatoes in the garden.", "Tomatoes were planted in the garden by the kids."),
-    ]
+    sentences = SENTENCES
     pool = tmp_path / "pool.jsonl"
     pool.write_text(
         "".join(json.dumps({"text_a": a, "text_b": b, "kind": "easy_positive"}) + "\n" for a, b in sentences)
