@@ -64,9 +64,11 @@ def nesting_check(
 
 
 def loads_json(text: str | bytes, *, limit: int = MAX_NESTING, **options: Any) -> Any:
-    """``json.loads`` after ``nesting_check``: the one way user text becomes JSON data (a form or
-    multipart field, a line of a file). Raises ``NestingError`` (a ``ValueError``) for a text nested
-    deeper than ``limit``, and ``json.loads``'s own errors otherwise."""
+    """``json.loads`` after ``nesting_check``: how user text becomes JSON data (a form or multipart
+    field, a line of a file, a command's option; the API's JSON bodies go through
+    ``core.parsers.JSONParser``, which checks the same way before DRF parses). Raises
+    ``NestingError`` (a ``ValueError``) for a text nested deeper than ``limit``, and
+    ``json.loads``'s own errors otherwise."""
     if isinstance(text, bytes | bytearray):
         text = text.decode(json.detect_encoding(text), "surrogatepass")  # as json.loads decodes bytes
     nesting_check(text, "json", limit=limit)

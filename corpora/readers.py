@@ -18,7 +18,7 @@ import sys
 from collections.abc import Iterator, Sequence
 from pathlib import Path
 
-from core.nesting import NestingError, nesting_check
+from core.nesting import NestingError, loads_json
 from corpora.limits import DecodeBudget, DictionarySizes, ReadLimits, arrow_cell_sizes, size_text
 from corpora.parsing import OPTION_NAMES, OptionNames
 from corpora.rows import DatasetFormatError, Problem, RawRow, RawTable
@@ -318,8 +318,7 @@ def _read_jsonl(text: str, source: str, budget: DecodeBudget | None = None) -> l
         if not line.strip():
             continue
         try:
-            nesting_check(line, "json")  # before json.loads, which recurses
-            value = json.loads(line)
+            value = loads_json(line)  # nesting checked before json.loads, which recurses
         except NestingError as exc:
             problems.append(Problem(source, number, exc.problem))
             continue

@@ -1,4 +1,3 @@
-import json
 import sys
 from pathlib import Path
 
@@ -13,7 +12,7 @@ from annotation.models import BASELINE_TASK_TYPES, BaselineStudy
 from annotation.selectors import baseline_get, baseline_rater_counts
 from core.commands import ShiftlabCommand
 from core.errors import NotFoundError
-from core.nesting import nesting_check
+from core.nesting import loads_json
 from core.progress import progress_bar
 from core.projects import scoped, user_by_name
 
@@ -97,8 +96,7 @@ class Command(ShiftlabCommand):
 
     def do_create(self, *, actor, options, instructions, **given):
         try:
-            nesting_check(options, "json")
-            parsed = json.loads(options)
+            parsed = loads_json(options)
         except ValueError as exc:  # NestingError is one too
             raise CommandError(f"--options is not valid JSON: {exc}") from exc
         if not isinstance(parsed, dict):

@@ -18,7 +18,7 @@ from annotation.selectors import roster_annotators, study_progress
 from annotation.studies.design import StudyDesign
 from annotation.studies.design_services import study_create, study_design, study_lock, study_revise
 from core.commands import ShiftlabCommand
-from core.nesting import nesting_check
+from core.nesting import loads_json
 from core.projects import project_require_write, scoped, user_by_name
 
 
@@ -119,8 +119,7 @@ class Command(ShiftlabCommand):
     @staticmethod
     def _design_fields(text: str) -> dict:
         try:
-            nesting_check(text, "json")
-            return json.loads(text)
+            return loads_json(text)
         except ValueError as exc:  # NestingError is one too
             raise CommandError(f"--design is not valid JSON: {exc}") from exc
 
