@@ -185,3 +185,12 @@ def test_nesting_check_counts_only_structure():
         nesting_check("a: 1\nb: 2\nc: " + "[" * (MAX_NESTING + 1), "yaml")
     with pytest.raises(NestingError):
         nesting_check("[" * (MAX_NESTING + 1), "json")
+
+
+def test_a_deep_json_option_of_a_command_is_a_command_error():
+    from django.core.management import CommandError
+
+    from annotation.management.commands.study import Command
+
+    with pytest.raises(CommandError, match="--design is not valid JSON: .*nest"):
+        Command._design_fields("[" * 50_000 + "]" * 50_000)
