@@ -206,11 +206,56 @@ class StudyDesignForm(forms.Form):
         "Adaptive stopping: raters per item the gate observes",
         "0 = off: every item gets all its raters. Fewer than the raters per item (e.g. 2 of 3, with pull "
         "assignment): the gate observes each item's first raters, and an item gets its further raters only "
-        "where those disagree by more than a quarter of the scale (1 point on 1–5) on a question.",
+        "where those disagree by more than a quarter of the scale (1 point on 1–5) on a question. 1 = one "
+        "rating per item for the gate, with a share of items rated by everyone (below).",
         low=0,
         high=100,
         initial=DEFAULT.adaptive_gate_raters,
         required=False,
+    )
+    adaptive_overlap_share = forms.FloatField(
+        label="One rating per item: share of items rated by all raters",
+        required=False,
+        min_value=0,
+        max_value=1,
+        widget=forms.NumberInput(attrs={"step": "0.05"}),
+        help_text="With the gate on 1 rater per item: this share of each transformation's items, drawn by the "
+        "seed before any rating, gets all its raters, for agreement (AC2) and the rater model. 0.2 = one item "
+        "in five. 0 otherwise.",
+    )
+    adaptive_min_raters = _whole(
+        "Adaptive stopping: distinct raters before any decision",
+        "No decision before this many different people rated the items it rests on. 0 = the default: 3 with "
+        "one rating per item, else 2.",
+        low=0,
+        high=1000,
+        initial=DEFAULT.adaptive_min_raters,
+        required=False,
+    )
+    adaptive_sequence = forms.ChoiceField(
+        label="Adaptive stopping: confidence sequence",
+        choices=[
+            ("plugin", "Betting, plug-in bet: valid at every number of items (the default)"),
+            ("agrapa", "Betting, variance-adaptive bet (aGRAPA): valid at every number of items"),
+            ("asymptotic", "Asymptotic: uses the variance, fewest ratings; valid as the number of items grows"),
+        ],
+        required=False,
+        help_text="How the gate turns ratings into an interval that holds however often it looks. See "
+        "docs/annotation.md, 'Fewer ratings for the same decision'.",
+    )
+    gate_estimator = forms.ChoiceField(
+        label="Adaptive stopping: estimate from",
+        choices=[
+            ("human", "The human ratings alone (the default)"),
+            (
+                "prediction_powered",
+                "The LLM judges' scores of every output, corrected by the human ratings (prediction-powered)",
+            ),
+        ],
+        required=False,
+        help_text="Prediction-powered: the judges score every output of the run; the human ratings remove "
+        "the judges' bias, so the estimate targets the human mean whatever the judges' quality, and a judge "
+        "that agrees with the raters needs fewer ratings. Items are then a simple random sample of the outputs.",
     )
     batches_released = _whole(
         "Batches in Argilla at a time",
@@ -301,6 +346,10 @@ class StudyDesignForm(forms.Form):
                 "adaptive_alpha",
                 "adaptive_min_items",
                 "adaptive_gate_raters",
+                "adaptive_overlap_share",
+                "adaptive_min_raters",
+                "adaptive_sequence",
+                "gate_estimator",
                 "batches_released",
                 "assignment",
             ),
@@ -350,6 +399,20 @@ class StudyDesignForm(forms.Form):
     def clean_adaptive_gate_raters(self) -> int:
         value = self.cleaned_data.get("adaptive_gate_raters")
         return self._base.adaptive_gate_raters if value is None else value
+
+    def clean_adaptive_overlap_share(self) -> float:
+        value = self.cleaned_data.get("adaptive_overlap_share")
+        return self._base.adaptive_overlap_share if value is None else value
+
+    def clean_adaptive_min_raters(self) -> int:
+        value = self.cleaned_data.get("adaptive_min_raters")
+        return self._base.adaptive_min_raters if value is None else value
+
+    def clean_adaptive_sequence(self) -> str:
+        return self.cleaned_data.get("adaptive_sequence") or self._base.adaptive_sequence
+
+    def clean_gate_estimator(self) -> str:
+        return self.cleaned_data.get("gate_estimator") or self._base.gate_estimator
 
     def clean_detectability_limit(self) -> float:
         value = self.cleaned_data.get("detectability_limit")

@@ -211,7 +211,7 @@ def test_gate_raters_need_adaptive_pull_and_leave_old_design_hashes_alone():
     fewer = base.revised(adaptive_gate_raters=2)
     assert fewer.to_dict()["adaptive_gate_raters"] == 2 and fewer.gate_raters == 2
     assert fewer.content_hash != base.content_hash
-    with pytest.raises(DesignError, match="from 2 to raters_per_item - 1"):
+    with pytest.raises(DesignError, match="from 1 to raters_per_item - 1"):
         base.revised(adaptive_gate_raters=3)
     with pytest.raises(DesignError, match="needs adaptive stopping with pull assignment"):
         StudyDesign(adaptive_gate_raters=2)

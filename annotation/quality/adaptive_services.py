@@ -33,10 +33,11 @@ from annotation.argilla.client import argilla_connection
 from annotation.models import Annotator, Assignment, Rating, Study
 from annotation.publishing.argilla_services import study_argilla_reconcile
 from annotation.quality.controls import ItemKind
+from annotation.quality.gate_sequence import GateOutcome
 from annotation.quality.observations import FixedSequence
 from annotation.quality.saving_forecast import MIN_FORECAST_ITEMS, RatingCosts, SavingForecast, forecast_saving
-from annotation.quality.selectors import CountedRating, counted_ratings, observation_order, sequential_observations
-from annotation.quality.sequential import JointDecision, Settled, settle_questions
+from annotation.quality.selectors import CountedRating, counted_ratings, sequential_outcome
+from annotation.quality.sequential import JointDecision, Settled
 from annotation.studies.design_services import study_design
 from core.services import audit_record
 
@@ -63,9 +64,9 @@ class AdaptiveResult:
 
 def study_adaptive_observations(
     *, study: Study, ratings: Sequence[CountedRating] | None = None
-) -> dict[str, tuple[FixedSequence, JointDecision]]:
+) -> dict[str, tuple[FixedSequence, GateOutcome]]:
     """Transformation -> its observations in their fixed order (the stored order extended by the
-    items completed since) and its sequential decision now; empty for a non-adaptive design."""
+    items completed since) and its sequential gate now; empty for a non-adaptive design."""
     design = study_design(study)
     if not design.adaptive or not study.is_locked:
         return {}
@@ -73,25 +74,17 @@ def study_adaptive_observations(
     by_transformation: dict[str, list[CountedRating]] = defaultdict(list)
     for r in ratings:
         by_transformation[r.transformation].append(r)
-    result = {}
-    for name in sorted({r.transformation for r in study.runs.all()}):
-        seen = sequential_observations(design, by_transformation[name], observation_order(study, name))
-        decision = settle_questions(
-            seen.means,
-            threshold=design.acceptance_threshold,
-            alpha=design.adaptive_alpha,
-            scales={q.name: (q.low, q.high) for q in design.questions},
-            min_items=design.adaptive_min_items,
-        )
-        result[name] = (seen, decision)
-    return result
+    return {
+        name: sequential_outcome(study, design, by_transformation[name], name)
+        for name in sorted({r.transformation for r in study.runs.all()})
+    }
 
 
 def study_adaptive_decisions(
     *, study: Study, ratings: Sequence[CountedRating] | None = None
 ) -> dict[str, JointDecision]:
     """Transformation -> its sequential decision now; empty for a non-adaptive design."""
-    return {name: d for name, (_, d) in study_adaptive_observations(study=study, ratings=ratings).items()}
+    return {name: o.decision for name, (_, o) in study_adaptive_observations(study=study, ratings=ratings).items()}
 
 
 @dataclass(frozen=True)
@@ -101,11 +94,39 @@ class AdaptiveRow:
     transformation: str
     decision: JointDecision
     forecast: SavingForecast | None  # None: too few items yet to predict from (see ``forecast_line``)
+    outcome: GateOutcome | None = None  # what the decision rests on (estimator, raters, judge agreement)
+    classic: bool = True  # a design without the gate options of issue 40 (the page then shows what it always did)
+
+    @property
+    def basis_shown(self) -> bool:
+        return not self.classic
+
+    @property
+    def judge_rows(self) -> list[tuple[str, dict]]:
+        """Per question: the judge's agreement with the humans so far, the estimate and its interval."""
+        if self.outcome is None:
+            return []
+        rows = []
+        for question, agreement in sorted(self.outcome.judge.items()):
+            interval = self.decision.questions.get(question)
+            rows.append(
+                (
+                    question,
+                    {
+                        **agreement.to_dict(),
+                        "lower": None if interval is None else interval.lower,
+                        "upper": None if interval is None else interval.upper,
+                    },
+                )
+            )
+        return rows
 
     @property
     def forecast_line(self) -> str:
         if self.forecast is not None:
             return self.forecast.summary()
+        if self.outcome is not None and self.outcome.waiting_for_judge:
+            return self.outcome.waiting_for_judge
         return (
             f"saving not predicted yet ({self.decision.observed} items fully rated, {MIN_FORECAST_ITEMS} needed): "
             "it depends on how far the true mean lies from the threshold"
@@ -160,24 +181,27 @@ def study_adaptive_rows(*, study: Study, ratings: Sequence[CountedRating] | None
     drawn = Counter(study.items.filter(kind=ItemKind.REAL).values_list("transformation", flat=True))
     costs = _rating_costs(design, ratings or [], observed)
     partial = _partial_means(design, ratings or [], observed)
-    return [
-        AdaptiveRow(
-            name,
-            decision,
-            forecast_saving(
-                seen.means,
+    rows = []
+    for name, (seen, outcome) in observed.items():
+        forecast = None
+        if not outcome.waiting_for_judge:
+            ppi = outcome.observations
+            forecast = forecast_saving(
+                {q: obs.values.tolist() for q, obs in ppi.items()} if ppi else seen.means,
                 threshold=design.acceptance_threshold,
                 alpha=design.adaptive_alpha,
                 scales={q.name: (q.low, q.high) for q in design.questions},
-                min_items=design.adaptive_min_items,
+                min_items=min(max(outcome.min_items, design.adaptive_min_items), max(drawn[name], 1)),
                 total=drawn[name],
                 seed=design.seed,
                 costs=costs[name],
-                partial=partial[name],
-            ),
-        )
-        for name, (seen, decision) in observed.items()
-    ]
+                partial=None if ppi else partial[name],
+                sequence=design.adaptive_sequence,
+                decision=None if design.classic_gate else outcome.decision,
+                bounds={q: (obs.lower, obs.upper) for q, obs in ppi.items()} or None,
+            )
+        rows.append(AdaptiveRow(name, outcome.decision, forecast, outcome, design.classic_gate))
+    return rows
 
 
 def _open_assignments(study: Study, transformation: str) -> list[Assignment]:
@@ -222,6 +246,17 @@ def _argilla_pending(study: Study) -> bool:
     return ended.exclude(argilla_record_id=None).exists() or restored.exists()
 
 
+def _judge_started(study: Study, outcomes: dict[str, GateOutcome]) -> dict:
+    """``adaptive_judge``: per transformation, the fingerprint of the judge its prediction-powered
+    sequence began with (fixed at the first check that observed an item with the judge complete), so
+    that a later change of judge, model or prompt voids the sequence instead of changing it."""
+    started = dict(study.sample_info.get("adaptive_judge", {}))
+    for name, outcome in outcomes.items():
+        if outcome.judge_fingerprint and outcome.observed_items and name not in started:
+            started[name] = outcome.judge_fingerprint
+    return {"adaptive_judge": started} if started else {}
+
+
 def study_adaptive_check(*, study: Study, actor: AbstractBaseUser | None = None, client=None) -> AdaptiveResult:
     """Decide, store, withdraw or give back, and push to Argilla (see the module docstring).
 
@@ -236,7 +271,8 @@ def study_adaptive_check(*, study: Study, actor: AbstractBaseUser | None = None,
     with transaction.atomic():
         study = Study.objects.select_for_update().get(pk=study.pk)
         observed = study_adaptive_observations(study=study)
-        decisions = {name: d for name, (_, d) in observed.items()}
+        decisions = {name: o.decision for name, (_, o) in observed.items()}
+        outcomes = {name: o for name, (_, o) in observed.items()}
         before = study.sample_info.get("adaptive", {})
         now = timezone.now()
         for name, decision in decisions.items():
@@ -260,6 +296,7 @@ def study_adaptive_check(*, study: Study, actor: AbstractBaseUser | None = None,
                             "transformation": name,
                             "decision": decision.to_dict(),
                             "summary": decision.summary(),
+                            **({} if design.classic_gate else {"basis": outcomes[name].basis()}),
                             "withdrawn": len(rows),
                             "withdrawn_per_annotator": {names[k]: n for k, n in sorted(per_annotator.items())},
                             "design_hash": study.design_hash,
@@ -278,12 +315,17 @@ def study_adaptive_check(*, study: Study, actor: AbstractBaseUser | None = None,
                     obj=study,
                     payload={"transformation": name, "decision": decision.to_dict(), "given_back": count},
                 )
+        stored = {
+            name: {**d.to_dict(), "summary": d.summary(), "checked_at": now.isoformat()}
+            for name, d in decisions.items()
+        }
+        if not design.classic_gate:
+            for name, outcome in outcomes.items():
+                stored[name] = {**stored[name], **outcome.to_dict(), "summary": outcome.summary()}
         study.sample_info = {
             **study.sample_info,
-            "adaptive": {
-                name: {**d.to_dict(), "summary": d.summary(), "checked_at": now.isoformat()}
-                for name, d in decisions.items()
-            },
+            "adaptive": stored,
+            **_judge_started(study, outcomes),
             # The fixed order the gate sees items in: the next check extends it, never reorders it.
             "adaptive_order": {
                 name: [[item, list(raters)] for item, raters in seen.ledger] for name, (seen, _) in observed.items()

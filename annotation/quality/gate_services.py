@@ -5,6 +5,7 @@ each transformation with its stored evidence, and the researcher's approval or r
 from __future__ import annotations
 
 from collections import Counter
+from dataclasses import replace
 
 from django.contrib.auth.base_user import AbstractBaseUser
 from django.db import transaction
@@ -16,8 +17,7 @@ from annotation.quality.gating import GateDecision, GateState, gate_decide, gate
 from annotation.quality.selectors import (
     CountedRating,
     counted_ratings,
-    observation_order,
-    sequential_decision,
+    sequential_outcome,
     study_agreement,
 )
 from annotation.quality.sequential import (
@@ -51,7 +51,19 @@ def _transformation_gate(
         raters_per_item=design.gate_raters,
         completed_only=design.adaptive,
     )
-    sequential = sequential_decision(design, mine, observation_order(study, name)) if design.adaptive else None
+    if design.gate_raters == 1:
+        # One rating per item by design: no item is "thin"; what must hold is that several people
+        # are behind the ratings (design.min_raters), checked below.
+        coverage = replace(coverage, thin_items=0)
+    raters = len({r.annotator_id for r in mine})
+    too_few_raters = (
+        f"only {raters} distinct rater{'s' if raters != 1 else ''} behind the ratings; the design asks for at "
+        f"least {design.min_raters} (adaptive_min_raters) so that no one person decides the gate"
+        if design.gate_raters == 1 and raters < design.min_raters
+        else ""
+    )
+    outcome = sequential_outcome(study, design, mine, name)[1] if design.adaptive else None
+    sequential = outcome.decision if outcome is not None else None
     decision = gate_decide(
         {q: s["mean"] for q, s in per_question.items()},
         threshold=design.acceptance_threshold,
@@ -62,6 +74,7 @@ def _transformation_gate(
         single_rater_pilot=design.single_rater_pilot,
         min_ac2_lower=design.min_ac2_lower,
         ac2_lower={q: (s["ac2"] or {}).get("ci_low") for q, s in per_question.items()},
+        too_few_raters=too_few_raters,
     )
     evidence = {
         "study": {
@@ -89,7 +102,7 @@ def _transformation_gate(
         "questions": per_question,
         "rejections": rejections,
         "raters_not_counted_unchecked_controls": unchecked,
-        "sample": study.sample_info.get(name, {}),
+        "sample": _sample_evidence(study.sample_info.get(name, {})),
     }
     if design.passes_on is GateDirection.MEANING_CHANGED:
         # A sensitivity study's gate passes when raters found the meaning changed (issue 30).
@@ -97,9 +110,21 @@ def _transformation_gate(
     if decision.single_rater_pilot:
         # Passed only because the design declared a single-rater pilot: the config says so.
         evidence["single_rater_pilot"] = True
-    if sequential is not None:
-        evidence["sequential"] = {**sequential.to_dict(), "summary": sequential.summary()}
+    if outcome is not None and design.classic_gate:
+        # Designs without the options of issue 40 keep the evidence they always had (same hash).
+        evidence["sequential"] = {**outcome.decision.to_dict(), "summary": outcome.decision.summary()}
+    elif outcome is not None:
+        evidence["sequential"] = {**outcome.to_dict(), "summary": outcome.summary()}
+        evidence["gate_basis"] = outcome.basis()
     return decision, evidence
+
+
+def _sample_evidence(info: dict) -> dict:
+    """What the evidence keeps of a transformation's sample: the draw, with a prediction-powered
+    gate's list of judged outputs reduced to its size."""
+    if "population" not in info:
+        return info
+    return {**{k: v for k, v in info.items() if k != "population"}, "population_outputs": len(info["population"])}
 
 
 def study_gate(*, study: Study, actor: AbstractBaseUser | None = None) -> list[GateResult]:

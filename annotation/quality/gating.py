@@ -86,6 +86,7 @@ def gate_decide(
     single_rater_pilot: bool = False,
     min_ac2_lower: float | None = None,
     ac2_lower: Mapping[str, float | None] | None = None,
+    too_few_raters: str = "",
 ) -> GateDecision:
     """``means`` maps every question of the study to its mean rating (None: no ratings);
     ``coverage`` (None: no declared requirement) says whether enough ratings count; ``settled``
@@ -98,7 +99,8 @@ def gate_decide(
         raise ValueError("the gate needs at least one question")
     if settled is not None:
         reasons = [] if settled else ["settled below the threshold by the sequential rule (adaptive stopping)"]
-        return _decided(reasons, coverage, single_rater_pilot, _agreement_short(min_ac2_lower, ac2_lower))
+        short = [too_few_raters] if too_few_raters else []
+        return _decided(reasons + short, coverage, single_rater_pilot, _agreement_short(min_ac2_lower, ac2_lower))
     unrated = [f"{question}: no ratings" for question, mean in sorted(means.items()) if mean is None]
     if coverage is not None and coverage.missing:
         reasons = [
@@ -112,6 +114,7 @@ def gate_decide(
     reasons = [
         f"{question}: mean {mean:.3f} < {threshold:g}" for question, mean in sorted(means.items()) if mean < threshold
     ]
+    reasons += [too_few_raters] if too_few_raters else []
     return _decided(reasons, coverage, single_rater_pilot, _agreement_short(min_ac2_lower, ac2_lower))
 
 

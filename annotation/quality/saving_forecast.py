@@ -40,7 +40,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from annotation.quality.sequential import Settled, first_events, settle_questions
+from annotation.quality.sequential import JointDecision, Settled, first_events, settle_questions
+from annotation.quality.variance_sequences import asymptotic_first_settlements, first_settlements
 
 MIN_FORECAST_ITEMS = 3  # fewer observations say too little about the spread to predict from
 
@@ -113,11 +114,48 @@ class RatingCosts:
     in_flight: float = 0.0
 
 
+def _first_settling(x: np.ndarray, low: float, high: float, *, threshold, share, alpha, min_items, sequence, bounds):
+    """The first settling item of each row of ``x`` (on the scale ``[low, high]``) and whether it is a
+    pass, by the rule of ``sequence`` (``bounds``: the observations' ``(lower, upper)``, one row)."""
+    if sequence == "plugin":
+        tau = float(np.clip((threshold - low) / (high - low), 0.0, 1.0))
+        return first_events((x - low) / (high - low), tau, alpha=share, alpha_pass=alpha, min_items=min_items)
+    if sequence == "asymptotic":
+        return asymptotic_first_settlements(x, threshold=threshold, alpha=share, alpha_pass=alpha, min_items=min_items)
+    lower, upper = bounds
+    return first_settlements(
+        x, lower, upper, threshold=threshold, alpha=share, alpha_pass=alpha, min_items=min_items, strategy=sequence
+    )
+
+
+def _bounds_row(bounds, observed: int, length: int) -> tuple[np.ndarray, np.ndarray]:
+    """The observed items' bounds, then the last one's for the items to come."""
+    lower, upper = (np.asarray(b, dtype=float) for b in bounds)
+    pad = length - observed
+    return (
+        np.concatenate((lower[:observed], np.full(pad, lower[observed - 1]))),
+        np.concatenate((upper[:observed], np.full(pad, upper[observed - 1]))),
+    )
+
+
 def _settling_items(
-    values: np.ndarray, pool: np.ndarray, names, scales, *, threshold, alpha, min_items, total, draws, rng
+    values: np.ndarray,
+    pool: np.ndarray,
+    names,
+    scales,
+    *,
+    threshold,
+    alpha,
+    min_items,
+    total,
+    draws,
+    rng,
+    sequence: str = "plugin",
+    bounds: Mapping[str, tuple[Sequence[float], Sequence[float]]] | None = None,
 ):
     """The settling item of each of ``draws`` continuations (``total`` where none): the observed
-    ``values`` first, then items drawn from ``pool`` (questions x pool items)."""
+    ``values`` first, then items drawn from ``pool`` (questions x pool items), by the rule of
+    ``sequence`` (``bounds``: question -> the observed items' bounds; default the scale)."""
     observed = values.shape[1]
     weights = rng.dirichlet(np.ones(pool.shape[1]), draws)
     cumulative = np.cumsum(weights, axis=1)
@@ -129,10 +167,19 @@ def _settling_items(
     fail_at, pass_at = np.full(draws, np.inf), np.zeros(draws)
     for i, q in enumerate(names):
         low, high = scales[q]
-        sequence = np.concatenate((np.broadcast_to(values[i], (draws, observed)), pool[i][future]), axis=1)
-        x = (sequence - low) / (high - low)
-        tau = float(np.clip((threshold - low) / (high - low), 0.0, 1.0))
-        first, is_pass = first_events(x, tau, alpha=share, alpha_pass=alpha, min_items=min_items)
+        rows = np.concatenate((np.broadcast_to(values[i], (draws, observed)), pool[i][future]), axis=1)
+        given = (bounds or {}).get(q) or (np.full(observed, low), np.full(observed, high))
+        first, is_pass = _first_settling(
+            rows,
+            low,
+            high,
+            threshold=threshold,
+            share=share,
+            alpha=alpha,
+            min_items=min_items,
+            sequence=sequence,
+            bounds=_bounds_row(given, observed, rows.shape[1]),
+        )
         fail_at = np.where(~is_pass & np.isfinite(first), np.minimum(fail_at, first), fail_at)
         pass_at = np.where(is_pass, np.maximum(pass_at, first), np.inf)
     return np.minimum(fail_at, pass_at)
@@ -161,6 +208,9 @@ def forecast_saving(
     seed: int = 0,
     costs: RatingCosts | None = None,
     partial: Mapping[str, Sequence[float]] | None = None,
+    sequence: str = "plugin",
+    decision: JointDecision | None = None,
+    bounds: Mapping[str, tuple[Sequence[float], Sequence[float]]] | None = None,
 ) -> SavingForecast | None:
     """Predict where ``sequential.settle_questions`` settles and the ratings that saves, from the
     observations so far (``per_question``: question -> per-item means, in the gate's order) and the
@@ -168,6 +218,13 @@ def forecast_saving(
     for every question; see the module docstring for how continuations are drawn). None with fewer than
     ``MIN_FORECAST_ITEMS`` observations (the saving then depends on a distance to the threshold
     nothing has measured yet). Deterministic for a given ``seed``.
+
+    ``sequence`` is the design's confidence sequence (``"plugin"``, ``"agrapa"`` or
+    ``"asymptotic"``); ``decision`` the gate's decision now (default: ``settle_questions`` on
+    ``per_question``); for a prediction-powered gate ``per_question`` holds its observations and
+    ``bounds`` their predictable bounds (question -> ``(lower, upper)``): the items to come are drawn
+    from the observations so far and keep the last item's bounds, an approximation (the judge's
+    weight and the bounds move a little as items come).
     """
     costs = costs or RatingCosts()
     names = sorted(per_question)
@@ -179,7 +236,7 @@ def forecast_saving(
     mean = {q: round(float(values[i].mean()), 3) for i, q in enumerate(names)}
     sd = {q: round(float(values[i].std(ddof=1)), 3) for i, q in enumerate(names)}
     rng = np.random.default_rng(seed)
-    now = settle_questions(
+    now = decision or settle_questions(
         dict(zip(names, values.tolist(), strict=True)),
         threshold=threshold,
         alpha=alpha,
@@ -208,6 +265,8 @@ def forecast_saving(
         total=total,
         draws=draws,
         rng=rng,
+        sequence=sequence,
+        bounds=bounds,
     )
     items = np.minimum(settling, total)
     saved = _ratings_saved(items, costs, observed=observed, total=total, rng=rng)

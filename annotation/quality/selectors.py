@@ -14,8 +14,8 @@ from annotation.models import Annotator, Rating, Study
 from annotation.quality import agreement
 from annotation.quality.control_check import ControlRating, ControlStatus, control_check
 from annotation.quality.controls import ItemKind
+from annotation.quality.gate_sequence import GateOutcome, JudgeScores, gate_outcome
 from annotation.quality.observations import FixedSequence, ItemRating, fixed_sequence
-from annotation.quality.sequential import JointDecision, settle_questions
 from annotation.studies.design import StudyDesign
 from annotation.studies.design_services import study_design
 from transforms.registry import transformation_get
@@ -87,18 +87,56 @@ def sequential_observations(
     )
 
 
-def sequential_decision(
-    design: StudyDesign, ratings: Sequence[CountedRating], ledger: Sequence[tuple[int, Sequence[int]]] = ()
-) -> JointDecision:
+def gate_judge_scores(study: Study, transformation: str) -> tuple[JudgeScores | None, str]:
+    """The judges' scores a prediction-powered gate uses (None until every output of the run has
+    one) and, while incomplete, how far they are. Reads the judgement cache only."""
+    from annotation.quality.judge_population_services import study_judge_population
+
+    population = study_judge_population(study=study, transformation=transformation)
+    if not population.complete:
+        progress = f"{population.scored + population.failed:,} of {population.total:,} outputs scored"
+        return None, f"waiting for the LLM judges to score every output of the run ({progress})"
+    return (
+        JudgeScores(
+            population=population.scores,
+            items=population.item_scores,
+            fingerprint=population.fingerprint(),
+            label=population.label,
+            stand_ins=population.failed,
+        ),
+        "",
+    )
+
+
+def sequential_outcome(
+    study: Study, design: StudyDesign, ratings: Sequence[CountedRating], transformation: str
+) -> tuple[FixedSequence, GateOutcome]:
     """The sequential gate of one transformation (adaptive designs) from its counted ratings, seen
-    in the fixed order (``sequential_observations``). Reads only; withdrawing is ``adaptive_services``'."""
-    return settle_questions(
-        sequential_observations(design, ratings, ledger).means,
+    in the fixed order (``sequential_observations``), with the sequence, estimator and minimum of
+    raters the design declares (``annotation.quality.gate_sequence``). Reads only; withdrawing is
+    ``adaptive_services``'."""
+    seen = sequential_observations(design, ratings, observation_order(study, transformation))
+    # A sample that could not be drawn uniformly from its outputs (too few fresh originals) has no
+    # population for the judges to correct: its gate uses the human ratings alone (sample_info says so).
+    estimator = design.gate_estimator
+    if design.prediction_powered and "population" not in study.sample_info.get(transformation, {}):
+        estimator = "human"
+    ppi = estimator == "prediction_powered"
+    judge, waiting = gate_judge_scores(study, transformation) if ppi else (None, "")
+    outcome = gate_outcome(
+        seen,
+        questions={q.name: (q.low, q.high) for q in design.questions},
         threshold=design.acceptance_threshold,
         alpha=design.adaptive_alpha,
-        scales={q.name: (q.low, q.high) for q in design.questions},
         min_items=design.adaptive_min_items,
+        min_raters=design.min_raters,
+        sequence=design.adaptive_sequence,
+        estimator=estimator,
+        judge=judge,
+        judge_waiting=waiting,
+        judge_started_with=study.sample_info.get("adaptive_judge", {}).get(transformation, ""),
     )
+    return seen, outcome
 
 
 def study_agreement(study: Study, ratings: Sequence[CountedRating] | None = None) -> dict[str, dict]:

@@ -307,6 +307,22 @@ def raters_needed(
     return gate_raters
 
 
+def overlap_items(items: Sequence[int], share: float, rng: np.random.Generator) -> set[int]:
+    """The items rated by every rater in a design whose gate observes one rating per item: the first
+    ``ceil(share * len(items))`` of a seeded random order (at least 2 when ``share`` > 0 and there are
+    2 items, so that agreement has something to measure). Drawn before any rating, so which items
+    get several raters never depends on how they were rated.
+
+    >>> sorted(overlap_items([10, 11, 12, 13], 0.5, np.random.default_rng(0)))
+    [11, 12]
+    """
+    if not share or not items:
+        return set()
+    count = min(len(items), max(2, int(np.ceil(share * len(items) - 1e-9))))
+    order = rng.permutation(len(items))
+    return {items[int(k)] for k in order[:count]}
+
+
 def next_batch(
     queue: Sequence[Slot],
     items: Sequence[int],

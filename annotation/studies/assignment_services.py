@@ -32,6 +32,7 @@ from annotation.studies.assignment import (
     check_panel,
     draw_assignment,
     next_batch,
+    overlap_items,
     pull_items,
     queue_extend,
     raters_needed,
@@ -151,10 +152,14 @@ def _unfinished_batches(annotator: Annotator) -> int:
 
 def _raters_needed(study: Study, design: StudyDesign, items: Sequence[int]) -> dict[int, int] | None:
     """Item -> raters it needs now when the design's gate observes fewer raters than
-    ``raters_per_item`` (``design.adaptive_gate_raters``; None otherwise): its first counted raters
-    who answered every question, earliest first, decide (``assignment.raters_needed``)."""
+    ``raters_per_item`` (``design.adaptive_gate_raters``; None otherwise). With one rating per item,
+    the overlap items (``overlap_items``) need every rater and the others one; with more, an item's
+    first counted raters who answered every question decide (``assignment.raters_needed``)."""
     if not design.adaptive_gate_raters:
         return None
+    if design.adaptive_gate_raters == 1:
+        overlap = study_overlap_items(study, design)
+        return {item: design.raters_per_item if item in overlap else 1 for item in items}
     answers: dict[int, dict[int, dict[str, float]]] = defaultdict(lambda: defaultdict(dict))
     last: dict[tuple[int, int], object] = {}
     for r in counted_ratings(study):
@@ -170,6 +175,21 @@ def _raters_needed(study: Study, design: StudyDesign, items: Sequence[int]) -> d
             first, scales, gate_raters=design.adaptive_gate_raters, raters_per_item=design.raters_per_item
         )
     return needed
+
+
+def study_overlap_items(study: Study, design: StudyDesign) -> set[int]:
+    """The real items rated by every ``raters_per_item`` rater in a one-rating-per-item design
+    (``design.adaptive_overlap_share`` of each transformation's items, ``assignment.overlap_items``,
+    drawn by the design's seed before any rating); empty for other designs."""
+    if design.adaptive_gate_raters != 1:
+        return set()
+    by_transformation: dict[str, list[int]] = defaultdict(list)
+    for pk, name in study.items.filter(kind=ItemKind.REAL).order_by("position").values_list("pk", "transformation"):
+        by_transformation[name].append(pk)
+    chosen: set[int] = set()
+    for name, items in sorted(by_transformation.items()):
+        chosen |= overlap_items(items, design.adaptive_overlap_share, seeded_rng(design.seed, f"overlap-{name}"))
+    return chosen
 
 
 def _pull(study: Study, design) -> dict[str, int]:

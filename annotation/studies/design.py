@@ -119,7 +119,23 @@ _LATER_DEFAULTS = {
     "min_ac2_lower": None,
     "flag_low_carefulness": 0.0,
     "adaptive_gate_raters": 0,
+    "adaptive_overlap_share": 0.0,
+    "adaptive_min_raters": 0,
+    "adaptive_sequence": "plugin",
+    "gate_estimator": "human",
 }
+
+_GATE_OPTIONS = ("adaptive_overlap_share", "adaptive_min_raters", "adaptive_sequence", "gate_estimator")
+# The confidence sequences the sequential gate can use (annotation.quality.sequential and
+# annotation.quality.variance_sequences): "plugin" is the betting sequence with the predictable
+# plug-in bet (the default since issue 19), "agrapa" the betting sequence with the variance-adaptive
+# aGRAPA bet, "asymptotic" the asymptotic confidence sequence (valid as the number of items grows).
+GATE_SEQUENCES = ("plugin", "agrapa", "asymptotic")
+# What the gate estimates the mean from: the human ratings alone, or the LLM judges' scores of every
+# output corrected by the human ratings (prediction-powered inference, PPI++).
+GATE_ESTIMATORS = ("human", "prediction_powered")
+# Distinct raters behind any decision of a one-rating-per-item gate unless the design says otherwise.
+DEFAULT_MIN_RATERS_SINGLE = 3
 
 
 class DesignError(ShiftlabError, ValueError):
@@ -183,11 +199,37 @@ class StudyDesign:
     # raters, and an item gets its further raters only when they disagree
     # (annotation.studies.assignment.raters_needed). 0 = off: every item gets raters_per_item.
     adaptive_gate_raters: int = 0
+    # With adaptive_gate_raters = 1 (one rating per item for the gate): the share of each
+    # transformation's items, drawn by the seed before any rating, that get all raters_per_item
+    # raters anyway (agreement, the rater model). Must be above 0 then.
+    adaptive_overlap_share: float = 0.0
+    # No sequential decision before this many distinct raters are behind the observed items (one
+    # person never decides a gate). 0 = the default: 3 with one rating per item, else 2.
+    adaptive_min_raters: int = 0
+    adaptive_sequence: str = "plugin"  # one of GATE_SEQUENCES
+    gate_estimator: str = "human"  # one of GATE_ESTIMATORS
 
     @property
     def gate_raters(self) -> int:
         """Raters the sequential gate observes per item (``adaptive_gate_raters``, else all)."""
         return self.adaptive_gate_raters or self.raters_per_item
+
+    @property
+    def min_raters(self) -> int:
+        """Distinct raters behind any sequential decision (``adaptive_min_raters`` or its default)."""
+        if self.adaptive_min_raters:
+            return self.adaptive_min_raters
+        return DEFAULT_MIN_RATERS_SINGLE if self.gate_raters == 1 else 2
+
+    @property
+    def prediction_powered(self) -> bool:
+        return self.gate_estimator == "prediction_powered"
+
+    @property
+    def classic_gate(self) -> bool:
+        """Whether the sequential gate uses none of the options of issue 40 (one rating per item, another
+        sequence or estimator, a declared minimum of raters): its evidence then keeps its old shape."""
+        return all(getattr(self, name) == _LATER_DEFAULTS[name] for name in _GATE_OPTIONS) and self.gate_raters > 1
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "kind", _choice(StudyKind, self.kind, "kind"))
@@ -314,17 +356,70 @@ class StudyDesign:
 
 def _check_gate_raters(design: StudyDesign) -> None:
     value = design.adaptive_gate_raters
-    if value == 0 and not isinstance(value, bool):
-        return
-    if isinstance(value, bool) or not isinstance(value, int) or not 2 <= value < design.raters_per_item:
+    share = design.adaptive_overlap_share
+    if isinstance(share, bool) or not isinstance(share, int | float) or not 0 <= share <= 1:
         raise DesignError(
-            "design.adaptive_gate_raters must be 0 (off) or a whole number from 2 to raters_per_item - 1 "
+            "design.adaptive_overlap_share must be a number from 0 to 1 (the share of items rated by all "
+            f"raters_per_item raters when the gate observes one rating per item), got {share!r}"
+        )
+    _check_gate_options(design)
+    if value == 0 and not isinstance(value, bool):
+        if share:
+            raise DesignError(
+                "design.adaptive_overlap_share is for a gate on one rating per item: set adaptive_gate_raters "
+                "to 1, or the share to 0"
+            )
+        return
+    if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value < design.raters_per_item:
+        raise DesignError(
+            "design.adaptive_gate_raters must be 0 (off) or a whole number from 1 to raters_per_item - 1 "
             f"(the raters the sequential gate observes per item), got {value!r}"
         )
     if not design.adaptive or design.assignment != "pull":
         raise DesignError(
             "design.adaptive_gate_raters needs adaptive stopping with pull assignment (further raters are "
-            "asked only after an item's first raters disagree): set adaptive to true and assignment to 'pull'"
+            "asked only where the design needs them): set adaptive to true and assignment to 'pull'"
+        )
+    if value == 1 and not share:
+        raise DesignError(
+            "design.adaptive_overlap_share must be above 0 when the gate observes one rating per item "
+            "(adaptive_gate_raters 1): agreement (AC2) and the rater model need items rated by several people; "
+            "0.2 rates one item in five by all raters_per_item raters"
+        )
+    if value > 1 and share:
+        raise DesignError(
+            "design.adaptive_overlap_share is for a gate on one rating per item: with adaptive_gate_raters "
+            f"{value} every item already has {value} raters; set the share to 0"
+        )
+
+
+def _check_gate_options(design: StudyDesign) -> None:
+    """The confidence sequence, the estimator and the minimum of distinct raters of the gate."""
+    if design.adaptive_sequence not in GATE_SEQUENCES:
+        raise DesignError(
+            f"design.adaptive_sequence must be one of {', '.join(GATE_SEQUENCES)}, got {design.adaptive_sequence!r}"
+        )
+    if design.gate_estimator not in GATE_ESTIMATORS:
+        raise DesignError(
+            f"design.gate_estimator must be one of {', '.join(GATE_ESTIMATORS)}, got {design.gate_estimator!r}"
+        )
+    value = design.adaptive_min_raters
+    if isinstance(value, bool) or not isinstance(value, int) or not (value == 0 or 2 <= value <= 1000):
+        raise DesignError(
+            "design.adaptive_min_raters must be 0 (the default: 3 with one rating per item, else 2) or a whole "
+            f"number from 2 to 1000 (distinct raters behind any decision), got {value!r}"
+        )
+    if not design.adaptive and (
+        design.adaptive_sequence != "plugin" or design.gate_estimator != "human" or design.adaptive_min_raters
+    ):
+        raise DesignError(
+            "design.adaptive_sequence, gate_estimator and adaptive_min_raters choose how adaptive stopping "
+            "decides: set adaptive to true, or leave them at their defaults"
+        )
+    if design.prediction_powered and not design.llm_judges:
+        raise DesignError(
+            "design.gate_estimator 'prediction_powered' corrects the LLM judges' scores of every output with the "
+            "human ratings: choose at least one LLM judge (llm_judges)"
         )
 
 

@@ -396,13 +396,25 @@ def _real_items_draw(
             "nothing to validate there; remove those runs (revise the study) or rerun them"
         )
     by_key = {_sample_key(o): o for o in outputs}
+    # A prediction-powered gate corrects the judges' mean over the run's outputs with the human ratings
+    # of a sample: that needs a simple random sample of those outputs (one stratum), and the list of
+    # outputs it was drawn from (the judges score every one of them).
+    uniform = design.prediction_powered
     pools = {
-        name: [Candidate(_sample_key(o), _stratum(o), _source_key(o)) for o in found]
+        name: [Candidate(_sample_key(o), "all" if uniform else _stratum(o), _source_key(o)) for o in found]
         for name, found in by_transformation.items()
     }
-    draw = draw_real_items(pools, design.items_per_transformation, seed=design.seed)
+    draw = draw_real_items(pools, design.items_per_transformation, seed=design.seed, record_population=uniform)
     chosen = [by_key[key] for name in sorted(draw.keys) for key in draw.keys[name]]
-    return chosen, {name: draw.info[name] for name in sorted(draw.info)}
+    info = {name: draw.info[name] for name in sorted(draw.info)}
+    for name in info if uniform else ():
+        if name in draw.population:
+            info[name]["population"] = sorted(by_key[key].pk for key in draw.population[name])
+        else:
+            info[name]["population_note"] = (
+                "too few fresh originals for a simple random sample: the gate uses the human ratings alone"
+            )
+    return chosen, info
 
 
 def _real_row(study: Study, out: TransformedItem) -> StudyItem:

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from collections import defaultdict
 from collections.abc import Hashable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 
@@ -91,18 +91,26 @@ class Draw:
 
     keys: dict[str, list[Hashable]]
     info: dict[str, dict]
+    population: dict[str, list[Hashable]] = field(default_factory=dict)
 
 
-def draw_real_items(pools: Mapping[str, Sequence[Candidate]], n: int, *, seed: int) -> Draw:
+def draw_real_items(
+    pools: Mapping[str, Sequence[Candidate]], n: int, *, seed: int, record_population: bool = False
+) -> Draw:
     """Draw ``n`` candidates of each transformation (in name order), stratified and seeded.
 
     Each original text is drawn for one transformation only while the pools allow: an original
     shown twice (its paraphrase and its summary, say) tells real items from controls, whose texts
     appear nowhere else, and shows annotators the same text twice. A pool short of fresh originals
     is topped up with originals drawn already (``shared_originals``).
+
+    With ``record_population`` the draw also returns (in ``population``, not in ``info``) the
+    candidates each transformation's sample was drawn from uniformly when that is so: its fresh
+    pool, when the pool did not need topping up (a prediction-powered gate's ``N`` outputs).
     """
     keys: dict[str, list[Hashable]] = {}
     info: dict[str, dict] = {}
+    population: dict[str, list[Hashable]] = {}
     used_sources: set[str] = set()
     for name in sorted(pools):
         pool = {c.key: c for c in pools[name]}
@@ -121,6 +129,8 @@ def draw_real_items(pools: Mapping[str, Sequence[Candidate]], n: int, *, seed: i
             shared = len(extra.keys)
             for stratum, count in extra.allocation.items():
                 allocation[stratum] = allocation.get(stratum, 0) + count
+        if record_population and not shared:
+            population[name] = [c.key for c in fresh]
         used_sources.update(pool[key].source for key in drawn)
         available: dict[str, int] = defaultdict(int)
         for candidate in pool.values():
@@ -133,4 +143,4 @@ def draw_real_items(pools: Mapping[str, Sequence[Candidate]], n: int, *, seed: i
             "shortfall": n - len(drawn),
             "shared_originals": shared,
         }
-    return Draw(keys=keys, info=info)
+    return Draw(keys=keys, info=info, population=population)
