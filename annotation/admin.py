@@ -18,6 +18,7 @@ from annotation.models import (
     BenchmarkConfig,
     Flag,
     GateResult,
+    JudgePopulationJob,
     RaterDecision,
     Rating,
     RatingComment,
@@ -132,6 +133,12 @@ class BaselineAnswerRevisionAdmin(ReadOnlyAdmin):
 @admin.register(BaselineLLMJob)
 class BaselineLLMJobAdmin(ReadOnlyAdmin):
     list_display = ("study", "backend_alias", "status", "done", "total", "created_by", "created_at")
+    list_filter = ("status",)
+
+
+@admin.register(JudgePopulationJob)
+class JudgePopulationJobAdmin(ReadOnlyAdmin):
+    list_display = ("study", "transformation", "status", "done", "total", "fingerprint", "created_at")
     list_filter = ("status",)
 
 

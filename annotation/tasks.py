@@ -1,5 +1,6 @@
 """Thin Celery tasks of studies: syncing responses from Argilla (retried while it is unreachable),
-then the adaptive check of adaptive designs (``adaptive_services``)."""
+then the adaptive check of adaptive designs (``adaptive_services``); the LLM judges scoring every
+output of a study (``judge_population_services``, retried while the judge's backend cannot answer)."""
 
 from dataclasses import asdict
 
@@ -16,9 +17,18 @@ from annotation.models import BaselineLLMJob, Study
 from annotation.publishing.argilla_services import study_release_batches
 from annotation.publishing.sync_services import study_sync
 from annotation.quality.adaptive_services import study_adaptive_check
+from annotation.quality.judge_population_services import (
+    JUDGE_POPULATION_JOBS,
+    JUDGE_POPULATION_TASK,
+    judge_population_job_dispatch,
+    judge_population_job_fail,
+    judge_population_job_run,
+    judge_population_job_waiting,
+)
 from annotation.selectors import study_sync_due_list
 from core.sweeper import StuckJobKind, stuck_job_kind_register
-from core.task_policy import ARGILLA_UNAVAILABLE
+from core.task_policy import ARGILLA_UNAVAILABLE, TRANSIENT_BACKEND, failure_reason
+from transforms.backends.base import TransientBackendError
 
 
 @shared_task(
@@ -63,5 +73,32 @@ stuck_job_kind_register(
         task_names=frozenset({LLM_JOB_TASK}),
         resume=lambda job: baseline_llm_job_dispatch(job_id=job.pk),
         fail=lambda job_id, reason: baseline_llm_job_fail(job_id=job_id, reason=reason),
+    )
+)
+
+
+@shared_task(
+    name=JUDGE_POPULATION_TASK, acks_late=True, reject_on_worker_lost=True, **TRANSIENT_BACKEND.retry_options()
+)
+def judge_population(self, job_id: int) -> str:
+    """Have a study's judges score every output of one transformation (``judge_population_job_run``);
+    resumable, so a redelivered or retried task only asks for the judgements still missing."""
+    try:
+        return judge_population_job_run(job_id=job_id).status
+    except TransientBackendError as exc:
+        TRANSIENT_BACKEND.retry(self, exc, job=judge_population_job_waiting(job_id=job_id))
+
+
+@shared_task(name=JUDGE_POPULATION_JOBS.errback)
+def judge_population_failed(request, exc, traceback, job_id: int) -> None:
+    """Errback of ``judge_population``: an unexpected error fails the job instead of leaving it running."""
+    judge_population_job_fail(job_id=job_id, reason=f"The judging task failed: {failure_reason(exc)}")
+
+
+stuck_job_kind_register(
+    JUDGE_POPULATION_JOBS.stuck(
+        "judges on every output",
+        tasks={JUDGE_POPULATION_TASK},
+        resume=lambda job: judge_population_job_dispatch(job_id=job.pk),
     )
 )

@@ -35,6 +35,11 @@ from annotation.quality.control_pool import control_pool_from_upload
 from annotation.quality.control_services import study_control_detectability, study_detectability_notes
 from annotation.quality.gate_services import approval_decide, gate_result_current, study_gate
 from annotation.quality.gating import gate_state_of
+from annotation.quality.judge_population_services import (
+    judge_jobs_summary,
+    study_judge_population_start,
+    study_judge_populations,
+)
 from annotation.quality.quality_services import quality_figures, study_annotator_quality
 from annotation.quality.saving_forecast import MIN_FORECAST_ITEMS
 from annotation.quality.validation_services import (
@@ -175,6 +180,9 @@ def study_detail_view(request, pk: int):
                 messages.success(request, "Sync queued: a worker runs it; this page shows when it has finished.")
         elif action == "validate":
             messages.success(request, study_validate(study=study, actor=request.user).summary())
+        elif action == "judge-outputs":
+            jobs = study_judge_population_start(study=study, actor=request.user)
+            messages.success(request, "The LLM judges score every output: " + judge_jobs_summary(jobs) + ".")
         elif action == "gate":
             results = study_gate(study=study, actor=request.user)
             messages.success(
@@ -205,6 +213,8 @@ def _study_page(request, study: Study, **extra):
         "detectability": study_control_detectability(study=study) if study.is_locked else None,
         "detectability_notes": study_detectability_notes(study) if study.is_locked else [],
         "adaptive": study_adaptive_rows(study=study),
+        "judge_populations": (populations := study_judge_populations(study=study) if design.prediction_powered else []),
+        "judges_incomplete": any(not p.complete for p in populations),
         "min_forecast_items": MIN_FORECAST_ITEMS,
         "revise_form": StudyDesignForm(base=design, prefix="revise"),
         **extra,

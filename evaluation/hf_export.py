@@ -55,6 +55,7 @@ def approval_summary(config_document: Mapping[str, Any] | None) -> list[dict[str
                 "gate_passed": gate.get("passed"),
                 "evidence_hash": gate.get("evidence_hash"),
                 "evidence": gate.get("evidence") or {},
+                "basis": gate.get("basis") or (gate.get("evidence") or {}).get("gate_basis") or "",
                 "runs": [run.get("run_hash") for run in entry.get("runs", [])],
             }
         )
@@ -128,6 +129,10 @@ def hf_card(
                 f"| {a['transformation']} | {a['axis']} | {a['study']} | {a['decision']} | {a['by']} | {a['at']} "
                 f"| {a['gate_passed']} | `{evidence_hash}` |"
             )
+        based = [a for a in approvals if a.get("basis")]
+        if based:
+            lines += ["", "What each gate's decision rests on:", ""]
+            lines += [f"- {a['transformation']}: {a['basis']}" for a in based]
         lines += ["", "The full evidence of each gate is in `approval.json`."]
     else:
         lines.append("None: this run scored the original data only.")

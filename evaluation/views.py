@@ -17,6 +17,7 @@ from evaluation.benchmark_services import benchmark_run_start
 from evaluation.encoder_choices import model_choices
 from evaluation.figures import FORMATS, figure_titles
 from evaluation.forms import BenchmarkRunForm
+from evaluation.hf_export import approval_summary
 from evaluation.models import BenchmarkRun
 from evaluation.report_robustness import (
     TABLE_NAMES,
@@ -117,6 +118,7 @@ def benchmark_detail_view(request, pk: int):
             "transform_runs": benchmark_run_transform_runs(run=run),
             "can_change": project_can_write(request.user, run.project),
             "finished": run.status in (BenchmarkRun.Status.SUCCEEDED, BenchmarkRun.Status.FAILED),
+            "approvals": approval_summary(run.config_document),
         },
     )
 

@@ -293,7 +293,12 @@ CELERY_WORKER_PREFETCH_MULTIPLIER = 1
 SHIFTLAB_CELERY_QUEUE = env_str("SHIFTLAB_CELERY_QUEUE")
 CELERY_TASK_DEFAULT_QUEUE = SHIFTLAB_CELERY_QUEUE or "default"
 SHIFTLAB_QUEUE_TASKS = {
-    "llm": ("transforms.execute_chunk", "transforms.execute_judge_report", "annotation.baseline_llm_answer"),
+    "llm": (
+        "transforms.execute_chunk",
+        "transforms.execute_judge_report",
+        "annotation.baseline_llm_answer",
+        "annotation.judge_population",
+    ),
     "encode": ("evaluation.execute_benchmark_unit",),
 }
 CELERY_TASK_ROUTES = (

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass
+from enum import StrEnum
 
 from django.contrib.auth.base_user import AbstractBaseUser
 from django.db import transaction
@@ -104,6 +105,76 @@ def judge_pairs(
 
 def _cached_judgements(keys: dict[int, str]) -> dict[str, Judgement]:
     return {j.key: j for j in Judgement.objects.filter(key__in=keys.values())}
+
+
+class LookupStatus(StrEnum):
+    """What the cache holds for a pair, as ``judge_pairs`` would see it."""
+
+    SCORED = "scored"  # a parsed answer is kept
+    FAILED = "failed"  # every attempt is cached and none parsed: kept as a parse failure
+    MISSING = "missing"  # the judge has not answered the attempt that would be asked next
+
+
+@dataclass(frozen=True)
+class JudgeLookup:
+    """One pair's kept judgement as read from the cache: its score when ``status`` is scored, the
+    kept judgement's id when it is scored or failed."""
+
+    status: LookupStatus
+    score: float | None = None
+    judgement_id: int | None = None
+
+
+# Keys per query of a cache lookup: well under SQLite's limit on bound parameters (32,766).
+LOOKUP_BATCH = 10_000
+
+
+def cached_judge_scores(
+    *,
+    kind: JudgeKind | str,
+    pairs: Sequence[tuple[str, str]],
+    backend_alias: str = "default",
+    seed: int = 0,
+    params: JudgeParams | None = None,
+) -> list[JudgeLookup]:
+    """What ``judge_pairs`` would keep for every pair, read from the cache alone: never an LLM call.
+
+    The same attempts in the same order: the first attempt whose answer parsed is kept (scored);
+    when all ``max_attempts`` attempts are cached and none parsed, the last one is kept as a
+    failure; when the attempt ``judge_pairs`` would ask next is not cached, the pair is missing.
+    One query per attempt level (per ``LOOKUP_BATCH`` pairs).
+    """
+    kind = JudgeKind(kind)
+    params = params or JudgeParams()
+    system, user = JUDGE_PROMPTS[kind]
+    call = _JudgeCall(kind, get_backend(backend_alias), system, user, prompt_hash(system, user), params, seed)
+    found: dict[int, JudgeLookup] = {}
+    unparsed: dict[int, int] = {}  # pair -> id of its latest cached attempt without a score
+    pending = list(range(len(pairs)))
+    for attempt in range(params.max_attempts):
+        if not pending:
+            break
+        keys = {i: call.key(*pairs[i], attempt) for i in pending}
+        distinct = list(set(keys.values()))
+        cached: dict[str, tuple[int, float | None]] = {}
+        for start in range(0, len(distinct), LOOKUP_BATCH):
+            rows = Judgement.objects.filter(key__in=distinct[start : start + LOOKUP_BATCH])
+            cached.update((key, (pk, score)) for key, pk, score in rows.values_list("key", "pk", "score"))
+        still = []
+        for i in pending:
+            if keys[i] not in cached:
+                found[i] = JudgeLookup(LookupStatus.MISSING)
+                continue
+            pk, score = cached[keys[i]]
+            if score is None:
+                unparsed[i] = pk
+                still.append(i)
+            else:
+                found[i] = JudgeLookup(LookupStatus.SCORED, score=score, judgement_id=pk)
+        pending = still
+    for i in pending:
+        found[i] = JudgeLookup(LookupStatus.FAILED, judgement_id=unparsed[i])
+    return [found[i] for i in range(len(pairs))]
 
 
 def _judge_missing(call: _JudgeCall, missing: list[tuple[str, tuple[str, str]]], attempt: int) -> None:

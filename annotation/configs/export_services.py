@@ -150,6 +150,9 @@ def _transformation_entry(result: GateResult) -> tuple[dict, list[dict]]:
             **({"single_rater_pilot": True} if result.evidence.get("single_rater_pilot") else {}),
             # A sensitivity study's gate passed on "the meaning changed" (the inverse question).
             **({"passes_on": passes_on} if (passes_on := result.evidence.get("passes_on")) else {}),
+            # What the gate's decision rests on (designs with the gate options of issue 40), e.g. "judge
+            # default on 1,379 outputs, corrected by 38 human-rated items from 9 raters".
+            **({"basis": basis} if (basis := result.evidence.get("gate_basis")) else {}),
         },
     }
     return entry, runs
@@ -429,7 +432,25 @@ def _evidence_changes(entry: TransformationEntry, *, project: Project) -> list[s
         changes.append(
             f"ratings changed since the gate (last on {changed_at:%Y-%m-%d %H:%M}): validate and gate the study again"
         )
+    changes += _judge_changes(gate)
     return changes
+
+
+def _judge_changes(gate: GateResult) -> list[str]:
+    """A prediction-powered gate rests on its judges' scores: a changed judge, model or prompt (another
+    fingerprint of the same outputs' scores) voids it."""
+    judge = (gate.evidence.get("sequential") or {}).get("judge") or {}
+    if not judge.get("fingerprint"):
+        return []
+    from annotation.quality.judge_population_services import study_judge_population
+
+    now = study_judge_population(study=gate.study, transformation=gate.transformation).fingerprint()
+    if now == judge["fingerprint"]:
+        return []
+    return [
+        f"the LLM judges behind its prediction-powered gate changed since ({judge.get('label') or 'judges'}: their "
+        "model, prompt or settings): the gate's evidence no longer holds; revise the study and validate it again"
+    ]
 
 
 def benchmark_config_file_read(*, path: Path) -> str:

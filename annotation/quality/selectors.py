@@ -94,14 +94,15 @@ def gate_judge_scores(study: Study, transformation: str) -> tuple[JudgeScores | 
 
     population = study_judge_population(study=study, transformation=transformation)
     if not population.complete:
-        progress = f"{population.scored + population.failed:,} of {population.total:,} outputs scored"
+        done = population.scored + population.failed
+        progress = f"{done:,} of {population.estimates:,} estimates of {population.total:,} outputs"
         return None, f"waiting for the LLM judges to score every output of the run ({progress})"
     return (
         JudgeScores(
             population=population.scores,
             items=population.item_scores,
             fingerprint=population.fingerprint(),
-            label=population.label,
+            label=f"LLM judge{'s' if len(population.judges) != 1 else ''} {', '.join(population.judges)}",
             stand_ins=population.failed,
         ),
         "",

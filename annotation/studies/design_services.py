@@ -5,6 +5,7 @@ is audited. Publishing and syncing follow in ``argilla_services``.
 
 from __future__ import annotations
 
+import logging
 from collections import defaultdict
 from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass
@@ -36,6 +37,8 @@ from core.rosters import project_annotators
 from core.services import audit_record
 from transforms.backends import get_backend
 from transforms.models import TransformedItem, TransformRun
+
+logger = logging.getLogger(__name__)
 
 
 def study_design(study: Study) -> StudyDesign:
@@ -379,7 +382,21 @@ def study_lock(
         audit_record(
             actor=actor, verb="study.lock", obj=study, payload={"design_hash": study.design_hash, "sample": sample_info}
         )
+    if design.prediction_powered:
+        _judges_start(study, actor)
     return study
+
+
+def _judges_start(study: Study, actor: AbstractBaseUser | None) -> None:
+    """A prediction-powered gate needs the judges' score of every output: locking starts their jobs
+    (on the ``llm`` queue). A refusal or a backend that is down never undoes the lock: the study
+    page says so and offers to start them again."""
+    from annotation.quality.judge_population_services import study_judge_population_start
+
+    try:
+        study_judge_population_start(study=study, actor=actor)
+    except ShiftlabError as exc:
+        logger.warning("%s: the judges could not start scoring every output: %s", study, exc)
 
 
 def _real_items_draw(
