@@ -9,10 +9,12 @@ import pytest
 from django.urls import reverse
 from django.utils import timezone
 
+from annotation.configs.config_schema import config_read
+from annotation.configs.export_services import benchmark_config_export
 from annotation.models import JudgePopulationJob, Study
 from annotation.quality import adaptive_services
 from annotation.quality.controls import ItemKind
-from annotation.quality.gate_services import study_gate
+from annotation.quality.gate_services import approval_decide, study_gate
 from annotation.quality.judge_population_services import study_judge_population_start
 from annotation.quality.validation_services import study_validate
 from annotation.studies.assignment_services import open_items, study_pull
@@ -88,6 +90,14 @@ def test_the_gate_corrects_the_judges_mean_over_every_output(
     assert gate.evidence["sequential"]["judge"]["fingerprint"] == stored["judge"]["fingerprint"]
     assert not any("fewer than 2 counted raters" in r for r in gate.evidence["reasons"])
     assert "population" not in gate.evidence["sample"] and gate.evidence["sample"]["population_outputs"] == 40
+
+    # Approved and exported: the config's gate entry says what it rests on, and reads back.
+    assert gate.passed
+    approval_decide(gate_result=gate, decision="approve", comment="judge-corrected gate passed", actor=researcher)
+    config = benchmark_config_export(actor=researcher, studies=[study])
+    [entry] = config.document["transformations"]
+    assert entry["gate"]["basis"] == stored["basis"]
+    assert config_read(config.document).transformations[0].gate.basis == stored["basis"]
 
     # The study page shows the judges' agreement; annotators' pages are another matter (never these).
     client.force_login(researcher)

@@ -121,6 +121,9 @@ class GateEntry:
     # What the gate passed on: "meaning_changed" for a sensitivity study's inverse question
     # (annotation.studies.design.GateDirection); absent ("meaning_kept") otherwise.
     passes_on: str = "meaning_kept"
+    # What the gate's decision rests on, for gates with the options of issue 40 (one rating per
+    # item, another sequence, the prediction-powered estimate); absent ("") otherwise.
+    basis: str = ""
 
 
 @dataclass(frozen=True)
@@ -256,6 +259,7 @@ def _transformation(r: _Reader) -> TransformationEntry:
             evidence=gate.mapping("evidence").data,
             single_rater_pilot=_pilot(gate),
             passes_on=_passes_on(gate),
+            basis=_basis(gate),
         ),
     )
     for part in (r, study, approval, gate):
@@ -286,6 +290,18 @@ def _passes_on(gate: _Reader) -> str:
         raise ConfigError(
             gate.at("passes_on"),
             f"must be what the gate's evidence records ({recorded!r}; absent means 'meaning_kept'), got {marked!r}",
+        )
+    return marked
+
+
+def _basis(gate: _Reader) -> str:
+    """What a gate's decision rests on, which must say what its evidence says (absent: it records none)."""
+    marked = gate.string("basis") if "basis" in gate.data else ""
+    evidence = gate.data.get("evidence")
+    recorded = (evidence.get("gate_basis") if isinstance(evidence, Mapping) else None) or ""
+    if marked != recorded:
+        raise ConfigError(
+            gate.at("basis"), f"must be what the gate's evidence records as gate_basis ({recorded!r}), got {marked!r}"
         )
     return marked
 
