@@ -187,6 +187,8 @@ class StudyViewSet(ProjectScopedMixin, mixins.ListModelMixin, mixins.RetrieveMod
                         "summary": row.decision.summary(),
                         "forecast": row.forecast.to_dict() if row.forecast else None,
                         "forecast_summary": row.forecast_line,
+                        # What the gate rests on (designs with the gate options of issue 40).
+                        **({"gate": row.outcome.to_dict()} if row.outcome is not None and not row.classic else {}),
                     }
                     for row in study_adaptive_rows(study=study)
                 },

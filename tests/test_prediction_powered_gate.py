@@ -4,8 +4,11 @@ ratings; the evidence, the exported config and the page say what it rests on; a 
 The judge is the rule-based backend of ``tests/test_judge_population.py`` (answers follow from the
 rewrite's text), so the judges' scores are recomputed here from the texts alone."""
 
+from io import StringIO
+
 import numpy as np
 import pytest
+from django.core.management import call_command
 from django.urls import reverse
 from django.utils import timezone
 
@@ -134,3 +137,19 @@ def test_the_gate_waits_for_the_judges_and_a_changed_judge_voids_the_sequence(
     [row] = adaptive_services.study_adaptive_rows(study=Study.objects.get(pk=study.pk))
     assert row.decision.state.value == "undecided" and "voids" in row.outcome.waiting_for_judge
     assert Study.objects.get(pk=study.pk).sample_info["adaptive_judge"][name] == started
+
+
+@pytest.mark.usefixtures("judges")
+def test_the_command_starts_the_judges_and_status_says_what_the_gate_rests_on(
+    researcher, django_user_model, tmp_path, django_capture_on_commit_callbacks
+):
+    with django_capture_on_commit_callbacks(execute=True):
+        study, _ = _study(researcher, django_user_model, tmp_path, ("anna", "bob", "cara", "dan"), **PPI)
+    _everyone_rates(study)
+    out = StringIO()
+    call_command("study", "judge", str(study.pk), stdout=out)
+    assert "judge calls done (succeeded)" in out.getvalue()  # the job of the lock, reused
+    out = StringIO()
+    call_command("study", "status", str(study.pk), stdout=out)
+    text = out.getvalue()
+    assert "on LLM judge one on 40 outputs, corrected by" in text and "judge on quality: correlation" in text

@@ -12,6 +12,7 @@ from annotation.quality.control_pool import control_pool_read
 from annotation.quality.control_services import study_control_detectability, study_detectability_notes
 from annotation.quality.gate_services import approval_decide, gate_result_current, study_gate
 from annotation.quality.gating import gate_state_of
+from annotation.quality.judge_population_services import judge_jobs_summary, study_judge_population_start
 from annotation.quality.quality_services import study_annotator_quality
 from annotation.quality.validation_services import annotator_reject, annotator_replace, flag_review, study_validate
 from annotation.selectors import roster_annotators, study_progress
@@ -72,6 +73,7 @@ class Command(ShiftlabCommand):
             ("gate", "Evaluate and store the gate of every transformation."),
             ("status", "Progress, control checks, agreement and the current gate."),
             ("resend-texts", "Send the texts of published records to Argilla again, encoded as they are now."),
+            ("judge", "Have the LLM judges score every output of the study's runs (prediction-powered gate)."),
         ):
             p = sub.add_parser(name, help=text)
             p.add_argument("study")
@@ -169,6 +171,10 @@ class Command(ShiftlabCommand):
         if released := study_release_batches(study=study):
             self.stdout.write(f"Annotators' queues in Argilla now hold {released} records.")
 
+    def do_judge(self, *, actor, study, **_):
+        jobs = study_judge_population_start(study=_study(study, actor, change=True), actor=actor)
+        self.stdout.write("The LLM judges score every output: " + judge_jobs_summary(jobs) + ".")
+
     def do_validate(self, *, actor, study, **_):
         result = study_validate(study=_study(study, actor, change=True), actor=actor)
         self.stdout.write(f"Control checks: {json.dumps(result.control_status)}")
@@ -215,6 +221,15 @@ class Command(ShiftlabCommand):
             )
         for row in study_adaptive_rows(study=study):
             self.stdout.write(f"  adaptive {row.transformation}: {row.decision.summary()}")
+            if row.basis_shown and not row.outcome.waiting_for_judge:
+                self.stdout.write(f"    on {row.outcome.basis()}")
+            for question, a in row.judge_rows:
+                corr = "-" if a["correlation"] is None else f"{a['correlation']:.2f}"
+                self.stdout.write(
+                    f"    judge on {question}: correlation {corr}, bias {a['bias']:+.2f}, weight {a['weight']:.2f}, "
+                    f"judges' mean {a['judge_mean']:.2f} over {row.outcome.judge_outputs} outputs, "
+                    f"estimate {a['estimate']:.2f}"
+                )
             self.stdout.write(f"    {row.forecast_line}")
         for name in sorted({r.transformation for r in study.runs.all()}):
             current = gate_result_current(study=study, transformation=name)
