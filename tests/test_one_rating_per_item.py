@@ -33,7 +33,9 @@ def test_the_design_declares_the_overlap_and_keeps_old_hashes():
     with pytest.raises(DesignError, match="adaptive_sequence must be one of"):
         one.revised(adaptive_sequence="fast")
     with pytest.raises(DesignError, match="choose at least one LLM judge"):
-        one.revised(gate_estimator="prediction_powered", llm_judges=())
+        one.revised(gate_estimator="prediction_powered", adaptive_sequence="asymptotic", llm_judges=())
+    with pytest.raises(DesignError, match="needs adaptive_sequence 'asymptotic'"):
+        one.revised(gate_estimator="prediction_powered")
     with pytest.raises(DesignError, match="set adaptive to true"):
         StudyDesign(adaptive_sequence="asymptotic")
 

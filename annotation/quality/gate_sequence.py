@@ -36,7 +36,7 @@ started with voids it: no decision until the study is revised.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import numpy as np
 
@@ -108,16 +108,21 @@ class GateOutcome:
     judge_fingerprint: str = ""
     # The prediction-powered observations per question (empty otherwise): the forecast draws from them.
     observations: Mapping[str, BoundedObservations] = field(default_factory=dict)
+    decided_raters: int = 0  # distinct raters behind the items up to the one it settled at
 
     def basis(self) -> str:
-        """What the decision rests on, in one sentence for the evidence, pages, config and card."""
-        people = f"{self.raters} rater{'s' if self.raters != 1 else ''}"
+        """What the decision rests on, in one sentence for the evidence, pages, config and card: once
+        settled, the items up to the one it settled at (and their raters), else those observed."""
+        items, raters = self.observed_items, self.raters
+        if self.decision.state is not Settled.UNDECIDED:
+            items, raters = self.decision.n, self.decided_raters
+        people = f"{raters} rater{'s' if raters != 1 else ''}"
         if self.estimator == "prediction_powered" and not self.waiting_for_judge:
             return (
-                f"{self.judge_label} on {self.judge_outputs:,} outputs, corrected by {self.observed_items} "
+                f"{self.judge_label} on {self.judge_outputs:,} outputs, corrected by {items} "
                 f"human-rated items from {people}"
             )
-        return f"{self.observed_items} human-rated items from {people}"
+        return f"{items} human-rated items from {people}"
 
     def to_dict(self) -> dict:
         data = {
@@ -125,6 +130,7 @@ class GateOutcome:
             "estimator": self.estimator,
             "sequence": self.sequence,
             "raters": self.raters,
+            "decided_raters": self.decided_raters,
             "decision_from_item": self.min_items,
             "basis": self.basis(),
         }
@@ -187,7 +193,15 @@ def _agreement(human: np.ndarray, judge: np.ndarray, judge_all: np.ndarray, obs)
     )
 
 
-def gate_outcome(
+def gate_outcome(seen: FixedSequence, **options) -> GateOutcome:
+    """The gate's decision on ``seen`` (see ``_gate_outcome`` for the options), with the raters
+    behind the items it settled on."""
+    outcome = _gate_outcome(seen, **options)
+    settled_on = seen.ledger[: outcome.decision.n] if outcome.decision.state is not Settled.UNDECIDED else ()
+    return replace(outcome, decided_raters=len({r for _, rs in settled_on for r in rs}))
+
+
+def _gate_outcome(
     seen: FixedSequence,
     *,
     questions: Mapping[str, tuple[float, float]],

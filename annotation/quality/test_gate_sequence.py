@@ -41,7 +41,9 @@ def test_the_plugin_human_gate_is_todays_rule():
     seen = _seen(means, [(1, 2, 3)] * 60)
     outcome = _gate(seen)
     assert outcome.decision == settle_questions(means, threshold=3.0, alpha=0.05, scales=SCALES, min_items=10)
-    assert outcome.basis() == "60 human-rated items from 3 raters"
+    # Settled: it rests on the items up to the one it settled at.
+    assert outcome.decision.state is Settled.PASS
+    assert outcome.basis() == f"{outcome.decision.n} human-rated items from 3 raters"
 
 
 def _ppi_by_hand(population, judge, human, lo, hi):

@@ -416,6 +416,12 @@ def _check_gate_options(design: StudyDesign) -> None:
             "design.adaptive_sequence, gate_estimator and adaptive_min_raters choose how adaptive stopping "
             "decides: set adaptive to true, or leave them at their defaults"
         )
+    if design.prediction_powered and design.adaptive_sequence != "asymptotic":
+        raise DesignError(
+            "design.gate_estimator 'prediction_powered' needs adaptive_sequence 'asymptotic': a betting sequence "
+            "must allow for any judge score, so its bounds widen and the judge costs more ratings than it saves "
+            "(benchmarks/gate_savings.py: 5-11% more); set adaptive_sequence to 'asymptotic'"
+        )
     if design.prediction_powered and not design.llm_judges:
         raise DesignError(
             "design.gate_estimator 'prediction_powered' corrects the LLM judges' scores of every output with the "
