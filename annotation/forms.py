@@ -207,7 +207,9 @@ class StudyDesignForm(forms.Form):
         "0 = off: every item gets all its raters. Fewer than the raters per item (e.g. 2 of 3, with pull "
         "assignment): the gate observes each item's first raters, and an item gets its further raters only "
         "where those disagree by more than a quarter of the scale (1 point on 1–5) on a question. 1 = one "
-        "rating per item for the gate, with a share of items rated by everyone (below).",
+        "rating per item for the gate, with a share of items rated by everyone (below); it hands each annotator "
+        "at most 10 items at a time (5 with the asymptotic sequence), so that no one person's run of items "
+        "steers the first decisions.",
         low=0,
         high=100,
         initial=DEFAULT.adaptive_gate_raters,

@@ -18,7 +18,7 @@ pytestmark = pytest.mark.django_db
 
 
 def test_the_design_declares_the_overlap_and_keeps_old_hashes():
-    base = StudyDesign(adaptive=True, assignment="pull", batches_released=1)
+    base = StudyDesign(adaptive=True, assignment="pull", batches_released=1, batch_size=5)
     for name in ("adaptive_overlap_share", "adaptive_min_raters", "adaptive_sequence", "gate_estimator"):
         assert name not in base.to_dict()
     one = base.revised(adaptive_gate_raters=1, adaptive_overlap_share=0.2)
@@ -36,6 +36,12 @@ def test_the_design_declares_the_overlap_and_keeps_old_hashes():
         one.revised(gate_estimator="prediction_powered", adaptive_sequence="asymptotic", llm_judges=())
     with pytest.raises(DesignError, match="needs adaptive_sequence 'asymptotic'"):
         one.revised(gate_estimator="prediction_powered")
+    # Long runs of one annotator's items would put their bias into the gate's first items.
+    with pytest.raises(DesignError, match="batch_size × batches_released is 20, above 10"):
+        one.revised(batch_size=10, batches_released=2)
+    with pytest.raises(DesignError, match="is 10, above 5"):
+        one.revised(batch_size=10, adaptive_sequence="asymptotic")
+    assert one.revised(batch_size=10).batch_size == 10
     with pytest.raises(DesignError, match="set adaptive to true"):
         StudyDesign(adaptive_sequence="asymptotic")
 

@@ -134,6 +134,12 @@ GATE_SEQUENCES = ("plugin", "agrapa", "asymptotic")
 # What the gate estimates the mean from: the human ratings alone, or the LLM judges' scores of every
 # output corrected by the human ratings (prediction-powered inference, PPI++).
 GATE_ESTIMATORS = ("human", "prediction_powered")
+# With one rating per item, the most items one annotator may hold at once (batch_size × batches_released):
+# runs of one rater's items bias the gate's first items. benchmarks/rater_runs.py (rater bias sd 0.3,
+# annotators rating one after another): runs of 10 kept the betting sequences at 4.0% wrong decisions
+# at the threshold (α 5%) but the asymptotic one at 6.0%; runs of 5 kept it at 4.8%.
+ONE_RATER_RUN = 10
+ONE_RATER_RUN_ASYMPTOTIC = 5
 # Distinct raters behind any decision of a one-rating-per-item gate unless the design says otherwise.
 DEFAULT_MIN_RATERS_SINGLE = 3
 
@@ -385,6 +391,15 @@ def _check_gate_raters(design: StudyDesign) -> None:
             "design.adaptive_overlap_share must be above 0 when the gate observes one rating per item "
             "(adaptive_gate_raters 1): agreement (AC2) and the rater model need items rated by several people; "
             "0.2 rates one item in five by all raters_per_item raters"
+        )
+    run = design.batch_size * design.batches_released
+    limit = ONE_RATER_RUN_ASYMPTOTIC if design.adaptive_sequence == "asymptotic" else ONE_RATER_RUN
+    if value == 1 and run > limit:
+        raise DesignError(
+            f"design.batch_size × batches_released is {run}, above {limit}: with one rating per item an annotator "
+            "who rates a long run of items alone puts their own bias into the gate's first items, and the wrong-"
+            f"decision rate rose above α in simulation (benchmarks/rater_runs.py); hand out at most {limit} items "
+            "at a time (e.g. batch_size 5, batches_released 1)"
         )
     if value > 1 and share:
         raise DesignError(
