@@ -12,13 +12,8 @@ from __future__ import annotations
 
 import json
 import re
-import socket
-import threading
 import uuid
-from collections.abc import Iterator
-from contextlib import contextmanager
 from datetime import timedelta
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import numpy as np
 import pytest
@@ -42,6 +37,7 @@ from core.models import AuditEvent
 from core.tasks import sweep_stuck_jobs
 from corpora.services import dataset_import
 from tests.support import FEW_CONTROLS_OVERRIDE, celery_sender, celery_worker, eager_keyword_run, wait_for
+from tests.test_job_waiting import answering, backend_config, closed_port
 from transforms.backends import reset_backends
 from transforms.backends.base import ChatFailure, ChatResult, LLMBackend, TransientBackendError
 from transforms.judgement_services import JudgeParams, LookupStatus, cached_judge_scores, judge_pairs
@@ -406,40 +402,12 @@ def test_refusals_name_what_to_do(judges, django_capture_on_commit_callbacks):
 # --- through a real broker and worker -----------------------------------------------------------
 
 
-@contextmanager
-def openai_stub(port: int, answer: str) -> Iterator[None]:
-    """An OpenAI-style chat server on ``port`` answering every request with ``answer``."""
-
-    class Handler(BaseHTTPRequestHandler):
-        def log_message(self, *args):
-            pass
-
-        def do_POST(self):
-            self.rfile.read(int(self.headers["Content-Length"]))
-            body = json.dumps({"choices": [{"message": {"content": answer}, "finish_reason": "stop"}]}).encode()
-            self.send_response(200)
-            self.send_header("Content-Type", "application/json")
-            self.send_header("Content-Length", str(len(body)))
-            self.end_headers()
-            self.wfile.write(body)
-
-    server = ThreadingHTTPServer(("127.0.0.1", port), Handler)
-    threading.Thread(target=server.serve_forever, daemon=True).start()
-    try:
-        yield
-    finally:
-        server.shutdown()
-        server.server_close()
-
-
 @pytest.mark.services
 @pytest.mark.django_db(transaction=True)
 def test_on_a_real_worker_the_job_waits_for_its_judge_then_completes(redis_url, tmp_path, settings):
-    with socket.socket() as sock:  # a port nothing listens on yet: the judge's server is down
-        sock.bind(("127.0.0.1", 0))
-        port = sock.getsockname()[1]
+    port = closed_port()  # nothing listens there yet: the judge's server is down
     # No retries inside the backend: a refused request fails at once and the task's policy takes over.
-    stub = {"base_url": f"http://127.0.0.1:{port}/v1", "model": "stub-judge", "max_retries": 0}
+    stub = backend_config("judge", port)
     settings.TRANSFORM_BACKENDS = {
         **settings.TRANSFORM_BACKENDS,
         "stub": {"BACKEND": "transforms.backends.openai_compat.OpenAICompatBackend", "OPTIONS": stub},
@@ -460,7 +428,7 @@ def test_on_a_real_worker_the_job_waits_for_its_judge_then_completes(redis_url, 
         wait_for(waits, 60, "the job's first wait to be recorded", log_path)
         state = study_judge_population(study=study, transformation="random_keywords").job
         assert state.status == "running" and state.waiting.startswith("Waiting for the LLM backend 'stub' since ")
-        with openai_stub(port, "4"):
+        with answering(port, "4"):
             wait_for(
                 lambda: JudgePopulationJob.objects.get(pk=job.pk).status == "succeeded",
                 60,

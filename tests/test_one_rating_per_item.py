@@ -46,27 +46,32 @@ def test_the_design_declares_the_overlap_and_keeps_old_hashes():
         StudyDesign(adaptive_sequence="asymptotic")
 
 
-def test_only_the_overlap_items_get_every_rater(researcher, django_user_model, tmp_path):
-    study, _ = _study(
-        researcher,
-        django_user_model,
-        tmp_path,
-        ("anna", "bob", "cara", "dan"),
-        raters_per_item=2,
-        adaptive=True,
-        adaptive_gate_raters=1,
-        adaptive_overlap_share=0.25,
-        adaptive_alpha=0.01,  # nothing settles in this test: it is about who rates what
-    )
-    overlap = study_overlap_items(study, StudyDesign.from_dict({**study.design}))
-    real = list(study.items.filter(kind=ItemKind.REAL).values_list("pk", flat=True))
-    assert len(overlap) == 5 and overlap <= set(real)  # 25% of 20, drawn before any rating
+# A pull study of 20 items, 2 raters per item, 4 annotators, the gate on one rating per item.
+ONE_RATER = {"raters_per_item": 2, "adaptive": True, "adaptive_gate_raters": 1, "adaptive_overlap_share": 0.25}
+
+
+def one_rater_study(researcher, django_user_model, tmp_path, **design) -> Study:
+    study, _ = _study(researcher, django_user_model, tmp_path, ("anna", "bob", "cara", "dan"), **(ONE_RATER | design))
+    return study
+
+
+def everyone_rates(study: Study) -> None:
+    """Every annotator submits what they hold, then pulls more, until nothing is left to hand out."""
     annotators = list(study.annotators.order_by("pk"))
     for minute in range(1, 30):
         if not sum([_submit_open(a, minute) for a in annotators]):
             study_pull(study=Study.objects.get(pk=study.pk))
             if not any(open_items(a) for a in annotators):
                 break
+
+
+def test_only_the_overlap_items_get_every_rater(researcher, django_user_model, tmp_path):
+    # nothing settles in this test (α 0.01): it is about who rates what
+    study = one_rater_study(researcher, django_user_model, tmp_path, adaptive_alpha=0.01)
+    overlap = study_overlap_items(study, StudyDesign.from_dict({**study.design}))
+    real = list(study.items.filter(kind=ItemKind.REAL).values_list("pk", flat=True))
+    assert len(overlap) == 5 and overlap <= set(real)  # 25% of 20, drawn before any rating
+    everyone_rates(study)
     raters = _raters(study)
     assert set(raters) == set(real)  # every item rated
     assert {item for item, who in raters.items() if len(who) == 2} == overlap
@@ -76,18 +81,8 @@ def test_only_the_overlap_items_get_every_rater(researcher, django_user_model, t
 
 
 def test_the_gate_decides_on_single_ratings_once_three_people_are_behind_them(researcher, django_user_model, tmp_path):
-    study, _ = _study(
-        researcher,
-        django_user_model,
-        tmp_path,
-        ("anna", "bob", "cara", "dan"),
-        raters_per_item=2,
-        adaptive=True,
-        adaptive_gate_raters=1,
-        adaptive_overlap_share=0.25,
-        adaptive_alpha=0.5,
-        adaptive_min_items=4,
-        adaptive_sequence="agrapa",
+    study = one_rater_study(
+        researcher, django_user_model, tmp_path, adaptive_alpha=0.5, adaptive_min_items=4, adaptive_sequence="agrapa"
     )
     anna = study.annotators.get(user__username="anna")
     _submit_open(anna, 1)  # anna alone: 4 items, all rated 4 by her

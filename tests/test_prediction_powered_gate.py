@@ -20,9 +20,9 @@ from annotation.quality.controls import ItemKind
 from annotation.quality.gate_services import approval_decide, study_gate
 from annotation.quality.judge_population_services import study_judge_population_start
 from annotation.quality.validation_services import study_validate
-from annotation.studies.assignment_services import open_items, study_pull
 from tests.test_judge_population import fluency_answer, judges, quality_answer  # noqa: F401 (fixture)
-from tests.test_pull_assignment import _study, _submit_open
+from tests.test_one_rating_per_item import everyone_rates
+from tests.test_pull_assignment import _study
 from transforms.backends import reset_backends
 from transforms.models import Judgement, TransformedItem
 
@@ -40,15 +40,6 @@ PPI = {
     "gate_estimator": "prediction_powered",
     "llm_judges": ("one",),
 }
-
-
-def _everyone_rates(study: Study) -> None:
-    annotators = list(study.annotators.order_by("pk"))
-    for minute in range(1, 30):
-        if not sum([_submit_open(a, minute) for a in annotators]):
-            study_pull(study=Study.objects.get(pk=study.pk))
-            if not any(open_items(a) for a in annotators):
-                break
 
 
 @pytest.mark.usefixtures("judges")
@@ -69,7 +60,7 @@ def test_the_gate_corrects_the_judges_mean_over_every_output(
     job = JudgePopulationJob.objects.get(study=study)
     assert job.status == "succeeded" and job.done == job.total == 40 * 2
 
-    _everyone_rates(study)
+    everyone_rates(study)
     result = adaptive_services.study_adaptive_check(study=Study.objects.get(pk=study.pk))
     study = Study.objects.get(pk=study.pk)
     stored = study.sample_info["adaptive"][name]
@@ -116,7 +107,7 @@ def test_the_gate_waits_for_the_judges_and_a_changed_judge_voids_the_sequence(
 ):
     with django_capture_on_commit_callbacks(execute=True):
         study, _ = _study(researcher, django_user_model, tmp_path, ("anna", "bob", "cara", "dan"), **PPI)
-    _everyone_rates(study)
+    everyone_rates(study)
     name = study.runs.get().transformation
     # Locking ran the judges; wipe their answers to see the gate wait.
     Judgement.objects.all().delete()
@@ -147,7 +138,7 @@ def test_the_command_starts_the_judges_and_status_says_what_the_gate_rests_on(
 ):
     with django_capture_on_commit_callbacks(execute=True):
         study, _ = _study(researcher, django_user_model, tmp_path, ("anna", "bob", "cara", "dan"), **PPI)
-    _everyone_rates(study)
+    everyone_rates(study)
     out = StringIO()
     call_command("study", "judge", str(study.pk), stdout=out)
     assert "judge calls done (succeeded)" in out.getvalue()  # the job of the lock, reused
