@@ -51,7 +51,7 @@ def _transformation_gate(
         raters_per_item=design.gate_raters,
         completed_only=design.adaptive,
     )
-    if design.gate_raters == 1:
+    if design.adaptive_gate_raters == 1:
         # One rating per item by design: no item is "thin"; what must hold is that several people
         # are behind the ratings (design.min_raters), checked below.
         coverage = replace(coverage, thin_items=0)
@@ -59,7 +59,7 @@ def _transformation_gate(
     too_few_raters = (
         f"only {raters} distinct rater{'s' if raters != 1 else ''} behind the ratings; the design asks for at "
         f"least {design.min_raters} (adaptive_min_raters) so that no one person decides the gate"
-        if design.gate_raters == 1 and raters < design.min_raters
+        if design.adaptive_gate_raters == 1 and raters < design.min_raters
         else ""
     )
     outcome = sequential_outcome(study, design, mine, name)[1] if design.adaptive else None

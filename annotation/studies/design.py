@@ -210,7 +210,8 @@ class StudyDesign:
     # raters anyway (agreement, the rater model). Must be above 0 then.
     adaptive_overlap_share: float = 0.0
     # No sequential decision before this many distinct raters are behind the observed items (one
-    # person never decides a gate). 0 = the default: 3 with one rating per item, else 2.
+    # person never decides a gate). 0 = the default: 3 with one rating per item (adaptive_gate_raters
+    # 1), else 2 (1 for a design of one rater per item, which its gate already treats as a pilot).
     adaptive_min_raters: int = 0
     adaptive_sequence: str = "plugin"  # one of GATE_SEQUENCES
     gate_estimator: str = "human"  # one of GATE_ESTIMATORS
@@ -225,7 +226,10 @@ class StudyDesign:
         """Distinct raters behind any sequential decision (``adaptive_min_raters`` or its default)."""
         if self.adaptive_min_raters:
             return self.adaptive_min_raters
-        return DEFAULT_MIN_RATERS_SINGLE if self.gate_raters == 1 else 2
+        if self.adaptive_gate_raters == 1:
+            return DEFAULT_MIN_RATERS_SINGLE
+        # Every observed item already has gate_raters raters: no constraint a design had before.
+        return min(2, self.gate_raters)
 
     @property
     def prediction_powered(self) -> bool:
@@ -235,7 +239,10 @@ class StudyDesign:
     def classic_gate(self) -> bool:
         """Whether the sequential gate uses none of the options of issue 40 (one rating per item, another
         sequence or estimator, a declared minimum of raters): its evidence then keeps its old shape."""
-        return all(getattr(self, name) == _LATER_DEFAULTS[name] for name in _GATE_OPTIONS) and self.gate_raters > 1
+        return (
+            all(getattr(self, name) == _LATER_DEFAULTS[name] for name in _GATE_OPTIONS)
+            and self.adaptive_gate_raters != 1
+        )
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "kind", _choice(StudyKind, self.kind, "kind"))
