@@ -196,6 +196,8 @@ def study_detail_view(request, pk: int):
 
 def _study_page(request, study: Study, **extra):
     design = study_design(study)
+    # A prediction-powered gate's judge scores: read once, for its table and for the gate.
+    populations = study_judge_populations(study=study) if design.prediction_powered else []
     sync_job = study_sync_job(study=study, task_id=request.GET.get("sync", "")) if request.GET.get("sync") else None
     progress = study_progress(study=study)
     links = {a.pk: annotator_ui_url(a) for a in study.annotators.select_related("study")}
@@ -212,8 +214,8 @@ def _study_page(request, study: Study, **extra):
         "sync_job": sync_job,
         "detectability": study_control_detectability(study=study) if study.is_locked else None,
         "detectability_notes": study_detectability_notes(study) if study.is_locked else [],
-        "adaptive": study_adaptive_rows(study=study),
-        "judge_populations": (populations := study_judge_populations(study=study) if design.prediction_powered else []),
+        "adaptive": study_adaptive_rows(study=study, populations={p.transformation: p for p in populations}),
+        "judge_populations": populations,
         "judges_incomplete": any(not p.complete for p in populations),
         "min_forecast_items": MIN_FORECAST_ITEMS,
         "revise_form": StudyDesignForm(base=design, prefix="revise"),

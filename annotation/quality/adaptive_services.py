@@ -63,10 +63,12 @@ class AdaptiveResult:
 
 
 def study_adaptive_observations(
-    *, study: Study, ratings: Sequence[CountedRating] | None = None
+    *, study: Study, ratings: Sequence[CountedRating] | None = None, populations: dict | None = None
 ) -> dict[str, tuple[FixedSequence, GateOutcome]]:
     """Transformation -> its observations in their fixed order (the stored order extended by the
-    items completed since) and its sequential gate now; empty for a non-adaptive design."""
+    items completed since) and its sequential gate now; empty for a non-adaptive design.
+    ``populations``: transformation -> the judges' scores (``JudgePopulation``) when the caller read
+    them already (the study page shows them too), so the cache is read once."""
     design = study_design(study)
     if not design.adaptive or not study.is_locked:
         return {}
@@ -75,7 +77,7 @@ def study_adaptive_observations(
     for r in ratings:
         by_transformation[r.transformation].append(r)
     return {
-        name: sequential_outcome(study, design, by_transformation[name], name)
+        name: sequential_outcome(study, design, by_transformation[name], name, (populations or {}).get(name))
         for name in sorted({r.transformation for r in study.runs.all()})
     }
 
@@ -171,13 +173,15 @@ def _rating_costs(design, ratings: Sequence[CountedRating], observed: dict) -> d
     return costs
 
 
-def study_adaptive_rows(*, study: Study, ratings: Sequence[CountedRating] | None = None) -> list[AdaptiveRow]:
+def study_adaptive_rows(
+    *, study: Study, ratings: Sequence[CountedRating] | None = None, populations: dict | None = None
+) -> list[AdaptiveRow]:
     """Each transformation's decision and the saving predicted from its own items so far
     (``saving_forecast.forecast_saving``, seeded by the design's seed: the page shows the same figure
     until new ratings come); empty for a non-adaptive design."""
     design = study_design(study)
     ratings = counted_ratings(study) if ratings is None and design.adaptive and study.is_locked else ratings
-    observed = study_adaptive_observations(study=study, ratings=ratings)
+    observed = study_adaptive_observations(study=study, ratings=ratings, populations=populations)
     drawn = Counter(study.items.filter(kind=ItemKind.REAL).values_list("transformation", flat=True))
     costs = _rating_costs(design, ratings or [], observed)
     partial = _partial_means(design, ratings or [], observed)

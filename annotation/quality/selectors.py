@@ -87,12 +87,14 @@ def sequential_observations(
     )
 
 
-def gate_judge_scores(study: Study, transformation: str) -> tuple[JudgeScores | None, str]:
+def gate_judge_scores(study: Study, transformation: str, population=None) -> tuple[JudgeScores | None, str]:
     """The judges' scores a prediction-powered gate uses (None until every output of the run has
-    one) and, while incomplete, how far they are. Reads the judgement cache only."""
+    one) and, while incomplete, how far they are. Reads the judgement cache only, unless the caller
+    read it already (``population``: its ``JudgePopulation``)."""
     from annotation.quality.judge_population_services import study_judge_population
 
-    population = study_judge_population(study=study, transformation=transformation)
+    if population is None:
+        population = study_judge_population(study=study, transformation=transformation)
     if not population.complete:
         done = population.scored + population.failed
         progress = f"{done:,} of {population.estimates:,} estimates of {population.total:,} outputs"
@@ -110,12 +112,12 @@ def gate_judge_scores(study: Study, transformation: str) -> tuple[JudgeScores | 
 
 
 def sequential_outcome(
-    study: Study, design: StudyDesign, ratings: Sequence[CountedRating], transformation: str
+    study: Study, design: StudyDesign, ratings: Sequence[CountedRating], transformation: str, population=None
 ) -> tuple[FixedSequence, GateOutcome]:
     """The sequential gate of one transformation (adaptive designs) from its counted ratings, seen
     in the fixed order (``sequential_observations``), with the sequence, estimator and minimum of
-    raters the design declares (``annotation.quality.gate_sequence``). Reads only; withdrawing is
-    ``adaptive_services``'."""
+    raters the design declares (``annotation.quality.gate_sequence``). ``population``: the judges'
+    scores when the caller has read them already. Reads only; withdrawing is ``adaptive_services``'."""
     seen = sequential_observations(design, ratings, observation_order(study, transformation))
     # A sample that could not be drawn uniformly from its outputs (too few fresh originals) has no
     # population for the judges to correct: its gate uses the human ratings alone (sample_info says so).
@@ -123,7 +125,7 @@ def sequential_outcome(
     if design.prediction_powered and "population" not in study.sample_info.get(transformation, {}):
         estimator = "human"
     ppi = estimator == "prediction_powered"
-    judge, waiting = gate_judge_scores(study, transformation) if ppi else (None, "")
+    judge, waiting = gate_judge_scores(study, transformation, population) if ppi else (None, "")
     outcome = gate_outcome(
         seen,
         questions={q.name: (q.low, q.high) for q in design.questions},
