@@ -15,11 +15,12 @@ from django.utils import timezone
 from annotation.configs.config_schema import config_read
 from annotation.configs.export_services import benchmark_config_export
 from annotation.models import JudgePopulationJob, Study
-from annotation.quality import adaptive_services
+from annotation.quality import adaptive_services, judge_population_services
 from annotation.quality.controls import ItemKind
 from annotation.quality.gate_services import approval_decide, study_gate
 from annotation.quality.judge_population_services import study_judge_population_start
 from annotation.quality.validation_services import study_validate
+from core.models import AuditEvent
 from tests.test_judge_population import fluency_answer, judges, quality_answer  # noqa: F401 (fixture)
 from tests.test_one_rating_per_item import everyone_rates
 from tests.test_pull_assignment import _study
@@ -44,7 +45,7 @@ PPI = {
 
 @pytest.mark.usefixtures("judges")
 def test_the_gate_corrects_the_judges_mean_over_every_output(
-    researcher, django_user_model, tmp_path, django_capture_on_commit_callbacks, client
+    researcher, django_user_model, tmp_path, django_capture_on_commit_callbacks, client, monkeypatch
 ):
     with django_capture_on_commit_callbacks(execute=True):
         study, _ = _study(researcher, django_user_model, tmp_path, ("anna", "bob", "cara", "dan"), **PPI)
@@ -95,10 +96,24 @@ def test_the_gate_corrects_the_judges_mean_over_every_output(
     assert entry["gate"]["basis"] == stored["basis"]
     assert config_read(config.document).transformations[0].gate.basis == stored["basis"]
 
-    # The study page shows the judges' agreement; annotators' pages are another matter (never these).
+    # The lock's audit event keeps the population's size, not its thousands of ids.
+    lock = AuditEvent.objects.get(verb="study.lock", object_id=str(study.pk))
+    assert "population" not in lock.payload["sample"][name] and lock.payload["sample"][name]["population_outputs"] == 40
+
+    # The study page shows the judges' agreement, reading the judge cache once per question and judge
+    # (the judges' table and the gate share it); annotators' pages are another matter (never these).
+    calls = []
+    real_lookup = judge_population_services.cached_judge_scores
+
+    def counted(**kwargs):
+        calls.append(kwargs["kind"])
+        return real_lookup(**kwargs)
+
+    monkeypatch.setattr(judge_population_services, "cached_judge_scores", counted)
     client.force_login(researcher)
     page = client.get(reverse("annotation:study", args=[study.pk])).content.decode()
     assert 'data-gate-judge="' in page and "every one of 40 outputs scored by one" in page
+    assert sorted(calls) == ["fluency", "quality"]
 
 
 @pytest.mark.usefixtures("judges")

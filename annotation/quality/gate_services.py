@@ -26,6 +26,7 @@ from annotation.quality.sequential import (
 from annotation.quality.validation_services import require_researcher
 from annotation.studies.design import GateDirection, StudyDesign
 from annotation.studies.design_services import study_design
+from annotation.studies.sampling import sample_summary
 from core.errors import ShiftlabError
 from core.hashing import sha256_json
 from core.services import audit_record
@@ -102,7 +103,7 @@ def _transformation_gate(
         "questions": per_question,
         "rejections": rejections,
         "raters_not_counted_unchecked_controls": unchecked,
-        "sample": _sample_evidence(study.sample_info.get(name, {})),
+        "sample": sample_summary(study.sample_info.get(name, {})),
     }
     if design.passes_on is GateDirection.MEANING_CHANGED:
         # A sensitivity study's gate passes when raters found the meaning changed (issue 30).
@@ -117,14 +118,6 @@ def _transformation_gate(
         evidence["sequential"] = {**outcome.to_dict(), "summary": outcome.summary()}
         evidence["gate_basis"] = outcome.basis()
     return decision, evidence
-
-
-def _sample_evidence(info: dict) -> dict:
-    """What the evidence keeps of a transformation's sample: the draw, with a prediction-powered
-    gate's list of judged outputs reduced to its size."""
-    if "population" not in info:
-        return info
-    return {**{k: v for k, v in info.items() if k != "population"}, "population_outputs": len(info["population"])}
 
 
 def study_gate(*, study: Study, actor: AbstractBaseUser | None = None) -> list[GateResult]:

@@ -29,7 +29,7 @@ from annotation.quality.controls import ItemKind, PairCandidate
 from annotation.quality.controls import n_controls as controls_needed
 from annotation.quality.detectability import MIN_PER_CLASS
 from annotation.studies.design import DesignContext, DesignProblem, StudyDesign, design_problems
-from annotation.studies.sampling import Candidate, draw_real_items, seeded_rng
+from annotation.studies.sampling import Candidate, draw_real_items, sample_summary, seeded_rng
 from core.errors import ShiftlabError
 from core.models import Project
 from core.projects import ProjectAccessError, project_for_new, project_require_same, scoped
@@ -352,6 +352,7 @@ def study_lock(
             .order_by("pk")
         )
         chosen, sample_info = _real_items_draw(study, design, outputs)
+        info_names = set(sample_info)  # one entry per transformation
         rows = [_real_row(study, o) for o in chosen]
         sampled = {o.pk for o in chosen}
         controls = study_controls_draw(
@@ -379,8 +380,9 @@ def study_lock(
         study.sample_info = sample_info
         study.status, study.locked_at = Study.Status.LOCKED, timezone.now()
         study.save(update_fields=["sample_info", "status", "locked_at"])
+        audited = {k: sample_summary(v) if k in info_names else v for k, v in sample_info.items()}
         audit_record(
-            actor=actor, verb="study.lock", obj=study, payload={"design_hash": study.design_hash, "sample": sample_info}
+            actor=actor, verb="study.lock", obj=study, payload={"design_hash": study.design_hash, "sample": audited}
         )
     if design.prediction_powered:
         _judges_start(study, actor)

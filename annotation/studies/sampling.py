@@ -144,3 +144,12 @@ def draw_real_items(
             "shared_originals": shared,
         }
     return Draw(keys=keys, info=info, population=population)
+
+
+def sample_summary(info: Mapping) -> dict:
+    """What records of a transformation's draw keep (the gate's evidence, the lock's audit event):
+    the draw as ``sample_info`` holds it, with a prediction-powered study's list of judged outputs
+    reduced to its size (``population_outputs``)."""
+    if "population" not in info:
+        return dict(info)
+    return {**{k: v for k, v in info.items() if k != "population"}, "population_outputs": len(info["population"])}
