@@ -11,6 +11,7 @@ from annotation.quality.observations import FixedSequence
 from annotation.quality.sequential import Settled, settle_questions
 
 SCALES = {"fluency": (1.0, 5.0), "quality": (1.0, 5.0)}
+ONE_QUESTION = {"quality": (1.0, 5.0)}
 
 
 def _seen(means: dict[str, list[float]], raters: list[tuple[int, ...]]) -> FixedSequence:
@@ -81,17 +82,7 @@ def test_prediction_powered_observations_follow_the_items_order_and_the_formula(
         label="judge default",
     )
     seen = FixedSequence([(i, (i % 7,)) for i in items], items, {"quality": human.tolist()})
-    outcome = gate_outcome(
-        seen,
-        questions={"quality": (1.0, 5.0)},
-        threshold=3.0,
-        alpha=0.05,
-        min_items=10,
-        min_raters=3,
-        sequence="asymptotic",
-        estimator="prediction_powered",
-        judge=judge,
-    )
+    outcome = _gate(seen, questions=ONE_QUESTION, sequence="asymptotic", estimator="prediction_powered", judge=judge)
     expected = _ppi_by_hand(population.tolist(), population[drawn].tolist(), human.tolist(), 1, 5)
     np.testing.assert_allclose(outcome.observations["quality"].values, expected, atol=1e-12)
     agreement = outcome.judge["quality"]
@@ -131,17 +122,7 @@ def _simulate(estimator: str, sequence: str, *, mean: float, studies: int, rng, 
         judge = JudgeScores(
             {"quality": judge_all}, {i: {"quality": judge_all[k]} for i, k in zip(items, drawn, strict=True)}, "j"
         )
-        outcome = gate_outcome(
-            seen,
-            questions={"quality": (1.0, 5.0)},
-            threshold=3.0,
-            alpha=0.05,
-            min_items=10,
-            min_raters=3,
-            sequence=sequence,
-            estimator=estimator,
-            judge=judge,
-        )
+        outcome = _gate(seen, questions=ONE_QUESTION, sequence=sequence, estimator=estimator, judge=judge)
         state = outcome.decision.state
         if state is not Settled.UNDECIDED:
             used.append(outcome.decision.n)
