@@ -64,7 +64,6 @@ class JudgeScores:
     items: Mapping[int, Mapping[str, float]]
     fingerprint: str
     label: str = "the LLM judge"
-    stand_ins: int = 0  # outputs whose failed answer got the fixed stand-in
 
     @property
     def outputs(self) -> int:

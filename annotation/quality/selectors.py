@@ -105,7 +105,6 @@ def gate_judge_scores(study: Study, transformation: str, population=None) -> tup
             items=population.item_scores,
             fingerprint=population.fingerprint(),
             label=f"LLM judge{'s' if len(population.judges) != 1 else ''} {', '.join(population.judges)}",
-            stand_ins=population.failed,
         ),
         "",
     )
