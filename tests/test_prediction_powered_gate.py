@@ -20,6 +20,7 @@ from annotation.quality.controls import ItemKind
 from annotation.quality.gate_services import approval_decide, study_gate
 from annotation.quality.judge_population_services import study_judge_population_start
 from annotation.quality.validation_services import study_validate
+from core.errors import ShiftlabError
 from core.models import AuditEvent
 from tests.test_judge_population import fluency_answer, judges, quality_answer  # noqa: F401 (fixture)
 from tests.test_one_rating_per_item import everyone_rates
@@ -161,3 +162,13 @@ def test_the_command_starts_the_judges_and_status_says_what_the_gate_rests_on(
     call_command("study", "status", str(study.pk), stdout=out)
     text = out.getvalue()
     assert "on LLM judge one on 40 outputs, corrected by" in text and "judge on quality: correlation" in text
+
+
+@pytest.mark.usefixtures("judges")
+def test_a_population_too_large_to_judge_is_refused_at_lock(researcher, django_user_model, tmp_path, monkeypatch):
+    from annotation.studies import design_services
+
+    monkeypatch.setattr(design_services, "MAX_JUDGED_OUTPUTS", 39)  # the run has 40 outputs
+    with pytest.raises(ShiftlabError, match=r"random_keywords has 40 \(at most 39\)\. Nothing was written"):
+        _study(researcher, django_user_model, tmp_path, ("anna", "bob", "cara", "dan"), **PPI)
+    assert not Study.objects.filter(status=Study.Status.LOCKED).exists()

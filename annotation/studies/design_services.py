@@ -40,6 +40,10 @@ from transforms.models import TransformedItem, TransformRun
 
 logger = logging.getLogger(__name__)
 
+# The most outputs of one transformation the judges of a prediction-powered study score (their ids are
+# kept in sample_info, which every adaptive check reads and writes).
+MAX_JUDGED_OUTPUTS = 100_000
+
 
 def study_design(study: Study) -> StudyDesign:
     return StudyDesign.from_dict(study.design)
@@ -426,6 +430,14 @@ def _real_items_draw(
     draw = draw_real_items(pools, design.items_per_transformation, seed=design.seed, record_population=uniform)
     chosen = [by_key[key] for name in sorted(draw.keys) for key in draw.keys[name]]
     info = {name: draw.info[name] for name in sorted(draw.info)}
+    too_many = {name: len(keys) for name, keys in draw.population.items() if len(keys) > MAX_JUDGED_OUTPUTS}
+    if too_many:
+        raise ShiftlabError(
+            f"cannot lock {study}: a prediction-powered gate has the judges score every output, and "
+            + ", ".join(f"{name} has {n:,}" for name, n in sorted(too_many.items()))
+            + f" (at most {MAX_JUDGED_OUTPUTS:,}). Nothing was written. Limit the runs to fewer texts, or use "
+            "gate_estimator 'human'"
+        )
     for name in info if uniform else ():
         if name in draw.population:
             info[name]["population"] = sorted(by_key[key].pk for key in draw.population[name])
