@@ -19,7 +19,7 @@ The judge
 ---------
 The similarity judge of the product: ``transforms.judging.JUDGE_PROMPTS[JudgeKind.SIMILARITY]``
 (0-5 with one decimal), greedy decoding and at most 16 tokens (the defaults of
-``judgement_services.JudgeParams``), an answer without a number on the scale asked again with a new
+``transforms.params.JudgeParams``), an answer without a number on the scale asked again with a new
 sampling seed up to 3 times, then counted as a failure (as ``judgement_services.judge_pairs`` does;
 that service needs the Django database, this script only its cache key and prompt). The judge scores
 a seeded random sample of SICK pairs (``--sick-pairs``, drawn from the 9,927 pairs of the three
@@ -101,7 +101,7 @@ from core.hashing import sha256_text  # noqa: E402
 from transforms import planning  # noqa: E402
 from transforms.cache_keys import judgement_key  # noqa: E402
 from transforms.judging import JUDGE_PROMPTS, SCALES, JudgeKind, parse_score  # noqa: E402
-from transforms.params import GenerationParams  # noqa: E402
+from transforms.params import JudgeParams  # noqa: E402
 from transforms.prompts import prompt_hash  # noqa: E402
 
 ALPHA, MIN_ITEMS = 0.05, 10
@@ -112,8 +112,7 @@ SICK_RATER_POOL = 10
 NOISY_RATER_SD = 0.9  # gate_savings.RATER_SDS' noisier rater
 KIND = JudgeKind.SIMILARITY
 JUDGE_SCALE = SCALES[KIND]
-# judgement_services.JudgeParams' defaults (that module needs Django): greedy, a short answer, 3 tries
-JUDGE_PARAMS = GenerationParams(temperature=0.0, top_p=1.0, max_tokens=16, max_attempts=3)
+JUDGE_PARAMS = JudgeParams()  # the judge's defaults, as judge_pairs uses them
 DESIGNS = (("human", "asymptotic"), ("PPI", "asymptotic"), ("human", "betting"), ("PPI", "betting"))
 CACHE = ROOT / "var" / "judge_replay" / "judgements.json"
 DEFAULT_MODELS_DIR = Path.home() / ".cache" / "shiftlab" / "models"  # where scripts/test.sh keeps them

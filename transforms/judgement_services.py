@@ -24,20 +24,11 @@ from transforms.cache_keys import judgement_key
 from transforms.jobs import REPORTS
 from transforms.judging import JUDGE_PROMPTS, SCALES, JudgeKind, parse_score
 from transforms.models import Judgement, JudgeReport, TransformedItem, TransformRun
-from transforms.params import GenerationParams
+from transforms.params import JudgeParams
 from transforms.prompts import prompt_hash
 
 JUDGE_CHUNK_SIZE = 16  # judge calls between two progress updates
 RUN_KINDS = (JudgeKind.QUALITY, JudgeKind.FLUENCY)
-
-
-@dataclass(frozen=True)
-class JudgeParams(GenerationParams):
-    """Generation parameters with the judge's defaults: greedy decoding and a short answer."""
-
-    temperature: float = 0.0
-    top_p: float = 1.0
-    max_tokens: int = 16
 
 
 @dataclass(frozen=True)

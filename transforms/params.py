@@ -68,3 +68,12 @@ class RunOptions(TypedDict, total=False):
     # Noise kinds (``typos``...): the severity levels to run, one run per level and seed (None:
     # every level of ``transforms.noise.SEVERITIES``).
     severities: Sequence[int] | None
+
+
+@dataclass(frozen=True)
+class JudgeParams(GenerationParams):
+    """Generation parameters with the judge's defaults: greedy decoding and a short answer."""
+
+    temperature: float = 0.0
+    top_p: float = 1.0
+    max_tokens: int = 16
