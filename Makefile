@@ -29,10 +29,16 @@ $(ARGILLA_VENV)/.installed: requirements-argilla-server.txt
 ## Everything, as fast as a fresh machine allows: llama.cpp compiles (once per machine, the only C++
 ## build) in the background while both virtualenvs install side by side; its log is var/log/llama-build.log.
 ## A second clone on the same machine finds the compiled server in ~/.cache/shiftlab and compiles nothing.
+## With PREFETCH_LLM=NAME (make demo sets it) the LLM's weights download meanwhile too.
+PREFETCH_LLM ?=
 install: $(VENV)/bin/python
 	@mkdir -p var/log; \
 	scripts/build_llama_server.sh >var/log/llama-build.log 2>&1 & build=$$!; \
 	$(MAKE) --no-print-directory -j2 $(VENV)/.installed $(ARGILLA_VENV)/.installed; status=$$?; \
+	if [ -n "$(PREFETCH_LLM)" ] && [ $$status -eq 0 ]; then \
+	  $(PY) manage.py llm_server --download-only --model $(PREFETCH_LLM) >var/log/llm-download.log 2>&1 || \
+	    echo "The LLM's weights did not download now (var/log/llm-download.log); the LLM server tries again at start."; \
+	fi; \
 	if ! kill -0 $$build 2>/dev/null; then :; else echo "Waiting for llama.cpp to finish compiling (once per machine; log: var/log/llama-build.log) ..."; fi; \
 	if wait $$build; then echo "llama-server: $$(tail -n 1 var/log/llama-build.log)"; \
 	else tail -n 20 var/log/llama-build.log; \
@@ -47,12 +53,14 @@ install: $(VENV)/bin/python
 llama-server: $(VENV)/bin/python
 	scripts/build_llama_server.sh
 
-## Download and verify the demo LLM (Qwen2.5-Coder-1.5B-Instruct, 1.1 GB) into var/models.
+## Download and verify the demo LLM (Qwen2.5-Coder-1.5B-Instruct, 1.1 GB) into ~/.cache/shiftlab/models.
+DEMO_LLM := qwen2.5-coder-1.5b-instruct
 models: install
-	$(PY) manage.py llm_server --download-only --model qwen2.5-coder-1.5b-instruct
+	$(PY) manage.py llm_server --download-only --model $(DEMO_LLM)
 
 ## Start the platform with demo data on http://$(HOST):$(PORT)/ (Ctrl-C stops it).
-demo: install
+demo: $(VENV)/bin/python
+	@$(MAKE) --no-print-directory install PREFETCH_LLM=$(DEMO_LLM)
 	HOST=$(HOST) PORT=$(PORT) scripts/demo.sh
 
 ## Run the whole test suite: SQLite, then PostgreSQL and Redis when they are available.

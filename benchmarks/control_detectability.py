@@ -152,7 +152,7 @@ def all_transformations(args) -> None:
     from corpora.models import Dataset
     from corpora.services import ImportOptions, dataset_import
     from transforms.backends import reset_backends
-    from transforms.embedded import LlamaServer, ensure_model
+    from transforms.embedded import LlamaServer, default_models_dir, ensure_model
     from transforms.models import TransformRun
     from transforms.params import GenerationParams
     from transforms.registry import TRANSFORMATIONS
@@ -194,9 +194,7 @@ def all_transformations(args) -> None:
             runs[name] = run
     missing = [name for name in TRANSFORMATIONS if name not in runs]
     if missing:
-        model_path = ensure_model(
-            args.model, models_dir=Path(os.environ.get("SHIFTLAB_MODELS_DIR") or ROOT / "var/models")
-        )
+        model_path = ensure_model(args.model, models_dir=default_models_dir())
         log = Path(settings.DATA_DIR) / "llama-server.log"
         with LlamaServer(model_path, model_alias=args.model, n_ctx=2048, log_path=log) as server:
             settings.TRANSFORM_BACKENDS = {
@@ -329,7 +327,7 @@ def main() -> None:
     from corpora.models import Dataset
     from corpora.services import ImportOptions, dataset_import
     from transforms.backends import reset_backends
-    from transforms.embedded import LlamaServer, ensure_model
+    from transforms.embedded import LlamaServer, default_models_dir, ensure_model
     from transforms.params import GenerationParams
     from transforms.services import transform_run_create
     from transforms.tasks import start_run
@@ -354,7 +352,7 @@ def main() -> None:
             source=path, task="sts", name=name, options=options
         )
     first_set, second_set = datasets.values()
-    model_path = ensure_model(args.model, models_dir=Path(os.environ.get("SHIFTLAB_MODELS_DIR") or ROOT / "var/models"))
+    model_path = ensure_model(args.model, models_dir=default_models_dir())
     log = Path(settings.DATA_DIR) / "llama-server.log"
     runs = {}
     with LlamaServer(model_path, model_alias=args.model, n_ctx=2048, log_path=log) as server:

@@ -31,7 +31,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from transforms.cpu_features import read_cpu_flags, weight_repacking  # noqa: E402 (pure, no Django)
-from transforms.embedded import DEFAULT_MODEL, LlamaServer, ensure_model, get_model  # noqa: E402
+from transforms.embedded import DEFAULT_MODEL, LlamaServer, default_models_dir, ensure_model, get_model  # noqa: E402
 from transforms.prompts import default_prompt  # noqa: E402
 
 STSB_TEST = ROOT.parent / "shared" / "data" / "stsb-multi-mt" / "stsb-en-test.csv"
@@ -124,7 +124,7 @@ def main() -> None:
     parser.add_argument("--repeat", type=int, default=2, help="runs per mode, interleaved (default 2)")
     args = parser.parse_args()
 
-    models_dir = Path(os.environ.get("SHIFTLAB_MODELS_DIR") or ROOT / "var" / "models")
+    models_dir = default_models_dir()
     model_path = ensure_model(args.model, models_dir=models_dir, progress=print)
     source, texts = read_texts(args.n)
     flags = read_cpu_flags()

@@ -405,9 +405,9 @@ def main() -> None:
     os.environ.pop("CELERY_BROKER_URL", None)  # tasks run eagerly in this process
     os.environ.setdefault("DJANGO_SETTINGS_MODULE", "shiftlab.settings")
 
-    from transforms.embedded import LlamaServer, ensure_model, free_port
+    from transforms.embedded import LlamaServer, default_models_dir, ensure_model, free_port
 
-    models_dir = Path(os.environ.get("SHIFTLAB_MODELS_DIR") or ROOT / "var" / "models")
+    models_dir = default_models_dir()
     model_path = Path(args.gguf) if args.gguf else ensure_model(args.model, models_dir=models_dir, progress=print)
     port = free_port()
     os.environ["SHIFTLAB_LLM_BASE_URL"] = f"http://127.0.0.1:{port}/v1"

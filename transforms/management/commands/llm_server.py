@@ -25,6 +25,7 @@ from transforms.embedded import (
     INSTALL_HINT,
     LlamaServer,
     LlamaServerError,
+    default_models_dir,
     ensure_model,
     exit_description,
     llama_cpp_available,
@@ -91,7 +92,12 @@ class Command(ShiftlabCommand):
         parser.add_argument("--model", default=DEFAULT_MODEL, help=f"model name (default {DEFAULT_MODEL})")
         parser.add_argument("--host", default="127.0.0.1", help="interface to bind (default 127.0.0.1)")
         parser.add_argument("--port", type=int, default=8081, help="TCP port (default 8081)")
-        parser.add_argument("--models-dir", type=Path, default=None, help="model cache (default DATA_DIR/models)")
+        parser.add_argument(
+            "--models-dir",
+            type=Path,
+            default=None,
+            help="model cache (default $SHIFTLAB_MODELS_DIR, else ~/.cache/shiftlab/models)",
+        )
         parser.add_argument("--download-only", action="store_true", help="fetch and verify the model, then exit")
         parser.add_argument("--n-ctx", type=int, default=4096, help="context window in tokens (default 4096)")
         parser.add_argument(
@@ -131,7 +137,7 @@ class Command(ShiftlabCommand):
 
     def handle(self, *args, **options):
         name = options["model"]
-        models_dir = options["models_dir"] or Path(settings.DATA_DIR) / "models"
+        models_dir = options["models_dir"] or default_models_dir()
         previous = self._install_signal_handlers(self._interrupt)
         try:
             path = ensure_model(name, models_dir=models_dir, progress=self.say)
