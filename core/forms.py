@@ -12,7 +12,7 @@ from core.projects import User, project_resolve, projects_writable
 class ProjectCreateForm(forms.Form):
     slug = forms.CharField(
         max_length=61,
-        help_text="Short name, also the Argilla workspace of its studies: lowercase letters, digits and '-'.",
+        help_text="Short name: lowercase letters, digits and '-'.",
     )
     name = forms.CharField(max_length=200, required=False, help_text="A readable name (optional).")
     owner = forms.CharField(max_length=150, required=False, help_text="Username of its first owner (optional).")
@@ -40,6 +40,31 @@ class RosterAddForm(forms.Form):
 
     def clean_annotator(self):
         return _user(self.cleaned_data["annotator"])
+
+
+class InvitationForm(forms.Form):
+    """An owner or admin invites an annotator: a one-time link, mailed where a server is configured."""
+
+    email = forms.EmailField(
+        required=False, help_text="Optional: where to mail the link (with no mail server you pass it on yourself)."
+    )
+    days = forms.IntegerField(min_value=1, max_value=30, initial=7, help_text="Days the link works (1 to 30).")
+
+
+class InvitationAcceptForm(forms.Form):
+    """Whoever opens an invitation link chooses their own username and Shiftlab password."""
+
+    username = forms.CharField(max_length=150, help_text="Letters, digits and @ . + - _ only.")
+    password1 = forms.CharField(label="Password", widget=forms.PasswordInput(attrs={"autocomplete": "new-password"}))
+    password2 = forms.CharField(
+        label="Password again", widget=forms.PasswordInput(attrs={"autocomplete": "new-password"})
+    )
+
+    def clean(self):
+        data = super().clean()
+        if data.get("password1") and data.get("password1") != data.get("password2"):
+            self.add_error("password2", "The two passwords differ: type the same one twice.")
+        return data
 
 
 def _user(username: str):
@@ -81,6 +106,19 @@ class NewInProjectForm(forms.Form):
 
     def clean_project(self) -> str | None:
         return self.cleaned_data["project"] or None
+
+    def project_chosen(self) -> str | None:
+        """The project slug the form is filled in for (the posted one, else the preselected one),
+        or None: its inputs' choices are cut to what the service accepts in it."""
+        if self.is_bound:
+            return self.data.get(self.add_prefix("project")) or None
+        return self.initial.get("project") or self.fields["project"].initial or None
+
+    def project_unoffered(self) -> bool:
+        """A project was posted that the select does not offer (unknown, or one the caller may only
+        read): the service refuses it in its own words, so the inputs' choices are not cut by it."""
+        slug = self.project_chosen()
+        return bool(slug) and slug not in {value for value, _ in self.fields["project"].widget.choices}
 
 
 class GuardedPasswordChangeForm(PasswordChangeForm):

@@ -168,3 +168,32 @@ class ProjectAnnotator(models.Model):
 
     def __str__(self) -> str:
         return f"{self.user} annotates for {self.project}"
+
+
+class Invitation(models.Model):
+    """A one-time link that makes whoever opens it an annotator on a project's roster (issue 42).
+
+    Only a digest of the link's secret is kept: the link is shown once, to the owner or admin who
+    made it (and mailed where a mail server is configured). It works once, until ``expires_at``,
+    unless revoked; the person who opens it chooses their own username and passwords
+    (``core.invitations``)."""
+
+    project = models.ForeignKey(Project, on_delete=models.CASCADE, related_name="invitations")
+    token_digest = models.CharField(max_length=64, unique=True, help_text="SHA-256 of the link's secret.")
+    email = models.EmailField(blank=True, help_text="Where the link was mailed, if it was.")
+    created_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+    )
+    created_at = models.DateTimeField(auto_now_add=True)
+    expires_at = models.DateTimeField()
+    accepted_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+    )
+    accepted_at = models.DateTimeField(null=True, blank=True)
+    revoked_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["-created_at"]
+
+    def __str__(self) -> str:
+        return f"invitation #{self.pk} to {self.project}"

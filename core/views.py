@@ -2,6 +2,7 @@ from functools import wraps
 
 from django.conf import settings
 from django.contrib import messages
+from django.contrib.auth import login
 from django.contrib.auth import views as auth_views
 from django.contrib.auth.decorators import login_required
 from django.core.exceptions import PermissionDenied, RequestDataTooBig
@@ -16,11 +17,22 @@ from core.errors import ShiftlabError
 from core.forms import (
     GuardedAdminPasswordChangeForm,
     GuardedPasswordChangeForm,
+    InvitationAcceptForm,
+    InvitationForm,
     MembershipForm,
     ProjectCreateForm,
     RosterAddForm,
 )
 from core.health import health_report
+from core.invitations import (
+    invitation_accept,
+    invitation_by_token,
+    invitation_create,
+    invitation_mail,
+    invitation_revoke,
+    invitation_usable,
+    invitations_waiting,
+)
 from core.login_guard import client_address, login_lockout_message, login_lockout_wait
 from core.pages import show_error
 from core.projects import (
@@ -156,7 +168,8 @@ def project_detail_view(request, slug: str):
     manager = project_can_manage(request.user, project)
     roster_post = request.method == "POST" and request.POST.get("action") == "roster"
     trust_post = request.method == "POST" and request.POST.get("action") == "control_trust"
-    member_post = request.method == "POST" and not roster_post and not trust_post
+    invite_post = request.method == "POST" and request.POST.get("action") in {"invite", "invite_revoke"}
+    member_post = request.method == "POST" and not (roster_post or trust_post or invite_post)
     form = MembershipForm(request.POST if member_post else None) if manager else None
     roster_form = (
         RosterAddForm(request.POST if roster_post else None, prefix="roster") if is_admin(request.user) else None
@@ -168,6 +181,8 @@ def project_detail_view(request, slug: str):
             return _project_roster_change(request, project, roster_form)
         if trust_post:
             return _project_control_trust(request, project)
+        if invite_post:
+            return _project_invitation(request, project, form=form, roster_form=roster_form)
         try:
             if request.POST.get("remove"):
                 user = get_object_or_404(project.memberships.select_related("user"), pk=request.POST["remove"]).user
@@ -213,10 +228,40 @@ def _project_control_trust(request, project):
     return redirect("project", slug=project.slug)
 
 
+def _project_invitation(request, project, **context):
+    """Make a one-time invitation link, shown once on the page that answers (owners, admins), or
+    withdraw a waiting one."""
+    if request.POST.get("action") == "invite_revoke":
+        invitation = get_object_or_404(invitations_waiting(project), pk=request.POST.get("invitation"))
+        try:
+            invitation_revoke(invitation=invitation, actor=request.user)
+        except ShiftlabError as exc:
+            show_error(request, exc)
+        else:
+            messages.success(request, "The invitation was withdrawn: its link no longer works.")
+        return redirect("project", slug=project.slug)
+    invite_form = InvitationForm(request.POST)
+    if invite_form.is_valid():
+        data = invite_form.cleaned_data
+        try:
+            issued = invitation_create(project=project, actor=request.user, email=data["email"], days=data["days"])
+            link = request.build_absolute_uri(issued.path())
+            mailed = invitation_mail(issued, link=link)
+        except ShiftlabError as exc:
+            show_error(request, exc, form=invite_form)
+        else:
+            context.update(issued_link=link, issued=issued.invitation, mailed=mailed)
+            invite_form = InvitationForm()
+    return _project_page(request, project, invite_form=invite_form, manager=True, **context)
+
+
 def _project_page(request, project, **context):
     from corpora.selectors import control_trust_list, untrusted_shared_datasets
 
+    manager = context.get("manager")
     context = {
+        "invite_form": InvitationForm() if manager else None,
+        "invitations": invitations_waiting(project) if manager else (),
         **context,
         "control_trusts": control_trust_list(project),
         "untrusted_shared": untrusted_shared_datasets(project).select_related("project").order_by("name")[:50],
@@ -246,3 +291,44 @@ def _project_roster_change(request, project, roster_form):
     except ShiftlabError as exc:
         show_error(request, exc, form=roster_form)
     return _project_page(request, project, form=MembershipForm(), roster_form=roster_form, manager=True)
+
+
+@never_cache
+@require_http_methods(["GET", "POST"])
+def invitation_accept_view(request, token: str):
+    """Open to anyone holding the link: choose a username and password (or join as the annotator
+    signed in), land on the roster, then choose the Argilla password. The secret is in the path, so
+    the page sends no referrer and is never cached."""
+    try:
+        invitation = invitation_by_token(token)
+        invitation_usable(invitation)
+    except ShiftlabError as exc:
+        response = render(request, "core/invitation.html", {"refusal": str(exc)}, status=exc.http_status)
+        response["Referrer-Policy"] = "no-referrer"
+        return response
+    signed_in = request.user.is_authenticated
+    form = None if signed_in else InvitationAcceptForm(request.POST if request.method == "POST" else None)
+    if request.method == "POST" and (signed_in or form.is_valid()):
+        data = form.cleaned_data if form is not None else {}
+        try:
+            annotator = invitation_accept(
+                token=token,
+                user=request.user if signed_in else None,
+                username=data.get("username", ""),
+                password=data.get("password1", ""),
+            )
+        except ShiftlabError as exc:
+            show_error(request, exc, form=form)
+        else:
+            if not signed_in:
+                login(request, annotator, backend=settings.AUTHENTICATION_BACKENDS[0])
+            project = invitation.project
+            messages.success(
+                request,
+                f"Welcome: you are an annotator of {project.name or project.slug}. Choose your Argilla password "
+                "now; studies published to you appear on your home page.",
+            )
+            return redirect("annotation:my-argilla")
+    response = render(request, "core/invitation.html", {"invitation": invitation, "form": form})
+    response["Referrer-Policy"] = "no-referrer"
+    return response

@@ -41,6 +41,7 @@ urlpatterns = [
     path("audit/", core_views.audit_log_view, name="audit-log"),
     path("projects/", core_views.project_list_view, name="projects"),
     path("projects/<slug:slug>/", core_views.project_detail_view, name="project"),
+    path("invitations/<str:token>/", core_views.invitation_accept_view, name="invitation-accept"),
     # Before Django's auth URLs: the log-in page with the lockout of core.login_guard.
     path("accounts/login/", core_views.LoginView.as_view(), name="login"),
     # Every password confirmation goes through that lockout too (core.login_guard.password_confirm).

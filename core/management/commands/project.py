@@ -6,6 +6,7 @@
     manage.py project remove SLUG USER [--as USER]
     manage.py project annotator SLUG USER [--as USER]
     manage.py project annotator-remove SLUG USER [--as USER]
+    manage.py project invite SLUG [--email ADDRESS] [--days N] [--url BASE] [--as USER]
 
 Without ``--as`` the command acts as the system (an operator on the host); with it, as that user:
 only admins create projects and put annotators on a project's roster, only admins and owners
@@ -15,6 +16,7 @@ manage members and take annotators off the roster.
 from django.core.management.base import CommandError
 
 from core.commands import ShiftlabCommand
+from core.invitations import invitation_create, invitation_mail
 from core.models import Membership, Project
 from core.projects import membership_remove, membership_set, project_create, projects_readable, user_by_name
 from core.rosters import project_annotators, roster_add, roster_remove
@@ -46,7 +48,16 @@ class Command(ShiftlabCommand):
         for p in (annotator, annotator_remove):
             p.add_argument("slug")
             p.add_argument("username")
-        for p in (listing, create, member, remove, annotator, annotator_remove):
+        invite = sub.add_parser(
+            "invite", help="A one-time link that makes its holder an annotator of the project (admins, owners)."
+        )
+        invite.add_argument("slug")
+        invite.add_argument("--email", default="", help="Also mail the link there (needs SHIFTLAB_EMAIL_HOST).")
+        invite.add_argument("--days", type=int, default=None, help="Days the link works (default 7, at most 30).")
+        invite.add_argument(
+            "--url", default="http://127.0.0.1:8000", help="Address people open Shiftlab at (default: the demo's)."
+        )
+        for p in (listing, create, member, remove, annotator, annotator_remove, invite):
             p.add_argument("--as", dest="actor", help="Act as this user (default: the system).")
 
     def handle(self, *args, action, actor=None, **options):
@@ -84,6 +95,18 @@ class Command(ShiftlabCommand):
     def do_annotator_remove(self, *, actor, slug, username, **_):
         roster_remove(project=self._project(actor, slug), user=user_by_name(username), actor=actor)
         self.stdout.write(self.style.SUCCESS(f"{username} is no longer an annotator of {slug}."))
+
+    def do_invite(self, *, actor, slug, email, days, url, **_):
+        issued = invitation_create(project=self._project(actor, slug), actor=actor, email=email, days=days)
+        link = url.rstrip("/") + issued.path()
+        mailed = invitation_mail(issued, link=link)
+        until = f"{issued.invitation.expires_at:%Y-%m-%d %H:%M} UTC"
+        self.stdout.write(
+            self.style.SUCCESS(
+                f"Invitation to {slug}{' mailed to ' + email if mailed else ''}; it works once, until {until}:"
+            )
+        )
+        self.stdout.write(link)
 
     @staticmethod
     def _project(actor, slug: str) -> Project:
