@@ -286,9 +286,10 @@ CELERY_TASK_REJECT_ON_WORKER_LOST = True
 CELERY_WORKER_PREFETCH_MULTIPLIER = 1
 # --- Resource queues (docs/deployment.md, "Worker pools") ---
 # Tasks go to the queue of what they need: "llm" (an LLM server: transformation chunks, judge
-# reports), "encode" (an embedding model: benchmark units) and "default" (the database and Argilla:
-# imports, syncs, fan-out, finalisation, reports). docker-compose.yml starts one worker pool per
-# queue; one worker can consume them all (`-Q default,llm,encode`, scripts/demo.sh).
+# reports, study validations), "encode" (an embedding model: benchmark units, baseline model
+# scores) and "default" (the database and Argilla: imports, syncs, publishes, fan-out,
+# finalisation, reports). docker-compose.yml starts one worker pool per queue; one worker can
+# consume them all (`-Q default,llm,encode`, scripts/demo.sh).
 # SHIFTLAB_CELERY_QUEUE sends every task to that one queue instead (tests give each worker its own).
 SHIFTLAB_CELERY_QUEUE = env_str("SHIFTLAB_CELERY_QUEUE")
 CELERY_TASK_DEFAULT_QUEUE = SHIFTLAB_CELERY_QUEUE or "default"
@@ -298,8 +299,9 @@ SHIFTLAB_QUEUE_TASKS = {
         "transforms.execute_judge_report",
         "annotation.baseline_llm_answer",
         "annotation.judge_population",
+        "annotation.study_validate",
     ),
-    "encode": ("evaluation.execute_benchmark_unit",),
+    "encode": ("evaluation.execute_benchmark_unit", "evaluation.baseline_score_models"),
 }
 CELERY_TASK_ROUTES = (
     {}
@@ -387,6 +389,16 @@ EMBEDDED_LLM_PARALLEL = int(env_str("SHIFTLAB_LLM_PARALLEL", "0"))
 # CPU threads of the embedded LLM server. 0: all cores but one, which stays with the web server and
 # worker: with every core taken, llama.cpp's decoding collapsed under other load (docs/performance.md).
 EMBEDDED_LLM_THREADS = int(env_str("SHIFTLAB_LLM_THREADS", "0"))
+# torch threads of each encoder model process. 0: the cores an LLM server on this machine leaves
+# (all but SHIFTLAB_LLM_THREADS, at least one) when one answers at the default LLM backend's loopback
+# address, as in the demo, else torch's default of one per core: torch's spinning threads beside
+# llama.cpp's cut encoding 10-fold (evaluation/encoder_threads.py, docs/performance.md).
+ENCODER_THREADS = int(env_str("SHIFTLAB_ENCODER_THREADS", "0"))
+if ENCODER_THREADS < 0:
+    raise ImproperlyConfigured(
+        f"SHIFTLAB_ENCODER_THREADS={ENCODER_THREADS}: give a number of torch threads, or 0 for the cores "
+        "the embedded LLM server leaves."
+    )
 
 # Items per Celery chunk task of a transformation run (each item has one or two texts).
 TRANSFORM_CHUNK_SIZE = int(env_str("SHIFTLAB_TRANSFORM_CHUNK_SIZE", "16"))
@@ -495,3 +507,16 @@ DATASET_IMPORT_CPU_S = int(env_str("SHIFTLAB_IMPORT_CPU_S", "1800"))
 # e.g. mteb/stsbenchmark-sts): `corpora import --mteb NAME` reads from there before trying the hub.
 MTEB_DATA_DIR = env_str("SHIFTLAB_MTEB_DATA_DIR")
 # --- end MTEB tasks ---
+
+# --- Invitations (core/invitations.py; issue 42) ---
+# Days an annotator invitation link works (1 to 30; the project page may choose another per link).
+INVITATION_DAYS = int(env_str("SHIFTLAB_INVITATION_DAYS", "7"))
+# Mail server for invitations: unset (the demo), nobody is mailed and the page shows the inviter the
+# link to pass on; set, a link made with an address is also mailed there.
+EMAIL_HOST = env_str("SHIFTLAB_EMAIL_HOST")
+EMAIL_PORT = int(env_str("SHIFTLAB_EMAIL_PORT", "25"))
+EMAIL_HOST_USER = env_str("SHIFTLAB_EMAIL_USER")
+EMAIL_HOST_PASSWORD = env_str("SHIFTLAB_EMAIL_PASSWORD")
+EMAIL_USE_TLS = env_bool("SHIFTLAB_EMAIL_TLS", False)
+DEFAULT_FROM_EMAIL = env_str("SHIFTLAB_EMAIL_FROM", "shiftlab@localhost")
+INVITATIONS_BY_MAIL = bool(EMAIL_HOST)
