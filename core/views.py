@@ -298,13 +298,14 @@ def _project_roster_change(request, project, roster_form):
 def invitation_accept_view(request, token: str):
     """Open to anyone holding the link: choose a username and password (or join as the annotator
     signed in), land on the roster, then choose the Argilla password. The secret is in the path, so
-    the page sends no referrer and is never cached."""
+    the page is never cached and sends its address to no other site (``same-origin``: with
+    ``no-referrer`` the browser would send ``Origin: null`` on the form's POST, which CSRF refuses)."""
     try:
         invitation = invitation_by_token(token)
         invitation_usable(invitation)
     except ShiftlabError as exc:
         response = render(request, "core/invitation.html", {"refusal": str(exc)}, status=exc.http_status)
-        response["Referrer-Policy"] = "no-referrer"
+        response["Referrer-Policy"] = "same-origin"
         return response
     signed_in = request.user.is_authenticated
     form = None if signed_in else InvitationAcceptForm(request.POST if request.method == "POST" else None)
@@ -330,5 +331,5 @@ def invitation_accept_view(request, token: str):
             )
             return redirect("annotation:my-argilla")
     response = render(request, "core/invitation.html", {"invitation": invitation, "form": form})
-    response["Referrer-Policy"] = "no-referrer"
+    response["Referrer-Policy"] = "same-origin"
     return response

@@ -65,7 +65,7 @@ def test_an_owner_invites_from_the_page_and_the_invitee_chooses_their_own_passwo
     visitor = Client()
     page = visitor.get(link)
     assert page.status_code == 200 and "Annotate for The Lab" in page.content.decode()
-    assert page["Referrer-Policy"] == "no-referrer" and "no-cache" in page["Cache-Control"]
+    assert page["Referrer-Policy"] == "same-origin" and "no-cache" in page["Cache-Control"]
     answer = visitor.post(link, {"username": "ana", "password1": NEW_PASSWORD, "password2": NEW_PASSWORD})
     assert answer.status_code == 302 and answer["Location"] == reverse("annotation:my-argilla")
     ana = get_user_model().objects.get(username="ana")
