@@ -78,7 +78,8 @@ def check_page(page, path: str) -> None:
     missing = page.evaluate(
         """(reached) => Array.from(document.querySelectorAll('[data-kw]'))
              .filter((e) => !reached.includes(e.dataset.kw))
-             .map((e) => `${e.tagName.toLowerCase()} "${(e.innerText || e.value || e.name || '').trim().slice(0, 40)}"`)""",
+             .map((e) => e.tagName.toLowerCase() + ' "' +
+                         (e.innerText || e.value || e.name || '').trim().slice(0, 40) + '"')""",
         sorted(reached),
     )
     assert not missing, f"{path}: not reachable with Tab ({len(missing)} of {count}): {missing[:10]}"
