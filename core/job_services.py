@@ -9,6 +9,7 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 
 from django.db import models, transaction
+from django.db.models import F
 from django.utils import timezone
 
 from core.models import TrackedJob
@@ -38,6 +39,20 @@ def job_fail(*, model: type[models.Model], job_id: int, message: str) -> bool:
 def job_note(*, model: type[models.Model], job_id: int, message: str) -> None:
     """Record ``message`` on an unfinished job without changing its status (e.g. "not queued yet")."""
     model.objects.filter(pk=job_id, status__in=UNFINISHED).update(error=message)
+
+
+def progress_tick(*, model: type[models.Model], job_id: int, clear_waiting: bool = True, **added: int) -> None:
+    """Add ``added`` (e.g. ``done=3, llm_calls=3``) to an unfinished job's counters in one
+    ``UPDATE ... SET done = done + 3`` (``F()``: no read, no lock, no transaction of its own), and,
+    with ``clear_waiting``, end the wait it shows (an answer came). The live progress of runs,
+    judge reports and validations: callers throttle it (:class:`transforms.llm_activity.LLMCalls`
+    flushes at most every ``FLUSH_EVERY_S``) and keep ``done`` exact themselves, e.g. by adding
+    only the texts they actually stored."""
+    changes: dict = {name: F(name) + n for name, n in added.items() if n}
+    if clear_waiting and issubclass(model, TrackedJob):
+        changes["waiting"] = None
+    if changes:
+        model.objects.filter(pk=job_id, status__in=UNFINISHED).update(**changes)
 
 
 @dataclass(frozen=True)
@@ -79,5 +94,7 @@ class JobWait:
 
     @staticmethod
     def _since(job: TrackedJob, now: datetime) -> datetime:
-        """When the job began to wait: kept from the first failure of this wait, else ``now``."""
-        return Waiting.from_json(job.waiting).since if job.waiting else now
+        """When the job began to wait: kept from the first failure of this wait, else ``now`` (a
+        busy wait before it, :meth:`Waiting.busy`, is another wait)."""
+        previous = Waiting.from_json(job.waiting) if job.waiting else None
+        return previous.since if previous is not None and previous.retrying else now

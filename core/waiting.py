@@ -3,6 +3,11 @@
 Pure: a task that meets a backend it cannot reach raises a :class:`BackendUnavailable`; the retry
 policy (``core.task_policy``) turns it into a :class:`Waiting` kept on the job's row, which the
 pages, the API and the commands render with :meth:`Waiting.message`.
+
+A job can also wait on a backend that answers, but not yet for it: another job holds it
+(:meth:`Waiting.busy`, "busy with run #7") or its first request has not been answered after a few
+seconds (:meth:`Waiting.first_answer`). Such a wait has no retry (``next_retry_at`` is None); the
+job's first answer ends it.
 """
 
 from __future__ import annotations
@@ -37,40 +42,72 @@ class BackendUnavailable(ShiftlabError):
 @dataclass(frozen=True)
 class Waiting:
     """A job's wait: ``retry`` of ``max_retries`` is due at ``next_retry_at``; ``since`` is the
-    first failure of this wait (times are timezone-aware)."""
+    first failure of this wait (times are timezone-aware). A wait for a backend that is busy
+    rather than down has no retry (``next_retry_at`` None) and names the job that holds the
+    backend in ``busy_with`` ("run #7"), or none while the job waits for its first answer."""
 
     backend: str
     reason: str
     since: datetime
-    retry: int
-    max_retries: int
-    next_retry_at: datetime
+    retry: int = 0
+    max_retries: int = 0
+    next_retry_at: datetime | None = None
+    busy_with: str = ""
+
+    @classmethod
+    def busy(cls, *, backend: str, since: datetime, busy_with: str) -> Waiting:
+        """Waiting behind another job that holds the backend (``busy_with``, e.g. "run #7")."""
+        return cls(backend=backend, reason="", since=since, busy_with=busy_with)
+
+    @classmethod
+    def first_answer(cls, *, backend: str, since: datetime, reason: str = "") -> Waiting:
+        """Requests sent and none answered yet, no other job known to hold the backend."""
+        return cls(backend=backend, reason=reason, since=since)
+
+    @property
+    def retrying(self) -> bool:
+        """Whether this is a wait on a backend that failed (its task retries), not a busy one."""
+        return self.next_retry_at is not None
 
     def as_json(self) -> dict[str, Any]:
-        return {
+        data: dict[str, Any] = {
             "backend": self.backend,
             "reason": self.reason,
             "since": self.since.isoformat(),
             "retry": self.retry,
             "max_retries": self.max_retries,
-            "next_retry_at": self.next_retry_at.isoformat(),
+            "next_retry_at": self.next_retry_at.isoformat() if self.next_retry_at else None,
         }
+        if self.busy_with:
+            data["busy_with"] = self.busy_with
+        return data
 
     @classmethod
     def from_json(cls, data: Mapping[str, Any]) -> Waiting:
+        next_retry_at = data.get("next_retry_at")
         return cls(
             backend=str(data["backend"]),
-            reason=str(data["reason"]),
+            reason=str(data.get("reason") or ""),
             since=datetime.fromisoformat(data["since"]),
-            retry=int(data["retry"]),
-            max_retries=int(data["max_retries"]),
-            next_retry_at=datetime.fromisoformat(data["next_retry_at"]),
+            retry=int(data.get("retry") or 0),
+            max_retries=int(data.get("max_retries") or 0),
+            next_retry_at=datetime.fromisoformat(next_retry_at) if next_retry_at else None,
+            busy_with=str(data.get("busy_with") or ""),
         )
 
     def message(self, *, now: datetime, tz: tzinfo, clock: bool = False) -> str:
         """E.g. "Waiting for the LLM backend 'default' since 05:09: connection refused; retry 3 of
         8, next in 40 s" ("due now" once past). ``clock``: the next retry as a time of day
-        instead, for logs that print a line per change."""
+        instead, for logs that print a line per change. A busy wait: "Waiting for the LLM backend
+        'default' (busy with run #7) since 05:09", or "Waiting for the first answer of the LLM
+        backend 'default' since 05:09" when no other job is known to hold it."""
+        since = _when(self.since, now=now, tz=tz)
+        if self.next_retry_at is None:
+            if self.busy_with:
+                text = f"Waiting for {self.backend} (busy with {self.busy_with}) since {since}"
+            else:
+                text = f"Waiting for the first answer of {self.backend} since {since}"
+            return f"{text}: {self.reason}" if self.reason else text
         if self.next_retry_at <= now:
             due = "due now"
         elif clock:
@@ -78,8 +115,7 @@ class Waiting:
         else:
             due = f"next in {math.ceil((self.next_retry_at - now).total_seconds())} s"
         return (
-            f"Waiting for {self.backend} since {_when(self.since, now=now, tz=tz)}: {self.reason}; "
-            f"retry {self.retry} of {self.max_retries}, {due}"
+            f"Waiting for {self.backend} since {since}: {self.reason}; retry {self.retry} of {self.max_retries}, {due}"
         )
 
 

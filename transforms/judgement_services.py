@@ -9,25 +9,25 @@ from enum import StrEnum
 
 from django.contrib.auth.base_user import AbstractBaseUser
 from django.db import transaction
-from django.db.models import F
 
 from core.errors import ShiftlabError
 from core.hashing import sha256_text
-from core.job_services import JobWait
+from core.job_services import JobWait, progress_tick
 from core.models import Project
 from core.services import audit_record
 from corpora.models import Dataset
 from transforms import planning
 from transforms.backends import backend_chosen, get_backend
-from transforms.backends.base import ChatFailure, ChatRequest, LLMBackend, TransientBackendError
+from transforms.backends.base import ChatFailure, ChatRequest, ChatResult, LLMBackend, TransientBackendError
 from transforms.cache_keys import judgement_key
 from transforms.jobs import REPORTS
 from transforms.judging import JUDGE_PROMPTS, SCALES, JudgeKind, parse_score
+from transforms.llm_activity import LLMCalls, job_note_busy
 from transforms.models import Judgement, JudgeReport, TransformedItem, TransformRun
 from transforms.params import JudgeParams
 from transforms.prompts import prompt_hash
 
-JUDGE_CHUNK_SIZE = 16  # judge calls between two progress updates
+JUDGE_CHUNK_SIZE = 16  # pairs judged per batch (progress moves per answer within it)
 RUN_KINDS = (JudgeKind.QUALITY, JudgeKind.FLUENCY)
 
 
@@ -63,12 +63,14 @@ def judge_pairs(
     backend_alias: str = "default",
     seed: int = 0,
     params: JudgeParams | None = None,
+    on_answer: Callable[[], None] | None = None,
 ) -> list[Judgement]:
     """Judge every (text_a, text_b) pair; return the kept judgement of each, in order.
 
     Cached judgements are reused (no LLM call); an answer without a number on the scale is retried
     with a new sampling seed up to ``max_attempts`` times, then kept as a parse failure
-    (``score`` None), never replaced by a default.
+    (``score`` None), never replaced by a default. ``on_answer()`` hears each answer of a first
+    attempt as it arrives (at most once per pair), for live progress.
     """
     kind = JudgeKind(kind)
     params = params or JudgeParams()
@@ -83,7 +85,7 @@ def judge_pairs(
         cached = _cached_judgements(keys)
         misses = [i for i in pending if keys[i] not in cached]
         if misses:
-            _judge_missing(call, [(keys[i], pairs[i]) for i in misses], attempt)
+            _judge_missing(call, [(keys[i], pairs[i]) for i in misses], attempt, on_answer if attempt == 0 else None)
             cached = _cached_judgements(keys)
         still = []
         for i in pending:
@@ -168,7 +170,12 @@ def cached_judge_scores(
     return [found[i] for i in range(len(pairs))]
 
 
-def _judge_missing(call: _JudgeCall, missing: list[tuple[str, tuple[str, str]]], attempt: int) -> None:
+def _judge_missing(
+    call: _JudgeCall,
+    missing: list[tuple[str, tuple[str, str]]],
+    attempt: int,
+    on_answer: Callable[[], None] | None = None,
+) -> None:
     """Ask the judge about every (key, pair) and save the answers (and permanent failures) before a
     transient failure raises TransientBackendError."""
     params = call.params
@@ -185,7 +192,12 @@ def _judge_missing(call: _JudgeCall, missing: list[tuple[str, tuple[str, str]]],
         )
         for _, (a, b) in missing
     ]
-    results = call.backend.generate(requests)
+
+    def answered(index: int, result: ChatResult | ChatFailure) -> None:
+        if not (isinstance(result, ChatFailure) and result.transient):
+            on_answer()
+
+    results = call.backend.generate(requests, on_result=answered if on_answer else None)
     low, high = SCALES[call.kind]
     rows = []
     for (key, (a, b)), result in zip(missing, results, strict=True):
@@ -267,6 +279,8 @@ def report_start(report: JudgeReport, *, dispatch: bool) -> None:
     """Queue the report's execution once the current transaction commits (see :class:`transforms.jobs.JobKind`)."""
     if dispatch:
         REPORTS.dispatch(report.pk)
+        # Its task may wait in the LLM queue behind the job that holds the judge's backend: say so.
+        job_note_busy(model=JudgeReport, job_id=report.pk, alias=report.judges[0])
 
 
 def judge_report_fail(*, report_id: int, reason: str) -> None:
@@ -285,43 +299,80 @@ def report_params(report: JudgeReport) -> JudgeParams:
 
 @dataclass
 class ReportProgress:
-    """Progress of a report, kept on its row (for the page and API) and told to a callback."""
+    """Progress of a report, kept on its row (for the page and API) and told to a callback.
+    ``pending`` steps are done but not yet on the row (:meth:`take` hands them to a flush)."""
 
     report_id: int
     callback: Callable[[int, int], None] | None
     done: int = 0
     total: int = 0
+    pending: int = 0
 
     def set_total(self, total: int) -> None:
         self.total = total
         JudgeReport.objects.filter(pk=self.report_id).update(total=total)
 
-    def advance(self, steps: int) -> None:
+    def step(self, steps: int = 1) -> None:
+        """``steps`` more are done; the row hears it at the next :meth:`take` or :meth:`advance`."""
         self.done += steps
-        JudgeReport.objects.filter(pk=self.report_id).update(done=F("done") + steps)
-        if self.callback:
+        self.pending += steps
+
+    def take(self) -> dict[str, int]:
+        """The steps to add to the row now (``LLMCalls``' flush), told to the callback."""
+        steps, self.pending = self.pending, 0
+        if steps and self.callback:
             self.callback(self.done, self.total)
+        return {"done": steps}
+
+    def advance(self, steps: int) -> None:
+        """``steps`` more are done: written now, with any pending ones."""
+        self.step(steps)
+        progress_tick(model=JudgeReport, job_id=self.report_id, clear_waiting=False, **self.take())
 
 
 def judge_with_progress(
     report: JudgeReport, progress: ReportProgress, *, kind: JudgeKind, judge: str, pairs: list[tuple[str, str] | None]
 ) -> list[float | None]:
     """Judge the pairs (None: nothing to judge, e.g. a failed transformation) chunk by chunk,
-    advancing the report's progress; returns the scores (None where nothing was judged)."""
+    advancing the report's progress per answer as it arrives (and at each chunk's end for cached
+    and skipped pairs); returns the scores (None where nothing was judged)."""
     scores: list[float | None] = []
-    for start in range(0, len(pairs), JUDGE_CHUNK_SIZE):
-        chunk = pairs[start : start + JUDGE_CHUNK_SIZE]
-        todo = [p for p in chunk if p is not None]
-        judged = iter(
-            judge_pairs(
-                kind=kind, pairs=todo, backend_alias=judge, seed=report.options["seed"], params=report_params(report)
+    with LLMCalls(
+        model=JudgeReport, job_id=report.pk, label=f"judge report #{report.pk}", alias=judge, flush=progress.take
+    ) as calls:
+        for start in range(0, len(pairs), JUDGE_CHUNK_SIZE):
+            chunk = pairs[start : start + JUDGE_CHUNK_SIZE]
+            todo = [p for p in chunk if p is not None]
+            answered = _Answers(progress, calls, limit=len(todo))
+            judged = iter(
+                judge_pairs(
+                    kind=kind,
+                    pairs=todo,
+                    backend_alias=judge,
+                    seed=report.options["seed"],
+                    params=report_params(report),
+                    on_answer=answered,
+                )
+                if todo
+                else []
             )
-            if todo
-            else []
-        )
-        scores += [next(judged).score if p is not None else None for p in chunk]
-        progress.advance(len(chunk))
+            scores += [next(judged).score if p is not None else None for p in chunk]
+            progress.step(len(chunk) - answered.count)
+            calls.flush_now()
     return scores
+
+
+class _Answers:
+    """Counts a chunk's first answers as report steps (never more than the chunk's pairs)."""
+
+    def __init__(self, progress: ReportProgress, calls: LLMCalls, *, limit: int):
+        self.progress, self.calls, self.limit, self.count = progress, calls, limit, 0
+
+    def __call__(self) -> None:
+        if self.count < self.limit:
+            self.count += 1
+            self.progress.step()
+        self.calls.answered()
 
 
 def run_texts(run: TransformRun) -> list[TransformedItem]:

@@ -4,7 +4,7 @@ from django.db.models import Q
 
 from core.models import TrackedJob, project_field
 from corpora.models import Dataset, DatasetItem
-from transforms.describe import params_text
+from transforms.describe import params_text, transformation_title
 from transforms.registry import TRANSFORMATIONS
 
 TRANSFORMATION_CHOICES = [(name, t.label) for name, t in TRANSFORMATIONS.items()]
@@ -85,7 +85,7 @@ class TransformRun(TrackedJob):
     cache_hits = models.PositiveIntegerField(default=0)
 
     def __str__(self) -> str:
-        return f"run {self.pk}: {self.transformation} on {self.dataset.name} (seed {self.seed})"
+        return f"run {self.pk}: {transformation_title(self.transformation)} on {self.dataset.name} (seed {self.seed})"
 
 
 class Generation(models.Model):
@@ -193,3 +193,23 @@ class JudgeReport(TrackedJob):
 
     def __str__(self) -> str:
         return f"judge report {self.pk} ({self.kind}, {self.status})"
+
+
+class LLMBackendUse(models.Model):
+    """A job's task sending requests to an LLM backend right now (one row per batch in flight),
+    so that a job queued behind it can say which job holds the backend ("busy with run #7").
+    Written by :class:`transforms.llm_activity.LLMCalls`; a row whose ``heartbeat_at`` is old
+    belongs to a worker that died and is ignored."""
+
+    backend_alias = models.CharField(max_length=64, db_index=True)
+    job_model = models.CharField(max_length=100, help_text="app_label.ModelName of the job's row.")
+    job_id = models.PositiveBigIntegerField()
+    label = models.CharField(max_length=200, help_text='How a user names the job, e.g. "run #7".')
+    started_at = models.DateTimeField()
+    heartbeat_at = models.DateTimeField()
+
+    class Meta:
+        ordering = ["started_at", "id"]
+
+    def __str__(self) -> str:
+        return f"{self.label} on {self.backend_alias}"

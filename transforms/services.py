@@ -29,6 +29,7 @@ from corpora.selectors import dataset_get
 from corpora.task_types import task_spec
 from transforms.backends import backend_chosen
 from transforms.jobs import RUNS
+from transforms.llm_activity import job_note_busy
 from transforms.models import GeneratorConfig, TransformedItem, TransformRun
 from transforms.params import DEFAULT_SEED, GenerationParams, RunOptions, RunSettings
 from transforms.presets import resolve_preset
@@ -276,6 +277,14 @@ def transform_run_mark_started(*, run_id: int) -> None:
     TransformRun.objects.filter(pk=run_id).exclude(status=TransformRun.Status.SUCCEEDED).update(
         status=TransformRun.Status.RUNNING, started_at=timezone.now()
     )
+
+
+def transform_run_note_queued(*, run_id: int) -> None:
+    """Before a run's chunks are queued: when another job holds its LLM backend, the run says it
+    waits behind that job ("busy with run #7") until its own first answer comes."""
+    run = TransformRun.objects.select_related("generator").get(pk=run_id)
+    if transformation_get(run.transformation).uses_llm:
+        job_note_busy(model=TransformRun, job_id=run_id, alias=run.generator.backend_alias)
 
 
 def transform_run_finalize(*, run_id: int) -> TransformRun:

@@ -14,6 +14,7 @@ from transforms.services import (
     transform_run_fail,
     transform_run_finalize,
     transform_run_mark_started,
+    transform_run_note_queued,
     transform_run_pending_chunks,
     transform_run_resume,
     transform_run_waiting,
@@ -29,6 +30,7 @@ def start_run(run_id: int) -> None:
     """Fan the run's missing items out as chunk tasks; finalise when all are done. Also resumes."""
     transform_run_mark_started(run_id=run_id)
     chunks = transform_run_pending_chunks(run_id=run_id)
+    transform_run_note_queued(run_id=run_id)
     fan_out(
         [execute_chunk.si(run_id, ids) for ids in chunks], then=finalize_run.si(run_id), on_error=run_failed.s(run_id)
     )

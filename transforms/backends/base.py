@@ -1,9 +1,34 @@
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
+from contextvars import ContextVar
 from dataclasses import dataclass, field
 
 from core.waiting import BackendUnavailable
+
+#: Seconds between two calls of the tick a caller set with :func:`ticking`.
+TICK_S = 0.25
+_tick: ContextVar[Callable[[], None] | None] = ContextVar("llm_batch_tick", default=None)
+
+
+@contextmanager
+def ticking(tick: Callable[[], None]) -> Iterator[None]:
+    """While inside, a backend that answers a batch request by request (the OpenAI-compatible one)
+    calls ``tick()`` about every ``TICK_S`` seconds until the batch ends, in the thread that called
+    ``generate``, between answers (it may use the database, and should be quick). Callers use it
+    to write throttled progress and to notice that no answer has come yet. Backends that answer a
+    whole batch at once never call it."""
+    token = _tick.set(tick)
+    try:
+        yield
+    finally:
+        _tick.reset(token)
+
+
+def current_tick() -> Callable[[], None] | None:
+    """The tick set by :func:`ticking` in this context, if any."""
+    return _tick.get()
 
 
 @dataclass(frozen=True)
@@ -57,7 +82,7 @@ class LLMBackend:
 
     ``generate`` sends many chat requests and returns one result per request, in order; it keeps
     the backend busy (bounded concurrency) and calls ``on_result(index, result)`` as results
-    arrive, so callers can show progress and save work early.
+    arrive, in the calling thread, so callers can show progress and save work early.
     """
 
     def __init__(self, *, alias: str, model: str, **options):

@@ -12,7 +12,9 @@ from __future__ import annotations
 import asyncio
 import logging
 import os
+import queue
 import random
+import threading
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -20,7 +22,15 @@ from pathlib import Path
 import httpx
 
 from core.hashing import sha256_json
-from transforms.backends.base import BackendError, ChatFailure, ChatRequest, ChatResult, LLMBackend
+from transforms.backends.base import (
+    TICK_S,
+    BackendError,
+    ChatFailure,
+    ChatRequest,
+    ChatResult,
+    LLMBackend,
+    current_tick,
+)
 from transforms.backends.slot_sharing import PrefixShare, SlotActionsUnsupported, share_prefix, shared_prefix
 from transforms.embedded import EmbeddedModelError, get_model
 from transforms.model_hashes import file_sha256
@@ -71,8 +81,42 @@ class OpenAICompatBackend(LLMBackend):
     def _generate(
         self, requests: list[ChatRequest], on_result: Callable[[int, ChatResult | ChatFailure], None] | None
     ) -> list[ChatResult | ChatFailure]:
-        """Send all requests; ``on_result`` runs inside the event loop and must not block."""
-        return asyncio.run(self._generate_all(requests, on_result))
+        """Send all requests. With ``on_result`` or a tick (``base.ticking``), the requests go out
+        from an event loop in a helper thread, and this thread hears each answer as it arrives
+        (``on_result``, which may use the database) and ticks every ``TICK_S`` in between."""
+        tick = current_tick()
+        if on_result is None and tick is None:
+            return asyncio.run(self._generate_all(requests, None))
+        answers: queue.SimpleQueue = queue.SimpleQueue()
+        outcome: dict[str, object] = {}
+
+        def send() -> None:
+            try:
+                outcome["results"] = asyncio.run(self._generate_all(requests, lambda i, r: answers.put((i, r))))
+            except BaseException as exc:  # handed to the calling thread, which raises it
+                outcome["error"] = exc
+            finally:
+                answers.put(None)
+
+        sender = threading.Thread(target=send, name=f"llm-{self.alias}", daemon=True)
+        sender.start()
+        ticked = time.monotonic()
+        while True:
+            try:
+                answer = answers.get(timeout=TICK_S)
+            except queue.Empty:
+                answer = ()
+            if answer is None:
+                break
+            if answer and on_result is not None:
+                on_result(*answer)
+            if tick is not None and time.monotonic() - ticked >= TICK_S:
+                ticked = time.monotonic()
+                _safe_tick(tick)
+        sender.join()
+        if "error" in outcome:
+            raise outcome["error"]
+        return outcome["results"]
 
     def in_flight(self) -> int:
         """How many requests to keep in flight: ``max_concurrency`` when set, else the server's slots
@@ -206,6 +250,14 @@ class OpenAICompatBackend(LLMBackend):
 
     def _headers(self) -> dict[str, str]:
         return {"Authorization": f"Bearer {self.api_key}"} if self.api_key else {}
+
+
+def _safe_tick(tick: Callable[[], None]) -> None:
+    """A caller's tick that fails is logged: progress must not break generation."""
+    try:
+        tick()
+    except Exception:
+        logger.exception("LLM batch progress tick failed")
 
 
 def transport_error_text(exc: BaseException) -> str:
