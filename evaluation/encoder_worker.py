@@ -28,6 +28,8 @@ def _load(options: dict):
     import torch
     from sentence_transformers import SentenceTransformer
 
+    if options.get("threads"):  # before any operation: torch's thread pool is sized once
+        torch.set_num_threads(int(options["threads"]))
     model = SentenceTransformer(
         options["path"],
         device=options.get("device") or None,
@@ -56,7 +58,13 @@ def main() -> None:
     dtype = str(next(model.parameters()).dtype).removeprefix("torch.")
     _send(
         protocol,
-        {"ok": True, "dim": model.get_sentence_embedding_dimension(), "device": str(model.device), "dtype": dtype},
+        {
+            "ok": True,
+            "dim": model.get_sentence_embedding_dimension(),
+            "device": str(model.device),
+            "dtype": dtype,
+            "threads": _torch_threads(),
+        },
     )
     for line in sys.stdin.buffer:
         request = json.loads(line)
@@ -75,6 +83,12 @@ def main() -> None:
         vectors = np.ascontiguousarray(vectors, dtype="<f4")
         rows, dim = vectors.shape if vectors.ndim == 2 else (0, 0)
         _send(protocol, {"ok": True, "rows": rows, "dim": dim}, vectors.tobytes())
+
+
+def _torch_threads() -> int:
+    import torch
+
+    return torch.get_num_threads()
 
 
 def _send(stream, header: dict, payload: bytes = b"") -> None:

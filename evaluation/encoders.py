@@ -28,6 +28,7 @@ from collections.abc import Mapping, Sequence
 from functools import cache, cached_property
 from pathlib import Path
 from typing import IO, Protocol, runtime_checkable
+from urllib.parse import urlsplit
 
 import numpy as np
 from django.conf import settings
@@ -36,6 +37,9 @@ from django.utils.module_loading import import_string
 from huggingface_hub import snapshot_download
 
 from core.errors import ShiftlabError
+from core.local_server import available_cpus, is_loopback, port_in_use
+from evaluation.encoder_threads import encoder_threads
+from transforms.embedded import default_llm_threads
 
 PACKAGED_MODELS = {
     # name -> (canonical model id, importable package holding the files)
@@ -185,10 +189,35 @@ class SentenceTransformerEncoder:
                     "dtype": self.dtype,
                     "max_seq_length": self.max_seq_length,
                     "trust_remote_code": self.trust_remote_code,
+                    # Resolved once per model process: its torch threads stay for its life.
+                    "threads": encoder_process_threads(),
                 },
                 label=self.model_id,
             )
         return self._worker
+
+
+def encoder_process_threads() -> int | None:
+    """torch threads for a new encoder process (``evaluation.encoder_threads``): ``ENCODER_THREADS``
+    where set, else the CPUs left by an LLM server that answers on this machine at the default LLM
+    backend's address (the embedded server of the demo), else None (torch's default)."""
+    cpus = available_cpus()
+    setting = int(getattr(settings, "ENCODER_THREADS", 0) or 0)
+    llm_threads = None
+    if setting == 0 and _local_llm_server():
+        llm_threads = default_llm_threads(cpus, int(getattr(settings, "EMBEDDED_LLM_THREADS", 0) or 0))
+    return encoder_threads(cpus=cpus, setting=setting, llm_threads=llm_threads)
+
+
+def _local_llm_server() -> bool:
+    """Whether the default LLM backend's URL is a loopback address where a server listens."""
+    options = (getattr(settings, "TRANSFORM_BACKENDS", {}).get("default") or {}).get("OPTIONS") or {}
+    try:
+        url = urlsplit(str(options.get("base_url") or ""))
+        port = url.port or (443 if url.scheme == "https" else 80)
+    except ValueError:  # a malformed URL or port: the LLM backend reports it when it is used
+        return False
+    return bool(url.hostname) and is_loopback(url.hostname) and port_in_use(port, url.hostname)
 
 
 class _Worker:
@@ -215,6 +244,7 @@ class _Worker:
         ready = self._read_header(f"loading model {label}")
         self.dim = int(ready["dim"])
         self.device, self.dtype = ready.get("device", ""), ready.get("dtype", "")
+        self.threads = ready.get("threads")  # torch's threads in the model process
 
     def usable(self) -> bool:
         return self.pid == os.getpid() and self.process.poll() is None
