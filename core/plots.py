@@ -4,8 +4,8 @@ The pages run under a strict Content-Security-Policy (``style-src 'self'``), whi
 ``style`` attributes and the ``<style>`` element matplotlib writes. :func:`csp_safe_svg` turns
 each declaration into the equivalent SVG presentation attribute, so the figure looks the same
 inline. Output is deterministic (no date, fixed hash salt). The apps' own figure modules
-(``annotation/quality/plots.py``, ``transforms/plots.py``) draw with :data:`PLOT_RC` and finish with
-:func:`svg_of`.
+(``transforms/plots.py``) draw with :data:`PLOT_RC` and finish with :func:`svg_of`; the annotators
+page writes its simple figures as SVG itself (``annotation/quality/plots.py``).
 """
 
 from __future__ import annotations

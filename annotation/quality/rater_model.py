@@ -57,11 +57,13 @@ Lin, L. I. (1989). A concordance correlation coefficient to evaluate reproducibi
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Collection, Hashable, Sequence
 from dataclasses import dataclass
 
 import numpy as np
 from scipy import optimize, special
+from threadpoolctl import ThreadpoolController
 
 BIAS_PRIOR_SD = 1.0
 LOG_SIGMA_PRIOR_SD = 1.0
@@ -72,6 +74,11 @@ MIN_PAIRS = 3  # ratings with a consensus below which a competence means nothing
 AGREEMENT_PRIOR_PAIRS = 10  # ratings at which a rater's own agreement and the study's median weigh the same
 TOLERANCE = 1e-5  # change of the log posterior per rating that ends EM
 _LOG_SQRT_2PI = 0.5 * np.log(2 * np.pi)
+# The BLAS libraries loaded with numpy and scipy, found once (finding them takes milliseconds).
+_THREADPOOLS = ThreadpoolController()
+# The thread limit is process-wide: fits in several threads take turns, so that each restores the
+# number of threads the one before it found.
+_ONE_BLAS_THREAD = threading.Lock()
 
 
 @dataclass(frozen=True)
@@ -292,9 +299,12 @@ def fit_rater_model(
     n_units = int(unit_index.max()) + 1
     excluded = {n for n, r in enumerate(rater_ids) if r in exclude}
     counted = np.array([r not in excluded for r in rater_index], dtype=bool)
-    params, prevalence, converged = _Model(
-        unit_index, rater_index, answers, n_units, n_raters, n_categories, counted
-    ).fit()
+    # One BLAS thread: L-BFGS-B's small LAPACK calls (scipy >= 1.15) wait on OpenBLAS's thread pool
+    # for milliseconds each, most of the fit's time on a busy server (scipy issue #22438).
+    with _ONE_BLAS_THREAD, _THREADPOOLS.limit(limits=1, user_api="blas"):
+        params, prevalence, converged = _Model(
+            unit_index, rater_index, answers, n_units, n_raters, n_categories, counted
+        ).fit()
     counts = np.bincount(rater_index, minlength=n_raters)
     wanted = None if competence_units is None else set(competence_units)
     scored = np.array([wanted is None or unit_ids[u] in wanted for u in unit_index], dtype=bool)
@@ -340,10 +350,15 @@ class _Model:
     def __init__(self, unit, rater, answers, n_units, n_raters, n_categories, counted):
         self.unit, self.rater, self.answers, self.counted = unit, rater, answers, counted
         self.n_units, self.n_raters, self.n_categories = n_units, n_raters, n_categories
-        truth = np.arange(n_categories)[None, :]
-        # Bounds of each answer's category minus each candidate truth: shape (n_ratings, K).
-        self.upper = np.where(answers == n_categories - 1, np.inf, answers + 0.5)[:, None] - truth
-        self.lower = np.where(answers == 0, -np.inf, answers - 0.5)[:, None] - truth
+        # A rating's terms depend only on its (rater, answer) and the candidate truth: they are
+        # computed once per rater, answer and truth (n_raters x K x K values) and each rating reads
+        # its row ``cell`` of that table, instead of computing them again for every rating.
+        categories = np.arange(n_categories)
+        truth = categories[None, :]
+        # Bounds of each answer's category minus each candidate truth: shape (K answers, K truths).
+        self.upper = np.where(categories == n_categories - 1, np.inf, categories + 0.5)[:, None] - truth
+        self.lower = np.where(categories == 0, -np.inf, categories - 0.5)[:, None] - truth
+        self.cell = rater * n_categories + answers
 
     def fit(self) -> tuple[np.ndarray, np.ndarray, bool]:
         params = np.concatenate([np.zeros(self.n_raters), np.full(self.n_raters, np.log(0.7))])
@@ -371,14 +386,16 @@ class _Model:
         return params, prevalence, False
 
     def _log_likelihood(self, params: np.ndarray):
-        """log P(answer | truth) per rating and truth, with the standardised bounds and sigma."""
-        bias, sigma = params[: self.n_raters][self.rater], np.exp(params[self.n_raters :])[self.rater]
-        a = (self.upper - bias[:, None]) / sigma[:, None]
-        b = (self.lower - bias[:, None]) / sigma[:, None]
+        """log P(answer | truth) per rater, answer and truth (rows: ``rater * K + answer``), with
+        the standardised bounds and each rater's sigma."""
+        n_r, k = self.n_raters, self.n_categories
+        bias, sigma = params[:n_r][:, None, None], np.exp(params[n_r:])
+        a = ((self.upper[None] - bias) / sigma[:, None, None]).reshape(n_r * k, k)
+        b = ((self.lower[None] - bias) / sigma[:, None, None]).reshape(n_r * k, k)
         return _log_interval_probability(b, a), a, b, sigma
 
     def _posterior(self, params, prevalence) -> tuple[np.ndarray, float]:
-        log_p = self._log_likelihood(params)[0]
+        log_p = self._log_likelihood(params)[0][self.cell]
         per_unit = np.zeros((self.n_units, self.n_categories))
         np.add.at(per_unit, self.unit, log_p * self.counted[:, None])  # excluded raters move nothing
         log_joint = np.log(prevalence)[None, :] + per_unit
@@ -391,10 +408,11 @@ class _Model:
 
     def _expected_loss(self, params: np.ndarray, weights: np.ndarray) -> tuple[float, np.ndarray]:
         """The M-step's objective, -E[log P(answers | truth)] + priors, and its gradient."""
-        log_p, a, b, sigma = self._log_likelihood(params)
-        phi_a, phi_b = _phi_ratio(a, log_p), _phi_ratio(b, log_p)
-        d_bias = weights * (phi_b - phi_a) / sigma[:, None]
-        d_log_sigma = weights * (_times(b, phi_b) - _times(a, phi_a))
+        table, a, b, sigma = self._log_likelihood(params)
+        phi_a, phi_b = _phi_ratio(a, table), _phi_ratio(b, table)
+        log_p = table[self.cell]
+        d_bias = weights * (phi_b - phi_a)[self.cell] / sigma[self.rater][:, None]
+        d_log_sigma = weights * (_times(b, phi_b) - _times(a, phi_a))[self.cell]
         n_r = self.n_raters
         bias, log_sigma = params[:n_r], params[n_r:]
         value = -float(np.sum(weights * log_p)) + self._prior_loss(params)
