@@ -6,12 +6,14 @@ from dataclasses import asdict, dataclass
 from urllib.parse import urlsplit
 
 import requests
+
+# The project's Celery app (shiftlab/__init__.py makes it current): core never imports shiftlab, a layer above.
+from celery import current_app as app
 from django.conf import settings
 from django.core.cache import cache
 from django.db import connection
 
 from core.local_server import supervisor_state_path, supervisor_state_read
-from shiftlab.celery import app
 
 
 @dataclass(frozen=True)

@@ -21,7 +21,7 @@ _heartbeat: Heartbeat | None = None
 def sweep_stuck_jobs() -> dict:
     """Resume (or fail, after repeated resumes) jobs pending or running for longer than
     ``SHIFTLAB_STUCK_JOB_MINUTES`` with no task queued or held by a worker."""
-    from shiftlab.celery import app
+    from celery import current_app as app  # the project's app; core never imports shiftlab (upwards)
 
     kinds = stuck_job_kinds()
     age = settings.SHIFTLAB_STUCK_JOB_MINUTES
