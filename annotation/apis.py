@@ -11,20 +11,21 @@ from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from annotation.configs.export_services import benchmark_config_export, benchmark_config_verify
-from annotation.models import Annotator, Flag, GateResult
-from annotation.publishing.argilla_services import study_publish, study_sync_queue
+from annotation.models import Annotator, Flag, GateResult, StudyJob
+from annotation.publishing.argilla_services import study_sync_queue
 from annotation.publishing.onboarding_services import argilla_password_set_own
+from annotation.publishing.publish_job_services import study_publish_start
 from annotation.quality.adaptive_services import study_adaptive_rows
 from annotation.quality.control_pool import control_pool_from_upload
 from annotation.quality.control_services import study_control_detectability
 from annotation.quality.gate_services import approval_decide, study_gate
 from annotation.quality.quality_services import quality_report_data, study_annotator_quality
+from annotation.quality.validation_job_services import study_validation_start
 from annotation.quality.validation_services import (
     annotator_reject,
     annotator_replace,
     flag_review,
     study_item_translate,
-    study_validate,
 )
 from annotation.selectors import (
     benchmark_config_list,
@@ -49,6 +50,7 @@ from annotation.serializers import (
     StudyCreateSerializer,
     StudyDesignSerializer,
     StudyItemSerializer,
+    StudyJobSerializer,
     StudyPublishSerializer,
     StudySerializer,
 )
@@ -63,6 +65,12 @@ from core.serializers import valid_input
 
 def _error(exc: Exception) -> Response:
     return Response({"detail": str(exc)}, status=getattr(exc, "http_status", status.HTTP_400_BAD_REQUEST))
+
+
+def _job_response(job: StudyJob) -> Response:
+    """A started job as the API answers it: 200 once finished, 202 while it runs."""
+    finished = job.status in (StudyJob.Status.SUCCEEDED, StudyJob.Status.FAILED)
+    return Response(StudyJobSerializer(job).data, status=status.HTTP_200_OK if finished else status.HTTP_202_ACCEPTED)
 
 
 def _design(data: dict, base: StudyDesign | None = None) -> StudyDesign:
@@ -128,16 +136,29 @@ class StudyViewSet(ProjectScopedMixin, mixins.ListModelMixin, mixins.RetrieveMod
         study = study_lock(study=study, actor=request.user, control_pool=pool)
         return Response(StudySerializer(study).data)
 
-    @extend_schema(request=StudyPublishSerializer, responses=StudySerializer)
+    @extend_schema(request=StudyPublishSerializer, responses={200: StudySerializer, 202: StudyJobSerializer})
     @action(detail=True, methods=["post"])
     def publish(self, request, pk=None):
-        """Publish to Argilla, to annotators on the roster of the study's project; ``new_accounts``
-        names the Argilla accounts made now (each annotator sets their own password)."""
+        """Start publishing to Argilla, to annotators on the roster of the study's project, as a
+        job (a publish already running with the same annotators is joined): 202 with the job while
+        it runs (follow it at ``jobs/``); 200 with the study, ``new_accounts`` (the Argilla accounts
+        made now: each annotator sets their own password) and the job once it has finished (no
+        broker: it ran in this request)."""
         study = self.get_changeable_object()
         data = valid_input(StudyPublishSerializer, request)
         users = roster_annotators(study.project, data["annotators"])
-        result = study_publish(study=study, annotators=users, actor=request.user)
-        return Response({**StudySerializer(result.study).data, "new_accounts": list(result.new_accounts)})
+        job = study_publish_start(study=study, annotators=users, actor=request.user)
+        job.refresh_from_db()
+        if job.status != StudyJob.Status.SUCCEEDED:
+            return _job_response(job)
+        study.refresh_from_db()
+        return Response(
+            {
+                **StudySerializer(study).data,
+                "new_accounts": job.result.get("new_accounts", []),
+                "job": StudyJobSerializer(job).data,
+            }
+        )
 
     @extend_schema(request=None, responses={202: None})
     @action(detail=True, methods=["post"])
@@ -146,12 +167,22 @@ class StudyViewSet(ProjectScopedMixin, mixins.ListModelMixin, mixins.RetrieveMod
         outcome = study_sync_queue(study=self.get_changeable_object())
         return Response({"task_id": outcome.id}, status=status.HTTP_202_ACCEPTED)
 
-    @extend_schema(request=None, responses=None)
+    @extend_schema(request=None, responses={200: StudyJobSerializer, 202: StudyJobSerializer})
     @action(detail=True, methods=["post"])
     def validate(self, request, pk=None):
-        study = self.get_changeable_object()
-        result = study_validate(study=study, actor=request.user)
-        return Response(asdict(result))
+        """Start validating the study (LLM estimates, control checks, flags, rejections) as a job on
+        the ``llm`` queue; a validation already running is joined. 202 with the job while it runs
+        (follow it at ``jobs/``), 200 once it has finished (no broker: it ran in this request),
+        its ``result`` holding the counts."""
+        job = study_validation_start(study=self.get_changeable_object(), actor=request.user)
+        job.refresh_from_db()
+        return _job_response(job)
+
+    @extend_schema(responses=StudyJobSerializer(many=True))
+    @action(detail=True, methods=["get"])
+    def jobs(self, request, pk=None):
+        """The study's validation and publish jobs, newest first (the last 20)."""
+        return Response(StudyJobSerializer(self.get_object().jobs.all()[:20], many=True).data)
 
     @extend_schema(request=None, responses=GateResultSerializer(many=True))
     @action(detail=True, methods=["post"])

@@ -16,6 +16,7 @@ from core.forms import NewInProjectForm
 from core.pages import error_field
 from core.projects import ProjectAccessError, scoped
 from transforms.backends import backend_aliases
+from transforms.describe import run_label
 from transforms.models import TransformRun
 
 DEFAULT = StudyDesign()
@@ -465,14 +466,15 @@ class StudyCreateForm(NewInProjectForm, StudyDesignForm):
     def __init__(self, *args, user, **kwargs):
         super().__init__(*args, user=user, **kwargs)
         self.fields["project"].help_text = (
-            "The team the study belongs to; its runs must be in it, and its Argilla workspace is named after it. "
-            "Left empty: the runs' project."
+            "The team the study belongs to; its runs must be in it. Left empty: the runs' project. "
+            "Each annotator rates in an Argilla workspace of their own."
         )
         runs = TransformRun.objects.filter(status=TransformRun.Status.SUCCEEDED).select_related("dataset", "project")
-        self.fields["runs"].queryset = scoped(runs, user, write=True).order_by("-pk")
-        self.fields["runs"].label_from_instance = lambda r: (
-            f"#{r.pk} {r.transformation} on {r.dataset.name} (seed {r.seed}), project {r.project.slug}"
-        )
+        runs = scoped(runs, user, write=True)
+        if self.project_preselected() and not self.is_bound:  # what study_create accepts in it (issue 42)
+            runs = runs.filter(project__slug=self.project_preselected())
+        self.fields["runs"].queryset = runs.order_by("-pk")
+        self.fields["runs"].label_from_instance = lambda r: f"{run_label(r)}, project {r.project.slug}"
 
 
 class ArgillaPasswordForm(forms.Form):

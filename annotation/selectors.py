@@ -21,7 +21,7 @@ from annotation.models import (
 )
 from annotation.quality.controls import ItemKind
 from annotation.quality.gating import gate_state_of
-from annotation.quality.selectors import control_checks, study_agreement
+from annotation.quality.selectors import control_checks, counted_ratings, study_agreement
 from annotation.studies.design_services import study_design
 from core.errors import ShiftlabError
 from core.models import Project
@@ -121,23 +121,25 @@ class StudyProgress:
 
 
 def study_progress(*, study: Study) -> StudyProgress:
-    """Per-annotator counts, control pass rates and live agreement (after rejections)."""
+    """Per-annotator counts, control pass rates and live agreement (after rejections). A fixed
+    number of queries, whatever the number of annotators: ratings are read as plain values, the
+    control checks once (agreement reuses them)."""
     design = study_design(study)
     checks = control_checks(study) if study.is_locked else {}
     active = Rating.objects.filter(study_item__study=study, active=True)
     per_annotator = defaultdict(lambda: {"items": set(), "real": set(), "controls": set(), "edits": 0})
     raters_per_item = defaultdict(set)
-    for rating in active.select_related("study_item").only(
+    for annotator_id, edits, kind, item_id in active.values_list(
         "annotator_id", "edits", "study_item__kind", "study_item_id"
     ):
-        row = per_annotator[rating.annotator_id]
-        row["items"].add(rating.study_item_id)
-        row["edits"] += rating.edits
-        if rating.study_item.kind == ItemKind.REAL:
-            row["real"].add(rating.study_item_id)
-            raters_per_item[rating.study_item_id].add(rating.annotator_id)
+        row = per_annotator[annotator_id]
+        row["items"].add(item_id)
+        row["edits"] += edits
+        if kind == ItemKind.REAL:
+            row["real"].add(item_id)
+            raters_per_item[item_id].add(annotator_id)
         else:
-            row["controls"].add(rating.study_item_id)
+            row["controls"].add(item_id)
     flags = (
         Flag.objects.filter(rating__study_item__study=study)
         .values("rating__annotator_id")
@@ -179,7 +181,7 @@ def study_progress(*, study: Study) -> StudyProgress:
         n_controls=sum(n for k, n in by_kind.items() if k != ItemKind.REAL),
         n_complete=sum(1 for raters in raters_per_item.values() if len(raters) >= design.raters_per_item),
         annotators=rows,
-        agreement=study_agreement(study) if study.is_locked else {},
+        agreement=study_agreement(study, counted_ratings(study, checks=checks)) if study.is_locked else {},
     )
 
 

@@ -1,6 +1,6 @@
 from rest_framework import serializers
 
-from annotation.models import Annotator, Approval, BenchmarkConfig, Flag, GateResult, Study, StudyItem
+from annotation.models import Annotator, Approval, BenchmarkConfig, Flag, GateResult, Study, StudyItem, StudyJob
 from core.limits import MAX_ID
 from core.serializers import JSONField, project_slug_field, username_field
 
@@ -222,3 +222,27 @@ class BenchmarkConfigExportSerializer(serializers.Serializer):
 class BenchmarkConfigVerifySerializer(serializers.Serializer):
     text = serializers.CharField(trim_whitespace=False)
     format = serializers.ChoiceField(choices=["json", "yaml"])
+
+
+class StudyJobSerializer(serializers.ModelSerializer):
+    """A study's validation or publish job: its progress, the backend it waits for, its outcome."""
+
+    waiting = serializers.CharField(source="waiting_message", read_only=True, allow_null=True)
+
+    class Meta:
+        model = StudyJob
+        fields = [
+            "id",
+            "action",
+            "status",
+            "done",
+            "total",
+            "waiting",
+            "error",
+            "summary",
+            "result",
+            "created_at",
+            "started_at",
+            "finished_at",
+        ]
+        read_only_fields = fields

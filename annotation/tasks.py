@@ -1,6 +1,8 @@
 """Thin Celery tasks of studies: syncing responses from Argilla (retried while it is unreachable),
 then the adaptive check of adaptive designs (``adaptive_services``); the LLM judges scoring every
-output of a study (``judge_population_services``, retried while the judge's backend cannot answer)."""
+output of a study (``judge_population_services``, retried while the judge's backend cannot answer);
+validating a study (``validation_job_services``, likewise) and publishing it
+(``publish_job_services``, retried while Argilla is unreachable)."""
 
 from dataclasses import asdict
 
@@ -13,8 +15,15 @@ from annotation.baselines.baseline_llm_services import (
     baseline_llm_job_fail,
     baseline_llm_job_run,
 )
-from annotation.models import BaselineLLMJob, Study
+from annotation.models import BaselineLLMJob, Study, StudyJob
 from annotation.publishing.argilla_services import study_release_batches
+from annotation.publishing.publish_job_services import (
+    PUBLISH_JOBS,
+    PUBLISH_TASK,
+    study_publish_fail,
+    study_publish_run,
+    study_publish_waiting,
+)
 from annotation.publishing.sync_services import study_sync
 from annotation.quality.adaptive_services import study_adaptive_check
 from annotation.quality.judge_population_services import (
@@ -25,9 +34,17 @@ from annotation.quality.judge_population_services import (
     judge_population_job_run,
     judge_population_job_waiting,
 )
+from annotation.quality.validation_job_services import (
+    VALIDATION_JOBS,
+    VALIDATION_TASK,
+    study_validation_fail,
+    study_validation_run,
+    study_validation_waiting,
+)
 from annotation.selectors import study_sync_due_list
 from core.sweeper import StuckJobKind, stuck_job_kind_register
 from core.task_policy import ARGILLA_UNAVAILABLE, TRANSIENT_BACKEND, failure_reason
+from core.waiting import BackendUnavailable
 from transforms.backends.base import TransientBackendError
 
 
@@ -100,5 +117,51 @@ stuck_job_kind_register(
         "judges on every output",
         tasks={JUDGE_POPULATION_TASK},
         resume=lambda job: judge_population_job_dispatch(job_id=job.pk),
+    )
+)
+
+
+@shared_task(name=VALIDATION_TASK, acks_late=True, reject_on_worker_lost=True, **TRANSIENT_BACKEND.retry_options())
+def study_validate(self, job_id: int) -> str:
+    """Validate a study (``study_validation_run``); resumable, so a redelivered or retried task only
+    asks the judges for the estimates still missing."""
+    try:
+        return study_validation_run(job_id=job_id).status
+    except TransientBackendError as exc:
+        TRANSIENT_BACKEND.retry(self, exc, job=study_validation_waiting(job_id=job_id))
+
+
+@shared_task(name=VALIDATION_JOBS.errback)
+def study_validate_failed(request, exc, traceback, job_id: int) -> None:
+    """Errback of ``study_validate``: an unexpected error fails the job instead of leaving it running."""
+    study_validation_fail(job_id=job_id, reason=f"The validation task failed: {failure_reason(exc)}")
+
+
+@shared_task(name=PUBLISH_TASK, acks_late=True, reject_on_worker_lost=True, **ARGILLA_UNAVAILABLE.retry_options())
+def study_publish(self, job_id: int) -> str:
+    """Publish a study to Argilla (``study_publish_run``); idempotent, so a redelivered or retried
+    task only upserts what is already there."""
+    try:
+        return study_publish_run(job_id=job_id).status
+    except BackendUnavailable as exc:
+        ARGILLA_UNAVAILABLE.retry(self, exc, job=study_publish_waiting(job_id=job_id))
+
+
+@shared_task(name=PUBLISH_JOBS.errback)
+def study_publish_failed(request, exc, traceback, job_id: int) -> None:
+    """Errback of ``study_publish``: an unexpected error fails the job instead of leaving it running."""
+    study_publish_fail(job_id=job_id, reason=f"The publish task failed: {failure_reason(exc)}")
+
+
+# Validations and publishes share their model (StudyJob): one kind, whose job's action says which
+# task resumes it and how its failure reads.
+_STUDY_JOBS = {StudyJob.Action.VALIDATE: VALIDATION_JOBS, StudyJob.Action.PUBLISH: PUBLISH_JOBS}
+stuck_job_kind_register(
+    StuckJobKind(
+        label="study validation or publish",
+        model=StudyJob,
+        task_names=frozenset({VALIDATION_TASK, PUBLISH_TASK}),
+        resume=lambda job: _STUDY_JOBS[job.action].dispatch(job.pk),
+        fail=lambda job_id, reason: _STUDY_JOBS[StudyJob.objects.get(pk=job_id).action].fail(job_id, reason=reason),
     )
 )

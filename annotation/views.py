@@ -14,20 +14,27 @@ from django.core.exceptions import PermissionDenied
 from django.http import Http404, HttpResponse
 from django.shortcuts import get_object_or_404, redirect, render
 from django.urls import reverse
+from django.utils import timezone
 from django.views.decorators.http import require_http_methods
 
 from annotation.configs.config_export import config_render
 from annotation.configs.config_schema import PERTURBATION_DOCUMENT_SCOPES, PERTURBATION_SIDES
 from annotation.configs.export_services import benchmark_config_export, benchmark_config_preview
 from annotation.forms import ArgillaPasswordForm, StudyCreateForm, StudyDesignForm
-from annotation.models import Annotator, BenchmarkConfig, Flag, GateResult, Study
-from annotation.publishing.argilla_services import study_publish, study_sync_queue
+from annotation.models import Annotator, BenchmarkConfig, Flag, GateResult, Study, StudyJob
+from annotation.publishing.argilla_services import study_sync_queue
 from annotation.publishing.onboarding_services import (
     annotator_argilla_home,
     annotator_studies,
     annotator_ui_url,
     argilla_password_set_own,
     study_sync_job,
+)
+from annotation.publishing.publish_job_services import (
+    new_accounts_text,
+    publish_job_result,
+    publish_summary,
+    study_publish_start,
 )
 from annotation.publishing.sync_services import sync_summary
 from annotation.quality.adaptive_services import study_adaptive_rows
@@ -42,12 +49,12 @@ from annotation.quality.judge_population_services import (
 )
 from annotation.quality.quality_services import quality_figures, study_annotator_quality
 from annotation.quality.saving_forecast import MIN_FORECAST_ITEMS
+from annotation.quality.validation_job_services import study_validation_start
 from annotation.quality.validation_services import (
     annotator_reject,
     annotator_replace,
     flag_review,
     study_item_translate,
-    study_validate,
 )
 from annotation.selectors import (
     benchmark_config_list,
@@ -59,8 +66,16 @@ from annotation.selectors import (
 )
 from annotation.studies.adaptive_tables import adaptive_saving_table
 from annotation.studies.design import QUESTIONS, design_implications, design_problems
-from annotation.studies.design_services import study_create, study_design, study_draft, study_lock, study_revise
+from annotation.studies.design_services import (
+    study_create,
+    study_design,
+    study_draft,
+    study_lock,
+    study_lock_message,
+    study_revise,
+)
 from core.errors import ShiftlabError
+from core.job_services import UNFINISHED
 from core.login_guard import client_address
 from core.pages import show_error
 from core.projects import ProjectAccessError, project_require_write, projects_writable, scoped
@@ -169,8 +184,9 @@ def study_detail_view(request, pk: int):
         if action == "lock":
             upload = request.FILES.get("control_pool")
             pool = control_pool_from_upload(upload) if upload else None
-            study_lock(study=study, actor=request.user, control_pool=pool)
-            messages.success(request, "Locked: items and controls are drawn; the design is frozen.")
+            asked_at = timezone.now()
+            study = study_lock(study=study, actor=request.user, control_pool=pool)
+            messages.success(request, study_lock_message(study=study, asked_at=asked_at))
         elif action == "sync":
             queued = study_sync_queue(study=study)
             if isinstance(queued, EagerResult):  # no broker: it already ran, in this request
@@ -179,7 +195,8 @@ def study_detail_view(request, pk: int):
                 sync_job = queued.id
                 messages.success(request, "Sync queued: a worker runs it; this page shows when it has finished.")
         elif action == "validate":
-            messages.success(request, study_validate(study=study, actor=request.user).summary())
+            job = study_validation_start(study=study, actor=request.user)
+            _job_outcome(request, job, started="Validation started: this page shows its progress.")
         elif action == "judge-outputs":
             jobs = study_judge_population_start(study=study, actor=request.user)
             messages.success(request, "The LLM judges score every output: " + judge_jobs_summary(jobs) + ".")
@@ -192,6 +209,24 @@ def study_detail_view(request, pk: int):
             return redirect("annotation:gate", pk=study.pk)
     url = reverse("annotation:study", args=[study.pk])
     return redirect(f"{url}?sync={sync_job}#sync-job" if sync_job else url)
+
+
+def _job_outcome(request, job: StudyJob, *, started: str) -> None:
+    """What a started job did, as a message: its summary or error where it has finished already (no
+    broker: it ran in the request), else ``started``."""
+    job.refresh_from_db()
+    if job.status == StudyJob.Status.SUCCEEDED:
+        messages.success(request, job.summary)
+    elif job.status == StudyJob.Status.FAILED:
+        messages.error(request, job.error)
+    else:
+        messages.success(request, started)
+
+
+def _latest_jobs(study: Study) -> list[StudyJob]:
+    """The newest validation and the newest publish of the study, for the page's job lines."""
+    jobs = [study.jobs.filter(action=action).first() for action in StudyJob.Action]
+    return [job for job in jobs if job is not None]
 
 
 def _study_page(request, study: Study, **extra):
@@ -212,6 +247,8 @@ def _study_page(request, study: Study, **extra):
         "runs": study.runs.select_related("dataset"),
         "last_sync": sync_summary(study.last_sync) if study.last_sync else "",
         "sync_job": sync_job,
+        "study_jobs": (study_jobs := _latest_jobs(study)),
+        "jobs_unfinished": any(job.status in UNFINISHED for job in study_jobs),
         "detectability": study_control_detectability(study=study) if study.is_locked else None,
         "detectability_notes": study_detectability_notes(study) if study.is_locked else [],
         "adaptive": study_adaptive_rows(study=study, populations={p.transformation: p for p in populations}),
@@ -230,34 +267,25 @@ def _study_publish(request, study: Study):
     try:
         if len(users) != len(set(chosen)):  # an id of no annotator of this project: said alike for all
             raise ShiftlabError(roster_refusal(study.project, _outsiders(chosen, users)))
-        if not users and study.published_at is None:  # checked before study_publish would lock a draft
-            raise ShiftlabError(NOTHING_SENT)
-        result = study_publish(study=study, annotators=users, actor=request.user)
+        job = study_publish_start(study=study, annotators=users, actor=request.user)
     except ShiftlabError as exc:
         show_error(request, exc)
         return redirect(request.path)  # the page the form was on: the study's, or its publish step
-    publish_outcome(request, users, result)
+    job.refresh_from_db()
+    if job.status == StudyJob.Status.SUCCEEDED:  # no broker: it ran in the request
+        publish_outcome(request, users, publish_job_result(job))
+    else:
+        _job_outcome(request, job, started="Publishing started: this page shows when it has finished.")
     return redirect("annotation:study", pk=study.pk)
-
-
-NOTHING_SENT = "Nothing was sent: choose the annotators of the project to publish to"
 
 
 def publish_outcome(request, users, result) -> None:
     """What a publish did, as messages (studies and baselines alike): to whom, the records their
     datasets hold, and the Argilla accounts made now; with nobody ticked, that nobody was added."""
-    if users:
-        names = ", ".join(sorted(u.get_username() for u in users))
-        messages.success(
-            request, f"Published to {names}: the annotators' Argilla datasets hold {result.records} records."
-        )
-    else:
-        messages.info(
-            request,
-            "No annotator was selected, so nobody was added and no new work was sent; the annotators' "
-            f"Argilla datasets were checked and hold {result.records} records, as before.",
-        )
-    _new_accounts_message(request, result.new_accounts)
+    names = [u.get_username() for u in users]
+    (messages.success if names else messages.info)(request, publish_summary(names, result.records))
+    if result.new_accounts:
+        messages.info(request, new_accounts_text(result.new_accounts))
 
 
 @researcher_required
@@ -274,13 +302,10 @@ def study_publish_view(request, pk: int):
         with _refusals_as_messages(request):
             upload = request.FILES.get("control_pool")
             pool = control_pool_from_upload(upload) if upload else None
+            asked_at = timezone.now()
             study = study_lock(study=study, actor=request.user, control_pool=pool)
-            counts = study_progress(study=study)
-            messages.success(
-                request,
-                f"Locked: {counts.n_real} items and {counts.n_controls} controls drawn; the design is frozen. "
-                "Check them below, then publish.",
-            )
+            what = study_lock_message(study=study, asked_at=asked_at)
+            messages.success(request, f"{what} Check them below, then publish.")
         return redirect("annotation:publish", pk=study.pk)
     items = study.items.order_by("kind", "transformation", "position") if study.is_locked else []
     return render(
@@ -305,11 +330,7 @@ def _outsiders(chosen: list[str], users) -> list[str]:
 
 def _new_accounts_message(request, usernames) -> None:
     if usernames:
-        messages.info(
-            request,
-            f"New Argilla accounts: {', '.join(sorted(usernames))}. Each annotator sets their own Argilla password "
-            "on Shiftlab's My Argilla account page, signed in as themselves.",
-        )
+        messages.info(request, new_accounts_text(usernames))
 
 
 def _study_revise(request, study: Study):

@@ -107,18 +107,12 @@ class NewInProjectForm(forms.Form):
     def clean_project(self) -> str | None:
         return self.cleaned_data["project"] or None
 
-    def project_chosen(self) -> str | None:
-        """The project slug the form is filled in for (the posted one, else the preselected one),
-        or None: its inputs' choices are cut to what the service accepts in it."""
-        if self.is_bound:
-            return self.data.get(self.add_prefix("project")) or None
+    def project_preselected(self) -> str | None:
+        """The project slug the form is shown for (its initial one), or None: the inputs it offers
+        are cut to what the service accepts in it. A posted form is checked against the caller's
+        readable inputs, as before: the service alone refuses one of another project, or a project
+        the caller may only read, in the words of the API and the command (one front door)."""
         return self.initial.get("project") or self.fields["project"].initial or None
-
-    def project_unoffered(self) -> bool:
-        """A project was posted that the select does not offer (unknown, or one the caller may only
-        read): the service refuses it in its own words, so the inputs' choices are not cut by it."""
-        slug = self.project_chosen()
-        return bool(slug) and slug not in {value for value, _ in self.fields["project"].widget.choices}
 
 
 class GuardedPasswordChangeForm(PasswordChangeForm):

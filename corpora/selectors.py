@@ -2,7 +2,7 @@ from django.db.models import Q, QuerySet
 
 from core.errors import ShiftlabError
 from core.models import Project
-from core.projects import User, scoped
+from core.projects import User, project_resolve, projects_writable, scoped
 from core.selectors import filter_given
 from corpora.models import ControlTrust, Dataset, DatasetImport, DatasetItem
 
@@ -14,6 +14,27 @@ def dataset_list(*, user: User = None, task_type: str | None = None, project: st
     """Datasets ``user`` may read, optionally of one task type or one project (by slug)."""
     datasets = scoped(Dataset.objects.select_related("created_by", "project"), user)
     return filter_given(datasets, task_type=task_type, project__slug=project)
+
+
+def dataset_usable_list(*, user: User = None, project: str | None = None) -> QuerySet[Dataset]:
+    """The datasets ``user`` may take as the input of something new in ``project`` (a slug; None:
+    the inputs' project, else their own), as the services that make it accept them (``dataset_get``
+    finds the dataset, ``core.projects.project_for_new`` and ``project_require_same`` admit it):
+    those of the project, or of every project ``user`` may change when none is named, and the
+    shared ones ``user`` may read. Unnamed, a shared dataset goes into the caller's own project,
+    so it is usable only when they have one (``project_resolve``). Forms offer exactly these."""
+    writable = projects_writable(user) if user is not None else Project.objects.all()
+    usable = Q(project__in=writable.filter(slug=project) if project else writable)
+    if project:
+        usable |= Q(shared=True)
+    else:
+        try:
+            project_resolve(user)
+        except ShiftlabError:  # several projects of their own: a shared dataset needs one named
+            pass
+        else:
+            usable |= Q(shared=True)
+    return dataset_list(user=user).filter(usable)
 
 
 def dataset_get(*, name: str, user: User = None, project: Project | str | None = None) -> Dataset:

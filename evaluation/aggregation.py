@@ -9,7 +9,11 @@ For one model, with scores of units (dataset, transformation or "original", seed
   (the mean of the axis' transformations at each seed) over the seeds they share;
 - **total**: the unweighted mean of the three benchmark axes (lexical, length, language), with the
   SD of the per-seed totals. The "extra" axis is never part of the total;
-- **delta**: transformed minus original on the same items, per unit, averaged like the scores.
+- **delta**: transformed minus original on the same items, per unit, averaged like the scores;
+  beside it the original score on those same items (averaged the same way) and how many items
+  both sides have (per seed, summed over datasets: the fewest and the most), since items whose
+  transformation failed are left out of both sides and the delta is not taken against the
+  original score of every item.
 """
 
 from __future__ import annotations
@@ -38,6 +42,7 @@ class UnitScore:
     original_score: float | None = None  # original data on the same items (transformed units)
     # per-item scores of ``score`` (None where the metric does not decompose), for rank intervals
     item_scores: ItemScores | None = field(default=None, compare=False, repr=False)
+    n_items: int | None = field(default=None, compare=False)  # items scored, on both sides for a transformed unit
 
     @property
     def delta(self) -> float | None:
@@ -50,6 +55,8 @@ class Summary:
     sd: float | None  # sample SD over seeds; None with fewer than two seeds
     n_seeds: int
     delta: float | None = None  # mean transformed - original on the same items
+    original: float | None = None  # the original score on those same items, averaged like ``delta``
+    items_shared: tuple[int, int] | None = None  # items both sides have per seed: (fewest, most)
 
 
 @dataclass(frozen=True)
@@ -86,6 +93,11 @@ def _mean(values: Iterable[float]) -> float | None:
     return math.fsum(values) / len(values) if values else None
 
 
+def _span(values: Iterable[int]) -> tuple[int, int] | None:
+    values = list(values)
+    return (min(values), max(values)) if values else None
+
+
 def aggregate(units: Iterable[UnitScore]) -> dict[str, ModelAggregate]:
     """Aggregates per model (see the module docstring)."""
     by_model: dict[str, list[UnitScore]] = defaultdict(list)
@@ -99,6 +111,8 @@ def _aggregate_model(model: str, units: list[UnitScore]) -> ModelAggregate:
     # transformation -> seed -> per-dataset scores and deltas
     scores: dict[str, dict[int, list[float]]] = defaultdict(lambda: defaultdict(list))
     deltas: dict[str, list[float]] = defaultdict(list)
+    originals: dict[str, list[float]] = defaultdict(list)
+    shared: dict[str, dict[int, int]] = defaultdict(lambda: defaultdict(int))  # transformation -> seed -> items
     axis_of: dict[str, str] = {}
     for u in units:
         if u.transformation == ORIGINAL:
@@ -107,30 +121,44 @@ def _aggregate_model(model: str, units: list[UnitScore]) -> ModelAggregate:
         axis_of[u.transformation] = u.axis
         if u.delta is not None:
             deltas[u.transformation].append(u.delta)
+            originals[u.transformation].append(u.original_score)
+            if u.n_items is not None:
+                shared[u.transformation][u.seed] += u.n_items
     per_seed = {t: {seed: math.fsum(v) / len(v) for seed, v in seeds.items()} for t, seeds in scores.items()}
     transformations = {}
     for name in sorted(per_seed):
         mean, sd = mean_sd([per_seed[name][seed] for seed in sorted(per_seed[name])])
-        transformations[name] = Summary(mean, sd, len(per_seed[name]), _mean(deltas[name]))
+        transformations[name] = Summary(
+            mean, sd, len(per_seed[name]), _mean(deltas[name]), _mean(originals[name]), _span(shared[name].values())
+        )
     axes: dict[str, Summary] = {}
     axis_series: dict[str, dict[int, float]] = {}
     for axis in sorted(set(axis_of.values())):
         members = [t for t in transformations if axis_of[t] == axis]
-        shared = set.intersection(*(set(per_seed[t]) for t in members))
-        axis_series[axis] = {seed: math.fsum(per_seed[t][seed] for t in members) / len(members) for seed in shared}
-        _, sd = mean_sd([axis_series[axis][seed] for seed in sorted(shared)])
+        seeds = set.intersection(*(set(per_seed[t]) for t in members))
+        axis_series[axis] = {seed: math.fsum(per_seed[t][seed] for t in members) / len(members) for seed in seeds}
+        _, sd = mean_sd([axis_series[axis][seed] for seed in sorted(seeds)])
         axes[axis] = Summary(
             _mean(transformations[t].mean for t in members),
             sd,
-            len(shared),
+            len(seeds),
             _mean(transformations[t].delta for t in members if transformations[t].delta is not None),
+            _mean(transformations[t].original for t in members if transformations[t].original is not None),
+            _span(n for t in members for n in shared[t].values()),
         )
     present = [axis for axis in BENCHMARK_AXES if axis in axes]
     if present:
-        shared = set.intersection(*(set(axis_series[a]) for a in present))
-        _, sd = mean_sd([math.fsum(axis_series[a][seed] for a in present) / len(present) for seed in sorted(shared)])
+        seeds = set.intersection(*(set(axis_series[a]) for a in present))
+        _, sd = mean_sd([math.fsum(axis_series[a][seed] for a in present) / len(present) for seed in sorted(seeds)])
         axis_deltas = [axes[a].delta for a in present if axes[a].delta is not None]
-        total = Summary(_mean(axes[a].mean for a in present), sd, len(shared), _mean(axis_deltas))
+        total = Summary(
+            _mean(axes[a].mean for a in present),
+            sd,
+            len(seeds),
+            _mean(axis_deltas),
+            _mean(axes[a].original for a in present if axes[a].original is not None),
+            _span(n for t, axis in axis_of.items() if axis in present for n in shared[t].values()),
+        )
     else:
         total = Summary(None, None, 0)
     return ModelAggregate(model, original, transformations, axes, total, complete=len(present) == len(BENCHMARK_AXES))

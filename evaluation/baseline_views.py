@@ -1,6 +1,7 @@
 """Pages of human baselines: the list with the form that declares one, and each study's page,
 where a researcher of its project finishes it without a command line: publish to annotators,
-let an LLM answer (a background job whose progress the page shows), sync the answers, close.
+let an LLM answer and score models (background jobs whose progress the page shows), sync the
+answers, close.
 Thin: each POST calls one service entry and says its outcome as a message."""
 
 from django.contrib import messages
@@ -12,15 +13,17 @@ from annotation.baselines.baseline_llm_services import baseline_llm_job_start
 from annotation.baselines.baseline_services import baseline_close, baseline_create, baseline_publish
 from annotation.baselines.baseline_sync_services import baseline_sync
 from annotation.models import BaselineLLMJob, BaselineStudy
-from annotation.views import NOTHING_SENT, publish_outcome
+from annotation.publishing.publish_job_services import NOTHING_SENT
+from annotation.views import publish_outcome
 from core.errors import ShiftlabError
 from core.pages import show_error
 from core.projects import ProjectAccessError, project_can_write, project_require_write, scoped
 from core.rosters import project_annotators, roster_refusal
 from core.views import researcher_required
-from evaluation.baseline_services import baseline_report_build
+from evaluation.baseline_services import baseline_report_build, baseline_score_job_scores, baseline_score_start
 from evaluation.encoders import encoder_aliases
 from evaluation.forms import BaselineCreateForm, LLMAnnotateForm
+from evaluation.models import BaselineScoreJob
 from evaluation.selectors import baseline_study_list
 
 CHANGES = ("publish", "sync", "close")  # the POST actions that change the study, besides llm-annotate
@@ -48,10 +51,11 @@ def baseline_list_view(request):
 
 @researcher_required
 def baseline_detail_view(request, pk: int):
-    """Humans and LLM annotators ranked on a baseline study; models join the ranking when asked
-    for (POST "Score models": computed for this response, nothing stored, so viewers may too).
-    Publishing, syncing, closing and an LLM's answers change the study: only the study's
-    project's owners and members may ask for them."""
+    """Humans and LLM annotators ranked on a baseline study; models join the ranking once scored
+    (POST "Score models" starts a background job on the encode queue, whose progress the page
+    shows in place; the scores change nothing of the study, so viewers may ask too). Publishing,
+    syncing, closing and an LLM's answers change the study: only the study's project's owners and
+    members may ask for them."""
     study = get_object_or_404(baseline_study_list(user=request.user), pk=pk)
     action = request.POST.get("action", "")
     llm_form = LLMAnnotateForm(request.POST if action == "llm-annotate" else None)
@@ -74,15 +78,27 @@ def baseline_detail_view(request, pk: int):
             elif job.status == BaselineLLMJob.Status.FAILED:
                 messages.error(request, job.error)
             return redirect("evaluation:baseline", pk=study.pk)
-    scoring = request.method == "POST" and not llm_form.is_bound
-    models = request.POST.get("models", "").replace(",", " ").split() if scoring else []
+    if request.method == "POST" and not llm_form.is_bound:  # "Score models"
+        try:
+            job = baseline_score_start(
+                study=study, models=request.POST.get("models", "").replace(",", " ").split(), actor=request.user
+            )
+        except ShiftlabError as exc:
+            show_error(request, exc)
+        else:
+            job.refresh_from_db()
+            if job.status == BaselineScoreJob.Status.FAILED:  # no broker: it ran in this request
+                messages.error(request, job.error)
+            elif job.status != BaselineScoreJob.Status.SUCCEEDED:
+                messages.success(request, "Scoring started: this page ranks the models once they are scored.")
+        return redirect("evaluation:baseline", pk=study.pk)
+    score_job = study.score_jobs.first()
+    scored = baseline_score_job_scores(score_job) if score_job else ()
     report = error = None
     try:
-        report = baseline_report_build(study=study, models=models)
+        report = baseline_report_build(study=study, model_scores=scored)
     except ShiftlabError as exc:
         error = str(exc)
-        if models:  # show at least the humans when a model could not be scored
-            report = _report_or_none(study)
     return render(
         request,
         "evaluation/baseline_detail.html",
@@ -90,8 +106,10 @@ def baseline_detail_view(request, pk: int):
             "study": study,
             "report": report,
             "error": error,
-            "models": " ".join(models) or (encoder_aliases() or [""])[0],
+            "models": " ".join(score_job.model_names) if score_job else (encoder_aliases() or [""])[0],
             "encoders": encoder_aliases(),
+            "score_job": score_job,
+            "score_job_line": score_job_text(score_job) if score_job else "",
             "llm_form": llm_form,
             "llm_job": (job := study.llm_jobs.first()),
             "llm_job_line": llm_job_text(job) if job else "",
@@ -100,6 +118,18 @@ def baseline_detail_view(request, pk: int):
             "chosen": set(study.annotators.values_list("pk", flat=True)),
         },
     )
+
+
+def score_job_text(job: BaselineScoreJob) -> str:
+    """One line on the newest scoring of models, as the page shows it."""
+    names = ", ".join(job.model_names)
+    if job.status == BaselineScoreJob.Status.PENDING:
+        return f"Scoring {names} is queued: waiting for a worker (this page updates itself)."
+    if job.status == BaselineScoreJob.Status.RUNNING:
+        return f"Scoring {names}: {job.done} of {job.total} models scored (this page updates itself)."
+    if job.status == BaselineScoreJob.Status.SUCCEEDED:
+        return f"Scored {names} {job.finished_at:%Y-%m-%d %H:%M}: ranked above among the humans."
+    return f"Scoring {names} stopped: {job.error}"
 
 
 def _baseline_change(request, study, action: str) -> None:
@@ -170,10 +200,3 @@ def llm_job_text(job: BaselineLLMJob) -> str:
     if job.status == BaselineLLMJob.Status.SUCCEEDED:
         return f"The LLM ({job.backend_alias}) finished: {job.summary}"
     return f"The LLM ({job.backend_alias}) stopped: {job.error}"
-
-
-def _report_or_none(study):
-    try:
-        return baseline_report_build(study=study)
-    except ShiftlabError:
-        return None

@@ -59,13 +59,23 @@ def dataset_checked(
             f"dataset {name} changed since the config was exported (content hash {dataset.content_hash[:12]}, "
             f"config {content_hash[:12]}): import the exported version or export the config again"
         )
+    refusal = dataset_split_refusal(dataset, split)
+    if refusal:
+        raise ShiftlabError(refusal)
+    return dataset
+
+
+def dataset_split_refusal(dataset: Dataset, split: str) -> str:
+    """Why ``dataset`` cannot be scored on ``split`` ("" when it can): the split is missing, or a
+    classification dataset lacks the training split its classifier is fitted on."""
+    name = dataset.name
     if split not in dataset.splits:
-        raise ShiftlabError(f"dataset {name} has no split {split!r}; its splits: {', '.join(dataset.splits)}")
+        return f"dataset {name} has no split {split!r}; its splits: {', '.join(dataset.splits)}"
     if TaskType(dataset.task_type) is TaskType.CLASSIFICATION and (
         split == TRAIN_SPLIT or TRAIN_SPLIT not in dataset.splits
     ):
-        raise ShiftlabError(f"classification dataset {name} needs a {TRAIN_SPLIT!r} split and another split to score")
-    return dataset
+        return f"classification dataset {name} needs a {TRAIN_SPLIT!r} split and another split to score"
+    return ""
 
 
 def transform_run_for(

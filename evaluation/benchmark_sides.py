@@ -37,6 +37,21 @@ from transforms.selectors import CANDIDATES, DOCUMENT_FIELDS, relevant_document_
 DOCUMENT_LAYOUTS = {"beir": "retrieval", "reranking": "reranking"}
 """The dataset layouts a document side can perturb (their documents or candidates), by task type."""
 
+SIDE_WORDS = {
+    "retrieval": {"query": "query", "document": "documents", "both": "query and documents"},
+    "reranking": {"query": "query", "document": "candidates", "both": "query and candidates"},
+}
+"""What a side rewrites, in words, for the task types that have sides (``core.vocabulary.SIDES``
+names the sides alone; a reranking dataset's documents are its candidates)."""
+
+
+def unit_side_words(task_type: str, side: str) -> str:
+    """What a unit of a ``task_type`` dataset on ``side`` rewrites, in words ("query",
+    "documents", "candidates"...); "" for a task without sides (sts, classification...)."""
+    kind = DOCUMENT_LAYOUTS.get(task_spec(task_type).layout)
+    return SIDE_WORDS[kind].get(side, side) if kind else ""
+
+
 Example = tuple[str, dict, object, int]  # (item_id, payload, gold, DatasetItem pk)
 Corpus = dict[str, dict]  # document id -> payload ({"title", "text"})
 

@@ -39,8 +39,8 @@ FIGURES = {
     ),
     "shifts": (
         "Hodges–Lehmann shift per transformation (95% CI)",
-        "{unit}; with several models, the all-models table (models averaged per unit unless "
-        "wilcoxon_unit=per_model); ★ = significant after Holm across transformations (shift_figure_unit={option})",
+        "{unit}; with several models, the all-models table (models averaged per unit unless the report "
+        "counts each model's result apart); ★ = significant after Holm across transformations",
     ),
     "heatmap": (
         "Mean Δ per model and transformation",
@@ -81,7 +81,7 @@ def figure_titles(options: ReportOptions) -> dict[str, tuple[str, str]]:
     """Name -> (title, unit) of every figure, the shifts figure's unit the one ``options`` chose."""
     unit = SHIFT_FIGURE_UNITS[options.shift_figure_unit]
     title, text = FIGURES["shifts"]
-    shifts = text.format(unit=UNIT_DESCRIPTIONS[(unit, "transformation")], option=options.shift_figure_unit)
+    shifts = text.format(unit=UNIT_DESCRIPTIONS[(unit, "transformation")])
     return {**FIGURES, "shifts": (title, shifts)}
 
 

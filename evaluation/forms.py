@@ -21,8 +21,10 @@ from core.pages import error_field
 from core.projects import User, scoped
 from corpora.forms import DatasetChoiceField
 from corpora.models import Dataset
+from corpora.selectors import dataset_usable_list
 from evaluation.benchmark_plan import SIDES
 from evaluation.encoder_choices import NO_ENCODERS, hub_downloads_allowed, model_choices
+from evaluation.selectors import benchmark_dataset_choices
 from transforms.backends import backend_aliases, configured_model
 from transforms.selectors import DOCUMENTS_ALL, DOCUMENTS_RELEVANT
 
@@ -102,8 +104,17 @@ class BenchmarkRunForm(NewInProjectForm):
         kwargs.setdefault("label_suffix", "")
         kwargs.setdefault("auto_id", "bm-%s")
         super().__init__(*args, user=user, **kwargs)
-        self.fields["datasets"].queryset = scoped(Dataset.objects.order_by("name"), user)
-        configs = scoped(BenchmarkConfig.objects.order_by("-created_at"), user)
+        # offered: only what benchmark_run_start accepts in the preselected project (issue 42)
+        datasets = self.fields["datasets"]
+        if self.is_bound:
+            datasets.queryset = scoped(Dataset.objects.select_related("project").order_by("name"), user)
+        else:
+            datasets.queryset = benchmark_dataset_choices(user=user, project=self.project_preselected())
+        datasets.label_from_instance = _dataset_label
+        # a run goes into its config's project, which the caller must be able to change
+        configs = scoped(BenchmarkConfig.objects.order_by("-created_at"), user, write=not self.is_bound)
+        if self.project_preselected() and not self.is_bound:
+            configs = configs.filter(project__slug=self.project_preselected())
         self.fields["config"].queryset = configs
         self.fields["config"].initial = configs.values_list("pk", flat=True).first()
         choices = model_choices()
@@ -171,6 +182,11 @@ class BenchmarkRunForm(NewInProjectForm):
         return error_field(self, exc)
 
 
+def _dataset_label(dataset: Dataset) -> str:
+    """A dataset as a form lists it: its name and whose it is (names are unique per project only)."""
+    return f"{dataset.name}, {'shared' if dataset.shared else 'project ' + dataset.project.slug}"
+
+
 def _positive(label: str, help_text: str, initial: int | None) -> forms.IntegerField:
     return forms.IntegerField(label=label, required=False, min_value=1, initial=initial, help_text=help_text)
 
@@ -224,10 +240,15 @@ class BaselineCreateForm(NewInProjectForm):
         kwargs.setdefault("label_suffix", "")
         kwargs.setdefault("auto_id", "bl-%s")
         super().__init__(*args, user=user, **kwargs)
-        self.fields["project"].help_text = "The project (team) it belongs to; its slug is the Argilla workspace."
-        datasets = Dataset.objects.filter(task_type__in=BASELINE_TASK_TYPES).order_by("name")
-        self.fields["dataset"].queryset = scoped(datasets, user)
-        self.fields["dataset"].label_from_instance = lambda d: f"{d.name} ({d.task_type})"
+        project_help = "The project (team) it belongs to; each annotator rates in an Argilla workspace of their own."
+        self.fields["project"].help_text = project_help
+        # offered: only what baseline_create accepts in the preselected project (issue 42)
+        if self.is_bound:
+            usable = scoped(Dataset.objects.select_related("project"), user)
+        else:
+            usable = dataset_usable_list(user=user, project=self.project_preselected())
+        self.fields["dataset"].queryset = usable.filter(task_type__in=BASELINE_TASK_TYPES).order_by("name")
+        self.fields["dataset"].label_from_instance = lambda d: f"{_dataset_label(d)} ({d.task_type})"
 
     def options(self) -> dict[str, Any]:
         """The options the dataset's task takes (``baseline_tasks.OPTION_DEFAULTS``), as given."""

@@ -140,3 +140,26 @@ class StoredRobustnessReport(models.Model):
 
     def __str__(self) -> str:
         return f"robustness report of run {self.run_id} ({self.options_key})"
+
+
+class BaselineScoreJob(TrackedJob):
+    """Models scored on a human-baseline study's instances in the background (issue 41): ``done`` of
+    ``total`` models, each encoding the study's texts through the embedding cache, then scored with
+    the benchmark's evaluators. ``scores`` keeps each finished model's score as it comes, so a
+    resumed or retried job scores only the models still missing; the study's page ranks them among
+    the humans."""
+
+    study = models.ForeignKey("annotation.BaselineStudy", on_delete=models.CASCADE, related_name="score_jobs")
+    model_names = models.JSONField(default=list, help_text="The encoder aliases or model names asked for, in order.")
+    batch_size = models.PositiveIntegerField(
+        null=True, blank=True, help_text="Encoding batch size; none: the encoder's."
+    )
+    scores = models.JSONField(
+        default=list, blank=True, help_text="One entry per model scored: its score (RaterScore), model id and revision."
+    )
+
+    class Meta(TrackedJob.Meta):
+        pass
+
+    def __str__(self) -> str:
+        return f"{', '.join(self.model_names)} on {self.study} ({self.status})"

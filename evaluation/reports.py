@@ -26,17 +26,44 @@ class BenchmarkReport:
         return sorted({name for agg in self.aggregates.values() for name in agg.transformations})
 
     def table(self) -> list[dict]:
-        """One row per model: original, each axis and the total (mean, SD, Δ)."""
+        """One row per model: original, each axis and the total (mean, SD, Δ), and what the total
+        lacks ("" when nothing)."""
         return [
             {
                 "model": model,
                 "original": agg.original,
                 "axes": [agg.axes.get(axis) for axis in self.axes],
+                # each axis with the items its Δ is taken on, in words (items_shared_text)
+                "axis_cells": [(s, items_shared_text(s) if s else "") for s in (agg.axes.get(a) for a in self.axes)],
                 "total": agg.total,
                 "complete": agg.complete,
+                "partial": self.partial_reason(agg),
             }
             for model, agg in self.aggregates.items()
         ]
+
+    def partial_reason(self, agg: ModelAggregate) -> str:
+        """Why the total of ``agg``'s model is partial, from the run's plan: the planned
+        transformations it has no result of, and the benchmark axes the plan has no transformation
+        of; "" when the total covers every axis and every planned transformation."""
+        planned = [t for t in (self.run.plan or {}).get("transformations", []) if t["axis"] in BENCHMARK_AXES]
+        missing = [t["transformation"] for t in planned if t["transformation"] not in agg.transformations]
+        unplanned = [axis for axis in BENCHMARK_AXES if not any(t["axis"] == axis for t in planned)]
+        if not planned or (not missing and agg.complete):
+            return ""
+        parts = []
+        if missing:
+            finished = self.run.status in (BenchmarkRun.Status.SUCCEEDED, BenchmarkRun.Status.FAILED)
+            have = "have no results (their units failed)" if finished else "have no results yet"
+            if len(missing) == 1:
+                have = have.replace("have", "has", 1).replace("their units", "its units")
+            parts.append(
+                f"{len(missing)} of {len(planned)} transformation{'s' if len(planned) != 1 else ''} {have}: "
+                + ", ".join(missing)
+            )
+        if unplanned:
+            parts.append(f"the run has no {' or '.join(unplanned)} transformation")
+        return "partial: " + "; ".join(parts)
 
     def as_dict(self) -> dict:
         run = self.run
@@ -93,7 +120,7 @@ class BenchmarkReport:
                 row["model"],
                 _fmt(row["original"]),
                 *(_fmt_summary(s) for s in row["axes"]),
-                _fmt_summary(row["total"]) + ("" if row["complete"] or not self.axes else " (partial)"),
+                _fmt_summary(row["total"]) + (f" ({row['partial']})" if row["partial"] and self.axes else ""),
             ]
             for row in self.table()
         ]
@@ -102,13 +129,28 @@ class BenchmarkReport:
             lines.append("  ".join(str(c).ljust(w) for c, w in zip(cells, widths, strict=True)).rstrip())
         if self.transformations:
             lines.append("")
-            lines.append("per transformation (mean ± SD over seeds; Δ = transformed − original on the same items):")
+            lines.append(
+                "per transformation (mean ± SD over seeds; Δ = transformed − original on the items both sides "
+                "have, whose original score follows it):"
+            )
             for model, agg in self.aggregates.items():
                 for name, s in agg.transformations.items():
+                    paired = f" vs original {_fmt(s.original)} on {items_shared_text(s)}" if s.delta is not None else ""
                     lines.append(
-                        f"  {model}  {name:<22} {_fmt_summary(s)}  Δ {_fmt(s.delta, signed=True)}  ({s.n_seeds} seeds)"
+                        f"  {model}  {name:<22} {_fmt_summary(s)}  Δ {_fmt(s.delta, signed=True)}{paired}"
+                        f"  ({s.n_seeds} seeds)"
                     )
         return "\n".join(lines)
+
+
+def items_shared_text(summary: Summary) -> str:
+    """The items a Δ is taken on, in words: "the 35 items both sides have" (per seed, over the
+    datasets; a range when seeds or transformations differ)."""
+    if summary.items_shared is None:
+        return "the items both sides have"
+    fewest, most = summary.items_shared
+    count = str(fewest) if fewest == most else f"{fewest}–{most}"
+    return f"the {count} item{'' if most == 1 else 's'} both sides have" + ("" if fewest == most else " (per seed)")
 
 
 def _fmt(value: float | None, *, signed: bool = False) -> str:

@@ -6,7 +6,10 @@ from django.db.models import Count, Q, QuerySet
 
 from annotation.models import BaselineStudy
 from core.projects import User, scoped
+from corpora.models import Dataset
+from corpora.selectors import dataset_usable_list
 from evaluation.aggregation import ModelAggregate, UnitScore, aggregate
+from evaluation.benchmark_inputs import dataset_split_refusal
 from evaluation.benchmark_plan import sided
 from evaluation.encoder_choices import model_label
 from evaluation.item_scores import ItemScores
@@ -43,6 +46,7 @@ def unit_score(result: BenchmarkResult, *, item_scores: bool = False) -> UnitSco
         score=result.main_score,
         original_score=result.original_main_score,
         item_scores=ItemScores.from_json(result.item_scores) if item_scores else None,
+        n_items=result.n_items,
     )
 
 
@@ -82,3 +86,11 @@ def benchmark_model_labels(*, run: BenchmarkRun) -> dict[str, str]:
         name: f"{name} ({ids[name]})" if ids.get(name) and ids[name] != name else model_label(name)
         for name in run.model_names
     }
+
+
+def benchmark_dataset_choices(*, user: User, project: str | None = None, split: str = "test") -> QuerySet[Dataset]:
+    """The datasets a benchmark run of ``user`` in ``project`` (a slug, or None) accepts on
+    ``split``: the usable ones (``corpora.selectors.dataset_usable_list``) that have the split (a
+    classification one also a training split), by the check ``benchmark_run_start`` makes."""
+    usable = dataset_usable_list(user=user, project=project).order_by("name")
+    return usable.filter(pk__in=[d.pk for d in usable if not dataset_split_refusal(d, split)])

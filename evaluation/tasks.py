@@ -1,9 +1,16 @@
-"""Thin Celery tasks of benchmark runs: start (fan out one task per unit), unit, finalise."""
+"""Thin Celery tasks of benchmark runs: start (fan out one task per unit), unit, finalise; and of
+models scored on a human-baseline study (``baseline_services.baseline_score_job_run``)."""
 
 from celery import shared_task
 
 from core.sweeper import StuckJobKind, stuck_job_kind_register
 from core.task_policy import TRANSIENT_BACKEND, failure_reason, fan_out
+from evaluation.baseline_services import (
+    SCORE_JOB_TASK,
+    baseline_score_job_dispatch,
+    baseline_score_job_fail,
+    baseline_score_job_run,
+)
 from evaluation.benchmark_execution import (
     benchmark_run_evidence_recheck,
     benchmark_run_fail,
@@ -14,7 +21,7 @@ from evaluation.benchmark_execution import (
     benchmark_run_waiting,
     benchmark_unit_execute,
 )
-from evaluation.models import BenchmarkRun
+from evaluation.models import BaselineScoreJob, BenchmarkRun
 from evaluation.report_services import robustness_report_store_for_run
 from transforms.backends.base import TransientBackendError
 
@@ -72,5 +79,23 @@ stuck_job_kind_register(
         ),
         resume=lambda run: benchmark_run_resume(run_id=run.pk),
         fail=lambda run_id, reason: benchmark_run_fail(run_id=run_id, reason=reason),
+    )
+)
+
+
+@shared_task(name=SCORE_JOB_TASK, acks_late=True, reject_on_worker_lost=True)
+def baseline_score_models(job_id: int) -> str:
+    """Score models on a baseline study's instances (``baseline_score_job_run``); resumable, so a
+    redelivered task scores only the models still missing."""
+    return baseline_score_job_run(job_id=job_id).status
+
+
+stuck_job_kind_register(
+    StuckJobKind(
+        label="baseline model scores",
+        model=BaselineScoreJob,
+        task_names=frozenset({SCORE_JOB_TASK}),
+        resume=lambda job: baseline_score_job_dispatch(job_id=job.pk),
+        fail=lambda job_id, reason: baseline_score_job_fail(job_id=job_id, reason=reason),
     )
 )

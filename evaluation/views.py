@@ -14,6 +14,7 @@ from core.projects import project_can_write, project_require_write, scoped
 from core.views import researcher_required
 from evaluation.benchmark_execution import benchmark_run_resume
 from evaluation.benchmark_services import benchmark_run_start
+from evaluation.benchmark_sides import unit_side_words
 from evaluation.encoder_choices import model_choices
 from evaluation.figures import FORMATS, figure_titles
 from evaluation.forms import BenchmarkRunForm
@@ -106,6 +107,7 @@ def benchmark_detail_view(request, pk: int):
     results = list(report.results)
     for result in results:
         result.model_label = labels.get(result.model, result.model)
+        result.side_words = unit_side_words(result.dataset.task_type, result.side) if result.axis else ""
     return render(
         request,
         "evaluation/benchmark_detail.html",
@@ -114,6 +116,7 @@ def benchmark_detail_view(request, pk: int):
             "report": report,
             "table": [{**row, "label": labels.get(row["model"], row["model"])} for row in report.table()],
             "results": results,
+            "has_sides": any(result.side_words for result in results),
             "models": list(labels.values()),
             "transform_runs": benchmark_run_transform_runs(run=run),
             "can_change": project_can_write(request.user, run.project),

@@ -390,9 +390,9 @@ EMBEDDED_LLM_PARALLEL = int(env_str("SHIFTLAB_LLM_PARALLEL", "0"))
 # worker: with every core taken, llama.cpp's decoding collapsed under other load (docs/performance.md).
 EMBEDDED_LLM_THREADS = int(env_str("SHIFTLAB_LLM_THREADS", "0"))
 # torch threads of each encoder model process. 0: the cores an LLM server on this machine leaves
-# (all but SHIFTLAB_LLM_THREADS, at least one) when one answers at the default LLM backend's loopback
-# address, as in the demo, else torch's default of one per core: torch's spinning threads beside
-# llama.cpp's cut encoding 10-fold (evaluation/encoder_threads.py, docs/performance.md).
+# (all but the LLM's SHIFTLAB_LLM_THREADS, at least one) when one answers at the default LLM backend's
+# loopback address, as in the demo, else torch's default of one per core: torch's spinning threads beside
+# llama.cpp's cut encoding to a sixth or less (evaluation/encoder_threads.py, docs/performance.md).
 ENCODER_THREADS = int(env_str("SHIFTLAB_ENCODER_THREADS", "0"))
 if ENCODER_THREADS < 0:
     raise ImproperlyConfigured(

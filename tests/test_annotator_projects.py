@@ -179,14 +179,17 @@ def test_beta_cannot_replace_by_or_reset_alpha_annotators(world: World):
     assert _argilla_token("ap-bo", "researcher-chose-1") == 401 and _argilla_token("ap-bo", bo_password) == 201
 
 
-def test_publishing_returns_no_password_and_annotators_set_their_own(world: World):
+def test_publishing_returns_no_password_and_annotators_set_their_own(world: World, django_capture_on_commit_callbacks):
     w = world
-    answer = api_as(w.ralph).post(
-        f"/api/studies/{w.study_a.pk}/publish/", {"annotators": ["ap-alma", "ap-alf"]}, format="json"
-    )
-    assert answer.status_code == 200, answer.content
+    with django_capture_on_commit_callbacks(execute=True):  # the publish job runs when the request commits
+        answer = api_as(w.ralph).post(
+            f"/api/studies/{w.study_a.pk}/publish/", {"annotators": ["ap-alma", "ap-alf"]}, format="json"
+        )
+    assert answer.status_code == 202, answer.content
+    [job] = api_as(w.ralph).get(f"/api/studies/{w.study_a.pk}/jobs/").json()
+    assert job["status"] == "succeeded", job["error"]
     # The accounts created now, by name only (one may exist from an earlier test: Argilla outlives it).
-    created = answer.json()["new_accounts"]
+    created = job["result"]["new_accounts"]
     assert isinstance(created, list) and set(created) <= {"ap-alma", "ap-alf"}, created
     assert {"ap-alma", "ap-alf"} <= _argilla_users()
 

@@ -79,8 +79,8 @@ def test_let_the_llm_answer_runs_as_a_job_whose_progress_the_page_shows(
     done = json.loads(client.get(progress_url).content)
     assert done["finished"] and (done["status"], done["done"]) == ("succeeded", 20)
     assert (
-        done["text"]
-        == "The LLM (scripted) finished: llm:scripted answered 20 instances (7 unreadable); 0 were answered before."
+        done["text"] == "The LLM (scripted) finished: the LLM “scripted” answered 20 instances (7 unreadable); "
+        "0 were answered before."
     )
     assert BaselineAnswer.objects.filter(rater="llm:scripted").count() == 20
     page = words(client.get(url))
@@ -99,7 +99,7 @@ def test_without_a_broker_the_llm_answers_in_the_request_and_the_page_says_what_
     with django_capture_on_commit_callbacks(execute=True):  # the job is queued when the request commits
         client.post(url, {"action": "llm-annotate", "backend": "scripted"})
     page = words(client.get(url))
-    assert "finished: llm:scripted answered 20 instances (7 unreadable); 0 were answered before." in page
+    assert "finished: the LLM “scripted” answered 20 instances (7 unreadable); 0 were answered before." in page
     assert BaselineLLMJob.objects.get().status == "succeeded"
     # A failing backend: the job fails with the reason and how to go on; the answers received stay.
     # Five instances lose their answers; the request for the first of them fails (which instances come

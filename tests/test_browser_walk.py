@@ -42,6 +42,7 @@ from tests.browser_support import (
     upload,
 )
 from tests.support import PASSWORD, argilla_annotator_client, argilla_pending, make_user
+from tests.test_vocabulary_pages import code_names_in, prose
 
 try:
     import axe_playwright_python
@@ -144,6 +145,8 @@ class Walk:
             self._record_timing(name, page, width, "opened" if path is not None or width != WIDE else "answer")
             self._check_layout(name, page, width)
             self._check_accessibility(name, page, width)
+            if width == WIDE:
+                self._check_words(name, page)
             page.screenshot(path=str(SCREENSHOTS / f"walk-{name}-{width}.png"))
         self.seen.append(name)
         print(f"{time.monotonic() - self.started:6.1f} s  {name}")
@@ -160,6 +163,12 @@ class Walk:
                 print(self.problems[-1])
         if width != WIDE:
             page.set_viewport_size({"width": width, "height": HEIGHTS[width]})
+
+    def _check_words(self, name: str, page) -> None:
+        """No code name from the registries on the page outside a <code> hint (issue 42)."""
+        if names := code_names_in(prose(page.content())):
+            self.problems.append(f"{name}: code names on the page: {', '.join(names)}")
+            print(self.problems[-1])
 
     def _check_accessibility(self, name: str, page, width: int) -> None:
         page.evaluate(self.axe)

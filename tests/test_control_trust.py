@@ -283,10 +283,10 @@ def test_lock_is_refused_when_controls_are_detectable_and_an_override_is_recorde
     assert entry.payload["sample"]["detectability_override"]["reason"] == override
     out = StringIO()
     call_command("study", "status", "detectable-ok", stdout=out)
-    assert "random_keywords: easy positives" in out.getvalue()
+    assert "Random keywords: easy positives" in out.getvalue()
     assert "locked with detectable controls" in out.getvalue() and override in out.getvalue()
     page = page_as(rita).get(f"/annotation/studies/{study.pk}/").content.decode()
-    assert "locked with detectable controls" in page and "random_keywords: easy positives" in page
+    assert "locked with detectable controls" in page and "Random keywords: easy positives" in page
 
     result = GateResult.objects.create(
         study=study, transformation="random_keywords", passed=True, evidence={}, evidence_hash="0" * 64

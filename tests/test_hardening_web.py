@@ -281,17 +281,20 @@ class _Connection:
         pass
 
 
-def test_argilla_passwords_stay_server_side(client, researcher, annotator, monkeypatch):
+def test_argilla_passwords_stay_server_side(
+    client, researcher, annotator, monkeypatch, django_capture_on_commit_callbacks
+):
     design = StudyDesign(llm_judges=())
     study = Study.objects.create(name="pw", design=design.to_dict(), design_hash=design.content_hash)
     monkeypatch.setattr(
-        "annotation.views.study_publish",
+        "annotation.publishing.publish_job_services.study_publish",
         lambda **_: PublishResult(study=study, dataset_id="d", records=3, new_accounts=("anna",)),
     )
     client.force_login(researcher)
     url = reverse("annotation:study", args=[study.pk])
     # Publishing names the new account; no password exists anywhere to leak (issue 27).
-    response = client.post(url, {"action": "publish", "annotators": [str(annotator.pk)]})
+    with django_capture_on_commit_callbacks(execute=True):  # no broker: the publish job runs in the request
+        response = client.post(url, {"action": "publish", "annotators": [str(annotator.pk)]})
     assert response.status_code == 302 and "New Argilla accounts: anna" in client.get(url).content.decode()
     # The password an annotator chooses goes to Argilla only: no cookie, no page carries it.
     sent = []

@@ -143,6 +143,7 @@ def test_report_without_models_or_answers(sts_study):
 
 
 @pytest.mark.heavy  # a real embedding model
+@pytest.mark.django_db(transaction=True)  # real commits: the command's scoring job is queued when it commits
 def test_command_prints_the_table_and_json(sts_study):
     out = StringIO()
     call_command("baseline_report", sts_study.name, "--models", MODEL, stdout=out)
@@ -157,7 +158,9 @@ def test_command_prints_the_table_and_json(sts_study):
 
 
 @pytest.mark.heavy  # a real embedding model
-def test_pages_are_for_researchers_and_rank_models_on_request(sts_study, client, researcher, annotator):
+def test_pages_are_for_researchers_and_rank_models_on_request(
+    sts_study, client, researcher, annotator, django_capture_on_commit_callbacks
+):
     list_url, detail_url = reverse("evaluation:baselines"), reverse("evaluation:baseline", args=[sts_study.pk])
     assert client.get(detail_url).status_code == 302  # to the login page
     client.force_login(annotator)
@@ -171,14 +174,19 @@ def test_pages_are_for_researchers_and_rank_models_on_request(sts_study, client,
         and "Unit of observation: one sentence pair" in page
         and MODEL not in page.split('id="baseline-ranking"')[1].split("</table>")[0]
     )
-    page = client.post(detail_url, {"models": MODEL}).content.decode()
+    with django_capture_on_commit_callbacks(execute=True):  # no broker: the scoring job runs in the request
+        client.post(detail_url, {"action": "score", "models": MODEL})
+    page = client.get(detail_url).content.decode()
     ranking = page.split('id="baseline-ranking"')[1].split("</table>")[0]
     assert MODEL in ranking and ("outside:" in ranking or "inside" in ranking)
     assert (
         "agreement: mean Spearman correlation between two raters" in ranking
     )  # beside the pooled human score, in words
-    page = client.post(detail_url, {"models": "no-such/model-anywhere"}).content.decode()
-    assert 'class="error"' in page and "humans (pooled)" in page
+    with django_capture_on_commit_callbacks(execute=True):
+        client.post(detail_url, {"action": "score", "models": "no-such/model-anywhere"})
+    page = client.get(detail_url).content.decode()
+    assert "Scoring no-such/model-anywhere stopped:" in page and 'class="errorlist"' in page
+    assert "humans (pooled)" in page
 
 
 TRAIN = [

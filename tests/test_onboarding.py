@@ -19,7 +19,6 @@ from django.urls import reverse
 from django.utils import timezone
 from django_celery_results.models import TaskResult
 
-from annotation import views as annotation_views
 from annotation.argilla import client as argilla_client
 from annotation.models import Study
 from annotation.publishing.argilla_services import PublishResult
@@ -132,15 +131,17 @@ def test_no_researcher_sets_an_annotators_password(client, researcher, study, ar
     assert argilla_calls == []
 
 
-def test_publishing_names_new_accounts_and_shows_no_password(client, researcher, study, monkeypatch):
+def test_publishing_names_new_accounts_and_shows_no_password(
+    client, researcher, study, monkeypatch, django_capture_on_commit_callbacks
+):
     monkeypatch.setattr(
-        annotation_views,
-        "study_publish",
+        "annotation.publishing.publish_job_services.study_publish",
         lambda **_: PublishResult(study=study, dataset_id="d", records=6, new_accounts=("anna",)),
     )
     client.force_login(researcher)
     url = reverse("annotation:study", args=[study.pk])
-    response = client.post(url, {"action": "publish"})
+    with django_capture_on_commit_callbacks(execute=True):  # no broker: the publish job runs in the request
+        response = client.post(url, {"action": "publish"})
     assert response.status_code == 302
     page = client.get(url).content.decode()
     # Nobody ticked on a published study (issue 31): nobody added, and the page says so.

@@ -137,11 +137,13 @@ def test_sync_says_what_it_found_and_the_study_page_keeps_it(client, researcher,
     assert "Sync queued: a worker runs it" in page and "1 edited (1 rating), 0 withdrawn; 5 ratings unchanged" in page
 
 
-def test_validate_reports_its_counts(client, researcher, study, django_user_model):
+def test_validate_reports_its_counts(client, researcher, study, django_user_model, django_capture_on_commit_callbacks):
     rate(study, django_user_model, "anna")
     rate(study, django_user_model, "sloppy", controls_right=False)
     client.force_login(researcher)
-    page = client.post(reverse("annotation:study", args=[study.pk]), {"action": "validate"}, follow=True)
+    with django_capture_on_commit_callbacks(execute=True):  # no broker: the validation job runs in the request
+        client.post(reverse("annotation:study", args=[study.pk]), {"action": "validate"})
+    page = client.get(reverse("annotation:study", args=[study.pk]))
     assert (
         "Validated: 0 flags raised, 0 removed; raters rejected: sloppy (failed controls); "
         "control checks: 1 failed, 1 passed; LLM estimates for 0 items."

@@ -42,6 +42,7 @@ RULES: dict[str, str] = {
     "projects": RESEARCHER,  # each researcher sees their own projects (tested per project below)
     "project": RESEARCHER,
     "login": PUBLIC,
+    "invitation-accept": PUBLIC,  # the secret in the path is the key; an unknown one is a 404 (test_invitations)
     "logout": PUBLIC,
     "password_change": USER,
     "password_change_done": USER,

@@ -4,6 +4,9 @@ wording for every page and command that shows them, instead of a Python dict."""
 from __future__ import annotations
 
 from collections.abc import Mapping
+from typing import Protocol
+
+from transforms.registry import TRANSFORMATIONS
 
 SEPARATOR = " · "
 
@@ -52,3 +55,27 @@ def options_text(options: Mapping[str, object] | None) -> str:
     known = [_OPTION_WORDS[key](options[key]) for key in _OPTION_WORDS if key in options]
     other = [f"{key.replace('_', ' ')} {_number(value)}" for key, value in options.items() if key not in _OPTION_WORDS]
     return SEPARATOR.join(known + other) or "–"
+
+
+def transformation_title(name: str) -> str:
+    """A transformation by its registry label ("typos_2" → "Keyboard typos 2%"); a name the
+    registry no longer holds is shown as stored."""
+    spec = TRANSFORMATIONS.get(str(name))
+    return spec.label if spec is not None else str(name)
+
+
+class _Dataset(Protocol):
+    name: str
+
+
+class _Run(Protocol):
+    pk: int
+    transformation: str
+    seed: int
+    dataset: _Dataset
+
+
+def run_label(run: _Run) -> str:
+    """A transformation run as a person picks it: "Keyboard typos 2% of demo-sts (run 4, seed
+    1337)": the transformation's title first, the run's number after it."""
+    return f"{transformation_title(run.transformation)} of {run.dataset.name} (run {run.pk}, seed {run.seed})"

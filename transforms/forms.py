@@ -11,7 +11,9 @@ from core.forms import NewInProjectForm
 from core.projects import User, scoped
 from corpora.forms import DatasetChoiceField
 from corpora.models import Dataset
+from corpora.selectors import dataset_usable_list
 from transforms.backends import backend_aliases, configured_model
+from transforms.describe import run_label
 from transforms.judging import GOLD_SIMILARITY_TASKS
 from transforms.models import JudgeReport, TransformRun
 from transforms.noise import NOISE_KINDS, SEVERITIES
@@ -111,7 +113,12 @@ class TransformRunForm(NewInProjectForm):
 
     def __init__(self, *args, user: User, **kwargs):
         super().__init__(*args, user=user, **kwargs)
-        self.fields["dataset"].queryset = scoped(self.fields["dataset"].queryset, user)
+        # offered: only what transform_runs_start accepts in the preselected project (issue 42)
+        dataset = self.fields["dataset"]
+        if self.is_bound:  # the service refuses a dataset of another project in its own words
+            dataset.queryset = scoped(dataset.queryset, user)
+        else:
+            dataset.queryset = dataset_usable_list(user=user, project=self.project_preselected()).order_by("name")
         self.fields["preset"].choices = [("", "none")] + preset_choices()
         self.fields["backend"].choices = _backend_choices()
 
@@ -174,7 +181,7 @@ class JudgeRunForm(forms.Form):
         self.fields["judges"].choices = choices
         self.fields["judges"].initial = [choices[0][0]] if choices else []
         runs = self.fields["run"]
-        runs.label_from_instance = lambda r: f"#{r.pk} {r.transformation} of {r.dataset.name} ({r.generator.model})"
+        runs.label_from_instance = lambda r: f"{run_label(r)}, {r.generator.model}"
         # Offered: the runs the user may change, as the report goes into the run's project.
         runs.queryset, offered = scoped(runs.queryset, user), scoped(runs.queryset, user, write=True)
         _offer_only(runs, offered)

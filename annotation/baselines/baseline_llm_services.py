@@ -23,6 +23,7 @@ from core.job_services import UNFINISHED, job_fail
 from core.projects import project_require_write
 from core.services import audit_record
 from core.task_policy import dispatch_on_commit, task_named
+from core.vocabulary import plain_rater
 from transforms import planning
 from transforms.backends import get_backend
 from transforms.backends.base import ChatFailure, ChatRequest
@@ -166,8 +167,8 @@ def baseline_llm_annotate(
 def llm_result_text(result: LLMAnnotateResult) -> str:
     """What an LLM's pass over a study did, in words."""
     return (
-        f"{result.rater} answered {result.valid + result.invalid} instances ({result.invalid} unreadable); "
-        f"{result.skipped} were answered before."
+        f"{plain_rater(result.rater)} answered {result.valid + result.invalid} instances "
+        f"({result.invalid} unreadable); {result.skipped} were answered before."
     )
 
 

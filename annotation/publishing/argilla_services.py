@@ -116,15 +116,35 @@ class PublishResult:
     new_accounts: tuple[str, ...] = ()  # usernames of the Argilla accounts created now (never a password)
 
 
+# Argilla 2.8 takes any name of 1 to 200 characters for a workspace or a dataset; a workspace name
+# is stored on the annotator row (``argilla_workspace``, 200 characters) once it is published.
+ARGILLA_NAME_MAX = 200
+
+
 def annotator_workspace(study: Study | BaselineStudy, user: AbstractBaseUser) -> str:
     """The Argilla workspace that holds only ``user``'s batch of ``study`` (one per study version,
     or baseline study, and annotator: Argilla shows an annotator every record of every dataset in
-    their workspaces). Workspaces are one namespace for the whole deployment while study names are
-    unique per project, so the name carries the study's id: two projects' "pilot" v1 never share a
-    workspace."""
+    their workspaces). Annotators read it in Argilla's breadcrumb, so it names the study, them and
+    the project in words ("pilot v1 · anna · project team-a"). Workspaces are one namespace for
+    the whole deployment while study names are unique per project, so the project's slug keeps two
+    projects' "pilot" v1 apart; usernames and project slugs are unique, so the name is too. A name
+    past Argilla's limit falls back to the key form of earlier releases; a published annotator keeps
+    the workspace stored on their row whatever this returns."""
+    readable = f"{study} · {user.get_username()} · project {study.project.slug}"
+    return readable if len(readable) <= ARGILLA_NAME_MAX else _workspace_key(study, user)
+
+
+def _workspace_key(study: Study | BaselineStudy, user: AbstractBaseUser) -> str:
+    """The workspace name of releases before issue 42 (``pilot-v1-s2-anna-11``)."""
     slug = re.sub(r"[^a-z0-9]+", "-", user.get_username().lower()).strip("-")[:40] or "user"
     tag = "b" if isinstance(study, BaselineStudy) else "s"
     return f"{study.argilla_name}-{tag}{study.pk}-{slug}-{user.pk}"
+
+
+def annotator_dataset_name(study: Study | BaselineStudy, user: AbstractBaseUser) -> str:
+    """The title of ``user``'s dataset of ``study`` as Argilla shows it to them ("pilot v1: items
+    for anna"); unique within its workspace, which holds only that dataset."""
+    return f"{study}: items for {user.get_username()}"[:ARGILLA_NAME_MAX]
 
 
 @dataclass(frozen=True)
@@ -149,7 +169,8 @@ def annotator_dataset_ensure(
 ) -> AnnotatorDataset:
     """Ensure ``user``'s own workspace for ``study`` (``workspace``, or a new one named by
     ``annotator_workspace``), their annotator account as its member, and their dataset of the
-    study in it (``dataset_id``, or the one found by name, or a new one created with ``spec``:
+    study in it (``dataset_id``, or the one found by name, or a new one titled by
+    ``annotator_dataset_name`` and created with ``spec``:
     fields, questions, guidelines, ``min_submitted``). A new account gets a random password that
     nobody is shown (its username is appended to ``new_accounts`` and recorded in ``roles``);
     existing accounts keep theirs.
@@ -161,9 +182,15 @@ def annotator_dataset_ensure(
         new_accounts.append(username)
         roles[username] = "annotator"
     user_id = argilla.user_ensure(username, _unseen_password(), "annotator", workspace, client=client)
-    dataset_id = dataset_id or argilla.dataset_find(workspace, study.argilla_name, client=client)
+    name = annotator_dataset_name(study, user)
+    # A publish interrupted before issue 42 left a dataset under the study's key name: found, not doubled.
+    dataset_id = (
+        dataset_id
+        or argilla.dataset_find(workspace, name, client=client)
+        or argilla.dataset_find(workspace, study.argilla_name, client=client)
+    )
     if dataset_id is None:
-        dataset_id = argilla.dataset_create(client=client, workspace=workspace, name=study.argilla_name, **spec)
+        dataset_id = argilla.dataset_create(client=client, workspace=workspace, name=name, **spec)
     return AnnotatorDataset(user_id=user_id, workspace=workspace, dataset_id=dataset_id)
 
 

@@ -119,6 +119,11 @@ class AnnotatorTask:
     def left(self) -> int:
         return max(self.assigned - self.submitted, 0)
 
+    @property
+    def finished(self) -> bool:
+        """They submitted every record given to them (Argilla then says the task is complete)."""
+        return self.assigned > 0 and self.left == 0
+
 
 def annotator_work(user: AbstractBaseUser) -> list[AnnotatorTask]:
     """What ``user`` rates now, studies first (newest first), then human baselines: their active

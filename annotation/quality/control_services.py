@@ -60,6 +60,7 @@ from corpora.selectors import control_source_datasets, untrusted_shared_datasets
 from corpora.services import trust_command
 from corpora.task_types import TaskType, task_spec
 from transforms.attempts import side_language
+from transforms.describe import transformation_title
 from transforms.models import TransformedItem
 from transforms.registry import KEYWORD_TRANSFORMATIONS, transformation_get
 from transforms.text_metrics import normalized_edit_distance, word_count
@@ -385,18 +386,18 @@ def study_detectability_notes(study: Study) -> list[str]:
     stored at lock, and the override when the study locked with detectable controls."""
     info = study.sample_info
     lines = [
-        f"{name}: easy positives {ControlDetectability.from_dict(d).easy_positive.text()}, "
+        f"{transformation_title(name)}: easy positives {ControlDetectability.from_dict(d).easy_positive.text()}, "
         f"easy negatives {ControlDetectability.from_dict(d).easy_negative.text()}"
         for name, d in info.get("detectability_by_transformation", {}).items()
     ]
     if override := info.get("detectability_override"):
         if override["over_limit"]:
-            over = ", ".join(f"{name} {auc:.2f}" for name, auc in override["over_limit"].items())
+            over = ", ".join(f"{transformation_title(name)} {auc:.2f}" for name, auc in override["over_limit"].items())
             lines.append(
                 f"locked with detectable controls (easy-positive AUC over the limit {override['limit']:.2f}: {over}) "
                 f"because: {override['reason']}"
             )
         if too_few := override.get("too_few"):
-            unknown = "; ".join(f"{name}: {reason}" for name, reason in too_few.items())
+            unknown = "; ".join(f"{transformation_title(name)}: {reason}" for name, reason in too_few.items())
             lines.append(f"locked without a detectability estimate ({unknown}) because: {override['reason']}")
     return lines

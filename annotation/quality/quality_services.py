@@ -9,7 +9,7 @@ from dataclasses import asdict, dataclass, replace
 
 from django.db.models import Min
 
-from annotation.models import Annotator, Flag, Rating, Study
+from annotation.models import Annotator, Flag, Rating, Study, StudyItem
 from annotation.quality import plots
 from annotation.quality.annotator_quality import (
     CAREFULNESS_FLAG_HELP,
@@ -73,26 +73,37 @@ class StudyQuality:
 
 def quality_records(study: Study) -> list[RatingRecord]:
     """The study's active ratings as plain records; the time of an item is the first submission
-    of its response (later edits move ``submitted_at`` but are not time spent on first reading)."""
+    of its response (later edits move ``submitted_at`` but are not time spent on first reading).
+    Two queries, whatever the number of annotators: the ratings as plain values, and each of the
+    study's items once (not once per rating). In item order, then rating order: the order decides
+    the rater model's order of raters, and so which bootstrap draws each rater gets (the grouped
+    query has no order of its own)."""
+    items = {
+        pk: (kind, expected, llm_estimates)
+        for pk, kind, expected, llm_estimates in StudyItem.objects.filter(study=study).values_list(
+            "pk", "kind", "expected", "llm_estimates"
+        )
+    }
     ratings = (
         Rating.objects.filter(study_item__study=study, active=True)
-        .select_related("study_item")
         .annotate(first_seen=Min("revisions__argilla_updated_at"))
+        .order_by("study_item_id", "id")
+        .values_list("annotator_id", "study_item_id", "question", "value", "submitted_at", "first_seen")
     )
     records = []
-    for rating in ratings:
-        item = rating.study_item
-        at = min(filter(None, (rating.first_seen, rating.submitted_at)))
+    for annotator, item, question, value, submitted_at, first_seen in ratings:
+        kind, expected, llm_estimates = items[item]
+        at = min(filter(None, (first_seen, submitted_at)))
         records.append(
             RatingRecord(
-                annotator=rating.annotator_id,
-                item=item.pk,
-                question=rating.question,
-                value=rating.value,
+                annotator=annotator,
+                item=item,
+                question=question,
+                value=value,
                 submitted_at=at.timestamp(),
-                kind=item.kind,
-                expected=item.expected.get(rating.question) if item.kind != ItemKind.REAL else None,
-                estimate=(item.llm_estimates.get(rating.question) or {}).get("estimate"),
+                kind=kind,
+                expected=expected.get(question) if kind != ItemKind.REAL else None,
+                estimate=(llm_estimates.get(question) or {}).get("estimate"),
             )
         )
     return records

@@ -22,19 +22,22 @@ from transforms.registry import transformation_get
 
 
 def control_checks(study: Study) -> dict[int, Any]:
-    """Annotator id -> ControlCheck over their active ratings of control items (pure rule)."""
+    """Annotator id -> ControlCheck over their active ratings of control items (pure rule). Two
+    queries, whatever the number of annotators: the control ratings as plain values (their item's
+    expected answers joined in), and the study's annotators."""
     design = study_design(study)
     per_annotator: dict[int, list[ControlRating]] = defaultdict(list)
     ratings = Rating.objects.filter(study_item__study=study, active=True).exclude(study_item__kind=ItemKind.REAL)
-    for rating in ratings.select_related("study_item"):
-        expected = rating.study_item.expected.get(rating.question)
-        if expected is not None:
-            per_annotator[rating.annotator_id].append(ControlRating(expected=expected, value=rating.value))
+    for annotator_id, question, value, expected in ratings.values_list(
+        "annotator_id", "question", "value", "study_item__expected"
+    ):
+        if expected.get(question) is not None:
+            per_annotator[annotator_id].append(ControlRating(expected=expected[question], value=value))
     return {
-        a.pk: control_check(
-            per_annotator.get(a.pk, []), margin=design.control_margin, min_ratings=design.min_control_ratings
+        pk: control_check(
+            per_annotator.get(pk, []), margin=design.control_margin, min_ratings=design.min_control_ratings
         )
-        for a in study.annotators.all()
+        for pk in study.annotators.values_list("pk", flat=True)
     }
 
 
@@ -48,22 +51,25 @@ class CountedRating:
     submitted_at: datetime | None = None
 
 
-def counted_ratings(study: Study) -> list[CountedRating]:
+def counted_ratings(study: Study, *, checks: dict[int, Any] | None = None) -> list[CountedRating]:
     """Ratings that enter agreement and the gate: active ratings of real items by annotators who
     are not rejected (a withdrawn annotator's submitted ratings still count) and whose control
-    check passed (so unchecked raters do not count yet)."""
-    checks = control_checks(study)
+    check passed (so unchecked raters do not count yet). ``checks``: ``control_checks(study)``
+    when the caller has it already. Read as plain values, in one query past the checks."""
+    checks = control_checks(study) if checks is None else checks
     ok = {
-        a.pk
-        for a in study.annotators.all()
-        if a.status != Annotator.Status.REJECTED and checks[a.pk].status == ControlStatus.PASSED
+        pk
+        for pk, status in study.annotators.values_list("pk", "status")
+        if status != Annotator.Status.REJECTED and checks[pk].status == ControlStatus.PASSED
     }
     ratings = Rating.objects.filter(
         study_item__study=study, study_item__kind=ItemKind.REAL, active=True, annotator_id__in=ok
-    ).select_related("study_item")
+    ).order_by("study_item__position", "annotator_id", "question")
     return [
-        CountedRating(r.study_item_id, r.annotator_id, r.question, r.value, r.study_item.transformation, r.submitted_at)
-        for r in ratings.order_by("study_item__position", "annotator_id", "question")
+        CountedRating(*row)
+        for row in ratings.values_list(
+            "study_item_id", "annotator_id", "question", "value", "study_item__transformation", "submitted_at"
+        )
     ]
 
 

@@ -6,6 +6,7 @@ and English translations for reviewers. Every researcher decision is audited.
 from __future__ import annotations
 
 from collections import Counter, defaultdict
+from collections.abc import Callable
 from dataclasses import dataclass
 
 from django.contrib.auth.base_user import AbstractBaseUser
@@ -51,39 +52,58 @@ def require_researcher(actor: AbstractBaseUser | None) -> None:
         raise ShiftlabError(f"{actor.get_username()} is not a researcher: only researchers decide on studies")
 
 
-def study_estimate(*, study: Study) -> int:
-    """LLM judge estimates for the real items that lack them, per question and judge; returns the
-    number of items updated. Judgements are cached by the judge, so this is cheap to repeat."""
+ESTIMATE_CHUNK = 8  # rated items per judge call between two saves / progress updates
+
+
+def _judged_questions(design: StudyDesign) -> list:
+    """The questions a judge scale fits (the inverse "changed" of sensitivity studies gets none)."""
+    return [q for q in design.questions if q.name in JUDGE_KIND_OF_QUESTION]
+
+
+def study_estimate_calls(*, study: Study) -> int:
+    """The judge calls ``study_estimate`` settles: real items × judged questions × judges."""
     design = study_design(study)
     if not design.llm_judges:
         return 0
-    # A question no judge scale fits (the inverse "changed" of sensitivity studies) gets no estimate.
-    judged = [q for q in design.questions if q.name in JUDGE_KIND_OF_QUESTION]
-    items = [
-        i
-        for i in study.items.filter(kind=ItemKind.REAL).order_by("position")
-        if any(q.name not in i.llm_estimates for q in judged)
-    ]
-    if not items:
+    return study.items.filter(kind=ItemKind.REAL).count() * len(_judged_questions(design)) * len(design.llm_judges)
+
+
+def study_estimate(*, study: Study, on_progress: Callable[[int], None] | None = None) -> int:
+    """LLM judge estimates for the real items that lack them, per question and judge; returns the
+    number of items updated. Items are estimated a few at a time and saved as they go, and the
+    judgements are cached by the judge, so this is cheap to repeat and an interrupted call resumes
+    where it stopped. ``on_progress(n)`` hears each ``n`` judge calls settled (those of items
+    estimated before count at once)."""
+    design = study_design(study)
+    if not design.llm_judges:
         return 0
-    pairs = [(i.text_a, i.text_b) for i in items]
-    estimates: list[dict] = [{} for _ in items]
-    for question in judged:
-        kind = JudgeKind(JUDGE_KIND_OF_QUESTION[question.name])
-        per_judge = {
-            alias: judge_pairs(kind=kind, pairs=pairs, backend_alias=alias, seed=design.seed)
-            for alias in design.llm_judges
-        }
-        for n, _ in enumerate(items):
-            scores = {alias: judgements[n].score for alias, judgements in per_judge.items()}
-            estimate = llm_estimate(
-                list(scores.values()), judge_scale=SCALES[kind], question_scale=(question.low, question.high)
-            )
-            estimates[n][question.name] = {"scores": scores, "estimate": estimate}
-    with transaction.atomic():
-        for item, values in zip(items, estimates, strict=True):
-            item.llm_estimates = {**item.llm_estimates, **values}
-            item.save(update_fields=["llm_estimates"])
+    judged = _judged_questions(design)
+    real = list(study.items.filter(kind=ItemKind.REAL).order_by("position"))
+    items = [i for i in real if any(q.name not in i.llm_estimates for q in judged)]
+    per_item = len(judged) * len(design.llm_judges)
+    if on_progress and len(real) > len(items):
+        on_progress((len(real) - len(items)) * per_item)
+    for start in range(0, len(items), ESTIMATE_CHUNK):
+        chunk = items[start : start + ESTIMATE_CHUNK]
+        pairs = [(i.text_a, i.text_b) for i in chunk]
+        estimates: list[dict] = [{} for _ in chunk]
+        for question in judged:
+            kind = JudgeKind(JUDGE_KIND_OF_QUESTION[question.name])
+            per_judge = {}
+            for alias in design.llm_judges:
+                per_judge[alias] = judge_pairs(kind=kind, pairs=pairs, backend_alias=alias, seed=design.seed)
+                if on_progress:
+                    on_progress(len(chunk))
+            for n, _ in enumerate(chunk):
+                scores = {alias: judgements[n].score for alias, judgements in per_judge.items()}
+                estimate = llm_estimate(
+                    list(scores.values()), judge_scale=SCALES[kind], question_scale=(question.low, question.high)
+                )
+                estimates[n][question.name] = {"scores": scores, "estimate": estimate}
+        with transaction.atomic():
+            for item, values in zip(chunk, estimates, strict=True):
+                item.llm_estimates = {**item.llm_estimates, **values}
+                item.save(update_fields=["llm_estimates"])
     return len(items)
 
 
@@ -193,16 +213,29 @@ def _rejections_due(
     return to_reject
 
 
-def study_validate(
-    *, study: Study, actor: AbstractBaseUser | None = None, estimate: bool = True, client=None
-) -> ValidationResult:
-    """Apply the declared validation pipeline: judge estimates, control check per rater, LLM and
-    low-rating flags, and rejections by rule (failed controls; too many confirmed flags)."""
+def study_validate_check(study: Study) -> Study:
+    """The study (fresh), once it can be validated: published, so that it has ratings."""
     study = Study.objects.get(pk=study.pk)
     if study.published_at is None:
         raise ShiftlabError(f"{study} is not published: there are no ratings to validate")
+    return study
+
+
+def study_validate(
+    *,
+    study: Study,
+    actor: AbstractBaseUser | None = None,
+    estimate: bool = True,
+    client=None,
+    on_progress: Callable[[int], None] | None = None,
+) -> ValidationResult:
+    """Apply the declared validation pipeline: judge estimates, control check per rater, LLM and
+    low-rating flags, and rejections by rule (failed controls; too many confirmed flags).
+    ``on_progress`` hears the judge calls settled (``study_estimate``). Pages, the API and the
+    command run it as a job (``validation_jobs.study_validation_start``)."""
+    study = study_validate_check(study)
     design = study_design(study)
-    estimated = study_estimate(study=study) if estimate else 0
+    estimated = study_estimate(study=study, on_progress=on_progress) if estimate else 0
     to_reject: list[tuple[Annotator, RejectionReason, str]] = []
     with transaction.atomic():
         study = Study.objects.select_for_update().get(pk=study.pk)

@@ -9,6 +9,7 @@ import logging
 from collections import defaultdict
 from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass
+from datetime import datetime
 from typing import Any
 
 from django.contrib.auth.base_user import AbstractBaseUser
@@ -31,7 +32,7 @@ from annotation.quality.detectability import MIN_PER_CLASS
 from annotation.studies.design import DesignContext, DesignProblem, StudyDesign, design_problems
 from annotation.studies.sampling import Candidate, draw_real_items, sample_summary, seeded_rng
 from core.errors import ShiftlabError
-from core.models import Project
+from core.models import AuditEvent, Project
 from core.projects import ProjectAccessError, project_for_new, project_require_same, scoped
 from core.rosters import project_annotators
 from core.services import audit_record
@@ -391,6 +392,26 @@ def study_lock(
     if design.prediction_powered:
         _judges_start(study, actor)
     return study
+
+
+def study_lock_message(*, study: Study, asked_at: datetime) -> str:
+    """What a lock asked for at ``asked_at`` did to the locked ``study``, in words: the items and
+    controls it drew, or, when the study had been locked before (a second lock from a stale tab,
+    which changes nothing), when and by whom, from the audit log."""
+    n_real = study.items.filter(kind=ItemKind.REAL).count()
+    n_controls = study.items.exclude(kind=ItemKind.REAL).count()
+    counts = f"{n_real} item{'' if n_real == 1 else 's'} and {n_controls} control{'' if n_controls == 1 else 's'}"
+    if study.locked_at >= asked_at:
+        return f"Locked: {counts} drawn; the design is frozen."
+    event = (
+        AuditEvent.objects.filter(verb="study.lock", object_type=Study._meta.label_lower, object_id=str(study.pk))
+        .select_related("actor")
+        .order_by("-at")
+        .first()
+    )
+    by = event.actor.get_username() if event and event.actor else "the system"
+    when = timezone.localtime(study.locked_at).strftime("%Y-%m-%d %H:%M")
+    return f"Already locked on {when} by {by}: {counts}; nothing changed."
 
 
 def _judges_start(study: Study, actor: AbstractBaseUser | None) -> None:

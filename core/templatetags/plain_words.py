@@ -1,28 +1,24 @@
-"""Stored keys in words on pages (issue 31): ``{{ key|plain_key }}`` turns a data key such as
-``n_examples`` or ``mean_pairwise_spearman`` into "examples" or "mean Spearman correlation
-between two raters"; a key not listed loses its underscores."""
+"""Code names in words on pages (issues 31 and 42): every filter here reads the one vocabulary,
+``core.vocabulary``. ``{{ key|plain_key }}`` turns a data key such as ``n_examples`` into
+"examples"; ``plain_verb`` an audit verb, ``plain_param`` a parameter or a code-name value of one,
+``plain_metric`` a metric key, ``plain_axis`` an axis, ``plain_task`` a task type, ``plain_side`` a
+perturbed side, ``plain_rater`` a baseline rater (``llm:<alias>``), ``plain_alias`` a backend
+alias, ``plain_rule`` a flag rule or a rejection reason. Transformation names and agreement groups
+are titled by ``transforms_text``, which knows the registry."""
 
 from django import template
 
+from core import vocabulary
+
 register = template.Library()
 
-KEY_WORDS = {
-    "n_examples": "examples",
-    "n_items": "items",
-    "n_rows": "rows",
-    "n_problems": "problems",
-    "mean_pairwise_spearman": "mean Spearman correlation between two raters",
-    "mean_pairwise_kendall_tau": "mean Kendall τ between two raters",
-    "mean_pairwise_ari": "mean adjusted Rand index between two raters",
-    "fleiss_kappa": "Fleiss' κ",
-    "krippendorff_alpha": "Krippendorff's α",
-}
-
-
-@register.filter
-def plain_key(key: object) -> str:
-    text = str(key)
-    if text in KEY_WORDS:
-        return KEY_WORDS[text]
-    words = text.replace("_", " ").strip()
-    return f"number of {words[2:]}" if words.startswith("n ") else words
+register.filter("plain_key", vocabulary.plain_key)
+register.filter("plain_verb", vocabulary.plain_verb)
+register.filter("plain_param", vocabulary.plain_param)
+register.filter("plain_metric", vocabulary.plain_metric)
+register.filter("plain_axis", vocabulary.plain_axis)
+register.filter("plain_task", vocabulary.plain_task_type)
+register.filter("plain_side", vocabulary.plain_side)
+register.filter("plain_rater", vocabulary.plain_rater)
+register.filter("plain_alias", vocabulary.alias_words)
+register.filter("plain_rule", vocabulary.plain_rule)

@@ -9,14 +9,18 @@ from django import template
 from django.utils.html import format_html
 from django.utils.safestring import SafeString
 
+from core import vocabulary
 from transforms import describe
 from transforms.backends import configured_model
 from transforms.models import GeneratorConfig
+from transforms.registry import TRANSFORMATIONS
 
 register = template.Library()
 
 register.filter("params_text", describe.params_text)
 register.filter("options_text", describe.options_text)
+register.filter("transformation_title", describe.transformation_title)
+register.filter("run_label", describe.run_label)
 
 NO_LLM_MODEL = "none"  # what transform_run_create stores for a transformation that uses no LLM
 
@@ -58,3 +62,9 @@ def backend_option(alias: str) -> str:
     """A backend alias as the text of a form option: "model (alias)"."""
     model = _model(alias)
     return alias if model == alias else f"{model} ({alias})"
+
+
+@register.filter
+def plain_group(group: str) -> str:
+    """An agreement group ("overall", "axis:lexical", "transformation:typos_2") in words."""
+    return vocabulary.plain_group(group, {name: t.label for name, t in TRANSFORMATIONS.items()})

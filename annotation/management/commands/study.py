@@ -4,8 +4,9 @@ from dataclasses import asdict
 from django.core.management.base import CommandError
 
 from annotation.management.reporting import new_accounts_report, publish_report
-from annotation.models import Flag, GateResult, Study
-from annotation.publishing.argilla_services import study_argilla_texts_resend, study_publish, study_release_batches
+from annotation.models import Flag, GateResult, Study, StudyJob
+from annotation.publishing.argilla_services import study_argilla_texts_resend, study_release_batches
+from annotation.publishing.publish_job_services import publish_job_result, study_publish_start
 from annotation.publishing.sync_services import study_sync, sync_summary
 from annotation.quality.adaptive_services import study_adaptive_check, study_adaptive_rows
 from annotation.quality.control_pool import control_pool_read
@@ -14,12 +15,14 @@ from annotation.quality.gate_services import approval_decide, gate_result_curren
 from annotation.quality.gating import gate_state_of
 from annotation.quality.judge_population_services import judge_jobs_summary, study_judge_population_start
 from annotation.quality.quality_services import study_annotator_quality
-from annotation.quality.validation_services import annotator_reject, annotator_replace, flag_review, study_validate
+from annotation.quality.validation_job_services import study_validation_start
+from annotation.quality.validation_services import annotator_reject, annotator_replace, flag_review
 from annotation.selectors import roster_annotators, study_progress
 from annotation.studies.design import StudyDesign
 from annotation.studies.design_services import study_create, study_design, study_lock, study_revise
 from core.commands import ShiftlabCommand
 from core.nesting import loads_json
+from core.progress import follow_job
 from core.projects import project_require_write, scoped, user_by_name
 
 
@@ -154,7 +157,8 @@ class Command(ShiftlabCommand):
         users = roster_annotators(study.project, annotators)
         if control_pool is not None:
             study = self._lock(study, control_pool, actor)
-        publish_report(self.stdout, study_publish(study=study, annotators=users, actor=actor))
+        job = self._follow(study_publish_start(study=study, annotators=users, actor=actor))
+        publish_report(self.stdout, publish_job_result(job))
 
     def do_resend_texts(self, *, actor, study, **_):
         study = _study(study, actor, change=True)
@@ -176,12 +180,22 @@ class Command(ShiftlabCommand):
         self.stdout.write("The LLM judges score every output: " + judge_jobs_summary(jobs) + ".")
 
     def do_validate(self, *, actor, study, **_):
-        result = study_validate(study=_study(study, actor, change=True), actor=actor)
-        self.stdout.write(f"Control checks: {json.dumps(result.control_status)}")
+        job = self._follow(study_validation_start(study=_study(study, actor, change=True), actor=actor))
+        result = job.result
+        self.stdout.write(f"Control checks: {json.dumps(result['control_status'])}")
         self.stdout.write(
-            f"Flags: {result.flags_created} new, {result.flags_removed} withdrawn; "
-            f"rejected: {json.dumps(result.rejected)}"
+            f"Flags: {result['flags_created']} new, {result['flags_removed']} withdrawn; "
+            f"rejected: {json.dumps(result['rejected'])}"
         )
+
+    def _follow(self, job: StudyJob) -> StudyJob:
+        """Wait for a validation or publish job (the page's and the API's), with its progress;
+        a failed one stops the command with its error."""
+        self.stdout.write(f"{job.action.capitalize()} job {job.pk} of {job.study}:")
+        job = follow_job(job, self.stdout.write)
+        if job.status == StudyJob.Status.FAILED:
+            raise CommandError(job.error)
+        return job
 
     def do_gate(self, *, actor, study, **_):
         for result in study_gate(study=_study(study, actor, change=True), actor=actor):

@@ -5,8 +5,15 @@ from django.core.management.base import CommandError, CommandParser
 from annotation.models import BaselineStudy
 from annotation.selectors import baseline_get
 from core.commands import ShiftlabCommand
+from core.progress import follow_job
 from core.projects import scoped, user_by_name
-from evaluation.baseline_services import BaselineReport, baseline_report_build
+from evaluation.baseline_services import (
+    BaselineReport,
+    baseline_report_build,
+    baseline_score_job_scores,
+    baseline_score_start,
+)
+from evaluation.models import BaselineScoreJob
 
 
 def _number(value: float | None) -> str:
@@ -36,7 +43,14 @@ class Command(ShiftlabCommand):
         except BaselineStudy.DoesNotExist:
             raise CommandError(f"No baseline study {o['study']!r}: give its name or id.") from None
         models = [m.strip() for m in o["models"].split(",") if m.strip()]
-        report = baseline_report_build(study=study, models=models, batch_size=o["batch_size"])
+        scores = []
+        if models:  # the page's "Score models" job, followed here
+            job = baseline_score_start(study=study, models=models, actor=user, batch_size=o["batch_size"])
+            job = follow_job(job, self.stderr.write if o["json"] else self.stdout.write)
+            if job.status == BaselineScoreJob.Status.FAILED:
+                raise CommandError(job.error)
+            scores = baseline_score_job_scores(job)
+        report = baseline_report_build(study=study, model_scores=scores)
         if o["json"]:
             self.stdout.write(json.dumps(report.to_dict(), indent=2))
             return
