@@ -15,6 +15,13 @@ from annotation.baselines.baseline_llm_services import (
     baseline_llm_job_fail,
     baseline_llm_job_run,
 )
+from annotation.baselines.baseline_publish_job_services import (
+    BASELINE_PUBLISH_JOBS,
+    BASELINE_PUBLISH_TASK,
+    baseline_publish_fail,
+    baseline_publish_run,
+    baseline_publish_waiting,
+)
 from annotation.models import BaselineLLMJob, Study, StudyJob
 from annotation.publishing.argilla_services import study_release_batches
 from annotation.publishing.publish_job_services import (
@@ -151,6 +158,32 @@ def study_publish(self, job_id: int) -> str:
 def study_publish_failed(request, exc, traceback, job_id: int) -> None:
     """Errback of ``study_publish``: an unexpected error fails the job instead of leaving it running."""
     study_publish_fail(job_id=job_id, reason=f"The publish task failed: {failure_reason(exc)}")
+
+
+@shared_task(
+    name=BASELINE_PUBLISH_TASK, acks_late=True, reject_on_worker_lost=True, **ARGILLA_UNAVAILABLE.retry_options()
+)
+def baseline_publish(self, job_id: int) -> str:
+    """Publish a baseline study to Argilla (``baseline_publish_run``); idempotent."""
+    try:
+        return baseline_publish_run(job_id=job_id).status
+    except BackendUnavailable as exc:
+        ARGILLA_UNAVAILABLE.retry(self, exc, job=baseline_publish_waiting(job_id=job_id))
+
+
+@shared_task(name=BASELINE_PUBLISH_JOBS.errback)
+def baseline_publish_failed(request, exc, traceback, job_id: int) -> None:
+    """Errback of ``baseline_publish``: an unexpected error fails the job instead of leaving it running."""
+    baseline_publish_fail(job_id=job_id, reason=f"The publish task failed: {failure_reason(exc)}")
+
+
+stuck_job_kind_register(
+    BASELINE_PUBLISH_JOBS.stuck(
+        "baseline publish",
+        tasks={BASELINE_PUBLISH_TASK},
+        resume=lambda job: BASELINE_PUBLISH_JOBS.dispatch(job.pk),
+    )
+)
 
 
 # Validations and publishes share their model (StudyJob): one kind, whose job's action says which

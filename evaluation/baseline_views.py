@@ -10,11 +10,10 @@ from django.shortcuts import get_object_or_404, redirect, render
 from django.views.decorators.http import require_http_methods
 
 from annotation.baselines.baseline_llm_services import baseline_llm_job_start
-from annotation.baselines.baseline_services import baseline_close, baseline_create, baseline_publish
+from annotation.baselines.baseline_publish_job_services import baseline_publish_job_text, baseline_publish_start
+from annotation.baselines.baseline_services import baseline_close, baseline_create
 from annotation.baselines.baseline_sync_services import baseline_sync
-from annotation.models import BaselineLLMJob, BaselineStudy
-from annotation.publishing.publish_job_services import NOTHING_SENT
-from annotation.views import publish_outcome
+from annotation.models import BaselineLLMJob, BaselinePublishJob, BaselineStudy
 from core.errors import ShiftlabError
 from core.pages import show_error
 from core.projects import ProjectAccessError, project_can_write, project_require_write, scoped
@@ -113,6 +112,8 @@ def baseline_detail_view(request, pk: int):
             "llm_form": llm_form,
             "llm_job": (job := study.llm_jobs.first()),
             "llm_job_line": llm_job_text(job) if job else "",
+            "publish_job": (publish_job := study.publish_jobs.first()),
+            "publish_job_line": baseline_publish_job_text(publish_job) if publish_job else "",
             "can_change": project_can_write(request.user, study.project),
             "annotator_users": project_annotators(study.project),
             "chosen": set(study.annotators.values_list("pk", flat=True)),
@@ -155,9 +156,14 @@ def _baseline_publish(request, study) -> None:
     if len(users) != len(set(chosen)):  # an id of no annotator of this project: said alike for all
         found = {str(u.pk) for u in users}
         raise ShiftlabError(roster_refusal(study.project, [f"user #{pk}" for pk in chosen if pk not in found]))
-    if not users and not study.annotators.exists():
-        raise ShiftlabError(NOTHING_SENT)
-    publish_outcome(request, users, baseline_publish(study=study, annotators=users, actor=request.user))
+    job = baseline_publish_start(study=study, annotators=users, actor=request.user)
+    job.refresh_from_db()
+    if job.status == BaselinePublishJob.Status.SUCCEEDED:  # no broker: it ran in this request
+        messages.success(request, job.summary)
+    elif job.status == BaselinePublishJob.Status.FAILED:
+        messages.error(request, job.error)
+    else:
+        messages.success(request, "Publishing started: this page shows when the annotators' datasets are ready.")
 
 
 def baseline_sync_text(result) -> str:

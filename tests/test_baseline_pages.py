@@ -124,7 +124,7 @@ def test_baseline_pages_name_no_command(client, researcher, study):
 
 @pytest.mark.services
 def test_publish_sync_and_close_a_baseline_with_the_page_buttons(
-    client, argilla_server, settings, django_user_model, tmp_path
+    client, argilla_server, settings, django_user_model, tmp_path, django_capture_on_commit_callbacks
 ):
     settings.ARGILLA_API_URL, settings.ARGILLA_API_KEY = argilla_server.url, argilla_server.api_key
     rita = make_user(django_user_model, "rita", Role.RESEARCHER)
@@ -144,15 +144,22 @@ def test_publish_sync_and_close_a_baseline_with_the_page_buttons(
     # Nobody chosen on a study nobody rates yet: nothing is sent, and the page says why.
     page = words(client.post(url, {"action": "publish"}, follow=True))
     assert "Nothing was sent: choose the annotators of the project to publish to" in page
-    assert BaselineStudy.objects.get(pk=study.pk).status == "draft"
+    assert BaselineStudy.objects.get(pk=study.pk).status == "draft" and not study.publish_jobs.exists()
 
-    page = words(client.post(url, {"action": "publish", "annotators": [str(ann.pk)]}, follow=True))
+    # Publishing is a job (issue 41): the button answers at once, the page then shows what it did.
+    with django_capture_on_commit_callbacks(execute=True):
+        started = words(client.post(url, {"action": "publish", "annotators": [str(ann.pk)]}, follow=True))
+    assert "Publishing started" in started
+    page = words(client.get(url))
     assert "Published to bp-ann: the annotators' Argilla datasets hold 6 records." in page
     assert "New Argilla accounts: bp-ann." in page and "Sync answers" in page
     # Publishing again with nobody ticked adds nobody, and says so (no "Published 6 records").
-    page = words(client.post(url, {"action": "publish"}, follow=True))
+    with django_capture_on_commit_callbacks(execute=True):
+        client.post(url, {"action": "publish"})
+    page = words(client.get(url))
     assert "No annotator was selected, so nobody was added and no new work was sent" in page
     assert "Published to" not in page
+    assert list(study.publish_jobs.values_list("status", flat=True)) == ["succeeded", "succeeded"]
 
     # The annotator answers 4 of the 6 in Argilla; the sync counts instances, not anything else.
     owner = argilla.client_get()

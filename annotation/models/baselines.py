@@ -16,6 +16,7 @@ __all__ = [
     "BaselineAnswer",
     "BaselineAnswerRevision",
     "BaselineLLMJob",
+    "BaselinePublishJob",
 ]
 
 BASELINE_TASK_TYPES = (TaskType.STS, TaskType.CLASSIFICATION, TaskType.CLUSTERING, TaskType.RERANKING)
@@ -195,3 +196,22 @@ class BaselineLLMJob(TrackedJob):
 
     def __str__(self) -> str:
         return f"LLM {self.backend_alias} on {self.study} ({self.status})"
+
+
+class BaselinePublishJob(TrackedJob):
+    """A publish of a baseline study to Argilla in the background (issue 41): ``baseline_publish``
+    run by a task on the default queue, which waits and retries while Argilla cannot be reached.
+    Publishing is idempotent (workspaces, accounts and datasets reused, records upserted), so a
+    retried task redoes nothing already there. One step."""
+
+    study = models.ForeignKey(BaselineStudy, on_delete=models.CASCADE, related_name="publish_jobs")
+    annotators = models.ManyToManyField(
+        settings.AUTH_USER_MODEL, blank=True, related_name="+", help_text="Whom it adds (none: publish again)."
+    )
+    summary = models.TextField(blank=True, help_text="What the finished job did, in words.")
+
+    class Meta(TrackedJob.Meta):
+        pass
+
+    def __str__(self) -> str:
+        return f"publish of {self.study} ({self.status})"
