@@ -14,6 +14,7 @@ from annotation.models import (
     BaselineAnswerRevision,
     BaselineInstance,
     BaselineLLMJob,
+    BaselinePublishJob,
     BaselineStudy,
     BenchmarkConfig,
     Flag,
@@ -25,6 +26,7 @@ from annotation.models import (
     RatingRevision,
     Study,
     StudyItem,
+    StudyJob,
 )
 from core.admin import ReadOnlyAdmin
 
@@ -134,6 +136,18 @@ class BaselineAnswerRevisionAdmin(ReadOnlyAdmin):
 class BaselineLLMJobAdmin(ReadOnlyAdmin):
     list_display = ("study", "backend_alias", "status", "done", "total", "created_by", "created_at")
     list_filter = ("status",)
+
+
+@admin.register(BaselinePublishJob)
+class BaselinePublishJobAdmin(ReadOnlyAdmin):
+    list_display = ("study", "status", "done", "total", "created_by", "created_at")
+    list_filter = ("status",)
+
+
+@admin.register(StudyJob)
+class StudyJobAdmin(ReadOnlyAdmin):
+    list_display = ("study", "action", "status", "done", "total", "created_by", "created_at")
+    list_filter = ("action", "status")
 
 
 @admin.register(JudgePopulationJob)

@@ -1,6 +1,6 @@
 from django.contrib import admin
 
-from core.models import AuditEvent, Membership, Project, ProjectAnnotator
+from core.models import AuditEvent, Invitation, Membership, Project, ProjectAnnotator
 
 
 class ReadOnlyAdmin(admin.ModelAdmin):
@@ -54,3 +54,12 @@ class ProjectAnnotatorAdmin(ReadOnlyAdmin):
     list_display = ("project", "user", "added_by", "created_at")
     list_filter = ("project",)
     search_fields = ("project__slug", "user__username")
+
+
+# Invitations are made and withdrawn on the project page (or `manage.py project invite`), audited
+# there; only the digest of a link's secret is stored, so the admin site cannot show a link.
+@admin.register(Invitation)
+class InvitationAdmin(ReadOnlyAdmin):
+    list_display = ("project", "email", "created_by", "created_at", "expires_at", "accepted_by", "revoked_at")
+    list_filter = ("project",)
+    exclude = ("token_digest",)

@@ -412,7 +412,9 @@ def dataset_import_job_run(*, job_id: int, redelivered: bool = False) -> Dataset
 
 
 def _finish(job: DatasetImport, status: str, error: str) -> None:
-    job.status, job.error = status, error
+    # A message can quote the file (a column name of a header that repeats it): PostgreSQL text takes
+    # no NUL byte, so it is written as \x00, as the reader's messages show other control characters.
+    job.status, job.error = status, error.replace("\x00", "\\x00")
     job.finished_at = timezone.now()
     job.save(update_fields=["status", "error", "dataset", "finished_at"])
 

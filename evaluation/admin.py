@@ -1,6 +1,7 @@
 from django.contrib import admin
 
-from evaluation.models import BenchmarkResult, BenchmarkRun, StoredRobustnessReport
+from core.admin import ReadOnlyAdmin
+from evaluation.models import BaselineScoreJob, BenchmarkResult, BenchmarkRun, StoredRobustnessReport
 
 
 @admin.register(BenchmarkRun)
@@ -49,3 +50,9 @@ class StoredRobustnessReportAdmin(admin.ModelAdmin):
 
     def has_add_permission(self, request) -> bool:
         return False
+
+
+@admin.register(BaselineScoreJob)
+class BaselineScoreJobAdmin(ReadOnlyAdmin):
+    list_display = ("study", "model_names", "status", "done", "total", "created_by", "created_at")
+    list_filter = ("status",)

@@ -67,7 +67,7 @@ pg_pass() {
   echo "== Test suite on PostgreSQL (the tests that reach the database) =="
   # A test that cannot reach the database (marked no_database by conftest.py) does the same on both,
   # so it runs once, in the SQLite pass.
-  DATABASE_URL="$PG_URL" $PY -m pytest -m "not no_database" --basetemp="$PG_DATA/pytest" "$@"
+  DATABASE_URL="$PG_URL" $PY -m pytest -m "not no_database" --durations=20 --basetemp="$PG_DATA/pytest" "$@"
 }
 if [ "$PG_REACHABLE" = 1 ] && [ "${SHIFTLAB_TEST_PASSES:-parallel}" = parallel ]; then
   PG_DATA="$PWD/var/test-pg"
@@ -93,9 +93,9 @@ echo "== Test suite on SQLite =="
 # Without PostgreSQL they run here.
 SQLITE_STATUS=0
 if [ "$PG_REACHABLE" = 1 ]; then
-  $PY -m pytest --ignore-glob='*test_projects_*.py' --basetemp="$SHIFTLAB_DATA_DIR/pytest" "$@" || SQLITE_STATUS=$?
+  $PY -m pytest --ignore-glob='*test_projects_*.py' --durations=20 --basetemp="$SHIFTLAB_DATA_DIR/pytest" "$@" || SQLITE_STATUS=$?
 else
-  $PY -m pytest --basetemp="$SHIFTLAB_DATA_DIR/pytest" "$@" || SQLITE_STATUS=$?
+  $PY -m pytest --durations=20 --basetemp="$SHIFTLAB_DATA_DIR/pytest" "$@" || SQLITE_STATUS=$?
 fi
 
 PG_STATUS=0

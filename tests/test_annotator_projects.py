@@ -287,7 +287,9 @@ def test_only_admins_fill_a_roster_and_owners_take_annotators_off(django_user_mo
     ana = make_user(django_user_model, "ap-ana", Role.ANNOTATOR, roster=other)
     url = reverse("project", args=[project.slug])
     page = page_as(owner).get(url).content.decode()
-    assert "No annotators yet: ask an admin to add them" in page and "Add to the roster" not in page
+    # An owner invites new annotators with a link (issue 42) but cannot add an existing one by name.
+    assert "No annotators yet: invite them below" in page and "Make an invitation link" in page
+    assert "Add to the roster" not in page
     refused = page_as(owner).post(url, {"action": "roster", "roster-annotator": "ap-ana"})
     assert refused.status_code == 403 and not project.roster.exists()
     with pytest.raises(CommandError, match="Only admins"):

@@ -73,8 +73,10 @@ def test_each_annotator_reads_and_answers_only_their_own_baseline_records(argill
 
     # Each annotator lists one dataset: their own, of the baseline they were given.
     seen = {name: _datasets(client) for name, client in clients.items()}
-    assert sorted(seen["bi-3"].values()) == ["baseline-hbi-y"], seen["bi-3"]
-    assert sorted(seen["bi-1"].values()) == sorted(seen["bi-2"].values()) == ["baseline-hbi-x"]
+    # Dataset names an annotator reads in Argilla (issue 42): the study and whose items they are.
+    assert sorted(seen["bi-3"].values()) == ["baseline hbi-y: items for bi-3"], seen["bi-3"]
+    assert sorted(seen["bi-1"].values()) == ["baseline hbi-x: items for bi-1"], seen["bi-1"]
+    assert sorted(seen["bi-2"].values()) == ["baseline hbi-x: items for bi-2"], seen["bi-2"]
     assert len({*seen["bi-1"], *seen["bi-2"], *seen["bi-3"]}) == 3
 
     # ... holding exactly the instances assigned to them: each of x's instances with one of them.

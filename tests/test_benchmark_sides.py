@@ -178,7 +178,7 @@ def test_document_and_both_sides_equal_mteb_on_the_same_perturbed_corpus(
     Membership.objects.create(project=run.project, user=researcher, role="member")
     page = page_as(researcher).get(reverse("evaluation:benchmark", args=[run.pk])).content.decode()
     assert "11 documents rewritten; corpus of 161: 11 encoded, 150 from the embedding cache" in page
-    assert "query, document, both on retrieval datasets" in page
+    assert "query, documents, query and documents on retrieval datasets" in page  # the sides in words
     assert page_as(researcher).get(reverse("evaluation:robustness", args=[run.pk])).status_code == 200
 
 

@@ -99,7 +99,7 @@ def test_researcher_uploads_sts_csv(live_server, page, e2e_researcher, upload_ca
     row = page.locator("#dataset-table tr").filter(has=page.get_by_role("link", name=name, exact=True))
     expect(row).to_have_count(1)
     expect(row.locator("td").nth(1)).to_have_text("shiftlab")  # the open default project
-    expect(row.locator("td").nth(2)).to_have_text("sts")
+    expect(row.locator("td").nth(2)).to_have_text("semantic textual similarity (STS)")  # plain words (issue 42)
     expect(row.locator("td.num")).to_have_text(str(n_items))
     expect(row.locator("td").nth(4)).to_have_text(f"test\u00a0{n_items}")
 

@@ -218,3 +218,17 @@ def test_fuzzed_parquet(upload):
 @given(uploads=beir_files())
 def test_fuzzed_beir(uploads):
     _import_leaves_no_trace_on_failure(uploads, "retrieval")
+
+
+def test_a_failure_quoting_a_nul_byte_is_stored_on_every_database():
+    """Found by test_fuzzed_csv on PostgreSQL: a header repeating a column whose name holds a NUL
+    byte failed the import with a message quoting it, which PostgreSQL text cannot hold, so the job
+    itself could not be saved. The message keeps the byte as ``\\x00``."""
+    upload = SimpleUploadedFile("data.csv", b"id\x00,id\x00,sentence1,sentence2,score\n1,2,a,b,3\n")
+    job = dataset_import_job_create(
+        actor=None, project=None, files=[upload], task="sts", name="nul-header", options=ImportOptions()
+    )
+    job = dataset_import_job_run(job_id=job.pk)
+    job.refresh_from_db()
+    assert job.status == DatasetImport.Status.FAILED and "\x00" not in job.error and "\\x00" in job.error
+    assert not Dataset.objects.filter(name="nul-header").exists()

@@ -96,7 +96,7 @@ def rate_as_annotator(argilla_url: str, publish_output: str) -> int:
     assert shiftlab.post(reverse("annotation:my-argilla"), chosen).status_code == 302
     client = sign_in_to_argilla(argilla_url, "annotator", password)
     datasets = client.get("/api/v1/me/datasets").raise_for_status().json()["items"]
-    assert [d["name"] for d in datasets] == ["tutorial-v1"], "the tutorial names the dataset tutorial-v1"
+    assert [d["name"] for d in datasets] == ["tutorial v1: items for annotator"], "the tutorial names the dataset"
 
     with chromium_browser() as browser:
         page = browser.new_page(viewport={"width": 1280, "height": 900})

@@ -30,7 +30,7 @@ def study(researcher):
 
 def test_workspace_and_dataset_read_as_the_study_and_the_annotator(study, django_user_model):
     anna = make_user(django_user_model, "uxann1", Role.ANNOTATOR)
-    assert annotator_workspace(study, anna) == f"ux-para v1 · uxann1 · project {study.project.slug}"
+    assert annotator_workspace(study, anna) == f"ux-para v1 · uxann1 · project {study.project.slug} (study {study.pk})"
     assert annotator_dataset_name(study, anna) == "ux-para v1: items for uxann1"
 
 

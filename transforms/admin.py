@@ -1,11 +1,13 @@
 from django.contrib import admin, messages
 
+from core.admin import ReadOnlyAdmin
 from core.errors import ShiftlabError
 from transforms.models import (
     Generation,
     GeneratorConfig,
     Judgement,
     JudgeReport,
+    LLMBackendUse,
     PromptTemplate,
     TransformedItem,
     TransformRun,
@@ -102,3 +104,10 @@ class JudgeReportAdmin(admin.ModelAdmin):
     raw_id_fields = ("dataset", "created_by")
     filter_horizontal = ("runs",)
     readonly_fields = ("result", "done", "total", "started_at", "finished_at")
+
+
+@admin.register(LLMBackendUse)
+class LLMBackendUseAdmin(ReadOnlyAdmin):
+    """Which job holds which LLM backend (the "busy with run #N" of waiting jobs); rows expire."""
+
+    list_display = ("backend_alias", "label", "job_model", "job_id", "started_at", "heartbeat_at")

@@ -280,7 +280,8 @@ def report_start(report: JudgeReport, *, dispatch: bool) -> None:
     if dispatch:
         REPORTS.dispatch(report.pk)
         # Its task may wait in the LLM queue behind the job that holds the judge's backend: say so.
-        job_note_busy(model=JudgeReport, job_id=report.pk, alias=report.judges[0])
+        if report.judges:  # a report of no judge fails in its task, with the reason
+            job_note_busy(model=JudgeReport, job_id=report.pk, alias=report.judges[0])
 
 
 def judge_report_fail(*, report_id: int, reason: str) -> None:

@@ -125,12 +125,14 @@ def annotator_workspace(study: Study | BaselineStudy, user: AbstractBaseUser) ->
     """The Argilla workspace that holds only ``user``'s batch of ``study`` (one per study version,
     or baseline study, and annotator: Argilla shows an annotator every record of every dataset in
     their workspaces). Annotators read it in Argilla's breadcrumb, so it names the study, them and
-    the project in words ("pilot v1 · anna · project team-a"). Workspaces are one namespace for
-    the whole deployment while study names are unique per project, so the project's slug keeps two
-    projects' "pilot" v1 apart; usernames and project slugs are unique, so the name is too. A name
-    past Argilla's limit falls back to the key form of earlier releases; a published annotator keeps
-    the workspace stored on their row whatever this returns."""
-    readable = f"{study} · {user.get_username()} · project {study.project.slug}"
+    the project in words ("pilot v1 · anna · project team-a (study 12)"). Workspaces are one
+    namespace for the whole deployment and outlive the database rows: the study's number keeps a
+    study made again under a deleted one's name (or by another Shiftlab on the same Argilla) out of
+    the old workspace and its records. A name past Argilla's limit falls back to the key form of
+    earlier releases; a published annotator keeps the workspace stored on their row whatever this
+    returns."""
+    kind = "baseline" if isinstance(study, BaselineStudy) else "study"
+    readable = f"{study} · {user.get_username()} · project {study.project.slug} ({kind} {study.pk})"
     return readable if len(readable) <= ARGILLA_NAME_MAX else _workspace_key(study, user)
 
 
