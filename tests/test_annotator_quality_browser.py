@@ -18,7 +18,7 @@ from tests.support import make_user, published_keyword_study
 from tests.test_annotator_quality import rate_all
 from tests.test_browser import browser, page, screenshots  # noqa: F401
 
-pytestmark = [pytest.mark.services, pytest.mark.django_db(transaction=True)]
+pytestmark = [pytest.mark.services, pytest.mark.browser, pytest.mark.django_db(transaction=True)]
 
 # name -> (seconds per item, noise of their answers; None: answers 3 to every real item)
 RATERS = {"amira": (45, 0.3), "bruno": (30, 0.5), "chen": (60, 0.8), "dana": (12, 1.5), "eli": (2, None)}

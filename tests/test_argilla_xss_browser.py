@@ -43,7 +43,7 @@ try:
 except ImportError:  # pragma: no cover - chromium_browser skips the test then
     PlaywrightTimeout = TimeoutError
 
-pytestmark = [pytest.mark.services, pytest.mark.django_db(transaction=True)]
+pytestmark = [pytest.mark.services, pytest.mark.browser, pytest.mark.django_db(transaction=True)]
 
 SHOT = "argilla-xss-corpus.png"
 ITEMS = 18  # 36 texts: the corpus and a plain filler

@@ -22,7 +22,7 @@ try:
 except ImportError:  # pragma: no cover - the test skips
     axe_playwright_python = None
 
-pytestmark = [pytest.mark.services, pytest.mark.django_db(transaction=True)]
+pytestmark = [pytest.mark.services, pytest.mark.browser, pytest.mark.django_db(transaction=True)]
 
 WIDTHS = {1400: 800, 390: 780}
 BLOCKING = ("serious", "critical")

@@ -34,7 +34,7 @@ from tests.support import make_user
 
 STSB_EN_TEST = BASE_DIR.parent / "shared" / "data" / "stsb-multi-mt" / "stsb-en-test.csv"
 
-pytestmark = [pytest.mark.services, pytest.mark.django_db(transaction=True)]
+pytestmark = [pytest.mark.services, pytest.mark.browser, pytest.mark.django_db(transaction=True)]
 
 
 @pytest.fixture(scope="module")

@@ -49,7 +49,7 @@ try:
 except ImportError:  # pragma: no cover - the fixture below reports it
     axe_playwright_python = None
 
-pytestmark = [pytest.mark.services, pytest.mark.django_db(transaction=True)]
+pytestmark = [pytest.mark.services, pytest.mark.browser, pytest.mark.django_db(transaction=True)]
 
 WIDE, NARROW, NARROWEST = 1400, 390, 360
 HEIGHTS = {WIDE: 800, NARROW: 780}

@@ -23,7 +23,7 @@ from core.rosters import project_annotators
 from tests.browser_support import chromium_browser
 from tests.support import PASSWORD
 
-pytestmark = [pytest.mark.services, pytest.mark.django_db(transaction=True)]
+pytestmark = [pytest.mark.services, pytest.mark.browser, pytest.mark.django_db(transaction=True)]
 
 NEW_PASSWORD = "keyboard-only-passphrase-77"
 
