@@ -48,9 +48,17 @@ class WaitingSerializer(serializers.Serializer):
     backend = serializers.CharField(read_only=True, help_text="E.g. \"the LLM backend 'default'\".")
     reason = serializers.CharField(read_only=True, help_text="The last error the backend gave.")
     since = serializers.DateTimeField(read_only=True, help_text="The first failure of this wait.")
-    retry = serializers.IntegerField(read_only=True, help_text="The retry now scheduled (1-based).")
-    max_retries = serializers.IntegerField(read_only=True)
-    next_retry_at = serializers.DateTimeField(read_only=True)
+    retry = serializers.IntegerField(
+        read_only=True, help_text="The retry now scheduled (1-based); 0 while the backend is busy, not down."
+    )
+    max_retries = serializers.IntegerField(read_only=True, help_text="0 while the backend is busy, not down.")
+    next_retry_at = serializers.DateTimeField(
+        read_only=True, allow_null=True, help_text="When the next retry is due; null while the backend is busy."
+    )
+    busy_with = serializers.CharField(
+        read_only=True,
+        help_text='The job that holds the busy backend (e.g. "run #7"); "" when none is known or it is down.',
+    )
 
 
 class JobWaitingSerializer(serializers.Serializer):
