@@ -74,6 +74,7 @@ test-fast: install
 lint: install
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/ruff format --check .
+	$(VENV)/bin/lint-imports --no-logo
 
 services:
 	scripts/services.sh start

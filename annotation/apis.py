@@ -10,23 +10,8 @@ from rest_framework.decorators import action
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from annotation.configs.export_services import benchmark_config_export, benchmark_config_verify
+from annotation.export_services import BenchmarkConfigExportRequest, benchmark_config_export, benchmark_config_verify
 from annotation.models import Annotator, Flag, GateResult, StudyJob
-from annotation.publishing.argilla_services import study_sync_queue
-from annotation.publishing.onboarding_services import argilla_password_set_own
-from annotation.publishing.publish_job_services import study_publish_start
-from annotation.quality.adaptive_services import study_adaptive_rows
-from annotation.quality.control_pool import control_pool_from_upload
-from annotation.quality.control_services import study_control_detectability
-from annotation.quality.gate_services import approval_decide, study_gate
-from annotation.quality.quality_services import quality_report_data, study_annotator_quality
-from annotation.quality.validation_job_services import study_validation_start
-from annotation.quality.validation_services import (
-    annotator_reject,
-    annotator_replace,
-    flag_review,
-    study_item_translate,
-)
 from annotation.selectors import (
     benchmark_config_list,
     flag_list,
@@ -54,8 +39,29 @@ from annotation.serializers import (
     StudyPublishSerializer,
     StudySerializer,
 )
-from annotation.studies.design import StudyDesign
-from annotation.studies.design_services import study_create, study_design, study_lock, study_revise, study_update_design
+from annotation.studies.adaptive_services import study_adaptive_rows
+from annotation.studies.argilla_services import study_sync_queue
+from annotation.studies.control_pool import control_pool_from_upload
+from annotation.studies.control_services import study_control_detectability
+from annotation.studies.design_services import (
+    StudyCreateRequest,
+    StudyReviseRequest,
+    study_create,
+    study_lock,
+    study_revise,
+    study_update_design,
+)
+from annotation.studies.gate_services import approval_decide, study_gate
+from annotation.studies.onboarding_services import argilla_password_set_own
+from annotation.studies.publish_job_services import study_publish_start
+from annotation.studies.quality_services import quality_report_data, study_annotator_quality
+from annotation.studies.validation_job_services import study_validation_start
+from annotation.studies.validation_services import (
+    annotator_reject,
+    annotator_replace,
+    flag_review,
+    study_item_translate,
+)
 from annotation.views import benchmark_config_response
 from core.login_guard import client_address
 from core.permissions import IsAnnotator, IsResearcher
@@ -63,19 +69,10 @@ from core.projects import project_require_write, scoped
 from core.serializers import valid_input
 
 
-def _error(exc: Exception) -> Response:
-    return Response({"detail": str(exc)}, status=getattr(exc, "http_status", status.HTTP_400_BAD_REQUEST))
-
-
 def _job_response(job: StudyJob) -> Response:
     """A started job as the API answers it: 200 once finished, 202 while it runs."""
     finished = job.status in (StudyJob.Status.SUCCEEDED, StudyJob.Status.FAILED)
     return Response(StudyJobSerializer(job).data, status=status.HTTP_200_OK if finished else status.HTTP_202_ACCEPTED)
-
-
-def _design(data: dict, base: StudyDesign | None = None) -> StudyDesign:
-    merged = {**(base.to_dict() if base else {}), **data}
-    return StudyDesign.from_dict(merged)
 
 
 class ProjectScopedMixin:
@@ -107,9 +104,10 @@ class StudyViewSet(ProjectScopedMixin, mixins.ListModelMixin, mixins.RetrieveMod
     @extend_schema(request=StudyCreateSerializer, responses={201: StudySerializer})
     def create(self, request):
         data = valid_input(StudyCreateSerializer, request)
-        study = study_create(
-            actor=request.user, project=data["project"], name=data["name"], runs=data["runs"], design=data["design"]
+        asked = StudyCreateRequest(
+            name=data["name"], runs=data["runs"], design=data["design"], project=data["project"] or None
         )
+        study = study_create(actor=request.user, request=asked)
         return Response(StudySerializer(study).data, status=status.HTTP_201_CREATED)
 
     @extend_schema(request=StudyDesignSerializer, responses={200: StudySerializer, 201: StudySerializer})
@@ -117,12 +115,11 @@ class StudyViewSet(ProjectScopedMixin, mixins.ListModelMixin, mixins.RetrieveMod
     def design(self, request, pk=None):
         """Change the design: in place while a draft, otherwise as a new version (201)."""
         study = self.get_changeable_object()
-        data = valid_input(StudyDesignSerializer, request)
-        design = _design(data["design"], study_design(study))
+        asked = StudyReviseRequest(study=study, design=valid_input(StudyDesignSerializer, request)["design"])
         if study.is_locked:
-            revised = study_revise(study=study, design=design, actor=request.user)
+            revised = study_revise(actor=request.user, request=asked)
             return Response(StudySerializer(revised).data, status=status.HTTP_201_CREATED)
-        study = study_update_design(study=study, design=design, actor=request.user)
+        study = study_update_design(actor=request.user, request=asked)
         return Response(StudySerializer(study).data)
 
     @extend_schema(request=None, responses=StudySerializer)
@@ -352,11 +349,13 @@ class BenchmarkConfigViewSet(
         data = valid_input(BenchmarkConfigExportSerializer, request)
         config = benchmark_config_export(
             actor=request.user,
-            project=data["project"] or None,
-            studies=data.get("studies"),
-            name=data["name"],
-            sides=data.get("sides"),
-            document_scope=data.get("document_scope"),
+            request=BenchmarkConfigExportRequest(
+                project=data["project"] or None,
+                studies=data.get("studies"),
+                name=data["name"],
+                sides=data.get("sides"),
+                document_scope=data.get("document_scope"),
+            ),
         )
         return Response(BenchmarkConfigSerializer(config).data, status=status.HTTP_201_CREATED)
 

@@ -8,13 +8,13 @@ from collections.abc import Iterable
 
 from django import forms
 
-from annotation.quality.annotator_quality import CAREFULNESS_FLAG_HELP
-from annotation.studies.design import DesignError, DesignProblem, StudyDesign, StudyKind
-from annotation.studies.design_services import DesignRefused
+from annotation.models import STUDY_NAME_PATTERN
+from annotation.science.annotator_quality import CAREFULNESS_FLAG_HELP
+from annotation.science.design import DesignError, DesignProblem, StudyDesign, StudyKind
+from annotation.studies.design_services import DesignRefused, StudyCreateRequest
 from core.errors import ShiftlabError
 from core.forms import NewInProjectForm
-from core.pages import error_field
-from core.projects import ProjectAccessError, scoped
+from core.projects import scoped
 from transforms.backends import backend_aliases
 from transforms.describe import run_label
 from transforms.models import TransformRun
@@ -39,7 +39,7 @@ def _number(label: str, help_text: str, *, low: float, high: float, step: str = 
 
 
 class StudyDesignForm(forms.Form):
-    """The declared design of a study (``annotation.studies.design.StudyDesign``), one field per parameter,
+    """The declared design of a study (``annotation.science.design.StudyDesign``), one field per parameter,
     initialised with ``base`` (the defaults, or the design a new version starts from; parameters
     without a field here keep its values). ``design()`` gives the validated design; a
     ``DesignError`` of the design itself is shown on the field it names."""
@@ -386,10 +386,9 @@ class StudyDesignForm(forms.Form):
         if self.errors:
             return data
         try:
-            values = {**self._base.to_dict(), **{name: data[name] for name in self.design_fields()}}
-            self._design = StudyDesign.from_dict(values)
+            self._design = self._base.overlaid(self.design_values())
         except DesignError as exc:
-            self.add_error(self._field_of(str(exc)), str(exc).removeprefix("design."))
+            self.add_error(exc.field if exc.field in self.fields else None, str(exc).removeprefix("design."))
         return data
 
     def clean_assignment(self) -> str:
@@ -421,30 +420,26 @@ class StudyDesignForm(forms.Form):
         value = self.cleaned_data.get("detectability_limit")
         return self._base.detectability_limit if value is None else value
 
-    def _field_of(self, message: str) -> str | None:
-        name = message.removeprefix("design.").split(" ", 1)[0]
-        return name if name in self.fields else None
-
     def design(self) -> StudyDesign:
         """The design (after ``is_valid()``)."""
         return self._design
+
+    def design_values(self) -> dict:
+        """The design fields as entered (after ``is_valid()``), for a request: the service lays them
+        over its base design, the defaults or the study's own."""
+        return {name: self.cleaned_data[name] for name in self.design_fields()}
 
     def add_problems(self, problems: Iterable[DesignProblem]) -> None:
         for problem in problems:
             self.add_error(problem.field if problem.field in self.fields else None, problem.message)
 
     def add_refusal(self, exc: ShiftlabError) -> None:
-        """A service's refusal, next to the fields it names: each problem of a refused design, a
-        judge that cannot be used, or the input the error names (``core.pages.error_field``). A
-        project the caller may only read is no form error: the page answers 403, as the API does."""
-        if isinstance(exc, ProjectAccessError):
-            raise exc
+        """A service's refusal as ``core.pages.refusals`` hands it over, next to the fields it
+        names: each problem of a refused design, else the input the error names (``field``)."""
         if isinstance(exc, DesignRefused):
             self.add_problems(exc.problems)
-        elif str(exc).startswith("design.llm_judges"):
-            self.add_error("llm_judges", str(exc))
         else:
-            self.add_error(error_field(self, exc), str(exc))
+            self.add_error(exc.field if exc.field in self.fields else None, str(exc))
 
 
 class StudyCreateForm(NewInProjectForm, StudyDesignForm):
@@ -453,7 +448,7 @@ class StudyCreateForm(NewInProjectForm, StudyDesignForm):
     name = forms.CharField(
         max_length=61,
         help_text="Lower-case letters, digits and hyphens, e.g. paraphrase-check.",
-        widget=forms.TextInput(attrs={"pattern": "[a-z0-9][a-z0-9-]*"}),
+        widget=forms.TextInput(attrs={"pattern": STUDY_NAME_PATTERN.removeprefix("^").removesuffix("$")}),
     )
     runs = forms.ModelMultipleChoiceField(
         label="Succeeded runs to validate",
@@ -475,6 +470,16 @@ class StudyCreateForm(NewInProjectForm, StudyDesignForm):
             runs = runs.filter(project__slug=self.project_preselected())
         self.fields["runs"].queryset = runs.order_by("-pk")
         self.fields["runs"].label_from_instance = lambda r: f"{run_label(r)}, project {r.project.slug}"
+
+    def request(self) -> StudyCreateRequest:
+        """The study asked for (after ``is_valid()``): ``study_create`` checks every rule."""
+        data = self.cleaned_data
+        return StudyCreateRequest(
+            name=data["name"],
+            runs=[run.pk for run in data["runs"]],
+            design=self.design_values(),
+            project=data["project"] or None,
+        )
 
 
 class ArgillaPasswordForm(forms.Form):

@@ -8,6 +8,7 @@ from dataclasses import dataclass
 
 from django.db.models import Count, Q, QuerySet
 
+from annotation.kinds import ItemKind
 from annotation.models import (
     Annotator,
     Assignment,
@@ -19,10 +20,9 @@ from annotation.models import (
     Rating,
     Study,
 )
-from annotation.quality.controls import ItemKind
-from annotation.quality.gating import gate_state_of
-from annotation.quality.selectors import control_checks, counted_ratings, study_agreement
+from annotation.science.gating import gate_state_of
 from annotation.studies.design_services import study_design
+from annotation.studies.selectors import control_checks, counted_ratings, study_agreement
 from core.errors import ShiftlabError
 from core.models import Project
 from core.projects import scoped

@@ -37,7 +37,9 @@ class StudySerializer(serializers.ModelSerializer):
 
 
 class StudyCreateSerializer(serializers.Serializer):
-    name = serializers.RegexField(r"^[a-z0-9][a-z0-9-]{0,60}$")
+    name = serializers.CharField(
+        max_length=200, help_text="Lower-case letters, digits and hyphens (STUDY_NAME_PATTERN), e.g. paraphrase-check."
+    )
     project = serializers.SlugField(
         required=False,
         allow_blank=True,
@@ -46,7 +48,7 @@ class StudyCreateSerializer(serializers.Serializer):
         "your one project.",
     )
     runs = serializers.ListField(child=serializers.IntegerField(min_value=1, max_value=MAX_ID), min_length=1)
-    design = JSONField(default=dict, help_text="Fields of annotation.studies.design.StudyDesign.")
+    design = JSONField(default=dict, help_text="Fields of annotation.science.design.StudyDesign.")
 
 
 class StudyDesignSerializer(serializers.Serializer):

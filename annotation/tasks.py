@@ -2,11 +2,12 @@
 then the adaptive check of adaptive designs (``adaptive_services``); the LLM judges scoring every
 output of a study (``judge_population_services``, retried while the judge's backend cannot answer);
 validating a study (``validation_job_services``, likewise) and publishing it
-(``publish_job_services``, retried while Argilla is unreachable)."""
+(``publish_job_services``, retried while Argilla is unreachable); syncing a human baseline's answers."""
 
 from dataclasses import asdict
 
 from celery import shared_task
+from django.contrib.auth import get_user_model
 
 from annotation.argilla import ArgillaUnavailable
 from annotation.baselines.baseline_llm_services import (
@@ -22,18 +23,12 @@ from annotation.baselines.baseline_publish_job_services import (
     baseline_publish_run,
     baseline_publish_waiting,
 )
-from annotation.models import BaselineLLMJob, Study, StudyJob
-from annotation.publishing.argilla_services import study_release_batches
-from annotation.publishing.publish_job_services import (
-    PUBLISH_JOBS,
-    PUBLISH_TASK,
-    study_publish_fail,
-    study_publish_run,
-    study_publish_waiting,
-)
-from annotation.publishing.sync_services import study_sync
-from annotation.quality.adaptive_services import study_adaptive_check
-from annotation.quality.judge_population_services import (
+from annotation.baselines.baseline_sync_services import baseline_sync
+from annotation.models import BaselineLLMJob, BaselineStudy, Study, StudyJob
+from annotation.selectors import study_sync_due_list
+from annotation.studies.adaptive_services import study_adaptive_check
+from annotation.studies.argilla_services import study_release_batches
+from annotation.studies.judge_population_services import (
     JUDGE_POPULATION_JOBS,
     JUDGE_POPULATION_TASK,
     judge_population_job_dispatch,
@@ -41,14 +36,21 @@ from annotation.quality.judge_population_services import (
     judge_population_job_run,
     judge_population_job_waiting,
 )
-from annotation.quality.validation_job_services import (
+from annotation.studies.publish_job_services import (
+    PUBLISH_JOBS,
+    PUBLISH_TASK,
+    study_publish_fail,
+    study_publish_run,
+    study_publish_waiting,
+)
+from annotation.studies.sync_services import study_sync
+from annotation.studies.validation_job_services import (
     VALIDATION_JOBS,
     VALIDATION_TASK,
     study_validation_fail,
     study_validation_run,
     study_validation_waiting,
 )
-from annotation.selectors import study_sync_due_list
 from core.sweeper import StuckJobKind, stuck_job_kind_register
 from core.task_policy import ARGILLA_UNAVAILABLE, TRANSIENT_BACKEND, failure_reason
 from core.waiting import BackendUnavailable
@@ -70,6 +72,19 @@ def sync_study(study_id: int) -> dict:
     study_adaptive_check(study=study)
     study_release_batches(study=study)
     return asdict(result)
+
+
+@shared_task(
+    name="annotation.sync_baseline",
+    acks_late=True,
+    reject_on_worker_lost=True,
+    **ARGILLA_UNAVAILABLE.task_options(ArgillaUnavailable),
+)
+def sync_baseline(study_id: int, actor_id: int | None = None) -> dict:
+    """Sync one human baseline's submitted answers, as ``actor_id`` (who asked; checked again here);
+    idempotent, so a redelivered task is harmless."""
+    actor = get_user_model().objects.filter(pk=actor_id).first() if actor_id is not None else None
+    return asdict(baseline_sync(study=BaselineStudy.objects.get(pk=study_id), actor=actor))
 
 
 @shared_task(name="annotation.sync_published_studies", acks_late=True, reject_on_worker_lost=True)

@@ -3,15 +3,13 @@ approval, export; and the one page of annotators, "My Argilla account", where th
 Argilla password. Thin: each POST calls one service and reports its outcome as a message, or
 answers with the page itself where it shows a form's errors."""
 
-from collections.abc import Iterator
-from contextlib import contextmanager
 from urllib.parse import urlencode
 
 from celery.result import EagerResult
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
 from django.core.exceptions import PermissionDenied
-from django.http import Http404, HttpResponse
+from django.http import HttpResponse
 from django.shortcuts import get_object_or_404, redirect, render
 from django.urls import reverse
 from django.utils import timezone
@@ -19,43 +17,13 @@ from django.views.decorators.http import require_http_methods
 
 from annotation.configs.config_export import config_render
 from annotation.configs.config_schema import PERTURBATION_DOCUMENT_SCOPES, PERTURBATION_SIDES
-from annotation.configs.export_services import benchmark_config_export, benchmark_config_preview
+from annotation.export_services import BenchmarkConfigExportRequest, benchmark_config_export, benchmark_config_preview
 from annotation.forms import ArgillaPasswordForm, StudyCreateForm, StudyDesignForm
 from annotation.models import Annotator, BenchmarkConfig, Flag, GateResult, Study, StudyJob
-from annotation.publishing.argilla_services import study_sync_queue
-from annotation.publishing.onboarding_services import (
-    annotator_argilla_home,
-    annotator_studies,
-    annotator_ui_url,
-    argilla_password_set_own,
-    study_sync_job,
-)
-from annotation.publishing.publish_job_services import (
-    new_accounts_text,
-    publish_job_result,
-    publish_summary,
-    study_publish_start,
-)
-from annotation.publishing.sync_services import sync_summary
-from annotation.quality.adaptive_services import study_adaptive_rows
-from annotation.quality.control_pool import control_pool_from_upload
-from annotation.quality.control_services import study_control_detectability, study_detectability_notes
-from annotation.quality.gate_services import approval_decide, gate_result_current, study_gate
-from annotation.quality.gating import gate_state_of
-from annotation.quality.judge_population_services import (
-    judge_jobs_summary,
-    study_judge_population_start,
-    study_judge_populations,
-)
-from annotation.quality.quality_services import quality_figures, study_annotator_quality
-from annotation.quality.saving_forecast import MIN_FORECAST_ITEMS
-from annotation.quality.validation_job_services import study_validation_start
-from annotation.quality.validation_services import (
-    annotator_reject,
-    annotator_replace,
-    flag_review,
-    study_item_translate,
-)
+from annotation.science.adaptive_tables import adaptive_saving_table
+from annotation.science.design import QUESTIONS
+from annotation.science.gating import gate_state_of
+from annotation.science.saving_forecast import MIN_FORECAST_ITEMS
 from annotation.selectors import (
     benchmark_config_list,
     flag_list,
@@ -64,9 +32,12 @@ from annotation.selectors import (
     study_progress,
     study_stages,
 )
-from annotation.studies.adaptive_tables import adaptive_saving_table
-from annotation.studies.design import QUESTIONS, design_implications, design_problems
+from annotation.studies.adaptive_services import study_adaptive_rows
+from annotation.studies.argilla_services import study_sync_queue
+from annotation.studies.control_pool import control_pool_from_upload
+from annotation.studies.control_services import study_control_detectability, study_detectability_notes
 from annotation.studies.design_services import (
+    StudyReviseRequest,
     study_create,
     study_design,
     study_draft,
@@ -74,23 +45,42 @@ from annotation.studies.design_services import (
     study_lock_message,
     study_revise,
 )
+from annotation.studies.gate_services import approval_decide, gate_result_current, study_gate
+from annotation.studies.judge_population_services import (
+    judge_jobs_summary,
+    study_judge_population_start,
+    study_judge_populations,
+)
+from annotation.studies.onboarding_services import (
+    annotator_argilla_home,
+    annotator_studies,
+    annotator_ui_url,
+    argilla_password_set_own,
+    study_sync_job,
+)
+from annotation.studies.publish_job_services import (
+    new_accounts_text,
+    publish_job_result,
+    publish_summary,
+    study_publish_start,
+)
+from annotation.studies.quality_services import quality_figures, study_annotator_quality
+from annotation.studies.sync_services import sync_summary
+from annotation.studies.validation_job_services import study_validation_start
+from annotation.studies.validation_services import (
+    annotator_reject,
+    annotator_replace,
+    flag_review,
+    study_item_translate,
+)
 from core.errors import ShiftlabError
 from core.job_services import UNFINISHED
 from core.login_guard import client_address
-from core.pages import show_error
-from core.projects import ProjectAccessError, project_require_write, projects_writable, scoped
+from core.pages import refusals
+from core.projects import project_require_write, projects_writable, scoped
 from core.roles import Role, has_role
 from core.rosters import project_annotators, roster_refusal
 from core.views import researcher_required
-
-
-@contextmanager
-def _refusals_as_messages(request) -> Iterator[None]:
-    """A service's refusal becomes an error message on the page the view goes on to show."""
-    try:
-        yield
-    except ShiftlabError as exc:
-        show_error(request, exc)
 
 
 def benchmark_config_response(config: BenchmarkConfig, fmt: str) -> HttpResponse:
@@ -125,27 +115,19 @@ def study_list_view(request):
     implies; "Create draft" declares it. A refused design keeps the input, reasons beside fields."""
     form = StudyCreateForm(request.POST or None, user=request.user)
     implications = None
+    design = None
     if request.method == "POST" and form.is_valid():
-        inputs = {
-            "actor": request.user,
-            "project": form.cleaned_data["project"],
-            "runs": list(form.cleaned_data["runs"]),
-            "design": form.design(),
-            "count_annotators": True,
-        }
-        try:
-            draft = study_draft(**inputs)
-            problems = design_problems(draft.design, draft.context)
-            form.add_problems(problems)
-            if not problems:
-                implications = design_implications(draft.design, draft.context)
-            if not problems and request.POST.get("action") != "check":
-                study = study_create(name=form.cleaned_data["name"], **inputs)
+        with refusals(request, form):  # a refused design keeps the input, reasons beside fields
+            if request.POST.get("action") == "check":
+                draft = study_draft(actor=request.user, request=form.request())
+                form.add_problems(draft.problems)
+                implications, design = draft.implications, draft.design
+            else:
+                study = study_create(actor=request.user, request=form.request())
                 messages.success(request, f"Study {study} created as a draft: check the design, then lock it.")
                 return redirect("annotation:study", pk=study.pk)
-        except ShiftlabError as exc:
-            form.add_refusal(exc)
-    saving_by_distance, saving_conditions = adaptive_saving_table(form.design() if implications else None)
+    design = design if implications else None
+    saving_by_distance, saving_conditions = adaptive_saving_table(design)
     studies = list(scoped(study_list(), request.user)[:200])
     stages = study_stages(studies)
     return render(
@@ -155,7 +137,7 @@ def study_list_view(request):
             "studies": [(study, stages.get(study.pk, [])) for study in studies],
             "form": form,
             "implications": implications,
-            "design": form.design() if implications else None,
+            "design": design,
             "saving_by_distance": saving_by_distance,
             "saving_conditions": saving_conditions,
             "min_forecast_items": MIN_FORECAST_ITEMS,
@@ -180,7 +162,7 @@ def study_detail_view(request, pk: int):
     if action in ("reject", "replace"):
         return _annotator_change(request, study, action)
     sync_job = ""
-    with _refusals_as_messages(request):
+    with refusals(request):
         if action == "lock":
             upload = request.FILES.get("control_pool")
             pool = control_pool_from_upload(upload) if upload else None
@@ -264,12 +246,11 @@ def _study_page(request, study: Study, **extra):
 def _study_publish(request, study: Study):
     chosen = request.POST.getlist("annotators")
     users = project_annotators(study.project).filter(pk__in=[pk for pk in chosen if pk.isdigit()])
-    try:
+    with refusals(request) as refused:
         if len(users) != len(set(chosen)):  # an id of no annotator of this project: said alike for all
-            raise ShiftlabError(roster_refusal(study.project, _outsiders(chosen, users)))
+            raise ShiftlabError(roster_refusal(study.project, _outsiders(chosen, users)), field="annotators")
         job = study_publish_start(study=study, annotators=users, actor=request.user)
-    except ShiftlabError as exc:
-        show_error(request, exc)
+    if refused:
         return redirect(request.path)  # the page the form was on: the study's, or its publish step
     job.refresh_from_db()
     if job.status == StudyJob.Status.SUCCEEDED:  # no broker: it ran in the request
@@ -299,7 +280,7 @@ def study_publish_view(request, pk: int):
     if action == "publish":
         return _study_publish(request, study)
     if action == "lock":
-        with _refusals_as_messages(request):
+        with refusals(request):
             upload = request.FILES.get("control_pool")
             pool = control_pool_from_upload(upload) if upload else None
             asked_at = timezone.now()
@@ -336,11 +317,10 @@ def _new_accounts_message(request, usernames) -> None:
 def _study_revise(request, study: Study):
     form = StudyDesignForm(request.POST, base=study_design(study), prefix="revise")
     if form.is_valid():
-        try:
-            revised = study_revise(study=study, design=form.design(), actor=request.user)
-        except ShiftlabError as exc:
-            form.add_refusal(exc)
-        else:
+        with refusals(request, form):
+            revised = study_revise(
+                actor=request.user, request=StudyReviseRequest(study=study, design=form.design_values())
+            )
             messages.success(request, f"New version {revised} created as a draft.")
             return redirect("annotation:study", pk=revised.pk)
     return _study_page(request, study, revise_form=form)
@@ -349,7 +329,7 @@ def _study_revise(request, study: Study):
 def _annotator_change(request, study: Study, action: str):
     annotator = get_object_or_404(Annotator, pk=request.POST.get("annotator"), study=study)
     reason = request.POST.get("reason", "")
-    try:
+    with refusals(request) as refused:
         if action == "reject":
             rejected = annotator_reject(annotator=annotator, detail=reason, actor=request.user)
             moved = rejected.release.summary() if rejected.release else "they had no items"
@@ -358,10 +338,9 @@ def _annotator_change(request, study: Study, action: str):
         chosen = str(request.POST.get("user", ""))
         user = project_annotators(study.project).filter(pk=chosen).first() if chosen.isdigit() else None
         if user is None:
-            raise ShiftlabError(roster_refusal(study.project, _outsiders([chosen], [])))
+            raise ShiftlabError(roster_refusal(study.project, _outsiders([chosen], [])), field="user")
         replaced = annotator_replace(annotator=annotator, user=user, reason=reason, actor=request.user)
-    except ShiftlabError as exc:
-        show_error(request, exc)
+    if refused:
         return redirect("annotation:study", pk=study.pk)
     messages.success(
         request, f"{user.get_username()} replaces {annotator.user.get_username()}: {replaced.release.summary()}."
@@ -379,16 +358,13 @@ def my_argilla_view(request):
         raise PermissionDenied("Annotators only: this page sets the password of your own Argilla annotator account.")
     form = ArgillaPasswordForm(request.POST or None)
     if request.method == "POST" and form.is_valid():
-        try:
+        with refusals(request, form):
             argilla_password_set_own(
                 user=request.user,
                 current_password=form.cleaned_data["current_password"],
                 password=form.cleaned_data["password"],
                 address=client_address(request),
             )
-        except ShiftlabError as exc:
-            form.add_error(None, str(exc))
-        else:
             messages.success(
                 request, "Your Argilla password is set: sign in to Argilla with your username and this password."
             )
@@ -406,7 +382,7 @@ def review_queue_view(request, pk: int):
     study = _study_of_page(request, pk)
     if request.method == "POST":
         flag = get_object_or_404(Flag, pk=request.POST.get("flag"), rating__study_item__study=study)
-        with _refusals_as_messages(request):
+        with refusals(request):
             if request.POST.get("action") == "translate":
                 study_item_translate(item=flag.rating.study_item, actor=request.user)
             else:
@@ -431,7 +407,7 @@ def gate_view(request, pk: int):
     study = _study_of_page(request, pk)
     if request.method == "POST":
         result = get_object_or_404(GateResult, pk=request.POST.get("gate_result"), study=study)
-        with _refusals_as_messages(request):
+        with refusals(request):
             decision = request.POST.get("decision", "")
             approval_decide(
                 gate_result=result, decision=decision, comment=request.POST.get("comment", ""), actor=request.user
@@ -461,32 +437,36 @@ def export_view(request):
     project (the chosen one, or the only one the caller may change that has approvals)."""
     writable = projects_writable(request.user).order_by("slug")
     if request.method == "POST":
-        try:
-            config = benchmark_config_export(
-                actor=request.user,
+        # A project the caller cannot read: 404; one they may only read: 403 (core.pages.refusals).
+        with refusals(request) as refused:
+            asked = BenchmarkConfigExportRequest(
                 project=request.POST.get("project") or None,
                 name=request.POST.get("name", "").strip(),
                 **_export_perturbation(request.POST),
             )
-        except ProjectAccessError:
-            raise  # a read-only project: 403, as the API and the command refuse it
-        except ShiftlabError as exc:
-            if exc.field == "project":  # none the caller can read: as any object they cannot see
-                raise Http404(str(exc)) from None
-            show_error(request, exc)
-            # Refused: the form comes back with the choices it was sent, for the user to mend.
+            config = benchmark_config_export(actor=request.user, request=asked)
+        if refused:  # the form comes back with the choices it was sent, for the user to mend
             kept = {key: request.POST.getlist(key) for key in ("project", "name", "sides", "document_scope")}
             return redirect(f"{reverse('annotation:exports')}?{urlencode(kept, doseq=True)}")
         messages.success(request, f"Exported config {config.config_hash[:12]} of project {config.project}.")
         return redirect("annotation:exports")
     configs = scoped(benchmark_config_list(), request.user)[:100]
     preview = _export_preview(request) if request.GET.get("preview") else None
-    asked = _export_perturbation(request.GET)  # kept ticked on the Preview and after a refusal
-    context = {"configs": configs, "projects": writable, "preview": preview, "chosen": request.GET.get("project", "")}
-    context["chosen_name"] = request.GET.get("name", "")
-    sides = [(side, side in (asked["sides"] or ())) for side in PERTURBATION_SIDES]
-    context |= {"sides": sides, "scopes": PERTURBATION_DOCUMENT_SCOPES, "chosen_scope": asked["document_scope"] or ""}
-    return render(request, "annotation/exports.html", context)
+    perturbation = _export_perturbation(request.GET)  # kept ticked on the Preview and after a refusal
+    return render(
+        request,
+        "annotation/exports.html",
+        {
+            "configs": configs,
+            "projects": writable,
+            "preview": preview,
+            "chosen": request.GET.get("project", ""),
+            "chosen_name": request.GET.get("name", ""),
+            "sides": [(side, side in (perturbation["sides"] or ())) for side in PERTURBATION_SIDES],
+            "scopes": PERTURBATION_DOCUMENT_SCOPES,
+            "chosen_scope": perturbation["document_scope"] or "",
+        },
+    )
 
 
 def _export_perturbation(data) -> dict:
@@ -498,16 +478,12 @@ def _export_perturbation(data) -> dict:
 def _export_preview(request) -> dict | None:
     """What Export would write for the project chosen (issue 31), with the perturbation block
     chosen (issue 30): shown before anything is written."""
-    try:
-        document, owner = benchmark_config_preview(
-            actor=request.user, project=request.GET.get("project") or None, **_export_perturbation(request.GET)
+    with refusals(request) as refused:
+        asked = BenchmarkConfigExportRequest(
+            project=request.GET.get("project") or None, **_export_perturbation(request.GET)
         )
-    except ProjectAccessError:
-        raise
-    except ShiftlabError as exc:
-        if exc.field == "project":
-            raise Http404(str(exc)) from None
-        show_error(request, exc)
+        document, owner = benchmark_config_preview(actor=request.user, request=asked)
+    if refused:
         return None
     return {"document": document, "project": owner, "yaml": config_render(document, "yaml")}
 

@@ -13,14 +13,14 @@ git worktree).
   they disagree (``design.adaptive_gate_raters`` = 2), and every item rated by all 3. Ratings saved
   (in flight included), items not needed, decisions differing from the complete study (every item
   with its 3 raters; early decisions, and the end-of-study one where the gate rests on fewer
-  raters), and the saving ``annotation.quality.saving_forecast.forecast_saving`` predicted after
+  raters), and the saving ``annotation.science.saving_forecast.forecast_saving`` predicted after
   10 and 20 observed items (what the study page shows then) against the realised saving of the
   same replay: mean absolute difference, in points, and how often its 80% interval covered it.
   With ``--settings N`` the grid is also replayed (N studies per point) on studies unlike the
   calibration, one change each (``SETTINGS``: 4 raters per item, 50 or 200 items, raters twice as
   noisy, items half as spread, threshold 3.5 or 2.5, batches of 20), with the worst point of each.
 
-Complete studies are replayed in random orders through ``annotation.quality.sequential.settle_questions``
+Complete studies are replayed in random orders through ``annotation.science.sequential.settle_questions``
 (the code the service runs), checked after every completed item (the finest a study can look),
 with the defaults of a design: threshold 3.0, alpha 0.05, at least 10 items, 100 items per
 transformation, 3 raters per item.
@@ -37,10 +37,10 @@ transformation, 3 raters per item.
   at its third rating, and at settlement every assignment not yet submitted is withdrawn: ratings
   submitted on items that never completed are spent too;
   *released batches of 20 / 10*: the same, but queues follow one common item order, shuffled
-  only inside batches (as ``annotation.studies.assignment`` draws them, shown one batch at a time with
+  only inside batches (as ``annotation.science.assignment`` draws them, shown one batch at a time with
   the design's ``batches_released``);
   *pull, batches of 20 / 10 / 5*: the design's ``assignment = "pull"``: nothing is drawn ahead; an
-  annotator who finished their batch gets the next one from ``annotation.studies.assignment.pull_items``
+  annotator who finished their batch gets the next one from ``annotation.science.assignment.pull_items``
   (the function the service calls: items closest to completion first), so the work follows the
   faster annotators and items complete in about one order.
 - **(b) real ratings**: SummEval (16 summarisation systems as transformations, 100 articles as
@@ -75,9 +75,9 @@ import numpy as np
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from annotation.quality.saving_forecast import RatingCosts, forecast_saving  # noqa: E402
-from annotation.quality.sequential import Settled, settle_questions  # noqa: E402
-from annotation.studies.assignment import pull_items, raters_needed  # noqa: E402
+from annotation.science.assignment import pull_items, raters_needed  # noqa: E402
+from annotation.science.saving_forecast import RatingCosts, forecast_saving  # noqa: E402
+from annotation.science.sequential import Settled, settle_questions  # noqa: E402
 
 DATA = Path(os.environ.get("SHIFTLAB_BENCH_DATA", ROOT.parent / "shared" / "data"))  # a worktree: set it
 THRESHOLD, ALPHA, MIN_ITEMS, ITEMS, RATERS_PER_ITEM, PANEL = 3.0, 0.05, 10, 100, 3, 5

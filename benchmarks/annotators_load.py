@@ -84,10 +84,10 @@ def _run(args, *, deadline: float) -> int:
 
     from annotation.argilla.client import API_KEY_HEADER
     from annotation.models import Annotator, Rating
-    from annotation.publishing.argilla_services import study_publish
-    from annotation.publishing.sync_services import study_sync
-    from annotation.studies.design import StudyDesign
-    from annotation.studies.design_services import study_create
+    from annotation.science.design import StudyDesign
+    from annotation.studies.argilla_services import study_publish
+    from annotation.studies.design_services import StudyCreateRequest, study_create
+    from annotation.studies.sync_services import study_sync
     from core.projects import default_project
     from core.roles import Role
     from core.rosters import roster_add
@@ -118,7 +118,7 @@ def _run(args, *, deadline: float) -> int:
         # A load test, not a study: its few controls may be too few to estimate their detectability.
         detectability_override="load benchmark of a few demo pairs: control detectability is not under test",
     )
-    study = study_create(name="load-study", runs=[run], design=design, actor=researcher)
+    study = study_create(actor=researcher, request=StudyCreateRequest(name="load-study", runs=[run], design=design))
     started = time.monotonic()
     study_publish(study=study, annotators=annotators, actor=researcher)
     print(f"published to {len(annotators)} annotators in {time.monotonic() - started:.1f} s")

@@ -17,7 +17,7 @@ mode. Two study layouts:
 
 For each layout and each of ``--seeds`` study seeds it locks a study of ``--items`` items per
 transformation (batches of 5 real items with 2 controls each, so there are many controls to
-cross-validate) and prints the cross-validated AUC of ``annotation.quality.detectability`` (0.5 =
+cross-validate) and prints the cross-validated AUC of ``annotation.science.detectability`` (0.5 =
 indistinguishable), and the easy-positive AUC without the shared-text feature and without the
 near-miss feature (issue 30), for (locked with an override, so that a lock the limit refuses is
 measured too):
@@ -25,7 +25,7 @@ measured too):
 - OLD: the construction before issue 14, reproduced here: easy positive = a sampled source
   against itself minus its final full stop; easy negative = a sampled source against the output
   of the sampled item with the least word overlap;
-- NEW: the controls ``study_lock`` draws now (``annotation.quality.controls``/``control_services``).
+- NEW: the controls ``study_lock`` draws now (``annotation.science.controls``/``control_services``).
 
 Both use the same real items. The issue's goal: easy-positive AUC ≤ 0.75 with the new construction.
 ``--all-transformations`` (issue 27): every transformation of ``transforms/registry.py`` over the
@@ -96,7 +96,7 @@ def old_control_pairs(sources, outputs, n, rng):
 
 
 def auc_without(records, feature: str, seed: int) -> float | None:
-    """Easy positives vs real items, cross-validated like ``annotation.quality.detectability`` but
+    """Easy positives vs real items, cross-validated like ``annotation.science.detectability`` but
     without one feature: how much of the AUC that feature carries."""
     import numpy as np
     from sklearn.linear_model import LogisticRegression
@@ -104,7 +104,7 @@ def auc_without(records, feature: str, seed: int) -> float | None:
     from sklearn.pipeline import make_pipeline
     from sklearn.preprocessing import StandardScaler
 
-    from annotation.quality.detectability import FEATURE_NAMES, features
+    from annotation.science.detectability import FEATURE_NAMES, features
 
     keep = [r for r in records if r.kind in ("real", "easy_positive")]
     y = np.array([r.kind == "easy_positive" for r in keep], dtype=int)
@@ -145,9 +145,9 @@ def all_transformations(args) -> None:
     import numpy as np
     from django.conf import settings
 
-    from annotation.quality.control_services import origin_label
-    from annotation.studies.design import StudyDesign
-    from annotation.studies.design_services import study_create, study_lock
+    from annotation.science.design import StudyDesign
+    from annotation.studies.control_services import origin_label
+    from annotation.studies.design_services import StudyCreateRequest, study_create, study_lock
     from core.errors import ShiftlabError
     from corpora.models import Dataset
     from corpora.services import ImportOptions, dataset_import
@@ -228,7 +228,7 @@ def all_transformations(args) -> None:
     print(
         f"\nOne study per transformation and seed: up to {args.items} real items, batches of 5 with 4 controls "
         f"(half easy positives), detectability limit 0.75. AUC = cross-validated ROC AUC of "
-        "annotation.quality.detectability (0.5 = indistinguishable); each study locks with an override, so that "
+        "annotation.science.detectability (0.5 = indistinguishable); each study locks with an override, so that "
         "the AUC of a lock the limit refuses is shown too."
     )
     print(f"{'transformation':<22} {'seed':>4} {'n real':>6} {'n pos':>5} {'n neg':>5} {'pos':>5} {'neg':>5}  outcome")
@@ -245,8 +245,12 @@ def all_transformations(args) -> None:
                 seed=seed,
                 detectability_override="benchmark: measures detectability, nobody rates these studies",
             )
+            _roster(run.project, design.raters_per_item)  # a design needs its raters on the roster (issue 43)
             study = study_create(
-                name=f"all-{name.replace('_', '-')}-{seed}-{time.time_ns()}", runs=[run], design=design, actor=None
+                actor=None,
+                request=StudyCreateRequest(
+                    name=f"all-{name.replace('_', '-')}-{seed}-{time.time_ns()}", runs=[run], design=design
+                ),
             )
             try:
                 study = study_lock(study=study)
@@ -319,11 +323,11 @@ def main() -> None:
     from django.conf import settings
     from django.core.management import call_command
 
-    from annotation.quality.control_services import origin_label, study_control_detectability
-    from annotation.quality.detectability import Record, control_detectability
-    from annotation.studies.design import StudyDesign
-    from annotation.studies.design_services import study_create, study_lock
-    from annotation.studies.sampling import seeded_rng
+    from annotation.science.design import StudyDesign
+    from annotation.science.detectability import Record, control_detectability
+    from annotation.science.sampling import seeded_rng
+    from annotation.studies.control_services import origin_label, study_control_detectability
+    from annotation.studies.design_services import StudyCreateRequest, study_create, study_lock
     from corpora.models import Dataset
     from corpora.services import ImportOptions, dataset_import
     from transforms.backends import reset_backends
@@ -413,7 +417,10 @@ def main() -> None:
                 detectability_override="benchmark: measures detectability, nobody rates these studies",
             )
             name = f"controls-{seed}-{time.time_ns()}"
-            study = study_lock(study=study_create(name=name, runs=layout_runs, design=design, actor=None))
+            _roster(layout_runs[0].project, design.raters_per_item)
+            study = study_lock(
+                study=study_create(actor=None, request=StudyCreateRequest(name=name, runs=layout_runs, design=design))
+            )
             real = list(study.items.filter(kind="real").order_by("transformation", "transformed_item_id"))
             n_controls = study.items.exclude(kind="real").count()
             old = old_control_pairs(
@@ -460,6 +467,23 @@ def main() -> None:
             sd = statistics.stdev(values) if len(values) > 1 else 0.0
             cells.append(f"{kind} {np.mean(values):.3f} ± {sd:.3f}" if values else f"{kind} n/a")
         print(f"  {layout:<16} {method:<4} " + ", ".join(cells))
+
+
+def _roster(project, n: int) -> None:
+    """At least ``n`` annotators on ``project``'s roster: ``study_create`` refuses a design with
+    more raters per item than that (issue 43). Nobody rates here; they only count."""
+    from django.contrib.auth import get_user_model
+    from django.contrib.auth.models import Group
+
+    from core.roles import Role
+    from core.rosters import project_annotators, roster_add
+
+    k = 0
+    while project_annotators(project).count() < n:
+        k += 1
+        user, _ = get_user_model().objects.get_or_create(username=f"bench-rater-{k}")
+        user.groups.add(Group.objects.get(name=Role.ANNOTATOR))
+        roster_add(project=project, user=user, actor=None)
 
 
 if __name__ == "__main__":

@@ -28,7 +28,7 @@ import json, resource, sys
 import django
 django.setup()
 from django.core.files.uploadedfile import TemporaryUploadedFile
-from annotation.quality.control_pool import control_pool_from_upload
+from annotation.studies.control_pool import control_pool_from_upload
 
 megabytes, measure = int(sys.argv[1]), sys.argv[2] == "read"
 row = json.dumps({"text_a": "The cat sat on the mat by the door.", "text_b": "A dog ran far away.",

@@ -7,8 +7,8 @@ Usage: .venv/bin/python benchmarks/gate_savings.py [--quick] [--replays 1000] [-
        .venv/bin/python benchmarks/gate_savings.py --bias [--quick] [--replays 1000] [--null 4000]
 
 An independent simulator (it shares no code with ``benchmarks/adaptive_gate.py``; the rules it
-replays are the library's: ``annotation.quality.sequential.first_events`` for today's gate and
-``annotation.quality.variance_sequences`` for the new one).
+replays are the library's: ``annotation.science.sequential.first_events`` for today's gate and
+``annotation.science.variance_sequences`` for the new one).
 
 Model (per replay, per question; two questions, quality and fluency, independent, same true mean)
 --------------------------------------------------------------------------------------------
@@ -75,7 +75,7 @@ threshold; the default 1000 per point, biases -1, -0.5, 0, 0.5, 1, and 4000 at t
 quick mode took about 90 s on a 2-core machine shared with other jobs.
 
 The design form's tables (``--tables``: prints the constants of
-``annotation/studies/adaptive_tables.py``, 4000 studies per point by default, 85 s on the same
+``annotation/science/adaptive_tables.py``, 4000 studies per point by default, 85 s on the same
 2-core machine shared with other jobs): ``replay_kind`` replays one design kind (``TABLE_KINDS``:
 one rater per item with the plug-in, aGRAPA or asymptotic sequence; prediction-powered with the
 asymptotic sequence and a judge correlated 0.5 or 0.9 with the true item means, bias 0) over the
@@ -114,8 +114,8 @@ from scipy.special import ndtr
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from annotation.quality.sequential import first_events  # noqa: E402
-from annotation.quality.variance_sequences import (  # noqa: E402
+from annotation.science.sequential import first_events  # noqa: E402
+from annotation.science.variance_sequences import (  # noqa: E402
     _ppi_rows,
     asymptotic_first_settlements,
     first_settlements,
@@ -507,7 +507,7 @@ class DesignKind:
     ``adaptive_sequence`` and, for ``gate_estimator = "prediction_powered"``, the judge's
     correlation with the true item means (judge bias 0)."""
 
-    name: str  # the stem of its constants in annotation/studies/adaptive_tables.py
+    name: str  # the stem of its constants in annotation/science/adaptive_tables.py
     sequence: str  # "plugin", "agrapa" or "asymptotic"
     judge_rho: float | None = None
 
@@ -675,7 +675,7 @@ def table_conditions(
 
 
 def print_tables(replays: int, seed: int) -> None:
-    """The constants of annotation/studies/adaptive_tables.py for the one-rater kinds."""
+    """The constants of annotation/science/adaptive_tables.py for the one-rater kinds."""
     options = {"rater_sd": TABLE_RATER_SD, "item_sd": TABLE_ITEM_SD, "bias_sd": 0.0, "overlap": TABLE_OVERLAP}
     results = replay_kinds(TABLE_KINDS, replays=replays, seed=seed, distances=TABLE_DISTANCES, **options)
     weak = {"PREDICTION_POWERED": (TABLE_KINDS[-1].judge_rho, results["PREDICTION_POWERED_WEAK"])}
@@ -778,7 +778,7 @@ def main() -> None:
     parser.add_argument("--truncation", type=float, default=0.5, help="c of the betting sequence (diagnostic)")
     parser.add_argument("--bias-sd", type=float, default=0.0, help="sd of each rater's persistent bias (main run)")
     parser.add_argument("--bias", action="store_true", help="only the rater-bias comparison (bias sd 0 vs 0.3)")
-    parser.add_argument("--tables", action="store_true", help="only print annotation/studies/adaptive_tables.py's")
+    parser.add_argument("--tables", action="store_true", help="only print annotation/science/adaptive_tables.py's")
     args = parser.parse_args()
     global TRUNCATION
     TRUNCATION = args.truncation

@@ -89,8 +89,8 @@ from scipy import stats
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from annotation.quality.validation import llm_estimate  # noqa: E402
-from annotation.quality.variance_sequences import (  # noqa: E402
+from annotation.science.validation import llm_estimate  # noqa: E402
+from annotation.science.variance_sequences import (  # noqa: E402
     MIN_RATERS,
     _ppi_rows,
     asymptotic_first_settlements,

@@ -5,7 +5,7 @@ Usage: .venv/bin/python benchmarks/noise_controls.py [--items 40] [--seeds 5] [-
            [--shared-data DIR]
 
 A noise study rates text A against text A with seeded noise (``typos_10``: 10% of the letters
-replaced by a neighbouring key). Its controls are drawn by ``annotation.quality.controls``, the
+replaced by a neighbouring key). Its controls are drawn by ``annotation.science.controls``, the
 pure function ``study_lock`` calls, from the tiers the service gives it, rebuilt here from STS-B
 (English test set of stsb-multi-mt, from ../shared/data; the demo STS fixture when that is
 absent):
@@ -20,14 +20,14 @@ absent):
 
 BEFORE draws the controls as the code did before they carried noise (the real items' shapes
 without their noise kind); NOW draws them as ``study_lock`` does. Both are scored by
-``annotation.quality.detectability.control_detectability`` (cross-validated AUC of a logistic
+``annotation.science.detectability.control_detectability`` (cross-validated AUC of a logistic
 regression on cheap surface features, now with the near-miss share: words one or two letters away
 from a word of text A, as typos are), over ``--seeds`` draw seeds, for each severity of the kind.
 0.5 means indistinguishable; ``study_lock`` refuses a study whose easy-positive AUC is above 0.75
 for some transformation, unless overridden. It also prints the AUC of BEFORE's controls without
 the near-miss feature: what the study page reported for them before. Easy negatives are unrelated
 texts by definition, so their AUC stays high whatever the construction (see
-``annotation.quality.detectability``).
+``annotation.science.detectability``).
 """
 
 from __future__ import annotations
@@ -49,10 +49,11 @@ django.setup()
 
 import numpy as np  # noqa: E402
 
-from annotation.quality import detectability  # noqa: E402
-from annotation.quality.controls import ItemKind, PairCandidate, Shape, TextCandidate, draw_controls  # noqa: E402
-from annotation.quality.detectability import Record, control_detectability  # noqa: E402
-from annotation.quality.text_measures import word_overlap  # noqa: E402
+from annotation.kinds import ItemKind  # noqa: E402
+from annotation.science import detectability  # noqa: E402
+from annotation.science.controls import PairCandidate, Shape, TextCandidate, draw_controls  # noqa: E402
+from annotation.science.detectability import Record, control_detectability  # noqa: E402
+from annotation.science.text_measures import word_overlap  # noqa: E402
 from core.hashing import sha256_text  # noqa: E402
 from transforms.noise import SEVERITIES, perturb  # noqa: E402
 from transforms.registry import noise_name  # noqa: E402

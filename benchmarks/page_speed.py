@@ -162,13 +162,13 @@ def _world(args, data_dir: Path) -> dict:
 def _study(args, data_dir, rng, researcher, annotators):
     import numpy as np
 
+    from annotation.kinds import ItemKind
     from annotation.models import Assignment, Rating, RatingRevision, Study
-    from annotation.quality.controls import ItemKind
-    from annotation.quality.gate_services import study_gate
-    from annotation.quality.validation_services import study_validate
+    from annotation.science.design import StudyDesign
     from annotation.studies.assignment_services import study_assign
-    from annotation.studies.design import StudyDesign
-    from annotation.studies.design_services import study_create, study_lock
+    from annotation.studies.design_services import StudyCreateRequest, study_create, study_lock
+    from annotation.studies.gate_services import study_gate
+    from annotation.studies.validation_services import study_validate
     from corpora.services import dataset_import
     from tests.support import eager_keyword_run
 
@@ -188,7 +188,9 @@ def _study(args, data_dir, rng, researcher, annotators):
         flag_low_carefulness=0.4,
         detectability_override="page speed benchmark: synthetic pairs, detectability not under test",
     )
-    study = study_lock(study=study_create(name="page-study", runs=[run], design=design, actor=researcher))
+    study = study_lock(
+        study=study_create(actor=researcher, request=StudyCreateRequest(name="page-study", runs=[run], design=design))
+    )
     study_assign(study=study, users=annotators, actor=researcher)
     Study.objects.filter(pk=study.pk).update(published_at=START, status=Study.Status.PUBLISHED)
     study = Study.objects.get(pk=study.pk)
@@ -237,16 +239,18 @@ def _study(args, data_dir, rng, researcher, annotators):
 
 
 def _baseline(args, study, researcher, annotators, rng):
-    from annotation.baselines.baseline_services import baseline_create
+    from annotation.baselines.baseline_services import BaselineCreateRequest, baseline_create
     from annotation.models import BaselineAnnotator, BaselineAnswer, BaselineStudy
 
     baseline = baseline_create(
-        name="page-baseline",
-        dataset=study.runs.get().dataset,
-        task_type="sts",
-        n_instances=min(100, args.items),
-        seed=1,
         actor=researcher,
+        request=BaselineCreateRequest(
+            name="page-baseline",
+            dataset=study.runs.get().dataset,
+            task_type="sts",
+            n_instances=min(100, args.items),
+            seed=1,
+        ),
     )
     BaselineStudy.objects.filter(pk=baseline.pk).update(status=BaselineStudy.Status.PUBLISHED, published_at=START)
     instances = list(baseline.instances.order_by("position"))

@@ -4,7 +4,7 @@ low-carefulness flag rule (issue 29).
 Usage: .venv/bin/python benchmarks/rater_model_sim.py [--seeds 5] [--grid] [--grid-seeds 3]
 [--grid-crowd-kit | --skip-crowd-kit] [--fractions 0.3 0.4 0.5] [--only LABEL-PART ...]
 
-Simulates studies with ``annotation.quality.rater_simulation``. The three base variants (200 real
+Simulates studies with ``annotation.science.rater_simulation``. The three base variants (200 real
 items rated by 5 of 22 raters, 10 controls rated by everyone; 12 careful raters and 2 each of
 straight-liners at the mode, straight-liners at another value, uniform random, "savvy" and biased
 raters, offset +-1): true quality clustered at 3-4 with honest controls, the same *disguised*
@@ -28,7 +28,7 @@ above) some careful rater. Scores:
 - ``agreement``: Lin's concordance correlation with the same consensus;
 - ``carefulness v1``: the first issue-29 score, competence x 1/(1 + model bias^2) x control pass
   rate x share not too fast, reproduced here;
-- ``carefulness``: ``annotation.quality.annotator_quality.carefulness``.
+- ``carefulness``: ``annotation.science.annotator_quality.carefulness``.
 
 Then the flag rule (``carefulness_flag_floor``) at each fraction: per setting, the share of
 careful raters flagged (mean over seeds and worst study) and the share of each careless kind
@@ -47,9 +47,9 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from annotation.quality import rater_model  # noqa: E402
-from annotation.quality.annotator_quality import annotator_quality, carefulness, carefulness_flag_floor  # noqa: E402
-from annotation.quality.rater_simulation import CARELESS_KINDS, auc, simulate_study  # noqa: E402
+from annotation.science import rater_model  # noqa: E402
+from annotation.science.annotator_quality import annotator_quality, carefulness, carefulness_flag_floor  # noqa: E402
+from annotation.science.rater_simulation import CARELESS_KINDS, auc, simulate_study  # noqa: E402
 
 BASE = {
     "clustered 3-4": {},

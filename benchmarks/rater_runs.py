@@ -59,7 +59,7 @@ import numpy as np
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from annotation.quality.variance_sequences import (  # noqa: E402
+from annotation.science.variance_sequences import (  # noqa: E402
     _log_capital,
     _ppi_rows,
     _running_moments,

@@ -95,10 +95,10 @@ def _validate(args) -> tuple[str, float, float, float]:
     from django.utils import timezone
 
     from annotation.models import Study, StudyItem, StudyJob
-    from annotation.quality.validation_job_services import study_validation_run
-    from annotation.quality.validation_services import study_validate
-    from annotation.studies.design import StudyDesign
-    from annotation.studies.design_services import study_create, study_lock
+    from annotation.science.design import StudyDesign
+    from annotation.studies.design_services import StudyCreateRequest, study_create, study_lock
+    from annotation.studies.validation_job_services import study_validation_run
+    from annotation.studies.validation_services import study_validate
     from corpora.services import dataset_import
     from transforms.models import Judgement
     from transforms.services import transform_run_create
@@ -117,7 +117,10 @@ def _validate(args) -> tuple[str, float, float, float]:
         seed=3,
         detectability_override="benchmark of a few items",
     )
-    study = study_lock(study=study_create(name="bench", runs=[run], design=design, actor=None))
+    _roster(run.project, design.raters_per_item)  # a design needs its raters on the roster (issue 43)
+    study = study_lock(
+        study=study_create(actor=None, request=StudyCreateRequest(name="bench", runs=[run], design=design))
+    )
     Study.objects.filter(pk=study.pk).update(published_at=timezone.now())
     started = time.perf_counter()
     study_validate(study=study)  # what the request did before
@@ -145,13 +148,15 @@ def _score() -> tuple[str, float, float, float]:
     from django.test import Client
     from django.urls import reverse
 
-    from annotation.baselines.baseline_services import baseline_create
+    from annotation.baselines.baseline_services import BaselineCreateRequest, baseline_create
     from corpora.services import dataset_import
     from evaluation.baseline_services import baseline_report_build, baseline_score_job_run
     from evaluation.models import BaselineScoreJob
 
     sts = dataset_import(source=settings.BASE_DIR / "fixtures/sts/demo-sts.csv", task="sts", name="bench-pairs")
-    study = baseline_create(name="bench-b", dataset=sts, task_type="sts", n_instances=20, seed=1, actor=None)
+    study = baseline_create(
+        actor=None, request=BaselineCreateRequest(name="bench-b", dataset=sts, task_type="sts", n_instances=20, seed=1)
+    )
     started = time.perf_counter()
     baseline_report_build(study=study, models=["slow"])  # what the request did before
     before = time.perf_counter() - started
@@ -214,6 +219,23 @@ class SlowEncoder:
 
     def close(self):
         pass
+
+
+def _roster(project, n: int) -> None:
+    """At least ``n`` annotators on ``project``'s roster: ``study_create`` refuses a design with
+    more raters per item than that (issue 43). Nobody rates here; they only count."""
+    from django.contrib.auth import get_user_model
+    from django.contrib.auth.models import Group
+
+    from core.roles import Role
+    from core.rosters import project_annotators, roster_add
+
+    k = 0
+    while project_annotators(project).count() < n:
+        k += 1
+        user, _ = get_user_model().objects.get_or_create(username=f"bench-rater-{k}")
+        user.groups.add(Group.objects.get(name=Role.ANNOTATOR))
+        roster_add(project=project, user=user, actor=None)
 
 
 if __name__ == "__main__":

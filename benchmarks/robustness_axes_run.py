@@ -197,7 +197,7 @@ def runs_of(rita, dataset, transformation: str, seeds, **options):
     """Succeeded runs of ``transformation`` (a noise kind: every severity asked) per seed, started
     through ``transform_runs_start`` where missing."""
     from transforms.models import TransformRun
-    from transforms.services import transform_runs_start
+    from transforms.services import TransformRunsStartRequest, transform_runs_start
 
     names = [f"{transformation}_{s}" for s in options.get("severities", ())] or [transformation]
     runs = []
@@ -205,9 +205,10 @@ def runs_of(rita, dataset, transformation: str, seeds, **options):
         have = TransformRun.objects.filter(dataset=dataset, seed=seed, transformation__in=names, status="succeeded")
         if have.count() < len(names):
             started = time.perf_counter()
-            transform_runs_start(
-                actor=rita, project=PROJECT, dataset=dataset.name, transformation=transformation, seed=seed, **options
+            asked = TransformRunsStartRequest(
+                project=PROJECT, dataset=dataset.name, transformation=transformation, seed=seed, **options
             )
+            transform_runs_start(actor=rita, request=asked)
             say(f"{dataset.name}: {transformation} seed {seed} in {time.perf_counter() - started:.0f} s")
         for name in names:
             run = TransformRun.objects.filter(dataset=dataset, seed=seed, transformation=name).order_by("pk").first()
@@ -302,11 +303,13 @@ def argilla_up(stack):
 
 def study_made(rita, name: str, runs, design):
     from annotation.models import Study
-    from annotation.studies.design_services import study_create, study_lock
+    from annotation.studies.design_services import StudyCreateRequest, study_create, study_lock
 
     study = Study.objects.filter(name=name, project__slug=PROJECT).order_by("-pk").first()
     if study is None:
-        study = study_create(actor=rita, project=PROJECT, name=name, runs=runs, design=design)
+        study = study_create(
+            actor=rita, request=StudyCreateRequest(project=PROJECT, name=name, runs=runs, design=design)
+        )
         say(f"study {name}: created over {len(runs)} runs")
     if study.status == Study.Status.DRAFT:
         study = study_lock(study=study, actor=rita)
@@ -340,10 +343,10 @@ def answer_pending(study, raters) -> int:
 def study_through(rita, raters, study, stack) -> None:
     """Publish, answer, sync, validate (twice: reassigned items are answered too), gate, approve."""
     from annotation.models import Approval, GateResult, Study
-    from annotation.publishing.argilla_services import study_publish
-    from annotation.publishing.sync_services import study_sync
-    from annotation.quality.gate_services import approval_decide, study_gate
-    from annotation.quality.validation_services import study_validate
+    from annotation.studies.argilla_services import study_publish
+    from annotation.studies.gate_services import approval_decide, study_gate
+    from annotation.studies.sync_services import study_sync
+    from annotation.studies.validation_services import study_validate
 
     gates = GateResult.objects.filter(study=study)
     if gates.exists() and all(Approval.objects.filter(gate_result=g).exists() for g in gates):
@@ -378,7 +381,7 @@ def study_through(rita, raters, study, stack) -> None:
 def exported(rita):
     """The benchmark config of every approved transformation of the project (a new one only when
     the set of approved transformations changed)."""
-    from annotation.configs.export_services import benchmark_config_export
+    from annotation.export_services import BenchmarkConfigExportRequest, benchmark_config_export
     from annotation.models import Approval
 
     approved = Approval.objects.filter(decision="approve", gate_result__study__project__slug=PROJECT)
@@ -388,7 +391,7 @@ def exported(rita):
 
     config = BenchmarkConfig.objects.filter(name=name).order_by("-pk").first()
     if config is None:
-        config = benchmark_config_export(actor=rita, project=PROJECT, name=name)
+        config = benchmark_config_export(actor=rita, request=BenchmarkConfigExportRequest(project=PROJECT, name=name))
     entries = json.loads(config.json_text)["transformations"]
     say(f"config {config.pk}: {', '.join(e['transformation'] + ' (' + e['axis'] + ')' for e in entries)}")
     return config
@@ -396,7 +399,7 @@ def exported(rita):
 
 def benchmark(rita, config, name: str, **options):
     """One benchmark run of the config with the three encoders (reused when it succeeded before)."""
-    from evaluation.benchmark_services import benchmark_run_start
+    from evaluation.benchmark_services import BenchmarkRunStartRequest, benchmark_run_start
     from evaluation.models import BenchmarkRun
 
     run = BenchmarkRun.objects.filter(name=name, status="succeeded").order_by("-pk").first()
@@ -404,9 +407,8 @@ def benchmark(rita, config, name: str, **options):
         say(f"benchmark run {run.pk} ({name}): already succeeded")
         return run
     started = time.perf_counter()
-    run = benchmark_run_start(
-        actor=rita, project=PROJECT, models=list(MODELS), config_id=config.pk, name=name, **options
-    )
+    asked = BenchmarkRunStartRequest(project=PROJECT, models=list(MODELS), config_id=config.pk, name=name, **options)
+    run = benchmark_run_start(actor=rita, request=asked)
     run = BenchmarkRun.objects.get(pk=run.pk)
     elapsed = time.perf_counter() - started
     say(f"benchmark run {run.pk} ({name}): {run.status}, {run.done}/{run.total} units in {elapsed:.0f} s")
@@ -494,7 +496,7 @@ class Stack:
 
 def run_all(args, stack):
     """Datasets, runs, both studies through Argilla, the config and the two benchmark runs."""
-    from annotation.studies.design import StudyDesign
+    from annotation.science.design import StudyDesign
     from evaluation.models import BenchmarkRun
 
     rita, raters = people()

@@ -88,6 +88,7 @@ class LockedOutError(ShiftlabError):
     """A password check refused while the username or address is locked out: 429."""
 
     http_status = 429
+    code = "locked_out"
 
     def __init__(self, wait: int) -> None:
         super().__init__(login_lockout_message(wait))

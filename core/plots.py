@@ -5,7 +5,7 @@ The pages run under a strict Content-Security-Policy (``style-src 'self'``), whi
 each declaration into the equivalent SVG presentation attribute, so the figure looks the same
 inline. Output is deterministic (no date, fixed hash salt). The apps' own figure modules
 (``transforms/plots.py``) draw with :data:`PLOT_RC` and finish with :func:`svg_of`; the annotators
-page writes its simple figures as SVG itself (``annotation/quality/plots.py``).
+page writes its simple figures as SVG itself (``annotation/science/plots.py``).
 """
 
 from __future__ import annotations

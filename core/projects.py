@@ -25,7 +25,7 @@ from django.core.exceptions import PermissionDenied
 from django.db import transaction
 from django.db.models import Model, Q, QuerySet
 
-from core.errors import ShiftlabError
+from core.errors import ForbiddenError, InvalidError, NotFoundError, ShiftlabError
 from core.models import Membership, Project, default_project_pk
 from core.roles import is_admin, is_researcher
 
@@ -36,10 +36,8 @@ User = AbstractBaseUser | AnonymousUser | None
 M = TypeVar("M", bound=Model)
 
 
-class ProjectAccessError(ShiftlabError, PermissionDenied):
+class ProjectAccessError(ForbiddenError, PermissionDenied):
     """The caller may read the project but not change it (pages and the API answer 403)."""
-
-    http_status = 403
 
 
 def default_project() -> Project:
@@ -103,19 +101,21 @@ def project_require_write(user: User, project: Project) -> None:
         )
 
 
-def project_resolve(user: User, slug: str | None = None, *, field: str | None = None) -> Project:
+def project_resolve(user: User, slug: str | None = None, *, field: str | None = "project") -> Project:
     """The project a new object goes into.
 
     With ``slug``: that project, which the caller must be able to change. Without: the caller's one
     project where they are owner or member, else the default project; several are refused with
     their names, so the caller chooses. ``field`` is the input the caller names the project in:
-    an unknown or ambiguous project is an error about it (the API answers ``{field: [...]}``).
+    an unknown project (``NotFoundError``, 404) or an ambiguous one (400) is an error about it.
     """
     if slug:
         project = projects_readable(user).filter(slug=slug).first()
         if project is None:
-            raise ShiftlabError(
-                f"No project {slug!r} that you belong to. Yours: {_slugs(projects_readable(user))}.", field=field
+            raise NotFoundError(
+                f"No project {slug!r} that you belong to. Yours: {_slugs(projects_readable(user))}.",
+                field=field,
+                code="no_project",
             )
         project_require_write(user, project)
         return project
@@ -123,13 +123,17 @@ def project_resolve(user: User, slug: str | None = None, *, field: str | None = 
         return default_project()
     own = Project.objects.filter(memberships__user=user, memberships__role__in=WRITE_ROLES).distinct()
     if own.count() > 1:
-        raise ShiftlabError(f"You belong to several projects ({_slugs(own)}): name the one to work in.", field=field)
+        raise InvalidError(
+            f"You belong to several projects ({_slugs(own)}): name the one to work in.",
+            field=field,
+            code="project_ambiguous",
+        )
     project = own.first() or default_project()
     project_require_write(user, project)
     return project
 
 
-def project_for_new(user: User, slug: str | None, *inputs: Model | None, field: str | None = None) -> Project:
+def project_for_new(user: User, slug: str | None, *inputs: Model | None, field: str | None = "project") -> Project:
     """The project a new object goes into: the one ``slug`` names; else that of its inputs when they
     all belong to one (a shared dataset counts for none: it serves every project); else the
     caller's own (:func:`project_resolve`, which says what ``field`` is; the system's is the
@@ -229,5 +233,5 @@ def user_by_name(username: str) -> AbstractBaseUser:
     """The user a command's ``--as`` names, or a clear error."""
     user = get_user_model().objects.filter(username=username).first()
     if user is None:
-        raise ShiftlabError(f"No user {username!r}: check the name (manage.py createsuperuser / the admin site).")
+        raise NotFoundError(f"No user {username!r}: check the name (manage.py createsuperuser / the admin site).")
     return user

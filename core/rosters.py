@@ -7,7 +7,7 @@
   researcher can never pull another project's annotator into theirs by username. Owners of a
   project, and admins, take an annotator off its roster; their past work stays in its studies.
 - An annotator on two rosters is one person with one Argilla account, whose password only they
-  set (``annotation.publishing.onboarding_services``). A change made in a project (publishing to
+  set (``annotation.studies.onboarding_services``). A change made in a project (publishing to
   them, a withdrawal or rejection with its reason, a roster change) is audited in that project
   only: it is that project's business, and another project sharing the annotator never reads it. A
   change to the person themselves (their Argilla password) is audited in every project whose

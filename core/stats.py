@@ -3,7 +3,7 @@ baselines (evaluation): Hodges–Lehmann location, percentile-bootstrap interval
 and Wilcoxon tests, Holm's correction, compact letter displays, Wilson and Fisher z intervals, and
 the rank correlations (Spearman's rho, Kendall's tau-b). Pure: numpy and scipy, no Django, no I/O.
 
-Agreement between raters lives in ``annotation.quality.agreement``; statistics of benchmark results
+Agreement between raters lives in ``annotation.science.agreement``; statistics of benchmark results
 (paired shifts, split-half reliability, embedding drift) in ``evaluation.stats``.
 
 Every resampling function takes an explicit ``rng: numpy.random.Generator`` so results are

@@ -6,14 +6,12 @@ from django.contrib.auth import login
 from django.contrib.auth import views as auth_views
 from django.contrib.auth.decorators import login_required
 from django.core.exceptions import PermissionDenied, RequestDataTooBig
-from django.db.models import Q
 from django.http import JsonResponse
 from django.shortcuts import get_object_or_404, redirect, render
 from django.views import defaults
 from django.views.decorators.cache import never_cache
 from django.views.decorators.http import require_http_methods
 
-from core.errors import ShiftlabError
 from core.forms import (
     GuardedAdminPasswordChangeForm,
     GuardedPasswordChangeForm,
@@ -34,7 +32,8 @@ from core.invitations import (
     invitations_waiting,
 )
 from core.login_guard import client_address, login_lockout_message, login_lockout_wait
-from core.pages import show_error
+from core.pages import refusals
+from core.project_sections import project_sections
 from core.projects import (
     membership_remove,
     membership_set,
@@ -147,11 +146,8 @@ def project_list_view(request):
     form = ProjectCreateForm(request.POST or None) if is_admin(request.user) else None
     if form is not None and request.method == "POST" and form.is_valid():
         data = form.cleaned_data
-        try:
+        with refusals(request, form):
             project = project_create(slug=data["slug"], name=data["name"], owner=data["owner"], actor=request.user)
-        except ShiftlabError as exc:
-            show_error(request, exc, form=form)
-        else:
             messages.success(request, f"Project {project.slug} created.")
             return redirect("project", slug=project.slug)
     if form is None and request.method == "POST":
@@ -167,9 +163,11 @@ def project_detail_view(request, slug: str):
     project = get_object_or_404(projects_readable(request.user), slug=slug)
     manager = project_can_manage(request.user, project)
     roster_post = request.method == "POST" and request.POST.get("action") == "roster"
-    trust_post = request.method == "POST" and request.POST.get("action") == "control_trust"
+    # A section of another app (core.project_sections) answers its own action.
+    section = next((s for s in project_sections() if request.POST.get("action") == s.action), None)
+    section_post = request.method == "POST" and section is not None
     invite_post = request.method == "POST" and request.POST.get("action") in {"invite", "invite_revoke"}
-    member_post = request.method == "POST" and not (roster_post or trust_post or invite_post)
+    member_post = request.method == "POST" and not (roster_post or section_post or invite_post)
     form = MembershipForm(request.POST if member_post else None) if manager else None
     roster_form = (
         RosterAddForm(request.POST if roster_post else None, prefix="roster") if is_admin(request.user) else None
@@ -179,11 +177,11 @@ def project_detail_view(request, slug: str):
             raise PermissionDenied(f"Only admins and owners of {project.slug} manage its members.")
         if roster_post:
             return _project_roster_change(request, project, roster_form)
-        if trust_post:
-            return _project_control_trust(request, project)
+        if section_post:
+            return section.post(request, project)
         if invite_post:
             return _project_invitation(request, project, form=form, roster_form=roster_form)
-        try:
+        with refusals(request, form):
             if request.POST.get("remove"):
                 user = get_object_or_404(project.memberships.select_related("user"), pk=request.POST["remove"]).user
                 membership_remove(project=project, user=user, actor=request.user)
@@ -194,38 +192,7 @@ def project_detail_view(request, slug: str):
                 membership_set(project=project, user=data["username"], role=data["role"], actor=request.user)
                 messages.success(request, f"{data['username']} is now {data['role']} of {project.slug}.")
                 return redirect("project", slug=project.slug)
-        except ShiftlabError as exc:
-            show_error(request, exc, form=form)
     return _project_page(request, project, form=form, roster_form=roster_form, manager=manager)
-
-
-def _project_control_trust(request, project):
-    """Trust a shared dataset of another project for this project's control items, or stop (owners
-    and admins; ``corpora.services.dataset_trust_for_controls`` audits it)."""
-    from corpora.models import Dataset
-    from corpora.services import dataset_trust_for_controls
-
-    dataset = get_object_or_404(
-        Dataset.objects.select_related("project")
-        .exclude(project=project)
-        .filter(Q(shared=True) | Q(control_trusts__project=project))
-        .distinct(),
-        pk=request.POST.get("dataset"),
-    )
-    trusted = request.POST.get("trusted") == "1"
-    try:
-        dataset_trust_for_controls(actor=request.user, project=project, dataset=dataset, trusted=trusted)
-    except ShiftlabError as exc:
-        show_error(request, exc)
-    else:
-        where = f"{dataset.name} of {dataset.project.slug}"
-        messages.success(
-            request,
-            f"{project.slug} now draws control items from {where} too."
-            if trusted
-            else f"{project.slug} no longer draws control items from {where}.",
-        )
-    return redirect("project", slug=project.slug)
 
 
 def _project_invitation(request, project, **context):
@@ -233,49 +200,43 @@ def _project_invitation(request, project, **context):
     withdraw a waiting one."""
     if request.POST.get("action") == "invite_revoke":
         invitation = get_object_or_404(invitations_waiting(project), pk=request.POST.get("invitation"))
-        try:
+        with refusals(request):
             invitation_revoke(invitation=invitation, actor=request.user)
-        except ShiftlabError as exc:
-            show_error(request, exc)
-        else:
             messages.success(request, "The invitation was withdrawn: its link no longer works.")
         return redirect("project", slug=project.slug)
     invite_form = InvitationForm(request.POST)
     if invite_form.is_valid():
         data = invite_form.cleaned_data
-        try:
+        with refusals(request, invite_form):
             issued = invitation_create(project=project, actor=request.user, email=data["email"], days=data["days"])
             link = request.build_absolute_uri(issued.path())
             mailed = invitation_mail(issued, link=link)
-        except ShiftlabError as exc:
-            show_error(request, exc, form=invite_form)
-        else:
             context.update(issued_link=link, issued=issued.invitation, mailed=mailed)
             invite_form = InvitationForm()
     return _project_page(request, project, invite_form=invite_form, manager=True, **context)
 
 
 def _project_page(request, project, **context):
-    from corpora.selectors import control_trust_list, untrusted_shared_datasets
-
     manager = context.get("manager")
+    sections = project_sections()
     context = {
         "invite_form": InvitationForm() if manager else None,
         "invitations": invitations_waiting(project) if manager else (),
         **context,
-        "control_trusts": control_trust_list(project),
-        "untrusted_shared": untrusted_shared_datasets(project).select_related("project").order_by("name")[:50],
         "project": project,
         "annotators": project_annotators(project),
         "members": project.memberships.select_related("user").order_by("role", "user__username"),
         "holdings": project_holdings(project),
+        "sections": sections,
     }
+    for section in sections:
+        context.update(section.context(request, project, bool(manager)))
     return render(request, "core/project_detail.html", context)
 
 
 def _project_roster_change(request, project, roster_form):
     """Take an annotator off the roster (owners, admins), or put one on it (admins)."""
-    try:
+    with refusals(request, roster_form):
         if request.POST.get("remove"):
             user = get_object_or_404(project_annotators(project), pk=request.POST["remove"])
             roster_remove(project=project, user=user, actor=request.user)
@@ -288,8 +249,6 @@ def _project_roster_change(request, project, roster_form):
             roster_add(project=project, user=user, actor=request.user)
             messages.success(request, f"{user} is now an annotator of {project.slug}.")
             return redirect("project", slug=project.slug)
-    except ShiftlabError as exc:
-        show_error(request, exc, form=roster_form)
     return _project_page(request, project, form=MembershipForm(), roster_form=roster_form, manager=True)
 
 
@@ -300,27 +259,26 @@ def invitation_accept_view(request, token: str):
     signed in), land on the roster, then choose the Argilla password. The secret is in the path, so
     the page is never cached and sends its address to no other site (``same-origin``: with
     ``no-referrer`` the browser would send ``Origin: null`` on the form's POST, which CSRF refuses)."""
-    try:
+    with refusals(request, show=False) as refused:  # a link that does not work: said on its own page
         invitation = invitation_by_token(token)
         invitation_usable(invitation)
-    except ShiftlabError as exc:
-        response = render(request, "core/invitation.html", {"refusal": str(exc)}, status=exc.http_status)
+    if refused:
+        response = render(
+            request, "core/invitation.html", {"refusal": refused.message}, status=refused.error.http_status
+        )
         response["Referrer-Policy"] = "same-origin"
         return response
     signed_in = request.user.is_authenticated
     form = None if signed_in else InvitationAcceptForm(request.POST if request.method == "POST" else None)
     if request.method == "POST" and (signed_in or form.is_valid()):
         data = form.cleaned_data if form is not None else {}
-        try:
+        with refusals(request, form):
             annotator = invitation_accept(
                 token=token,
                 user=request.user if signed_in else None,
                 username=data.get("username", ""),
                 password=data.get("password1", ""),
             )
-        except ShiftlabError as exc:
-            show_error(request, exc, form=form)
-        else:
             if not signed_in:
                 login(request, annotator, backend=settings.AUTHENTICATION_BACKENDS[0])
             project = invitation.project

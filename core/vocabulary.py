@@ -213,7 +213,7 @@ LLM_RATER_PREFIX = "llm:"
 DEFAULT_ALIAS = "default"
 
 
-# Why a rating was flagged (annotation.quality.validation.FlagRule) and why an annotator was rejected.
+# Why a rating was flagged (annotation.kinds.FlagRule) and why an annotator was rejected.
 FLAG_RULES: dict[str, str] = {
     "llm_deviation": "far from the LLM judges' rating",
     "low_rating": "very low rating",

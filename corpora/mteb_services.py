@@ -85,7 +85,7 @@ def _mteb_task_override(task: str | TaskType, natural: TaskType, task_name: str)
     wanted = task_spec(task)
     # The only choice MTEB leaves open: a task type scored alike (relatedness, STR, is scored like
     # similarity, STS).
-    if wanted.evaluator != task_spec(natural).evaluator:
+    if wanted.scored_as != task_spec(natural).scored_as:
         raise ShiftlabError(
             f"MTEB task {task_name!r} is a {natural.value} task, not {wanted.task.value}: leave the task type out "
             "(it comes from MTEB), or choose sts/str for an STS task."

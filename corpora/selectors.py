@@ -1,10 +1,16 @@
 from django.db.models import Q, QuerySet
 
-from core.errors import ShiftlabError
+from core.errors import NotFoundError, ShiftlabError
 from core.models import Project
 from core.projects import User, project_resolve, projects_writable, scoped
 from core.selectors import filter_given
 from corpora.models import ControlTrust, Dataset, DatasetImport, DatasetItem
+
+
+class DatasetNotFound(NotFoundError, Dataset.DoesNotExist):
+    """No dataset of that name that the caller may read: a ``NotFoundError`` (404) that callers
+    which ask the ORM's question (``Dataset.DoesNotExist``) catch too."""
+
 
 # ``user``: who asks. They get what they may read (core.projects.scoped: their projects' datasets
 # and the shared ones); None is the system (tasks, commands run without --as), which reads all.
@@ -38,8 +44,8 @@ def dataset_usable_list(*, user: User = None, project: str | None = None) -> Que
 
 
 def dataset_get(*, name: str, user: User = None, project: Project | str | None = None) -> Dataset:
-    """The dataset ``name`` among those ``user`` may read; ``Dataset.DoesNotExist`` when there is
-    none (also when ``user`` may not read it).
+    """The dataset ``name`` among those ``user`` may read; ``DatasetNotFound`` (a
+    ``Dataset.DoesNotExist``) when there is none (also when ``user`` may not read it).
 
     Names are unique per project, so a reader of several projects (or of a shared dataset) may see
     one name twice: ``project`` (a Project or its slug) picks that project's dataset, else a shared
@@ -53,7 +59,7 @@ def dataset_get(*, name: str, user: User = None, project: Project | str | None =
     if len(found) > 1 and len(own := [d for d in found if not d.shared]) == 1:
         found = own
     if not found:
-        raise Dataset.DoesNotExist(f"no dataset {name!r}")
+        raise DatasetNotFound(f"no dataset {name!r}", field="dataset")
     if len(found) > 1:
         raise ShiftlabError(
             f"several datasets you can read are named {name!r} (in projects "

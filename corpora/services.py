@@ -46,9 +46,13 @@ logger = logging.getLogger(__name__)
 class UploadTooLargeError(TooLargeError):
     """The uploaded files together exceed ``DATASET_MAX_UPLOAD_MB``."""
 
+    code = "upload_too_large"
+
 
 class DatasetInUseError(ConflictError):
     """The dataset is referenced by runs, results or studies that must not lose it."""
+
+    code = "dataset_in_use"
 
 
 @dataclass(frozen=True)

@@ -2,8 +2,11 @@
 
 One :class:`TaskSpec` per task type, as mteb's abstract tasks: the fields its files hold and how
 their rows parse, its gold, what an LLM transformation rewrites, the MTEB task type it comes
-from, the evaluator that scores it and that evaluator's main metric. Other modules look a task
-type up here instead of branching on it; each keeps only its own presentation.
+from, the task type whose protocol scores it and that protocol's main metric. Other modules look
+a task type up here, or in their own app's definitions keyed by :class:`TaskType`
+(``evaluation.services.EVALUATORS``, ``evaluation.human_baseline.BASELINE_SCORINGS``,
+``annotation.baselines.baseline_tasks.BASELINE_TASKS``), instead of branching on it
+(``tests/test_task_type_branches.py`` checks).
 """
 
 from __future__ import annotations
@@ -54,9 +57,20 @@ class TaskSpec:
     """Its evaluator is fit on a "train" split and scored on another one."""
     mteb_type: str | None = None
     """MTEB's task type (``TaskMetadata.type``) that imports as this one."""
-    evaluator: str
-    """The evaluator that scores it: a name ``evaluation`` resolves (task types sharing an
-    evaluator are scored alike, so an MTEB task may be imported as either)."""
+    scored_as: TaskType
+    """The task type whose protocol scores it (itself, or STS for relatedness): task types scored
+    alike may import the same MTEB task, and share MTEB's task type in model prompts."""
+    documents: str | None = None
+    """What a transformation may rewrite beside its examples: "corpus" (retrieval's documents),
+    "candidates" (reranking's candidate lists) or None."""
+    controls_from_gold: bool = False
+    """Its gold marks paraphrase pairs (a high similarity score, a positive label), so its pairs can
+    supply a study's positive control items (relatedness is not paraphrase)."""
+
+    @property
+    def sentence_pairs(self) -> bool:
+        """Its items are two sentences (sentence1, sentence2), in files that may be spreadsheets."""
+        return self.layout == "pair"
 
 
 _STS = TaskSpec(
@@ -71,13 +85,16 @@ _STS = TaskSpec(
     gold_aliases=("label",),
     summary="gold_range",
     mteb_type="STS",
-    evaluator="sts",
+    scored_as=TaskType.STS,
+    controls_from_gold=True,
 )
 
 TASK_SPECS: dict[TaskType, TaskSpec] = {
     TaskType.STS: _STS,
     # Relatedness is read and scored as similarity is; MTEB has no task type of its own for it.
-    TaskType.STR: replace(_STS, task=TaskType.STR, label="Semantic textual relatedness", mteb_type=None),
+    TaskType.STR: replace(
+        _STS, task=TaskType.STR, label="Semantic textual relatedness", mteb_type=None, controls_from_gold=False
+    ),
     TaskType.SUMMARIZATION: TaskSpec(
         task=TaskType.SUMMARIZATION,
         label="Summarization",
@@ -88,7 +105,7 @@ TASK_SPECS: dict[TaskType, TaskSpec] = {
         layout="summarization",
         gold_kind="numbers",
         mteb_type="Summarization",
-        evaluator="summarization",
+        scored_as=TaskType.SUMMARIZATION,
     ),
     TaskType.PAIR_CLASSIFICATION: TaskSpec(
         task=TaskType.PAIR_CLASSIFICATION,
@@ -102,7 +119,8 @@ TASK_SPECS: dict[TaskType, TaskSpec] = {
         gold_aliases=("score",),
         summary="labels",
         mteb_type="PairClassification",
-        evaluator="pair_classification",
+        scored_as=TaskType.PAIR_CLASSIFICATION,
+        controls_from_gold=True,
     ),
     TaskType.CLASSIFICATION: TaskSpec(
         task=TaskType.CLASSIFICATION,
@@ -116,7 +134,7 @@ TASK_SPECS: dict[TaskType, TaskSpec] = {
         summary="labels",
         trains_on_train_split=True,
         mteb_type="Classification",
-        evaluator="classification",
+        scored_as=TaskType.CLASSIFICATION,
     ),
     TaskType.CLUSTERING: TaskSpec(
         task=TaskType.CLUSTERING,
@@ -129,7 +147,7 @@ TASK_SPECS: dict[TaskType, TaskSpec] = {
         gold_kind="text",
         summary="labels",
         mteb_type="Clustering",
-        evaluator="clustering",
+        scored_as=TaskType.CLUSTERING,
     ),
     TaskType.RERANKING: TaskSpec(
         task=TaskType.RERANKING,
@@ -142,7 +160,8 @@ TASK_SPECS: dict[TaskType, TaskSpec] = {
         gold_kind=None,
         summary="candidates",
         mteb_type="Reranking",
-        evaluator="reranking",
+        scored_as=TaskType.RERANKING,
+        documents="candidates",
     ),
     TaskType.RETRIEVAL: TaskSpec(
         task=TaskType.RETRIEVAL,
@@ -155,11 +174,10 @@ TASK_SPECS: dict[TaskType, TaskSpec] = {
         gold_kind=None,
         summary="documents",
         mteb_type="Retrieval",
-        evaluator="retrieval",
+        scored_as=TaskType.RETRIEVAL,
+        documents="corpus",
     ),
 }
-
-PAIR_TASKS = frozenset(t for t, spec in TASK_SPECS.items() if spec.layout == "pair")
 
 MTEB_TASK_TYPES: dict[str, TaskType] = {spec.mteb_type: t for t, spec in TASK_SPECS.items() if spec.mteb_type}
 """MTEB task type -> Shiftlab task type (STS tasks import as "sts"; ask for "str" to override)."""

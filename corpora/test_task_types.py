@@ -1,9 +1,11 @@
-"""The task-type definitions: every spec names a layout, a summary and an evaluator that exist."""
+"""The task-type definitions: every spec names a layout and a summary that exist. That every app's
+table of per-task-type behaviour has one definition per task type is tested in
+tests/test_task_type_completeness.py (corpora imports no app downstream of it, its tests included)."""
 
 import pytest
 
 from corpora.layouts import BEIR, ROW_LAYOUTS
-from corpora.task_types import MTEB_TASK_TYPES, PAIR_TASKS, TASK_SPECS, TaskType, UnknownTaskTypeError, task_spec
+from corpora.task_types import MTEB_TASK_TYPES, TASK_SPECS, TaskType, UnknownTaskTypeError, task_spec
 
 
 @pytest.mark.parametrize("task", list(TaskType))
@@ -16,16 +18,14 @@ def test_every_task_type_has_a_spec_whose_layout_reads_its_required_fields(task)
     assert (spec.gold_field is None) == (spec.gold_kind is None)
 
 
-def test_the_specs_name_evaluators_that_evaluation_resolves():
-    from evaluation.services import EVALUATORS
-
-    assert {spec.evaluator for spec in TASK_SPECS.values()} == set(EVALUATORS)
-
-
 def test_mteb_types_and_pair_tasks_come_from_the_specs():
     assert MTEB_TASK_TYPES["STS"] is TaskType.STS and TaskType.STR not in MTEB_TASK_TYPES.values()
     assert len(MTEB_TASK_TYPES) == 7
-    assert PAIR_TASKS == {TaskType.STS, TaskType.STR, TaskType.PAIR_CLASSIFICATION}
+    pairs = {task for task, spec in TASK_SPECS.items() if spec.sentence_pairs}
+    assert pairs == {TaskType.STS, TaskType.STR, TaskType.PAIR_CLASSIFICATION}
+    assert {task for task, spec in TASK_SPECS.items() if spec.documents} == {TaskType.RETRIEVAL, TaskType.RERANKING}
+    gold_controls = {task for task, spec in TASK_SPECS.items() if spec.controls_from_gold}
+    assert gold_controls == {TaskType.STS, TaskType.PAIR_CLASSIFICATION}
 
 
 def test_an_unknown_task_type_is_a_shiftlab_error_and_a_value_error():

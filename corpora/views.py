@@ -6,8 +6,7 @@ from django.http import Http404
 from django.shortcuts import get_object_or_404, redirect, render
 from django.views.decorators.http import require_http_methods
 
-from core.errors import ShiftlabError
-from core.pages import show_error
+from core.pages import refusals
 from core.projects import project_can_write, project_require_write
 from core.views import researcher_required
 from corpora.forms import DatasetUploadForm, MtebImportForm
@@ -15,7 +14,6 @@ from corpora.models import Dataset, DatasetImport
 from corpora.mteb_services import dataset_import_mteb
 from corpora.selectors import dataset_get, dataset_import_list, dataset_item_list, dataset_list
 from corpora.services import (
-    DatasetInUseError,
     ImportOptions,
     dataset_delete,
     dataset_import_job_create,
@@ -94,11 +92,9 @@ def _import_upload(request, form: DatasetUploadForm):
 
 def _imported(request, form, service, **inputs):
     """``service``'s result for the caller and the form's project, or None with the refusal on the form."""
-    try:
+    with refusals(request, form):
         return service(actor=request.user, project=form.cleaned_data["project"], **inputs)
-    except ShiftlabError as exc:
-        show_error(request, exc, form=form)
-        return None
+    return None
 
 
 @researcher_required
@@ -140,10 +136,9 @@ def dataset_delete_view(request, name: str):
     project_require_write(request.user, dataset.project)
     if request.method == "GET":
         return render(request, "corpora/delete.html", {"dataset": dataset})
-    try:
+    with refusals(request) as refused:  # still in use: said on the dataset's page
         dataset_delete(dataset=dataset, actor=request.user)
-    except DatasetInUseError as exc:
-        messages.error(request, str(exc))
+    if refused:
         return redirect("corpora:detail", name=name)
     messages.success(request, f"Deleted {name}.")
     return redirect("corpora:list")
@@ -165,7 +160,8 @@ def dataset_share_view(request, name: str):
 
 def _dataset_or_404(request, name: str):
     """The dataset ``name`` the caller may read (``?project=SLUG`` picks one of two of that name)."""
-    try:
-        return dataset_get(name=name, user=request.user, project=request.GET.get("project") or None)
-    except (Dataset.DoesNotExist, ShiftlabError) as exc:  # none, or several: add ?project=SLUG
-        raise Http404(str(exc)) from None
+    with refusals(request, show=False) as refused:  # several: add ?project=SLUG
+        dataset = dataset_get(name=name, user=request.user, project=request.GET.get("project") or None)
+    if refused:
+        raise Http404(refused.message)
+    return dataset

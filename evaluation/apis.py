@@ -6,8 +6,8 @@ from rest_framework.decorators import action
 from rest_framework.response import Response
 
 from core.permissions import IsResearcher
-from evaluation.benchmark_execution import benchmark_run_resume
-from evaluation.benchmark_services import benchmark_run_start
+from evaluation.benchmark_execution import BenchmarkRunResumeRequest, benchmark_run_resume
+from evaluation.benchmark_services import BenchmarkRunStartRequest, benchmark_run_start
 from evaluation.report_robustness import JSON_NAME, robustness_options, robustness_report_files, robustness_report_get
 from evaluation.reports import benchmark_report
 from evaluation.selectors import benchmark_result_list, benchmark_run_list
@@ -39,20 +39,22 @@ class BenchmarkRunViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, view
         d = data_in.validated_data
         run = benchmark_run_start(
             actor=request.user,
-            project=d.get("project"),
-            models=d["models"],
-            config_id=d.get("config_id"),
-            config_text=d.get("config_text"),
-            config_format=d["config_format"],
-            datasets=d.get("datasets"),
-            seeds=d.get("seeds"),
-            preset=d.get("preset", ""),
-            run_anyway=d["run_anyway"],
-            limit=d.get("limit"),
-            sides=d.get("sides"),
-            document_scope=d.get("document_scope"),
-            split=d["split"],
-            name=d["name"],
+            request=BenchmarkRunStartRequest(
+                project=d.get("project"),
+                models=d["models"],
+                config_id=d.get("config_id"),
+                config_text=d.get("config_text"),
+                config_format=d["config_format"],
+                datasets=d.get("datasets"),
+                seeds=d.get("seeds"),
+                preset=d.get("preset", ""),
+                run_anyway=d["run_anyway"],
+                limit=d.get("limit"),
+                sides=d.get("sides"),
+                document_scope=d.get("document_scope"),
+                split=d["split"],
+                name=d["name"],
+            ),
         )
         return Response(BenchmarkRunSerializer(run).data, status=status.HTTP_201_CREATED)
 
@@ -88,5 +90,5 @@ class BenchmarkRunViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, view
     @extend_schema(request=None, responses={202: BenchmarkRunSerializer})
     @action(detail=True, methods=["post"])
     def resume(self, request, pk=None):
-        run = benchmark_run_resume(run_id=self.get_object().pk, actor=request.user)
+        run = benchmark_run_resume(actor=request.user, request=BenchmarkRunResumeRequest(run=self.get_object().pk))
         return Response(BenchmarkRunSerializer(run).data, status=status.HTTP_202_ACCEPTED)

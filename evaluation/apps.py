@@ -10,11 +10,6 @@ class EvaluationConfig(AppConfig):
 
     def ready(self) -> None:
         checks.register(check_encoders, checks.Tags.compatibility)
-        # Prompt-sensitivity reports (transforms) show benchmark Δ: this app supplies it (H9, issue 15).
-        from evaluation.sensitivity_selectors import benchmark_deltas_by_transform_run
-        from transforms.sensitivity_services import benchmark_delta_source_register
-
-        benchmark_delta_source_register(benchmark_deltas_by_transform_run)
 
 
 def check_encoders(app_configs, **kwargs) -> list[checks.CheckMessage]:

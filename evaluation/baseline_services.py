@@ -23,16 +23,15 @@ from core.job_services import UNFINISHED, job_fail
 from core.projects import scoped
 from core.task_policy import dispatch_on_commit, task_named
 from corpora.selectors import dataset_item_list
-from corpora.task_types import TaskType
+from corpora.task_types import TaskType, task_spec
 from evaluation.baseline_predictions import score_model_on_instances
 from evaluation.encoders import get_encoder
 from evaluation.human_baseline import (
-    INTERVALS,
-    UNITS,
     Agreement,
     Answer,
     Instance,
     RaterScore,
+    baseline_scoring,
     interval_position,
     score_answers,
 )
@@ -91,6 +90,16 @@ class BaselineReport:
     @property
     def humans(self) -> ReportRow | None:
         return next((row for row in self.rows if row.kind == "humans"), None)
+
+    @property
+    def rater_note(self) -> str:
+        """What the page says of single raters' and models' intervals, for this task type."""
+        return baseline_scoring(self.task_type).rater_note
+
+    @property
+    def ties(self) -> str:
+        """How tied answers are scored, where the task type says so."""
+        return baseline_scoring(self.task_type).ties
 
     def to_dict(self) -> dict:
         document = asdict(self)
@@ -161,8 +170,8 @@ def baseline_report_build(
         task_type=study.task_type,
         split=study.split,
         metric=humans.metric,
-        unit=UNITS[study.task_type],
-        interval=INTERVALS[study.task_type],
+        unit=baseline_scoring(study.task_type).unit,
+        interval=baseline_scoring(study.task_type).interval,
         n_instances=len(instances),
         n_human_answers=humans.n_answers,
         n_llm_answers=llms.n_answers,
@@ -207,7 +216,7 @@ def _report_row(kind: str, score: RaterScore, *, humans: tuple[float | None, flo
 def _train_examples(study: BaselineStudy) -> tuple[tuple | None, tuple | None]:
     """The texts and labels classification models are fitted on (the dataset's train split, as the
     benchmark does); (None, None) for other tasks."""
-    if study.task_type != "classification":
+    if not task_spec(study.task_type).trains_on_train_split:
         return None, None
     _train_split_check(study)
     dataset = study.dataset
@@ -295,7 +304,8 @@ def _train_split_check(study: BaselineStudy) -> None:
     """Refuse to score models on a classification study drawn from the train split, or from a
     dataset without one: there would be nothing to fit their classifier on."""
     dataset = study.dataset
-    if study.task_type == "classification" and (study.split == TRAIN_SPLIT or TRAIN_SPLIT not in dataset.splits):
+    trains = task_spec(study.task_type).trains_on_train_split
+    if trains and (study.split == TRAIN_SPLIT or TRAIN_SPLIT not in dataset.splits):
         raise ShiftlabError(
             f"Models classify with a logistic regression fitted on the {TRAIN_SPLIT!r} split, as the benchmark "
             f"does; {dataset.name} has splits {', '.join(dataset.splits)} and the study samples "

@@ -4,19 +4,21 @@ let an LLM answer and score models (background jobs whose progress the page show
 answers, close.
 Thin: each POST calls one service entry and says its outcome as a message."""
 
+from celery.result import EagerResult
 from django.contrib import messages
 from django.http import JsonResponse
 from django.shortcuts import get_object_or_404, redirect, render
+from django.urls import reverse
 from django.views.decorators.http import require_http_methods
 
 from annotation.baselines.baseline_llm_services import baseline_llm_job_start
 from annotation.baselines.baseline_publish_job_services import baseline_publish_job_text, baseline_publish_start
-from annotation.baselines.baseline_services import baseline_close, baseline_create
-from annotation.baselines.baseline_sync_services import baseline_sync
+from annotation.baselines.baseline_services import BaselineCreateRequest, baseline_close, baseline_create
+from annotation.baselines.baseline_sync_services import baseline_sync_job, baseline_sync_queue, baseline_sync_summary
 from annotation.models import BaselineLLMJob, BaselinePublishJob, BaselineStudy
 from core.errors import ShiftlabError
-from core.pages import show_error
-from core.projects import ProjectAccessError, project_can_write, project_require_write, scoped
+from core.pages import refusals
+from core.projects import project_can_write, project_require_write, scoped
 from core.rosters import project_annotators, roster_refusal
 from core.views import researcher_required
 from evaluation.baseline_services import baseline_report_build, baseline_score_job_scores, baseline_score_start
@@ -35,13 +37,8 @@ def baseline_list_view(request):
     form = BaselineCreateForm(request.POST or None, user=request.user)
     if request.method == "POST" and form.is_valid():
         inputs = {name: form.cleaned_data[name] for name in form.INPUTS}
-        try:
-            study = baseline_create(actor=request.user, options=form.options(), **inputs)
-        except ProjectAccessError:
-            raise  # a read-only project: 403, as the API and the command refuse it
-        except ShiftlabError as exc:
-            show_error(request, exc, form=form)
-        else:
+        with refusals(request, form):  # a read-only project: 403, as the API and the command refuse it
+            study = baseline_create(actor=request.user, request=BaselineCreateRequest(options=form.options(), **inputs))
             messages.success(request, f"Baseline study {study.name}: {study.instances.count()} instances drawn.")
             return redirect("evaluation:baseline", pk=study.pk)
     studies = baseline_study_list(user=request.user)[:200]
@@ -61,16 +58,14 @@ def baseline_detail_view(request, pk: int):
     if llm_form.is_bound or action in CHANGES:
         project_require_write(request.user, study.project)
     if action in CHANGES:
-        _baseline_change(request, study, action)
-        return redirect("evaluation:baseline", pk=study.pk)
+        sync_job = _baseline_change(request, study, action)
+        url = reverse("evaluation:baseline", args=[study.pk])
+        return redirect(f"{url}?sync={sync_job}#sync-job" if sync_job else url)
     if llm_form.is_bound and llm_form.is_valid():
-        try:
+        with refusals(request, llm_form):
             job = baseline_llm_job_start(
                 study=study, backend_alias=llm_form.cleaned_data["backend"], actor=request.user
             )
-        except ShiftlabError as exc:
-            llm_form.add_error("backend", str(exc))
-        else:
             job.refresh_from_db()
             if job.status == BaselineLLMJob.Status.SUCCEEDED:  # no broker: it ran in this request
                 messages.success(request, job.summary)
@@ -78,13 +73,10 @@ def baseline_detail_view(request, pk: int):
                 messages.error(request, job.error)
             return redirect("evaluation:baseline", pk=study.pk)
     if request.method == "POST" and not llm_form.is_bound:  # "Score models"
-        try:
+        with refusals(request):
             job = baseline_score_start(
                 study=study, models=request.POST.get("models", "").replace(",", " ").split(), actor=request.user
             )
-        except ShiftlabError as exc:
-            show_error(request, exc)
-        else:
             job.refresh_from_db()
             if job.status == BaselineScoreJob.Status.FAILED:  # no broker: it ran in this request
                 messages.error(request, job.error)
@@ -93,11 +85,10 @@ def baseline_detail_view(request, pk: int):
         return redirect("evaluation:baseline", pk=study.pk)
     score_job = study.score_jobs.first()
     scored = baseline_score_job_scores(score_job) if score_job else ()
-    report = error = None
-    try:
+    report = None
+    with refusals(request, show=False) as refused:  # no report yet: the page says why
         report = baseline_report_build(study=study, model_scores=scored)
-    except ShiftlabError as exc:
-        error = str(exc)
+    error = refused.message or None
     return render(
         request,
         "evaluation/baseline_detail.html",
@@ -114,6 +105,7 @@ def baseline_detail_view(request, pk: int):
             "llm_job_line": llm_job_text(job) if job else "",
             "publish_job": (publish_job := study.publish_jobs.first()),
             "publish_job_line": baseline_publish_job_text(publish_job) if publish_job else "",
+            "sync_job": baseline_sync_job(study=study, task_id=sync) if (sync := request.GET.get("sync")) else None,
             "can_change": project_can_write(request.user, study.project),
             "annotator_users": project_annotators(study.project),
             "chosen": set(study.annotators.values_list("pk", flat=True)),
@@ -133,21 +125,25 @@ def score_job_text(job: BaselineScoreJob) -> str:
     return f"Scoring {names} stopped: {job.error}"
 
 
-def _baseline_change(request, study, action: str) -> None:
-    """Publish, sync or close, with the outcome (or the refusal) as a message."""
-    try:
+def _baseline_change(request, study, action: str) -> str:
+    """Publish, sync or close, with the outcome (or the refusal) as a message; the id of a queued
+    sync ("" otherwise), which the page then follows."""
+    with refusals(request):
         if action == "publish":
             _baseline_publish(request, study)
         elif action == "sync":
-            result = baseline_sync(study=study, actor=request.user)
-            messages.success(request, f"Synced: {baseline_sync_text(result)}.")
+            queued = baseline_sync_queue(study=study, actor=request.user)
+            if isinstance(queued, EagerResult):  # no broker: it already ran, in this request
+                messages.success(request, f"Synced: {baseline_sync_summary(queued.get())}.")
+            else:
+                messages.success(request, "Sync queued: a worker runs it; this page shows when it has finished.")
+                return queued.id
         elif request.POST.get("final") != "yes":
-            raise ShiftlabError("Tick the box that says the answers become final, then close the study")
+            raise ShiftlabError("Tick the box that says the answers become final, then close the study", field="final")
         else:
             baseline_close(study=study, actor=request.user)
             messages.success(request, f"Closed {study}: its answers are final and its report no longer changes.")
-    except ShiftlabError as exc:
-        show_error(request, exc)
+    return ""
 
 
 def _baseline_publish(request, study) -> None:
@@ -155,7 +151,8 @@ def _baseline_publish(request, study) -> None:
     users = list(project_annotators(study.project).filter(pk__in=[pk for pk in chosen if pk.isdigit()]))
     if len(users) != len(set(chosen)):  # an id of no annotator of this project: said alike for all
         found = {str(u.pk) for u in users}
-        raise ShiftlabError(roster_refusal(study.project, [f"user #{pk}" for pk in chosen if pk not in found]))
+        outsiders = [f"user #{pk}" for pk in chosen if pk not in found]
+        raise ShiftlabError(roster_refusal(study.project, outsiders), field="annotators")
     job = baseline_publish_start(study=study, annotators=users, actor=request.user)
     job.refresh_from_db()
     if job.status == BaselinePublishJob.Status.SUCCEEDED:  # no broker: it ran in this request
@@ -164,17 +161,6 @@ def _baseline_publish(request, study) -> None:
         messages.error(request, job.error)
     else:
         messages.success(request, "Publishing started: this page shows when the annotators' datasets are ready.")
-
-
-def baseline_sync_text(result) -> str:
-    """A baseline sync's counts in words: each answer is one instance answered by one annotator."""
-    text = (
-        f"{result.created} instances newly answered, {result.updated} answers changed, "
-        f"{result.withdrawn} withdrawn ({result.unchanged} unchanged)"
-    )
-    if result.ignored_users:
-        text += f"; ignored {result.ignored_users} answers of users outside the study"
-    return text
 
 
 @researcher_required

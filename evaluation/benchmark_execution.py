@@ -5,6 +5,7 @@ call these; these dispatch the tasks by their registered names."""
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from functools import partial
 from typing import Any
 
@@ -14,7 +15,7 @@ from django.db.models import F
 from django.utils import timezone
 
 from annotation.configs.config_export import config_render
-from annotation.configs.export_services import benchmark_config_evidence_changes, benchmark_config_verify
+from annotation.export_services import benchmark_config_evidence_changes, benchmark_config_verify
 from core.errors import ShiftlabError
 from core.job_services import JobWait, job_fail
 from core.projects import User, project_require_write
@@ -172,10 +173,19 @@ def benchmark_run_finalize(*, run_id: int) -> BenchmarkRun:
     return run
 
 
-def benchmark_run_resume(*, run_id: int, actor: User = None) -> BenchmarkRun:
+@dataclass(frozen=True)
+class BenchmarkRunResumeRequest:
+    """Resume a benchmark run (``benchmark_run_resume``), as the page, the API, the command and
+    the sweeper ask for it: the run's id."""
+
+    run: int
+
+
+def benchmark_run_resume(*, request: BenchmarkRunResumeRequest, actor: User = None) -> BenchmarkRun:
     """Queue the units that have no result (after a crash, a lost task or a fixed failure). The
     one entry of page, API, command and the sweeper: ``actor`` (None: the system) must be able to
-    change the run's project."""
+    change the run's project (403)."""
+    run_id = request.run
     run = BenchmarkRun.objects.select_related("project").get(pk=run_id)
     project_require_write(actor, run.project)
     with transaction.atomic():

@@ -10,12 +10,12 @@ from django.contrib.auth.models import AbstractBaseUser
 from django.core.exceptions import ImproperlyConfigured
 from django.db import transaction
 
-from core.errors import ShiftlabError
+from core.errors import NotFoundError, ShiftlabError
 from core.models import Project
 from core.projects import User
 from corpora.models import Dataset
 from corpora.selectors import dataset_get
-from corpora.task_types import TaskType
+from corpora.task_types import task_spec
 from evaluation.benchmark_plan import TransformationSpec
 from evaluation.services import TRAIN_SPLIT
 from transforms.models import TransformRun
@@ -53,7 +53,9 @@ def dataset_checked(
     try:
         dataset = dataset_get(name=name, user=reader, project=project)
     except Dataset.DoesNotExist:
-        raise ShiftlabError(f"no dataset named {name!r}: import it first (python manage.py corpora list)") from None
+        raise NotFoundError(
+            f"no dataset named {name!r}: import it first (python manage.py corpora list)", field="datasets"
+        ) from None
     if content_hash and dataset.content_hash != content_hash:
         raise ShiftlabError(
             f"dataset {name} changed since the config was exported (content hash {dataset.content_hash[:12]}, "
@@ -71,9 +73,8 @@ def dataset_split_refusal(dataset: Dataset, split: str) -> str:
     name = dataset.name
     if split not in dataset.splits:
         return f"dataset {name} has no split {split!r}; its splits: {', '.join(dataset.splits)}"
-    if TaskType(dataset.task_type) is TaskType.CLASSIFICATION and (
-        split == TRAIN_SPLIT or TRAIN_SPLIT not in dataset.splits
-    ):
+    trains = task_spec(dataset.task_type).trains_on_train_split
+    if trains and (split == TRAIN_SPLIT or TRAIN_SPLIT not in dataset.splits):
         return f"classification dataset {name} needs a {TRAIN_SPLIT!r} split and another split to score"
     return ""
 

@@ -148,7 +148,7 @@ def sides_checked(sides: Sequence[str] | None) -> tuple[str, ...]:
 def plan_from_datasets(names: Sequence[str]) -> Plan:
     """Original data only: one unit per model and dataset."""
     if not names:
-        raise PlanError("name at least one dataset")
+        raise PlanError("name at least one dataset", field="datasets")
     return Plan(datasets=tuple(DatasetRef(name) for name in dict.fromkeys(names)), transformations=())
 
 

@@ -19,13 +19,13 @@ from core.errors import ShiftlabError
 from corpora.models import Dataset, DatasetItem
 from corpora.task_types import TaskType
 from evaluation.benchmark_plan import QUERY, Unit, transform_run_key
-from evaluation.benchmark_sides import Corpus, Perturbation, unit_perturbation
+from evaluation.benchmark_sides import Corpus, Perturbation, has_candidate_lists, unit_perturbation
 from evaluation.embedding_cache import cached_missing
 from evaluation.encoders import Encoder, get_encoder, prompt_name_for, slug
 from evaluation.evaluators.base import EvaluationResult
 from evaluation.item_scores import ItemScores
 from evaluation.models import BenchmarkRun
-from evaluation.services import DEFAULT_SEED, dataset_protocol_options, examples_evaluate
+from evaluation.services import DEFAULT_SEED, EVALUATORS, dataset_protocol_options, examples_evaluate
 from transforms.chunk_services import transform_run_execute_inline
 from transforms.models import TransformRun
 from transforms.registry import TRANSFORMATIONS
@@ -132,7 +132,7 @@ def _nothing_left(unit: Unit, dataset: Dataset, runs: tuple[TransformRun | None,
     query_run, document_run = runs
     if document_run is None:
         return f"every {unit.transformation} output of transformation run {query_run.pk} failed"
-    lost = "has only positive candidates" if dataset.task_type == TaskType.RERANKING else "judges relevant a document"
+    lost = "has only positive candidates" if has_candidate_lists(dataset.task_type) else "judges relevant a document"
     return (
         f"every query of the evaluated range {lost} whose {unit.transformation} rewrite failed, or its own rewrite "
         f"failed (transformation runs {', '.join(str(r.pk) for r in runs if r is not None)})"
@@ -176,7 +176,7 @@ def _item_scores(dataset: Dataset, result: EvaluationResult, examples: list[Exam
     items: ItemScores | None = getattr(result, "items", None)
     if items is None:
         return None
-    if dataset.task_type != TaskType.RETRIEVAL:
+    if not EVALUATORS[TaskType(dataset.task_type)].items_by_id:
         items = items.relabelled([item_id for item_id, *_ in examples])
     return items.as_json()
 

@@ -7,7 +7,7 @@ is ``evaluation.benchmark_execution``."""
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from typing import TypedDict, Unpack
 
 from django.contrib.auth.models import AbstractBaseUser
@@ -16,11 +16,11 @@ from django.db import transaction
 from django.utils import timezone
 
 from annotation.configs.config_export import Format
-from annotation.configs.export_services import ConfigCheck, benchmark_config_evidence_changes, benchmark_config_verify
+from annotation.export_services import ConfigCheck, benchmark_config_evidence_changes, benchmark_config_verify
 from annotation.models import BenchmarkConfig
-from core.errors import NotFoundError, ShiftlabError
+from core.errors import InvalidError, NotFoundError, ShiftlabError
 from core.models import Project
-from core.projects import ProjectAccessError, User, project_for_new, project_require_same, scoped
+from core.projects import User, project_for_new, project_require_same, scoped
 from core.services import audit_record
 from corpora.models import Dataset
 from corpora.task_types import task_spec
@@ -39,7 +39,7 @@ from evaluation.benchmark_plan import (
     spec_as_dict,
     transform_run_key,
 )
-from evaluation.benchmark_sides import DOCUMENT_LAYOUTS, document_item_scope, sides_with_config
+from evaluation.benchmark_sides import SIDED_TASK_TYPES, document_item_scope, sides_with_config
 from evaluation.encoder_choices import model_problem
 from evaluation.encoders import EncoderError, get_encoder
 from evaluation.models import BenchmarkRun
@@ -47,28 +47,36 @@ from transforms.models import TransformRun
 from transforms.presets import resolve_preset
 from transforms.selectors import DOCUMENT_SCOPES, DOCUMENTS_RELEVANT
 
+# The one wording of the choice between a run's sources, whichever interface asks.
+CONFIG_SOURCE_BOTH = "give one benchmark config: a stored config or a config's text (a file), not both"
+CONFIG_SOURCE_NONE = "without a config, choose at least one dataset (a run on original data only)"
 
-def benchmark_run_start(
-    *,
-    actor: User,
-    project: str | None,
-    models: Sequence[str],
-    config_id: int | None = None,
-    config_text: str | None = None,
-    config_format: Format = "yaml",
-    datasets: Sequence[str] | None = None,
-    transformations: Sequence[str] | None = None,
-    seeds: Sequence[int] | None = None,
-    preset: str = "",
-    run_anyway: bool = False,
-    limit: int | None = None,
-    split: str = "test",
-    name: str = "",
-    dispatch: bool = True,
-    sides: Sequence[str] | None = None,
-    document_scope: str | None = None,
-) -> BenchmarkRun:
-    """Start a benchmark run as ``actor`` (None: the system), as the page, the API and the command ask.
+
+@dataclass(frozen=True)
+class BenchmarkRunStartRequest:
+    """A benchmark run as the page, the API and the command ask for it (they only fill it in;
+    ``benchmark_run_start`` checks every rule): see there for what each field means."""
+
+    models: Sequence[str]
+    project: str | None = None
+    config_id: int | None = None
+    config_text: str | None = None
+    config_format: Format = "yaml"
+    datasets: Sequence[str] | None = None
+    transformations: Sequence[str] | None = None
+    seeds: Sequence[int] | None = None
+    preset: str = ""
+    run_anyway: bool = False
+    limit: int | None = None
+    split: str = "test"
+    name: str = ""
+    sides: Sequence[str] | None = None
+    document_scope: str | None = None
+
+
+def benchmark_run_start(*, actor: User, request: BenchmarkRunStartRequest, dispatch: bool = True) -> BenchmarkRun:
+    """Start a benchmark run as ``actor`` (None: the system), as the page, the API and the command ask
+    (``dispatch=False``, for tests, leaves it pending).
 
     The run is of a stored config ``config_id`` (one ``actor`` may read), of a config's text
     (``config_text`` in ``config_format``) or, without a config, of ``datasets``' original data.
@@ -82,38 +90,42 @@ def benchmark_run_start(
     (default: the config's, else relevant_documents); a config that fixes them is only narrowed
     (``evaluation.benchmark_sides.sides_with_config``).
     """
+    r = request
+    config_id, config_text, config_format, seeds = r.config_id, r.config_text, r.config_format, r.seeds
     options = RunOptions(
-        limit=limit,
-        split=split,
-        name=name,
+        limit=r.limit,
+        split=r.split,
+        name=r.name,
         created_by=actor,
-        project=_project_named(actor, project),
+        project=_project_named(actor, r.project),
         dispatch=dispatch,
-        preset=preset,
-        sides=_sides(sides) if sides else None,
-        document_scope=document_scope or None,
+        preset=r.preset,
+        sides=_sides(r.sides) if r.sides else None,
+        document_scope=r.document_scope or None,
     )
     if config_id is not None and config_text is not None:
-        raise ShiftlabError("give a stored config or a config's text, not both")
+        raise InvalidError(CONFIG_SOURCE_BOTH, field="config", code="config_source")
     if config_id is None and config_text is None:
-        if seeds or transformations:
+        if not r.datasets:
+            raise InvalidError(CONFIG_SOURCE_NONE, field="datasets", code="config_source")
+        if seeds or r.transformations:
             raise ShiftlabError("seeds and transformations need a config: transformations must be validated")
         if options["sides"] not in (None, (QUERY,)):
             raise ShiftlabError("a document side needs a config: its transformations are what perturbs the documents")
-        return benchmark_run_create_from_datasets(datasets=datasets or [], models=models, **options)
-    if preset:
-        seeds = _preset_seeds(preset, seeds)
+        return benchmark_run_create_from_datasets(datasets=r.datasets, models=r.models, **options)
+    if r.preset:
+        seeds = _preset_seeds(r.preset, seeds)
     if config_id is not None:
         # The JSON rendering: YAML exported before anchors were refused may hold some.
         config_text, config_format = _config_readable_by(actor, config_id).json_text, "json"
     return benchmark_run_create_from_config(
         text=config_text,
         fmt=config_format,
-        models=models,
-        datasets=datasets or None,
+        models=r.models,
+        datasets=r.datasets or None,
         seeds=seeds,
-        transformations=transformations or None,
-        evidence_override=run_anyway,
+        transformations=r.transformations or None,
+        evidence_override=r.run_anyway,
         **options,
     )
 
@@ -123,12 +135,7 @@ def _project_named(actor: User, slug: str | None) -> Project | None:
     they cannot find is refused on the ``project`` input, one they may only read with a 403."""
     if not slug:
         return None
-    try:
-        return project_for_new(actor, slug)
-    except ProjectAccessError:
-        raise
-    except ShiftlabError as exc:
-        raise ShiftlabError(str(exc), field="project") from None
+    return project_for_new(actor, slug)
 
 
 def _sides(sides: Sequence[str] | None) -> tuple[str, ...]:
@@ -306,7 +313,7 @@ def _benchmark_run_create(
     document_scope = document_scope or DOCUMENTS_RELEVANT
     models = _models_checked(models, encoder_dtype)
     if limit is not None and limit < 1:
-        raise ShiftlabError("--limit must be at least 1")
+        raise ShiftlabError("--limit must be at least 1", field="limit")
     datasets = {
         r.name: dataset_checked(r.name, r.content_hash, split, reader=created_by, project=project)
         for r in plan.datasets
@@ -413,12 +420,12 @@ def document_sided(datasets: dict[str, Dataset], sides: Sequence[str], document_
         raise ShiftlabError(
             f"unknown document scope {document_scope!r}: choose {' or '.join(DOCUMENT_SCOPES)}", field="document_scope"
         )
-    sided = {name for name, dataset in datasets.items() if task_spec(dataset.task_type).layout in DOCUMENT_LAYOUTS}
+    sided = {name for name, dataset in datasets.items() if task_spec(dataset.task_type).documents}
     if not sided:
         kinds = sorted({dataset.task_type for dataset in datasets.values()})
         raise ShiftlabError(
             "the document and both sides perturb the documents of a retrieval corpus or the candidates of reranking "
-            f"lists, and none of the run's datasets is a {' or '.join(DOCUMENT_LAYOUTS.values())} dataset (the run has "
+            f"lists, and none of the run's datasets is a {' or '.join(SIDED_TASK_TYPES)} dataset (the run has "
             f"{', '.join(kinds)}); add one, or run the query side only",
             field="sides",
         )

@@ -28,28 +28,36 @@ from dataclasses import dataclass
 from annotation.configs.config_schema import PerturbationEntry
 from core.errors import ShiftlabError
 from corpora.models import Dataset
-from corpora.task_types import task_spec
+from corpora.task_types import TASK_SPECS, task_spec
 from evaluation.reranking_candidates import distinct_candidates, perturbed_candidate_lists
 from evaluation.services import corpus_payloads, document_text
 from transforms.models import TransformedItem, TransformRun
 from transforms.selectors import CANDIDATES, DOCUMENT_FIELDS, relevant_document_ids
 
-DOCUMENT_LAYOUTS = {"beir": "retrieval", "reranking": "reranking"}
-"""The dataset layouts a document side can perturb (their documents or candidates), by task type."""
-
 SIDE_WORDS = {
-    "retrieval": {"query": "query", "document": "documents", "both": "query and documents"},
-    "reranking": {"query": "query", "document": "candidates", "both": "query and candidates"},
+    "corpus": {"query": "query", "document": "documents", "both": "query and documents"},
+    "candidates": {"query": "query", "document": "candidates", "both": "query and candidates"},
 }
-"""What a side rewrites, in words, for the task types that have sides (``core.vocabulary.SIDES``
-names the sides alone; a reranking dataset's documents are its candidates)."""
+"""What a side rewrites, in words, by what the task type's documents are (``TaskSpec.documents``:
+a retrieval corpus, reranking candidates); ``core.vocabulary.SIDES`` names the sides alone."""
+
+SIDED_TASK_TYPES = tuple(
+    task for documents in SIDE_WORDS for task, spec in TASK_SPECS.items() if spec.documents == documents
+)
+"""The task types whose documents a document side can perturb (a corpus, candidates)."""
+
+
+def has_candidate_lists(task_type: str) -> bool:
+    """Whether a ``task_type`` dataset's documents are the candidates of each example's list
+    (reranking) rather than a corpus (retrieval) or nothing."""
+    return task_spec(task_type).documents == "candidates"
 
 
 def unit_side_words(task_type: str, side: str) -> str:
     """What a unit of a ``task_type`` dataset on ``side`` rewrites, in words ("query",
     "documents", "candidates"...); "" for a task without sides (sts, classification...)."""
-    kind = DOCUMENT_LAYOUTS.get(task_spec(task_type).layout)
-    return SIDE_WORDS[kind].get(side, side) if kind else ""
+    documents = task_spec(task_type).documents
+    return SIDE_WORDS[documents].get(side, side) if documents else ""
 
 
 Example = tuple[str, dict, object, int]  # (item_id, payload, gold, DatasetItem pk)
@@ -80,7 +88,7 @@ def document_item_scope(dataset: Dataset, document_scope: str) -> str:
     """The item scope of the run that perturbs ``dataset``'s document side: ``document_scope``
     for a retrieval corpus, the candidates of the lists for a reranking dataset (which has no
     corpus, so the document scope does not apply)."""
-    return CANDIDATES if task_spec(dataset.task_type).layout == "reranking" else document_scope
+    return CANDIDATES if has_candidate_lists(dataset.task_type) else document_scope
 
 
 def paired_examples(

@@ -38,6 +38,7 @@ from huggingface_hub import snapshot_download
 
 from core.errors import ShiftlabError
 from core.local_server import available_cpus, is_loopback, port_in_use
+from corpora.task_types import task_spec
 from evaluation.encoder_threads import encoder_threads
 from transforms.embedded import default_llm_threads
 
@@ -410,26 +411,15 @@ def _build(alias: str, config: Mapping, overrides: Mapping) -> Encoder:
         raise ImproperlyConfigured(f"EVALUATION_ENCODERS[{alias!r}]['OPTIONS'] are not accepted: {exc}") from exc
 
 
-# MTEB's task type names, which models' prompt dictionaries use as keys.
-MTEB_TASK_TYPES = {
-    "sts": "STS",
-    "str": "STS",
-    "summarization": "Summarization",
-    "pair_classification": "PairClassification",
-    "classification": "Classification",
-    "clustering": "Clustering",
-    "reranking": "Reranking",
-    "retrieval": "Retrieval",
-}
-
-
 def prompt_name_for(prompts: Mapping[str, str], *, task_type: str, prompt_type: str | None) -> str | None:
     """The model prompt to use for a task type and side ("query"/"document"), MTEB's order:
     "<TaskType>-<side>", then "<TaskType>", then "<side>". None leaves the choice to the model
     (its ``default_prompt_name``, if any). Task-name keys are not consulted: Shiftlab datasets
     are named by their users, not by MTEB task names.
     """
-    mteb_type = MTEB_TASK_TYPES[task_type]
+    # MTEB's task type name (models' prompt dictionaries use it as a key): that of the task type
+    # scoring it, since relatedness, which MTEB lacks, is scored as STS.
+    mteb_type = task_spec(task_spec(task_type).scored_as).mteb_type
     candidates = [f"{mteb_type}-{prompt_type}", mteb_type, prompt_type] if prompt_type else [mteb_type]
     return next((name for name in candidates if name in prompts), None)
 

@@ -17,11 +17,11 @@ from annotation.configs.config_schema import MAX_CONFIG_BYTES
 from annotation.models import BASELINE_TASK_TYPES, BenchmarkConfig
 from core.errors import ShiftlabError
 from core.forms import NewInProjectForm
-from core.pages import error_field
 from core.projects import User, scoped
 from corpora.forms import DatasetChoiceField
 from corpora.models import Dataset
 from corpora.selectors import dataset_usable_list
+from corpora.task_types import TaskType
 from evaluation.benchmark_plan import SIDES
 from evaluation.encoder_choices import NO_ENCODERS, hub_downloads_allowed, model_choices
 from evaluation.selectors import benchmark_dataset_choices
@@ -142,7 +142,7 @@ class BenchmarkRunForm(NewInProjectForm):
         others = (data.get("other_models") or "").replace(",", " ").split()
         if others and "models" in data:
             data["models"] = list(dict.fromkeys([*data["models"], *others]))
-        return self._clean_source(data)
+        return data
 
     def clean_config_file(self) -> tuple[str, str] | None:
         """The uploaded config as (text, format), or None."""
@@ -164,22 +164,16 @@ class BenchmarkRunForm(NewInProjectForm):
         except ValueError as exc:
             raise forms.ValidationError(str(exc)) from None
 
-    def _clean_source(self, data: dict) -> dict:
-        if data.get("config") and data.get("config_file"):
-            self.add_error("config_file", "Choose an exported config or upload a config file, not both.")
-        elif not data.get("config") and not data.get("config_file") and not data.get("datasets"):
-            if "datasets" not in self.errors:
-                self.add_error("datasets", "Without a config, choose at least one dataset.")
-        return data
-
-    def refusal_field(self, exc: ShiftlabError) -> str | None:
-        """The field a refusal of ``benchmark_run_start`` belongs to: the config's when one was
-        given, else the field it names (``core.pages.error_field``)."""
+    def add_refusal(self, exc: ShiftlabError) -> None:
+        """A refusal of ``benchmark_run_start`` as ``core.pages.refusals`` hands it over: on the
+        config's field when one was given, else on the field it names."""
         if self.cleaned_data.get("config_file"):
-            return "config_file"
-        if self.cleaned_data.get("config"):
-            return "config"
-        return error_field(self, exc)
+            field = "config_file"
+        elif self.cleaned_data.get("config"):
+            field = "config"
+        else:
+            field = exc.field if exc.field in self.fields else None
+        self.add_error(field, str(exc))
 
 
 def _dataset_label(dataset: Dataset) -> str:
@@ -216,13 +210,13 @@ class BaselineCreateForm(NewInProjectForm):
     )
     batch_size = _positive(
         "Clustering: texts per batch",
-        f"Clustering only. Default {OPTION_DEFAULTS['clustering']['batch_size']}.",
-        OPTION_DEFAULTS["clustering"]["batch_size"],
+        f"Clustering only. Default {OPTION_DEFAULTS[TaskType.CLUSTERING]['batch_size']}.",
+        OPTION_DEFAULTS[TaskType.CLUSTERING]["batch_size"],
     )
     candidates = _positive(
         "Reranking: candidates per query",
-        f"Reranking only. Default {OPTION_DEFAULTS['reranking']['candidates']}.",
-        OPTION_DEFAULTS["reranking"]["candidates"],
+        f"Reranking only. Default {OPTION_DEFAULTS[TaskType.RERANKING]['candidates']}.",
+        OPTION_DEFAULTS[TaskType.RERANKING]["candidates"],
     )
     stratify = forms.BooleanField(
         label="Classification: same share of each label as the dataset", required=False, help_text="Off by default."
@@ -278,3 +272,7 @@ class LLMAnnotateForm(forms.Form):
             (alias, f"{configured_model(alias)} ({alias})" if configured_model(alias) else alias)
             for alias in backend_aliases()
         ]
+
+    def add_refusal(self, exc: ShiftlabError) -> None:
+        """A refusal as ``core.pages.refusals`` hands it over: next to the form's one input."""
+        self.add_error("backend", str(exc))

@@ -2,7 +2,9 @@
 
 A baseline study shows annotators *instances* of a task and collects their *answers*; the answers
 are then scored with the same evaluator code that scores models on exactly the same instances.
-This module is pure: it knows nothing of Argilla, the database or LLM backends.
+This module is pure: it knows nothing of Argilla, the database or LLM backends. Each task type's
+scoring is one definition, a ``BaselineScoring`` subclass keyed by ``TaskType`` in
+``BASELINE_SCORINGS`` (``evaluation.baseline_predictions.MODEL_SCORINGS`` holds the model's side).
 
 Instances by task type (``texts`` is what annotators see; ``gold`` never reaches them):
 
@@ -59,32 +61,20 @@ import math
 from collections import Counter, defaultdict
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
+from typing import ClassVar
 
 import numpy as np
 from sklearn.metrics import adjusted_rand_score
 
-from annotation.quality.agreement import fleiss_kappa, pairwise_agreement
+from annotation.science.agreement import fleiss_kappa, pairwise_agreement
 from core.stats import fisher_z_interval, kendall_tau, spearman_rho, wilson_interval
+from corpora.task_types import TaskType
 from evaluation.evaluators.classification import classification_scores
 from evaluation.evaluators.clustering import clustering_v_measure
 from evaluation.evaluators.ranking import reranking_result
 from evaluation.evaluators.sts import correlation_scores
 
-TASK_TYPES = ("sts", "classification", "clustering", "reranking")
-MAIN_METRICS = {"sts": "spearman", "classification": "accuracy", "clustering": "v_measure", "reranking": "map_at_1000"}
 POOLED = "humans (pooled)"
-UNITS = {
-    "sts": "sentence pair",
-    "classification": "text",
-    "clustering": "batch of texts",
-    "reranking": "query with its candidates",
-}
-INTERVALS = {
-    "sts": "95% Fisher z interval of Spearman's rho (Bonett-Wright standard error), n = sentence pairs",
-    "classification": "95% Wilson interval of the accuracy, n = texts",
-    "clustering": "annotator range: lowest to highest individual rater's V-measure",
-    "reranking": "annotator range: lowest to highest individual rater's MAP",
-}
 
 
 @dataclass(frozen=True)
@@ -167,6 +157,253 @@ def interval_position(score: float | None, low: float | None, high: float | None
     return "inside"
 
 
+class BaselineScoring:
+    """How a baseline of one task type is scored, as mteb's abstract tasks: one subclass per
+    baseline task type (``BASELINE_SCORINGS``), with its main metric, unit of observation and
+    interval, how an answer reads, how predictions score, how answers pool and how the raters'
+    agreement is measured (see the module docstring). ``by_rater`` maps a rater to their answers
+    (instance key -> value)."""
+
+    task_type: ClassVar[TaskType]
+    metric: ClassVar[str]
+    unit: ClassVar[str]
+    interval: ClassVar[str]
+    rater_interval: ClassVar[str] = ""  # what a single rater's (and a model's) interval is, if any
+    ties: ClassVar[str] = ""  # how tied answers are scored, where it matters
+
+    @property
+    def rater_note(self) -> str:
+        """The report's words on single raters' and models' intervals."""
+        return self.rater_interval or (
+            "Single raters and models have no interval: with so few units of observation "
+            f"(each a {self.unit}) there is no sampling interval worth showing."
+        )
+
+    def answer_value(self, answer: Answer) -> float | int | str:
+        """An answer as the value the task scores: a label (classification, clustering)."""
+        value = answer.value
+        if value is None or str(value) == "":
+            raise ValueError(f"{answer.annotator}'s answer to {answer.key} is empty: drop it or record a label")
+        return str(value)
+
+    def score(
+        self,
+        instances: Sequence[Instance],
+        predictions: Mapping[str, float | int | str],
+        *,
+        rater: str,
+        confidence: float,
+    ) -> RaterScore:
+        raise NotImplementedError
+
+    def pooled(
+        self,
+        instances: Sequence[Instance],
+        by_rater: Mapping[str, Mapping[str, float | int | str]],
+        raters: Sequence[RaterScore],
+        *,
+        confidence: float,
+    ) -> RaterScore:
+        raise NotImplementedError
+
+    def agreement(
+        self, instances: Sequence[Instance], by_rater: Mapping[str, Mapping[str, float | int | str]], shared: int
+    ) -> tuple[Agreement, ...]:
+        """The agreement coefficients; ``shared`` instances were answered by two raters or more."""
+        raise NotImplementedError
+
+
+class STSScoring(BaselineScoring):
+    task_type = TaskType.STS
+    metric = "spearman"
+    unit = "sentence pair"
+    interval = "95% Fisher z interval of Spearman's rho (Bonett-Wright standard error), n = sentence pairs"
+    rater_interval = "Each rater's (and model's) interval is the same Fisher z interval over the pairs it scored."
+
+    def answer_value(self, answer):
+        value = answer.value
+        if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value):
+            raise ValueError(f"{answer.annotator}'s answer to {answer.key} must be a number (0-5), got {value!r}")
+        return float(value)
+
+    def score(self, instances, predictions, *, rater, confidence):
+        answered = [i for i in instances if i.key in predictions]
+        if len({predictions[i.key] for i in answered}) < 2 or len({i.gold for i in answered}) < 2:
+            # A constant side leaves the correlation undefined (scipy would warn and return NaN).
+            return RaterScore(rater, self.metric, None, len(answered), len(answered))
+        result = correlation_scores([float(predictions[i.key]) for i in answered], [float(i.gold) for i in answered])
+        ci = fisher_z_interval(result.spearman, len(answered), confidence=confidence, method="spearman")
+        return RaterScore(
+            rater,
+            self.metric,
+            result.spearman,
+            len(answered),
+            len(answered),
+            *_interval(ci, "fisher_z"),
+            metrics={"spearman": result.spearman, "pearson": result.pearson},
+        )
+
+    def pooled(self, instances, by_rater, raters, *, confidence):
+        return self.score(instances, _mean_answers(by_rater), rater=POOLED, confidence=confidence)
+
+    def agreement(self, instances, by_rater, shared):
+        rhos = pairwise_agreement(by_rater, spearman_rho, min_common=3)
+        taus = pairwise_agreement(by_rater, kendall_tau)
+        return (
+            Agreement("mean_pairwise_spearman", _mean(rhos), shared, len(rhos)),
+            Agreement("mean_pairwise_kendall_tau", _mean(taus), shared, len(taus)),
+        )
+
+
+class ClassificationScoring(BaselineScoring):
+    task_type = TaskType.CLASSIFICATION
+    metric = "accuracy"
+    unit = "text"
+    interval = "95% Wilson interval of the accuracy, n = texts"
+    rater_interval = (
+        "Each rater's interval is a Wilson interval over the texts it answered; a model's accuracy is the mean "
+        "over the protocol's 10 logistic-regression experiments (fitted on the train split)."
+    )
+
+    def score(self, instances, predictions, *, rater, confidence):
+        answered = [i for i in instances if i.key in predictions]
+        if not answered:
+            return RaterScore(rater, self.metric, None, 0, 0)
+        scores = classification_scores([str(i.gold) for i in answered], [str(predictions[i.key]) for i in answered])
+        ci = wilson_interval(scores.accuracy * len(answered), len(answered), confidence=confidence)
+        return RaterScore(
+            rater,
+            self.metric,
+            scores.accuracy,
+            len(answered),
+            len(answered),
+            *_interval(ci, "wilson"),
+            metrics=asdict(scores),
+        )
+
+    def pooled(self, instances, by_rater, raters, *, confidence):
+        majority = {key: _majority(values) for key, values in _answers_of(by_rater).items()}
+        return self.score(instances, majority, rater=POOLED, confidence=confidence)
+
+    def agreement(self, instances, by_rater, shared):
+        return (_kappa(instances, by_rater, shared),)
+
+
+class ClusteringScoring(BaselineScoring):
+    task_type = TaskType.CLUSTERING
+    metric = "v_measure"
+    unit = "batch of texts"
+    interval = "annotator range: lowest to highest individual rater's V-measure"
+
+    def score(self, instances, predictions, *, rater, confidence):
+        groups = [g for g in instance_groups(instances).values() if all(i.key in predictions for i in g)]
+        groups = [g for g in groups if len({str(i.gold) for i in g}) >= 2]
+        values = [clustering_v_measure([str(i.gold) for i in g], [str(predictions[i.key]) for i in g]) for g in groups]
+        score = float(np.mean(values)) if values else None
+        return RaterScore(
+            rater,
+            self.metric,
+            score,
+            sum(map(len, groups)),
+            len(groups),
+            metrics={
+                "v_measure": score,
+                "v_measure_min": min(values, default=None),
+                "v_measure_max": max(values, default=None),
+            },
+        )
+
+    def pooled(self, instances, by_rater, raters, *, confidence):
+        defined = [r for r in raters if r.score is not None]
+        score = float(np.mean([r.score for r in defined])) if defined else None
+        # The batches some rater's score stands on: complete, with two gold labels or more.
+        scored = [
+            g
+            for g in instance_groups(instances).values()
+            if len({str(i.gold) for i in g}) >= 2 and any(all(i.key in by_rater[r.rater] for i in g) for r in defined)
+        ]
+        return RaterScore(
+            POOLED,
+            self.metric,
+            score,
+            sum(map(len, scored)),
+            len(scored),
+            *_annotator_range(raters),
+            metrics={"v_measure": score, "n_raters": len(defined)},
+        )
+
+    def agreement(self, instances, by_rater, shared):
+        aris = []
+        for group in instance_groups(instances).values():
+            keys = {i.key for i in group}
+            within = {name: {k: v for k, v in ratings.items() if k in keys} for name, ratings in by_rater.items()}
+            aris += pairwise_agreement(within, lambda a, b: float(adjusted_rand_score(a, b)))
+        return (Agreement("mean_pairwise_ari", _mean(aris), shared, len(aris)),)
+
+
+class RerankingScoring(BaselineScoring):
+    task_type = TaskType.RERANKING
+    metric = "map_at_1000"
+    unit = "query with its candidates"
+    interval = "annotator range: lowest to highest individual rater's MAP"
+    ties = "Tied relevance judgements are ranked least relevant first, so a human's MAP is a lower bound."
+
+    def answer_value(self, answer):
+        value = answer.value
+        if isinstance(value, bool) or value not in (0, 1):
+            raise ValueError(f"{answer.annotator}'s answer to {answer.key} must be 1 (relevant) or 0, got {value!r}")
+        return int(value)
+
+    def score(self, instances, predictions, *, rater, confidence):
+        groups = [g for g in instance_groups(instances).values() if all(i.key in predictions for i in g)]
+        if not groups:
+            return RaterScore(rater, self.metric, None, 0, 0)
+        result = reranking_result(
+            [[float(predictions[i.key]) for i in g] for g in groups], [[float(i.gold) for i in g] for g in groups]
+        )
+        metrics = result.metrics()
+        return RaterScore(
+            rater,
+            self.metric,
+            result.main_score,
+            sum(map(len, groups)),
+            len(groups),
+            metrics={name: metrics[name] for name in ("map_at_1000", "mrr_at_10", "ndcg_at_10")},
+        )
+
+    def pooled(self, instances, by_rater, raters, *, confidence):
+        pooled = self.score(instances, _mean_answers(by_rater), rater=POOLED, confidence=confidence)
+        return RaterScore(
+            pooled.rater,
+            pooled.metric,
+            pooled.score,
+            pooled.n_instances,
+            pooled.n_units,
+            *_annotator_range(raters),
+            metrics=pooled.metrics,
+        )
+
+    def agreement(self, instances, by_rater, shared):
+        taus = pairwise_agreement(by_rater, kendall_tau)
+        return _kappa(instances, by_rater, shared), Agreement(
+            "mean_pairwise_kendall_tau", _mean(taus), shared, len(taus)
+        )
+
+
+BASELINE_SCORINGS: dict[TaskType, BaselineScoring] = {
+    scoring.task_type: scoring
+    for scoring in (STSScoring(), ClassificationScoring(), ClusteringScoring(), RerankingScoring())
+}
+"""One definition per baseline task type (``annotation.baselines.baseline_tasks.BASELINE_TASKS`` asks
+the same task types; ``evaluation/test_human_baseline.py`` checks)."""
+TASK_TYPES = tuple(task.value for task in BASELINE_SCORINGS)
+
+
+def baseline_scoring(task_type: str) -> BaselineScoring:
+    """The scoring definition of a baseline task type (``Instance`` admits no other)."""
+    return BASELINE_SCORINGS[TaskType(task_type)]
+
+
 def score_predictions(
     instances: Sequence[Instance],
     predictions: Mapping[str, float | int | str],
@@ -180,70 +417,8 @@ def score_predictions(
     Instances without a prediction are left out; a clustering batch or reranking query is scored
     only when every one of its instances has a prediction.
     """
-    task = task_type_of(instances)
-    metric = MAIN_METRICS[task]
-    if task == "sts":
-        answered = [i for i in instances if i.key in predictions]
-        if len({predictions[i.key] for i in answered}) < 2 or len({i.gold for i in answered}) < 2:
-            # A constant side leaves the correlation undefined (scipy would warn and return NaN).
-            return RaterScore(rater, metric, None, len(answered), len(answered))
-        result = correlation_scores([float(predictions[i.key]) for i in answered], [float(i.gold) for i in answered])
-        ci = fisher_z_interval(result.spearman, len(answered), confidence=confidence, method="spearman")
-        return RaterScore(
-            rater,
-            metric,
-            result.spearman,
-            len(answered),
-            len(answered),
-            *_interval(ci, "fisher_z"),
-            metrics={"spearman": result.spearman, "pearson": result.pearson},
-        )
-    if task == "classification":
-        answered = [i for i in instances if i.key in predictions]
-        if not answered:
-            return RaterScore(rater, metric, None, 0, 0)
-        scores = classification_scores([str(i.gold) for i in answered], [str(predictions[i.key]) for i in answered])
-        ci = wilson_interval(scores.accuracy * len(answered), len(answered), confidence=confidence)
-        return RaterScore(
-            rater,
-            metric,
-            scores.accuracy,
-            len(answered),
-            len(answered),
-            *_interval(ci, "wilson"),
-            metrics=asdict(scores),
-        )
-    groups = [g for g in instance_groups(instances).values() if all(i.key in predictions for i in g)]
-    if task == "clustering":
-        groups = [g for g in groups if len({str(i.gold) for i in g}) >= 2]
-        values = [clustering_v_measure([str(i.gold) for i in g], [str(predictions[i.key]) for i in g]) for g in groups]
-        score = float(np.mean(values)) if values else None
-        return RaterScore(
-            rater,
-            metric,
-            score,
-            sum(map(len, groups)),
-            len(groups),
-            metrics={
-                "v_measure": score,
-                "v_measure_min": min(values, default=None),
-                "v_measure_max": max(values, default=None),
-            },
-        )
-    if not groups:
-        return RaterScore(rater, metric, None, 0, 0)
-    result = reranking_result(
-        [[float(predictions[i.key]) for i in g] for g in groups], [[float(i.gold) for i in g] for g in groups]
-    )
-    metrics = result.metrics()
-    return RaterScore(
-        rater,
-        metric,
-        result.main_score,
-        sum(map(len, groups)),
-        len(groups),
-        metrics={name: metrics[name] for name in ("map_at_1000", "mrr_at_10", "ndcg_at_10")},
-    )
+    scoring = baseline_scoring(task_type_of(instances))
+    return scoring.score(instances, predictions, rater=rater, confidence=confidence)
 
 
 def score_answers(
@@ -256,6 +431,7 @@ def score_answers(
     instance, or an answer value the task cannot use.
     """
     task = task_type_of(instances)
+    scoring = baseline_scoring(task)
     by_key = {i.key: i for i in instances}
     by_rater: dict[str, dict[str, float | int | str]] = defaultdict(dict)
     n_answers = 0
@@ -264,90 +440,37 @@ def score_answers(
             raise ValueError(f"{answer.annotator} answered {answer.key!r}, which is not an instance of this study")
         if answer.key in by_rater[answer.annotator]:
             raise ValueError(f"{answer.annotator} answered {answer.key!r} twice: keep only their current answer")
-        by_rater[answer.annotator][answer.key] = _answer_value(task, answer)
+        by_rater[answer.annotator][answer.key] = scoring.answer_value(answer)
         n_answers += 1
     raters = tuple(
-        score_predictions(instances, by_rater[name], rater=name, confidence=confidence) for name in sorted(by_rater)
+        scoring.score(instances, by_rater[name], rater=name, confidence=confidence) for name in sorted(by_rater)
     )
-    pooled = _pooled(task, instances, by_rater, raters, confidence=confidence) if by_rater else None
+    pooled = scoring.pooled(instances, by_rater, raters, confidence=confidence) if by_rater else None
+    shared = sum(1 for i in instances if sum(i.key in r for r in by_rater.values()) >= 2)
     return BaselineScore(
-        task, MAIN_METRICS[task], len(instances), n_answers, pooled, raters, _agreement(task, instances, by_rater)
+        task, scoring.metric, len(instances), n_answers, pooled, raters, scoring.agreement(instances, by_rater, shared)
     )
 
 
-def _pooled(
-    task: str,
-    instances: Sequence[Instance],
-    by_rater: Mapping[str, Mapping[str, float | int | str]],
-    raters: Sequence[RaterScore],
-    *,
-    confidence: float,
-) -> RaterScore:
+def _answers_of(by_rater: Mapping[str, Mapping[str, float | int | str]]) -> dict[str, list]:
+    """Every rater's answer to each instance (instance key -> values)."""
     answers_of: dict[str, list] = defaultdict(list)
     for ratings in by_rater.values():
         for key, value in ratings.items():
             answers_of[key].append(value)
-    if task in ("sts", "reranking"):
-        predictions = {key: float(np.mean(values)) for key, values in answers_of.items()}
-        pooled = score_predictions(instances, predictions, rater=POOLED, confidence=confidence)
-        if task == "sts":
-            return pooled
-        return RaterScore(
-            pooled.rater,
-            pooled.metric,
-            pooled.score,
-            pooled.n_instances,
-            pooled.n_units,
-            *_annotator_range(raters),
-            metrics=pooled.metrics,
-        )
-    if task == "classification":
-        majority = {key: _majority(values) for key, values in answers_of.items()}
-        return score_predictions(instances, majority, rater=POOLED, confidence=confidence)
-    defined = [r for r in raters if r.score is not None]
-    score = float(np.mean([r.score for r in defined])) if defined else None
-    # The batches some rater's score stands on: complete, with two gold labels or more.
-    scored = [
-        g
-        for g in instance_groups(instances).values()
-        if len({str(i.gold) for i in g}) >= 2 and any(all(i.key in by_rater[r.rater] for i in g) for r in defined)
-    ]
-    return RaterScore(
-        POOLED,
-        MAIN_METRICS[task],
-        score,
-        sum(map(len, scored)),
-        len(scored),
-        *_annotator_range(raters),
-        metrics={"v_measure": score, "n_raters": len(defined)},
-    )
+    return answers_of
 
 
-def _agreement(
-    task: str, instances: Sequence[Instance], by_rater: Mapping[str, Mapping[str, float | int | str]]
-) -> tuple[Agreement, ...]:
-    shared = sum(1 for i in instances if sum(i.key in r for r in by_rater.values()) >= 2)
-    if task == "sts":
-        rhos = pairwise_agreement(by_rater, spearman_rho, min_common=3)
-        taus = pairwise_agreement(by_rater, kendall_tau)
-        return (
-            Agreement("mean_pairwise_spearman", _mean(rhos), shared, len(rhos)),
-            Agreement("mean_pairwise_kendall_tau", _mean(taus), shared, len(taus)),
-        )
-    if task == "clustering":
-        aris = []
-        for group in instance_groups(instances).values():
-            keys = {i.key for i in group}
-            within = {name: {k: v for k, v in ratings.items() if k in keys} for name, ratings in by_rater.items()}
-            aris += pairwise_agreement(within, lambda a, b: float(adjusted_rand_score(a, b)))
-        return (Agreement("mean_pairwise_ari", _mean(aris), shared, len(aris)),)
+def _mean_answers(by_rater: Mapping[str, Mapping[str, float | int | str]]) -> dict[str, float]:
+    return {key: float(np.mean(values)) for key, values in _answers_of(by_rater).items()}
+
+
+def _kappa(
+    instances: Sequence[Instance], by_rater: Mapping[str, Mapping[str, float | int | str]], shared: int
+) -> Agreement:
     categories = sorted({str(v) for ratings in by_rater.values() for v in ratings.values()})
     table = [[sum(str(r[i.key]) == c for r in by_rater.values() if i.key in r) for c in categories] for i in instances]
-    kappa = Agreement("fleiss_kappa", fleiss_kappa(table) if categories else None, shared)
-    if task == "classification":
-        return (kappa,)
-    taus = pairwise_agreement(by_rater, kendall_tau)
-    return kappa, Agreement("mean_pairwise_kendall_tau", _mean(taus), shared, len(taus))
+    return Agreement("fleiss_kappa", fleiss_kappa(table) if categories else None, shared)
 
 
 def task_type_of(instances: Sequence[Instance]) -> str:
@@ -369,21 +492,6 @@ def instance_groups(instances: Sequence[Instance]) -> dict[str, list[Instance]]:
     for instance in instances:
         groups.setdefault(instance.group, []).append(instance)
     return groups
-
-
-def _answer_value(task: str, answer: Answer) -> float | int | str:
-    value = answer.value
-    if task == "sts":
-        if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value):
-            raise ValueError(f"{answer.annotator}'s answer to {answer.key} must be a number (0-5), got {value!r}")
-        return float(value)
-    if task == "reranking":
-        if isinstance(value, bool) or value not in (0, 1):
-            raise ValueError(f"{answer.annotator}'s answer to {answer.key} must be 1 (relevant) or 0, got {value!r}")
-        return int(value)
-    if value is None or str(value) == "":
-        raise ValueError(f"{answer.annotator}'s answer to {answer.key} is empty: drop it or record a label")
-    return str(value)
 
 
 def _majority(labels: Sequence[str]) -> str:

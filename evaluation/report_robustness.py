@@ -14,7 +14,7 @@ from django.conf import settings
 from django.core.exceptions import ImproperlyConfigured
 
 from annotation.models import Study, StudyItem
-from annotation.quality.selectors import counted_ratings
+from annotation.studies.selectors import counted_ratings
 from core.errors import ShiftlabError
 from evaluation.embedding_cache import encode_cached
 from evaluation.encoders import get_encoder
@@ -87,7 +87,7 @@ def robustness_drift_items(*, run: BenchmarkRun) -> list[DriftItem]:
     """Transformed items of the run's transformation runs with counted "quality" ratings: drift
     (1 − cos of the original and transformed text, the run's first model) and mean quality.
 
-    Only the ratings that count for the gate (``annotation.quality.selectors.counted_ratings``: active
+    Only the ratings that count for the gate (``annotation.studies.selectors.counted_ratings``: active
     ratings of real items by raters who are not rejected and whose control check passed) enter the
     mean; a rejected rater's ratings would otherwise pull the quality of every item they rated.
     Only studies of the run's project count: another project's ratings are not the run's to show."""

@@ -1,6 +1,6 @@
 """Benchmark Δ per transformation run, for the prompt-sensitivity report of ``transforms`` (which
-cannot import this app: ``evaluation.apps`` registers :func:`benchmark_deltas_by_transform_run`
-as its source)."""
+cannot import this app: ``settings.TRANSFORMS_BENCHMARK_DELTA_SOURCES`` names
+:func:`benchmark_deltas_by_transform_run` as its source)."""
 
 from __future__ import annotations
 

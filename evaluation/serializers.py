@@ -96,14 +96,6 @@ class BenchmarkRunCreateSerializer(serializers.Serializer):
         "records what changed (evidence_override).",
     )
 
-    def validate(self, data):
-        sources = [k for k in ("config_id", "config_text") if data.get(k) is not None]
-        if len(sources) > 1:
-            raise serializers.ValidationError("give config_id or config_text, not both")
-        if not sources and not data.get("datasets"):
-            raise serializers.ValidationError("give a config (config_id or config_text) or datasets (original data)")
-        return data
-
 
 # --- robustness report options (the statistics' units; evaluation.robustness_options.ReportOptions) ---
 class RobustnessOptionsSerializer(serializers.Serializer):

@@ -90,7 +90,7 @@ def examples_evaluate(
         protocol=dataset_protocol_options(dataset),
         corpus=corpus,
     )
-    return EVALUATORS[task_spec(task).evaluator](scoring)
+    return EVALUATORS[task].score(scoring)
 
 
 @dataclass(frozen=True)
@@ -156,16 +156,33 @@ def _summarization(s: _Scoring) -> EvaluationResult:
     return SummarizationEvaluator().evaluate(human, machine, ratings, encode=s.encode)
 
 
-EVALUATORS: dict[str, Callable[[_Scoring], EvaluationResult]] = {
-    "sts": _sts,
-    "pair_classification": _pair_classification,
-    "classification": _classification,
-    "clustering": _clustering,
-    "reranking": _reranking,
-    "retrieval": _retrieval,
-    "summarization": _summarization,
+@dataclass(frozen=True, kw_only=True)
+class TaskEvaluator:
+    """How evaluation scores one task type, as mteb's abstract tasks: the MTEB protocol that scores
+    an encoder on its examples, and what the callers of that protocol ask of it."""
+
+    score: Callable[[_Scoring], EvaluationResult]
+    paired_comparison: bool = False
+    """Its main score is a correlation over sentence pairs, so two encoders compare pair by pair
+    (``dataset_compare``)."""
+    items_by_id: bool = False
+    """Its per-item scores come keyed by item id (retrieval's queries); the others number their
+    inputs in the order of the examples."""
+
+
+_STS_EVALUATOR = TaskEvaluator(score=_sts, paired_comparison=True)
+
+EVALUATORS: dict[TaskType, TaskEvaluator] = {
+    TaskType.STS: _STS_EVALUATOR,
+    TaskType.STR: _STS_EVALUATOR,  # relatedness is scored as similarity is (``TaskSpec.scored_as``)
+    TaskType.SUMMARIZATION: TaskEvaluator(score=_summarization),
+    TaskType.PAIR_CLASSIFICATION: TaskEvaluator(score=_pair_classification),
+    TaskType.CLASSIFICATION: TaskEvaluator(score=_classification),
+    TaskType.CLUSTERING: TaskEvaluator(score=_clustering),
+    TaskType.RERANKING: TaskEvaluator(score=_reranking),
+    TaskType.RETRIEVAL: TaskEvaluator(score=_retrieval, items_by_id=True),
 }
-"""The evaluator each task type names (``corpora.task_types.TaskSpec.evaluator``)."""
+"""One definition per task type (``corpora/test_task_types.py`` checks that every one has one)."""
 
 
 # -- Per-dataset protocol options (issue 15) --------------------------------------------------------
@@ -228,7 +245,7 @@ def dataset_compare(
 ) -> EncoderComparison:
     """Main score (cosine Spearman) of ``model`` and ``baseline`` on an STS/STR split, their
     difference and a paired bootstrap interval of it over pairs (seeded by ``seed``)."""
-    if task_spec(dataset.task_type).evaluator != "sts":
+    if not EVALUATORS[TaskType(dataset.task_type)].paired_comparison:
         raise ShiftlabError(
             f"The paired comparison scores sentence pairs (sts or str datasets); {dataset.name} is "
             f"{dataset.task_type}: evaluate each model on its own instead."

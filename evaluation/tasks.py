@@ -12,6 +12,7 @@ from evaluation.baseline_services import (
     baseline_score_job_run,
 )
 from evaluation.benchmark_execution import (
+    BenchmarkRunResumeRequest,
     benchmark_run_evidence_recheck,
     benchmark_run_fail,
     benchmark_run_finalize,
@@ -77,7 +78,7 @@ stuck_job_kind_register(
         task_names=frozenset(
             {"evaluation.start_benchmark_run", "evaluation.execute_benchmark_unit", "evaluation.finalize_benchmark_run"}
         ),
-        resume=lambda run: benchmark_run_resume(run_id=run.pk),
+        resume=lambda run: benchmark_run_resume(request=BenchmarkRunResumeRequest(run=run.pk)),
         fail=lambda run_id, reason: benchmark_run_fail(run_id=run_id, reason=reason),
     )
 )

@@ -17,11 +17,28 @@ from sklearn.metrics import adjusted_rand_score, v_measure_score
 from statsmodels.stats.inter_rater import fleiss_kappa as statsmodels_fleiss_kappa
 from statsmodels.stats.proportion import proportion_confint
 
+from annotation.baselines.baseline_tasks import BASELINE_TASKS
 from core.stats import fisher_z_interval, wilson_interval
-from evaluation.baseline_predictions import model_predictions, score_model_on_instances
+from evaluation.baseline_predictions import MODEL_SCORINGS, model_predictions, score_model_on_instances
 from evaluation.evaluators import ClassificationEvaluator, ClusteringEvaluator, RerankingEvaluator, STSEvaluator
 from evaluation.evaluators.ranking import reranking_result
-from evaluation.human_baseline import POOLED, Answer, Instance, interval_position, score_answers, score_predictions
+from evaluation.human_baseline import (
+    BASELINE_SCORINGS,
+    POOLED,
+    TASK_TYPES,
+    Answer,
+    Instance,
+    interval_position,
+    score_answers,
+    score_predictions,
+)
+
+
+def test_every_baseline_task_type_has_one_scoring_and_one_model_definition():
+    assert set(BASELINE_SCORINGS) == set(MODEL_SCORINGS) == set(BASELINE_TASKS) == set(TASK_TYPES)
+    for task_type, scoring in BASELINE_SCORINGS.items():
+        assert scoring.task_type is task_type and scoring.metric and scoring.unit and scoring.interval
+
 
 # --- fixtures: instances, answers and a fake encoder ---------------------------------------------
 

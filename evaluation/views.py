@@ -7,14 +7,13 @@ from django.template.defaultfilters import pluralize
 from django.views.decorators.http import require_http_methods
 
 from annotation.models import BenchmarkConfig
-from core.errors import ShiftlabError
-from core.pages import show_error
+from core.pages import refusals
 from core.plots import csp_safe_svg
 from core.projects import project_can_write, project_require_write, scoped
 from core.views import researcher_required
-from evaluation.benchmark_execution import benchmark_run_resume
-from evaluation.benchmark_services import benchmark_run_start
-from evaluation.benchmark_sides import unit_side_words
+from evaluation.benchmark_execution import BenchmarkRunResumeRequest, benchmark_run_resume
+from evaluation.benchmark_services import BenchmarkRunStartRequest, benchmark_run_start
+from evaluation.benchmark_sides import has_candidate_lists, unit_side_words
 from evaluation.encoder_choices import model_choices
 from evaluation.figures import FORMATS, figure_titles
 from evaluation.forms import BenchmarkRunForm
@@ -28,7 +27,7 @@ from evaluation.report_robustness import (
 )
 from evaluation.report_services import robustness_report_read, robustness_report_store
 from evaluation.reports import benchmark_report
-from evaluation.robustness_options import OPTION_CHOICES, OPTION_LABELS, VALUE_LABELS, ReportOptionError, ReportOptions
+from evaluation.robustness_options import OPTION_CHOICES, OPTION_LABELS, VALUE_LABELS, ReportOptions
 from evaluation.selectors import (
     benchmark_model_labels,
     benchmark_run_list,
@@ -50,25 +49,23 @@ def benchmark_list_view(request):
     if request.method == "POST" and form.is_valid():
         data = form.cleaned_data
         text, fmt = data["config_file"] or (None, "yaml")
-        try:
+        with refusals(request, form):  # on the config given, else on the field the refusal names
             run = benchmark_run_start(
                 actor=request.user,
-                project=data["project"],
-                models=data["models"],
-                config_id=data["config"].pk if data["config"] else None,
-                config_text=text,
-                config_format=fmt,
-                # by name: the service picks the project's
-                datasets=list(dict.fromkeys(d.name for d in data["datasets"])),
-                run_anyway=data["run_anyway"],
-                limit=data["limit"],
-                sides=data["sides"],
-                document_scope=data["document_scope"],
-                name=data["name"],
+                request=BenchmarkRunStartRequest(
+                    project=data["project"],
+                    models=data["models"],
+                    config_id=data["config"].pk if data["config"] else None,
+                    config_text=text,
+                    config_format=fmt,
+                    datasets=list(dict.fromkeys(d.name for d in data["datasets"])),
+                    run_anyway=data["run_anyway"],
+                    limit=data["limit"],
+                    sides=data["sides"],
+                    document_scope=data["document_scope"],
+                    name=data["name"],
+                ),
             )
-        except ShiftlabError as exc:
-            form.add_error(form.refusal_field(exc), str(exc))
-        else:
             return redirect("evaluation:benchmark", pk=run.pk)
     runs = benchmark_run_list(user=request.user)[:100]
     return render(request, "evaluation/benchmark_list.html", {"runs": runs, "form": form})
@@ -108,6 +105,7 @@ def benchmark_detail_view(request, pk: int):
     for result in results:
         result.model_label = labels.get(result.model, result.model)
         result.side_words = unit_side_words(result.dataset.task_type, result.side) if result.axis else ""
+        result.candidate_lists = has_candidate_lists(result.dataset.task_type)
     return render(
         request,
         "evaluation/benchmark_detail.html",
@@ -131,11 +129,8 @@ def benchmark_detail_view(request, pk: int):
 def benchmark_resume_view(request, pk: int):
     """Resume: queue again the units that have no result (``benchmark_run_resume``)."""
     run = get_object_or_404(benchmark_run_list(user=request.user), pk=pk)
-    try:
-        run = benchmark_run_resume(run_id=run.pk, actor=request.user)
-    except ShiftlabError as exc:
-        show_error(request, exc)
-    else:
+    with refusals(request):
+        run = benchmark_run_resume(actor=request.user, request=BenchmarkRunResumeRequest(run=run.pk))
         left = run.total - run.done
         messages.success(request, f"Resumed: {left} unit{pluralize(left)} without a result queued again.")
     return redirect("evaluation:benchmark", pk=pk)
@@ -146,10 +141,10 @@ def benchmark_resume_view(request, pk: int):
 def benchmark_robustness_view(request, pk: int):
     """The robustness report of a run: tables, figures (inline SVG) and export links."""
     run = get_object_or_404(benchmark_run_list(user=request.user), pk=pk)
-    try:
+    with refusals(request, show=False) as refused:  # options refused: said, and the run's own used
         options = _report_options(request, run)
-    except ReportOptionError as exc:
-        messages.error(request, f"{exc}; the report below uses the run's options")
+    if refused:
+        messages.error(request, f"{refused.message}; the report below uses the run's options")
         options = robustness_options(run=run)
     if request.method == "POST":  # compute again, e.g. to count ratings made since
         project_require_write(request.user, run.project)
@@ -221,10 +216,10 @@ def benchmark_robustness_export_view(request, pk: int, name: str):
     content_type = next((t for suffix, t in EXPORT_TYPES.items() if name.endswith(suffix)), None)
     if content_type is None:
         raise Http404(f"no report file {name!r}")
-    try:
+    with refusals(request, show=False) as refused:
         options = _report_options(request, run)
-    except ReportOptionError as exc:
-        return HttpResponseBadRequest(str(exc), content_type="text/plain; charset=utf-8")
+    if refused:
+        return HttpResponseBadRequest(refused.message, content_type="text/plain; charset=utf-8")
     report, _, _ = robustness_report_read(run=run, options=options)  # the stored report the page shows
     content = robustness_report_file(report, name)
     if content is None:

@@ -23,9 +23,12 @@ unset CELERY_BROKER_URL DATABASE_URL
 scripts/services.sh start >/dev/null 2>&1 || true
 rm -rf "$SHIFTLAB_DATA_DIR"; mkdir -p "$SHIFTLAB_DATA_DIR"
 
-echo "== Lint (ruff) =="
+echo "== Lint (ruff, import-linter) =="
 .venv/bin/ruff check .
 .venv/bin/ruff format --check . >/dev/null || { .venv/bin/ruff format --check . | tail -5; echo "Run: .venv/bin/ruff format ."; exit 1; }
+# The declared layers (.importlinter; docs/architecture.md, "Layers"): the broken contracts, else one line.
+.venv/bin/lint-imports --no-logo >var/lint-imports.log 2>&1 || { cat var/lint-imports.log; exit 1; }
+tail -n 1 var/lint-imports.log
 
 if [ "${1:-}" = "--fast" ]; then
   # The inner loop: pure and service-layer tests on SQLite, no real model or external service.

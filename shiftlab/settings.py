@@ -85,6 +85,18 @@ INSTALLED_APPS = [
     "evaluation",
 ]
 
+# Start-up wiring between the apps, all of it (docs/architecture.md, "Layers"): an app imports only
+# the apps upstream of it (the import-linter contracts in .importlinter). Where an upstream page or
+# report shows something a downstream app owns, the upstream app offers an extension point and this
+# project package, above every app, names the provider by dotted path; the upstream app loads it on
+# first use (django.utils.module_loading.import_string, as Django loads PASSWORD_HASHERS). No app's
+# ready() plugs anything into another app.
+# Sections of the project page beyond its members and invitations (core.project_sections).
+PROJECT_PAGE_SECTIONS = ["corpora.project_sections.control_sources"]
+# Benchmark Δ per transformation run, for the prompt-sensitivity report (transforms.sensitivity_services);
+# without a source the report has no Δ column.
+TRANSFORMS_BENCHMARK_DELTA_SOURCES = ["evaluation.sensitivity_selectors.benchmark_deltas_by_transform_run"]
+
 MIDDLEWARE = [
     "django.middleware.security.SecurityMiddleware",
     "core.middleware.ContentSecurityPolicyMiddleware",
@@ -458,7 +470,7 @@ ARGILLA_UI_URL = env_str("ARGILLA_UI_URL", ARGILLA_API_URL)
 # Where Argilla's worker reaches this deployment (scheme, host, optional port and prefix), e.g.
 # https://shiftlab.example.org. Publishing a study then registers an Argilla webhook to
 # <it>/annotation/argilla/webhook/, and responses are synced as they come. Empty: no webhook;
-# responses arrive with each sync (annotation/publishing/webhook_services.py).
+# responses arrive with each sync (annotation/studies/webhook_services.py).
 SHIFTLAB_PUBLIC_URL = env_str("SHIFTLAB_PUBLIC_URL").strip().rstrip("/")
 if SHIFTLAB_PUBLIC_URL and not SHIFTLAB_PUBLIC_URL.startswith(("http://", "https://")):
     raise ImproperlyConfigured(

@@ -3,7 +3,7 @@
 from django.contrib.auth.decorators import login_required
 from django.shortcuts import render
 
-from annotation.publishing.onboarding_services import annotator_argilla_home, annotator_work
+from annotation.studies.onboarding_services import annotator_argilla_home, annotator_work
 from core.projects import scoped
 from core.roles import is_researcher
 from core.selectors import audit_event_list
@@ -16,7 +16,7 @@ def home_view(request):
     context = {
         "datasets": scoped(dataset_list(), request.user)[:10] if researcher else [],
         "events": audit_event_list(user=request.user)[:10] if researcher else [],
-        # An annotator's own work only (annotation.publishing.onboarding_services.AnnotatorTask).
+        # An annotator's own work only (annotation.studies.onboarding_services.AnnotatorTask).
         "work": [] if researcher else annotator_work(request.user),
         "argilla_url": "" if researcher else annotator_argilla_home(),
     }

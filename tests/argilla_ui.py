@@ -8,7 +8,7 @@ import time
 import httpx
 
 from annotation.argilla import client as argilla
-from annotation.quality.controls import ItemKind
+from annotation.kinds import ItemKind
 
 
 def answer(item, *, careless: bool = False, low: bool = False) -> dict[str, int]:

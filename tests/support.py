@@ -25,10 +25,10 @@ from rest_framework.test import APIClient
 
 from annotation.argilla.client import API_KEY_HEADER
 from annotation.configs.config_export import config_render, config_seal
-from annotation.configs.export_services import config_run_entry
+from annotation.export_services import config_run_entry
 from annotation.models import Approval, GateResult, Study
-from annotation.studies.design import StudyDesign
-from annotation.studies.design_services import study_create, study_lock
+from annotation.science.design import StudyDesign
+from annotation.studies.design_services import StudyCreateRequest, study_create, study_lock
 from core.models import Project
 from core.projects import default_project
 from core.roles import Role
@@ -73,6 +73,35 @@ def make_user(django_user_model, username: str, role: Role | None, *, roster: Pr
     if role == Role.ANNOTATOR:
         roster_add(project=roster or default_project(), user=user, actor=None)
     return user
+
+
+def roster_at_least(project: Project, n: int) -> None:
+    """At least ``n`` annotators on ``project``'s roster, adding test annotators ``<slug>-rater-k``
+    as needed: ``study_create`` refuses a design with more raters per item than that (issue 43)."""
+    from django.contrib.auth import get_user_model
+
+    from core.rosters import project_annotators
+
+    users, k = get_user_model(), 0
+    while project_annotators(project).count() < n:
+        k += 1
+        username = f"{project.slug}-rater-{k}"
+        if not users.objects.filter(username=username).exists():
+            make_user(users, username, Role.ANNOTATOR, roster=project)
+
+
+def rostered(request: StudyCreateRequest) -> StudyCreateRequest:
+    """``request``, once its project's roster holds as many annotators as its design's raters per
+    item (``roster_at_least``): tests that make a study before its annotators."""
+    runs = [
+        run if isinstance(run, TransformRun) else TransformRun.objects.filter(pk=run).first() for run in request.runs
+    ]
+    project = Project.objects.filter(slug=request.project).first() if request.project else (runs or [None])[0]
+    project = project.project if isinstance(project, TransformRun) else project
+    design = request.design if isinstance(request.design, StudyDesign) else StudyDesign().overlaid(request.design)
+    if project is not None:  # else the service refuses the request, as the test expects
+        roster_at_least(project, design.raters_per_item)
+    return request
 
 
 def api_as(user) -> APIClient:
@@ -404,7 +433,10 @@ def published_keyword_study(
         seed=3,
         detectability_override=FEW_CONTROLS_OVERRIDE,
     ).revised(**(design_fields or {}))
-    study = study_lock(study=study_create(name=name, runs=[run], design=design, actor=researcher))
+    roster_at_least(run.project, design.raters_per_item)
+    study = study_lock(
+        study=study_create(actor=researcher, request=StudyCreateRequest(name=name, runs=[run], design=design))
+    )
     Study.objects.filter(pk=study.pk).update(
         published_at=timezone.now(), status=Study.Status.PUBLISHED, **published_fields
     )

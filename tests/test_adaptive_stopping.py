@@ -1,6 +1,6 @@
 """Adaptive stopping with the database: a study of a random-keywords run (no LLM), assignments
 drawn by ``study_assign``, ratings written as a sync would (``Rating`` rows), and Argilla replaced
-by a fake ``study_argilla_reconcile`` (monkeypatched in ``annotation.quality.adaptive_services``) that
+by a fake ``study_argilla_reconcile`` (monkeypatched in ``annotation.studies.adaptive_services``) that
 records its calls and, like the real one, forgets the record ids of ended assignments."""
 
 import uuid
@@ -17,20 +17,20 @@ from rest_framework.test import APIClient
 
 from annotation import tasks
 from annotation.argilla import ArgillaUnavailable
+from annotation.kinds import ItemKind
 from annotation.models import Annotator, Assignment, Rating, Study
-from annotation.publishing.sync_services import SyncResult
-from annotation.quality import adaptive_services
-from annotation.quality.controls import ItemKind
-from annotation.quality.gate_services import study_gate
-from annotation.quality.gating import GateState, gate_state_of
-from annotation.quality.validation_services import study_validate
+from annotation.science.design import StudyDesign
+from annotation.science.gating import GateState, gate_state_of
+from annotation.studies import adaptive_services
 from annotation.studies.assignment_services import study_assign
-from annotation.studies.design import StudyDesign
-from annotation.studies.design_services import study_create, study_lock
+from annotation.studies.design_services import StudyCreateRequest, study_create, study_lock
+from annotation.studies.gate_services import study_gate
+from annotation.studies.sync_services import SyncResult
+from annotation.studies.validation_services import study_validate
 from core.models import AuditEvent
 from core.roles import Role
 from corpora.services import dataset_import
-from tests.support import FEW_CONTROLS_OVERRIDE, make_user
+from tests.support import FEW_CONTROLS_OVERRIDE, make_user, rostered
 from transforms.services import transform_run_create
 from transforms.tasks import start_run
 
@@ -69,8 +69,12 @@ def _study(researcher, django_user_model, *, adaptive: bool) -> Study:
         adaptive_min_items=4,
         detectability_override=FEW_CONTROLS_OVERRIDE,
     )
-    study = study_lock(study=study_create(name="adaptive", runs=[run], design=design, actor=researcher))
     users = [make_user(django_user_model, name, Role.ANNOTATOR) for name in ("anna", "bob", "cara")]
+    study = study_lock(
+        study=study_create(
+            actor=researcher, request=rostered(StudyCreateRequest(name="adaptive", runs=[run], design=design))
+        )
+    )
     study_assign(study=study, users=users, actor=researcher)
     Study.objects.filter(pk=study.pk).update(published_at=timezone.now(), status=Study.Status.PUBLISHED)
     # Every assignment is "in Argilla" (a record id), so the fake can show what it removed.

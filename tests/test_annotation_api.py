@@ -9,11 +9,11 @@ from django.urls import reverse
 from rest_framework.authtoken.models import Token
 from rest_framework.test import APIClient
 
-from annotation.configs.export_services import benchmark_config_export
+from annotation.export_services import BenchmarkConfigExportRequest, benchmark_config_export
+from annotation.kinds import ItemKind
 from annotation.models import Annotator, Flag, GateResult, Rating, Study
-from annotation.quality.controls import ItemKind
-from annotation.quality.gate_services import approval_decide, study_gate
-from annotation.quality.validation_services import study_validate
+from annotation.studies.gate_services import approval_decide, study_gate
+from annotation.studies.validation_services import study_validate
 from core.errors import ShiftlabError
 from core.roles import Role
 from tests.support import make_user, published_keyword_study
@@ -51,7 +51,7 @@ def test_validation_gate_and_approval_rules(study, researcher):
         approval_decide(gate_result=gate, decision="reject", comment=" ", actor=researcher)
     approval_decide(gate_result=gate, decision="reject", comment="fluency too low", actor=researcher)
     with pytest.raises(ShiftlabError, match="no approved transformation"):
-        benchmark_config_export(actor=researcher)
+        benchmark_config_export(actor=researcher, request=BenchmarkConfigExportRequest())
 
 
 def _endpoints(study: Study, flag: Flag, gate: GateResult) -> list[tuple[str, str, dict]]:

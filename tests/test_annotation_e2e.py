@@ -24,14 +24,21 @@ from django.core.management import CommandError, call_command
 from django.urls import reverse
 
 from annotation.argilla import client as argilla
+from annotation.kinds import ItemKind
 from annotation.models import Annotator, Assignment, Flag, Rating, RatingRevision, Study
-from annotation.publishing.argilla_services import study_publish
-from annotation.publishing.sync_services import study_sync
-from annotation.quality.controls import ItemKind
-from annotation.quality.gate_services import approval_decide, study_gate
-from annotation.quality.validation_services import flag_review, study_validate
-from annotation.studies.design import StudyDesign
-from annotation.studies.design_services import study_create, study_lock, study_revise, study_update_design
+from annotation.science.design import StudyDesign
+from annotation.studies.argilla_services import study_publish
+from annotation.studies.design_services import (
+    StudyCreateRequest,
+    StudyReviseRequest,
+    study_create,
+    study_lock,
+    study_revise,
+    study_update_design,
+)
+from annotation.studies.gate_services import approval_decide, study_gate
+from annotation.studies.sync_services import study_sync
+from annotation.studies.validation_services import flag_review, study_validate
 from core.errors import ShiftlabError
 from core.models import AuditEvent
 from core.projects import project_create
@@ -48,6 +55,7 @@ from tests.support import (
     make_user,
     page_as,
     require_or_skip,
+    rostered,
 )
 from transforms.params import GenerationParams
 from transforms.services import transform_run_create
@@ -136,12 +144,17 @@ def test_study_end_to_end(llm_backend, argilla_server, settings, django_user_mod
         seed=11,
         detectability_override=FEW_CONTROLS_OVERRIDE,
     )
-    study = study_create(name="e2e", project=team.slug, runs=runs, design=design.revised(seed=5), actor=rita)
-    study = study_update_design(study=study, design=design, actor=rita)
+    study = study_create(
+        actor=rita,
+        request=rostered(StudyCreateRequest(name="e2e", project=team.slug, runs=runs, design=design.revised(seed=5))),
+    )
+    study = study_update_design(actor=rita, request=StudyReviseRequest(study=study, design=design))
     study = study_lock(study=study, actor=rita)
     with pytest.raises(ShiftlabError, match="locked"):
-        study_update_design(study=study, design=design.revised(raters_per_item=2), actor=rita)
-    v2 = study_revise(study=study, design=design.revised(raters_per_item=2), actor=rita)
+        study_update_design(
+            actor=rita, request=StudyReviseRequest(study=study, design=design.revised(raters_per_item=2))
+        )
+    v2 = study_revise(actor=rita, request=StudyReviseRequest(study=study, design=design.revised(raters_per_item=2)))
     assert (v2.version, v2.status, v2.previous_id) == (2, Study.Status.DRAFT, study.pk)
     items = list(study.items.all())
     real = [i for i in items if i.kind == ItemKind.REAL]

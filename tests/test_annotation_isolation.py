@@ -21,14 +21,14 @@ from django.core.management import CommandError, call_command
 from django.urls import reverse
 
 from annotation.argilla import client as argilla
-from annotation.baselines.baseline_services import baseline_create, baseline_publish
+from annotation.baselines.baseline_services import BaselineCreateRequest, baseline_create, baseline_publish
+from annotation.kinds import ItemKind
 from annotation.models import Annotator, Assignment, Rating, Study
-from annotation.publishing.argilla_services import study_publish
-from annotation.publishing.sync_services import study_sync
-from annotation.quality.controls import ItemKind
-from annotation.quality.validation_services import annotator_reject, annotator_replace
-from annotation.studies.design import StudyDesign
-from annotation.studies.design_services import study_create, study_lock
+from annotation.science.design import StudyDesign
+from annotation.studies.argilla_services import study_publish
+from annotation.studies.design_services import StudyCreateRequest, study_create, study_lock
+from annotation.studies.sync_services import study_sync
+from annotation.studies.validation_services import annotator_reject, annotator_replace
 from core.errors import ShiftlabError
 from core.models import AuditEvent, ProjectAnnotator
 from core.projects import project_create
@@ -36,7 +36,15 @@ from core.roles import Role
 from core.rosters import roster_add
 from corpora.models import DatasetItem
 from corpora.services import dataset_import
-from tests.support import api_as, argilla_annotator_client, eager_keyword_run, make_user, page_as, reworded_demo_sts
+from tests.support import (
+    api_as,
+    argilla_annotator_client,
+    eager_keyword_run,
+    make_user,
+    page_as,
+    reworded_demo_sts,
+    rostered,
+)
 from transforms.services import transform_run_create
 from transforms.tasks import start_run
 
@@ -104,7 +112,9 @@ def test_each_annotator_sees_only_their_own_batch_and_reassignment_keeps_it_so(
     start_run.delay(run.pk)  # eager: the run finishes here
     run.refresh_from_db()
     first, second = (
-        study_create(name=name, project=team.slug, runs=[run], design=DESIGN, actor=rita)
+        study_create(
+            actor=rita, request=rostered(StudyCreateRequest(name=name, project=team.slug, runs=[run], design=DESIGN))
+        )
         for name in ("iso-one", "iso-two")
     )
     three = [users["iso-1"], users["iso-2"], users["iso-3"]]
@@ -237,7 +247,9 @@ def test_released_batches_advance_as_each_annotator_finishes(argilla_server, set
     start_run.delay(run.pk)
     run.refresh_from_db()
     design = DESIGN.revised(batches_released=1)
-    study = study_create(name="iso-release", runs=[run], design=design, actor=rita)
+    study = study_create(
+        actor=rita, request=rostered(StudyCreateRequest(name="iso-release", runs=[run], design=design))
+    )
     study_publish(study=study, annotators=users, actor=rita)
     owner = argilla.client_get()
     annotators = {a.user.username: a for a in Study.objects.get(pk=study.pk).annotators.select_related("user")}
@@ -264,7 +276,12 @@ def _keyword_study(*, project, owner, source, name: str) -> Study:
     dataset = dataset_import(source=source, task="sts", name="shared-name", project=project)
     run = eager_keyword_run(dataset, limit=12)
     design = replace(DESIGN, detectability_override="isolation test: too few controls to measure detectability")
-    return study_lock(study=study_create(name=name, project=project.slug, runs=[run], design=design, actor=owner))
+    return study_lock(
+        study=study_create(
+            actor=owner,
+            request=rostered(StudyCreateRequest(name=name, project=project.slug, runs=[run], design=design)),
+        )
+    )
 
 
 def _alpha_state(alpha) -> dict:
@@ -384,12 +401,14 @@ def test_a_hostile_researcher_of_another_project_reads_and_writes_nothing_of_it(
         roster_add(project=beta, user=alma, actor=hugo)
     dataset = mine.runs.first().dataset
     baseline = baseline_create(
-        name="hx-secret",
-        dataset=dataset,
-        task_type="sts",
-        n_instances=4,
-        split=next(iter(dataset.splits)),
-        project=beta.slug,
+        request=BaselineCreateRequest(
+            name="hx-secret",
+            dataset=dataset,
+            task_type="sts",
+            n_instances=4,
+            split=next(iter(dataset.splits)),
+            project=beta.slug,
+        )
     )
     with pytest.raises(ShiftlabError, match="roster"):
         baseline_publish(study=baseline, annotators=[alma], actor=hugo)

@@ -10,9 +10,9 @@ from datetime import UTC, datetime
 import pytest
 from django.urls import reverse
 
-from annotation.baselines.baseline_services import baseline_create
+from annotation.baselines.baseline_services import BaselineCreateRequest, baseline_create
+from annotation.kinds import ItemKind
 from annotation.models import Annotator, Assignment, BaselineAnnotator, BaselineAnswer, Rating, Study
-from annotation.quality.controls import ItemKind
 from core.roles import Role
 from tests.support import make_user, published_keyword_study
 
@@ -49,7 +49,10 @@ def world(researcher, django_user_model):
             study_item=item, annotator=seats["bobby-other"], question="quality", value=1, submitted_at=AT
         )
     sts = study.runs.first().dataset
-    baseline = baseline_create(name="home-b", dataset=sts, task_type="sts", n_instances=3, seed=1, actor=researcher)
+    baseline = baseline_create(
+        actor=researcher,
+        request=BaselineCreateRequest(name="home-b", dataset=sts, task_type="sts", n_instances=3, seed=1),
+    )
     instances = list(baseline.instances.order_by("position"))
     BaselineStudy = type(baseline)
     BaselineStudy.objects.filter(pk=baseline.pk).update(status="published")

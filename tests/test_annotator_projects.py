@@ -28,9 +28,9 @@ from rest_framework.test import APIClient
 
 from annotation.argilla import client as argilla
 from annotation.models import Annotator, Study
-from annotation.publishing.argilla_services import study_publish
-from annotation.studies.design import StudyDesign
-from annotation.studies.design_services import study_create, study_lock
+from annotation.science.design import StudyDesign
+from annotation.studies.argilla_services import study_publish
+from annotation.studies.design_services import StudyCreateRequest, study_create, study_lock
 from core.errors import ShiftlabError
 from core.models import AuditEvent, Project
 from core.projects import project_create
@@ -38,7 +38,7 @@ from core.roles import Role
 from core.rosters import roster_add
 from core.selectors import audit_event_list
 from corpora.services import dataset_import
-from tests.support import FEW_CONTROLS_OVERRIDE, PASSWORD, api_as, make_user, page_as, reworded_demo_sts
+from tests.support import FEW_CONTROLS_OVERRIDE, PASSWORD, api_as, make_user, page_as, reworded_demo_sts, rostered
 from transforms.services import transform_run_create
 from transforms.tasks import start_run
 
@@ -76,7 +76,11 @@ def _study(project: Project, owner, name: str, source) -> Study:
     start_run.delay(run.pk)  # eager: the run finishes here
     run.refresh_from_db()
     return study_lock(
-        study=study_create(name=name, project=project.slug, runs=[run], design=DESIGN, actor=owner), actor=owner
+        study=study_create(
+            actor=owner,
+            request=rostered(StudyCreateRequest(name=name, project=project.slug, runs=[run], design=DESIGN)),
+        ),
+        actor=owner,
     )
 
 

@@ -10,11 +10,11 @@ from django.urls import reverse
 from rest_framework.authtoken.models import Token
 from rest_framework.test import APIClient
 
+from annotation.kinds import ItemKind
 from annotation.models import Annotator, Flag, Rating, Study
-from annotation.quality.controls import ItemKind
-from annotation.quality.quality_services import study_annotator_quality
-from annotation.quality.validation_services import flag_review, study_validate
 from annotation.studies.design_services import study_design
+from annotation.studies.quality_services import study_annotator_quality
+from annotation.studies.validation_services import flag_review, study_validate
 from core.roles import Role
 from tests.support import make_user, published_keyword_study
 

@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 from django.urls import reverse
 
-from annotation.quality.controls import ItemKind
+from annotation.kinds import ItemKind
 from core.roles import Role
 from tests.browser_support import DOC_SCREENSHOTS, expect, log_in
 from tests.support import make_user, published_keyword_study

@@ -18,14 +18,14 @@ from pathlib import Path
 import pytest
 from django.conf import settings as django_settings
 
-from annotation.publishing.argilla_services import study_publish
-from annotation.publishing.onboarding_services import argilla_password_set
-from annotation.studies.design import StudyDesign
-from annotation.studies.design_services import study_create, study_lock
+from annotation.science.design import StudyDesign
+from annotation.studies.argilla_services import study_publish
+from annotation.studies.design_services import StudyCreateRequest, study_create, study_lock
+from annotation.studies.onboarding_services import argilla_password_set
 from core.roles import Role
 from corpora.services import dataset_import
 from tests.browser_support import SCREENSHOTS, TIMEOUT_MS, chromium_browser
-from tests.support import eager_keyword_run, make_user
+from tests.support import eager_keyword_run, make_user, rostered
 
 try:
     import axe_playwright_python
@@ -74,7 +74,11 @@ def test_argilla_rating_screen_has_only_the_reported_violations(argilla_server, 
         guidelines="Rate each pair.\n\n## Quality\n\nDoes the rewrite keep the meaning?",
     )
     run = eager_keyword_run(sts, limit=3)
-    study = study_lock(study=study_create(name="a11y", runs=[run], design=design, actor=researcher))
+    study = study_lock(
+        study=study_create(
+            actor=researcher, request=rostered(StudyCreateRequest(name="a11y", runs=[run], design=design))
+        )
+    )
     study_publish(study=study, annotators=[annotator], actor=researcher)
     argilla_password_set(user=annotator, password="ada-chose-this-1", actor=annotator)
     dataset_id = study.annotators.get().argilla_dataset_id

@@ -21,12 +21,12 @@ from django.conf import settings as django_settings
 from annotation.argilla import ArgillaError
 from annotation.argilla import client as argilla
 from annotation.models import Annotator, ArgillaWebhook, Rating, Study
-from annotation.publishing import webhook_services
-from annotation.publishing.argilla_services import study_publish
-from annotation.publishing.sync_services import study_sync
-from annotation.publishing.webhook_services import argilla_webhook_ensure
-from annotation.studies.design import StudyDesign
-from annotation.studies.design_services import study_create
+from annotation.science.design import StudyDesign
+from annotation.studies import webhook_services
+from annotation.studies.argilla_services import study_publish
+from annotation.studies.design_services import StudyCreateRequest, study_create
+from annotation.studies.sync_services import study_sync
+from annotation.studies.webhook_services import argilla_webhook_ensure
 from core.models import AuditEvent
 from core.projects import project_create
 from core.roles import Role
@@ -37,6 +37,7 @@ from tests.support import (
     argilla_pending,
     make_user,
     published_keyword_study,
+    rostered,
 )
 from transforms.services import transform_run_create
 from transforms.tasks import start_run
@@ -46,7 +47,7 @@ SECRET = base64.b64encode(b"a signing secret of 32 bytes....").decode()
 
 
 def _signed(body: bytes, *, secret: str = SECRET, message_id: str | None = None, at: int | None = None) -> dict:
-    """Standard Webhooks headers for ``body``, computed here independently of annotation.publishing.webhooks."""
+    """Standard Webhooks headers for ``body``, computed here independently of annotation.studies.webhooks."""
     message_id = message_id or f"msg_{secrets.token_urlsafe(16)}"
     at = int(time.time()) if at is None else at
     digest = hmac.new(base64.b64decode(secret), f"{message_id}.{at}.".encode() + body, hashlib.sha256).digest()
@@ -160,7 +161,7 @@ def test_events_of_studies_sync_them_and_other_events_are_ignored_with_200(
         body = _event(dataset, "response.updated")
         assert _post(client, body, _signed(body)).status_code == 202
     assert fake.ran == [study_datasets.study.pk] * 2
-    with caplog.at_level("INFO", logger="annotation.publishing.webhook_services"):
+    with caplog.at_level("INFO", logger="annotation.studies.webhook_services"):
         for _ in range(2):
             body = _event(uuid.uuid4(), "response.deleted")
             answer = _post(client, body, _signed(body))
@@ -281,7 +282,9 @@ def test_responses_arrive_live_and_the_sync_catches_up_when_delivery_stops(
     run = transform_run_create(dataset=sts, transformation="random_keywords", seed=1, limit=12, dispatch=False)
     start_run.delay(run.pk)  # eager: the run finishes here
     run.refresh_from_db()
-    study = study_create(name="live", project=team.slug, runs=[run], design=DESIGN, actor=rita)
+    study = study_create(
+        actor=rita, request=rostered(StudyCreateRequest(name="live", project=team.slug, runs=[run], design=DESIGN))
+    )
     owner = argilla.client_get()
     try:
         study_publish(study=study, annotators=users, actor=rita)

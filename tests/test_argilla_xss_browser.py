@@ -26,16 +26,16 @@ from django.core.management import call_command
 from annotation.argilla import client as argilla
 from annotation.argilla.display import Shown, for_argilla
 from annotation.models import StudyItem
-from annotation.publishing.argilla_services import study_publish
-from annotation.publishing.onboarding_services import argilla_password_set
-from annotation.studies.design import StudyDesign
-from annotation.studies.design_services import study_create, study_lock
+from annotation.science.design import StudyDesign
+from annotation.studies.argilla_services import study_publish
+from annotation.studies.design_services import StudyCreateRequest, study_create, study_lock
+from annotation.studies.onboarding_services import argilla_password_set
 from core.models import AuditEvent
 from core.roles import Role
 from corpora.services import dataset_import
 from tests.argilla_ui import respond
 from tests.browser_support import DOC_SCREENSHOTS, SCREENSHOTS, TIMEOUT_MS, chromium_browser
-from tests.support import argilla_annotator_client, argilla_pending, eager_keyword_run, make_user
+from tests.support import argilla_annotator_client, argilla_pending, eager_keyword_run, make_user, rostered
 from tests.xss_corpus import corpus
 
 try:
@@ -95,7 +95,11 @@ def _corpus_study(researcher, texts: list[str], guidelines: str):
         seed=3,
         guidelines=guidelines,
     )
-    study = study_lock(study=study_create(name="xss-corpus", runs=[run], design=design, actor=researcher))
+    study = study_lock(
+        study=study_create(
+            actor=researcher, request=rostered(StudyCreateRequest(name="xss-corpus", runs=[run], design=design))
+        )
+    )
     items = list(study.items.order_by("position"))
     assert len(items) == ITEMS
     for k, item in enumerate(items):

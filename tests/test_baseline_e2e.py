@@ -19,7 +19,12 @@ from django.core.management import call_command
 from annotation.argilla import client as argilla
 from annotation.argilla.display import Shown, from_argilla
 from annotation.baselines.baseline_llm_services import baseline_llm_annotate
-from annotation.baselines.baseline_services import baseline_close, baseline_create, baseline_publish
+from annotation.baselines.baseline_services import (
+    BaselineCreateRequest,
+    baseline_close,
+    baseline_create,
+    baseline_publish,
+)
 from annotation.baselines.baseline_sync_services import baseline_sync
 from annotation.models import BaselineAnnotator, BaselineAnswer, BaselineStudy
 from core.errors import ShiftlabError
@@ -150,16 +155,16 @@ def test_human_baseline_end_to_end(argilla_server, settings, django_user_model, 
     assert sts.n_items == 30 and banking.splits["test"] == 40
 
     sts_study = baseline_create(
-        name="hb-stsb", dataset=sts, task_type="sts", n_instances=30, seed=3, project=team.slug, actor=rita
+        actor=rita,
+        request=BaselineCreateRequest(
+            name="hb-stsb", dataset=sts, task_type="sts", n_instances=30, seed=3, project=team.slug
+        ),
     )
     cls_study = baseline_create(
-        name="hb-banking",
-        dataset=banking,
-        task_type="classification",
-        n_instances=40,
-        seed=3,
-        project=team.slug,
         actor=rita,
+        request=BaselineCreateRequest(
+            name="hb-banking", dataset=banking, task_type="classification", n_instances=40, seed=3, project=team.slug
+        ),
     )
     labels = cls_study.options["labels"]
     assert len(labels) == 77 and labels == sorted(labels)
@@ -344,7 +349,9 @@ def human_scores_match_references(sts_study, cls_study) -> dict[str, float]:
 
 def test_llm_annotator_on_sts(llm_backend, shared_data, tmp_path, django_user_model):
     sts = import_stsb(shared_data, tmp_path)
-    study = baseline_create(name="hb-llm", dataset=sts, task_type="sts", n_instances=6, seed=5)
+    study = baseline_create(
+        request=BaselineCreateRequest(name="hb-llm", dataset=sts, task_type="sts", n_instances=6, seed=5)
+    )
     started = time.monotonic()
     progress = []
     result = baseline_llm_annotate(
@@ -406,20 +413,24 @@ def test_clustering_and_reranking_publish_and_sync(argilla_server, settings, dja
     )
     rerank = dataset_import(source=path, task="reranking", name="hb-rerank", project=team)
     clu = baseline_create(
-        name="hb-clu",
-        dataset=clusters,
-        task_type="clustering",
-        n_instances=6,
-        project=team.slug,
-        options={"batch_size": 6, "raters_per_instance": 1},
+        request=BaselineCreateRequest(
+            name="hb-clu",
+            dataset=clusters,
+            task_type="clustering",
+            n_instances=6,
+            project=team.slug,
+            options={"batch_size": 6, "raters_per_instance": 1},
+        )
     )
     rr = baseline_create(
-        name="hb-rr",
-        dataset=rerank,
-        task_type="reranking",
-        n_instances=2,
-        project=team.slug,
-        options={"candidates": 4, "raters_per_instance": 1},
+        request=BaselineCreateRequest(
+            name="hb-rr",
+            dataset=rerank,
+            task_type="reranking",
+            n_instances=2,
+            project=team.slug,
+            options={"candidates": 4, "raters_per_instance": 1},
+        )
     )
     owner = argilla.client_get()
     for study in (clu, rr):

@@ -18,7 +18,7 @@ from django.conf import settings as django_settings
 from django.utils import timezone
 
 from annotation.argilla import client as argilla
-from annotation.baselines.baseline_services import baseline_create, baseline_publish
+from annotation.baselines.baseline_services import BaselineCreateRequest, baseline_create, baseline_publish
 from annotation.baselines.baseline_sync_services import baseline_sync
 from annotation.baselines.baseline_tasks import baseline_task
 from annotation.models import BaselineAnswer, BaselineStudy
@@ -64,8 +64,16 @@ def test_each_annotator_reads_and_answers_only_their_own_baseline_records(argill
     users = {n: make_user(django_user_model, n, Role.ANNOTATOR, roster=team) for n in ("bi-1", "bi-2", "bi-3")}
     split = next(iter(sts.splits))
     options = {"raters_per_instance": 1}
-    x = baseline_create(name="hbi-x", dataset=sts, task_type="sts", n_instances=6, split=split, options=options)
-    y = baseline_create(name="hbi-y", dataset=sts, task_type="sts", n_instances=4, split=split, options=options)
+    x = baseline_create(
+        request=BaselineCreateRequest(
+            name="hbi-x", dataset=sts, task_type="sts", n_instances=6, split=split, options=options
+        )
+    )
+    y = baseline_create(
+        request=BaselineCreateRequest(
+            name="hbi-y", dataset=sts, task_type="sts", n_instances=4, split=split, options=options
+        )
+    )
     baseline_publish(study=x, annotators=[users["bi-1"], users["bi-2"]], actor=rita)
     baseline_publish(study=y, annotators=[users["bi-3"]], actor=rita)
     owner = argilla.client_get()
@@ -125,7 +133,9 @@ def test_a_baseline_published_in_the_shared_workspace_moves_when_published_again
     rita, team, sts = _sts("hb-move", django_user_model)
     users = [make_user(django_user_model, n, Role.ANNOTATOR, roster=team) for n in ("bm-1", "bm-2")]
     study = baseline_create(
-        name="hbm-old", dataset=sts, task_type="sts", n_instances=4, split=next(iter(sts.splits)), project=team.slug
+        request=BaselineCreateRequest(
+            name="hbm-old", dataset=sts, task_type="sts", n_instances=4, split=next(iter(sts.splits)), project=team.slug
+        )
     )
     # Published as before: one dataset in the project's workspace, shared by its annotators.
     owner = argilla.client_get()

@@ -14,7 +14,7 @@ from django.urls import reverse
 
 from annotation.argilla import client as argilla
 from annotation.baselines.baseline_llm_services import baseline_llm_job_run
-from annotation.baselines.baseline_services import baseline_create
+from annotation.baselines.baseline_services import BaselineCreateRequest, baseline_create
 from annotation.models import BaselineAnnotator, BaselineAnswer, BaselineLLMJob, BaselineStudy
 from core.projects import project_create
 from core.roles import Role
@@ -37,7 +37,10 @@ def study(tmp_path, researcher) -> BaselineStudy:
     rows = [f"A dog runs number {k}.,A dog is running number {k}.,{k % 6}" for k in range(20)]
     path.write_text("sentence1,sentence2,score\n" + "\n".join(rows) + "\n")
     sts = dataset_import(source=path, task="sts", name="pairs")
-    return baseline_create(name="b-page", dataset=sts, task_type="sts", n_instances=20, seed=1, actor=researcher)
+    return baseline_create(
+        actor=researcher,
+        request=BaselineCreateRequest(name="b-page", dataset=sts, task_type="sts", n_instances=20, seed=1),
+    )
 
 
 def test_let_the_llm_answer_runs_as_a_job_whose_progress_the_page_shows(
@@ -134,7 +137,10 @@ def test_publish_sync_and_close_a_baseline_with_the_page_buttons(
     path.write_text("sentence1,sentence2,score\n" + "".join(f"Cat {k} sat.,A cat {k} sat.,{k % 6}\n" for k in range(6)))
     sts = dataset_import(source=path, task="sts", name="bp-pairs", project=team)
     study = baseline_create(
-        name="bp", dataset=sts, task_type="sts", n_instances=6, seed=2, project="bp-project", actor=rita
+        actor=rita,
+        request=BaselineCreateRequest(
+            name="bp", dataset=sts, task_type="sts", n_instances=6, seed=2, project="bp-project"
+        ),
     )
     client.force_login(rita)
     url = reverse("evaluation:baseline", args=[study.pk])
@@ -203,3 +209,47 @@ def test_an_llm_job_a_lost_worker_left_is_resumed_by_the_sweeper(
     assert swept.resumed == {"baseline LLM answers": [job.pk]}
     job.refresh_from_db()
     assert (job.status, job.done) == ("succeeded", 20)
+
+
+def test_a_queued_baseline_sync_answers_at_once_and_the_page_follows_it(client, researcher, study, monkeypatch):
+    """Sync reads every annotator's Argilla dataset: with a broker the button only queues the
+    ``annotation.sync_baseline`` task (issue 41) and the page shows its state until it has finished;
+    the refusals (not published, closed, read-only project) still come at once, from the service."""
+    import uuid
+
+    from celery.result import AsyncResult
+    from django.utils import timezone
+    from django_celery_results.models import TaskResult
+
+    from annotation.tasks import sync_baseline
+
+    client.force_login(researcher)
+    url = reverse("evaluation:baseline", args=[study.pk])
+    sent = []
+    task_id = str(uuid.uuid4())
+    monkeypatch.setattr(sync_baseline, "delay", lambda *args: sent.append(args) or AsyncResult(task_id))
+    refused = words(client.post(url, {"action": "sync"}, follow=True))
+    assert "is not published yet: publish it before syncing answers" in refused and sent == []
+    BaselineStudy.objects.filter(pk=study.pk).update(
+        status=BaselineStudy.Status.PUBLISHED, argilla_dataset_id=uuid.uuid4()
+    )
+    response = client.post(url, {"action": "sync"})
+    assert response["Location"] == f"{url}?sync={task_id}#sync-job"
+    assert sent == [(study.pk, researcher.pk)]
+    waiting = words(client.get(f"{url}?sync={task_id}"))
+    assert "Queued sync: waiting for a worker" in waiting and 'name="shiftlab-poll"' in waiting
+    counts = {"created": 4, "updated": 1, "withdrawn": 0, "unchanged": 3, "ignored_users": 2}
+    TaskResult.objects.create(
+        task_id=task_id,
+        task_name="annotation.sync_baseline",
+        task_args=f"({study.pk}, {researcher.pk})",
+        status="SUCCESS",
+        result=json.dumps(counts),
+        date_done=timezone.now(),
+    )
+    done = words(client.get(f"{url}?sync={task_id}"))
+    assert "Queued sync: finished" in done and 'name="shiftlab-poll"' not in done
+    assert "4 instances newly answered, 1 answers changed, 0 withdrawn (3 unchanged); ignored 2 answers" in done
+    # A study sync's task id is no sync of this baseline.
+    TaskResult.objects.filter(task_id=task_id).update(task_name="annotation.sync_study")
+    assert "Queued sync" not in words(client.get(f"{url}?sync={task_id}"))

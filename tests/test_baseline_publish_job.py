@@ -14,9 +14,9 @@ from django.urls import reverse
 from annotation import tasks
 from annotation.argilla import ArgillaUnavailable
 from annotation.baselines.baseline_publish_job_services import baseline_publish_run, baseline_publish_start
-from annotation.baselines.baseline_services import baseline_create
+from annotation.baselines.baseline_services import BaselineCreateRequest, baseline_create
 from annotation.models import BaselinePublishJob, BaselineStudy
-from annotation.publishing.argilla_services import PublishResult
+from annotation.studies.argilla_services import PublishResult
 from core.errors import ConflictError, ShiftlabError
 from core.roles import Role
 from core.waiting import BackendUnavailable
@@ -56,7 +56,9 @@ def world(django_user_model, tmp_path):
     path = tmp_path / "pairs.csv"
     path.write_text("sentence1,sentence2,score\n" + "".join(f"Cat {k} sat.,A cat {k} sat.,{k % 6}\n" for k in range(6)))
     sts = dataset_import(source=path, task="sts", name="bj-pairs")
-    study = baseline_create(name="bj", dataset=sts, task_type="sts", n_instances=6, seed=2, actor=researcher)
+    study = baseline_create(
+        actor=researcher, request=BaselineCreateRequest(name="bj", dataset=sts, task_type="sts", n_instances=6, seed=2)
+    )
     return researcher, raters, study
 
 

@@ -12,7 +12,7 @@ import pytest
 from django.core.management import CommandError, call_command
 
 from annotation.baselines.baseline_llm_services import baseline_llm_annotate
-from annotation.baselines.baseline_services import baseline_create
+from annotation.baselines.baseline_services import BaselineCreateRequest, baseline_create
 from annotation.baselines.baseline_sync_services import answer_value
 from annotation.models import BaselineAnswer, BaselineStudy
 from core.errors import ShiftlabError
@@ -80,9 +80,16 @@ def reranking(tmp_path):
 
 
 def test_create_draws_a_seeded_sample_and_audits_it(sts, researcher):
-    study = baseline_create(name="b-sts", dataset=sts, task_type="sts", n_instances=8, seed=4, actor=researcher)
-    twin = baseline_create(name="b-sts-twin", dataset=sts, task_type="sts", n_instances=8, seed=4)
-    other = baseline_create(name="b-sts-other", dataset=sts, task_type="sts", n_instances=8, seed=5)
+    study = baseline_create(
+        actor=researcher,
+        request=BaselineCreateRequest(name="b-sts", dataset=sts, task_type="sts", n_instances=8, seed=4),
+    )
+    twin = baseline_create(
+        request=BaselineCreateRequest(name="b-sts-twin", dataset=sts, task_type="sts", n_instances=8, seed=4)
+    )
+    other = baseline_create(
+        request=BaselineCreateRequest(name="b-sts-other", dataset=sts, task_type="sts", n_instances=8, seed=5)
+    )
     rows = lambda s: [(i.key, i.item_id, i.texts, i.gold) for i in s.instances.all()]  # noqa: E731
     assert rows(study) == rows(twin) != rows(other)
     assert [i.key for i in study.instances.all()] == [f"sts-{k:04d}" for k in range(8)]
@@ -110,32 +117,46 @@ def test_create_draws_a_seeded_sample_and_audits_it(sts, researcher):
 )
 def test_create_refuses_bad_input_and_writes_nothing(sts, kwargs, message):
     with pytest.raises(ShiftlabError, match=message):
-        baseline_create(**{"name": "b", "dataset": sts, "task_type": "sts", "n_instances": 5, **kwargs})
+        baseline_create(
+            request=BaselineCreateRequest(
+                **{"name": "b", "dataset": sts, "task_type": "sts", "n_instances": 5, **kwargs}
+            )
+        )
     assert not BaselineStudy.objects.exists() and not AuditEvent.objects.filter(verb="baseline.create").exists()
 
 
 def test_create_refuses_a_taken_name(sts):
-    baseline_create(name="b", dataset=sts, task_type="sts", n_instances=5)
+    baseline_create(request=BaselineCreateRequest(name="b", dataset=sts, task_type="sts", n_instances=5))
     with pytest.raises(ShiftlabError, match="named 'b' exists"):
-        baseline_create(name="b", dataset=sts, task_type="sts", n_instances=5)
+        baseline_create(request=BaselineCreateRequest(name="b", dataset=sts, task_type="sts", n_instances=5))
 
 
 def test_classification_records_the_full_label_set(classification):
     study = baseline_create(
-        name="b-cls", dataset=classification, task_type="classification", n_instances=6, options={"stratify": True}
+        request=BaselineCreateRequest(
+            name="b-cls", dataset=classification, task_type="classification", n_instances=6, options={"stratify": True}
+        )
     )
     assert study.options["labels"] == ["food", "sport", "weather"]
     assert Counter(i.gold for i in study.instances.all()) == {"food": 2, "sport": 2, "weather": 2}
     assert all(i.item.split == "test" for i in study.instances.select_related("item"))
     with pytest.raises(ShiftlabError, match="label set comes from the dataset"):
         baseline_create(
-            name="b-cls2", dataset=classification, task_type="classification", n_instances=2, options={"labels": ["x"]}
+            request=BaselineCreateRequest(
+                name="b-cls2",
+                dataset=classification,
+                task_type="classification",
+                n_instances=2,
+                options={"labels": ["x"]},
+            )
         )
 
 
 def test_clustering_batches_and_reranking_candidates(clustering, reranking):
     study = baseline_create(
-        name="b-clu", dataset=clustering, task_type="clustering", n_instances=12, options={"batch_size": 6}
+        request=BaselineCreateRequest(
+            name="b-clu", dataset=clustering, task_type="clustering", n_instances=12, options={"batch_size": 6}
+        )
     )
     batches = defaultdict(list)
     for instance in study.instances.all():
@@ -144,11 +165,15 @@ def test_clustering_batches_and_reranking_candidates(clustering, reranking):
     assert study.options == {"raters_per_instance": 3, "batch_size": 6, "clusters_per_batch": None}
     with pytest.raises(ShiftlabError, match="last batch of one text"):
         baseline_create(
-            name="b-clu2", dataset=clustering, task_type="clustering", n_instances=7, options={"batch_size": 6}
+            request=BaselineCreateRequest(
+                name="b-clu2", dataset=clustering, task_type="clustering", n_instances=7, options={"batch_size": 6}
+            )
         )
 
     study = baseline_create(
-        name="b-rr", dataset=reranking, task_type="reranking", n_instances=2, options={"candidates": 5}
+        request=BaselineCreateRequest(
+            name="b-rr", dataset=reranking, task_type="reranking", n_instances=2, options={"candidates": 5}
+        )
     )
     queries = defaultdict(list)
     for instance in study.instances.all():
@@ -162,7 +187,9 @@ def test_clustering_batches_and_reranking_candidates(clustering, reranking):
 
 
 def test_answer_values_from_argilla_are_checked(classification):
-    study = baseline_create(name="b-cls", dataset=classification, task_type="classification", n_instances=2)
+    study = baseline_create(
+        request=BaselineCreateRequest(name="b-cls", dataset=classification, task_type="classification", n_instances=2)
+    )
     assert answer_value(study, "food") == "food" and answer_value(study, "drinks") is None
     study.task_type = "sts"
     assert answer_value(study, 4) == 4.0 and answer_value(study, 6) is None and answer_value(study, "4") is None
@@ -221,7 +248,9 @@ def scripted(settings):
 
 
 def test_llm_annotate_counts_parse_failures_and_resumes_after_backend_failures(sts, scripted, researcher):
-    study = baseline_create(name="b-llm", dataset=sts, task_type="sts", n_instances=20, seed=1)
+    study = baseline_create(
+        request=BaselineCreateRequest(name="b-llm", dataset=sts, task_type="sts", n_instances=20, seed=1)
+    )
     scripted.FAIL = {"number 4.", "number 7."}
     with pytest.raises(
         ShiftlabError, match="failed on 2 of 20 instances .*server overloaded.* let the LLM answer again"
@@ -251,7 +280,9 @@ def test_llm_annotate_counts_parse_failures_and_resumes_after_backend_failures(s
 
 def test_llm_annotates_clustering_per_batch(clustering, scripted):
     study = baseline_create(
-        name="b-clu", dataset=clustering, task_type="clustering", n_instances=12, options={"batch_size": 6}
+        request=BaselineCreateRequest(
+            name="b-clu", dataset=clustering, task_type="clustering", n_instances=12, options={"batch_size": 6}
+        )
     )
     result = baseline_llm_annotate(study=study, backend_alias="scripted")
     assert (result.valid, result.invalid) == (12, 0) and len(scripted.calls) == 2
@@ -260,7 +291,7 @@ def test_llm_annotates_clustering_per_batch(clustering, scripted):
 
 
 def test_llm_annotate_reports_an_unknown_backend(sts, scripted):
-    study = baseline_create(name="b-llm", dataset=sts, task_type="sts", n_instances=2)
+    study = baseline_create(request=BaselineCreateRequest(name="b-llm", dataset=sts, task_type="sts", n_instances=2))
     with pytest.raises(ShiftlabError, match="No LLM backend 'nope'"):
         baseline_llm_annotate(study=study, backend_alias="nope")
 
@@ -311,7 +342,11 @@ def test_instances_are_dealt_whole_batches_and_queries_at_a_time(clustering, rer
         (clustering, "clustering", 12, {"batch_size": 6, "raters_per_instance": 2}),
         (reranking, "reranking", 3, {"candidates": 4, "raters_per_instance": 2}),
     ):
-        study = baseline_create(name=f"deal-{task}", dataset=dataset, task_type=task, n_instances=n, options=options)
+        study = baseline_create(
+            request=BaselineCreateRequest(
+                name=f"deal-{task}", dataset=dataset, task_type=task, n_instances=n, options=options
+            )
+        )
         study.annotators.add(*users)
         instances = list(study.instances.order_by("position"))
         given, short = _baseline_assign(study, instances)

@@ -15,14 +15,14 @@ from django.urls import reverse
 from huggingface_hub import constants as hub_constants
 
 from annotation.models import Approval, BenchmarkConfig, GateResult
-from annotation.studies.design_services import study_create
+from annotation.studies.design_services import StudyCreateRequest, study_create
 from corpora.services import dataset_import
 from evaluation import report_services
 from evaluation.benchmark_execution import benchmark_run_finalize
 from evaluation.models import BenchmarkResult, BenchmarkRun, StoredRobustnessReport
 from evaluation.report_robustness import CSV_NAME, robustness_options, robustness_report_file, robustness_report_get
 from evaluation.report_services import robustness_report_read
-from tests.support import benchmark_run_with_results, keyword_run
+from tests.support import benchmark_run_with_results, keyword_run, roster_at_least, rostered
 from tests.test_projects_annotation import DESIGN as STUDY_DESIGN
 
 DEMO_STS = settings.BASE_DIR / "fixtures/sts/demo-sts.csv"
@@ -210,7 +210,11 @@ def test_the_run_page_names_models_and_the_transformation_runs_it_made(page, sts
 
 
 def test_the_export_page_previews_the_config_before_writing_it(page, sts, researcher):
-    study = study_create(name="approved", runs=[keyword_run(sts, 1)], design=STUDY_DESIGN, actor=None)
+    roster_at_least(sts.project, STUDY_DESIGN.raters_per_item)
+    study = study_create(
+        actor=None,
+        request=rostered(StudyCreateRequest(name="approved", runs=[keyword_run(sts, 1)], design=STUDY_DESIGN)),
+    )
     gate = GateResult.objects.create(
         study=study, transformation="random_keywords", passed=True, evidence={"state": "passed"}, evidence_hash="0" * 64
     )

@@ -15,7 +15,7 @@ from annotation.configs.config_schema import config_read
 from core.errors import ShiftlabError
 from corpora.models import Dataset, DatasetItem
 from corpora.services import dataset_import
-from evaluation.benchmark_execution import benchmark_run_pending_units, benchmark_run_resume
+from evaluation.benchmark_execution import BenchmarkRunResumeRequest, benchmark_run_pending_units, benchmark_run_resume
 from evaluation.benchmark_plan import PlanError, plan_from_config
 from evaluation.benchmark_services import benchmark_run_create_from_config, benchmark_run_create_from_datasets
 from evaluation.encoders import get_encoder
@@ -108,7 +108,7 @@ def test_original_only_run_writes_mteb_files_and_resumes_missing_units(sts, djan
     BenchmarkRun.objects.filter(pk=run.pk).update(done=0, status="failed")
     assert benchmark_run_pending_units(run_id=run.pk) == run.plan["units"]
     with django_capture_on_commit_callbacks(execute=True):
-        benchmark_run_resume(run_id=run.pk)
+        benchmark_run_resume(request=BenchmarkRunResumeRequest(run=run.pk))
     run.refresh_from_db()
     assert run.status == "succeeded" and run.done == 1
     assert BenchmarkResult.objects.get(run=run).main_score == pytest.approx(score)

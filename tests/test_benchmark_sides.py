@@ -20,7 +20,7 @@ import pytest
 from django.core.management import call_command
 from django.urls import reverse
 
-from annotation.configs.export_services import benchmark_config_export, benchmark_config_verify
+from annotation.export_services import BenchmarkConfigExportRequest, benchmark_config_export, benchmark_config_verify
 from annotation.models import BenchmarkConfig, Study
 from core.errors import ShiftlabError
 from core.hashing import sha256_text
@@ -199,9 +199,12 @@ def test_sides_are_refused_where_they_cannot_apply(scifact_subset, tmp_path, set
         )
     assert refused.value.field == "sides"
     with pytest.raises(ShiftlabError, match="unknown side corpus: choose among query, document, both"):
-        from evaluation.benchmark_services import benchmark_run_start
+        from evaluation.benchmark_services import BenchmarkRunStartRequest, benchmark_run_start
 
-        benchmark_run_start(actor=None, project=None, models=[MODEL], datasets=["bench-sts"], sides=["corpus"])
+        benchmark_run_start(
+            actor=None,
+            request=BenchmarkRunStartRequest(project=None, models=[MODEL], datasets=["bench-sts"], sides=["corpus"]),
+        )
 
 
 def test_a_document_side_without_a_retrieval_dataset_is_refused_alike_through_every_door(world, alpha_config):  # noqa: F811
@@ -279,20 +282,30 @@ def test_an_export_with_sides_writes_the_block_which_verifies_and_its_runs_apply
     settings.EMBEDDING_CACHE_DIR = tmp_path / "embeddings"
     study = published_keyword_study(researcher=researcher, name="sided", limit=5, items=6, batch_size=3)
     keywords_approved(study, researcher, comment="ok")
-    config = benchmark_config_export(actor=researcher, name="sided", sides=["document"], document_scope="documents")
+    config = benchmark_config_export(
+        actor=researcher,
+        request=BenchmarkConfigExportRequest(name="sided", sides=["document"], document_scope="documents"),
+    )
     assert config.document["perturbation"] == {"sides": ["document"], "document_scope": "documents"}
     assert benchmark_config_verify(text=config.yaml_text, fmt="yaml").accepted
-    assert "perturbation" not in benchmark_config_export(actor=researcher, name="plain").document
+    assert (
+        "perturbation"
+        not in benchmark_config_export(actor=researcher, request=BenchmarkConfigExportRequest(name="plain")).document
+    )
     with pytest.raises(ShiftlabError, match="perturbation.sides\\[0\\]: 'corpus' is not a side"):
-        benchmark_config_export(actor=researcher, sides=["corpus"])
+        benchmark_config_export(actor=researcher, request=BenchmarkConfigExportRequest(sides=["corpus"]))
     with pytest.raises(ShiftlabError, match="a document scope needs sides"):
-        benchmark_config_export(actor=researcher, document_scope="documents")
+        benchmark_config_export(actor=researcher, request=BenchmarkConfigExportRequest(document_scope="documents"))
     # The stored config's document side applies to a run that names no sides: its only dataset is
     # STS, so the run is refused as one that asked for the document side itself would be.
-    from evaluation.benchmark_services import benchmark_run_start
+    from evaluation.benchmark_services import BenchmarkRunStartRequest, benchmark_run_start
 
     with pytest.raises(ShiftlabError, match="none of the run's datasets is a retrieval or reranking dataset"):
-        benchmark_run_start(actor=researcher, project=None, models=[MODEL], config_id=config.pk, dispatch=False)
+        benchmark_run_start(
+            actor=researcher,
+            dispatch=False,
+            request=BenchmarkRunStartRequest(project=None, models=[MODEL], config_id=config.pk),
+        )
 
 
 def test_sides_fixed_in_a_config_apply_and_are_checked_alike_through_every_door(world, alpha_config):  # noqa: F811

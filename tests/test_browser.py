@@ -30,7 +30,7 @@ from tests.browser_support import (
     log_in,
     upload,
 )
-from tests.support import make_user
+from tests.support import make_user, rostered
 
 STSB_EN_TEST = BASE_DIR.parent / "shared" / "data" / "stsb-multi-mt" / "stsb-en-test.csv"
 
@@ -157,8 +157,8 @@ def test_annotator_gets_403_on_datasets(live_server, page, e2e_annotator):
 
 def test_alpha_in_an_upper_cased_header_stays_alpha(live_server, page, e2e_researcher):
     """Table headers are upper-cased by the style sheet; α upper-cased reads as A (issue 20)."""
-    from annotation.studies.design import StudyDesign
-    from annotation.studies.design_services import study_create
+    from annotation.science.design import StudyDesign
+    from annotation.studies.design_services import StudyCreateRequest, study_create
     from corpora.services import dataset_import
     from transforms.services import transform_run_create
     from transforms.tasks import start_run
@@ -168,10 +168,10 @@ def test_alpha_in_an_upper_cased_header_stays_alpha(live_server, page, e2e_resea
     start_run.delay(run.pk)
     run.refresh_from_db()
     study = study_create(
-        name="alpha",
-        runs=[run],
-        design=StudyDesign(llm_judges=(), items_per_transformation=2),
         actor=e2e_researcher,
+        request=rostered(
+            StudyCreateRequest(name="alpha", runs=[run], design=StudyDesign(llm_judges=(), items_per_transformation=2))
+        ),
     )
     log_in(page, live_server.url, e2e_researcher.username)
     page.goto(f"{live_server.url}/annotation/studies/{study.pk}/")

@@ -15,7 +15,7 @@ import hashlib
 import pytest
 from django.utils import timezone
 
-from annotation.configs.export_services import benchmark_config_export
+from annotation.export_services import BenchmarkConfigExportRequest, benchmark_config_export
 from tests.support import keywords_approved, published_keyword_study
 
 # Issue 39 changed the inputs, not the layout: a study of 6 items (2 easy positives) locks only
@@ -36,6 +36,6 @@ def test_an_export_of_fixed_inputs_is_the_same_bytes_as_before(researcher, tmp_p
     monkeypatch.setattr(timezone, "now", lambda: fixed)
     study = published_keyword_study(researcher=researcher, name="bytes", limit=5, items=6, batch_size=3)
     keywords_approved(study, researcher, comment="ok")
-    config = benchmark_config_export(actor=researcher, name="real")
+    config = benchmark_config_export(actor=researcher, request=BenchmarkConfigExportRequest(name="real"))
     digests = {fmt: hashlib.sha256(getattr(config, f"{fmt}_text").encode()).hexdigest() for fmt in BEFORE_ISSUE_28}
     assert digests == BEFORE_ISSUE_28

@@ -17,7 +17,7 @@ from django.core.management.base import CommandError
 from django.urls import reverse
 
 from annotation.configs.config_export import HASH_KEY, SIGNATURE_KEY, config_hash, config_render, signing_key_id
-from annotation.configs.export_services import benchmark_config_export
+from annotation.export_services import BenchmarkConfigExportRequest, benchmark_config_export
 from annotation.models import BenchmarkConfig
 from core.errors import ShiftlabError
 from evaluation.benchmark_services import benchmark_run_create_from_config
@@ -38,7 +38,7 @@ def export(researcher, tmp_path, settings) -> Callable[[], BenchmarkConfig]:
     settings.EMBEDDING_CACHE_DIR = tmp_path / "embeddings"
     study = published_keyword_study(researcher=researcher, name="forgery", limit=LIMIT, items=6, batch_size=3)
     keywords_approved(study, researcher, comment="meaning kept")
-    return lambda: benchmark_config_export(actor=researcher, name="real")
+    return lambda: benchmark_config_export(actor=researcher, request=BenchmarkConfigExportRequest(name="real"))
 
 
 def forge(config: BenchmarkConfig, edit: Callable[[dict], None], *, strip_signature: bool, fmt: str = "json") -> str:

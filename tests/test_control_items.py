@@ -11,17 +11,17 @@ from django.conf import settings
 from django.core.management import call_command
 from django.core.management.base import CommandError
 
+from annotation.kinds import ItemKind
 from annotation.models import Study
-from annotation.quality.control_pool import control_pool_read
-from annotation.quality.control_services import study_control_detectability
-from annotation.quality.controls import ItemKind
-from annotation.quality.text_measures import is_punctuation_edit, looks_like_keywords
-from annotation.studies.design import StudyDesign
-from annotation.studies.design_services import study_create, study_lock
+from annotation.science.design import StudyDesign
+from annotation.science.text_measures import is_punctuation_edit, looks_like_keywords
+from annotation.studies.control_pool import control_pool_read
+from annotation.studies.control_services import study_control_detectability
+from annotation.studies.design_services import StudyCreateRequest, study_create, study_lock
 from core.errors import ShiftlabError
 from core.roles import Role
 from corpora.services import dataset_import
-from tests.support import FEW_CONTROLS_OVERRIDE, eager_keyword_run, make_user
+from tests.support import FEW_CONTROLS_OVERRIDE, eager_keyword_run, make_user, rostered
 from transforms.models import TransformedItem
 
 pytestmark = pytest.mark.django_db
@@ -44,7 +44,10 @@ def draft(name, run, **design):
         "seed": 3,
         "detectability_override": FEW_CONTROLS_OVERRIDE,
     }
-    return study_create(name=name, runs=[run], design=StudyDesign(**{**values, **design}), actor=None)
+    return study_create(
+        actor=None,
+        request=rostered(StudyCreateRequest(name=name, runs=[run], design=StudyDesign(**{**values, **design}))),
+    )
 
 
 def write_pool(path, rows):
@@ -262,6 +265,11 @@ def test_the_same_seed_draws_the_same_study_whatever_the_row_ids(django_user_mod
             seed=3,
             detectability_override=FEW_CONTROLS_OVERRIDE,
         )
-        study = study_lock(study=study_create(name="same", project=project.slug, runs=[run], design=design, actor=None))
+        study = study_lock(
+            study=study_create(
+                actor=None,
+                request=rostered(StudyCreateRequest(name="same", project=project.slug, runs=[run], design=design)),
+            )
+        )
         drawn.append([(i.kind, i.text_a, i.text_b) for i in study.items.order_by("position")])
     assert drawn[0] == drawn[1]

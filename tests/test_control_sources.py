@@ -11,10 +11,10 @@ import pytest
 from django.conf import settings
 from django.core.management import CommandError, call_command
 
+from annotation.kinds import ItemKind
 from annotation.models import Assignment, Study
-from annotation.quality.control_pool import control_pool_read
-from annotation.quality.controls import ItemKind
 from annotation.studies.assignment_services import study_assign
+from annotation.studies.control_pool import control_pool_read
 from annotation.studies.design_services import study_lock
 from core.errors import ShiftlabError
 from core.models import AuditEvent, Membership, Project

@@ -12,18 +12,24 @@ from django.conf import settings
 from django.core.management import call_command
 
 from annotation.configs.config_schema import config_read
-from annotation.configs.export_services import benchmark_config_export
+from annotation.export_services import BenchmarkConfigExportRequest, benchmark_config_export
+from annotation.kinds import ItemKind
 from annotation.models import Annotator, Approval, Assignment, GateResult, Rating, Study
-from annotation.quality.control_pool import control_pool_read
-from annotation.quality.controls import ItemKind
+from annotation.science.design import StudyDesign
 from annotation.studies.assignment_services import study_assign
-from annotation.studies.design import StudyDesign
-from annotation.studies.design_services import study_create, study_lock, study_revise
+from annotation.studies.control_pool import control_pool_read
+from annotation.studies.design_services import (
+    StudyCreateRequest,
+    StudyReviseRequest,
+    study_create,
+    study_lock,
+    study_revise,
+)
 from core.errors import ShiftlabError
 from core.models import AuditEvent, Project
 from core.roles import Role
 from corpora.services import dataset_import, dataset_trust_for_controls
-from tests.support import FEW_CONTROLS_OVERRIDE, eager_keyword_run, make_user, page_as
+from tests.support import FEW_CONTROLS_OVERRIDE, eager_keyword_run, make_user, page_as, rostered
 
 pytestmark = pytest.mark.django_db
 FIXTURES = settings.BASE_DIR / "fixtures"
@@ -59,7 +65,10 @@ def paraphrase_pairs(project=None):
 
 def draft(name, run, **design):
     values = {"items_per_transformation": 6, "batch_size": 3, "controls_per_batch": 2, "llm_judges": (), "seed": 3}
-    return study_create(name=name, runs=[run], design=StudyDesign(**{**values, **design}), actor=None)
+    return study_create(
+        actor=None,
+        request=rostered(StudyCreateRequest(name=name, runs=[run], design=StudyDesign(**{**values, **design}))),
+    )
 
 
 def pairs(study, kinds=(ItemKind.EASY_POSITIVE, ItemKind.EASY_NEGATIVE)):
@@ -110,7 +119,7 @@ def test_a_control_is_never_shown_twice_to_one_annotator_across_studies(django_u
     first = study_lock(study=draft("first", run, **design))
     study_assign(study=first, users=[ann], actor=None)
     # A revision of the same study (same design and seed) used to draw the very same controls.
-    second = study_lock(study=study_revise(study=first))
+    second = study_lock(study=study_revise(request=StudyReviseRequest(study=first)))
     study_assign(study=second, users=[ann], actor=None)
 
     def seen(study):
@@ -292,7 +301,7 @@ def test_lock_is_refused_when_controls_are_detectable_and_an_override_is_recorde
         study=study, transformation="random_keywords", passed=True, evidence={}, evidence_hash="0" * 64
     )
     Approval.objects.create(gate_result=result, decision="approve", comment="ok", decided_by=rita)
-    config = benchmark_config_export(actor=rita, studies=[study])
+    config = benchmark_config_export(actor=rita, request=BenchmarkConfigExportRequest(studies=[study]))
     exported = config.document["transformations"][0]["study"]
     assert exported["detectability_override"]["reason"] == override
     assert exported["detectability_override"]["over_limit"]["random_keywords"] > 0.75

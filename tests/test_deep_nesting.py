@@ -21,8 +21,8 @@ from hypothesis import HealthCheck, given
 from hypothesis import settings as hypothesis_settings
 from hypothesis import strategies as st
 
-from annotation.configs.export_services import benchmark_config_verify
-from annotation.quality.control_pool import control_pool_from_upload
+from annotation.export_services import benchmark_config_verify
+from annotation.studies.control_pool import control_pool_from_upload
 from corpora.parsing import DatasetFormatError
 from corpora.readers import read_table
 from tests.support import api_as, page_as

@@ -13,9 +13,9 @@ from django.urls import reverse
 from django.utils import timezone
 
 from annotation.models import Approval, BenchmarkConfig, GateResult
-from annotation.studies.design_services import study_create
+from annotation.studies.design_services import StudyCreateRequest, study_create
 from corpora.services import dataset_import
-from tests.support import api_as, keyword_run, page_as
+from tests.support import api_as, keyword_run, page_as, rostered
 from tests.test_projects_annotation import DESIGN as STUDY_DESIGN
 
 pytestmark = pytest.mark.django_db
@@ -28,7 +28,10 @@ def approved(researcher, monkeypatch):
     """A project with one approved random_keywords transformation, and the clock held still."""
     monkeypatch.setattr(timezone, "now", lambda: FIXED)
     sts = dataset_import(source=DEMO_STS, task="sts", name="demo-sts")
-    study = study_create(name="approved", runs=[keyword_run(sts, 1)], design=STUDY_DESIGN, actor=None)
+    study = study_create(
+        actor=None,
+        request=rostered(StudyCreateRequest(name="approved", runs=[keyword_run(sts, 1)], design=STUDY_DESIGN)),
+    )
     gate = GateResult.objects.create(
         study=study, transformation="random_keywords", passed=True, evidence={"state": "passed"}, evidence_hash="0" * 64
     )

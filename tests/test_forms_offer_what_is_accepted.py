@@ -15,21 +15,21 @@ import pytest
 from django.conf import settings
 from django.db import transaction
 
-from annotation.baselines.baseline_services import baseline_create
+from annotation.baselines.baseline_services import BaselineCreateRequest, baseline_create
 from annotation.forms import StudyCreateForm
-from annotation.studies.design_services import study_create
+from annotation.studies.design_services import StudyCreateRequest, study_create
 from core.errors import ShiftlabError
 from core.models import Membership, Project
 from core.roles import Role
 from corpora.models import Dataset
 from corpora.services import dataset_import
-from evaluation.benchmark_services import benchmark_run_start
+from evaluation.benchmark_services import BenchmarkRunStartRequest, benchmark_run_start
 from evaluation.forms import BaselineCreateForm, BenchmarkRunForm
-from tests.support import LIMIT, keyword_run, make_user
+from tests.support import LIMIT, keyword_run, make_user, rostered
 from tests.test_projects_annotation import DESIGN
 from transforms.forms import TransformRunForm
 from transforms.models import TransformRun
-from transforms.services import transform_runs_start
+from transforms.services import TransformRunsStartRequest, transform_runs_start
 
 pytestmark = pytest.mark.django_db
 DEMO_STS = settings.BASE_DIR / "fixtures/sts/demo-sts.csv"
@@ -87,7 +87,8 @@ def test_the_benchmark_form_offers_the_datasets_a_run_accepts(carl, project):
         for name in readable_names(benchmark=True)
         if accepts(
             lambda name=name: benchmark_run_start(
-                actor=carl, project=project, models=[MODEL], datasets=[name], limit=LIMIT
+                actor=carl,
+                request=BenchmarkRunStartRequest(project=project, models=[MODEL], datasets=[name], limit=LIMIT),
             )
         )
     }
@@ -113,7 +114,10 @@ def test_the_transformation_run_form_offers_the_datasets_a_run_accepts(carl, pro
         for name in readable_names()
         if accepts(
             lambda name=name: transform_runs_start(
-                actor=carl, project=project, dataset=name, transformation="random_keywords", limit=LIMIT
+                actor=carl,
+                request=TransformRunsStartRequest(
+                    project=project, dataset=name, transformation="random_keywords", limit=LIMIT
+                ),
             )
         )
     }
@@ -128,7 +132,9 @@ def test_the_baseline_form_offers_the_datasets_a_baseline_accepts(carl, project)
         name
         for name in readable_names()
         if accepts(
-            lambda name=name: baseline_create(actor=carl, project=project, name="humans", dataset=name, n_instances=3)
+            lambda name=name: baseline_create(
+                actor=carl, request=BaselineCreateRequest(project=project, name="humans", dataset=name, n_instances=3)
+            )
         )
     }
     assert offered == accepted
@@ -142,7 +148,12 @@ def test_the_study_form_offers_the_runs_a_study_accepts(carl, project):
     accepted = {
         run
         for run in TransformRun.objects.all()
-        if accepts(lambda run=run: study_create(name="check", runs=[run], design=DESIGN, project=project, actor=carl))
+        if accepts(
+            lambda run=run: study_create(
+                actor=carl,
+                request=rostered(StudyCreateRequest(name="check", runs=[run], design=DESIGN, project=project)),
+            )
+        )
     }
     assert offered == accepted and len(accepted) == (2 if project is None else 1)
 

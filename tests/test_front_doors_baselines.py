@@ -19,7 +19,7 @@ from django.conf import settings
 from django.core.management import CommandError, call_command
 from django.urls import reverse
 
-from annotation.baselines.baseline_services import baseline_create
+from annotation.baselines.baseline_services import BaselineCreateRequest, baseline_create
 from annotation.models import BaselineStudy, BenchmarkConfig, Study
 from core.models import Membership, Project
 from core.projects import membership_set, project_create
@@ -157,7 +157,7 @@ def test_a_config_of_a_read_only_project_is_refused_alike_by_every_door(rae, app
 def test_named_studies_are_refused_alike_when_the_caller_cannot_see_them(rae, approved, tmp_path):
     missing = approved.pk + 100
     refused = export_by_api(rae, "by-api", studies=[missing])
-    assert refused.status_code == 404 and refused.json() == {"detail": f"no studies [{missing}]"}
+    assert refused.status_code == 404 and refused.json() == {"detail": f"no studies [{missing}]", "code": "not_found"}
     with pytest.raises(CommandError, match=rf"no studies \[{missing}\]"):
         export_by_command(tmp_path, "by-command", "--study", str(missing), "--as", "rae")
     assert export_by_api(rae, "by-api", studies=[approved.pk]).status_code == 201
@@ -167,7 +167,9 @@ def test_changing_a_baseline_of_a_read_only_project_is_refused_by_every_door(rae
     gamma = Project.objects.get(slug="gamma")
     dataset_import(source=DEMO_STS, task="sts", name="demo-gamma", project=gamma)
     olga = gamma.memberships.get(role=Membership.Role.OWNER).user
-    study = baseline_create(actor=olga, name="olgas", dataset="demo-gamma", n_instances=2)
+    study = baseline_create(
+        actor=olga, request=BaselineCreateRequest(name="olgas", dataset="demo-gamma", n_instances=2)
+    )
     assert study.project == gamma
     page = page_as(rae).post(reverse("evaluation:baseline", args=[study.pk]), {"action": "llm-annotate"})
     assert page.status_code == 403

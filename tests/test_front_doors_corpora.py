@@ -75,7 +75,7 @@ def test_without_a_project_each_door_asks_which_of_the_callers_projects(alice, t
     page = _page_upload(alice, "nowhere", None)
     assert page.status_code == 200 and page.context["form"].errors["project"] == [SEVERAL]
     api = _api_upload(alice, "nowhere", None)
-    assert api.status_code == 400 and api.json() == {"project": [SEVERAL]}
+    assert api.status_code == 400 and api.json() == {"project": [SEVERAL], "code": "project_ambiguous"}
     with pytest.raises(CommandError) as refused:
         _command_upload(tmp_path, "nowhere", None)
     assert str(refused.value) == f"Nothing was imported.\n{SEVERAL}"
@@ -85,7 +85,7 @@ def test_without_a_project_each_door_asks_which_of_the_callers_projects(alice, t
 
 def test_a_project_the_caller_only_reads_is_refused_by_each_door(alice, tmp_path):
     api = _api_upload(alice, "sneak", "gamma")
-    assert api.status_code == 403 and api.json() == {"detail": READ_ONLY}
+    assert api.status_code == 403 and api.json() == {"detail": READ_ONLY, "code": "forbidden"}
     with pytest.raises(CommandError) as refused:
         _command_upload(tmp_path, "sneak", "gamma")
     assert str(refused.value) == f"Nothing was imported.\n{READ_ONLY}"
@@ -118,7 +118,7 @@ def test_an_mteb_task_imported_through_each_door_lands_in_the_named_project_alik
         ("alpha", alice, "sts", datasets[0].n_items, datasets[0].content_hash)
     }
     several = api_as(alice).post("/api/dataset-imports/", {"mteb_task": "STSBenchmark", "name": "mteb-nowhere"})
-    assert several.status_code == 400 and several.json() == {"project": [SEVERAL]}
+    assert several.status_code == 400 and several.json() == {"project": [SEVERAL], "code": "project_ambiguous"}
     with pytest.raises(CommandError, match="several projects"):
         _command("--mteb", "STSBenchmark", "--name", "mteb-nowhere")
 

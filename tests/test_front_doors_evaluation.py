@@ -18,17 +18,19 @@ from pathlib import Path
 
 import pytest
 from django.conf import settings
+from django.core.files.uploadedfile import SimpleUploadedFile
 from django.core.management import CommandError, call_command
 from django.urls import reverse
 
-from annotation.configs.export_services import benchmark_config_export
+from annotation.export_services import BenchmarkConfigExportRequest, benchmark_config_export
 from annotation.models import Approval, BenchmarkConfig, GateResult
-from annotation.studies.design_services import study_create
+from annotation.studies.design_services import StudyCreateRequest, study_create
 from core.models import Membership, Project
 from core.roles import Role
 from corpora.services import dataset_import
+from evaluation.benchmark_services import CONFIG_SOURCE_BOTH, CONFIG_SOURCE_NONE
 from evaluation.models import BenchmarkRun
-from tests.support import LIMIT, api_as, keyword_run, make_user, page_as
+from tests.support import LIMIT, api_as, keyword_run, make_user, page_as, roster_at_least, rostered
 from tests.test_projects_annotation import DESIGN
 
 pytestmark = pytest.mark.django_db
@@ -52,14 +54,20 @@ def world(django_user_model, tmp_path, settings):
 @pytest.fixture
 def alpha_config(world) -> BenchmarkConfig:
     """An exported config of alpha approving a random-keywords run of alpha's dataset."""
+    roster_at_least(world["alpha"], DESIGN.raters_per_item)
     study = study_create(
-        name="a-study", runs=[keyword_run(world["a_sts"], 1)], design=DESIGN, project="alpha", actor=world["carl"]
+        actor=world["carl"],
+        request=rostered(
+            StudyCreateRequest(name="a-study", runs=[keyword_run(world["a_sts"], 1)], design=DESIGN, project="alpha")
+        ),
     )
     gate = GateResult.objects.create(
         study=study, transformation="random_keywords", passed=True, evidence={"state": "passed"}, evidence_hash="0" * 64
     )
     Approval.objects.create(gate_result=gate, decision="approve", comment="ok", decided_by=world["carl"])
-    return benchmark_config_export(actor=world["carl"], studies=[study], name="a-config")
+    return benchmark_config_export(
+        actor=world["carl"], request=BenchmarkConfigExportRequest(studies=[study], name="a-config")
+    )
 
 
 def described(run: BenchmarkRun) -> dict:
@@ -132,7 +140,10 @@ def test_a_run_from_a_config_goes_into_the_configs_project_through_every_door(wo
 
 def test_a_project_the_caller_may_only_read_is_refused_alike(world):
     carl = world["carl"]
-    page = by_page(carl, datasets=["g-sts"], project="gamma")
+    sent = {"models": MODEL, "config": "", "datasets": ["g-sts"], "project": "gamma"}
+    refused = page_as(carl).post(reverse("evaluation:benchmarks"), sent)
+    assert refused.status_code == 403  # as every page answers a forbidden change (core.pages.refusals)
+    page = html.unescape(refused.content.decode())
     api = by_api(carl, status=403, datasets=["g-sts"], project="gamma")
     command = by_command(carl, "--dataset", "g-sts", "--project", "gamma")
     for refusal in (page, api, command):
@@ -141,7 +152,7 @@ def test_a_project_the_caller_may_only_read_is_refused_alike(world):
 
 
 def test_an_unknown_project_is_refused_alike_by_the_api_and_the_command(world):
-    api = by_api(world["carl"], status=400, datasets=["a-sts"], project="delta")
+    api = by_api(world["carl"], status=404, datasets=["a-sts"], project="delta")
     command = by_command(world["carl"], "--dataset", "a-sts", "--project", "delta")
     assert api.startswith("{'project': [") and "No project 'delta' that you belong to" in api
     assert "No project 'delta' that you belong to" in command
@@ -163,7 +174,29 @@ def test_a_preset_without_a_config_sets_the_encoders_dtype_through_every_door_th
 
 def test_resuming_a_run_the_caller_may_only_read_is_refused_alike(world):
     run = BenchmarkRun.objects.create(project=world["gamma"], name="g", model_names=[MODEL], total=1, plan={})
+    page = page_as(world["carl"]).post(reverse("evaluation:benchmark-resume", args=[run.pk]))
+    assert page.status_code == 403 and READ_ONLY in html.unescape(page.content.decode())
     refused = api_as(world["carl"]).post(f"/api/benchmark-runs/{run.pk}/resume/")
     assert refused.status_code == 403 and READ_ONLY in refused.json()["detail"]
     with pytest.raises(CommandError, match=READ_ONLY):
         call_command("benchmark", "resume", str(run.pk), "--as", "carl", stdout=io.StringIO())
+    assert BenchmarkRun.objects.get(pk=run.pk).status == run.status
+
+
+def test_a_run_without_a_config_or_datasets_is_refused_alike(world):
+    """Which source a run has is decided in ``benchmark_run_start``, with one wording (issue 43:
+    the service, the serializer, the form and the command each had their own)."""
+    refusal = CONFIG_SOURCE_NONE
+    page = by_page(world["carl"])
+    api = by_api(world["carl"], status=400)
+    command = by_command(world["carl"])
+    assert refusal in page and refusal in api and refusal in command
+    assert not BenchmarkRun.objects.exists()
+
+
+def test_a_stored_config_and_a_config_text_together_are_refused_alike(world, alpha_config):
+    upload = SimpleUploadedFile("a-config.json", alpha_config.json_text.encode(), content_type="application/json")
+    page = by_page(world["carl"], config=str(alpha_config.pk), config_file=upload)
+    api = by_api(world["carl"], status=400, config_id=alpha_config.pk, config_text=alpha_config.json_text)
+    assert CONFIG_SOURCE_BOTH in page and CONFIG_SOURCE_BOTH in api
+    assert not BenchmarkRun.objects.exists()

@@ -19,14 +19,14 @@ from django.core.management import CommandError, call_command
 from django.urls import reverse
 
 from annotation.models import Annotator, Study
-from annotation.studies.design import StudyDesign
-from annotation.studies.design_services import study_create, study_lock
+from annotation.science.design import StudyDesign
+from annotation.studies.design_services import StudyCreateRequest, study_create, study_lock
 from core.models import Membership
 from core.projects import membership_set, project_create
 from core.roles import Role
 from core.rosters import roster_refusal
 from corpora.services import dataset_import
-from tests.support import FEW_CONTROLS_OVERRIDE, api_as, keyword_run, make_user, page_as
+from tests.support import FEW_CONTROLS_OVERRIDE, api_as, keyword_run, make_user, page_as, roster_at_least
 
 pytestmark = pytest.mark.django_db
 DEMO_STS = settings.BASE_DIR / "fixtures/sts/demo-sts.csv"
@@ -113,7 +113,7 @@ def test_a_project_the_caller_may_only_read_is_refused_alike(scene):
     page = create_by_page(scene, "ro-page", "gamma")
     assert page.status_code == 403 and refusal in html.unescape(page.content.decode())
     api = create_by_api(scene, "ro-api", "gamma")
-    assert (api.status_code, api.json()) == (403, {"detail": refusal})
+    assert (api.status_code, api.json()) == (403, {"detail": refusal, "code": "forbidden"})
     with pytest.raises(CommandError, match=refusal.replace("(", r"\(").replace(")", r"\)")):
         create_by_command(scene, "ro-command", "gamma")
     assert not Study.objects.exists()
@@ -124,7 +124,7 @@ def test_an_unknown_project_is_refused_alike(scene):
     page = create_by_page(scene, "un-page", "nowhere")
     assert page.status_code == 200 and refusal in html.unescape(page.content.decode())
     api = create_by_api(scene, "un-api", "nowhere")
-    assert (api.status_code, api.json()) == (400, {"project": [refusal]})
+    assert (api.status_code, api.json()) == (404, {"project": [refusal], "code": "no_project"})
     with pytest.raises(CommandError, match=refusal):
         create_by_command(scene, "un-command", "nowhere")
     assert not Study.objects.exists()
@@ -134,7 +134,9 @@ def test_an_unknown_project_is_refused_alike(scene):
 
 
 def _draft(scene, name: str) -> Study:
-    return study_create(actor=scene["rex"], project=None, name=name, runs=[scene["run"]], design=DESIGN)
+    return study_create(
+        actor=scene["rex"], request=StudyCreateRequest(project=None, name=name, runs=[scene["run"]], design=DESIGN)
+    )
 
 
 def _pool_file(tmp_path, study: Study):
@@ -180,7 +182,7 @@ def test_a_control_pool_for_a_locked_study_is_refused_alike(scene, tmp_path):
         assert refusal in _page_said(_page_action(scene, study, "lock", control_pool=upload))
     with pool.open("rb") as upload:
         api = api_as(scene["rex"]).post(f"/api/studies/{study.pk}/lock/", {"control_pool": upload})
-    assert (api.status_code, api.json()) == (400, {"detail": refusal})
+    assert (api.status_code, api.json()) == (409, {"detail": refusal, "code": "conflict"})
     with pytest.raises(CommandError, match=re.escape(refusal)):
         _command(study, "lock", "--control-pool", str(pool))
 
@@ -203,7 +205,7 @@ def test_sync_of_a_study_not_published_is_refused_alike(scene):
     refusal = f"{study} is not published yet: publish it before syncing responses"
     assert refusal in _page_said(_page_action(scene, study, "sync"))
     api = api_as(scene["rex"]).post(f"/api/studies/{study.pk}/sync/")
-    assert (api.status_code, api.json()) == (400, {"detail": refusal})
+    assert (api.status_code, api.json()) == (400, {"detail": refusal, "code": "invalid"})
     with pytest.raises(CommandError, match=re.escape(refusal)):
         _command(study, "sync")
 
@@ -211,13 +213,16 @@ def test_sync_of_a_study_not_published_is_refused_alike(scene):
 @pytest.mark.parametrize("action", ["lock", "revise", "sync", "validate", "gate"])
 def test_every_action_on_a_study_the_caller_may_only_read_is_refused_alike(scene, action):
     run = keyword_run(dataset_import(source=DEMO_STS, task="sts", name="demo-gamma", project=scene["gamma"]), 1)
-    study = study_create(actor=None, project="gamma", name="theirs", runs=[run], design=DESIGN)
+    roster_at_least(scene["gamma"], DESIGN["raters_per_item"])
+    study = study_create(
+        actor=None, request=StudyCreateRequest(project="gamma", name="theirs", runs=[run], design=DESIGN)
+    )
     refusal = "You may only read project 'gamma': ask one of its owners to make you a member."
     page = page_as(scene["rex"]).post(reverse("annotation:study", args=[study.pk]), {"action": action})
     assert page.status_code == 403 and refusal in _page_said(page)
     route = "design" if action == "revise" else action
     api = api_as(scene["rex"]).post(f"/api/studies/{study.pk}/{route}/", {"design": {}}, format="json")
-    assert (api.status_code, api.json()) == (403, {"detail": refusal})
+    assert (api.status_code, api.json()) == (403, {"detail": refusal, "code": "forbidden"})
     with pytest.raises(CommandError, match=re.escape(refusal)):
         _command(study, action)
     assert Study.objects.get(pk=study.pk).status == Study.Status.DRAFT and Study.objects.count() == 1
@@ -232,7 +237,7 @@ def test_publishing_to_or_handing_over_to_someone_off_the_roster_is_refused_alik
     api = api_as(scene["rex"]).post(
         f"/api/studies/{study.pk}/publish/", {"annotators": ["anna", "ghost", "olaf"]}, format="json"
     )
-    assert (api.status_code, api.json()) == (400, {"detail": refusal})
+    assert (api.status_code, api.json()) == (400, {"detail": refusal, "code": "invalid"})
     with pytest.raises(CommandError, match=re.escape(refusal)):
         _command(study, "publish", "--annotators", "anna", "ghost", "olaf")
     leaver = Annotator.objects.create(study=study, user=django_user_model.objects.get(username="anna"))
@@ -240,7 +245,55 @@ def test_publishing_to_or_handing_over_to_someone_off_the_roster_is_refused_alik
     api = api_as(scene["rex"]).post(
         f"/api/study-annotators/{leaver.pk}/replace/", {"username": "ghost", "reason": "left"}, format="json"
     )
-    assert (api.status_code, api.json()) == (400, {"detail": refusal})
+    assert (api.status_code, api.json()) == (400, {"detail": refusal, "code": "invalid"})
     with pytest.raises(CommandError, match=re.escape(refusal)):
         _command(study, "replace-annotator", "anna", "ghost", "--reason", "left")
     assert Study.objects.get(pk=study.pk).published_at is None and study.annotators.count() == 1
+
+
+# --- the rules ``study_create`` and ``study_revise`` check for every door (issue 43) ----------------
+
+
+def _refused_alike(scene, name: str, design: dict) -> tuple[str, str, str]:
+    """What the page, the API and the command say to the same refused study (none is made)."""
+    fields = _page_fields(name, scene["run"]) | {key: str(value) for key, value in design.items()}
+    page = page_as(scene["rex"]).post(reverse("annotation:studies"), fields)
+    assert page.status_code == 200
+    body = {"name": name, "runs": [scene["run"].pk], "design": DESIGN | design}
+    api = api_as(scene["rex"]).post("/api/studies/", body, format="json")
+    assert api.status_code == 400, api.content
+    args = ["study", "create", name, "--runs", str(scene["run"].pk), "--design", json.dumps(DESIGN | design)]
+    with pytest.raises(CommandError) as refused:
+        call_command(*args, "--as", "rex", stdout=StringIO())
+    assert not Study.objects.exists()
+    return _page_said(page), json.dumps(api.json(), ensure_ascii=False), str(refused.value)
+
+
+def test_more_raters_per_item_than_the_projects_annotators_is_refused_alike(scene):
+    """Before issue 43 only the page counted the annotators (it passed ``count_annotators``); the
+    API and the command made the study and refused it only at publish."""
+    refusal = "each item needs 3 different raters, but there are only 2 annotator accounts"
+    page, api, command = _refused_alike(scene, "three-raters", {"raters_per_item": 3})
+    assert refusal in page and refusal in api and refusal in command
+
+
+def test_a_study_name_off_the_pattern_is_refused_alike(scene):
+    refusal = "invalid study name 'Not_A_Name': Use lowercase letters, digits and '-', starting with a letter or digit."
+    page, api, command = _refused_alike(scene, "Not_A_Name", {})
+    assert refusal in page and refusal in command
+    assert refusal in api and '"name"' in api  # on the name input
+
+
+def test_a_revision_with_more_raters_than_annotators_is_refused_alike(scene):
+    study = study_lock(study=_draft(scene, "revised-raters"), actor=scene["rex"])
+    refusal = "each item needs 3 different raters, but there are only 2 annotator accounts"
+    changed = {**DESIGN, "raters_per_item": 3}
+    fields = {f"revise-{key}": str(value) for key, value in changed.items() if key != "llm_judges"}
+    assert refusal in _page_said(_page_action(scene, study, "revise", **fields))
+    api = api_as(scene["rex"]).post(
+        f"/api/studies/{study.pk}/design/", {"design": {"raters_per_item": 3}}, format="json"
+    )
+    assert api.status_code == 400 and refusal in json.dumps(api.json())
+    with pytest.raises(CommandError, match=re.escape(refusal)):
+        _command(study, "revise", "--design", '{"raters_per_item": 3}')
+    assert Study.objects.filter(name="revised-raters").count() == 1

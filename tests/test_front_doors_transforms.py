@@ -17,7 +17,7 @@ from django.conf import settings
 from django.core.management import CommandError, call_command
 from django.urls import reverse
 
-from core.models import Membership, Project
+from core.models import AuditEvent, Membership, Project
 from core.roles import Role
 from corpora.services import dataset_import
 from tests.support import api_as, keyword_run, make_user, page_as
@@ -95,7 +95,8 @@ def test_a_missing_dataset_is_the_same_refusal_through_every_door(world):
     api = api_as(world["rita"]).post("/api/transform-runs/", RUN_FORM | {"dataset": "nope"}, format="json")
     assert api.status_code == 404
     refused = _command("transform", "--dataset", "nope", "--transformation", "random_keywords")
-    assert refused == api.json()["detail"] == "No dataset named 'nope'. See: python manage.py corpora list"
+    assert refused == api.json()["dataset"][0] == "No dataset named 'nope'. See: python manage.py corpora list"
+    assert api.json()["code"] == "not_found"
 
 
 # --- judge reports -----------------------------------------------------------------------------------
@@ -203,3 +204,28 @@ def test_a_judged_run_named_into_a_project_the_caller_may_only_read_is_refused_a
     api = api_as(world["rita"]).post("/api/judge-reports/", body, format="json")
     assert api.status_code == 403
     assert _command("judge", "run", "--run", str(run), "--project", "gamma") == api.json()["detail"]
+
+
+def test_resuming_a_run_the_caller_may_only_read_is_refused_by_every_door(world):
+    """Before issue 43 each door checked write access itself; now ``transform_run_resume`` does,
+    as ``benchmark_run_resume`` does, and the sweeper (the system) resumes any run."""
+    gamma = dataset_import(source=DEMO_STS, task="sts", name="sts-gamma", project=world["gamma"])
+    run = keyword_run(gamma, 3)
+    TransformRun.objects.filter(pk=run.pk).update(status=TransformRun.Status.FAILED, error="lost")
+    page = page_as(world["rita"]).post(reverse("transforms:run", args=[run.pk]))
+    assert page.status_code == 403
+    api = api_as(world["rita"]).post(f"/api/transform-runs/{run.pk}/resume/")
+    assert api.status_code == 403 and READ_ONLY in api.json()["detail"]
+    assert _command("transform", "--run", str(run.pk), "--resume") == api.json()["detail"]
+    assert TransformRun.objects.get(pk=run.pk).status == TransformRun.Status.FAILED
+    assert not AuditEvent.objects.filter(verb="transform.run.resume").exists()
+
+
+def test_resuming_a_judge_report_the_caller_may_only_read_is_refused(world):
+    gamma = dataset_import(source=DEMO_STS, task="sts", name="sts-gamma", project=world["gamma"])
+    report = JudgeReport.objects.create(
+        project=world["gamma"], kind=JudgeReport.Kind.EVALUATION, dataset=gamma, status=JudgeReport.Status.FAILED
+    )
+    api = api_as(world["rita"]).post(f"/api/judge-reports/{report.pk}/resume/")
+    assert api.status_code == 403 and READ_ONLY in api.json()["detail"]
+    assert JudgeReport.objects.get(pk=report.pk).status == JudgeReport.Status.FAILED

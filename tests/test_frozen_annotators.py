@@ -16,17 +16,17 @@ from django.conf import settings as django_settings
 
 from annotation.argilla import client as argilla
 from annotation.models import Annotator, ArgillaWebhook, Rating, RatingComment, Study
-from annotation.publishing import webhook_services
-from annotation.publishing.argilla_services import study_publish
-from annotation.publishing.sync_services import study_sync, sync_summary
-from annotation.quality.validation_services import annotator_reject, annotator_replace
-from annotation.studies.design import StudyDesign
-from annotation.studies.design_services import study_create
+from annotation.science.design import StudyDesign
+from annotation.studies import webhook_services
+from annotation.studies.argilla_services import study_publish
+from annotation.studies.design_services import StudyCreateRequest, study_create
+from annotation.studies.sync_services import study_sync, sync_summary
+from annotation.studies.validation_services import annotator_reject, annotator_replace
 from core.models import AuditEvent
 from core.projects import project_create
 from core.roles import Role
 from corpora.services import dataset_import
-from tests.support import FEW_CONTROLS_OVERRIDE, argilla_annotator_client, argilla_pending, make_user, page_as
+from tests.support import FEW_CONTROLS_OVERRIDE, argilla_annotator_client, argilla_pending, make_user, page_as, rostered
 from tests.test_argilla_webhooks import RECEIVER, SECRET, _event, _signed
 from transforms.services import transform_run_create
 from transforms.tasks import start_run
@@ -55,7 +55,9 @@ def _study(slug: str, name: str, django_user_model, usernames: tuple[str, ...]):
     run = transform_run_create(dataset=sts, transformation="random_keywords", seed=1, limit=16, dispatch=False)
     start_run.delay(run.pk)  # eager: the run finishes here
     run.refresh_from_db()
-    study = study_create(name=name, project=team.slug, runs=[run], design=DESIGN, actor=rita)
+    study = study_create(
+        actor=rita, request=rostered(StudyCreateRequest(name=name, project=team.slug, runs=[run], design=DESIGN))
+    )
     study_publish(study=study, annotators=list(users.values())[:3], actor=rita)
     return Study.objects.get(pk=study.pk), rita, users
 

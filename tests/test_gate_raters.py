@@ -13,11 +13,11 @@ import pytest
 from django.urls import reverse
 
 from annotation.configs.config_export import config_verify
-from annotation.configs.export_services import benchmark_config_export
+from annotation.export_services import BenchmarkConfigExportRequest, benchmark_config_export
+from annotation.kinds import ItemKind
 from annotation.models import Annotator, Rating, Study
-from annotation.quality.controls import ItemKind
-from annotation.quality.gate_services import approval_decide, study_gate
-from annotation.quality.validation_services import study_validate
+from annotation.studies.gate_services import approval_decide, study_gate
+from annotation.studies.validation_services import study_validate
 from core.errors import ShiftlabError
 from core.roles import Role
 from tests.support import make_user, published_keyword_study
@@ -81,7 +81,7 @@ def test_a_declared_pilot_passes_marked_and_the_config_carries_it(
     client.force_login(researcher)
     assert "Single-rater pilot</strong>: 4 of 4 items rest on one counted rater" in page(client, "gate", study)
     approval_decide(gate_result=gate, decision="approve", comment="pilot only", actor=researcher)
-    config = benchmark_config_export(actor=researcher, name="pilot")
+    config = benchmark_config_export(actor=researcher, request=BenchmarkConfigExportRequest(name="pilot"))
     [entry] = config.document["transformations"]
     assert entry["gate"]["single_rater_pilot"] is True and entry["study"]["design"]["single_rater_pilot"] is True
     verification = config_verify(config.json_text, "json", key=settings.CONFIG_SIGNING_KEY)

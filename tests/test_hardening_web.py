@@ -24,8 +24,8 @@ from rest_framework.test import APIClient
 from annotation.argilla import client as argilla
 from annotation.management.commands.argilla_server import DEV_OWNER_PASSWORD
 from annotation.models import BenchmarkConfig, Study
-from annotation.publishing.argilla_services import PublishResult, annotator_roles_check
-from annotation.studies.design import StudyDesign
+from annotation.science.design import StudyDesign
+from annotation.studies.argilla_services import PublishResult, annotator_roles_check
 from core.errors import ShiftlabError
 from core.models import AuditEvent
 from core.roles import Role
@@ -287,7 +287,7 @@ def test_argilla_passwords_stay_server_side(
     design = StudyDesign(llm_judges=())
     study = Study.objects.create(name="pw", design=design.to_dict(), design_hash=design.content_hash)
     monkeypatch.setattr(
-        "annotation.publishing.publish_job_services.study_publish",
+        "annotation.studies.publish_job_services.study_publish",
         lambda **_: PublishResult(study=study, dataset_id="d", records=3, new_accounts=("anna",)),
     )
     client.force_login(researcher)

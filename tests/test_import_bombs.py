@@ -24,7 +24,7 @@ import pytest
 from django.conf import settings
 from django.core.files.uploadedfile import SimpleUploadedFile
 
-from annotation.quality.control_pool import MAX_POOL_BYTES, control_pool_from_upload
+from annotation.studies.control_pool import MAX_POOL_BYTES, control_pool_from_upload
 from corpora.limits import ReadLimits
 from corpora.models import Dataset, DatasetImport, DatasetItem
 from corpora.readers import read_source

@@ -41,11 +41,12 @@ from shiftlab.celery import app
 from tests.support import api_as, celery_sender, celery_worker_command, database_url_for_worker, page_as, wait_for
 from transforms.backends import reset_backends
 from transforms.backends.base import TransientBackendError
-from transforms.judge_services import judge_report_create_evaluation, judge_report_resume
+from transforms.judge_services import JudgeReportResumeRequest, judge_report_create_evaluation, judge_report_resume
 from transforms.judgement_services import JudgeParams, judge_report_waiting
 from transforms.models import JudgeReport, TransformRun
 from transforms.params import GenerationParams
 from transforms.services import (
+    TransformRunResumeRequest,
     transform_run_create,
     transform_run_pending_chunks,
     transform_run_resume,
@@ -297,8 +298,8 @@ def test_work_that_succeeds_again_ends_the_wait(sts, settings, django_capture_on
         type(job).objects.filter(pk=job.pk).update(status="running")
         waiting.wait(REFUSED, retry=1, max_retries=8, countdown=30)
     with answering(port, "4"), django_capture_on_commit_callbacks(execute=True):
-        transform_run_resume(run_id=run.pk)
-        judge_report_resume(report_id=report.pk)
+        transform_run_resume(request=TransformRunResumeRequest(run=run.pk))
+        judge_report_resume(request=JudgeReportResumeRequest(report=report.pk))
     run.refresh_from_db()
     report.refresh_from_db()
     assert run.status == TransformRun.Status.SUCCEEDED and run.waiting is None, run.error

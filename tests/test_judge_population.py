@@ -21,22 +21,22 @@ from django.conf import settings
 from django.utils import timezone
 
 from annotation import tasks
+from annotation.kinds import ItemKind
 from annotation.models import JudgePopulationJob, Study
-from annotation.quality.controls import ItemKind
-from annotation.quality.judge_population_services import (
+from annotation.science.design import StudyDesign
+from annotation.studies.design_services import StudyCreateRequest, study_create, study_lock
+from annotation.studies.judge_population_services import (
     JUDGE_POPULATION_CHUNK,
     judge_population_outputs,
     study_judge_population,
     study_judge_population_start,
 )
-from annotation.studies.design import StudyDesign
-from annotation.studies.design_services import study_create, study_lock
 from core.errors import ConflictError, ShiftlabError
 from core.hashing import sha256_text
 from core.models import AuditEvent
 from core.tasks import sweep_stuck_jobs
 from corpora.services import dataset_import
-from tests.support import FEW_CONTROLS_OVERRIDE, celery_sender, celery_worker, eager_keyword_run, wait_for
+from tests.support import FEW_CONTROLS_OVERRIDE, celery_sender, celery_worker, eager_keyword_run, rostered, wait_for
 from tests.test_job_waiting import answering, backend_config, closed_port
 from transforms.backends import reset_backends
 from transforms.backends.base import ChatFailure, ChatResult, LLMBackend, TransientBackendError
@@ -120,7 +120,7 @@ def locked_study(*, name: str = "judged", llm_judges=("one", "two"), lock: bool 
         seed=3,
         detectability_override=FEW_CONTROLS_OVERRIDE,
     )
-    study = study_create(name=name, runs=[run], design=design, actor=None)
+    study = study_create(actor=None, request=rostered(StudyCreateRequest(name=name, runs=[run], design=design)))
     return study_lock(study=study) if lock else study
 
 

@@ -12,11 +12,11 @@ import pytest
 from django.conf import settings
 from django.urls import reverse
 
+from annotation.kinds import ItemKind
 from annotation.models import Annotator, Study
-from annotation.quality.controls import ItemKind
-from annotation.quality.validation_services import study_validate
-from annotation.studies.design import StudyDesign
-from annotation.studies.design_services import study_create
+from annotation.science.design import StudyDesign
+from annotation.studies.design_services import StudyCreateRequest, study_create
+from annotation.studies.validation_services import study_validate
 from core.roles import Role
 from corpora.services import dataset_import
 from tests.support import (
@@ -25,6 +25,7 @@ from tests.support import (
     keywords_approved,
     make_user,
     published_keyword_study,
+    rostered,
 )
 
 AT = datetime(2026, 1, 1, tzinfo=UTC)
@@ -91,7 +92,10 @@ def _draft(researcher, name: str) -> Study:
         seed=3,
         detectability_override=FEW_CONTROLS_OVERRIDE,
     )
-    return study_create(name=name, runs=[eager_keyword_run(sts, limit=4)], design=design, actor=researcher)
+    return study_create(
+        actor=researcher,
+        request=rostered(StudyCreateRequest(name=name, runs=[eager_keyword_run(sts, limit=4)], design=design)),
+    )
 
 
 def test_a_draft_is_locked_only_after_a_warning_and_nothing_is_sent_without_annotators(client, researcher):

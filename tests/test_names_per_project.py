@@ -12,17 +12,17 @@ from django.conf import settings
 from django.core.files.uploadedfile import SimpleUploadedFile
 from django.core.management import call_command
 
-from annotation.baselines.baseline_services import baseline_create
+from annotation.baselines.baseline_services import BaselineCreateRequest, baseline_create
 from annotation.models import BaselineStudy, Study
-from annotation.publishing.argilla_services import annotator_workspace
-from annotation.studies.design_services import study_create
+from annotation.studies.argilla_services import annotator_workspace
+from annotation.studies.design_services import StudyCreateRequest, study_create
 from core.errors import ShiftlabError
 from core.projects import project_create
 from core.roles import Role
 from corpora.selectors import dataset_get
 from corpora.services import dataset_import
 from evaluation.benchmark_services import benchmark_run_create_from_datasets
-from tests.support import api_as, keyword_run, make_user, page_as
+from tests.support import api_as, keyword_run, make_user, page_as, roster_at_least, rostered
 from tests.test_projects_annotation import DESIGN
 
 pytestmark = pytest.mark.django_db
@@ -38,8 +38,16 @@ def two(django_user_model):
     demo_a = dataset_import(source=DEMO_STS, task="sts", name="demo-a", project=a)
     demo_b = dataset_import(source=DEMO_STS, task="sts", name="demo-b", project=b)
     run_a, run_b = keyword_run(demo_a, 1), keyword_run(demo_b, 1)
-    secret = study_create(name="acquisition-target", runs=[run_a], design=DESIGN, project=a.slug, actor=rita)
-    baseline_create(name="acquisition-humans", dataset=demo_a, task_type="sts", n_instances=3, project=a.slug)
+    roster_at_least(b, DESIGN.raters_per_item)  # bob's study through the API (issue 43: the roster counts)
+    secret = study_create(
+        actor=rita,
+        request=rostered(StudyCreateRequest(name="acquisition-target", runs=[run_a], design=DESIGN, project=a.slug)),
+    )
+    baseline_create(
+        request=BaselineCreateRequest(
+            name="acquisition-humans", dataset=demo_a, task_type="sts", n_instances=3, project=a.slug
+        )
+    )
     return {"a": a, "b": b, "rita": rita, "bob": bob, "run_b": run_b, "demo_b": demo_b, "secret": secret}
 
 
@@ -61,24 +69,36 @@ def test_another_projects_study_name_is_free_on_the_api_and_the_page(two):
 def test_a_name_taken_in_the_same_project_is_still_refused(two):
     run_a = two["secret"].runs.first()
     with pytest.raises(ShiftlabError, match="a study named 'acquisition-target' exists in project proj-a"):
-        study_create(name="acquisition-target", runs=[run_a], design=DESIGN, project=two["a"].slug, actor=None)
+        study_create(
+            actor=None,
+            request=rostered(
+                StudyCreateRequest(name="acquisition-target", runs=[run_a], design=DESIGN, project=two["a"].slug)
+            ),
+        )
 
 
 def test_another_projects_baseline_name_is_free(two):
     created = baseline_create(
-        name="acquisition-humans", dataset=two["demo_b"], task_type="sts", n_instances=3, project=two["b"].slug
+        request=BaselineCreateRequest(
+            name="acquisition-humans", dataset=two["demo_b"], task_type="sts", n_instances=3, project=two["b"].slug
+        )
     )
     assert created.project == two["b"] and BaselineStudy.objects.filter(name="acquisition-humans").count() == 2
     with pytest.raises(ShiftlabError, match="exists in project proj-b"):
         baseline_create(
-            name="acquisition-humans", dataset=two["demo_b"], task_type="sts", n_instances=3, project=two["b"].slug
+            request=BaselineCreateRequest(
+                name="acquisition-humans", dataset=two["demo_b"], task_type="sts", n_instances=3, project=two["b"].slug
+            )
         )
 
 
 def test_an_annotator_of_two_projects_gets_one_workspace_per_study_of_the_same_name(two, django_user_model):
     anna = make_user(django_user_model, "anna", Role.ANNOTATOR)
     twin = study_create(
-        name="acquisition-target", runs=[two["run_b"]], design=DESIGN, project=two["b"].slug, actor=None
+        actor=None,
+        request=rostered(
+            StudyCreateRequest(name="acquisition-target", runs=[two["run_b"]], design=DESIGN, project=two["b"].slug)
+        ),
     )
     assert annotator_workspace(two["secret"], anna) != annotator_workspace(twin, anna)
 

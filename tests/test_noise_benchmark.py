@@ -22,7 +22,7 @@ from evaluation.report_robustness import robustness_report_files, robustness_rep
 from tests.support import config_text, make_user, page_as
 from transforms.chunk_services import transform_run_execute_inline
 from transforms.noise import perturb
-from transforms.services import transform_runs_start
+from transforms.services import TransformRunsStartRequest, transform_runs_start
 
 MODEL = "all-MiniLM-L6-v2"
 SEVERITIES = (2, 5, 10, 20)
@@ -45,7 +45,10 @@ def test_typos_at_four_severities_give_a_curve_and_its_area(
         transform_run_execute_inline(run_id=run.pk)
         for seed in SEEDS
         for run in transform_runs_start(
-            actor=None, project=None, dataset="stsb-en-test-30", transformation="typos", seed=seed
+            actor=None,
+            request=TransformRunsStartRequest(
+                project=None, dataset="stsb-en-test-30", transformation="typos", seed=seed
+            ),
         )
     ]
     assert sorted({r.transformation for r in runs}) == sorted(f"typos_{s}" for s in SEVERITIES)

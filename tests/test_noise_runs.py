@@ -12,17 +12,17 @@ from django.core.management import CommandError, call_command
 from django.urls import reverse
 
 from annotation.models import StudyItem
-from annotation.studies.design import StudyDesign
-from annotation.studies.design_services import study_create, study_lock
+from annotation.science.design import StudyDesign
+from annotation.studies.design_services import StudyCreateRequest, study_create, study_lock
 from core.errors import ShiftlabError
 from core.roles import Role
 from corpora.services import ImportOptions, dataset_import
-from tests.support import FEW_CONTROLS_OVERRIDE, api_as, make_user, page_as
+from tests.support import FEW_CONTROLS_OVERRIDE, api_as, make_user, page_as, rostered
 from transforms.chunk_services import transform_run_execute_inline
 from transforms.keyboards import LAYOUTS
 from transforms.models import TransformedItem, TransformRun
 from transforms.registry import TRANSFORMATIONS, Axis
-from transforms.services import transform_runs_start
+from transforms.services import TransformRunsStartRequest, transform_runs_start
 
 pytestmark = pytest.mark.django_db
 
@@ -51,7 +51,10 @@ def _outputs(run: TransformRun) -> dict[tuple[str, str], str]:
 
 def test_a_noise_kind_runs_once_per_severity_without_an_llm(german):
     runs = transform_runs_start(
-        actor=None, project=None, dataset="de-sts", transformation="typos", severities=[5, 20], seed=4
+        actor=None,
+        request=TransformRunsStartRequest(
+            project=None, dataset="de-sts", transformation="typos", severities=[5, 20], seed=4
+        ),
     )
     assert [r.transformation for r in runs] == ["typos_5", "typos_20"]
     assert TRANSFORMATIONS["typos_20"].axis is Axis.NOISE
@@ -72,19 +75,32 @@ def test_a_noise_kind_runs_once_per_severity_without_an_llm(german):
     assert changed & german_only
 
     again = transform_runs_start(
-        actor=None, project=None, dataset="de-sts", transformation="typos_20", seed=4, severities=None
+        actor=None,
+        request=TransformRunsStartRequest(
+            project=None, dataset="de-sts", transformation="typos_20", seed=4, severities=None
+        ),
     )
     # A second run with the same seed types the same typos; another seed types others.
-    other = transform_runs_start(actor=None, project=None, dataset="de-sts", transformation="typos_20", seed=5)
+    other = transform_runs_start(
+        actor=None, request=TransformRunsStartRequest(project=None, dataset="de-sts", transformation="typos_20", seed=5)
+    )
     assert _outputs(transform_run_execute_inline(run_id=again[0].pk)) == _outputs(done[1])
     assert _outputs(transform_run_execute_inline(run_id=other[0].pk)) != _outputs(done[1])
 
 
 def test_severities_are_refused_where_they_do_not_apply(german):
     with pytest.raises(ShiftlabError, match="no severity 7% for typos: choose among 2, 5, 10, 20"):
-        transform_runs_start(actor=None, project=None, dataset="de-sts", transformation="typos", severities=[7])
+        transform_runs_start(
+            actor=None,
+            request=TransformRunsStartRequest(project=None, dataset="de-sts", transformation="typos", severities=[7]),
+        )
     with pytest.raises(ShiftlabError, match="severities apply to the noise kinds"):
-        transform_runs_start(actor=None, project=None, dataset="de-sts", transformation="paraphrase", severities=[5])
+        transform_runs_start(
+            actor=None,
+            request=TransformRunsStartRequest(
+                project=None, dataset="de-sts", transformation="paraphrase", severities=[5]
+            ),
+        )
 
 
 def test_the_command_takes_a_kind_and_severities(german):
@@ -101,7 +117,10 @@ DEMO_STS = settings.BASE_DIR / "fixtures/sts/demo-sts.csv"
 def _locked_noise_study(user_model, transformation: str):
     """A study of a seed-1 run of ``transformation`` over the demo STS pairs, locked by a researcher."""
     dataset_import(source=DEMO_STS, task="sts", name="demo-sts")
-    (run,) = transform_runs_start(actor=None, project=None, dataset="demo-sts", transformation=transformation, seed=1)
+    (run,) = transform_runs_start(
+        actor=None,
+        request=TransformRunsStartRequest(project=None, dataset="demo-sts", transformation=transformation, seed=1),
+    )
     transform_run_execute_inline(run_id=run.pk)
     rita = make_user(user_model, "rita", Role.RESEARCHER)
     design = StudyDesign(
@@ -114,7 +133,12 @@ def _locked_noise_study(user_model, transformation: str):
         detectability_override=FEW_CONTROLS_OVERRIDE,
     )
     return run, study_lock(
-        study=study_create(name=f"{transformation.replace('_', '-')}-study", runs=[run], design=design, actor=rita)
+        study=study_create(
+            actor=rita,
+            request=rostered(
+                StudyCreateRequest(name=f"{transformation.replace('_', '-')}-study", runs=[run], design=design)
+            ),
+        )
     )
 
 

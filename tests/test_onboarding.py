@@ -21,9 +21,9 @@ from django_celery_results.models import TaskResult
 
 from annotation.argilla import client as argilla_client
 from annotation.models import Study
-from annotation.publishing.argilla_services import PublishResult
-from annotation.publishing.onboarding_services import annotation_ui_url
+from annotation.studies.argilla_services import PublishResult
 from annotation.studies.assignment_services import study_assign
+from annotation.studies.onboarding_services import annotation_ui_url
 from annotation.tasks import sync_study
 from core.models import AuditEvent
 from core.roles import Role
@@ -135,7 +135,7 @@ def test_publishing_names_new_accounts_and_shows_no_password(
     client, researcher, study, monkeypatch, django_capture_on_commit_callbacks
 ):
     monkeypatch.setattr(
-        "annotation.publishing.publish_job_services.study_publish",
+        "annotation.studies.publish_job_services.study_publish",
         lambda **_: PublishResult(study=study, dataset_id="d", records=6, new_accounts=("anna",)),
     )
     client.force_login(researcher)

@@ -7,11 +7,11 @@ from collections import Counter
 
 import pytest
 
+from annotation.kinds import ItemKind
 from annotation.models import Rating, Study
-from annotation.quality import adaptive_services
-from annotation.quality.controls import ItemKind
+from annotation.science.design import DesignError, StudyDesign
+from annotation.studies import adaptive_services
 from annotation.studies.assignment_services import open_items, study_overlap_items, study_pull
-from annotation.studies.design import DesignError, StudyDesign
 from tests.test_pull_assignment import _raters, _study, _submit_open
 
 pytestmark = pytest.mark.django_db

@@ -14,13 +14,13 @@ from django.conf import settings
 from django.core.management import CommandError, call_command
 from django.urls import reverse
 
-from annotation.configs.export_services import benchmark_config_export
+from annotation.export_services import BenchmarkConfigExportRequest, benchmark_config_export
 from annotation.models import Approval, BaselineStudy, GateResult, Study
-from annotation.studies.design_services import study_create
+from annotation.studies.design_services import StudyCreateRequest, study_create
 from core.roles import Role
 from corpora.services import dataset_import
 from evaluation.models import BenchmarkRun
-from tests.support import keyword_run, make_user
+from tests.support import keyword_run, make_user, rostered
 from tests.test_projects_annotation import DESIGN as STUDY_DESIGN
 from transforms.backends import reset_backends
 from transforms.models import JudgeReport, TransformRun
@@ -233,12 +233,17 @@ def test_designs_that_cannot_work_are_refused_next_to_the_field(page, researcher
 
 def test_a_benchmark_starts_from_an_approved_config_and_refusals_keep_the_form(page, sts, researcher):
     # A real export: a run re-checks the gate result and approval a registered config names.
-    study = study_create(name="approved", runs=[keyword_run(sts, 1)], design=STUDY_DESIGN, actor=None)
+    study = study_create(
+        actor=None,
+        request=rostered(StudyCreateRequest(name="approved", runs=[keyword_run(sts, 1)], design=STUDY_DESIGN)),
+    )
     gate = GateResult.objects.create(
         study=study, transformation="random_keywords", passed=True, evidence={"state": "passed"}, evidence_hash="0" * 64
     )
     Approval.objects.create(gate_result=gate, decision="approve", comment="ok", decided_by=researcher)
-    config = benchmark_config_export(actor=researcher, studies=[study], name="approved")
+    config = benchmark_config_export(
+        actor=researcher, request=BenchmarkConfigExportRequest(studies=[study], name="approved")
+    )
     url = reverse("evaluation:benchmarks")
     form = page.get(url).content.decode()
     assert f'<option value="{config.pk}" selected>' in form  # the newest approved config

@@ -14,10 +14,10 @@ from django.core.files.uploadedfile import SimpleUploadedFile
 from django.urls import reverse
 
 from annotation.argilla import client as argilla_client
+from annotation.kinds import ItemKind
 from annotation.models import Annotator, Rating, Study
-from annotation.quality.controls import ItemKind
-from annotation.quality.gate_services import approval_decide, study_gate
-from annotation.quality.validation_services import study_validate
+from annotation.studies.gate_services import approval_decide, study_gate
+from annotation.studies.validation_services import study_validate
 from annotation.tasks import sync_study
 from core.errors import ShiftlabError
 from core.roles import Role
@@ -103,7 +103,7 @@ def test_sync_says_what_it_found_and_the_study_page_keeps_it(client, researcher,
         for (external_id, question), value in answers.items():
             yield argilla_client.ResponseRow(external_id, anna.argilla_user_id, question, value, "submitted", AT)
 
-    monkeypatch.setattr("annotation.publishing.sync_services.argilla_connection", _no_connection)
+    monkeypatch.setattr("annotation.studies.sync_services.argilla_connection", _no_connection)
     monkeypatch.setattr(argilla_client, "responses_fetch", responses_fetch)
     client.force_login(researcher)
     url = reverse("annotation:study", args=[study.pk])

@@ -13,13 +13,13 @@ from django.urls import reverse
 from django.utils import timezone
 
 from annotation.configs.config_schema import config_read
-from annotation.configs.export_services import benchmark_config_export
+from annotation.export_services import BenchmarkConfigExportRequest, benchmark_config_export
+from annotation.kinds import ItemKind
 from annotation.models import JudgePopulationJob, Study
-from annotation.quality import adaptive_services, judge_population_services
-from annotation.quality.controls import ItemKind
-from annotation.quality.gate_services import approval_decide, study_gate
-from annotation.quality.judge_population_services import study_judge_population_start
-from annotation.quality.validation_services import study_validate
+from annotation.studies import adaptive_services, judge_population_services
+from annotation.studies.gate_services import approval_decide, study_gate
+from annotation.studies.judge_population_services import study_judge_population_start
+from annotation.studies.validation_services import study_validate
 from core.errors import ShiftlabError
 from core.models import AuditEvent
 from tests.test_judge_population import fluency_answer, judges, quality_answer  # noqa: F401 (fixture)
@@ -92,7 +92,7 @@ def test_the_gate_corrects_the_judges_mean_over_every_output(
     # Approved and exported: the config's gate entry says what it rests on, and reads back.
     assert gate.passed
     approval_decide(gate_result=gate, decision="approve", comment="judge-corrected gate passed", actor=researcher)
-    config = benchmark_config_export(actor=researcher, studies=[study])
+    config = benchmark_config_export(actor=researcher, request=BenchmarkConfigExportRequest(studies=[study]))
     [entry] = config.document["transformations"]
     assert entry["gate"]["basis"] == stored["basis"]
     assert config_read(config.document).transformations[0].gate.basis == stored["basis"]

@@ -15,7 +15,7 @@ from core.errors import ShiftlabError
 from corpora.services import dataset_import
 from evaluation.models import BenchmarkRun
 from tests.support import config_text, keyword_run
-from transforms.judge_services import judge_report_create, judge_report_settings
+from transforms.judge_services import JudgeReportCreateRequest, judge_report_create, judge_report_settings
 from transforms.models import TransformRun
 from transforms.services import transform_run_create, transform_run_settings
 
@@ -106,7 +106,7 @@ def test_the_api_takes_a_preset(sts, researcher):
     one = client.post("/api/transform-runs/", {**body, "seed": 1339}, format="json")
     assert one.status_code == 202 and one.json()["seed"] == 1339 and one.json()["preset"] == "multi-axis-paper"
     conflict = client.post("/api/transform-runs/", {**body, "top_p": 0.9}, format="json")
-    assert conflict.status_code == 400 and "top_p=0.9 conflicts" in conflict.json()["detail"]
+    assert conflict.status_code == 400 and "top_p=0.9 conflicts" in conflict.json()["top_p"][0]
     unknown = client.post("/api/transform-runs/", {**body, "preset": "mteb"}, format="json")
     assert unknown.status_code == 400 and "preset" in unknown.json()
 
@@ -115,17 +115,25 @@ def test_judge_reports_take_a_preset(sts, researcher):
     settings_ = judge_report_settings(preset="multi-axis-paper")
     assert (settings_.seed, settings_.params.temperature, settings_.preset) == (1337, 0.0, "multi-axis-paper")
     assert (settings_.generation_params.temperature, settings_.generation_params.top_p) == (0.0, 1.0)
-    report = judge_report_create(kind="evaluation", dataset="demo-sts", preset="paraphrasing-paper", dispatch=False)
+    report = judge_report_create(
+        dispatch=False,
+        request=JudgeReportCreateRequest(kind="evaluation", dataset="demo-sts", preset="paraphrasing-paper"),
+    )
     assert report.options["preset"] == "paraphrasing-paper" and report.options["seed"] == 1337
-    plain = judge_report_create(kind="evaluation", dataset="demo-sts", dispatch=False)
+    plain = judge_report_create(dispatch=False, request=JudgeReportCreateRequest(kind="evaluation", dataset="demo-sts"))
     assert "preset" not in plain.options and plain.options["seed"] == 0
     with pytest.raises(ShiftlabError, match="seed=\\[3\\] conflicts with preset 'paraphrasing-paper'"):
-        judge_report_create(kind="evaluation", dataset="demo-sts", preset="paraphrasing-paper", seed=3, dispatch=False)
+        judge_report_create(
+            dispatch=False,
+            request=JudgeReportCreateRequest(
+                kind="evaluation", dataset="demo-sts", preset="paraphrasing-paper", seed=3
+            ),
+        )
     client = APIClient()
     client.force_authenticate(researcher)
     body = {"kind": "evaluation", "dataset": "demo-sts", "preset": "multi-axis-paper", "temperature": 0.5}
     conflict = client.post("/api/judge-reports/", body, format="json")
-    assert conflict.status_code == 400 and "temperature=0.5 conflicts" in conflict.json()["detail"]
+    assert conflict.status_code == 400 and "temperature=0.5 conflicts" in conflict.json()["temperature"][0]
 
 
 def test_the_benchmark_command_takes_a_preset_for_seeds_and_statistics_units(db):

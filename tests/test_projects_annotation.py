@@ -17,8 +17,8 @@ from django.conf import settings
 from django.core.management import CommandError, call_command
 from django.urls import reverse
 
-from annotation.baselines.baseline_services import baseline_create
-from annotation.configs.export_services import benchmark_config_export
+from annotation.baselines.baseline_services import BaselineCreateRequest, baseline_create
+from annotation.export_services import BenchmarkConfigExportRequest, benchmark_config_export
 from annotation.models import (
     Annotator,
     Approval,
@@ -29,15 +29,21 @@ from annotation.models import (
     Rating,
     Study,
 )
-from annotation.studies.design import StudyDesign
-from annotation.studies.design_services import study_create, study_lock, study_revise
+from annotation.science.design import StudyDesign
+from annotation.studies.design_services import (
+    StudyCreateRequest,
+    StudyReviseRequest,
+    study_create,
+    study_lock,
+    study_revise,
+)
 from core.errors import ShiftlabError
 from core.models import Membership, Project
 from core.projects import membership_set, project_create
 from core.roles import Role
 from corpora.models import Dataset
 from corpora.services import dataset_import
-from tests.support import FEW_CONTROLS_OVERRIDE, api_as, keyword_run, make_user, page_as
+from tests.support import FEW_CONTROLS_OVERRIDE, api_as, keyword_run, make_user, page_as, roster_at_least
 from transforms.models import TransformRun
 
 pytestmark = pytest.mark.django_db
@@ -104,20 +110,29 @@ def world(db, django_user_model) -> World:
     a = project_create(slug="proj-a", owner=rita, actor=None)
     b = project_create(slug="proj-b", owner=bob, actor=None)
     anna = make_user(django_user_model, "anna", Role.ANNOTATOR, roster=a)
+    for project in (a, b):  # the designs' raters per item (issue 43: study_create counts the roster)
+        roster_at_least(project, DESIGN.raters_per_item)
     membership_set(project=a, user=vic, role=Membership.Role.VIEWER, actor=None)
     run_a = keyword_run(dataset_import(source=DEMO_STS, task="sts", name="demo-a", project=a), 1)
     run_b = keyword_run(dataset_import(source=DEMO_STS, task="sts", name="demo-b", project=b), 1)
     study_a = study_lock(
-        study=study_create(name="study-a", runs=[run_a], design=DESIGN, project=a.slug, actor=rita), actor=rita
+        study=study_create(
+            actor=rita, request=StudyCreateRequest(name="study-a", runs=[run_a], design=DESIGN, project=a.slug)
+        ),
+        actor=rita,
     )
-    study_b = study_create(name="study-b", runs=[run_b], design=DESIGN, project=b.slug, actor=bob)
+    study_b = study_create(
+        actor=bob, request=StudyCreateRequest(name="study-b", runs=[run_b], design=DESIGN, project=b.slug)
+    )
     annotator = Annotator.objects.create(study=study_a, user=anna)
     rating = Rating.objects.create(
         study_item=study_a.items.first(), annotator=annotator, question="quality", value=1, submitted_at=AT
     )
     flag = Flag.objects.create(rating=rating, rule="low_rating", value=1)
     gate = _approved_gate(study_a, rita)
-    config = benchmark_config_export(actor=rita, studies=[study_a], name="a-config")
+    config = benchmark_config_export(
+        actor=rita, request=BenchmarkConfigExportRequest(studies=[study_a], name="a-config")
+    )
     return World(a, b, rita, bob, vic, adam, run_a, run_b, study_a, study_b, annotator, flag, gate, config)
 
 
@@ -196,7 +211,7 @@ def test_api_changes_answer_404_outside_the_project_and_403_to_a_viewer(world, u
 )
 def test_api_lists_hold_only_readable_objects(world, url):
     gate_b = _approved_gate(world.study_b, world.bob)
-    config_b = benchmark_config_export(actor=world.bob, studies=[world.study_b])
+    config_b = benchmark_config_export(actor=world.bob, request=BenchmarkConfigExportRequest(studies=[world.study_b]))
     mine = {
         "/api/studies/": (world.study_a.pk, world.study_b.pk),
         "/api/study-flags/?status=all": (world.flag.pk, None),
@@ -218,9 +233,9 @@ def test_a_study_created_through_the_api_lives_in_its_project_and_its_workspace(
     assert (created.json()["project"], created.json()["workspace"]) == ("proj-a", "proj-a")
     # B's researcher cannot even see A's run; naming A is refused as unknown; the viewer may not write.
     refused = api_as(world.bob).post("/api/studies/", {**body, "name": "theirs"}, format="json")
-    assert refused.status_code == 400 and "no transformation runs" in refused.json()["detail"]
+    assert refused.status_code == 404 and "no transformation runs" in str(refused.json()["runs"])
     refused = api_as(world.bob).post("/api/studies/", {**body, "name": "theirs", "project": "proj-a"}, format="json")
-    assert refused.status_code == 400 and "No project 'proj-a'" in str(refused.json()["project"])
+    assert refused.status_code == 404 and "No project 'proj-a'" in str(refused.json()["project"])
     assert (
         api_as(world.vic).post("/api/studies/", {**body, "name": "v", "project": "proj-a"}, format="json").status_code
         == 403
@@ -234,17 +249,27 @@ def test_a_study_in_b_with_runs_of_a_is_refused_with_a_clear_message(world):
     assert "belongs to project 'proj-a', not 'proj-b'" in refused.json()["detail"]
     assert "the study's runs must be in the same project" in refused.json()["detail"]
     with pytest.raises(ShiftlabError, match="the study's runs must be in the same project"):
-        study_create(name="mixed", runs=[world.run_a, world.run_b], design=DESIGN, project=world.b.slug, actor=None)
+        study_create(
+            actor=None,
+            request=StudyCreateRequest(
+                name="mixed", runs=[world.run_a, world.run_b], design=DESIGN, project=world.b.slug
+            ),
+        )
     with pytest.raises(ShiftlabError, match="the study's runs must be in the same project"):
-        study_revise(study=world.study_b, runs=[world.run_a])
+        study_revise(request=StudyReviseRequest(study=world.study_b, runs=[world.run_a]))
     assert not Study.objects.filter(name="mixed").exists()
 
 
 def test_a_new_version_keeps_its_project_and_workspace(world):
-    revised = study_revise(study=world.study_a, design=DESIGN.revised(seed=9), actor=world.rita)
+    revised = study_revise(
+        actor=world.rita, request=StudyReviseRequest(study=world.study_a, design=DESIGN.revised(seed=9))
+    )
     assert (revised.project, revised.workspace, revised.version) == (world.a, "proj-a", 2)
     default = study_create(
-        name="plain", runs=[keyword_run(Dataset.objects.get(name="demo-a"), 2)], design=DESIGN, actor=None
+        actor=None,
+        request=StudyCreateRequest(
+            name="plain", runs=[keyword_run(Dataset.objects.get(name="demo-a"), 2)], design=DESIGN
+        ),
     )
     assert (default.project, default.workspace) == (world.a, "proj-a")  # no project named: the runs'
 
@@ -252,7 +277,9 @@ def test_a_new_version_keeps_its_project_and_workspace(world):
 def test_a_config_export_across_two_projects_is_refused(world):
     _approved_gate(world.study_b, world.bob)
     with pytest.raises(ShiftlabError, match=r"several projects \(proj-a, proj-b\)"):
-        benchmark_config_export(actor=None, studies=[world.study_a, world.study_b])
+        benchmark_config_export(
+            actor=None, request=BenchmarkConfigExportRequest(studies=[world.study_a, world.study_b])
+        )
     refused = api_as(world.adam).post("/api/benchmark-configs/", {"name": "all"}, format="json")
     assert refused.status_code == 400 and "several projects" in refused.json()["detail"]
     made = api_as(world.adam).post("/api/benchmark-configs/", {"project": "proj-b"}, format="json")
@@ -348,6 +375,7 @@ def test_commands_act_as_the_named_user(world):
         call_command("study", "review", str(world.flag.pk), "dismissed", "--as", "bob-b")
     with pytest.raises(CommandError, match="no transformation runs"):
         call_command("study", "create", "cli-b", "--runs", str(world.run_a.pk), "--as", "bob-b")
+    roster_at_least(world.a, StudyDesign().raters_per_item)  # the default design's raters (issue 43)
     out = StringIO()
     call_command(
         "study",
@@ -374,12 +402,22 @@ def test_commands_act_as_the_named_user(world):
 def test_baselines_keep_to_their_project(world, tmp_path):
     demo_a, demo_b = Dataset.objects.get(name="demo-a"), Dataset.objects.get(name="demo-b")
     with pytest.raises(ShiftlabError, match="the baseline's dataset must be in the same project"):
-        baseline_create(name="bl-mixed", dataset=demo_a, task_type="sts", n_instances=3, project=world.b.slug)
-    study = baseline_create(name="bl-a", dataset=demo_a, task_type="sts", n_instances=3, project=world.a.slug)
+        baseline_create(
+            request=BaselineCreateRequest(
+                name="bl-mixed", dataset=demo_a, task_type="sts", n_instances=3, project=world.b.slug
+            )
+        )
+    study = baseline_create(
+        request=BaselineCreateRequest(name="bl-a", dataset=demo_a, task_type="sts", n_instances=3, project=world.a.slug)
+    )
     assert (study.project, study.workspace) == (world.a, "proj-a")
     demo_a.shared = True
     demo_a.save(update_fields=["shared"])
-    shared = baseline_create(name="bl-shared", dataset=demo_a, task_type="sts", n_instances=3, project=world.b.slug)
+    shared = baseline_create(
+        request=BaselineCreateRequest(
+            name="bl-shared", dataset=demo_a, task_type="sts", n_instances=3, project=world.b.slug
+        )
+    )
     assert shared.workspace == "proj-b"
     with pytest.raises(CommandError, match="no dataset 'demo-b'"):
         call_command("baseline", "create", "bl-x", "--dataset", "demo-b", "--task", "sts", "-n", "3", "--as", "rita-a")

@@ -148,10 +148,10 @@ def test_api_upload_refused_into_a_project_not_the_callers(world):
     response = client.post(
         "/api/dataset-imports/", {"files": [upload()], "name": "sneak", "task_type": "sts", "project": "team-a"}
     )
-    assert response.status_code == 400
+    assert response.status_code == 404
     assert "No project 'team-a' that you belong to" in response.json()["project"][0]
     mteb = client.post("/api/dataset-imports/", {"mteb_task": "STSBenchmark", "project": "team-a"})
-    assert mteb.status_code == 400 and "team-a" in mteb.json()["project"][0]
+    assert mteb.status_code == 404 and "team-a" in mteb.json()["project"][0]
     assert not DatasetImport.objects.filter(name="sneak").exists()
 
 

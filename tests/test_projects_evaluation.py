@@ -18,16 +18,16 @@ from django.conf import settings
 from django.core.management import CommandError, call_command
 from django.urls import reverse
 
-from annotation.baselines.baseline_services import baseline_create
-from annotation.configs.export_services import benchmark_config_export
+from annotation.baselines.baseline_services import BaselineCreateRequest, baseline_create
+from annotation.export_services import BenchmarkConfigExportRequest, benchmark_config_export
 from annotation.models import Approval, BaselineStudy, BenchmarkConfig, GateResult
-from annotation.studies.design_services import study_create
+from annotation.studies.design_services import StudyCreateRequest, study_create
 from core.models import DEFAULT_PROJECT, Membership, Project
 from core.roles import Role
 from corpora.models import Dataset
 from corpora.services import dataset_import
 from evaluation.models import BenchmarkResult, BenchmarkRun
-from tests.support import LIMIT, api_as, keyword_run, make_user, page_as
+from tests.support import LIMIT, api_as, keyword_run, make_user, page_as, roster_at_least, rostered
 from tests.test_projects_annotation import DESIGN
 
 pytestmark = pytest.mark.django_db
@@ -82,7 +82,10 @@ def world(django_user_model, admin_user_role, tmp_path, settings):
     b_sts = dataset_import(source=DEMO_STS, task="sts", name="b-sts", created_by=bob, project=b)
     shared = dataset_import(source=DEMO_STS, task="sts", name="shared-sts", created_by=alice, project=a)
     Dataset.objects.filter(pk=shared.pk).update(shared=True)
-    study = baseline_create(name="a-humans", dataset=a_sts, task_type="sts", n_instances=4, project=a.slug, actor=alice)
+    study = baseline_create(
+        actor=alice,
+        request=BaselineCreateRequest(name="a-humans", dataset=a_sts, task_type="sts", n_instances=4, project=a.slug),
+    )
     return {
         "a": a,
         "b": b,
@@ -103,14 +106,22 @@ def world(django_user_model, admin_user_role, tmp_path, settings):
 def a_config(world) -> BenchmarkConfig:
     """An exported config of A approving a random-keywords run of A's dataset (a real export: a run
     re-checks the gate result and approval it names)."""
+    roster_at_least(world["a"], DESIGN.raters_per_item)
     study = study_create(
-        name="a-study", runs=[keyword_run(world["a_sts"], 1)], design=DESIGN, project=world["a"].slug, actor=None
+        actor=None,
+        request=rostered(
+            StudyCreateRequest(
+                name="a-study", runs=[keyword_run(world["a_sts"], 1)], design=DESIGN, project=world["a"].slug
+            )
+        ),
     )
     gate = GateResult.objects.create(
         study=study, transformation="random_keywords", passed=True, evidence={"state": "passed"}, evidence_hash="0" * 64
     )
     Approval.objects.create(gate_result=gate, decision="approve", comment="ok", decided_by=world["alice"])
-    return benchmark_config_export(actor=world["alice"], studies=[study], name="a-config")
+    return benchmark_config_export(
+        actor=world["alice"], request=BenchmarkConfigExportRequest(studies=[study], name="a-config")
+    )
 
 
 def command(*args: str) -> str:
@@ -187,7 +198,7 @@ def test_a_run_goes_into_the_callers_project_and_takes_only_its_datasets(world):
     assert created.json()["project"] == "team-b"
     # A's dataset does not exist for bob; for carl (in both) it is of the wrong project.
     refused = post_run(world["bob"], datasets=["a-sts"])
-    assert refused.status_code == 400 and "no dataset named 'a-sts'" in refused.json()["detail"]
+    assert refused.status_code == 404 and "no dataset named 'a-sts'" in refused.json()["datasets"][0]
     refused = post_run(world["carl"], datasets=["a-sts"], project="team-b")
     assert refused.status_code == 400
     assert "a-sts belongs to project 'team-a', not 'team-b'" in refused.json()["detail"]
@@ -195,7 +206,7 @@ def test_a_run_goes_into_the_callers_project_and_takes_only_its_datasets(world):
     by_inputs = post_run(world["carl"], datasets=["b-sts"])
     assert by_inputs.status_code == 201 and by_inputs.json()["project"] == "team-b"
     several = post_run(world["carl"], datasets=["shared-sts"])
-    assert several.status_code == 400 and "several projects" in several.json()["detail"]
+    assert several.status_code == 400 and "several projects" in several.json()["project"][0]
     assert BenchmarkRun.objects.filter(project=world["b"]).count() == 3
 
 
@@ -208,7 +219,7 @@ def test_a_shared_dataset_may_be_benchmarked_in_any_project(world):
 def test_a_viewer_may_not_start_runs_in_the_project(world):
     refused = post_run(world["vera"], datasets=["a-sts"], project="team-a")
     assert refused.status_code == 403
-    assert post_run(world["bob"], datasets=["b-sts"], project="team-a").status_code == 400  # not his: unknown
+    assert post_run(world["bob"], datasets=["b-sts"], project="team-a").status_code == 404  # not his: unknown
     assert not BenchmarkRun.objects.filter(status=BenchmarkRun.Status.PENDING).exists()
 
 
@@ -259,10 +270,10 @@ def test_the_benchmark_form_offers_only_the_callers_projects_configs_and_dataset
     assert BenchmarkRun.objects.latest("pk").project == world["b"]
     refused = page_as(world["carl"]).post(url, {"models": MODEL, "datasets": ["a-sts"], "project": "team-b"})
     assert "belongs to project 'team-a', not 'team-b'" in html.unescape(refused.content.decode())
-    # A viewer is offered no project to add to; naming one anyway is refused, in the API's and the
-    # command's words (issue 28: one front door).
+    # A viewer is offered no project to add to; naming one anyway is refused with 403, as every page,
+    # the API and the command refuse a change to a project the caller may only read (issue 43).
     viewer = page_as(world["vera"]).post(url, {"models": MODEL, "datasets": ["a-sts"], "project": "team-a"})
-    assert viewer.status_code == 200 and "may only read project 'team-a'" in html.unescape(viewer.content.decode())
+    assert viewer.status_code == 403
     assert BenchmarkRun.objects.filter(project=world["a"]).count() == 1
 
 

@@ -125,7 +125,7 @@ def test_a_run_on_another_projects_dataset_is_refused(world):
     wrong = api_as(world["adam"]).post("/api/transform-runs/", body | {"project": "team-b"}, format="json")
     assert wrong.status_code == 400 and "belongs to project 'team-a', not 'team-b'" in wrong.json()["detail"]
     unknown = api_as(world["alice"]).post("/api/transform-runs/", body | {"project": "team-b"}, format="json")
-    assert unknown.status_code == 400 and "No project 'team-b'" in unknown.json()["detail"]
+    assert unknown.status_code == 404 and "No project 'team-b'" in unknown.json()["project"][0]
     assert not TransformRun.objects.exclude(pk=world["run_a"].pk).exists()
 
 
@@ -143,8 +143,8 @@ def test_a_run_on_a_shared_dataset_belongs_to_the_callers_project(world):
 def test_prompt_sensitivity_finds_only_readable_runs(world):
     url = f"/api/transform-runs/sensitivity/?runs={world['run_a'].pk},{world['run_a'].pk + 1000}"
     refused = api_as(world["bob"]).get(url)
-    assert refused.status_code == 400 and str(world["run_a"].pk) in refused.json()["detail"]
-    assert "no transformation run(s)" in refused.json()["detail"]
+    assert refused.status_code == 404 and str(world["run_a"].pk) in refused.json()["runs"][0]
+    assert "no transformation run(s)" in refused.json()["runs"][0]
 
 
 def test_prompt_sensitivity_refuses_runs_of_two_projects(world, llm_identity):
@@ -208,7 +208,7 @@ def test_activating_a_version_changes_only_its_project(world):
 def test_a_viewer_may_not_add_a_prompt_version(world):
     body = {"key": "paraphrase", "system": "S.", "user": "Reword: {text}", "project": "team-a"}
     assert api_as(world["vera"]).post("/api/prompt-templates/", body, format="json").status_code == 403
-    assert api_as(world["bob"]).post("/api/prompt-templates/", body, format="json").status_code == 400
+    assert api_as(world["bob"]).post("/api/prompt-templates/", body, format="json").status_code == 404  # unknown
     assert not PromptTemplate.objects.filter(user="Reword: {text}").exists()
 
 
@@ -240,11 +240,11 @@ def test_judge_report_lists_and_resume(world):
 def test_judge_reports_take_inputs_of_their_project_only(world):
     run_a = world["run_a"].pk
     refused = api_as(world["bob"]).post("/api/judge-reports/", {"kind": "run", "run": run_a}, format="json")
-    assert refused.status_code == 400 and f"no transformation run {run_a}" in refused.json()["detail"]
+    assert refused.status_code == 404 and f"no transformation run {run_a}" in refused.json()["run"][0]
     evaluation = {"kind": "evaluation", "dataset": "sts-a", "limit": 3}
-    assert api_as(world["bob"]).post("/api/judge-reports/", evaluation, format="json").status_code == 400
+    assert api_as(world["bob"]).post("/api/judge-reports/", evaluation, format="json").status_code == 404
     selection = {"kind": "selection", "runs": [run_a, run_a + 1000]}
-    assert api_as(world["bob"]).post("/api/judge-reports/", selection, format="json").status_code == 400
+    assert api_as(world["bob"]).post("/api/judge-reports/", selection, format="json").status_code == 404
     assert (
         api_as(world["vera"]).post("/api/judge-reports/", {"kind": "run", "run": run_a}, format="json").status_code
         == 403

@@ -10,16 +10,16 @@ from datetime import UTC, datetime, timedelta
 import pytest
 from django.conf import settings
 
+from annotation.kinds import ItemKind
 from annotation.models import Annotator, Assignment, Rating, Study
-from annotation.quality.control_pool import control_pool_read
-from annotation.quality.controls import ItemKind
+from annotation.science.design import DesignContext, DesignError, StudyDesign, design_implications
 from annotation.studies.assignment_services import annotator_release, open_items, study_assign, study_pull
-from annotation.studies.design import DesignContext, DesignError, StudyDesign, design_implications
-from annotation.studies.design_services import study_create, study_lock
+from annotation.studies.control_pool import control_pool_read
+from annotation.studies.design_services import StudyCreateRequest, study_create, study_lock
 from core.models import AuditEvent
 from core.roles import Role
 from corpora.services import dataset_import
-from tests.support import FEW_CONTROLS_OVERRIDE, make_user
+from tests.support import FEW_CONTROLS_OVERRIDE, make_user, rostered
 from transforms.services import transform_run_create
 from transforms.tasks import start_run
 
@@ -60,7 +60,10 @@ def _study(researcher, django_user_model, tmp_path, names=("anna", "bob", "cara"
         "assignment": "pull",
         "detectability_override": FEW_CONTROLS_OVERRIDE,
     }
-    draft = study_create(name="pull", runs=[run], design=StudyDesign(**(fields | design)), actor=researcher)
+    draft = study_create(
+        actor=researcher,
+        request=rostered(StudyCreateRequest(name="pull", runs=[run], design=StudyDesign(**(fields | design)))),
+    )
     study = study_lock(study=draft, control_pool=_pool(tmp_path))
     users = [make_user(django_user_model, name, Role.ANNOTATOR) for name in names]
     study_assign(study=study, users=users, actor=researcher)

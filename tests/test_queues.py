@@ -71,6 +71,7 @@ def test_tasks_go_to_the_queue_of_the_resource_they_need(routed):
     for name in (
         "corpora.run_dataset_import",
         "annotation.sync_study",
+        "annotation.sync_baseline",
         "annotation.sync_published_studies",
         "transforms.start_run",
         "transforms.finalize_run",

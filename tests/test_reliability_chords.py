@@ -11,10 +11,10 @@ import pytest
 
 from corpora.models import DatasetItem
 from corpora.services import dataset_import
-from evaluation.benchmark_execution import benchmark_run_resume
+from evaluation.benchmark_execution import BenchmarkRunResumeRequest, benchmark_run_resume
 from evaluation.models import BenchmarkRun
 from tests.support import celery_sender, celery_worker, wait_for
-from transforms.judge_services import judge_report_resume
+from transforms.judge_services import JudgeReportResumeRequest, judge_report_resume
 from transforms.models import JudgeReport, TransformRun
 from transforms.services import transform_run_create
 
@@ -42,8 +42,8 @@ def test_a_failed_member_fails_its_job_with_the_members_error(redis_url, tmp_pat
         celery_worker(redis_url=redis_url, queue=queue, log_path=log_path, env=env),
     ):
         run = transform_run_create(dataset=dataset, transformation="random_keywords", seed=3, limit=8)
-        benchmark_run_resume(run_id=benchmark.pk)
-        judge_report_resume(report_id=report.pk)
+        benchmark_run_resume(request=BenchmarkRunResumeRequest(run=benchmark.pk))
+        judge_report_resume(request=JudgeReportResumeRequest(report=report.pk))
         wait_for(_finished(TransformRun, run.pk), 60, "the transformation run to end", log_path)
         wait_for(_finished(BenchmarkRun, benchmark.pk), 60, "the benchmark run to end", log_path)
         wait_for(_finished(JudgeReport, report.pk), 60, "the judge report to end", log_path)

@@ -77,10 +77,10 @@ def test_a_run_queued_while_the_broker_is_down_fails_with_how_to_resume(broker_d
 
 @pytest.mark.django_db(transaction=True)
 def test_a_judge_report_queued_while_the_broker_is_down_fails_with_how_to_resume(broker_down):
-    from transforms.judge_services import judge_report_create
+    from transforms.judge_services import JudgeReportCreateRequest, judge_report_create
 
     dataset = dataset_import(source=DEMO_CSV, task="sts", name="outage-judge")
-    report = judge_report_create(kind="evaluation", dataset=dataset.name, limit=3)
+    report = judge_report_create(request=JudgeReportCreateRequest(kind="evaluation", dataset=dataset.name, limit=3))
     report.refresh_from_db()
     assert report.status == JudgeReport.Status.FAILED
     assert "broker" in report.error and f"/api/judge-reports/{report.pk}/resume/" in report.error

@@ -31,11 +31,11 @@ from django.conf import settings
 from django.test import Client
 from rest_framework import serializers
 
-from annotation.studies.design import StudyDesign
-from annotation.studies.design_services import study_create
+from annotation.science.design import StudyDesign
+from annotation.studies.design_services import StudyCreateRequest, study_create
 from core.request_body import DATASET_UPLOAD_ROUTES, FILE_ROUTES, LOGIN_ROUTES, route_name
 from corpora.services import dataset_import
-from tests.support import api_as, eager_keyword_run, page_as
+from tests.support import api_as, eager_keyword_run, page_as, roster_at_least, rostered
 from tests.test_control_items import FIXTURES
 
 MB = 2**20
@@ -250,7 +250,8 @@ def draft_study(researcher):
     intents = dataset_import(source=FIXTURES / "classification/demo-intents", task="classification", name="intents")
     run = eager_keyword_run(intents, limit=20)
     design = StudyDesign(items_per_transformation=8, batch_size=4, controls_per_batch=2, llm_judges=(), seed=3)
-    return study_create(name="deep-design", runs=[run], design=design, actor=None)
+    roster_at_least(run.project, design.raters_per_item)
+    return study_create(actor=None, request=rostered(StudyCreateRequest(name="deep-design", runs=[run], design=design)))
 
 
 @pytest.mark.django_db

@@ -50,7 +50,7 @@ RULES: dict[str, str] = {
     "password_reset_done": PUBLIC,
     "password_reset_confirm": PUBLIC,
     "password_reset_complete": PUBLIC,
-    # Argilla calls it: no session, every delivery signed (annotation/publishing/webhooks.py).
+    # Argilla calls it: no session, every delivery signed (annotation/studies/webhooks.py).
     "annotation:argilla-webhook": PUBLIC,
     # The API's description is public (the code is open source): it lists routes, never data.
     "schema": PUBLIC,

@@ -12,7 +12,7 @@ from django.urls import reverse
 from core.errors import ShiftlabError
 from corpora.services import dataset_import
 from transforms.backends import reset_backends
-from transforms.judge_services import judge_report_create, judge_report_execute
+from transforms.judge_services import JudgeReportCreateRequest, judge_report_create, judge_report_execute
 from transforms.judgement_services import JudgeParams, judge_pairs
 from transforms.models import TransformedItem
 from transforms.params import GenerationParams
@@ -93,10 +93,12 @@ def test_similarity_criterion_is_refused_for_translation(two_candidates):
     sts = dataset_import(source=settings.BASE_DIR / "fixtures/sts/demo-sts.csv", task="sts", name="demo-sts")
     with pytest.raises(ShiftlabError, match="translation change length or language"):
         judge_report_create(
-            kind="selection",
-            dataset=sts.name,
-            transformations=["paraphrase", "translation"],
-            candidates=["default", "twin"],
-            criteria=["similarity"],
             dispatch=False,
+            request=JudgeReportCreateRequest(
+                kind="selection",
+                dataset=sts.name,
+                transformations=["paraphrase", "translation"],
+                candidates=["default", "twin"],
+                criteria=["similarity"],
+            ),
         )

@@ -16,22 +16,22 @@ from django.urls import reverse
 
 from annotation.argilla import client as argilla
 from annotation.configs.config_schema import config_read
-from annotation.configs.export_services import benchmark_config_export
+from annotation.export_services import BenchmarkConfigExportRequest, benchmark_config_export
+from annotation.kinds import ItemKind
 from annotation.models import Study
-from annotation.publishing.argilla_services import study_publish
-from annotation.publishing.sync_services import study_sync
-from annotation.quality.controls import ItemKind
-from annotation.quality.gate_services import approval_decide, study_gate
-from annotation.quality.validation_services import study_validate
-from annotation.studies.design import StudyDesign
-from annotation.studies.design_services import study_create, study_lock
+from annotation.science.design import StudyDesign
+from annotation.studies.argilla_services import study_publish
+from annotation.studies.design_services import StudyCreateRequest, study_create, study_lock
+from annotation.studies.gate_services import approval_decide, study_gate
+from annotation.studies.sync_services import study_sync
+from annotation.studies.validation_services import study_validate
 from core.errors import ShiftlabError
 from core.projects import project_create
 from core.roles import Role
 from corpora.services import dataset_import
 from tests.argilla_ui import respond
 from tests.meaning_change_support import negation_run
-from tests.support import FEW_CONTROLS_OVERRIDE, argilla_annotator_client, argilla_pending, make_user, page_as
+from tests.support import FEW_CONTROLS_OVERRIDE, argilla_annotator_client, argilla_pending, make_user, page_as, rostered
 
 pytestmark = [pytest.mark.django_db, pytest.mark.services]
 
@@ -79,8 +79,17 @@ def test_a_sensitivity_study_gates_on_changed_in_argilla(argilla_server, setting
     )
     # A rewrite study cannot validate negations: it would pass outputs whose meaning was kept.
     with pytest.raises(ShiftlabError, match="negation must change the meaning"):
-        study_create(name="wrong-kind", project=team.slug, runs=[run], design=StudyDesign(), actor=rita)
-    study = study_lock(study=study_create(name="sens", project=team.slug, runs=[run], design=design, actor=rita))
+        study_create(
+            actor=rita,
+            request=rostered(
+                StudyCreateRequest(name="wrong-kind", project=team.slug, runs=[run], design=StudyDesign())
+            ),
+        )
+    study = study_lock(
+        study=study_create(
+            actor=rita, request=rostered(StudyCreateRequest(name="sens", project=team.slug, runs=[run], design=design))
+        )
+    )
     items = list(study.items.all())
     controls = [i for i in items if i.kind != ItemKind.REAL]
     assert {c.kind for c in controls} == {ItemKind.EASY_POSITIVE, ItemKind.EASY_NEGATIVE}
@@ -125,7 +134,7 @@ def test_a_sensitivity_study_gates_on_changed_in_argilla(argilla_server, setting
     assert 'class="gate-inverse"' in page and "passes_on: meaning_changed" in page
     approval_decide(gate_result=gate, decision="approve", comment="meaning changed", actor=rita)
 
-    config = benchmark_config_export(actor=rita, project=team.slug)
+    config = benchmark_config_export(actor=rita, request=BenchmarkConfigExportRequest(project=team.slug))
     document = json.loads(config.json_text)
     [entry] = document["transformations"]
     assert (entry["transformation"], entry["axis"], entry["gate"]["passes_on"]) == (

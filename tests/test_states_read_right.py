@@ -85,10 +85,13 @@ def test_a_finished_study_tells_the_annotator_so_instead_of_offering_to_rate(cli
 
 
 def test_the_annotators_page_has_one_name(client, researcher, settings):
-    from annotation.baselines.baseline_services import baseline_create
+    from annotation.baselines.baseline_services import BaselineCreateRequest, baseline_create
 
     sts = dataset_import(source=settings.BASE_DIR / DEMO_STS, task="sts", name="demo-sts")
-    baseline = baseline_create(name="humans", dataset=sts, task_type="sts", n_instances=3, seed=1, actor=researcher)
+    baseline = baseline_create(
+        actor=researcher,
+        request=BaselineCreateRequest(name="humans", dataset=sts, task_type="sts", n_instances=3, seed=1),
+    )
     client.force_login(researcher)
     page = words(client.get(reverse("evaluation:baseline", args=[baseline.pk])))
     assert "Shiftlab home page" not in page

@@ -22,12 +22,12 @@ from django.utils import timezone
 
 from annotation import tasks
 from annotation.argilla import ArgillaUnavailable
-from annotation.baselines.baseline_services import baseline_create
+from annotation.baselines.baseline_services import BaselineCreateRequest, baseline_create
+from annotation.kinds import ItemKind
 from annotation.models import Study, StudyJob
-from annotation.publishing.argilla_services import PublishResult
-from annotation.publishing.publish_job_services import study_publish_run, study_publish_start
-from annotation.quality.controls import ItemKind
-from annotation.quality.validation_job_services import study_validation_run, study_validation_start
+from annotation.studies.argilla_services import PublishResult
+from annotation.studies.publish_job_services import study_publish_run, study_publish_start
+from annotation.studies.validation_job_services import study_validation_run, study_validation_start
 from core.errors import ConflictError, ShiftlabError
 from core.roles import Role
 from core.waiting import BackendUnavailable
@@ -73,7 +73,7 @@ def real_items(study: Study):
 
 
 def test_validation_is_a_job_counting_each_judge_call(monkeypatch, django_capture_on_commit_callbacks):
-    monkeypatch.setattr("annotation.quality.validation_services.ESTIMATE_CHUNK", 4)
+    monkeypatch.setattr("annotation.studies.validation_services.ESTIMATE_CHUNK", 4)
     study = published(locked_study())
     items = real_items(study)
     seen = []
@@ -112,7 +112,7 @@ def test_a_second_start_joins_the_running_validation(queued):
 
 
 def test_a_retried_validation_asks_the_judges_only_what_is_missing(queued, monkeypatch):
-    monkeypatch.setattr("annotation.quality.validation_services.ESTIMATE_CHUNK", 2)
+    monkeypatch.setattr("annotation.studies.validation_services.ESTIMATE_CHUNK", 2)
     study = published(locked_study())
     items = real_items(study)
     RuleJudge.DOWN = {items[3].text_b}  # the second chunk: the first is estimated and saved before
@@ -238,7 +238,7 @@ class RecordingPublish:
 @pytest.fixture
 def publish(monkeypatch) -> RecordingPublish:
     recorder = RecordingPublish()
-    monkeypatch.setattr("annotation.publishing.publish_job_services.study_publish", recorder)
+    monkeypatch.setattr("annotation.studies.publish_job_services.study_publish", recorder)
     return recorder
 
 
@@ -336,7 +336,10 @@ def baseline(tmp_path, researcher, settings):
     rows = [f"A dog runs number {k}.,A dog is running fast number {k * 7}.,{k % 6}" for k in range(20)]
     path.write_text("sentence1,sentence2,score\n" + "\n".join(rows) + "\n")
     sts = dataset_import(source=path, task="sts", name="pairs")
-    return baseline_create(name="b-jobs", dataset=sts, task_type="sts", n_instances=20, seed=1, actor=researcher)
+    return baseline_create(
+        actor=researcher,
+        request=BaselineCreateRequest(name="b-jobs", dataset=sts, task_type="sts", n_instances=20, seed=1),
+    )
 
 
 def models_of(tmp_path) -> list[str]:

@@ -9,8 +9,8 @@ from django.db import connection
 from django.test.utils import CaptureQueriesContext
 from django.urls import reverse
 
+from annotation.kinds import ItemKind
 from annotation.models import Annotator, Rating, RatingRevision, Study
-from annotation.quality.controls import ItemKind
 from core.roles import Role
 from tests.support import make_user, page_as, published_keyword_study
 

@@ -27,11 +27,11 @@ from django.conf import settings as django_settings
 from django.db import connection
 
 from annotation.argilla import client as argilla
-from annotation.baselines.baseline_services import baseline_create, baseline_publish
+from annotation.baselines.baseline_services import BaselineCreateRequest, baseline_create, baseline_publish
 from annotation.baselines.baseline_sync_services import baseline_sync
 from annotation.models import Annotator, BaselineAnnotator, BaselineAnswer, Rating, RatingComment, Study
-from annotation.publishing.sync_services import study_sync, sync_summary
 from annotation.selectors import baseline_rater_counts
+from annotation.studies.sync_services import study_sync, sync_summary
 from core.models import AuditEvent, Project
 from core.roles import Role
 from corpora.services import dataset_import
@@ -345,13 +345,15 @@ def test_a_withdrawn_baseline_answer_keeps_its_history(argilla_server, settings,
     demo = django_settings.BASE_DIR / "fixtures/sts/demo-sts.csv"
     sts = dataset_import(source=demo, task="sts", name="demo-sts", project=team)
     study = baseline_create(
-        name="bl-history",
-        dataset=sts,
-        task_type="sts",
-        n_instances=3,
-        split=next(iter(sts.splits)),
-        project=team.slug,
-        options={"raters_per_instance": 1},
+        request=BaselineCreateRequest(
+            name="bl-history",
+            dataset=sts,
+            task_type="sts",
+            n_instances=3,
+            split=next(iter(sts.splits)),
+            project=team.slug,
+            options={"raters_per_instance": 1},
+        )
     )
     baseline_publish(study=study, annotators=[user])
     dataset_id = BaselineAnnotator.objects.get(study=study, user=user).argilla_dataset_id  # their own

@@ -10,10 +10,10 @@ import pytest
 from django.core.files.uploadedfile import SimpleUploadedFile
 
 from annotation.models import Study
-from annotation.studies.design import StudyDesign
-from annotation.studies.design_services import study_create
+from annotation.science.design import StudyDesign
+from annotation.studies.design_services import StudyCreateRequest, study_create
 from corpora.services import dataset_import
-from tests.support import api_as, eager_keyword_run, page_as
+from tests.support import api_as, eager_keyword_run, page_as, roster_at_least, rostered
 from tests.test_control_items import FIXTURES
 
 pytestmark = pytest.mark.django_db
@@ -38,7 +38,8 @@ def draft_study(researcher):
     intents = dataset_import(source=FIXTURES / "classification/demo-intents", task="classification", name="intents")
     run = eager_keyword_run(intents, limit=20)
     design = StudyDesign(items_per_transformation=8, batch_size=4, controls_per_batch=2, llm_judges=(), seed=3)
-    return study_create(name="pool-limit", runs=[run], design=design, actor=None)
+    roster_at_least(run.project, design.raters_per_item)
+    return study_create(actor=None, request=rostered(StudyCreateRequest(name="pool-limit", runs=[run], design=design)))
 
 
 def test_a_control_pool_over_the_limit_is_refused_by_its_size_on_the_api_and_the_page(researcher, draft_study):

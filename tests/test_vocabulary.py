@@ -19,7 +19,7 @@ from evaluation.evaluators.pair_classification import HIGHER_IS_SIMILAR, PairCla
 from evaluation.evaluators.ranking import K_VALUES, MEASURES, RankingResult
 from evaluation.evaluators.sts import STSResult
 from evaluation.evaluators.summarization import SummarizationResult
-from evaluation.human_baseline import MAIN_METRICS
+from evaluation.human_baseline import BASELINE_SCORINGS
 from transforms import describe
 from transforms.params import GenerationParams, JudgeParams, RunOptions
 from transforms.registry import Axis, LanguagePlan
@@ -84,7 +84,7 @@ def test_every_generation_parameter_and_language_plan_has_plain_words():
 
 
 def _metric_keys() -> set[str]:
-    keys = {"n_queries", "n_pairs", *MAIN_METRICS.values()}
+    keys = {"n_queries", "n_pairs", *(scoring.metric for scoring in BASELINE_SCORINGS.values())}
     for result in (ClassificationResult, ClusteringResult, STSResult, SummarizationResult):
         # An instance of zeros: its metrics() keys are the ones stored with every result.
         zeros = result(
@@ -119,7 +119,7 @@ def test_every_axis_task_type_and_side_has_plain_words():
 
 
 def test_every_flag_rule_and_rejection_reason_has_plain_words():
-    from annotation.quality.validation import FlagRule, RejectionReason
+    from annotation.kinds import FlagRule, RejectionReason
 
     assert sorted(r.value for r in FlagRule if r.value not in vocabulary.FLAG_RULES) == []
     assert sorted(r.value for r in RejectionReason if r.value not in vocabulary.REJECTION_REASONS) == []

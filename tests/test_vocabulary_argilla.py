@@ -10,8 +10,8 @@ import uuid
 import pytest
 
 from annotation.argilla import client as argilla
-from annotation.publishing import argilla_services
-from annotation.publishing.argilla_services import (
+from annotation.studies import argilla_services
+from annotation.studies.argilla_services import (
     ARGILLA_NAME_MAX,
     annotator_dataset_ensure,
     annotator_dataset_name,

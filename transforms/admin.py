@@ -1,7 +1,7 @@
 from django.contrib import admin, messages
 
 from core.admin import ReadOnlyAdmin
-from core.errors import ShiftlabError
+from core.pages import refusals
 from transforms.models import (
     Generation,
     GeneratorConfig,
@@ -26,7 +26,7 @@ class PromptTemplateAdmin(admin.ModelAdmin):
     readonly_fields = ("version", "content_hash", "is_active", "created_by")
 
     def save_model(self, request, obj, form, change):
-        try:
+        with refusals(request) as refused:  # said as an error message on the admin's page
             created = prompt_template_create_version(
                 key=obj.key,
                 system=obj.system,
@@ -35,8 +35,7 @@ class PromptTemplateAdmin(admin.ModelAdmin):
                 created_by=request.user,
                 project=obj.project,
             )
-        except ShiftlabError as exc:
-            messages.error(request, str(exc))
+        if refused:
             return
         obj.pk = created.pk
         messages.info(

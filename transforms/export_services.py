@@ -9,8 +9,9 @@ from pathlib import Path
 
 from core.errors import ShiftlabError
 from core.spreadsheet import spreadsheet_writer
+from corpora.layouts import BEIR
 from corpora.models import DatasetItem
-from corpora.task_types import PAIR_TASKS, TaskType, task_spec
+from corpora.task_types import task_spec
 from transforms.models import TransformedItem, TransformRun
 from transforms.selectors import transform_run_items
 
@@ -36,8 +37,7 @@ def transform_run_export(*, run: TransformRun, path: Path | str) -> ExportResult
             "benchmark's document side, not the dataset's items: export a run of its queries or items instead"
         )
     path = Path(path)
-    task = TaskType(run.dataset.task_type)
-    spec = task_spec(task)
+    spec = task_spec(run.dataset.task_type)
     fields, gold_name = spec.transformable_fields, spec.gold_field
     outputs: dict[int, dict[str, TransformedItem]] = {}
     for out in TransformedItem.objects.filter(run=run).select_related("item"):
@@ -51,9 +51,9 @@ def transform_run_export(*, run: TransformRun, path: Path | str) -> ExportResult
         payload = dict(item.payload) | {side: o.output_text for side, o in sides.items()}
         language = next(iter(sides.values())).target_language or item.language
         rows.append((item, payload, language))
-    if task is TaskType.RETRIEVAL:
+    if spec.layout == BEIR:
         _export_beir(run, rows, path)
-    elif task in PAIR_TASKS and path.suffix.lower() != ".jsonl":
+    elif spec.sentence_pairs and path.suffix.lower() != ".jsonl":
         path.parent.mkdir(parents=True, exist_ok=True)
         with path.open("w", newline="", encoding="utf-8") as handle:
             writer = spreadsheet_writer(handle)

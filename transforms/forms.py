@@ -1,6 +1,6 @@
 """Forms of the transformation pages (issue 20): start a run, and queue the three kinds of judge
 report. Each form checks what a page can check (types, ranges, choices); the services check the
-rest, and ``core.pages.show_error`` puts their refusal next to the field it names."""
+rest, and ``core.pages.refusals`` puts their refusal next to the field it names."""
 
 from __future__ import annotations
 

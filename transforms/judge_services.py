@@ -12,9 +12,9 @@ from django.db import transaction
 from django.db.models import F, QuerySet
 from django.utils import timezone
 
-from core.errors import ShiftlabError
+from core.errors import InvalidError, NotFoundError, ShiftlabError
 from core.models import Project
-from core.projects import User, project_for_new, project_require_same, scoped
+from core.projects import User, project_for_new, project_require_same, project_require_write, scoped
 from core.services import audit_record
 from corpora.models import Dataset
 from corpora.selectors import dataset_get
@@ -24,6 +24,7 @@ from transforms.judgement_services import (
     RUN_KINDS,
     JudgeParams,
     ReportProgress,
+    judge_report_fail,
     judge_with_progress,
     report_declare,
     report_options,
@@ -97,7 +98,7 @@ def judge_report_create_evaluation(
     if dataset.task_type not in GOLD_SIMILARITY_TASKS:
         raise ShiftlabError(f"judge evaluation needs an sts or str dataset; {dataset.name} is {dataset.task_type}")
     if limit is not None and limit < 3:
-        raise ShiftlabError("--limit must be at least 3 (a correlation needs three pairs)")
+        raise ShiftlabError("--limit must be at least 3 (a correlation needs three pairs)", field="limit")
     options = report_options(
         seed=seed, params=params or JudgeParams(), n_resamples=1000, limit=limit, split=split, **_preset_option(preset)
     )
@@ -129,7 +130,9 @@ def judge_report_create_run(
     project = project or run.project
     project_require_same(project, run, role="the judged run")
     if run.status != TransformRun.Status.SUCCEEDED:
-        raise ShiftlabError(f"run {run.pk} is {run.status}: judge it once it has succeeded (resume it if it failed)")
+        raise ShiftlabError(
+            f"run {run.pk} is {run.status}: judge it once it has succeeded (resume it if it failed)", field="run"
+        )
     options = report_options(
         seed=seed, params=params or JudgeParams(), n_resamples=n_resamples, **_preset_option(preset)
     )
@@ -146,37 +149,55 @@ def judge_report_create_run(
     )
 
 
-def judge_report_create(
-    *,
-    kind: str,
-    actor: User = None,
-    project: str | None = None,
-    dispatch: bool = True,
-    dataset: str | None = None,
-    run: int | None = None,
-    runs: Sequence[int] = (),
-    candidates: Sequence[str] = (),
-    judges: Sequence[str] | None = None,
-    transformation: str = "paraphrase",
-    transformations: Sequence[str] = (),
-    criteria: Sequence[str] | None = None,
-    top_k: int = 3,
-    limit: int | None = None,
-    split: str | None = None,
-    seed: int | None = None,
-    temperature: float | None = None,
-    max_attempts: int = JudgeParams.max_attempts,
-    resamples: int = 1000,
-    alpha: float = 0.05,
-    preset: str = "",
-) -> JudgeReport:
-    """THE entry of the page, the API and ``manage.py judge`` for every kind of report, from plain
-    values (names and ids). ``None`` is unset: filled from ``preset``, else seed 0 and the judge's
-    default temperature.
+# The one wording of an input a kind of report cannot do without, whichever interface asks.
+REPORT_NEEDS = "a {kind} report needs a {input}"
+
+
+@dataclass(frozen=True)
+class JudgeReportCreateRequest:
+    """A judge report of any kind as the page, the API and ``manage.py judge`` ask for it, from
+    plain values (names and ids); they only fill it in, ``judge_report_create`` checks every rule.
+    ``None`` is unset: filled from ``preset``, else seed 0 and the judge's default temperature."""
+
+    kind: str
+    project: str | None = None
+    dataset: str | None = None
+    run: int | None = None
+    runs: Sequence[int] = ()
+    candidates: Sequence[str] = ()
+    judges: Sequence[str] | None = None
+    transformation: str = "paraphrase"
+    transformations: Sequence[str] = ()
+    criteria: Sequence[str] | None = None
+    top_k: int = 3
+    limit: int | None = None
+    split: str | None = None
+    seed: int | None = None
+    temperature: float | None = None
+    max_attempts: int = JudgeParams.max_attempts
+    resamples: int = 1000
+    alpha: float = 0.05
+    preset: str = ""
+
+
+def judge_report_create(*, actor: User = None, request: JudgeReportCreateRequest, dispatch: bool = True) -> JudgeReport:
+    """THE entry of the page, the API and ``manage.py judge`` for every kind of report.
 
     Inputs are looked up as ``actor`` (None: the system) may read them. The report goes into the
     project :func:`core.projects.project_for_new` picks, or a ProjectAccessError (403) is raised
     before anything is created. ``dispatch=False`` leaves the report to the caller to execute."""
+    r = request
+    kind, project, dataset, run, runs, judges = r.kind, r.project, r.dataset, r.run, r.runs, r.judges
+    preset, seed, temperature, max_attempts, limit, split = (
+        r.preset,
+        r.seed,
+        r.temperature,
+        r.max_attempts,
+        r.limit,
+        r.split,
+    )
+    transformation, transformations, criteria, top_k = r.transformation, r.transformations, r.criteria, r.top_k
+    candidates, resamples, alpha = r.candidates, r.resamples, r.alpha
     found = _dataset_named(dataset, actor=actor, project=project) if dataset else None
     settings = judge_report_settings(preset=preset, seed=seed, temperature=temperature, max_attempts=max_attempts)
     common = dict(
@@ -184,7 +205,7 @@ def judge_report_create(
     )
     if kind == JudgeReport.Kind.EVALUATION:
         if found is None:
-            raise ShiftlabError("an evaluation report needs a dataset")
+            raise InvalidError(REPORT_NEEDS.format(kind=kind, input="dataset"), field="dataset", code="required")
         return judge_report_create_evaluation(
             project=project_for_new(actor, project, found),
             dataset=found,
@@ -195,9 +216,11 @@ def judge_report_create(
         )
     readable_runs = scoped(TransformRun.objects, actor)
     if kind == JudgeReport.Kind.RUN:
-        judged = readable_runs.filter(pk=run).first() if run is not None else None
+        if run is None:
+            raise InvalidError(REPORT_NEEDS.format(kind=kind, input="run"), field="run", code="required")
+        judged = readable_runs.filter(pk=run).first()
         if judged is None:
-            raise ShiftlabError(f"no transformation run {run}")
+            raise NotFoundError(f"no transformation run {run}", field="run")
         return judge_report_create_run(
             project=project_for_new(actor, project, judged),
             run=judged,
@@ -230,7 +253,7 @@ def _runs_named(readable: QuerySet[TransformRun], ids: Sequence[int]) -> list[Tr
     found = list(readable.filter(pk__in=ids).select_related("generator", "dataset"))
     missing = set(ids) - {r.pk for r in found}
     if missing:
-        raise ShiftlabError(f"no transformation run(s) {sorted(missing)}")
+        raise NotFoundError(f"no transformation run(s) {sorted(missing)}", field="runs")
     return found
 
 
@@ -238,13 +261,22 @@ def _dataset_named(name: str, *, actor: User, project: str | None) -> Dataset:
     try:
         return dataset_get(name=name, user=actor, project=project or None)
     except Dataset.DoesNotExist:
-        raise ShiftlabError(f"No dataset named {name!r}. See: python manage.py corpora list") from None
+        raise NotFoundError(f"No dataset named {name!r}. See: python manage.py corpora list", field="dataset") from None
 
 
-def judge_report_resume(*, report_id: int, actor: AbstractBaseUser | None = None) -> JudgeReport:
-    """Queue a report again; judgements already made come from the cache."""
+@dataclass(frozen=True)
+class JudgeReportResumeRequest:
+    """Resume a judge report (``judge_report_resume``), as the API and the sweeper ask for it."""
+
+    report: int
+
+
+def judge_report_resume(*, request: JudgeReportResumeRequest, actor: AbstractBaseUser | None = None) -> JudgeReport:
+    """Queue a report again; judgements already made come from the cache. ``actor`` (None: the
+    system) must be able to change the report's project (403)."""
     with transaction.atomic():
-        report = JudgeReport.objects.select_for_update().get(pk=report_id)
+        report = JudgeReport.objects.select_for_update().select_related("project").get(pk=request.report)
+        project_require_write(actor, report.project)
         report.status, report.error, report.finished_at = JudgeReport.Status.PENDING, "", None
         report.save(update_fields=["status", "error", "finished_at"])
         audit_record(actor=actor, verb="judge.report.resume", obj=report, payload={"done": report.done})
@@ -279,6 +311,17 @@ def judge_report_execute(*, report_id: int, on_progress: Callable[[int, int], No
     )
     report.refresh_from_db()
     return report
+
+
+def judge_report_execute_here(*, report_id: int, on_progress: Callable[[int, int], None] | None = None) -> JudgeReport:
+    """``judge_report_execute`` where no task retries (the command): a backend that does not answer
+    fails the report, and its error goes on to the caller (judgements made so far are cached:
+    rerunning resumes)."""
+    try:
+        return judge_report_execute(report_id=report_id, on_progress=on_progress)
+    except TransientBackendError as exc:
+        judge_report_fail(report_id=report_id, reason=str(exc))
+        raise
 
 
 def _execute_evaluation(report: JudgeReport, progress: ReportProgress) -> dict:

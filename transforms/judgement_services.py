@@ -233,7 +233,7 @@ def check_judges(judges: Sequence[str]) -> list[str]:
     """The distinct judge aliases, each a configured backend; ShiftlabError when there are none."""
     judges = list(dict.fromkeys(judges))
     if not judges:
-        raise ShiftlabError("name at least one judge (a backend alias in TRANSFORM_BACKENDS)")
+        raise ShiftlabError("name at least one judge (a backend alias in TRANSFORM_BACKENDS)", field="judges")
     for alias in judges:
         backend_chosen(alias)
     return judges

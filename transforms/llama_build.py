@@ -1,6 +1,6 @@
 """Which llama.cpp server program the embedded LLM runs: where llama.cpp's own ``llama-server``
-binary lives and whether there is one that runs; else whether llama-cpp-python's server is there,
-and the environment either is started with.
+binary lives and whether there is one that runs; else whether llama-cpp-python's server is there
+(``transforms.embedded.LlamaServer`` runs the one chosen).
 
 Adapter module (files, a subprocess), no Django: ``scripts/build_llama_server.sh``, the
 ``llm_server`` command, the test fixtures and the benchmarks share it.
@@ -27,7 +27,6 @@ import importlib.util
 import os
 import platform
 import re
-import signal
 import subprocess
 import sys
 from collections.abc import Mapping
@@ -123,43 +122,6 @@ def llama_cpp_available(python: str | None = None) -> bool:
         return importlib.util.find_spec("llama_cpp") is not None
     probe = subprocess.run([python, "-c", "import llama_cpp.server"], capture_output=True)
     return probe.returncode == 0
-
-
-# llama-cpp-python's server reads its settings from same-named environment variables (any case),
-# and its __main__ lets HOST and PORT override --host and --port. A demo's PORT=8000 would thus
-# move the LLM server onto the web server's port, and an API_KEY would lock it. These are removed
-# from the child's environment (the list is the settings of llama-cpp-python 0.3.36, plus extras).
-_SERVER_ENV_NAMES = frozenset(
-    """api_key cache cache_size cache_type chat_format chat_template_kwargs clip_model_path config_file
-    disable_ping_events draft_model draft_model_num_pred_tokens embedding flash_attn hf_model_repo_id
-    hf_pretrained_model_name_or_path hf_tokenizer_config_path host interrupt_requests kv_overrides
-    last_n_tokens_size logits_all lora_base lora_path main_gpu model model_alias models mul_mat_q n_batch
-    n_ctx n_gpu_layers n_threads n_threads_batch n_ubatch numa offload_kqv port root_path rope_freq_base
-    rope_freq_scale rope_scaling_type rpc_servers seed split_mode ssl_certfile ssl_keyfile tensor_split
-    type_k type_v use_mlock use_mmap verbose vocab_only yarn_attn_factor yarn_beta_fast yarn_beta_slow
-    yarn_ext_factor yarn_orig_ctx""".split()
-)
-
-
-def server_environment(environ: dict[str, str] | None = None) -> dict[str, str]:
-    """``environ`` (default ``os.environ``) without the variables that would reconfigure the server
-    (llama-server reads ``LLAMA_ARG_*``, which would override its flags)."""
-    source = os.environ if environ is None else environ
-    return {
-        key: value
-        for key, value in source.items()
-        if key.lower() not in _SERVER_ENV_NAMES and not key.startswith("LLAMA_ARG_")
-    }
-
-
-def exit_description(code: int) -> str:
-    """A process exit status as people read it: "exit code 1", "signal SIGSEGV (exit -11)"."""
-    if code < 0:
-        try:
-            return f"signal {signal.Signals(-code).name} (exit {code})"
-        except ValueError:
-            return f"signal {-code} (exit {code})"
-    return f"exit code {code}"
 
 
 def main(argv: list[str]) -> int:

@@ -30,13 +30,18 @@ class GenerationParams:
 
     def __post_init__(self):
         if not 0 <= self.temperature <= 2:
-            raise ShiftlabError(f"temperature must be between 0 and 2, got {self.temperature}")
+            raise ShiftlabError(f"temperature must be between 0 and 2, got {self.temperature}", field="temperature")
         if not 0 < self.top_p <= 1:
-            raise ShiftlabError(f"top_p must be in (0, 1], got {self.top_p}")
+            raise ShiftlabError(f"top_p must be in (0, 1], got {self.top_p}", field="top_p")
         if not 1 <= self.max_tokens <= MAX_TOKENS_LIMIT:
-            raise ShiftlabError(f"max_tokens must be between 1 and {MAX_TOKENS_LIMIT}, got {self.max_tokens}")
+            raise ShiftlabError(
+                f"max_tokens must be between 1 and {MAX_TOKENS_LIMIT}, got {self.max_tokens}", field="max_tokens"
+            )
         if not 1 <= self.max_attempts <= MAX_ATTEMPTS_LIMIT:
-            raise ShiftlabError(f"max_attempts must be between 1 and {MAX_ATTEMPTS_LIMIT}, got {self.max_attempts}")
+            raise ShiftlabError(
+                f"max_attempts must be between 1 and {MAX_ATTEMPTS_LIMIT}, got {self.max_attempts}",
+                field="max_attempts",
+            )
 
     @property
     def sampling_hash(self) -> str:

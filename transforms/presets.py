@@ -140,7 +140,7 @@ def preset_get(name: str) -> Preset:
     try:
         return PRESETS[name]
     except KeyError:
-        raise PresetError(f"unknown preset {name!r}: choose one of {', '.join(PRESETS)}") from None
+        raise PresetError(f"unknown preset {name!r}: choose one of {', '.join(PRESETS)}", field="preset") from None
 
 
 def preset_choices() -> list[tuple[str, str]]:
@@ -151,7 +151,8 @@ def preset_choices() -> list[tuple[str, str]]:
 def _conflict(preset: Preset, setting: str, given: object, fixed: object) -> PresetConflict:
     return PresetConflict(
         f"{setting}={given!r} conflicts with preset {preset.name!r}, which fixes {setting}={fixed!r} "
-        f"({preset.source}): leave {setting} unset or drop the preset"
+        f"({preset.source}): leave {setting} unset or drop the preset",
+        field=setting,
     )
 
 

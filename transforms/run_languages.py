@@ -62,7 +62,7 @@ def _run_target_languages(spec: Transformation, dataset: Dataset, languages: Seq
     try:
         codes = [normalise_code(code) for code in languages] if languages else list(DEFAULT_LANGUAGES)
     except ValueError as exc:
-        raise ShiftlabError(f"--languages: {exc}") from None
+        raise ShiftlabError(f"--languages: {exc}", field="languages") from None
     if (
         not languages
         and spec.language_plan is LanguagePlan.PIVOT_PER_TEXT
@@ -97,7 +97,8 @@ def _check_named(spec: Transformation, dataset: Dataset) -> None:
         raise ShiftlabError(
             f"dataset {dataset.name} has texts in {', '.join(map(repr, unknown))}, which is not a language code "
             "Shiftlab knows, so the prompts cannot name it: re-import it with an ISO 639-1/639-3 code or a BCP-47 "
-            "tag (e.g. 'sw', 'amh', 'zh-Hant')"
+            "tag (e.g. 'sw', 'amh', 'zh-Hant')",
+            field="dataset",
         )
 
 

@@ -124,9 +124,9 @@ def _check_selection(
     """Check a selection's options; return its judged dimensions over ``transformations``, each of
     which must use a generator."""
     if not 0 < alpha < 1:
-        raise ShiftlabError(f"alpha must lie in (0, 1), got {alpha}")
+        raise ShiftlabError(f"alpha must lie in (0, 1), got {alpha}", field="alpha")
     if top_k < 1:
-        raise ShiftlabError(f"top_k must be at least 1, got {top_k}")
+        raise ShiftlabError(f"top_k must be at least 1, got {top_k}", field="top_k")
     names = list(dict.fromkeys(transformations))
     no_llm = [name for name in names if not transformation_get(name).uses_llm]
     if no_llm:

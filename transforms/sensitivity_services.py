@@ -2,9 +2,10 @@
 the same generator and seed, under different prompt versions (read-only; the statistics are in
 :mod:`transforms.prompt_sensitivity`).
 
-Benchmark Δ comes from the evaluation app, which sits downstream of this one: it registers a
-source with :func:`benchmark_delta_source_register` when Django starts (``evaluation.apps``), so
-this module never imports it. Without a registered source the report has no Δ column.
+Benchmark Δ comes from the evaluation app, which sits downstream of this one, so this module never
+imports it: ``settings.TRANSFORMS_BENCHMARK_DELTA_SOURCES`` names its source by dotted path (the
+project package wires the apps) and :func:`benchmark_delta_sources` loads it on first use. Without a
+source the report has no Δ column.
 """
 
 from __future__ import annotations
@@ -12,7 +13,10 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 
-from core.errors import ShiftlabError
+from django.conf import settings
+from django.utils.module_loading import import_string
+
+from core.errors import NotFoundError, ShiftlabError
 from core.projects import User, scoped
 from transforms.cache_keys import judgement_key
 from transforms.judgement_services import RUN_KINDS, report_params, run_texts
@@ -24,13 +28,12 @@ from transforms.registry import transformation_get
 
 # run ids -> {run id: {(model, dataset, seed): transformed minus original main score}}
 BenchmarkDeltaSource = Callable[[Sequence[int]], Mapping[int, Mapping[tuple, float]]]
-_delta_sources: list[BenchmarkDeltaSource] = []
 
 
-def benchmark_delta_source_register(source: BenchmarkDeltaSource) -> None:
-    """Let a downstream app supply benchmark Δ per transformation run (idempotent)."""
-    if source not in _delta_sources:
-        _delta_sources.append(source)
+def benchmark_delta_sources() -> tuple[BenchmarkDeltaSource, ...]:
+    """The sources of benchmark Δ per transformation run that ``settings.TRANSFORMS_BENCHMARK_DELTA_SOURCES``
+    names (a downstream app's functions), in its order."""
+    return tuple(import_string(path) for path in settings.TRANSFORMS_BENCHMARK_DELTA_SOURCES)
 
 
 @dataclass(frozen=True)
@@ -67,7 +70,7 @@ def prompt_sensitivity_runs(*, run_ids: Sequence[int], user: User = None) -> lis
     }
     missing = [pk for pk in run_ids if pk not in found]
     if missing:
-        raise ShiftlabError(f"no transformation run(s) {missing}")
+        raise NotFoundError(f"no transformation run(s) {missing}", field="runs")
     runs = [found[pk] for pk in run_ids]
     _check_comparable(runs)
     return runs
@@ -179,7 +182,7 @@ def prompt_sensitivity_report(
     runs = prompt_sensitivity_runs(run_ids=run_ids, user=user)
     ids = [r.pk for r in runs]
     deltas: dict[int, dict[tuple, float]] = {pk: {} for pk in ids}
-    for source in _delta_sources:
+    for source in benchmark_delta_sources():
         for pk, values in source(ids).items():
             deltas.setdefault(pk, {}).update(values)
     reports = {r.pk: _latest_judge_report(r) for r in runs}

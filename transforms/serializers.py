@@ -204,10 +204,3 @@ class JudgeReportCreateSerializer(serializers.Serializer):
     max_attempts = serializers.IntegerField(default=3, min_value=1, max_value=MAX_COUNT)
     resamples = serializers.IntegerField(default=1000, min_value=100, max_value=100_000)
     alpha = serializers.FloatField(default=0.05)
-
-    def validate(self, data):
-        needed = {"evaluation": ["dataset"], "run": ["run"], "selection": []}[data["kind"]]
-        missing = [name for name in needed if data.get(name) is None]
-        if missing:
-            raise serializers.ValidationError({name: f"required for a {data['kind']} report" for name in missing})
-        return data

@@ -9,7 +9,7 @@ calls) in :mod:`transforms.chunk_services`.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import asdict
+from dataclasses import asdict, dataclass
 from typing import Unpack
 
 from django.conf import settings
@@ -22,7 +22,7 @@ from core.errors import NotFoundError, ShiftlabError
 from core.hashing import sha256_json
 from core.job_services import JobWait
 from core.models import Project
-from core.projects import User, project_for_new, project_require_same
+from core.projects import User, project_for_new, project_require_same, project_require_write
 from core.services import audit_record
 from corpora.models import Dataset
 from corpora.selectors import dataset_get
@@ -46,27 +46,47 @@ from transforms.selectors import (
 )
 
 
-def transform_runs_start(
-    *,
-    actor: User,
-    project: str | None,
-    dataset: str,
-    transformation: str,
-    backend: str = "default",
-    limit: int | None = None,
-    language_check: bool = True,
-    **options: Unpack[RunOptions],
-) -> list[TransformRun]:
+@dataclass(frozen=True)
+class TransformRunsStartRequest:
+    """Transformation runs as the page, the API and ``manage.py transform`` ask for them (they only
+    fill it in; ``transform_runs_start`` checks every rule). The settings after ``language_check``
+    are the raw ``RunOptions``: None (or "" for ``preset``) is unset."""
+
+    dataset: str
+    transformation: str
+    project: str | None = None
+    backend: str = "default"
+    limit: int | None = None
+    language_check: bool = True
+    preset: str = ""
+    seed: int | None = None
+    temperature: float | None = None
+    top_p: float | None = None
+    max_tokens: int | None = None
+    max_attempts: int | None = None
+    languages: Sequence[str] | None = None
+    severities: Sequence[int] | None = None
+
+    def options(self) -> RunOptions:
+        names = ("preset", "seed", "temperature", "top_p", "max_tokens", "max_attempts", "languages", "severities")
+        return RunOptions(**{name: getattr(self, name) for name in names})
+
+
+def transform_runs_start(*, actor: User, request: TransformRunsStartRequest) -> list[TransformRun]:
     """THE entry of the page, the API and ``manage.py transform``: start the runs of a request.
 
     ``dataset`` is looked up as ``actor`` may read it (in project ``project`` when named); the runs
     go into the project :func:`core.projects.project_for_new` picks. Unset settings (``None``) come
     from ``preset``, then the defaults; a preset without a seed gives one run per paper seed. A noise
     kind (``typos``) gives one run per severity of ``severities`` (default: every level)."""
+    dataset, transformation, project = request.dataset, request.transformation, request.project
+    backend, limit, language_check, options = request.backend, request.limit, request.language_check, request.options()
     try:
         found = dataset_get(name=dataset, user=actor, project=project or None)
     except Dataset.DoesNotExist:
-        raise NotFoundError(f"No dataset named {dataset!r}. See: python manage.py corpora list") from None
+        raise NotFoundError(
+            f"No dataset named {dataset!r}. See: python manage.py corpora list", field="dataset"
+        ) from None
     target = project_for_new(actor, project, found)
     names = noise_transformations(transformation, options.pop("severities", None))
     run_settings = transform_run_settings(**options)
@@ -153,11 +173,11 @@ def transform_run_create(
         resolve_preset(preset, seeds=[seed], temperature=params.temperature, top_p=params.top_p, languages=languages)
     languages = run_target_languages(spec, dataset, languages)
     if limit is not None and limit < 1:
-        raise ShiftlabError("--limit must be at least 1")
+        raise ShiftlabError("--limit must be at least 1", field="limit")
     _scope_checked(dataset, item_scope)
     total = scoped_total(dataset=dataset, limit=limit, scope=item_scope)
     if total == 0:
-        raise ShiftlabError(f"dataset {dataset.name} has no items to transform")
+        raise ShiftlabError(f"dataset {dataset.name} has no items to transform", field="dataset")
     outputs = run_output_languages(spec, dataset, languages, seed=seed, language_check=language_check)
     backend = backend_chosen(backend_alias) if spec.uses_llm else None
     generator = _generator_config(backend_alias, backend.model_id if backend else "none", params)
@@ -215,12 +235,12 @@ def _run_hash(run: TransformRun) -> str:
 def _scope_checked(dataset: Dataset, item_scope: str) -> None:
     if item_scope not in ITEM_SCOPES:
         raise ShiftlabError(f"unknown item scope {item_scope!r}: choose one of {', '.join(ITEM_SCOPES[1:])}")
-    layout = task_spec(dataset.task_type).layout
-    if item_scope == CANDIDATES and layout != "reranking":
+    documents = task_spec(dataset.task_type).documents
+    if item_scope == CANDIDATES and documents != "candidates":
         raise ShiftlabError(
             f"only reranking datasets have candidate lists to transform; {dataset.name} is {dataset.task_type}"
         )
-    if item_scope and item_scope != CANDIDATES and layout != "beir":
+    if item_scope and item_scope != CANDIDATES and documents != "corpus":
         raise ShiftlabError(
             f"only retrieval datasets have a corpus of documents to transform; {dataset.name} is {dataset.task_type}"
         )
@@ -234,10 +254,22 @@ def _generator_config(alias: str, model: str, params: GenerationParams) -> Gener
     return generator
 
 
-def transform_run_resume(*, run_id: int, actor: AbstractBaseUser | None = None) -> TransformRun:
+@dataclass(frozen=True)
+class TransformRunResumeRequest:
+    """Resume a transformation run (``transform_run_resume``), as the page, the API, the command
+    and the sweeper ask for it: the run's id."""
+
+    run: int
+
+
+def transform_run_resume(*, request: TransformRunResumeRequest, actor: AbstractBaseUser | None = None) -> TransformRun:
     """Queue the texts of a run that have no outcome yet (after a crash, a lost final task or a
-    permanent chunk failure). Finished texts and cached generations are reused."""
-    run = TransformRun.objects.get(pk=run_id)
+    permanent chunk failure). Finished texts and cached generations are reused. The one entry of
+    page, API, command and the sweeper: ``actor`` (None: the system) must be able to change the
+    run's project (403)."""
+    run_id = request.run
+    run = TransformRun.objects.select_related("project").get(pk=run_id)
+    project_require_write(actor, run.project)
     with transaction.atomic():
         TransformRun.objects.filter(pk=run_id).update(status=TransformRun.Status.PENDING, error="", finished_at=None)
         audit_record(actor=actor, verb="transform.run.resume", obj=run, payload={"done": run.done, "total": run.total})

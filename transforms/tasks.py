@@ -8,9 +8,10 @@ from core.task_policy import TRANSIENT_BACKEND, failure_reason, fan_out
 from transforms.backends.base import TransientBackendError
 from transforms.chunk_services import transform_run_execute_chunk
 from transforms.jobs import REPORTS, RUNS
-from transforms.judge_services import judge_report_execute, judge_report_resume
+from transforms.judge_services import JudgeReportResumeRequest, judge_report_execute, judge_report_resume
 from transforms.judgement_services import judge_report_fail, judge_report_waiting
 from transforms.services import (
+    TransformRunResumeRequest,
     transform_run_fail,
     transform_run_finalize,
     transform_run_mark_started,
@@ -73,13 +74,13 @@ stuck_job_kind_register(
     RUNS.stuck(
         "transformation run",
         tasks={"transforms.start_run", "transforms.execute_chunk", "transforms.finalize_run"},
-        resume=lambda run: transform_run_resume(run_id=run.pk),
+        resume=lambda run: transform_run_resume(request=TransformRunResumeRequest(run=run.pk)),
     )
 )
 stuck_job_kind_register(
     REPORTS.stuck(
         "judge report",
         tasks={"transforms.execute_judge_report"},
-        resume=lambda report: judge_report_resume(report_id=report.pk),
+        resume=lambda report: judge_report_resume(request=JudgeReportResumeRequest(report=report.pk)),
     )
 )

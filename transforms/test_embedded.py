@@ -17,7 +17,7 @@ import requests
 from django.core.management import call_command
 from django.core.management.base import CommandError
 
-from transforms import embedded, llama_build
+from transforms import embedded
 from transforms.embedded import (
     EMBEDDED_MODELS,
     TEST_MODEL,
@@ -267,7 +267,7 @@ def test_server_environment_drops_what_would_reconfigure_llama_cpp():
 
 def test_server_environment_knows_every_llama_cpp_setting():
     settings = pytest.importorskip("llama_cpp.server.settings")
-    assert set(settings.Settings.model_fields) <= llama_build._SERVER_ENV_NAMES
+    assert set(settings.Settings.model_fields) <= embedded._SERVER_ENV_NAMES
 
 
 # --- A real llama.cpp server (SmolLM2-135M) ----------------------------------------------------

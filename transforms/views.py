@@ -5,12 +5,11 @@ from django.core.paginator import Paginator
 from django.shortcuts import get_object_or_404, redirect, render
 from django.views.decorators.http import require_http_methods
 
-from core.errors import ShiftlabError
-from core.pages import show_error
-from core.projects import ProjectAccessError, project_can_write, project_require_write
+from core.pages import refusals
+from core.projects import project_can_write
 from core.views import researcher_required
 from transforms.forms import JudgeEvaluationForm, JudgeRunForm, JudgeSelectionForm, TransformRunForm
-from transforms.judge_services import judge_report_create
+from transforms.judge_services import JudgeReportCreateRequest, judge_report_create
 from transforms.judge_tables import format_value, judge_models, report_tables, report_warnings
 from transforms.models import JudgeReport, TransformRun
 from transforms.plots import edit_distance_histogram, judge_score_figures
@@ -26,7 +25,12 @@ from transforms.selectors import (
 from transforms.sensitivity_services import prompt_sensitivity_report
 from transforms.sensitivity_tables import sensitivity_figure, sensitivity_tables
 from transforms.serializers import JudgeReportCreateSerializer
-from transforms.services import transform_run_resume, transform_runs_start
+from transforms.services import (
+    TransformRunResumeRequest,
+    TransformRunsStartRequest,
+    transform_run_resume,
+    transform_runs_start,
+)
 
 
 @researcher_required
@@ -37,13 +41,9 @@ def run_list_view(request):
     dataset = request.GET.get("dataset", "")
     form = TransformRunForm(request.POST or None, user=request.user, initial={"dataset": dataset} if dataset else None)
     if request.method == "POST" and form.is_valid():
-        try:
-            runs = transform_runs_start(actor=request.user, project=form.cleaned_data["project"], **form.service_data())
-        except ProjectAccessError:
-            raise
-        except ShiftlabError as exc:
-            show_error(request, exc, form=form)
-        else:
+        with refusals(request, form):
+            asked = TransformRunsStartRequest(project=form.cleaned_data["project"], **form.service_data())
+            runs = transform_runs_start(actor=request.user, request=asked)
             listed = ", ".join(f"#{run.pk}" for run in runs)
             messages.success(request, f"Started run{'s' if len(runs) > 1 else ''} {listed}.")
             return redirect("transforms:run", pk=runs[0].pk) if len(runs) == 1 else redirect("transforms:runs")
@@ -64,14 +64,14 @@ def run_detail_view(request, pk: int):
     an outcome are queued again; finished texts and cached generations are reused)."""
     run = get_object_or_404(transform_run_list(user=request.user), pk=pk)
     if request.method == "POST":
-        project_require_write(request.user, run.project)
         if not run_resumable(run):
             messages.error(
                 request, f"Run #{run.pk} is {run.status} with {run.done}/{run.total} texts: nothing to resume."
             )
         else:
-            run = transform_run_resume(run_id=run.pk, actor=request.user)
-            messages.success(request, f"Resumed run #{run.pk}: {run.total - run.done} texts queued again.")
+            with refusals(request):  # one the caller may only read: 403
+                run = transform_run_resume(actor=request.user, request=TransformRunResumeRequest(run=run.pk))
+                messages.success(request, f"Resumed run #{run.pk}: {run.total - run.done} texts queued again.")
         return redirect("transforms:run", pk=run.pk)
     failed = request.GET.get("failed")
     outputs = transformed_item_list(run=run, failed=None if failed is None else failed == "1")
@@ -124,13 +124,9 @@ def judge_report_list_view(request):
                 for field, errors in data_in.errors.items():
                     form.add_error(field if field in form.fields else None, " ".join(map(str, errors)))
             else:
-                try:
-                    report = judge_report_create(actor=request.user, **data_in.validated_data)
-                except ProjectAccessError:
-                    raise
-                except ShiftlabError as exc:
-                    show_error(request, exc, form=form)
-                else:
+                with refusals(request, form):
+                    asked = JudgeReportCreateRequest(**data_in.validated_data)
+                    report = judge_report_create(actor=request.user, request=asked)
                     return redirect("transforms:judge-report", pk=report.pk)
     return render(
         request,
@@ -172,17 +168,17 @@ def prompt_sensitivity_view(request):
     if raw:
         try:
             run_ids = [int(part) for part in raw.replace(" ", ",").split(",") if part]
-            result = prompt_sensitivity_report(run_ids=run_ids, user=request.user)
         except ValueError:
             context["error"] = f"runs must be run ids separated by commas, e.g. 3,4,5 (got {raw!r})"
-        except ShiftlabError as exc:
-            context["error"] = str(exc)
         else:
-            stored = asdict(result)
-            tables = sensitivity_tables(stored)
-            context |= {
-                "result": result,
-                "tables": [(t, [[format_value(v) for v in row] for row in t.rows]) for t in tables],
-                "figure": sensitivity_figure(stored),
-            }
+            with refusals(request, show=False) as refused:  # said on the page: which run differs and how
+                result = prompt_sensitivity_report(run_ids=run_ids, user=request.user)
+                stored = asdict(result)
+                tables = sensitivity_tables(stored)
+                context |= {
+                    "result": result,
+                    "tables": [(t, [[format_value(v) for v in row] for row in t.rows]) for t in tables],
+                    "figure": sensitivity_figure(stored),
+                }
+            context["error"] = refused.message
     return render(request, "transforms/sensitivity.html", context)

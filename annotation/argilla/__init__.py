@@ -13,6 +13,7 @@ class ArgillaError(ShiftlabError):
     The API answers 502: the fault lies with the server behind Shiftlab."""
 
     http_status = 502
+    code = "argilla"
 
 
 class ArgillaUnavailable(ArgillaError):

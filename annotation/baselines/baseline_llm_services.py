@@ -17,7 +17,7 @@ from django.utils import timezone
 
 from annotation.baselines.baseline_tasks import LLMUnit, baseline_task
 from annotation.models import BaselineAnswer, BaselineLLMJob, BaselineStudy
-from core.errors import ShiftlabError
+from core.errors import ConflictError, ShiftlabError
 from core.hashing import sha256_text
 from core.job_services import UNFINISHED, job_fail
 from core.projects import project_require_write
@@ -90,7 +90,7 @@ def _llm_check(study: BaselineStudy, backend_alias: str, actor: AbstractBaseUser
     study = BaselineStudy.objects.select_related("project").get(pk=study.pk)
     project_require_write(actor, study.project)
     if study.status == BaselineStudy.Status.CLOSED:
-        raise ShiftlabError(f"{study} is closed: it takes no more answers, from humans or LLMs")
+        raise ConflictError(f"{study} is closed: it takes no more answers, from humans or LLMs")
     try:
         return study, get_backend(backend_alias)
     except ImproperlyConfigured as exc:

@@ -1,5 +1,5 @@
 """Publishing a baseline study to Argilla as a background job (issue 41), as a validation study's
-publish is (``annotation.publishing.publish_job_services``): ``baseline_services.baseline_publish``
+publish is (``annotation.studies.publish_job_services``): ``baseline_services.baseline_publish``
 run by a task on the default queue, which waits and retries while Argilla cannot be reached, while
 the study's page shows the job and updates itself.
 
@@ -20,7 +20,7 @@ from django.utils import timezone
 from annotation.argilla import ArgillaUnavailable
 from annotation.baselines.baseline_services import baseline_publish
 from annotation.models import BaselinePublishJob, BaselineStudy
-from annotation.publishing.publish_job_services import NOTHING_SENT, new_accounts_text, publish_summary
+from annotation.studies.publish_job_services import NOTHING_SENT, new_accounts_text, publish_summary
 from core.errors import ConflictError, ShiftlabError
 from core.job_services import UNFINISHED, JobWait
 from core.projects import project_require_write

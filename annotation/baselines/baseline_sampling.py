@@ -27,10 +27,11 @@ from typing import Any
 
 import numpy as np
 
-from annotation.studies.sampling import Unit, stratified_sample
+from annotation.science.sampling import Unit, stratified_sample
 from core.errors import ShiftlabError
 
-PREFIXES = {"sts": "sts", "classification": "cls", "clustering": "clu", "reranking": "rr"}
+# Each sampler's key prefix.
+STS_PREFIX, CLASSIFICATION_PREFIX, CLUSTERING_PREFIX, RERANKING_PREFIX = "sts", "cls", "clu", "rr"
 DEFAULT_BATCH_SIZE = 10
 DEFAULT_CANDIDATES = 10
 
@@ -60,14 +61,14 @@ def _sorted(items: Sequence[SourceItem]) -> list[SourceItem]:
     return sorted(items, key=lambda i: repr(i.ref))
 
 
-def _key(task_type: str, position: int) -> str:
-    return f"{PREFIXES[task_type]}-{position:04d}"
+def _key(prefix: str, position: int) -> str:
+    return f"{prefix}-{position:04d}"
 
 
-def _text_instance(task_type: str, position: int, item: SourceItem, *, group: str = "") -> DrawnInstance:
+def _text_instance(prefix: str, position: int, item: SourceItem, *, group: str = "") -> DrawnInstance:
     """A text with its gold label (classification, clustering) drawn at ``position``."""
     return DrawnInstance(
-        key=_key(task_type, position),
+        key=_key(prefix, position),
         position=position,
         ref=item.ref,
         texts=(item.payload["text"],),
@@ -90,7 +91,7 @@ def sample_sts(items: Sequence[SourceItem], n: int, *, rng: np.random.Generator)
     picks = rng.choice(len(pool), size=n, replace=False)
     return [
         DrawnInstance(
-            key=_key("sts", pos),
+            key=_key(STS_PREFIX, pos),
             position=pos,
             ref=pool[int(i)].ref,
             texts=(pool[int(i)].payload["sentence1"], pool[int(i)].payload["sentence2"]),
@@ -112,7 +113,7 @@ def sample_classification(
         chosen = [chosen[int(i)] for i in rng.permutation(len(chosen))]
     else:
         chosen = [pool[int(i)] for i in rng.choice(len(pool), size=n, replace=False)]
-    return [_text_instance("classification", pos, item) for pos, item in enumerate(chosen)]
+    return [_text_instance(CLASSIFICATION_PREFIX, pos, item) for pos, item in enumerate(chosen)]
 
 
 def batch_sizes(n: int, batch_size: int) -> list[int]:
@@ -177,7 +178,7 @@ def sample_clustering(
                     raise SamplingError(f"batch {batch + 1}: not enough texts left to fill it; lower n")
                 chosen_labels.append(others[int(rng.integers(len(others)))])
         for j in rng.permutation(len(members)):
-            drawn.append(_text_instance("clustering", len(drawn), members[int(j)], group=f"b{batch:02d}"))
+            drawn.append(_text_instance(CLUSTERING_PREFIX, len(drawn), members[int(j)], group=f"b{batch:02d}"))
     return drawn
 
 
@@ -216,7 +217,7 @@ def sample_reranking(
             position = len(drawn)
             drawn.append(
                 DrawnInstance(
-                    key=_key("reranking", position),
+                    key=_key(RERANKING_PREFIX, position),
                     position=position,
                     ref=item.ref,
                     texts=(item.payload["query"], text),

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 from collections import defaultdict
 from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -36,16 +37,16 @@ from annotation.models import (
     BaselineInstance,
     BaselineStudy,
 )
-from annotation.publishing.argilla_services import (
+from annotation.science.assignment import receivers
+from annotation.science.sampling import seeded_rng
+from annotation.studies.argilla_services import (
     PublishResult,
     annotator_dataset_ensure,
     annotator_roles_check,
     annotators_audit_published,
     mark_published,
 )
-from annotation.studies.assignment import receivers
-from annotation.studies.sampling import seeded_rng
-from core.errors import NotFoundError, ShiftlabError
+from core.errors import ConflictError, NotFoundError, ShiftlabError
 from core.models import Project
 from core.projects import project_for_new, project_require_same, project_require_write
 from core.rosters import roster_require
@@ -60,7 +61,9 @@ def _dataset(actor: AbstractBaseUser | None, name: str, project: str | None) -> 
     try:
         return dataset_get(name=name, user=actor, project=project)
     except Dataset.DoesNotExist:
-        raise NotFoundError(f"no dataset {name!r}: import it first (`manage.py dataset import`)") from None
+        raise NotFoundError(
+            f"no dataset {name!r}: import it first (`manage.py dataset import`)", field="dataset"
+        ) from None
 
 
 def _dataset_labels(dataset: Dataset) -> list[Any]:
@@ -79,7 +82,8 @@ def _baseline_check(
     if dataset.task_type != task_type:
         raise ShiftlabError(
             f"dataset {dataset.name} is a {dataset.task_type} dataset; a {task_type} baseline needs "
-            f"a {task_type} dataset"
+            f"a {task_type} dataset",
+            field="dataset",
         )
     if split not in (dataset.splits or {}):
         raise ShiftlabError(
@@ -88,7 +92,7 @@ def _baseline_check(
             field="split",
         )
     if seed < 0:
-        raise ShiftlabError(f"seed must be zero or positive, got {seed}")
+        raise ShiftlabError(f"seed must be zero or positive, got {seed}", field="seed")
     if BaselineStudy.objects.filter(project=project, name=name).exists():
         raise ShiftlabError(
             f"a baseline study named {name!r} exists in project {project.slug}: choose another name", field="name"
@@ -107,19 +111,23 @@ def _baseline_draw(study: BaselineStudy, task: BaselineTask) -> list[sampling.Dr
         raise ShiftlabError(f"{study.dataset.name} ({study.split}): {exc}") from exc
 
 
-def baseline_create(
-    *,
-    actor: AbstractBaseUser | None = None,
-    project: str | None = None,
-    name: str,
-    dataset: Dataset | str,
-    n_instances: int,
-    task_type: str | None = None,
-    split: str = "test",
-    seed: int = 0,
-    options: Mapping[str, Any] | None = None,
-    instructions: str = "",
-) -> BaselineStudy:
+@dataclass(frozen=True)
+class BaselineCreateRequest:
+    """A human baseline study as the page and the ``baseline`` command ask for it (they only fill it
+    in; ``baseline_create`` checks every rule). See there for each field."""
+
+    name: str
+    dataset: Dataset | str
+    n_instances: int
+    project: str | None = None
+    task_type: str | None = None
+    split: str = "test"
+    seed: int = 0
+    options: Mapping[str, Any] | None = None
+    instructions: str = ""
+
+
+def baseline_create(*, actor: AbstractBaseUser | None = None, request: BaselineCreateRequest) -> BaselineStudy:
     """A draft baseline study with its seeded sample of instances, in one transaction.
 
     ``dataset``: a Dataset or the name of one ``actor`` may read (in ``project`` when named).
@@ -130,6 +138,9 @@ def baseline_create(
     published to the Argilla workspace named after it, and ``dataset`` must be in that project or
     shared. Raises ``ShiftlabError`` naming the wrong input.
     """
+    project, name, dataset, n_instances = request.project, request.name, request.dataset, request.n_instances
+    task_type, split, seed, options = request.task_type, request.split, request.seed, request.options
+    instructions = request.instructions
     if isinstance(dataset, str):
         dataset = _dataset(actor, dataset, project)
     target = project_for_new(actor, project, dataset)
@@ -306,7 +317,7 @@ def baseline_publish(
     study = BaselineStudy.objects.select_related("project").get(pk=study.pk)
     project_require_write(actor, study.project)
     if study.status == BaselineStudy.Status.CLOSED:
-        raise ShiftlabError(f"{study} is closed: it takes no more answers")
+        raise ConflictError(f"{study} is closed: it takes no more answers")
     users = list(dict.fromkeys(annotators))
     roster_require(study.project, users)  # only the annotators of its project
     newcomers = [u for u in users if not study.annotators.filter(pk=u.pk).exists()]

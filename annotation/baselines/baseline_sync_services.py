@@ -14,7 +14,7 @@ from annotation.argilla import client as argilla
 from annotation.argilla.client import argilla_connection
 from annotation.baselines.baseline_tasks import baseline_task
 from annotation.models import BaselineAnswer, BaselineAnswerRevision, BaselineStudy
-from annotation.publishing.answer_store import (
+from annotation.studies.answer_store import (
     BASELINE_SYNC_LOCK,
     AnswerStore,
     Collected,
@@ -23,9 +23,13 @@ from annotation.publishing.answer_store import (
     sync_invalid_audit,
     sync_lock,
 )
-from annotation.publishing.sync_diff import SyncCounts, latest_responses, without_nul
+from annotation.studies.onboarding_services import SyncJob, sync_job_state
+from annotation.studies.sync_diff import SyncCounts, latest_responses, without_nul
 from core.errors import ShiftlabError
 from core.projects import project_require_write
+from core.task_policy import task_named
+
+SYNC_TASK = "annotation.sync_baseline"
 
 
 @dataclass(frozen=True)
@@ -45,6 +49,42 @@ def _closed(study: BaselineStudy) -> ShiftlabError:
     return ShiftlabError(f"{study} is closed: its answers are final and are not synced again")
 
 
+def _syncable_seats(study: BaselineStudy, actor: AbstractBaseUser | None) -> list:
+    """The published seats of a study that may be synced by ``actor``; refused otherwise."""
+    project_require_write(actor, study.project)
+    seats = list(study.baseline_annotators.exclude(argilla_dataset_id=None).select_related("user").order_by("pk"))
+    if not seats and study.argilla_dataset_id is None:
+        raise ShiftlabError(f"{study} is not published yet: publish it before syncing answers")
+    if study.status == BaselineStudy.Status.CLOSED:
+        raise _closed(study)
+    return seats
+
+
+def baseline_sync_queue(*, study: BaselineStudy, actor: AbstractBaseUser | None):
+    """The page's entry for a sync: the same refusals as ``baseline_sync`` at once, then the sync as
+    the ``annotation.sync_baseline`` task (one Argilla read per annotator, so not inside the request;
+    without a broker it runs in this call and the result is an ``EagerResult``)."""
+    study = BaselineStudy.objects.select_related("project").get(pk=study.pk)
+    _syncable_seats(study, actor)
+    return task_named(SYNC_TASK).type.delay(study.pk, getattr(actor, "pk", None))
+
+
+def baseline_sync_job(*, study: BaselineStudy, task_id: str) -> SyncJob | None:
+    """The state and outcome of the queued sync ``task_id`` of ``study`` (None when it is none)."""
+    return sync_job_state(task_id=task_id, task_name=SYNC_TASK, pk=study.pk, summary=baseline_sync_summary)
+
+
+def baseline_sync_summary(counts: Mapping[str, Any]) -> str:
+    """A baseline sync's counts in words: each answer is one instance answered by one annotator."""
+    text = (
+        f"{counts.get('created', 0)} instances newly answered, {counts.get('updated', 0)} answers changed, "
+        f"{counts.get('withdrawn', 0)} withdrawn ({counts.get('unchanged', 0)} unchanged)"
+    )
+    if counts.get("ignored_users"):
+        text += f"; ignored {counts['ignored_users']} answers of users outside the study"
+    return text
+
+
 def baseline_sync(*, study: BaselineStudy, actor: AbstractBaseUser | None = None, client=None) -> BaselineSyncResult:
     """Bring the study's submitted Argilla responses into ``BaselineAnswer`` rows (source human).
 
@@ -57,15 +97,10 @@ def baseline_sync(*, study: BaselineStudy, actor: AbstractBaseUser | None = None
     project (the system may).
     """
     study = BaselineStudy.objects.select_related("project").get(pk=study.pk)
-    project_require_write(actor, study.project)
-    seats = list(study.baseline_annotators.exclude(argilla_dataset_id=None).select_related("user").order_by("pk"))
+    seats = _syncable_seats(study, actor)
     datasets = [seat.argilla_dataset_id for seat in seats]
     if study.argilla_dataset_id is not None:  # published before per-annotator datasets
         datasets.append(study.argilla_dataset_id)
-    if not datasets:
-        raise ShiftlabError(f"{study} is not published yet: publish it before syncing answers")
-    if study.status == BaselineStudy.Status.CLOSED:
-        raise _closed(study)
     # An answer can only be withdrawn by a read of the dataset that holds its record: an answer
     # given in a shared dataset that was since moved away stays as it was.
     readable = None

@@ -281,12 +281,12 @@ class RerankingBaseline(BaselineTask):
         return [llm_annotator.parse_relevance(reply)]
 
 
-BASELINE_TASKS: dict[str, BaselineTask] = {
+BASELINE_TASKS: dict[TaskType, BaselineTask] = {
     task.task_type: task
     for task in (STSBaseline(), ClassificationBaseline(), ClusteringBaseline(), RerankingBaseline())
 }
 # Each task's own options with their defaults (forms show them).
-OPTION_DEFAULTS: dict[str, dict[str, Any]] = {t: dict(task.option_defaults) for t, task in BASELINE_TASKS.items()}
+OPTION_DEFAULTS: dict[TaskType, dict[str, Any]] = {t: dict(task.option_defaults) for t, task in BASELINE_TASKS.items()}
 
 
 def baseline_task(task_type: str) -> BaselineTask:

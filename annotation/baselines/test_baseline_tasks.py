@@ -12,7 +12,7 @@ from annotation.baselines import baseline_sampling as sampling
 from annotation.baselines.baseline_tasks import BASELINE_TASKS, BATCH_FIELD, OPTION_DEFAULTS, baseline_task
 from annotation.models import BASELINE_TASK_TYPES
 from core.errors import ShiftlabError
-from corpora.task_types import TASK_SPECS
+from corpora.task_types import TASK_SPECS, TaskType
 
 
 @dataclass(frozen=True)
@@ -24,6 +24,7 @@ class Instance:
 
 def test_every_baseline_task_type_has_one_definition():
     assert set(BASELINE_TASKS) == set(BASELINE_TASK_TYPES) == set(OPTION_DEFAULTS)
+    assert all(isinstance(task_type, TaskType) for task_type in BASELINE_TASKS)
     for task_type, task in BASELINE_TASKS.items():
         assert task.task_type == task_type and task.instructions and task.question
         assert task.gold_field == TASK_SPECS[task_type].gold_field

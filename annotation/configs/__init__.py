@@ -1,1 +1,2 @@
-"""Validated benchmark configs: their schema, signing and hashing (pure), and their export."""
+"""Validated benchmark configs, the format (pure, below the models): schema, text, canonical form,
+signing and hashing. Their export from approved studies is ``annotation.export_services``."""

@@ -116,10 +116,10 @@ class GateEntry:
     evidence_hash: str
     evidence: Mapping[str, Any]
     # The gate passed on items with fewer than 2 counted raters because the study's design declared
-    # a single-rater pilot (annotation.quality.gating); absent (False) otherwise.
+    # a single-rater pilot (annotation.science.gating); absent (False) otherwise.
     single_rater_pilot: bool = False
     # What the gate passed on: "meaning_changed" for a sensitivity study's inverse question
-    # (annotation.studies.design.GateDirection); absent ("meaning_kept") otherwise.
+    # (annotation.science.design.GateDirection); absent ("meaning_kept") otherwise.
     passes_on: str = "meaning_kept"
     # What the gate's decision rests on, for gates with the options of issue 40 (one rating per
     # item, another sequence, the prediction-powered estimate); absent ("") otherwise.

@@ -2,7 +2,7 @@
 
 from django.core.management.base import OutputWrapper
 
-from annotation.publishing.argilla_services import PublishResult
+from annotation.studies.argilla_services import PublishResult
 
 
 def publish_report(stdout: OutputWrapper, result: PublishResult) -> None:

@@ -13,6 +13,6 @@ class Migration(migrations.Migration):
         migrations.AlterField(
             model_name='study',
             name='design',
-            field=models.JSONField(help_text='annotation.studies.design.StudyDesign as a dict.'),
+            field=models.JSONField(help_text='annotation.science.design.StudyDesign as a dict.'),
         ),
     ]

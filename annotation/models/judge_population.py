@@ -1,5 +1,5 @@
 """The LLM judges scoring every output of a study's transformation runs, for the prediction-powered
-gate (``annotation.quality.judge_population_services``)."""
+gate (``annotation.studies.judge_population_services``)."""
 
 from django.db import models
 

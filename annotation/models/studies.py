@@ -13,12 +13,13 @@ from django.db import models
 from django.db.models import Q
 
 from annotation.configs.config_export import config_signed_with
-from annotation.quality.controls import ItemKind
-from annotation.quality.validation import FlagRule, RejectionReason
+from annotation.kinds import FlagRule, ItemKind, RejectionReason
 from core.models import project_field
 from transforms.models import TransformedItem, TransformRun
 
 __all__ = [
+    "STUDY_NAME_PATTERN",
+    "STUDY_NAME_RULE",
     "study_name_validator",
     "_opaque_id",
     "Study",
@@ -36,9 +37,11 @@ __all__ = [
     "ArgillaWebhook",
 ]
 
-study_name_validator = RegexValidator(
-    r"^[a-z0-9][a-z0-9-]{0,60}$", "Use lowercase letters, digits and '-', starting with a letter or digit."
-)
+# The one pattern of study (and baseline) names: the model's validator, the service entries that
+# create them and the forms' input hint all read it from here.
+STUDY_NAME_PATTERN = r"^[a-z0-9][a-z0-9-]{0,60}$"
+STUDY_NAME_RULE = "Use lowercase letters, digits and '-', starting with a letter or digit."
+study_name_validator = RegexValidator(STUDY_NAME_PATTERN, STUDY_NAME_RULE)
 
 
 def _opaque_id() -> str:
@@ -65,7 +68,7 @@ class Study(models.Model):
         help_text="Argilla workspace: its project's slug (older studies keep the one they were published in).",
     )
     runs = models.ManyToManyField(TransformRun, related_name="studies")
-    design = models.JSONField(help_text="annotation.studies.design.StudyDesign as a dict.")
+    design = models.JSONField(help_text="annotation.science.design.StudyDesign as a dict.")
     design_hash = models.CharField(max_length=64)
     status = models.CharField(max_length=16, choices=Status.choices, default=Status.DRAFT, db_index=True)
     sample_info = models.JSONField(default=dict, blank=True, help_text="Per transformation: strata, shortfall.")
@@ -180,7 +183,7 @@ class Annotator(models.Model):
 class Assignment(models.Model):
     """One record in one annotator's batch: Shiftlab, not Argilla, decides who rates what.
 
-    Drawn when the study is first published (``annotation.studies.assignment``); ``active`` is False once
+    Drawn when the study is first published (``annotation.science.assignment``); ``active`` is False once
     the item was taken from this annotator (rejected, replaced, rebalanced), with the reason."""
 
     annotator = models.ForeignKey(Annotator, on_delete=models.CASCADE, related_name="assignments")
@@ -375,7 +378,7 @@ class BenchmarkConfig(models.Model):
 class ArgillaWebhook(models.Model):
     """The webhook this deployment registered in Argilla (webhooks there are server-wide): Argilla
     POSTs response events to ``url``, signed with ``secret``, and the receiver checks the signature
-    (``annotation.publishing.webhook_services``). One row per deployment; a new public URL replaces it."""
+    (``annotation.studies.webhook_services``). One row per deployment; a new public URL replaces it."""
 
     url = models.URLField(max_length=500, unique=True, help_text="Shiftlab's receiver, as registered.")
     argilla_id = models.UUIDField(unique=True)

@@ -1,2 +1,7 @@
-"""Studies: their design (pure rules and the researcher's choices), the sampling of items and controls
-into a locked study, and the assignment of items to annotators."""
+"""Studies, one part (issue 43: these were three sub-packages, studies, quality and publishing, whose
+services imported each other and could not be ordered): creating and locking a study (its design,
+control items and sampling stored), assigning items to annotators; the quality services (control
+checks, validation, adaptive stopping, the gate, the LLM judges' population scores); publishing to
+Argilla and bringing the answers back (publish/reconcile, sync with its pure diff, webhooks,
+annotators' Argilla accounts). The pure science these run lives below, in ``annotation.science``;
+the Argilla REST client is the adapter in ``annotation.argilla``."""

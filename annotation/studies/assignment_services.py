@@ -1,7 +1,7 @@
 """Assignment services: who rates what in a validation study, kept in Django (``Assignment``)
 and published by ``argilla_services`` so that each annotator can open only their own batch.
 
-- ``study_assign``: at the first publish, draw every annotator's queue (``annotation.studies.assignment``);
+- ``study_assign``: at the first publish, draw every annotator's queue (``annotation.science.assignment``);
   at a later publish with new annotators, move a fair share of the open work to each newcomer.
 - ``annotator_release``: take the work of a rejected annotator (all their items: their ratings no
   longer count) or of a withdrawn one (open items only) and give it to others.
@@ -24,10 +24,9 @@ from django.contrib.auth.base_user import AbstractBaseUser
 from django.db import transaction
 from django.utils import timezone
 
+from annotation.kinds import ItemKind
 from annotation.models import Annotator, Assignment, Rating, Study, StudyItem
-from annotation.quality.controls import ItemKind
-from annotation.quality.selectors import counted_ratings
-from annotation.studies.assignment import (
+from annotation.science.assignment import (
     Slot,
     check_panel,
     draw_assignment,
@@ -39,9 +38,10 @@ from annotation.studies.assignment import (
     rebalance,
     receivers,
 )
-from annotation.studies.design import StudyDesign
+from annotation.science.design import StudyDesign
+from annotation.science.sampling import seeded_rng
 from annotation.studies.design_services import study_design
-from annotation.studies.sampling import seeded_rng
+from annotation.studies.selectors import counted_ratings
 from core.errors import ShiftlabError
 from core.services import audit_record
 

@@ -6,9 +6,10 @@ is audited. Publishing and syncing follow in ``argilla_services``.
 from __future__ import annotations
 
 import logging
+import re
 from collections import defaultdict
 from collections.abc import Mapping, Sequence
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 from datetime import datetime
 from typing import Any
 
@@ -18,22 +19,29 @@ from django.db import transaction
 from django.db.models import Count
 from django.utils import timezone
 
-from annotation.models import Study, StudyItem
-from annotation.quality.control_check import expected_value
-from annotation.quality.control_services import (
+from annotation.kinds import ItemKind
+from annotation.models import STUDY_NAME_PATTERN, STUDY_NAME_RULE, Study, StudyItem
+from annotation.science.control_check import expected_value
+from annotation.science.controls import PairCandidate
+from annotation.science.controls import n_controls as controls_needed
+from annotation.science.design import (
+    DesignContext,
+    DesignProblem,
+    StudyDesign,
+    design_implications,
+    design_problems,
+)
+from annotation.science.detectability import MIN_PER_CLASS
+from annotation.science.sampling import Candidate, draw_real_items, sample_summary, seeded_rng
+from annotation.studies.control_services import (
     detectability_by_transformation,
     items_detectability,
     source_language,
     study_controls_draw,
 )
-from annotation.quality.controls import ItemKind, PairCandidate
-from annotation.quality.controls import n_controls as controls_needed
-from annotation.quality.detectability import MIN_PER_CLASS
-from annotation.studies.design import DesignContext, DesignProblem, StudyDesign, design_problems
-from annotation.studies.sampling import Candidate, draw_real_items, sample_summary, seeded_rng
-from core.errors import ShiftlabError
+from core.errors import ConflictError, InvalidError, NotFoundError, ShiftlabError
 from core.models import AuditEvent, Project
-from core.projects import ProjectAccessError, project_for_new, project_require_same, scoped
+from core.projects import project_for_new, project_require_same, project_require_write, scoped
 from core.rosters import project_annotators
 from core.services import audit_record
 from transforms.backends import get_backend
@@ -61,8 +69,10 @@ def _check_runs(runs: Sequence[TransformRun]) -> list[TransformRun]:
 
 
 class DesignRefused(ShiftlabError):
-    """A design that cannot work with the study's runs (``annotation.studies.design.design_problems``);
+    """A design that cannot work with the study's runs (``annotation.science.design.design_problems``);
     ``problems`` names the field to change for each reason, for forms to show next to it."""
+
+    code = "design_refused"
 
     def __init__(self, problems: Sequence[DesignProblem]):
         self.problems = tuple(problems)
@@ -84,10 +94,10 @@ def design_context(*, runs: Sequence[TransformRun], annotators: int | None = Non
     return DesignContext(available=available, annotators=annotators)
 
 
-def study_design_check(*, design: StudyDesign, runs: Sequence[TransformRun], annotators: int | None = None) -> None:
-    """Refuse (``DesignRefused``) a design that cannot work over ``runs``; every interface that
-    declares or changes a design goes through here."""
-    problems = design_problems(design, design_context(runs=runs, annotators=annotators))
+def study_design_check(*, design: StudyDesign, runs: Sequence[TransformRun], project: Project) -> None:
+    """Refuse (``DesignRefused``) a design that cannot work over ``runs`` with ``project``'s
+    annotators; every interface that declares or changes a design goes through here."""
+    problems = design_problems(design, _context(project, runs))
     if problems:
         raise DesignRefused(problems)
 
@@ -97,18 +107,13 @@ def _check_judges(design: StudyDesign) -> None:
         try:
             get_backend(alias)
         except ImproperlyConfigured as exc:
-            raise ShiftlabError(f"design.llm_judges: {exc}") from exc
+            raise ShiftlabError(f"design.llm_judges: {exc}", field="llm_judges") from exc
 
 
 def _project_for_study(actor: AbstractBaseUser | None, slug: str | None, *runs: TransformRun) -> Project:
-    """``project_for_new`` with the refusals of an unknown or ambiguous project on the ``project``
-    input; one the caller may only read stays a ``ProjectAccessError`` (403)."""
-    try:
-        return project_for_new(actor, slug or None, *runs)
-    except ProjectAccessError:
-        raise
-    except ShiftlabError as exc:
-        raise ShiftlabError(str(exc), field="project") from None
+    """``project_for_new``: an unknown project (404) or an ambiguous one (400) is refused on the
+    ``project`` input; one the caller may only read with a ``ProjectAccessError`` (403)."""
+    return project_for_new(actor, slug or None, *runs)
 
 
 def _runs_of(actor: AbstractBaseUser | None, runs: Sequence[TransformRun | int]) -> list[TransformRun]:
@@ -116,59 +121,92 @@ def _runs_of(actor: AbstractBaseUser | None, runs: Sequence[TransformRun | int])
     ids = list(dict.fromkeys(r.pk if isinstance(r, TransformRun) else int(r) for r in runs))
     found = {r.pk: r for r in scoped(TransformRun.objects.select_related("project"), actor).filter(pk__in=ids)}
     if missing := set(ids) - set(found):
-        raise ShiftlabError(f"no transformation runs {sorted(missing)}")
+        raise NotFoundError(f"no transformation runs {sorted(missing)}", field="runs")
     return [found[pk] for pk in ids]
+
+
+@dataclass(frozen=True)
+class StudyCreateRequest:
+    """A new study as the page, the API and the command ask for it; they only fill it in, and
+    ``study_create`` checks every rule. ``runs``: transformation runs (objects or ids); ``design``:
+    the design fields given, laid over the defaults (``StudyDesign.overlaid``), or a whole design;
+    ``project``: the slug named (None: the runs' project, ``core.projects.project_for_new``)."""
+
+    name: str
+    runs: Sequence[TransformRun | int]
+    design: Mapping[str, Any] | StudyDesign = field(default_factory=dict)
+    project: str | None = None
+
+
+@dataclass(frozen=True)
+class StudyReviseRequest:
+    """A new version of a study (``study_revise``), or a draft's design changed in place
+    (``study_update_design``): ``design`` holds the fields that change, laid over the study's own
+    design, or a whole design; ``runs`` (objects or ids), when given, replace the study's runs."""
+
+    study: Study | int
+    design: Mapping[str, Any] | StudyDesign = field(default_factory=dict)
+    runs: Sequence[TransformRun | int] | None = None
+
+
+def _design_over(base: StudyDesign, design: Mapping[str, Any] | StudyDesign) -> StudyDesign:
+    return design if isinstance(design, StudyDesign) else base.overlaid(design)
+
+
+def _check_name(name: str) -> None:
+    if not re.fullmatch(STUDY_NAME_PATTERN, name or ""):
+        raise InvalidError(f"invalid study name {name!r}: {STUDY_NAME_RULE}", field="name", code="study_name")
+
+
+def _context(project: Project, runs: Sequence[TransformRun]) -> DesignContext:
+    """The context every design of ``project`` over ``runs`` is checked in, whichever interface
+    asks: the runs' transformed texts and the annotators on the project's roster."""
+    return design_context(runs=runs, annotators=project_annotators(project).count())
 
 
 @dataclass(frozen=True)
 class StudyDraft:
     """A new study's inputs resolved and checked, nothing written: its project, runs, design and
-    the context its design is checked in (with the project's annotator count when asked)."""
+    the context its design is checked in (the runs' texts, the project's annotator count); the
+    reasons the design cannot work (``problems``), else what it implies (``implications``)."""
 
     project: Project
     runs: list[TransformRun]
     design: StudyDesign
     context: DesignContext
 
+    @property
+    def problems(self) -> tuple[DesignProblem, ...]:
+        return design_problems(self.design, self.context)
 
-def study_draft(
-    *,
-    actor: AbstractBaseUser | None,
-    project: str | None,
-    runs: Sequence[TransformRun | int],
-    design: Mapping[str, Any] | StudyDesign,
-    count_annotators: bool = False,
-) -> StudyDraft:
+    @property
+    def implications(self):
+        return None if self.problems else design_implications(self.design, self.context)
+
+
+def study_draft(*, actor: AbstractBaseUser | None, request: StudyCreateRequest) -> StudyDraft:
     """What ``study_create`` would create, checked but not written (the study builder's "Check the
     design" shows its implications). The project is the one named (checked first: its refusal says
     the most), else the runs' one (``core.projects.project_for_new``)."""
-    named = _project_for_study(actor, project) if project else None
-    runs = _check_runs(_runs_of(actor, runs))
+    named = _project_for_study(actor, request.project) if request.project else None
+    runs = _check_runs(_runs_of(actor, request.runs))
     chosen = named or _project_for_study(actor, None, *runs)
     project_require_same(chosen, *runs, role="the study's runs")
-    design = design if isinstance(design, StudyDesign) else StudyDesign.from_dict({**design})
-    annotators = project_annotators(chosen).count() if count_annotators else None
-    return StudyDraft(chosen, runs, design, design_context(runs=runs, annotators=annotators))
+    design = _design_over(StudyDesign(), request.design)
+    return StudyDraft(chosen, runs, design, _context(chosen, runs))
 
 
-def study_create(
-    *,
-    actor: AbstractBaseUser | None,
-    project: str | None = None,
-    name: str,
-    runs: Sequence[TransformRun | int],
-    design: Mapping[str, Any] | StudyDesign,
-    count_annotators: bool = False,
-) -> Study:
+def study_create(*, actor: AbstractBaseUser | None, request: StudyCreateRequest) -> Study:
     """The one entry that creates a study (page, API and command call it): a draft (version 1)
     over succeeded runs, in the project named, else the runs' one (``study_draft``), published to
     the Argilla workspace named after the project. Its design can change until it is locked. A
-    design that cannot work over the runs (and, with ``count_annotators``, with the project's
-    annotators) is refused with ``DesignRefused``."""
-    draft = study_draft(actor=actor, project=project, runs=runs, design=design, count_annotators=count_annotators)
-    project, runs, design = draft.project, draft.runs, draft.design
+    design that cannot work over the runs and with the project's annotators is refused with
+    ``DesignRefused``; a name off the pattern (``STUDY_NAME_PATTERN``) on the ``name`` input."""
+    _check_name(request.name)
+    draft = study_draft(actor=actor, request=request)
+    project, runs, design, name = draft.project, draft.runs, draft.design, request.name
     _check_judges(design)
-    if problems := design_problems(design, draft.context):
+    if problems := draft.problems:
         raise DesignRefused(problems)
     if Study.objects.filter(project=project, name=name).exists():
         raise ShiftlabError(
@@ -198,34 +236,39 @@ def study_create(
     return study
 
 
-def study_update_design(*, study: Study, design: StudyDesign, actor: AbstractBaseUser | None = None) -> Study:
+def _study_of(actor: AbstractBaseUser | None, study: Study | int) -> Study:
+    """The study a revision starts from, which ``actor`` must be able to change (403)."""
+    found = study if isinstance(study, Study) else Study.objects.select_related("project").get(pk=study)
+    project_require_write(actor, found.project)
+    return found
+
+
+def study_update_design(*, actor: AbstractBaseUser | None = None, request: StudyReviseRequest) -> Study:
     """Change the design of a draft study; a locked study refuses (revise it instead)."""
+    study = _study_of(actor, request.study)
+    design = _design_over(study_design(study), request.design)
     _check_judges(design)
     with transaction.atomic():
         study = Study.objects.select_for_update().get(pk=study.pk)
         if study.is_locked:
-            raise ShiftlabError(f"{study} is locked: its design cannot change. Revise it to make a new version.")
-        study_design_check(design=design, runs=list(study.runs.all()))
+            raise ConflictError(f"{study} is locked: its design cannot change. Revise it to make a new version.")
+        study_design_check(design=design, runs=list(study.runs.all()), project=study.project)
         study.design, study.design_hash = design.to_dict(), design.content_hash
         study.save(update_fields=["design", "design_hash"])
         audit_record(actor=actor, verb="study.design.update", obj=study, payload=design.to_dict())
     return study
 
 
-def study_revise(
-    *,
-    study: Study,
-    design: StudyDesign | None = None,
-    runs: Sequence[TransformRun] | None = None,
-    actor: AbstractBaseUser | None = None,
-) -> Study:
+def study_revise(*, actor: AbstractBaseUser | None = None, request: StudyReviseRequest) -> Study:
     """A new draft version of a study with a changed design and/or runs; the old one is untouched.
     The new version stays in the study's project and Argilla workspace."""
-    design = design or study_design(study)
-    runs = _check_runs(runs if runs is not None else list(study.runs.all()))
+    study = _study_of(actor, request.study)
+    design = _design_over(study_design(study), request.design)
+    given = request.runs
+    runs = _check_runs(list(study.runs.all()) if given is None else _runs_of(actor, given))
     project_require_same(study.project, *runs, role="the study's runs")
     _check_judges(design)
-    study_design_check(design=design, runs=runs)
+    study_design_check(design=design, runs=runs, project=study.project)
     with transaction.atomic():
         latest = Study.objects.filter(project=study.project, name=study.name).order_by("-version").first()
         revised = Study.objects.create(
@@ -333,18 +376,18 @@ def study_lock(
     control_pool: Sequence[tuple[ItemKind, PairCandidate]] | None = None,
 ) -> Study:
     """Freeze the design and draw the study's items: a seeded stratified sample of successfully
-    transformed texts per transformation (``annotation.studies.sampling.draw_real_items``), plus
+    transformed texts per transformation (``annotation.science.sampling.draw_real_items``), plus
     control items, in a seeded shuffled order.
 
-    Controls are drawn from ``control_pool`` (``annotation.quality.control_pool.control_pool_read``)
-    first, then from the other sources ``annotation.quality.control_services`` lists; when too few exist
+    Controls are drawn from ``control_pool`` (``annotation.studies.control_pool.control_pool_read``)
+    first, then from the other sources ``annotation.studies.control_services`` lists; when too few exist
     the lock is refused with what is missing, and nothing is written. Locking a locked study
     changes nothing; a control pool for it is refused, since its controls are drawn already.
     """
     with transaction.atomic():
         study = Study.objects.select_for_update().get(pk=study.pk)
         if study.is_locked and control_pool is not None:
-            raise ShiftlabError(
+            raise ConflictError(
                 f"{study} is locked: its controls are drawn; revise it to use a control pool (--control-pool)"
             )
         if study.is_locked:
@@ -418,7 +461,7 @@ def _judges_start(study: Study, actor: AbstractBaseUser | None) -> None:
     """A prediction-powered gate needs the judges' score of every output: locking starts their jobs
     (on the ``llm`` queue). A refusal or a backend that is down never undoes the lock: the study
     page says so and offers to start them again."""
-    from annotation.quality.judge_population_services import study_judge_population_start
+    from annotation.studies.judge_population_services import study_judge_population_start
 
     try:
         study_judge_population_start(study=study, actor=actor)

@@ -16,18 +16,19 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+from corpora.task_types import TaskType
 from evaluation.evaluators.classification import ClassificationEvaluator
 from evaluation.evaluators.clustering import ClusteringEvaluator
 
 METADATA_KEY = "evaluation"
 
 # Task type -> (evaluator, option -> accepted types). Floats accept ints (0.5 or 1).
-PROTOCOL_OPTIONS: dict[str, tuple[type, dict[str, tuple[type, ...]]]] = {
-    "classification": (
+PROTOCOL_OPTIONS: dict[TaskType, tuple[type, dict[str, tuple[type, ...]]]] = {
+    TaskType.CLASSIFICATION: (
         ClassificationEvaluator,
         {"n_experiments": (int,), "samples_per_label": (int,), "max_iter": (int,)},
     ),
-    "clustering": (
+    TaskType.CLUSTERING: (
         ClusteringEvaluator,
         {
             "protocol": (str,),
@@ -86,12 +87,12 @@ def mteb_protocol_options(task: Any) -> dict[str, Any]:
         parameters = task.evaluator_model.get_params() if hasattr(task, "evaluator_model") else {}
         if "max_iter" in parameters:
             options["max_iter"] = parameters["max_iter"]
-        return protocol_options("classification", options)
+        return protocol_options(TaskType.CLASSIFICATION, options)
     if "AbsTaskClusteringLegacy" in bases:
-        return protocol_options("clustering", {"protocol": "single"})
+        return protocol_options(TaskType.CLUSTERING, {"protocol": "single"})
     if "AbsTaskClustering" in bases:
         return protocol_options(
-            "clustering",
+            TaskType.CLUSTERING,
             {
                 "protocol": "bootstrap",
                 "n_bootstrap": task.n_clusters,

@@ -11,14 +11,14 @@ import getpass
 import secrets
 import sys
 
-from django.core.management.base import BaseCommand, CommandError
+from django.core.management.base import CommandError
 
-from annotation.publishing.onboarding_services import argilla_password_set
-from core.errors import ShiftlabError
+from annotation.studies.onboarding_services import argilla_password_set
+from core.commands import ShiftlabCommand
 from core.projects import user_by_name
 
 
-class Command(BaseCommand):
+class Command(ShiftlabCommand):
     help = "Set the password of an annotator's Argilla account (operators; read from standard input)."
 
     def add_arguments(self, parser):
@@ -26,12 +26,9 @@ class Command(BaseCommand):
         parser.add_argument("--generate", action="store_true", help="Generate a random password and print it.")
 
     def handle(self, *args, username, generate=False, **options):
-        try:
-            user = user_by_name(username)
-            password = secrets.token_urlsafe(12) if generate else self._read_password()
-            argilla_password_set(user=user, password=password, actor=None)
-        except ShiftlabError as exc:
-            raise CommandError(str(exc)) from exc
+        user = user_by_name(username)
+        password = secrets.token_urlsafe(12) if generate else self._read_password()
+        argilla_password_set(user=user, password=password, actor=None)
         self.stdout.write(self.style.SUCCESS(f"Argilla password of {username} set."))
         if generate:
             self.stdout.write(f"Password: {password}")

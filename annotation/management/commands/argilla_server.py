@@ -8,10 +8,10 @@ import threading
 from pathlib import Path
 
 from django.conf import settings
-from django.core.management.base import BaseCommand, CommandError
+from django.core.management.base import CommandError
 
-from annotation.argilla import ArgillaError
 from annotation.argilla.local_server import LocalArgillaServer
+from core.commands import ShiftlabCommand
 
 # Development only, like the default ARGILLA_API_KEY in settings: production sets its own.
 DEV_OWNER_PASSWORD = "shiftlab-local-owner"
@@ -19,7 +19,7 @@ DEV_OWNER_PASSWORD = "shiftlab-local-owner"
 DEFAULT_REDIS_URL = "redis://127.0.0.1:6379/1"
 
 
-class Command(BaseCommand):
+class Command(ShiftlabCommand):
     help = (
         "Run a local Argilla 2.8 server (annotation UI and API, SQL search instead of Elasticsearch, "
         "background worker) from .venv-argilla, with the owner account Shiftlab uses "
@@ -65,9 +65,7 @@ class Command(BaseCommand):
             while not stop.wait(1.0):
                 if not server.running:
                     raise CommandError(f"the Argilla server exited with code {server.process.returncode}")
-        except ArgillaError as exc:
-            raise CommandError(str(exc)) from exc
-        finally:
+        finally:  # an ArgillaError goes on to ShiftlabCommand, which says it
             server.stop()
             for sig, handler in previous.items():
                 signal.signal(sig, handler)

@@ -5,7 +5,12 @@ from django.contrib.auth import get_user_model
 from django.core.management.base import CommandError
 
 from annotation.baselines.baseline_llm_services import baseline_llm_annotate
-from annotation.baselines.baseline_services import baseline_close, baseline_create, baseline_publish
+from annotation.baselines.baseline_services import (
+    BaselineCreateRequest,
+    baseline_close,
+    baseline_create,
+    baseline_publish,
+)
 from annotation.baselines.baseline_sync_services import baseline_sync
 from annotation.management.reporting import publish_report
 from annotation.models import BASELINE_TASK_TYPES, BaselineStudy
@@ -107,7 +112,8 @@ class Command(ShiftlabCommand):
             except OSError as exc:
                 raise CommandError(f"cannot read the instructions file: {exc}") from exc
         inputs = {name: given[name] for name in CREATE_INPUTS}
-        study = baseline_create(actor=actor, options=parsed, instructions=instructions, **inputs)
+        asked = BaselineCreateRequest(options=parsed, instructions=instructions, **inputs)
+        study = baseline_create(actor=actor, request=asked)
         self.stdout.write(
             f"Created {study} (id {study.pk}): {study.instances.count()} instances of {study.task_type} "
             f"from {study.dataset.name}/{study.split}, seed {study.seed}."

@@ -3,7 +3,8 @@ from pathlib import Path
 from django.core.management.base import CommandError
 
 from annotation.configs.config_export import DEVELOPMENT_KEY_NOTE, format_of
-from annotation.configs.export_services import (
+from annotation.export_services import (
+    BenchmarkConfigExportRequest,
     benchmark_config_export,
     benchmark_config_file_read,
     benchmark_config_verify,
@@ -53,7 +54,10 @@ class Command(ShiftlabCommand):
         formats = [(Path(path), format_of(path)) for path in out]
         user = user_by_name(actor) if actor else None
         config = benchmark_config_export(
-            actor=user, project=project, studies=study, name=name, sides=sides, document_scope=document_scope
+            actor=user,
+            request=BenchmarkConfigExportRequest(
+                project=project, studies=study, name=name, sides=sides, document_scope=document_scope
+            ),
         )
         for path, fmt in formats:
             path.write_text(config.json_text if fmt == "json" else config.yaml_text, encoding="utf-8")

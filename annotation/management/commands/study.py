@@ -5,21 +5,26 @@ from django.core.management.base import CommandError
 
 from annotation.management.reporting import new_accounts_report, publish_report
 from annotation.models import Flag, GateResult, Study, StudyJob
-from annotation.publishing.argilla_services import study_argilla_texts_resend, study_release_batches
-from annotation.publishing.publish_job_services import publish_job_result, study_publish_start
-from annotation.publishing.sync_services import study_sync, sync_summary
-from annotation.quality.adaptive_services import study_adaptive_check, study_adaptive_rows
-from annotation.quality.control_pool import control_pool_read
-from annotation.quality.control_services import study_control_detectability, study_detectability_notes
-from annotation.quality.gate_services import approval_decide, gate_result_current, study_gate
-from annotation.quality.gating import gate_state_of
-from annotation.quality.judge_population_services import judge_jobs_summary, study_judge_population_start
-from annotation.quality.quality_services import study_annotator_quality
-from annotation.quality.validation_job_services import study_validation_start
-from annotation.quality.validation_services import annotator_reject, annotator_replace, flag_review
+from annotation.science.gating import gate_state_of
 from annotation.selectors import roster_annotators, study_progress
-from annotation.studies.design import StudyDesign
-from annotation.studies.design_services import study_create, study_design, study_lock, study_revise
+from annotation.studies.adaptive_services import study_adaptive_check, study_adaptive_rows
+from annotation.studies.argilla_services import study_argilla_texts_resend, study_release_batches
+from annotation.studies.control_pool import control_pool_read
+from annotation.studies.control_services import study_control_detectability, study_detectability_notes
+from annotation.studies.design_services import (
+    StudyCreateRequest,
+    StudyReviseRequest,
+    study_create,
+    study_lock,
+    study_revise,
+)
+from annotation.studies.gate_services import approval_decide, gate_result_current, study_gate
+from annotation.studies.judge_population_services import judge_jobs_summary, study_judge_population_start
+from annotation.studies.publish_job_services import publish_job_result, study_publish_start
+from annotation.studies.quality_services import study_annotator_quality
+from annotation.studies.sync_services import study_sync, sync_summary
+from annotation.studies.validation_job_services import study_validation_start
+from annotation.studies.validation_services import annotator_reject, annotator_replace, flag_review
 from core.commands import ShiftlabCommand
 from core.nesting import loads_json
 from core.progress import follow_job
@@ -128,18 +133,16 @@ class Command(ShiftlabCommand):
         except ValueError as exc:  # NestingError is one too
             raise CommandError(f"--design is not valid JSON: {exc}") from exc
 
-    def _design(self, text: str, base: StudyDesign) -> StudyDesign:
-        return StudyDesign.from_dict({**base.to_dict(), **self._design_fields(text)})
-
     def do_create(self, *, actor, name, runs, project, design, **_):
-        study = study_create(actor=actor, project=project, name=name, runs=runs, design=self._design_fields(design))
+        asked = StudyCreateRequest(name=name, runs=runs, design=self._design_fields(design), project=project or None)
+        study = study_create(actor=actor, request=asked)
         self.stdout.write(
             f"Created {study} (id {study.pk}) in project {study.project}, draft. Lock it when the design is final."
         )
 
     def do_revise(self, *, actor, study, design, **_):
         old = _study(study, actor, change=True)
-        new = study_revise(study=old, design=self._design(design, study_design(old)), actor=actor)
+        new = study_revise(actor=actor, request=StudyReviseRequest(study=old, design=self._design_fields(design)))
         self.stdout.write(f"Created {new} (id {new.pk}) from {old}.")
 
     def do_lock(self, *, actor, study, control_pool=None, **_):

@@ -4,7 +4,6 @@ from collections.abc import Callable
 from django.core.management.base import CommandError, CommandParser
 
 from core.commands import ShiftlabCommand
-from core.errors import ShiftlabError
 from core.projects import project_require_write, projects_readable, user_by_name
 from corpora.models import Dataset
 from corpora.mteb_services import dataset_import_mteb
@@ -115,10 +114,8 @@ class Command(ShiftlabCommand):
 
     def _import(self, o) -> None:
         service, inputs = self._mteb_inputs(o) if o["mteb"] else self._source_inputs(o)
-        try:
-            dataset = service(actor=self.user, project=o["project"], **inputs)
-        except ShiftlabError as exc:
-            raise CommandError(f"Nothing was imported.\n{exc}") from None
+        self.refused_heading = "Nothing was imported."
+        dataset = service(actor=self.user, project=o["project"], **inputs)
         self._imported(dataset)
 
     @staticmethod

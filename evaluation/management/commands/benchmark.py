@@ -4,13 +4,13 @@ from pathlib import Path
 from django.core.management.base import CommandError, CommandParser
 
 from annotation.configs.config_export import Format, format_of
-from annotation.configs.export_services import benchmark_config_file_read
+from annotation.export_services import benchmark_config_file_read
 from core.commands import ShiftlabCommand
 from core.progress import follow_job, job_status_lines, progress_bar
 from core.projects import User, project_require_write, scoped, user_by_name
-from evaluation.benchmark_execution import benchmark_run_resume
+from evaluation.benchmark_execution import BenchmarkRunResumeRequest, benchmark_run_resume
 from evaluation.benchmark_plan import SIDES
-from evaluation.benchmark_services import benchmark_run_start
+from evaluation.benchmark_services import BenchmarkRunStartRequest, benchmark_run_start
 from evaluation.models import BenchmarkRun
 from evaluation.report_robustness import robustness_report_write, run_preset
 from evaluation.reports import benchmark_report
@@ -69,25 +69,25 @@ class Command(ShiftlabCommand):
         document_scope=None,
         **_,
     ):
-        if not config and not dataset:
-            raise CommandError("pass --config CONFIG.yaml, or --dataset NAME for original data only")
         text, fmt = _config_file(Path(config)) if config else (None, "yaml")
         run = benchmark_run_start(
             actor=user,
-            project=project,
-            models=models,
-            config_text=text,
-            config_format=fmt,
-            datasets=dataset,
-            transformations=transformation,
-            seeds=seeds,
-            preset=preset or "",
-            run_anyway=run_anyway,
-            limit=limit,
-            sides=sides,
-            document_scope=document_scope,
-            split=split,
-            name=name,
+            request=BenchmarkRunStartRequest(
+                project=project,
+                models=models,
+                config_text=text,
+                config_format=fmt,
+                datasets=dataset,
+                transformations=transformation,
+                seeds=seeds,
+                preset=preset or "",
+                run_anyway=run_anyway,
+                limit=limit,
+                sides=sides,
+                document_scope=document_scope,
+                split=split,
+                name=name,
+            ),
         )
         plan = run.plan
         self.stdout.write(
@@ -106,7 +106,7 @@ class Command(ShiftlabCommand):
             self.stdout.write(line)
 
     def do_resume(self, *, user: User, run, wait=False, **_):
-        found = benchmark_run_resume(run_id=self._get(run, user).pk, actor=user)
+        found = benchmark_run_resume(actor=user, request=BenchmarkRunResumeRequest(run=self._get(run, user).pk))
         self.stdout.write(f"Benchmark run {found.pk} resumed: {found.total - found.done} units to go")
         if wait:
             self._wait(found)

@@ -6,15 +6,15 @@ from pathlib import Path
 from django.core.management.base import CommandError
 
 from core.commands import ShiftlabCommand
-from core.errors import ShiftlabError
 from core.progress import job_status_lines, progress_bar
 from core.projects import User, scoped, user_by_name
 from transforms.judge_services import (
+    JudgeReportCreateRequest,
     judge_report_create,
-    judge_report_execute,
+    judge_report_execute_here,
 )
 from transforms.judge_tables import report_tables, report_warnings, tables_csv, tables_text
-from transforms.judgement_services import JudgeParams, judge_report_fail
+from transforms.judgement_services import JudgeParams
 from transforms.models import JudgeReport
 from transforms.presets import PRESETS
 from transforms.registry import TRANSFORMATIONS
@@ -60,16 +60,11 @@ class Command(ShiftlabCommand):
             return
         if o["action"] == "sensitivity":
             return self._sensitivity(o)
-        report = judge_report_create(
-            actor=self.user, project=o["project"], dispatch=False, **_REPORT_INPUTS[o["action"]](o), **_settings(o)
-        )
+        asked = JudgeReportCreateRequest(project=o["project"], **_REPORT_INPUTS[o["action"]](o), **_settings(o))
+        report = judge_report_create(actor=self.user, request=asked, dispatch=False)
         self.stdout.write(f"Judge report {report.pk} ({report.get_kind_display()})")
         self._last_tenth = None  # progress lines written to a log: one per tenth
-        try:
-            report = judge_report_execute(report_id=report.pk, on_progress=self._progress)
-        except ShiftlabError as exc:  # a backend that does not answer: no task here retries, so the report fails
-            judge_report_fail(report_id=report.pk, reason=str(exc))
-            raise CommandError(str(exc)) from None  # judgements made so far are cached: rerunning resumes
+        report = judge_report_execute_here(report_id=report.pk, on_progress=self._progress)
         if sys.stdout.isatty():
             self.stdout.write("")
         if report.status != JudgeReport.Status.SUCCEEDED:

@@ -2,7 +2,7 @@ from django.core.management.base import CommandError
 
 from core.commands import ShiftlabCommand
 from core.progress import follow_job, job_status_lines
-from core.projects import project_require_write, scoped, user_by_name
+from core.projects import scoped, user_by_name
 from transforms.export_services import transform_run_export
 from transforms.models import TransformRun
 from transforms.noise import NOISE_KINDS, SEVERITIES
@@ -10,7 +10,12 @@ from transforms.params import GenerationParams
 from transforms.presets import PRESETS
 from transforms.registry import TRANSFORMATIONS
 from transforms.selectors import transform_run_summary
-from transforms.services import transform_run_resume, transform_runs_start
+from transforms.services import (
+    TransformRunResumeRequest,
+    TransformRunsStartRequest,
+    transform_run_resume,
+    transform_runs_start,
+)
 
 
 class Command(ShiftlabCommand):
@@ -78,8 +83,7 @@ class Command(ShiftlabCommand):
         if o["run"]:
             runs = [self._get_run(o["run"])]
             if o["resume"]:
-                project_require_write(self.user, runs[0].project)
-                runs = [transform_run_resume(run_id=o["run"], actor=self.user)]
+                runs = [transform_run_resume(actor=self.user, request=TransformRunResumeRequest(run=runs[0].pk))]
                 self.stdout.write(f"Run {runs[0].pk} resumed: {runs[0].total - runs[0].done} texts to go")
         else:
             runs = self._create(o)
@@ -100,20 +104,22 @@ class Command(ShiftlabCommand):
             raise CommandError("--dataset and --transformation are required to start a run")
         runs = transform_runs_start(
             actor=self.user,
-            project=o["project"],
-            dataset=o["dataset"],
-            transformation=o["transformation"],
-            backend=o["backend"],
-            limit=o["limit"],
-            language_check=o["language_check"],
-            preset=o["preset"] or "",
-            seed=o["seed"],
-            temperature=o["temperature"],
-            top_p=o["top_p"],
-            max_tokens=o["max_tokens"],
-            max_attempts=o["max_attempts"],
-            languages=[c.strip() for c in o["languages"].split(",")] if o["languages"] else None,
-            severities=_severities(o["severities"]),
+            request=TransformRunsStartRequest(
+                project=o["project"],
+                dataset=o["dataset"],
+                transformation=o["transformation"],
+                backend=o["backend"],
+                limit=o["limit"],
+                language_check=o["language_check"],
+                preset=o["preset"] or "",
+                seed=o["seed"],
+                temperature=o["temperature"],
+                top_p=o["top_p"],
+                max_tokens=o["max_tokens"],
+                max_attempts=o["max_attempts"],
+                languages=[c.strip() for c in o["languages"].split(",")] if o["languages"] else None,
+                severities=_severities(o["severities"]),
+            ),
         )
         for run in runs:
             self.stdout.write(
