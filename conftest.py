@@ -24,6 +24,16 @@ HEAVY_FIXTURES = frozenset(
 )
 
 
+def pytest_configure(config):
+    """Tests hash passwords with a fast hasher: Django's default (PBKDF2, 1,000,000 rounds) costs
+    0.23 s a password on this machine, paid by every test user created or logging in with a
+    password, minutes of each CI pass. Only the test process: the servers tests start never check
+    a password a test made (Argilla hashes its own)."""
+    from django.conf import settings
+
+    settings.PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
+
+
 def touches_database(item) -> bool:
     """Whether pytest-django lets the test reach the database (a ``django_db`` mark, or a fixture
     that needs ``db``/``transactional_db``, however indirectly). Any other test fails if it tries, so
