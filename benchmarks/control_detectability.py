@@ -151,6 +151,7 @@ def all_transformations(args) -> None:
     from core.errors import ShiftlabError
     from corpora.models import Dataset
     from corpora.services import ImportOptions, dataset_import
+    from tests.support import roster_at_least
     from transforms.backends import reset_backends
     from transforms.embedded import LlamaServer, default_models_dir, ensure_model
     from transforms.models import TransformRun
@@ -245,7 +246,7 @@ def all_transformations(args) -> None:
                 seed=seed,
                 detectability_override="benchmark: measures detectability, nobody rates these studies",
             )
-            _roster(run.project, design.raters_per_item)  # a design needs its raters on the roster (issue 43)
+            roster_at_least(run.project, design.raters_per_item)  # a design needs its raters on the roster (issue 43)
             study = study_create(
                 actor=None,
                 request=StudyCreateRequest(
@@ -330,6 +331,7 @@ def main() -> None:
     from annotation.studies.design_services import StudyCreateRequest, study_create, study_lock
     from corpora.models import Dataset
     from corpora.services import ImportOptions, dataset_import
+    from tests.support import roster_at_least
     from transforms.backends import reset_backends
     from transforms.embedded import LlamaServer, default_models_dir, ensure_model
     from transforms.params import GenerationParams
@@ -417,7 +419,7 @@ def main() -> None:
                 detectability_override="benchmark: measures detectability, nobody rates these studies",
             )
             name = f"controls-{seed}-{time.time_ns()}"
-            _roster(layout_runs[0].project, design.raters_per_item)
+            roster_at_least(layout_runs[0].project, design.raters_per_item)
             study = study_lock(
                 study=study_create(actor=None, request=StudyCreateRequest(name=name, runs=layout_runs, design=design))
             )
@@ -467,23 +469,6 @@ def main() -> None:
             sd = statistics.stdev(values) if len(values) > 1 else 0.0
             cells.append(f"{kind} {np.mean(values):.3f} ± {sd:.3f}" if values else f"{kind} n/a")
         print(f"  {layout:<16} {method:<4} " + ", ".join(cells))
-
-
-def _roster(project, n: int) -> None:
-    """At least ``n`` annotators on ``project``'s roster: ``study_create`` refuses a design with
-    more raters per item than that (issue 43). Nobody rates here; they only count."""
-    from django.contrib.auth import get_user_model
-    from django.contrib.auth.models import Group
-
-    from core.roles import Role
-    from core.rosters import project_annotators, roster_add
-
-    k = 0
-    while project_annotators(project).count() < n:
-        k += 1
-        user, _ = get_user_model().objects.get_or_create(username=f"bench-rater-{k}")
-        user.groups.add(Group.objects.get(name=Role.ANNOTATOR))
-        roster_add(project=project, user=user, actor=None)
 
 
 if __name__ == "__main__":

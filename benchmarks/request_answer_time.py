@@ -100,6 +100,7 @@ def _validate(args) -> tuple[str, float, float, float]:
     from annotation.studies.validation_job_services import study_validation_run
     from annotation.studies.validation_services import study_validate
     from corpora.services import dataset_import
+    from tests.support import roster_at_least
     from transforms.models import Judgement
     from transforms.services import transform_run_create
     from transforms.tasks import start_run
@@ -117,7 +118,7 @@ def _validate(args) -> tuple[str, float, float, float]:
         seed=3,
         detectability_override="benchmark of a few items",
     )
-    _roster(run.project, design.raters_per_item)  # a design needs its raters on the roster (issue 43)
+    roster_at_least(run.project, design.raters_per_item)  # a design needs its raters on the roster (issue 43)
     study = study_lock(
         study=study_create(actor=None, request=StudyCreateRequest(name="bench", runs=[run], design=design))
     )
@@ -219,23 +220,6 @@ class SlowEncoder:
 
     def close(self):
         pass
-
-
-def _roster(project, n: int) -> None:
-    """At least ``n`` annotators on ``project``'s roster: ``study_create`` refuses a design with
-    more raters per item than that (issue 43). Nobody rates here; they only count."""
-    from django.contrib.auth import get_user_model
-    from django.contrib.auth.models import Group
-
-    from core.roles import Role
-    from core.rosters import project_annotators, roster_add
-
-    k = 0
-    while project_annotators(project).count() < n:
-        k += 1
-        user, _ = get_user_model().objects.get_or_create(username=f"bench-rater-{k}")
-        user.groups.add(Group.objects.get(name=Role.ANNOTATOR))
-        roster_add(project=project, user=user, actor=None)
 
 
 if __name__ == "__main__":
