@@ -51,6 +51,7 @@ from annotation.studies.validation_job_services import (
     study_validation_run,
     study_validation_waiting,
 )
+from core.errors import ForbiddenError
 from core.sweeper import StuckJobKind, stuck_job_kind_register
 from core.task_policy import ARGILLA_UNAVAILABLE, TRANSIENT_BACKEND, failure_reason
 from core.waiting import BackendUnavailable
@@ -83,7 +84,11 @@ def sync_study(study_id: int) -> dict:
 def sync_baseline(study_id: int, actor_id: int | None = None) -> dict:
     """Sync one human baseline's submitted answers, as ``actor_id`` (who asked; checked again here);
     idempotent, so a redelivered task is harmless."""
-    actor = get_user_model().objects.filter(pk=actor_id).first() if actor_id is not None else None
+    actor = None  # the system
+    if actor_id is not None:
+        actor = get_user_model().objects.filter(pk=actor_id, is_active=True).first()
+        if actor is None:  # never fall back to the system's rights for someone who is gone
+            raise ForbiddenError(f"the user #{actor_id} who asked for this sync no longer exists or is inactive")
     return asdict(baseline_sync(study=BaselineStudy.objects.get(pk=study_id), actor=actor))
 
 

@@ -253,3 +253,22 @@ def test_a_queued_baseline_sync_answers_at_once_and_the_page_follows_it(client, 
     # A study sync's task id is no sync of this baseline.
     TaskResult.objects.filter(task_id=task_id).update(task_name="annotation.sync_study")
     assert "Queued sync" not in words(client.get(f"{url}?sync={task_id}"))
+
+
+def test_a_queued_baseline_sync_of_a_user_gone_since_never_runs_as_the_system(researcher, study):
+    """The task re-checks the asker: a deleted or deactivated user is refused before any Argilla
+    read, instead of the sync running with the system's rights (actor None)."""
+    import uuid
+
+    from annotation.tasks import sync_baseline
+    from core.errors import ForbiddenError
+
+    BaselineStudy.objects.filter(pk=study.pk).update(
+        status=BaselineStudy.Status.PUBLISHED, argilla_dataset_id=uuid.uuid4()
+    )
+    researcher.is_active = False
+    researcher.save(update_fields=["is_active"])
+    with pytest.raises(ForbiddenError, match="no longer exists or is inactive"):
+        sync_baseline.run(study.pk, researcher.pk)
+    with pytest.raises(ForbiddenError, match="no longer exists or is inactive"):
+        sync_baseline.run(study.pk, 10**9)
