@@ -2,8 +2,9 @@
 
 core sits below every app and imports none of them (the import-linter contracts in ``.importlinter``).
 A section is declared by the app that owns its data, as a :class:`ProjectSection` value, and named by
-dotted path in ``settings.PROJECT_PAGE_SECTIONS`` (the project package wires the apps); the page loads
-the sections on first use, as Django loads ``PASSWORD_HASHERS``.
+dotted path in ``settings.PROJECT_PAGE_SECTIONS`` (the project package wires the apps); the page
+resolves those paths when it is drawn (``import_string``: each module is imported once per process),
+so nothing is wired at start-up.
 """
 
 from __future__ import annotations

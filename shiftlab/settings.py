@@ -88,8 +88,8 @@ INSTALLED_APPS = [
 # Start-up wiring between the apps, all of it (docs/architecture.md, "Layers"): an app imports only
 # the apps upstream of it (the import-linter contracts in .importlinter). Where an upstream page or
 # report shows something a downstream app owns, the upstream app offers an extension point and this
-# project package, above every app, names the provider by dotted path; the upstream app loads it on
-# first use (django.utils.module_loading.import_string, as Django loads PASSWORD_HASHERS). No app's
+# project package, above every app, names the provider by dotted path; the upstream app resolves it
+# when it builds the page or report (django.utils.module_loading.import_string). No app's
 # ready() plugs anything into another app.
 # Sections of the project page beyond its members and invitations (core.project_sections).
 PROJECT_PAGE_SECTIONS = ["corpora.project_sections.control_sources"]
